@@ -1,0 +1,92 @@
+"""The matmul ladder: C = A @ B, one numbered file per technique.
+
+The file tree is the lesson — read the rungs in order:
+
+=====================  ====================================================
+``k01_naive``          one thread per output, straight from global memory
+``k02_coalesced``      thread→element mapping that makes warps coalesce
+``k03_smem_tiled``     shared-memory tiles, reused T times, masked edges
+=====================  ====================================================
+"""
+
+from __future__ import annotations
+
+from ..runtime import (
+    Rung,
+    as_stream,
+    device_operand,
+    finish_result,
+    prepare_out,
+)
+from . import k01_naive, k02_coalesced, k03_smem_tiled
+from ._common import flops
+
+#: every rung, in ladder order
+RUNGS: dict[str, Rung] = {
+    r.name: r for r in (k01_naive.RUNG, k02_coalesced.RUNG, k03_smem_tiled.RUNG)
+}
+
+#: variant names in ladder order (later rungs append)
+MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the rung ``variant=None`` uses: the fastest one shipped (see benchmarks/NOTES.md)
+BEST_VARIANT = "k03_smem_tiled"
+
+__all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops"]
+
+
+def get_rung(variant: str | None) -> Rung:
+    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
+    if variant is None:
+        variant = BEST_VARIANT
+    try:
+        return RUNGS[variant]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"variant: expected one of {MATMUL_VARIANTS} or None; got {variant!r}"
+        ) from None
+
+
+def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
+    """C = A @ B for 2-D float32 or float64 arrays of the same dtype.
+
+    a, b
+        NumPy arrays (copied to the device; the result comes back as NumPy),
+        Numba device arrays, or CUDA arrays from CuPy / PyTorch / any
+        ``__cuda_array_interface__`` or DLPack producer (used in place; the
+        result is of ``a``'s kind).  Device arrays must be C-contiguous.
+    out
+        Optional C-contiguous array of shape (M, N) and the inputs' dtype to
+        write into; it is returned.
+    variant
+        A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`.
+    config
+        A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
+        config object; None means ``"sim"`` in the simulator, else ``"default"``.
+    stream
+        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+        Device results are asynchronous on that stream, like any CUDA library.
+    """
+    rung = get_rung(variant)
+    cfg = rung.resolve_config(config)
+    stream = as_stream(stream)
+
+    a_op = device_operand(a, "a", ndim=2, stream=stream)
+    b_op = device_operand(b, "b", ndim=2, stream=stream)
+    (m, k), (kb, n) = a_op.dev.shape, b_op.dev.shape
+    if b_op.dev.dtype != a_op.dev.dtype:
+        raise TypeError(
+            f"b: expected dtype {a_op.dev.dtype} (the dtype of a); got {b_op.dev.dtype}"
+        )
+    if kb != k:
+        raise ValueError(
+            f"b: expected shape ({k}, N) since a has shape {(m, k)} "
+            f"(inner dimensions must match); got {(kb, n)}"
+        )
+    c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream)
+
+    if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
+        kernel = rung.kernel(cfg, a_op.dev.dtype)
+        grid, block = rung.geometry(cfg, m, n, k)
+        kernel[grid, block, stream](a_op.dev, b_op.dev, c_op.dev)
+    return finish_result(c_op, stream)

@@ -1,0 +1,95 @@
+"""NumPy references and the error bounds the checks use.
+
+A float32 dot product of length K, computed in any order with or without
+FMA, satisfies (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1)
+
+    |fl(a·b) − a·b| ≤ γ_K · Σ|a_i|·|b_i|,     γ_K = K·u / (1 − K·u),
+
+with u = 2⁻²⁴ for float32 and 2⁻⁵³ for float64 (unit roundoff).  The
+reference is itself computed in finite precision (u_ref), so the check is
+
+    |C − ref| ≤ (γ_K(u) + γ_K(u_ref)) · (|A|·|B|) · (1 + 2·γ_K(u_ref))
+
+where the last factor covers the rounding of |A|·|B| itself.  For K = 0 the
+bound is 0: the kernel must write exact zeros.  NaN never passes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["unit_roundoff", "gamma", "matmul_reference", "check_within", "BoundCheck"]
+
+
+def unit_roundoff(dtype) -> float:
+    """u = 2^-(p) for a binary float with p-bit significand (eps / 2)."""
+    return float(np.finfo(dtype).eps) / 2
+
+
+def gamma(n: int, u: float) -> float:
+    """Higham's γ_n = n·u / (1 − n·u)."""
+    nu = n * u
+    if nu >= 1:
+        raise ValueError(f"gamma: n·u = {nu} >= 1; the bound is meaningless")
+    return nu / (1 - nu)
+
+
+def _ref_dtype():
+    # x86 long double has a 64-bit significand; elsewhere it may be float64.
+    return np.longdouble
+
+
+def matmul_reference(a: np.ndarray, b: np.ndarray, xp=np):
+    """``(ref, bound)`` for C = A @ B with A, B of one float dtype.
+
+    With ``xp=np`` the reference is computed in ``long double``; with another
+    array module (CuPy, for large GPU problems) in float64.  Returns arrays of
+    the module used, in float64.
+    """
+    k = a.shape[1]
+    if xp is np:
+        rdt = _ref_dtype()
+        a_r, b_r = np.asarray(a, dtype=rdt), np.asarray(b, dtype=rdt)
+        u_ref = unit_roundoff(rdt)
+    else:
+        a_r, b_r = a.astype(xp.float64), b.astype(xp.float64)
+        u_ref = unit_roundoff(np.float64)
+    ref = a_r @ b_r
+    absprod = xp.abs(a_r) @ xp.abs(b_r)
+    g_ref = gamma(k, u_ref)
+    factor = (gamma(k, unit_roundoff(a.dtype)) + g_ref) * (1 + 2 * g_ref)
+    return ref.astype(xp.float64), (absprod * factor).astype(xp.float64)
+
+
+class BoundCheck:
+    """Result of comparing ``out`` with ``ref`` under an element-wise ``bound``."""
+
+    def __init__(self, out, ref, bound, xp=np):
+        out = out.astype(xp.float64)
+        err = xp.abs(out - ref)
+        # NaN in out (an unwritten, poisoned element) makes err NaN: never passes.
+        ok = err <= bound
+        self.passed = bool(ok.all())
+        self.n_bad = int((~ok).sum())
+        self.max_err = float(xp.nanmax(err)) if err.size else 0.0
+        self.max_bound = float(bound.max()) if bound.size else 0.0
+        self.has_nan = bool(xp.isnan(out).any())
+        # the worst ratio err / bound: < 1 passes (0/0 counts as 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = xp.where(bound > 0, err / bound, xp.where(err == 0, 0.0, xp.inf))
+        self.worst_ratio = float(xp.nanmax(ratio)) if ratio.size else 0.0
+        if self.has_nan:
+            self.worst_ratio = float("nan")
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return (
+            f"BoundCheck(passed={self.passed}, bad={self.n_bad}, max_err={self.max_err:.3g}, "
+            f"worst err/bound={self.worst_ratio:.3g}, nan={self.has_nan})"
+        )
+
+
+def check_within(out, ref, bound, xp=np) -> BoundCheck:
+    return BoundCheck(out, ref, bound, xp)

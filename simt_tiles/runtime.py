@@ -1,0 +1,392 @@
+"""The one small runtime layer every kernel in simt_tiles stands on.
+
+* **Simulator or GPU** — :data:`SIMULATOR` says which target Numba loaded.
+* **jit options** — :func:`jit` drops the options the simulator rejects
+  (``lineinfo``, ``max_registers``, ``launch_bounds``, ...), so kernel files
+  can state their GPU options unconditionally.
+* **Tile configurations** — :class:`TileConfig`, a frozen dataclass that
+  validates itself at construction (threads per block, static shared memory,
+  and each kernel's own divisibility rules) and raises :class:`ConfigError`
+  naming the field, its value and the rule.
+* **Launch geometry** — :func:`cdiv` and :func:`grid_for`.
+* **Array interop** — :func:`device_operand` accepts NumPy arrays (copied to
+  the device), Numba device arrays, any ``__cuda_array_interface__`` object
+  (CuPy, PyTorch) and CUDA DLPack producers without host copies;
+  :func:`prepare_out` checks `out=` or makes the result in the caller's kind and
+  :func:`finish_result` hands it back.
+
+``cuda`` is imported here at module level, once: the simulator and the real
+target are chosen by Numba at that import (see :mod:`simt_tiles._probe`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, Iterable
+
+import numba
+import numpy as np
+from numba import cuda
+
+__all__ = [
+    "SIMULATOR",
+    "ConfigError",
+    "TileConfig",
+    "jit",
+    "GPU_ONLY_JIT_OPTIONS",
+    "cdiv",
+    "grid_for",
+    "numba_dtype",
+    "Operand",
+    "device_operand",
+    "prepare_out",
+    "finish_result",
+    "as_stream",
+    "SUPPORTED_FLOATS",
+    "Rung",
+]
+
+#: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
+SIMULATOR: bool = bool(numba.config.ENABLE_CUDASIM)
+
+#: dtypes every kernel claims; they are validated by the public functions.
+SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+# ---------------------------------------------------------------------------
+# jit options
+# ---------------------------------------------------------------------------
+
+#: Options the GPU target understands and the simulator's ``jit`` rejects
+#: (TypeError or NotImplementedError there).
+GPU_ONLY_JIT_OPTIONS = frozenset(
+    {"lineinfo", "max_registers", "launch_bounds", "link", "lto", "forceinline", "cache", "opt"}
+)
+
+
+def jit(pyfunc: Callable, **options: Any):
+    """``cuda.jit(**options)(pyfunc)``, minus the options the simulator rejects."""
+    if SIMULATOR:
+        options = {k: v for k, v in options.items() if k not in GPU_ONLY_JIT_OPTIONS}
+    return cuda.jit(**options)(pyfunc)
+
+
+def numba_dtype(dtype) -> numba.types.Type:
+    """The Numba scalar type for a NumPy dtype (used for shared arrays, accumulators)."""
+    return numba.from_dtype(np.dtype(dtype))
+
+
+# ---------------------------------------------------------------------------
+# Tile configurations
+# ---------------------------------------------------------------------------
+
+
+class ConfigError(ValueError):
+    """A tile configuration breaks a rule; the message names field, value and rule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TileConfig:
+    """Base of every kernel's configuration: a small, hashable, validated value.
+
+    Subclasses declare integer fields and override :meth:`block`,
+    :meth:`smem_bytes` and (optionally) :meth:`rules`.  Validation happens in
+    ``__post_init__``, so an invalid configuration can never exist.
+    """
+
+    #: hardware limits checked for every config (sm_90; static shared memory)
+    MAX_THREADS = 1024
+    MAX_STATIC_SMEM = 48 * 1024
+
+    def block(self) -> tuple[int, ...]:
+        """CUDA block shape (threads) this config launches with."""
+        raise NotImplementedError
+
+    def smem_bytes(self, itemsize: int) -> int:
+        """Static shared memory per block for elements of ``itemsize`` bytes."""
+        return 0
+
+    def rules(self) -> Iterable[tuple[str, bool, str]]:
+        """Kernel-specific rules: ``(field, holds, rule text)`` triples."""
+        return ()
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block())
+
+    def __post_init__(self) -> None:
+        name = type(self).__qualname__
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(
+                    f"{name}.{f.name} = {value!r}: expected a positive int"
+                )
+        for field, holds, rule in self.rules():
+            if not holds:
+                raise ConfigError(
+                    f"{name}.{field} = {getattr(self, field)!r} breaks the rule: {rule} ({self})"
+                )
+        if self.threads > self.MAX_THREADS:
+            raise ConfigError(
+                f"{name}: block {self.block()} has {self.threads} threads; "
+                f"the rule is threads per block <= {self.MAX_THREADS} ({self})"
+            )
+        smem = self.smem_bytes(8)  # the widest dtype we claim (float64)
+        if smem > self.MAX_STATIC_SMEM:
+            raise ConfigError(
+                f"{name}: needs {smem} bytes of static shared memory for float64; "
+                f"the rule is <= {self.MAX_STATIC_SMEM} bytes ({self})"
+            )
+
+
+# ---------------------------------------------------------------------------
+# Launch geometry
+# ---------------------------------------------------------------------------
+
+
+def cdiv(n: int, d: int) -> int:
+    """Ceiling division: number of tiles of size ``d`` covering ``n`` items."""
+    return -(-n // d)
+
+
+def grid_for(extents: tuple[int, ...], per_block: tuple[int, ...]) -> tuple[int, ...]:
+    """Blocks per grid dimension so that ``per_block`` items each cover ``extents``."""
+    return tuple(cdiv(n, b) for n, b in zip(extents, per_block))
+
+
+# ---------------------------------------------------------------------------
+# Array interop
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Operand:
+    """An argument as the kernel sees it (``dev``) and as the caller gave it."""
+
+    name: str
+    dev: Any  # Numba device array (or simulator FakeCUDAArray)
+    kind: str  # "numpy", "numba", "cupy", "torch", "cai"
+    original: Any
+
+
+def _describe(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _kind_of_cai(x) -> str:
+    mod = type(x).__module__.split(".")[0]
+    if cuda.is_cuda_array(x) and mod.startswith("numba"):
+        return "numba"
+    if mod == "cupy":
+        return "cupy"
+    if mod == "torch":
+        return "torch"
+    return "cai"
+
+
+def _is_cuda_dlpack(x) -> bool:
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None or not hasattr(x, "__dlpack__"):
+        return False
+    try:
+        device_type, _ = dev()
+    except Exception:  # pragma: no cover - a producer with a broken protocol
+        return False
+    return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def device_operand(x, name: str, *, ndim: int, stream=0) -> Operand:
+    """Turn a caller's array into a device array the kernels can take.
+
+    * NumPy arrays are checked, made C-contiguous and copied to the device.
+    * ``__cuda_array_interface__`` objects (Numba, CuPy, PyTorch CUDA tensors)
+      are used in place; they must be C-contiguous (no hidden copy is made).
+    * CUDA DLPack producers without the interface go through CuPy, zero-copy.
+
+    Raises TypeError/ValueError naming ``name``, the expectation and what came.
+    """
+    if isinstance(x, np.ndarray):
+        _check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
+        host = np.ascontiguousarray(x)
+        return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
+    if cuda.is_cuda_array(x):
+        kind = _kind_of_cai(x)
+        dev = x if kind == "numba" else cuda.as_cuda_array(x)
+    elif _is_cuda_dlpack(x):
+        try:
+            import cupy
+        except ImportError as exc:
+            raise TypeError(
+                f"{name}: a DLPack array ({_describe(x)}) needs CuPy to be used "
+                "without a copy; install cupy or pass a CuPy/PyTorch/Numba array"
+            ) from exc
+        kind = "cupy"
+        x = cupy.from_dlpack(x)
+        dev = cuda.as_cuda_array(x)
+    else:
+        where = ""
+        if hasattr(x, "device"):
+            where = f" on device {x.device}"
+        raise TypeError(
+            f"{name}: expected a NumPy array or a CUDA array (Numba device array, "
+            f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {_describe(x)}{where}"
+        )
+    _check_dtype_ndim(name, dev.dtype, dev.ndim, dev.shape, ndim)
+    if not dev.is_c_contiguous():
+        raise ValueError(
+            f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
+            f"with strides {dev.strides} (make a contiguous copy first, e.g. "
+            "cupy.ascontiguousarray / tensor.contiguous())"
+        )
+    return Operand(name, dev, kind, x)
+
+
+def _check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
+    if got_ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array; got {got_ndim}-D with shape {tuple(shape)}")
+    if np.dtype(dtype) not in SUPPORTED_FLOATS:
+        raise TypeError(
+            f"{name}: expected dtype float32 or float64; got {np.dtype(dtype)}"
+        )
+
+
+def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0) -> Operand:
+    """The output operand: the caller's ``out=`` checked, or a new array of the
+    caller's kind (the kind of ``like``).
+
+    ``out`` must have exactly ``shape`` and ``dtype`` and be C-contiguous (and
+    writeable, for NumPy); nothing is broadcast or cast silently.
+    """
+    dtype = np.dtype(dtype)
+    if out is None:
+        return _allocate(like, shape, dtype, stream)
+    if isinstance(out, np.ndarray):
+        _check_out_shape_dtype(out.shape, out.dtype, shape, dtype)
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError(
+                "out: expected a writeable C-contiguous NumPy array; got strides "
+                f"{out.strides}, writeable={out.flags.writeable}"
+            )
+        return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
+    op = device_operand(out, "out", ndim=len(shape), stream=stream)
+    _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
+    return op
+
+
+def _check_out_shape_dtype(got_shape, got_dtype, shape, dtype) -> None:
+    if tuple(got_shape) != tuple(shape):
+        raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(got_shape)}")
+    if np.dtype(got_dtype) != np.dtype(dtype):
+        raise TypeError(f"out: expected dtype {np.dtype(dtype)}; got {np.dtype(got_dtype)}")
+
+
+def _allocate(like: Operand, shape, dtype, stream) -> Operand:
+    if like.kind == "cupy":
+        import cupy
+
+        obj = cupy.empty(shape, dtype=dtype)
+        return Operand("out", cuda.as_cuda_array(obj), "cupy", obj)
+    if like.kind == "torch":
+        import torch
+
+        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        obj = torch.empty(shape, dtype=tdtype, device=like.original.device)
+        return Operand("out", cuda.as_cuda_array(obj), "torch", obj)
+    dev = cuda.device_array(shape, dtype=dtype, stream=stream)
+    if like.kind == "numpy":
+        return Operand("out", dev, "numpy", None)  # host copy made by finish_result
+    return Operand("out", dev, "numba", dev)
+
+
+def finish_result(out: Operand, stream=0):
+    """Hand the result back in the caller's kind (NumPy callers get a host array;
+    the copy is complete when this returns)."""
+    if out.kind != "numpy":
+        return out.original
+    if out.original is None:
+        host = out.dev.copy_to_host(stream=stream)
+    else:
+        host = out.dev.copy_to_host(out.original, stream=stream)
+    if stream:
+        stream.synchronize()
+    return host
+
+
+def as_stream(stream):
+    """A Numba stream (or 0 for the default stream) from what the caller passed.
+
+    Accepts None, a Numba stream, or a CuPy / PyTorch stream object (wrapped
+    with ``cuda.external_stream``, GPU only).
+    """
+    if stream is None or stream == 0:
+        return 0
+    if SIMULATOR or type(stream).__module__.startswith("numba"):
+        return stream
+    for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
+        ptr = getattr(stream, attr, None)
+        if isinstance(ptr, int):
+            return cuda.external_stream(ptr)
+    raise TypeError(
+        f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {_describe(stream)}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Rungs: a kernel factory plus what is needed to configure, build and launch it
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Rung:
+    """One rung of a ladder: the pieces a kernel file exports.
+
+    ``factory(config, dtype)`` returns the *Python* kernel function (closing
+    over the config's constants); :meth:`kernel` jit-compiles it once per
+    ``(config, dtype)``.  ``geometry(config, *problem)`` returns
+    ``(grid, block)``.  ``signature(dtype)`` is the Numba signature the kernel
+    is compiled for (also used by the PTX compile gate).
+    """
+
+    name: str
+    config_type: type
+    presets: dict
+    factory: Callable
+    geometry: Callable
+    signature: Callable
+    jit_options: Callable = lambda config: {}
+    #: the compile gate fails if a preset of a spill-free rung spills
+    spill_free: bool = True
+
+    def resolve_config(self, config) -> TileConfig:
+        """A config object from ``None`` (the preset for this target), a preset
+        name, or a config object of this rung's type."""
+        if config is None:
+            config = "sim" if SIMULATOR else "default"
+        if isinstance(config, str):
+            try:
+                return self.presets[config]
+            except KeyError:
+                raise ValueError(
+                    f"config: {self.name} has no preset {config!r}; "
+                    f"expected one of {sorted(self.presets)}"
+                ) from None
+        if not isinstance(config, self.config_type):
+            raise TypeError(
+                f"config: expected a preset name or a {self.config_type.__module__}."
+                f"{self.config_type.__qualname__} for {self.name}; got {config!r}"
+            )
+        return config
+
+    def kernel(self, config: TileConfig, dtype):
+        """The compiled kernel for ``config`` and ``dtype`` (cached)."""
+        return _compiled(self, config, np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype):
+    pyfunc = rung.factory(config, dtype)
+    sig = rung.signature(dtype)
+    return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config)})

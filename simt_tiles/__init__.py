@@ -2,13 +2,43 @@
 
 Every kernel is a factory taking its tile sizes, ships ``"sim"`` (tiny tiles,
 for Numba's CUDA simulator) and ``"default"`` (the GPU) presets, and is
-checked against a NumPy reference.  Set ``NUMBA_ENABLE_CUDASIM=1`` before
-importing to run in the simulator on a machine without a GPU.
+checked against a NumPy reference.
+
+Numba picks the real GPU or its simulator once, when ``numba.cuda`` is first
+imported, from ``NUMBA_ENABLE_CUDASIM``.  Importing this package does not
+import Numba yet (the public names load on first use), so the command line
+(``simt-tiles`` / ``python -m simt_tiles``) can choose the simulator when no
+GPU is present.  In your own programs without a GPU, set
+``NUMBA_ENABLE_CUDASIM=1`` before importing Numba or using simt_tiles.
 """
 
-from .matmul import BEST_VARIANT, MATMUL_VARIANTS, matmul
-from .runtime import SIMULATOR, ConfigError
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "MATMUL_VARIANTS", "BEST_VARIANT", "SIMULATOR", "ConfigError", "__version__"]
+# public name -> module that defines it (loaded on first access, PEP 562)
+_PUBLIC = {
+    "matmul": ".kernels.matmul",
+    "MATMUL_VARIANTS": ".kernels.matmul",
+    "BEST_VARIANT": ".kernels.matmul",
+    "SIMULATOR": ".runtime",
+    "ConfigError": ".runtime",
+}
+
+__all__ = [*_PUBLIC, "__version__"]
+
+
+def __getattr__(name: str):
+    try:
+        module = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'simt_tiles' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(__all__)

@@ -39,15 +39,15 @@ def _ref_dtype():
     return np.longdouble
 
 
-def matmul_reference(a: np.ndarray, b: np.ndarray, xp=np):
+def matmul_reference(a: np.ndarray, b: np.ndarray, xp=np, precise: bool = True):
     """``(ref, bound)`` for C = A @ B with A, B of one float dtype.
 
-    With ``xp=np`` the reference is computed in ``long double``; with another
-    array module (CuPy, for large GPU problems) in float64.  Returns arrays of
-    the module used, in float64.
+    With ``xp=np`` and ``precise`` the reference is computed in ``long double``
+    (slow: small problems); otherwise in float64 with ``xp`` (NumPy or CuPy).
+    Returns float64 arrays of the module used.
     """
     k = a.shape[1]
-    if xp is np:
+    if xp is np and precise:
         rdt = _ref_dtype()
         a_r, b_r = np.asarray(a, dtype=rdt), np.asarray(b, dtype=rdt)
         u_ref = unit_roundoff(rdt)

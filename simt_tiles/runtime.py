@@ -176,10 +176,20 @@ def _describe(x) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def _is_numba_device_array(x) -> bool:
+    # Numba's device arrays (and the simulator's stand-ins) carry this marker.
+    return bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def _has_cai(x) -> bool:
+    try:
+        return hasattr(x, "__cuda_array_interface__")
+    except Exception:  # e.g. a CPU tensor raising something other than AttributeError
+        return False
+
+
 def _kind_of_cai(x) -> str:
     mod = type(x).__module__.split(".")[0]
-    if cuda.is_cuda_array(x) and mod.startswith("numba"):
-        return "numba"
     if mod == "cupy":
         return "cupy"
     if mod == "torch":
@@ -212,9 +222,10 @@ def device_operand(x, name: str, *, ndim: int, stream=0) -> Operand:
         _check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
         host = np.ascontiguousarray(x)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
-    if cuda.is_cuda_array(x):
-        kind = _kind_of_cai(x)
-        dev = x if kind == "numba" else cuda.as_cuda_array(x)
+    if _is_numba_device_array(x):
+        kind, dev = "numba", x
+    elif _has_cai(x):
+        kind, dev = _kind_of_cai(x), cuda.as_cuda_array(x)
     elif _is_cuda_dlpack(x):
         try:
             import cupy
@@ -321,14 +332,15 @@ def as_stream(stream):
     Accepts None, a Numba stream, or a CuPy / PyTorch stream object (wrapped
     with ``cuda.external_stream``, GPU only).
     """
-    if stream is None or stream == 0:
+    if stream is None or (isinstance(stream, int) and stream == 0):
         return 0
-    if SIMULATOR or type(stream).__module__.startswith("numba"):
+    if type(stream).__module__.startswith("numba"):
         return stream
-    for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
-        ptr = getattr(stream, attr, None)
-        if isinstance(ptr, int):
-            return cuda.external_stream(ptr)
+    if not SIMULATOR:
+        for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
+            ptr = getattr(stream, attr, None)
+            if isinstance(ptr, int):
+                return cuda.external_stream(ptr)
     raise TypeError(
         f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {_describe(stream)}"
     )

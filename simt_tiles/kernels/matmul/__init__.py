@@ -11,7 +11,7 @@ The file tree is the lesson — read the rungs in order:
 
 from __future__ import annotations
 
-from ..runtime import (
+from ...runtime import (
     Rung,
     as_stream,
     device_operand,

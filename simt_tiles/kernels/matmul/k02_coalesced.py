@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from ..runtime import Rung, grid_for, numba_dtype
+from ...runtime import Rung, grid_for, numba_dtype
 from ._common import signature
 from .k01_naive import Config  # same knobs as k01: only the mapping differs
 

@@ -31,7 +31,7 @@ import dataclasses
 
 from numba import cuda
 
-from ..runtime import Rung, TileConfig, grid_for, numba_dtype
+from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 from ._common import signature
 
 

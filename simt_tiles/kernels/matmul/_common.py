@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from numba import void
 
-from ..runtime import numba_dtype
+from ...runtime import numba_dtype
 
 
 def signature(dtype):

@@ -1,0 +1,93 @@
+"""The GPU-free compile gate: report parsing, and that it fails when it should.
+
+These run the gate in a subprocess with NUMBA_ENABLE_CUDASIM=0 (PTX needs the
+real target; no GPU needed) so they coexist with the simulator suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from simt_tiles.compile_gate import parse_ptxas
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+REPORT = """\
+ptxas info    : 8 bytes gmem
+ptxas info    : Compiling entry function '_Z3k03' for 'sm_90'
+ptxas info    : Function properties for _Z3k03
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 384 bytes cmem[0]
+"""
+
+
+def test_parse_ptxas():
+    assert parse_ptxas(REPORT) == {"registers": 40, "smem": 8192, "stack": 16, "spill_stores": 8, "spill_loads": 12}
+
+
+def test_parse_ptxas_rejects_garbage():
+    with pytest.raises(ValueError, match="unrecognised ptxas report"):
+        parse_ptxas("hello")
+
+
+def _gate(code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+
+
+def test_every_shipped_config_compiles_spill_free():
+    proc = _gate("import sys; from simt_tiles.compile_gate import main; sys.exit(main())")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from simt_tiles.kernels.matmul import MATMUL_VARIANTS
+
+    for v in MATMUL_VARIANTS:
+        assert proc.stdout.count(v) == 4, proc.stdout  # 2 presets x 2 dtypes
+
+
+BAD_RUNGS = """
+import dataclasses, sys
+from pathlib import Path
+import numpy as np
+from numba import cuda
+from simt_tiles import compile_gate
+from simt_tiles.runtime import Rung, numba_dtype
+from simt_tiles.kernels.matmul import k03_smem_tiled as k03
+
+def shape_expr(cfg, dtype):
+    T = cfg.tile; DT = numba_dtype(dtype)
+    def k(a, b, c):
+        s = cuda.shared.array((T, T + 1), DT)   # fine in the simulator, rejected on the GPU
+        s[0, 0] = a[0, 0]
+        c[0, 0] = s[0, 0]
+    return k
+
+def dynamic_local(cfg, dtype):
+    DT = numba_dtype(dtype)
+    def k(a, b, c):
+        acc = cuda.local.array(64, DT)          # indexed at run time: local memory
+        for i in range(64):
+            acc[i] = a[0, i % a.shape[1]]
+        c[0, 0] = acc[int(b[0, 0]) % 64]
+    return k
+
+base = k03.RUNG
+rows = []
+for name, factory in [("shape_expr", shape_expr), ("dynamic_local", dynamic_local)]:
+    rung = Rung(name, base.config_type, base.presets, factory, base.geometry, base.signature)
+    rows.append(compile_gate.compile_one(rung, "default", np.float32, compile_gate.find_ptxas(), Path("."), "test"))
+for r in rows:
+    print(r.rung, r.ok, r.error, r.stack, r.spills)
+"""
+
+
+def test_gate_fails_on_gpu_only_compile_errors_and_local_memory(tmp_path):
+    proc = _gate(f"import os; os.chdir({str(tmp_path)!r})\n" + BAD_RUNGS)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    assert lines["shape_expr"].startswith("False compile_ptx:"), proc.stdout
+    assert lines["dynamic_local"].startswith("False None"), proc.stdout

@@ -1,0 +1,141 @@
+"""Array interop: the result comes back in the caller's kind, without host copies for device arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import simt_tiles
+
+from .helpers import assert_matmul_ok, poisoned, random_operands
+
+
+@pytest.fixture
+def operands():
+    return random_operands(np.random.default_rng(7), 6, 5, 9, np.float32)
+
+
+def test_numpy_in_numpy_out(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, b)
+    assert isinstance(c, np.ndarray) and c.shape == (6, 5) and c.dtype == np.float32
+    assert_matmul_ok(a, b, c)
+
+
+def test_numpy_out_is_filled_and_returned(operands):
+    a, b = operands
+    out = np.full((6, 5), np.nan, np.float32)
+    assert simt_tiles.matmul(a, b, out=out) is out
+    assert_matmul_ok(a, b, out)
+
+
+def test_numba_device_in_device_out(operands):
+    a, b = operands
+    c = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b))
+    assert cuda.is_cuda_array(c) if hasattr(cuda, "is_cuda_array") else hasattr(c, "copy_to_host")
+    assert not isinstance(c, np.ndarray)
+    assert_matmul_ok(a, b, c.copy_to_host())
+
+
+def test_mixed_host_and_device_inputs(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, cuda.to_device(b))  # kind of the result follows a: NumPy
+    assert isinstance(c, np.ndarray)
+    assert_matmul_ok(a, b, c)
+
+
+def test_numba_stream_and_device_out(operands):
+    a, b = operands
+    stream = cuda.stream()
+    out = poisoned((6, 5), np.float32)
+    got = simt_tiles.matmul(cuda.to_device(a, stream=stream), cuda.to_device(b, stream=stream),
+                            out=out, stream=stream)
+    stream.synchronize()
+    assert got is out
+    assert_matmul_ok(a, b, out.copy_to_host())
+
+
+def test_numpy_result_with_stream_is_complete_on_return(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, b, stream=cuda.stream())
+    assert_matmul_ok(a, b, c)
+
+
+def test_inside_a_numba_pipeline(operands):
+    """A user's own kernel consumes the device result directly (README example)."""
+    a, b = operands
+    c = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b))
+
+    @cuda.jit
+    def relu(x):
+        i, j = cuda.grid(2)
+        if i < x.shape[0] and j < x.shape[1]:
+            x[i, j] = max(x[i, j], 0.0)
+
+    relu[(1, 1), (8, 8)](c)
+    np.testing.assert_allclose(c.copy_to_host(), np.maximum(simt_tiles.matmul(a, b), 0), rtol=0, atol=0)
+
+
+# --- GPU only: CuPy, PyTorch, DLPack ------------------------------------------
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(operands):
+    cp = pytest.importorskip("cupy")
+    a, b = operands
+    c = simt_tiles.matmul(cp.asarray(a), cp.asarray(b))
+    assert isinstance(c, cp.ndarray)
+    assert_matmul_ok(a, b, cp.asnumpy(c))
+    out = cp.full((6, 5), cp.nan, dtype=cp.float32)
+    assert simt_tiles.matmul(cp.asarray(a), cp.asarray(b), out=out, stream=cp.cuda.get_current_stream()) is out
+    assert_matmul_ok(a, b, cp.asnumpy(out))
+
+
+@pytest.mark.gpu
+def test_cupy_non_contiguous_rejected():
+    cp = pytest.importorskip("cupy")
+    a = cp.ones((4, 6), cp.float32)[:, ::2]
+    with pytest.raises(ValueError, match="a: expected a C-contiguous device array"):
+        simt_tiles.matmul(a, cp.ones((3, 2), cp.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_in_torch_out(operands, dtype):
+    torch = pytest.importorskip("torch")
+    a, b = (x.astype(dtype) for x in operands)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    c = simt_tiles.matmul(ta, tb, stream=torch.cuda.current_stream())
+    assert isinstance(c, torch.Tensor) and c.is_cuda and c.dtype == getattr(torch, dtype)
+    torch.cuda.synchronize()
+    assert_matmul_ok(a, b, c.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_torch_cpu_tensor_names_the_device():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"a: expected a NumPy array or a CUDA array.*torch.Tensor on device cpu"):
+        simt_tiles.matmul(torch.ones(2, 2), torch.ones(2, 2))
+
+
+@pytest.mark.gpu
+def test_dlpack_only_producer(operands):
+    cp = pytest.importorskip("cupy")
+    a, b = operands
+
+    class OnlyDLPack:
+        """Exposes DLPack but not __cuda_array_interface__ (as JAX arrays do)."""
+
+        def __init__(self, x):
+            self._x = x
+
+        def __dlpack__(self, **kw):
+            return self._x.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self._x.__dlpack_device__()
+
+    c = simt_tiles.matmul(OnlyDLPack(cp.asarray(a)), OnlyDLPack(cp.asarray(b)))
+    assert isinstance(c, cp.ndarray)
+    assert_matmul_ok(a, b, cp.asnumpy(c))

@@ -1,0 +1,90 @@
+"""Regenerate the README's ladder table from a committed benchmark JSON (never typed by hand).
+
+    python benchmarks/render_readme.py [benchmarks/results/matmul_h200.json]
+
+Rewrites the block between ``<!-- ladder-table:begin -->`` and
+``<!-- ladder-table:end -->`` in README.md: one row per rung (default
+config) with TFLOP/s and the ratio to cuBLAS FP32 at 4096³, and the geometric
+mean ratio over every size in the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+DEFAULT = os.path.join(ROOT, "benchmarks", "results", "matmul_h200.json")
+BEGIN, END = "<!-- ladder-table:begin -->", "<!-- ladder-table:end -->"
+
+
+def ladder_rows(data: dict) -> tuple[list[str], list[list[str]]]:
+    from simt_tiles._table import markdown  # noqa: F401  (same renderer as the benches)
+
+    lessons = _lessons()
+    res = [r for r in data["results"] if r["kind"] in ("default", "peer")]
+    names = list(dict.fromkeys(r["impl"] for r in res))
+    head = ["rung", "what it teaches", "TFLOP/s @4096³", "× cuBLAS @4096³", "geo-mean × cuBLAS (all sizes)"]
+    rows = []
+    for name in names:
+        mine = [r for r in res if r["impl"] == name]
+        at4k = next((r for r in mine if (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)), None)
+        ratios = [r["vs_cublas"] for r in mine if r.get("vs_cublas")]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        rows.append([
+            f"`{name}`" if name in lessons else name,
+            lessons.get(name, "library peer (FP32, TF32 off)"),
+            f"{at4k['tflops']:.2f}" if at4k and "tflops" in at4k else "-",
+            f"{at4k['vs_cublas']:.3f}" if at4k and "vs_cublas" in at4k else "-",
+            f"{geo:.3f}" if geo else "-",
+        ])
+    return head, rows
+
+
+def _lessons() -> dict[str, str]:
+    import importlib
+
+    from simt_tiles import _probe
+
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # importing kernels needs no GPU
+    _probe.select_backend()
+    out = {}
+    from simt_tiles.kernels.matmul import MATMUL_VARIANTS
+
+    for v in MATMUL_VARIANTS:
+        doc = importlib.import_module(f"simt_tiles.kernels.matmul.{v}").__doc__ or ""
+        first = doc.strip().splitlines()[0]
+        out[v] = first.split(":", 1)[-1].strip().rstrip(".") if ":" in first else first
+    return out
+
+
+def render(path: str = DEFAULT) -> str:
+    from simt_tiles._table import markdown
+
+    with open(path) as fh:
+        data = json.load(fh)
+    head, rows = ladder_rows(data)
+    gpu = data["machine"].get("gpu", "?")
+    rel = os.path.relpath(path, ROOT)
+    note = (f"Measured on {gpu}, float32, by `benchmarks/bench_matmul.py` (results: `{rel}`); "
+            "cuBLAS via CuPy in the same run.")
+    return "\n".join([BEGIN, note, "", markdown(head, rows), END])
+
+
+def main(argv=None) -> int:
+    path = (argv or sys.argv[1:] or [DEFAULT])[0]
+    readme = os.path.join(ROOT, "README.md")
+    text = open(readme).read()
+    new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: render(path), text, flags=re.S)
+    if new == text:
+        print("README.md: table unchanged")
+    open(readme, "w").write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

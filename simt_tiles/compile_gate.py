@@ -47,6 +47,9 @@ class GateRow:
     spill_loads: int | None = None
     error: str | None = None
     spill_free: bool = True
+    #: shared-memory load instructions in the PTX, and how many are 128/64-bit wide
+    lds: int | None = None
+    lds_wide: int | None = None
 
     @property
     def spills(self) -> int:
@@ -121,8 +124,11 @@ def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladde
     try:
         ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype), rung.signature(dtype), cc=CC, **ptx_opts)
     except Exception as exc:  # the point of the gate: report, don't crash
-        row.error = f"compile_ptx: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        row.error = f"compile_ptx: {type(exc).__name__}: " + " | ".join(lines[:2])[:240]
         return row
+    row.lds = len(re.findall(r"\bld\.shared\.", ptx))
+    row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))
     path = workdir / f"{rung.name}-{preset}-{dtype.name}.ptx"
     path.write_text(ptx)
     cmd = [ptxas, f"-arch={ARCH}", "-v", str(path), "-o", os.devnull]
@@ -162,14 +168,16 @@ def run_gate(out=sys.stdout) -> list[GateRow]:
 def format_table(rows: list[GateRow], ptxas: str = "") -> str:
     from ._table import render
 
-    head = ["ladder", "kernel", "preset", "dtype", "config", "regs", "smem B", "stack B", "spill B", "status"]
+    head = ["ladder", "kernel", "preset", "dtype", "config", "regs", "smem B", "stack B", "spill B",
+            "ld.shared (wide)", "status"]
     body = []
     for r in rows:
         status = "ok" if r.ok else ("FAIL: " + (r.error or f"local memory: {r.stack} B stack, {r.spills} B spills (declared spill-free)"))
         body.append([
             r.ladder, r.rung, r.preset, r.dtype, r.config,
             _n(r.registers), _n(r.smem), _n(r.stack),
-            "-" if r.error else str(r.spills), status,
+            "-" if r.error else str(r.spills),
+            "-" if r.lds is None else f"{r.lds} ({r.lds_wide})", status,
         ])
     title = f"compile gate: PTX for sm_{CC[0]}{CC[1]} assembled by {ptxas or 'ptxas'}"
     return title + "\n" + render(head, body)

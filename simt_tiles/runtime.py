@@ -32,6 +32,7 @@ from numba import cuda
 
 __all__ = [
     "SIMULATOR",
+    "SMEM_ALIGN",
     "ConfigError",
     "TileConfig",
     "jit",
@@ -50,6 +51,10 @@ __all__ = [
 
 #: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
 SIMULATOR: bool = bool(numba.config.ENABLE_CUDASIM)
+
+#: ``alignment=`` for shared arrays read with 128-bit loads.  The simulator
+#: rejects any alignment other than None (RuntimeError), so kernels pass this.
+SMEM_ALIGN = None if SIMULATOR else 16
 
 #: dtypes every kernel claims; they are validated by the public functions.
 SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 from numba import cuda
 
 from simt_tiles.kernels.matmul import RUNGS
 from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
+from simt_tiles.kernels.matmul._blocked import BlockedConfig
 from simt_tiles.kernels.matmul.k03_smem_tiled import Config as TileConfigK03
+from simt_tiles.kernels.matmul.k04_regblock_1d import Config as Config1D
+from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
+from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
+from simt_tiles.runtime import ConfigError
 from simt_tiles.reference import check_within, matmul_reference
 from simt_tiles.runtime import SIMULATOR
 
@@ -17,11 +23,15 @@ SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
 GPU_SIZES = (31, 97, 127, 257, 509, 1000, 1031)
 
 
-def edge_sizes(tile: int) -> list[int]:
-    """Sizes that break tiled code: 0, 1, around the tile, around two tiles, primes."""
-    sizes = {0, 1, tile - 1, tile, tile + 1, 2 * tile + 1, *SMALL_PRIMES}
+def edge_sizes(*tiles: int) -> list[int]:
+    """Sizes that break tiled code: 0, 1, around each tile size, around two tiles, primes."""
+    sizes = {0, 1, *SMALL_PRIMES}
+    for tile in tiles:
+        sizes |= {tile - 1, tile, tile + 1, 2 * tile + 1}
+        if not SIMULATOR:
+            sizes |= {4 * tile - 1}
     if not SIMULATOR:
-        sizes |= {*GPU_SIZES, 4 * tile - 1}
+        sizes |= set(GPU_SIZES)
     return sorted(s for s in sizes if s >= 0)
 
 
@@ -34,10 +44,51 @@ else:
     _block = st.builds(BlockConfig, st.sampled_from([1, 8, 16, 32, 64]), st.sampled_from([1, 4, 8, 16]))
     _tile = st.builds(TileConfigK03, st.sampled_from([8, 16, 24, 32]))
 
+
+
+@st.composite
+def blocked_configs(draw, cls=BlockedConfig, tn_values=None, **fixed):
+    """Random valid BlockedConfig-style configs (BM×BN tile, BK, TM×TN per thread)."""
+    if SIMULATOR:
+        tm, tn = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from(tn_values or [1, 2]))
+        rows, cols = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
+        bk = draw(st.sampled_from([1, 2, 3, 4, 8]))
+    else:
+        tm, tn = draw(st.sampled_from([4, 8])), draw(st.sampled_from(tn_values or [4, 8]))
+        rows, cols = draw(st.sampled_from([4, 8, 16])), draw(st.sampled_from([8, 16, 32]))
+        bk = draw(st.sampled_from([8, 16]))
+    kwargs = dict(bm=tm * rows, bn=tn * cols, bk=bk, tm=tm, tn=tn)
+    kwargs.update(fixed)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        assume(False)
+
+
+@st.composite
+def swizzled_configs(draw):
+    """bm must be a multiple of 32 (the swizzle permutes bits 2-4 of the column)."""
+    tm = draw(st.sampled_from([2, 4, 8] if SIMULATOR else [4, 8]))
+    tn = draw(st.sampled_from([1, 2] if SIMULATOR else [4, 8]))
+    cols = draw(st.sampled_from([1, 2] if SIMULATOR else [8, 16]))
+    bk = draw(st.sampled_from([2, 4, 8] if SIMULATOR else [8, 16]))
+    bm = 32 if SIMULATOR else draw(st.sampled_from([64, 128]))
+    try:
+        return SwizzledConfig(bm=bm, bn=tn * cols, bk=bk, tm=tm, tn=tn)
+    except ConfigError:
+        assume(False)
+
+
 CONFIG_STRATEGIES = {
     "k01_naive": _block,
     "k02_coalesced": _block,
     "k03_smem_tiled": _tile,
+    "k04_regblock_1d": blocked_configs(Config1D, tn_values=[1]),
+    "k05_regblock_2d": blocked_configs(),
+    "k06_transposed": blocked_configs(),
+    "k07_padded": st.builds(lambda c, pad: PaddedConfig(**{**c.__dict__, "pad": pad}),
+                            blocked_configs(), st.sampled_from([1, 2, 4])),
+    "k08_swizzled": swizzled_configs(),
 }
 
 
@@ -47,9 +98,11 @@ def config_strategy(variant: str):
     return st.one_of(st.just(preset), CONFIG_STRATEGIES[variant])
 
 
-def tile_extent(config) -> int:
-    """The size (in elements) a config tiles by, for choosing edge sizes."""
-    return max(config.block())
+def tile_extents(config) -> tuple[int, ...]:
+    """The sizes (in elements) a config tiles M, N and K by, for choosing edge sizes."""
+    if isinstance(config, BlockedConfig):
+        return (config.bm, config.bn, config.bk)
+    return tuple(config.block())
 
 
 def poisoned(shape, dtype):

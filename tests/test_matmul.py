@@ -26,7 +26,7 @@ from .helpers import (
     edge_sizes,
     poisoned,
     random_operands,
-    tile_extent,
+    tile_extents,
 )
 
 
@@ -47,7 +47,7 @@ def test_every_variant_has_a_config_strategy_and_both_presets():
 @given(data=st.data())
 def test_matmul_matches_reference(variant, dtype, data):
     config = data.draw(config_strategy(variant), label="config")
-    sizes = st.sampled_from(edge_sizes(tile_extent(config)))
+    sizes = st.sampled_from(edge_sizes(*tile_extents(config)))
     m, n, k = data.draw(sizes, "M"), data.draw(sizes, "N"), data.draw(sizes, "K")
     seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
     a, b = random_operands(np.random.default_rng(seed), m, n, k, dtype)

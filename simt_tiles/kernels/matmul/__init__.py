@@ -6,6 +6,11 @@ The file tree is the lesson — read the rungs in order:
 ``k01_naive``          one thread per output, straight from global memory
 ``k02_coalesced``      thread→element mapping that makes warps coalesce
 ``k03_smem_tiled``     shared-memory tiles, reused T times, masked edges
+``k04_regblock_1d``    TM outputs per thread, B operand reused from a register
+``k05_regblock_2d``    TM×TN outputs per thread as register outer products
+``k06_transposed``     A transposed in smem: 128-bit reads, 8-way store conflicts
+``k07_padded``         padded rows remove the conflicts (PAD = 4 keeps alignment)
+``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
 =====================  ====================================================
 """
 
@@ -18,12 +23,31 @@ from ...runtime import (
     finish_result,
     prepare_out,
 )
-from . import k01_naive, k02_coalesced, k03_smem_tiled
+from . import (
+    k01_naive,
+    k02_coalesced,
+    k03_smem_tiled,
+    k04_regblock_1d,
+    k05_regblock_2d,
+    k06_transposed,
+    k07_padded,
+    k08_swizzled,
+)
 from ._common import flops
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
-    r.name: r for r in (k01_naive.RUNG, k02_coalesced.RUNG, k03_smem_tiled.RUNG)
+    r.name: r
+    for r in (
+        k01_naive.RUNG,
+        k02_coalesced.RUNG,
+        k03_smem_tiled.RUNG,
+        k04_regblock_1d.RUNG,
+        k05_regblock_2d.RUNG,
+        k06_transposed.RUNG,
+        k07_padded.RUNG,
+        k08_swizzled.RUNG,
+    )
 }
 
 #: variant names in ladder order (later rungs append)

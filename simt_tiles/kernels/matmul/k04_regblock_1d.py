@@ -1,0 +1,99 @@
+"""k04 — 1-D register blocking: each thread computes TM outputs of one column, from registers.
+
+What changed versus k03
+    In k03 every multiply-add needed two shared-memory loads.  Here a block
+    computes a BM×BN tile of C with BM·BN/TM threads; each thread owns TM
+    consecutive rows of one column.  Per K step it loads the B value once into
+    a register and reuses it for TM multiply-adds, so the inner loop does
+    TM + 1 shared loads for TM FMAs instead of 2·TM.  The TM accumulators live
+    in ``cuda.local.array(TM)`` indexed only by compile-time constants (the
+    unrolled ``range(TM)`` loops), so they stay in registers — the compile gate
+    checks that there is no stack frame.
+
+Memory traffic (teaching number)
+    Global loads per block tile and K step: BM·BK + BK·BN elements for
+    BM·BN·BK FMAs — BM=BN=64 reuses each loaded element 32 times (k03 at
+    T=32: 16).  Shared loads per FMA: (TM + 1)/TM ≈ 1.1 (k03: 2).
+
+Shared-memory banks
+    ``a_s[tr·TM + i, kk]``: one address per warp (lanes share ``tr`` when BN ≥
+    32): a broadcast.  ``b_s[kk, tc]``: consecutive words.  No conflicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from numba import cuda
+
+from ...runtime import Rung, numba_dtype
+from ._blocked import BlockedConfig, geometry
+from ._common import signature
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(BlockedConfig):
+    """BlockedConfig with TN = 1 (one column per thread)."""
+
+    bm: int = 64
+    bn: int = 64
+    bk: int = 8
+    tm: int = 8
+    tn: int = 1
+
+    def rules(self):
+        yield ("tn", self.tn == 1, "tn == 1 for the 1-D rung (k05 blocks in 2-D)")
+        yield from super().rules()
+
+
+PRESETS = {"sim": Config(bm=8, bn=4, bk=4, tm=2), "default": Config()}
+
+
+def make_kernel(config: Config, dtype):
+    BM, BN, BK, TM = config.bm, config.bn, config.bk, config.tm
+    THREADS, A_LOADS, B_LOADS = config.threads, config.a_loads, config.b_loads
+    DT = numba_dtype(dtype)
+
+    def matmul_k04_regblock_1d(a, b, c):
+        tid = cuda.threadIdx.x
+        m, k_len = a.shape
+        n = b.shape[1]
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        tr = tid // BN  # this thread owns rows row0 + tr*TM + [0, TM) ...
+        tc = tid % BN  # ... of column col0 + tc
+
+        a_s = cuda.shared.array((BM, BK), DT)
+        b_s = cuda.shared.array((BK, BN), DT)
+        acc = cuda.local.array(TM, DT)  # registers: indexed by unrolled constants only
+        for i in range(TM):
+            acc[i] = DT(0)
+
+        for k0 in range(0, k_len, BK):
+            for p in range(A_LOADS):  # consecutive threads: consecutive k of one row of A
+                e = tid + p * THREADS
+                r = e // BK
+                q = e % BK
+                a_s[r, q] = a[row0 + r, k0 + q] if row0 + r < m and k0 + q < k_len else DT(0)
+            for p in range(B_LOADS):  # consecutive threads: consecutive columns of B
+                e = tid + p * THREADS
+                r = e // BN
+                q = e % BN
+                b_s[r, q] = b[k0 + r, col0 + q] if k0 + r < k_len and col0 + q < n else DT(0)
+            cuda.syncthreads()  # RAW: tiles complete before they are read
+            for kk in range(BK):
+                b_val = b_s[kk, tc]  # one shared load, reused TM times from a register
+                for i in range(TM):
+                    acc[i] += a_s[tr * TM + i, kk] * b_val
+            cuda.syncthreads()  # WAR: reads done before the next step overwrites the tiles
+
+        col = col0 + tc
+        for i in range(TM):
+            row = row0 + tr * TM + i
+            if row < m and col < n:
+                c[row, col] = acc[i]
+
+    return matmul_k04_regblock_1d
+
+
+RUNG = Rung("k04_regblock_1d", Config, PRESETS, make_kernel, geometry, signature)

@@ -119,7 +119,7 @@ def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladde
     cfg = rung.presets[preset]
     dtype = np.dtype(dtype)
     row = GateRow(ladder, rung.name, preset, dtype.name, _short(cfg), spill_free=rung.spill_free)
-    options = rung.jit_options(cfg)
+    options = rung.jit_options(cfg, dtype)
     ptx_opts = {k: v for k, v in options.items() if k in _PTX_OPTIONS}
     try:
         ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype), rung.signature(dtype), cc=CC, **ptx_opts)

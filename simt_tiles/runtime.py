@@ -373,7 +373,7 @@ class Rung:
     factory: Callable
     geometry: Callable
     signature: Callable
-    jit_options: Callable = lambda config: {}
+    jit_options: Callable = lambda config, dtype: {}
     #: the compile gate fails if a preset of a spill-free rung spills
     spill_free: bool = True
 
@@ -406,4 +406,4 @@ class Rung:
 def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype):
     pyfunc = rung.factory(config, dtype)
     sig = rung.signature(dtype)
-    return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config)})
+    return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config, dtype)})

@@ -14,6 +14,8 @@ from simt_tiles.kernels.matmul.k03_smem_tiled import Config as TileConfigK03
 from simt_tiles.kernels.matmul.k04_regblock_1d import Config as Config1D
 from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
 from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
+from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
+from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
 from simt_tiles.runtime import ConfigError
 from simt_tiles.reference import check_within, matmul_reference
 from simt_tiles.runtime import SIMULATOR
@@ -66,15 +68,31 @@ def blocked_configs(draw, cls=BlockedConfig, tn_values=None, **fixed):
 
 
 @st.composite
-def swizzled_configs(draw):
+def swizzled_configs(draw, cls=SwizzledConfig, groups_of_4=False):
     """bm must be a multiple of 32 (the swizzle permutes bits 2-4 of the column)."""
-    tm = draw(st.sampled_from([2, 4, 8] if SIMULATOR else [4, 8]))
-    tn = draw(st.sampled_from([1, 2] if SIMULATOR else [4, 8]))
+    tm = draw(st.sampled_from([4, 8] if groups_of_4 or not SIMULATOR else [2, 4, 8]))
+    tn = draw(st.sampled_from([4] if groups_of_4 and SIMULATOR else [1, 2] if SIMULATOR else [4, 8]))
     cols = draw(st.sampled_from([1, 2] if SIMULATOR else [8, 16]))
     bk = draw(st.sampled_from([2, 4, 8] if SIMULATOR else [8, 16]))
     bm = 32 if SIMULATOR else draw(st.sampled_from([64, 128]))
     try:
-        return SwizzledConfig(bm=bm, bn=tn * cols, bk=bk, tm=tm, tn=tn)
+        return cls(bm=bm, bn=tn * cols, bk=bk, tm=tm, tn=tn)
+    except ConfigError:
+        assume(False)
+
+
+@st.composite
+def warp_configs(draw):
+    """k10: warps of WM×WN = 32·TM·TN outputs; bm a multiple of 32."""
+    if SIMULATOR:  # one or two warps of 4×4 outputs per lane
+        kwargs = dict(bm=32, bn=draw(st.sampled_from([16, 32])), bk=draw(st.sampled_from([2, 4, 8])),
+                      wm=32, wn=16, tm=4, tn=4)
+    else:
+        wm, wn = draw(st.sampled_from([(32, 64), (64, 32)]))
+        kwargs = dict(bm=draw(st.sampled_from([64, 128])), bn=draw(st.sampled_from([64, 128])),
+                      bk=draw(st.sampled_from([8, 16])), wm=wm, wn=wn, tm=8, tn=8)
+    try:
+        return WarpConfig(**kwargs)
     except ConfigError:
         assume(False)
 
@@ -89,6 +107,8 @@ CONFIG_STRATEGIES = {
     "k07_padded": st.builds(lambda c, pad: PaddedConfig(**{**c.__dict__, "pad": pad}),
                             blocked_configs(), st.sampled_from([1, 2, 4])),
     "k08_swizzled": swizzled_configs(),
+    "k09_double_buffered": swizzled_configs(PipelinedConfig, groups_of_4=True),
+    "k10_warptiled": warp_configs(),
 }
 
 
@@ -100,6 +120,8 @@ def config_strategy(variant: str):
 
 def tile_extents(config) -> tuple[int, ...]:
     """The sizes (in elements) a config tiles M, N and K by, for choosing edge sizes."""
+    if isinstance(config, WarpConfig):
+        return (config.bm, config.bn, config.bk, config.wm, config.wn)
     if isinstance(config, BlockedConfig):
         return (config.bm, config.bn, config.bk)
     return tuple(config.block())

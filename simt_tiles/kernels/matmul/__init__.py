@@ -11,6 +11,8 @@ The file tree is the lesson — read the rungs in order:
 ``k06_transposed``     A transposed in smem: 128-bit reads, 8-way store conflicts
 ``k07_padded``         padded rows remove the conflicts (PAD = 4 keeps alignment)
 ``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
+``k09_double_buffered`` two smem stages: next tile's loads overlap this tile's math
+``k10_warptiled``      warp tiles, strided lane slices, launch bounds (top rung)
 =====================  ====================================================
 """
 
@@ -32,6 +34,8 @@ from . import (
     k06_transposed,
     k07_padded,
     k08_swizzled,
+    k09_double_buffered,
+    k10_warptiled,
 )
 from ._common import flops
 
@@ -47,6 +51,8 @@ RUNGS: dict[str, Rung] = {
         k06_transposed.RUNG,
         k07_padded.RUNG,
         k08_swizzled.RUNG,
+        k09_double_buffered.RUNG,
+        k10_warptiled.RUNG,
     )
 }
 

@@ -373,7 +373,10 @@ class Rung:
     factory: Callable
     geometry: Callable
     signature: Callable
-    jit_options: Callable = lambda config, dtype: {}
+    #: options for ``cuda.jit`` per (config, dtype).  The default, launch bounds of
+    #: the config's block size, makes ptxas keep registers within what a block of
+    #: that size may use (65536 / threads), so every valid config can launch.
+    jit_options: Callable = lambda config, dtype: {"launch_bounds": (config.threads,)}
     #: the compile gate fails if a preset of a spill-free rung spills
     spill_free: bool = True
 

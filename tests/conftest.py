@@ -16,7 +16,7 @@ settings.register_profile(
     "sim", max_examples=30, deadline=None, derandomize=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("gpu", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("gpu", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE", "sim" if SIM else "gpu"))
 
 

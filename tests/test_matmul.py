@@ -131,3 +131,20 @@ def test_bound_is_tight_enough_to_catch_one_ulp_scale_errors():
     nan = ref.copy()
     nan[0, 0] = np.nan
     assert not check_within(nan, ref, bound).passed
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_k_one_is_a_single_rounding(dtype):
+    """K = 1: C = fl(a·b), one rounding — the tightest case of the bound.
+
+    Found on the H200: a float64 kernel failed here when the long-double
+    reference was rounded to float64 before the comparison (an extra 2^-53·|ref|).
+    """
+    rng = np.random.default_rng(19)
+    a, b = random_operands(rng, 13, 11, 1, dtype)
+    correctly_rounded = a[:, :1] * b[:1, :]  # IEEE multiply in dtype: exactly fl(a·b)
+    ref, bound = matmul_reference(a, b)
+    assert check_within(correctly_rounded, ref, bound).passed
+    # the old harness: reference rounded to float64 first (double rounding) must fail here
+    if dtype == np.float64:
+        assert not check_within(correctly_rounded, ref.astype(np.float64), bound).passed

@@ -122,10 +122,11 @@ def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladde
     options = rung.jit_options(cfg, dtype)
     ptx_opts = {k: v for k, v in options.items() if k in _PTX_OPTIONS}
     try:
+        cfg.check_smem(dtype)
         ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype), rung.signature(dtype), cc=CC, **ptx_opts)
     except Exception as exc:  # the point of the gate: report, don't crash
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        row.error = f"compile_ptx: {type(exc).__name__}: " + " | ".join(lines[:2])[:240]
+        row.error = f"{type(exc).__name__}: " + " | ".join(lines[:2])[:240]
         return row
     row.lds = len(re.findall(r"\bld\.shared\.", ptx))
     row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))

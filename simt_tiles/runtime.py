@@ -138,11 +138,16 @@ class TileConfig:
                 f"{name}: block {self.block()} has {self.threads} threads; "
                 f"the rule is threads per block <= {self.MAX_THREADS} ({self})"
             )
-        smem = self.smem_bytes(8)  # the widest dtype we claim (float64)
+        self.check_smem(np.dtype(np.float32))  # float64 is checked when a kernel is built
+
+    def check_smem(self, dtype) -> None:
+        """Raise ConfigError if this config needs too much static shared memory for ``dtype``."""
+        dtype = np.dtype(dtype)
+        smem = self.smem_bytes(dtype.itemsize)
         if smem > self.MAX_STATIC_SMEM:
             raise ConfigError(
-                f"{name}: needs {smem} bytes of static shared memory for float64; "
-                f"the rule is <= {self.MAX_STATIC_SMEM} bytes ({self})"
+                f"{type(self).__qualname__}: needs {smem} bytes of static shared memory for "
+                f"{dtype.name}; the rule is <= {self.MAX_STATIC_SMEM} bytes ({self})"
             )
 
 
@@ -407,6 +412,7 @@ class Rung:
 
 @functools.lru_cache(maxsize=None)
 def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype):
+    config.check_smem(dtype)
     pyfunc = rung.factory(config, dtype)
     sig = rung.signature(dtype)
     return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config, dtype)})

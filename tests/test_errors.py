@@ -108,8 +108,11 @@ def test_config_shared_memory_limit():
         def block(self):
             return (1,)
 
-    with pytest.raises(ConfigError, match=r"needs 65536 bytes of static shared memory for float64; the rule is <= 49152"):
-        Big(64)
+    with pytest.raises(ConfigError, match=r"needs 131072 bytes of static shared memory for float32; the rule is <= 49152"):
+        Big(128)
+    cfg = Big(64)  # 32 KiB for float32: valid; 64 KiB for float64: refused when built
+    with pytest.raises(ConfigError, match=r"needs 65536 bytes of static shared memory for float64"):
+        simt_tiles.matmul(np.ones((2, 2)), np.ones((2, 2)), variant="k03_smem_tiled", config=cfg)
 
 
 def test_configs_are_frozen_and_hashable():

@@ -27,7 +27,7 @@ from ...runtime import SMEM_ALIGN, numba_dtype
 from ._blocked import BlockedConfig, u32
 
 
-def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled: bool):
+def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled: bool, k_unroll: int = 1):
     BM, BN, BK = u32(config.bm), u32(config.bn), u32(config.bk)
     THREADS = u32(config.threads)
     A_LOADS, B_LOADS = config.a_loads, config.b_loads
@@ -36,6 +36,8 @@ def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled
     SHAPE_A = (2, config.bk, config.bm)  # two stages in one array: the simulator keys
     SHAPE_B = (2, config.bk, config.bn)  # shared arrays by source line
     SHAPE_ACC = (config.tm, config.tn)
+    KU = k_unroll if config.bk % k_unroll == 0 else 1  # k-steps unrolled per loop iteration
+    SHAPE_AREG, SHAPE_BREG = (KU, config.tm), (KU, config.tn)
     TM, TN = config.tm, config.tn
     SEVEN, TWO = u32(7), u32(2)
     WARP_TILED = bool(warp_tiled)
@@ -80,8 +82,8 @@ def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled
         a_pf = cuda.local.array(A_LOADS, DT)  # prefetch registers: the next tile
         b_pf = cuda.local.array(B_LOADS, DT)
         acc = cuda.local.array(SHAPE_ACC, DT)
-        a_reg = cuda.local.array(TM, DT)
-        b_reg = cuda.local.array(TN, DT)
+        a_reg = cuda.local.array(SHAPE_AREG, DT)
+        b_reg = cuda.local.array(SHAPE_BREG, DT)
         for i in range(TM):
             for j in range(TN):
                 acc[i, j] = DT(0)
@@ -104,20 +106,22 @@ def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled
             # (2) compute tile t from its shared stage
             if t >= 0:
                 s = uint32(t) & uint32(1)
-                for kk in range(BKI):
-                    kk = uint32(kk)
-                    swz = kk & SEVEN  # k08's swizzle, on groups of 4 columns
-                    for mi in range(MI):
-                        grp = (m_grp + uint32(mi) * M_STRIDE4) ^ swz
-                        for rr in range(4):
-                            a_reg[mi * 4 + rr] = a_t[s, kk, (grp << TWO) + uint32(rr)]
-                    for ni in range(NI):
-                        col = (n_grp + uint32(ni) * N_STRIDE4) << TWO
-                        for cc in range(4):
-                            b_reg[ni * 4 + cc] = b_s[s, kk, col + uint32(cc)]
-                    for i in range(TM):
-                        for j in range(TN):
-                            acc[i, j] += a_reg[i] * b_reg[j]
+                for k2 in range(BKI // KU):  # KU k-steps per iteration: Numba has no
+                    for u in range(KU):  # "#pragma unroll", so unroll by hand (KU small)
+                        kk = uint32(k2 * KU + u)
+                        swz = kk & SEVEN  # k08's swizzle, on groups of 4 columns
+                        for mi in range(MI):
+                            grp = (m_grp + uint32(mi) * M_STRIDE4) ^ swz
+                            for rr in range(4):
+                                a_reg[u, mi * 4 + rr] = a_t[s, kk, (grp << TWO) + uint32(rr)]
+                        for ni in range(NI):
+                            col = (n_grp + uint32(ni) * N_STRIDE4) << TWO
+                            for cc in range(4):
+                                b_reg[u, ni * 4 + cc] = b_s[s, kk, col + uint32(cc)]
+                    for u in range(KU):
+                        for i in range(TM):
+                            for j in range(TN):
+                                acc[i, j] += a_reg[u, i] * b_reg[u, j]
             # (3) registers → the other shared stage, then the step's single barrier
             if t + 1 < n_tiles:
                 s_next = uint32(t + 1) & uint32(1)

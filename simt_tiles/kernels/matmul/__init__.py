@@ -60,7 +60,7 @@ RUNGS: dict[str, Rung] = {
 MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
 #: the rung ``variant=None`` uses: the fastest one shipped (see benchmarks/NOTES.md)
-BEST_VARIANT = "k03_smem_tiled"
+BEST_VARIANT = "k10_warptiled"
 
 __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops"]
 

@@ -21,10 +21,21 @@ shared memory with one 128-bit load each.  ``warp_tiled`` picks the mapping.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, uint32
 
 from ...runtime import SMEM_ALIGN, numba_dtype
 from ._blocked import BlockedConfig, u32
+
+
+def launch_bounds_options(config: BlockedConfig, dtype, min_blocks: int = 2) -> dict:
+    """``launch_bounds=(threads, blocks)``: ptxas keeps registers low enough for
+    ``min_blocks`` blocks per SM (65536 / (threads · blocks) each: 128 at 256
+    threads and 2 blocks).  Without it the fully unrolled k-loop of these
+    kernels takes ~145 registers and only one block fits.  float64 needs twice
+    the accumulator registers, so it asks for one block."""
+    blocks = min_blocks if np.dtype(dtype).itemsize == 4 else 1
+    return {"launch_bounds": (config.threads, blocks)}
 
 
 def make_pipelined_kernel(config: BlockedConfig, dtype, name: str, *, warp_tiled: bool, k_unroll: int = 1):

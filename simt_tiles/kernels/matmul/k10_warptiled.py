@@ -2,12 +2,13 @@
 
 What changed versus k09
     The block is split into warp tiles.  Inside a warp's WM×WN tile the 32
-    lanes form an LM×LN grid (4×8 for 32×64 with TM=TN=8) and lane (lm, ln)
+    lanes form an LM×LN grid (8×4 for 64×32 with TM=TN=8) and lane (lm, ln)
     owns TM/4 × TN/4 groups of 4×4 outputs spaced LM·4 rows and LN·4 columns
     apart — rather than one contiguous 8×8 block.  Why it pays:
-    * shared-memory reads: for each 128-bit read of B a warp touches LN = 8
-      distinct 16-byte groups (128 B, one wavefront) — k09's mapping touches
-      16 (two wavefronts); A reads touch LM = 4 groups (one wavefront);
+    * shared-memory reads: for each 128-bit read a warp touches LN (B) or
+      LM (A) distinct 16-byte groups — at most 8, 128 B, one wavefront — where
+      k09's mapping touches 16 groups of B (two wavefronts).  Measured with
+      Nsight Compute at 1024³: 6.3 M shared-load wavefronts instead of 10.5 M;
     * each warp's footprint in the tiles is compact, so its reads stay in a
       few rows of each bank.
 
@@ -16,9 +17,8 @@ Other tricks, all plain Numba
       checks, narrower integer ops, and provably consecutive addresses;
     * 16-byte-aligned shared arrays (``runtime.SMEM_ALIGN``) so groups of 4
       floats are read with ``ld.shared.v4.f32``;
-    * ``launch_bounds=(threads, 2)``: ptxas caps registers so that two blocks
-      fit on an SM (at most 128 registers per thread at 256 threads);
-    * double buffering and the swizzled layout from k09/k08.
+    * double buffering, the fully unrolled k-loop, ``launch_bounds=(threads, 2)``
+      and the swizzled layout from k09/k08.
 
 Rules: wm·wn = 32·tm·tn (a warp is 32 lanes), tm, tn multiples of 4,
 bm % wm == 0, bn % wn == 0, bm % 32 == 0 (the swizzle).
@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from ...runtime import Rung
 from ._blocked import BlockedConfig, geometry
 from ._common import signature
-from ._pipelined import make_pipelined_kernel
+from ._pipelined import launch_bounds_options, make_pipelined_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +41,8 @@ class Config(BlockedConfig):
     bm: int = 128
     bn: int = 128
     bk: int = 8
-    wm: int = 32
-    wn: int = 64
+    wm: int = 64
+    wn: int = 32
     tm: int = 8
     tn: int = 8
     #: the second launch_bounds number for float32: blocks per SM that ptxas must
@@ -76,9 +74,7 @@ PRESETS = {
 
 
 def jit_options(config: Config, dtype) -> dict:
-    # float64 accumulators need twice the registers: ask for one block per SM there
-    blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
-    return {"launch_bounds": (config.threads, blocks)}
+    return launch_bounds_options(config, dtype, config.min_blocks)
 
 
 def make_kernel(config: Config, dtype):

@@ -12,6 +12,9 @@ What changed versus k01, and why it matters
 Memory traffic (teaching number)
     Still 2·M·N·K element loads (no reuse yet: that is k03's lesson), but each
     warp-wide load of B now uses every byte of the sectors it fetches.
+
+Measured on the H200 (benchmarks/results/matmul_h200.json)
+    1.33 TFLOP/s at 4096³, 2.7× k01 (0.026× cuBLAS).
 """
 
 from __future__ import annotations

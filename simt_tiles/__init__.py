@@ -23,6 +23,8 @@ _PUBLIC = {
     "matmul": ".kernels.matmul",
     "MATMUL_VARIANTS": ".kernels.matmul",
     "BEST_VARIANT": ".kernels.matmul",
+    "softmax": ".kernels.softmax",
+    "SOFTMAX_VARIANTS": ".kernels.softmax",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
 }

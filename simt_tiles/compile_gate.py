@@ -65,8 +65,9 @@ class GateRow:
 def ladders() -> dict[str, dict[str, Rung]]:
     """Every ladder's rungs, by ladder name (later ladders add themselves here)."""
     from .kernels.matmul import RUNGS as matmul_rungs
+    from .kernels.softmax import RUNGS as softmax_rungs
 
-    return {"matmul": matmul_rungs}
+    return {"matmul": matmul_rungs, "softmax": softmax_rungs}
 
 
 def find_ptxas() -> str:

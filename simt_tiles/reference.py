@@ -95,3 +95,31 @@ class BoundCheck:
 
 def check_within(out, ref, bound, xp=np) -> BoundCheck:
     return BoundCheck(out, ref, bound, xp)
+
+
+def softmax_reference(x: np.ndarray):
+    """``(ref, bound)`` for softmax along the last axis, as scipy.special.softmax.
+
+    The reference is computed in long double from the same inputs.  The bound
+    per element, relative to the reference:
+      * exp: ≤ 2 ulp (CUDA's expf/exp, ≤ 4u), of an argument x − m that was
+        itself rounded (|x − m|·u);
+      * the row sum of n terms: γ_n, plus the terms' own exp errors (≤ 4u);
+      * the division: u.
+    So |y − ref| ≤ ((|x − m| + 10)·u + 2·γ_n(u))·ref + η, with η the smallest
+    normal number of the dtype (outputs that underflow).  NaN positions must
+    match scipy exactly and are checked separately.
+    """
+    rdt = _ref_dtype()
+    xr = np.asarray(x, dtype=rdt)
+    n = x.shape[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.max(xr, axis=-1, keepdims=True)  # propagates NaN like scipy's amax
+        e = np.exp(xr - m)
+        ref = e / np.sum(e, axis=-1, keepdims=True)
+        u = unit_roundoff(x.dtype)
+        g = gamma(max(n, 1), u)
+        rel = (np.abs(xr - m) + 10) * u + 2 * g
+        # ref = 0 (an x of −inf) with rel = inf would give NaN: such outputs must be exactly 0 ± η
+        bound = np.where(ref != 0, rel * np.abs(ref), 0) + np.finfo(x.dtype).smallest_normal
+    return ref, bound

@@ -1,0 +1,44 @@
+"""The softmax ladder: numerically stable softmax along the last axis of a 2-D array.
+
+=====================  ====================================================
+``k01_smem_tree``      block per row; max, sum via shared-memory trees
+``k02_warp_shuffle``   reductions in registers with warp shuffles
+``k03_online``         one pass for (max, sum) together, one to write
+=====================  ====================================================
+"""
+
+from __future__ import annotations
+
+from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out
+from . import k01_smem_tree, k02_warp_shuffle, k03_online
+
+RUNGS: dict[str, Rung] = {r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG)}
+SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+#: not yet chosen by measurement on the H200: the fewest passes over the row
+BEST_VARIANT = "k03_online"
+
+__all__ = ["softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
+
+
+def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
+    """``scipy.special.softmax(x, axis=-1)`` for a 2-D float32/float64 array, on the GPU.
+
+    Only the last axis is supported (``axis`` -1 or 1).  Inputs and results
+    follow the same interop rules as :func:`simt_tiles.matmul`.
+    """
+    if axis not in (-1, 1):
+        raise ValueError(f"axis: expected -1 or 1 (the last axis of a 2-D array); got {axis!r}")
+    if variant is None:
+        variant = BEST_VARIANT
+    if variant not in RUNGS:
+        raise ValueError(f"variant: expected one of {SOFTMAX_VARIANTS} or None; got {variant!r}")
+    rung = RUNGS[variant]
+    cfg = rung.resolve_config(config)
+    stream = as_stream(stream)
+    x_op = device_operand(x, "x", ndim=2, stream=stream)
+    rows, cols = x_op.dev.shape
+    out_op = prepare_out(out, x_op, (rows, cols), x_op.dev.dtype, stream)
+    if rows and cols:
+        grid, block = rung.geometry(cfg, rows, cols)
+        rung.kernel(cfg, x_op.dev.dtype)[grid, block, stream](x_op.dev, out_op.dev)
+    return finish_result(out_op, stream)

@@ -1,0 +1,117 @@
+"""Softmax rungs against scipy.special.softmax: ragged shapes, special values, both dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+from numba import cuda
+
+import simt_tiles
+from simt_tiles.kernels.softmax import RUNGS, SOFTMAX_VARIANTS
+from simt_tiles.kernels.softmax._common import RowConfig, WarpRowConfig
+from simt_tiles.reference import softmax_reference
+from simt_tiles.runtime import SIMULATOR
+
+from .helpers import DTYPES, edge_sizes, poisoned
+
+if SIMULATOR:
+    CONFIGS = {
+        "k01_smem_tree": st.builds(RowConfig, st.sampled_from([1, 2, 4, 8])),
+        "k02_warp_shuffle": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
+        "k03_online": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
+    }
+else:
+    CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
+               for v in SOFTMAX_VARIANTS}
+
+
+def assert_softmax_ok(x, y):
+    ref, bound = softmax_reference(x)
+    with np.errstate(invalid="ignore"):
+        expect_nan = np.isnan(scipy.special.softmax(x.astype(np.float64), axis=-1))
+    np.testing.assert_array_equal(np.isnan(y), expect_nan, err_msg="NaN pattern differs from scipy")
+    ok = np.isnan(y) | (np.abs(y.astype(ref.dtype) - ref) <= bound)
+    assert ok.all(), f"{(~ok).sum()} elements outside the bound; worst at {np.argwhere(~ok)[:3]}"
+
+
+def test_every_variant_has_a_config_strategy_and_presets():
+    assert set(CONFIGS) == set(SOFTMAX_VARIANTS)
+    for v in SOFTMAX_VARIANTS:
+        assert {"sim", "default"} <= set(RUNGS[v].presets)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
+@given(data=st.data())
+def test_softmax_matches_scipy(variant, dtype, data):
+    config = data.draw(st.one_of(st.just(RUNGS[variant].resolve_config(None)), CONFIGS[variant]), "config")
+    rows = data.draw(st.sampled_from([1, 2, 3, 5] if SIMULATOR else [1, 7, 64, 129]), "rows")
+    cols = data.draw(st.sampled_from(edge_sizes(config.threads)), "cols")
+    assume(cols > 0)
+    seed = data.draw(st.integers(0, 2**32 - 1), "seed")
+    scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(dtype)
+    specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=3), "specials")
+    for v in specials:  # plant special values at random places
+        x[rng.integers(rows), rng.integers(cols)] = v
+    if data.draw(st.booleans(), "a row of -inf"):
+        x[rng.integers(rows), :] = -np.inf
+    out = poisoned((rows, cols), dtype)
+    assert simt_tiles.softmax(x, out=out, variant=variant, config=config) is out
+    y = out.copy_to_host()
+    note(f"x={x!r}\ny={y!r}")
+    assert_softmax_ok(x, y)
+
+
+@pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
+def test_scipy_special_cases(variant):
+    x = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 0.0]], np.float32)
+    y = simt_tiles.softmax(x, variant=variant)
+    with np.errstate(invalid="ignore"):
+        ref = scipy.special.softmax(x.astype(np.float64), axis=-1)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_allclose(y[3], [0.5, 0.0, 0.5], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 0)])
+def test_empty(shape):
+    y = simt_tiles.softmax(np.ones(shape, np.float32))
+    assert y.shape == shape
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"axis: expected -1 or 1 .*; got 0"):
+        simt_tiles.softmax(np.ones((2, 2), np.float32), axis=0)
+    with pytest.raises(ValueError, match=r"x: expected a 2-D array; got 1-D"):
+        simt_tiles.softmax(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match=r"x: expected dtype float32 or float64; got int64"):
+        simt_tiles.softmax(np.ones((2, 2), np.int64))
+    with pytest.raises(ValueError, match=r"variant: expected one of \('k01_smem_tree'"):
+        simt_tiles.softmax(np.ones((2, 2), np.float32), variant="nope")
+    with pytest.raises(simt_tiles.ConfigError, match=r"threads % 32 == 0"):
+        WarpRowConfig(16)
+    with pytest.raises(simt_tiles.ConfigError, match=r"power of two"):
+        RowConfig(12)
+
+
+def test_check_catches_a_wrong_softmax():
+    x = np.random.default_rng(0).standard_normal((3, 9)).astype(np.float32)
+    y = scipy.special.softmax(x.astype(np.float64), axis=-1).astype(np.float32)
+    assert_softmax_ok(x, y)
+    y[1, 4] *= 1 + 1e-4  # far beyond a few ulp
+    with pytest.raises(AssertionError):
+        assert_softmax_ok(x, y)
+    with pytest.raises(AssertionError, match="NaN pattern"):
+        y[0, 0] = np.nan
+        assert_softmax_ok(x, y)
+
+
+def test_device_in_device_out():
+    x = np.random.default_rng(1).standard_normal((4, 40)).astype(np.float32)
+    y = simt_tiles.softmax(cuda.to_device(x))
+    assert not isinstance(y, np.ndarray)
+    assert_softmax_ok(x, y.copy_to_host())

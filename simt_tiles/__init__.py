@@ -25,6 +25,8 @@ _PUBLIC = {
     "BEST_VARIANT": ".kernels.matmul",
     "softmax": ".kernels.softmax",
     "SOFTMAX_VARIANTS": ".kernels.softmax",
+    "reduce": ".kernels.reduce",
+    "REDUCE_OPS": ".kernels.reduce",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
 }

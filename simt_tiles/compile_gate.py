@@ -65,9 +65,10 @@ class GateRow:
 def ladders() -> dict[str, dict[str, Rung]]:
     """Every ladder's rungs, by ladder name (later ladders add themselves here)."""
     from .kernels.matmul import RUNGS as matmul_rungs
+    from .kernels.reduce import RUNGS as reduce_rungs
     from .kernels.softmax import RUNGS as softmax_rungs
 
-    return {"matmul": matmul_rungs, "softmax": softmax_rungs}
+    return {"matmul": matmul_rungs, "softmax": softmax_rungs, "reduce": reduce_rungs}
 
 
 def find_ptxas() -> str:
@@ -114,24 +115,28 @@ def parse_ptxas(report: str) -> dict[str, int]:
     }
 
 
-def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladder: str) -> GateRow:
+def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladder: str,
+                params: dict | None = None) -> GateRow:
     from numba import cuda
 
     cfg = rung.presets[preset]
     dtype = np.dtype(dtype)
-    row = GateRow(ladder, rung.name, preset, dtype.name, _short(cfg), spill_free=rung.spill_free)
+    params = params or {}
+    name = rung.name + "".join(f" {k}={_param_text(v)}" for k, v in params.items())
+    row = GateRow(ladder, name, preset, dtype.name, _short(cfg), spill_free=rung.spill_free)
     options = rung.jit_options(cfg, dtype)
     ptx_opts = {k: v for k, v in options.items() if k in _PTX_OPTIONS}
     try:
         cfg.check_smem(dtype)
-        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype), rung.signature(dtype), cc=CC, **ptx_opts)
+        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype, **params), rung.signature(dtype, **params),
+                                  cc=CC, **ptx_opts)
     except Exception as exc:  # the point of the gate: report, don't crash
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         row.error = f"{type(exc).__name__}: " + " | ".join(lines[:2])[:240]
         return row
     row.lds = len(re.findall(r"\bld\.shared\.", ptx))
     row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))
-    path = workdir / f"{rung.name}-{preset}-{dtype.name}.ptx"
+    path = workdir / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.ptx"
     path.write_text(ptx)
     cmd = [ptxas, f"-arch={ARCH}", "-v", str(path), "-o", os.devnull]
     if "max_registers" in options:
@@ -143,6 +148,10 @@ def compile_one(rung: Rung, preset: str, dtype, ptxas: str, workdir: Path, ladde
     for key, value in parse_ptxas(proc.stderr + proc.stdout).items():
         setattr(row, key, value)
     return row
+
+
+def _param_text(v) -> str:
+    return np.dtype(v).name if isinstance(v, (type, np.dtype)) else str(v)
 
 
 def _short(cfg) -> str:
@@ -162,7 +171,8 @@ def run_gate(out=sys.stdout) -> list[GateRow]:
             for rung in rungs.values():
                 for preset in rung.presets:
                     for dtype in (np.float32, np.float64):
-                        rows.append(compile_one(rung, preset, dtype, ptxas, Path(tmp), ladder))
+                        for params in rung.gate_params:
+                            rows.append(compile_one(rung, preset, dtype, ptxas, Path(tmp), ladder, params))
     print(format_table(rows, ptxas), file=out)
     return rows
 

@@ -218,7 +218,7 @@ def _is_cuda_dlpack(x) -> bool:
     return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
-def device_operand(x, name: str, *, ndim: int, stream=0) -> Operand:
+def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
     * NumPy arrays are checked, made C-contiguous and copied to the device.
@@ -226,6 +226,7 @@ def device_operand(x, name: str, *, ndim: int, stream=0) -> Operand:
       are used in place; they must be C-contiguous (no hidden copy is made).
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
 
+    ``ndim=None`` accepts any number of dimensions from 1 up.
     Raises TypeError/ValueError naming ``name``, the expectation and what came.
     """
     if isinstance(x, np.ndarray):
@@ -266,7 +267,9 @@ def device_operand(x, name: str, *, ndim: int, stream=0) -> Operand:
 
 
 def _check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
-    if got_ndim != ndim:
+    if ndim is None and got_ndim < 1:
+        raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
+    if ndim is not None and got_ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D array; got {got_ndim}-D with shape {tuple(shape)}")
     if np.dtype(dtype) not in SUPPORTED_FLOATS:
         raise TypeError(
@@ -384,6 +387,9 @@ class Rung:
     jit_options: Callable = lambda config, dtype: {"launch_bounds": (config.threads,)}
     #: the compile gate fails if a preset of a spill-free rung spills
     spill_free: bool = True
+    #: extra compile-time parameters the factory and signature take (e.g. a
+    #: reduction's operator), one dict per kernel the compile gate must build
+    gate_params: tuple = ({},)
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset
@@ -405,14 +411,15 @@ class Rung:
             )
         return config
 
-    def kernel(self, config: TileConfig, dtype):
-        """The compiled kernel for ``config`` and ``dtype`` (cached)."""
-        return _compiled(self, config, np.dtype(dtype))
+    def kernel(self, config: TileConfig, dtype, **params):
+        """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
+        ``params`` the rung's factory takes (cached)."""
+        return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype):
+def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = ()):
     config.check_smem(dtype)
-    pyfunc = rung.factory(config, dtype)
-    sig = rung.signature(dtype)
+    pyfunc = rung.factory(config, dtype, **dict(params))
+    sig = rung.signature(dtype, **dict(params))
     return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config, dtype)})

@@ -1,0 +1,81 @@
+"""Reductions: sum, max, min over the whole array or along the last axis.
+
+=====================  ====================================================
+``k01_warp_shuffle``   per-thread fold, warp butterfly, one shared step;
+                       whole arrays in two launches (blocks, then partials)
+=====================  ====================================================
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out
+from . import k01_warp_shuffle
+from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
+
+RUNG = k01_warp_shuffle.RUNG
+RUNG = Rung(
+    RUNG.name, RUNG.config_type, RUNG.presets, RUNG.factory, RUNG.geometry, RUNG.signature,
+    gate_params=tuple(
+        {"op": code, "out_dtype": out}
+        for code in (SUM, MAX, MIN)
+        # sums: pass 1 writes float64 partials, pass 2 rounds them to the input dtype
+        for out in ((np.float64, np.float32) if code == SUM else (None,))
+    ),
+)
+RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
+REDUCE_OPS = OPS
+
+__all__ = ["reduce", "REDUCE_OPS", "RUNGS"]
+
+
+def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
+    """``numpy.sum/max/min(x, axis=axis)`` for float32/float64 arrays, on the GPU.
+
+    axis
+        None (the whole array; the result has shape ()) or the last axis
+        (-1 or ``x.ndim - 1``; the result has shape ``x.shape[:-1]``).
+    Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
+    NumPy, and like NumPy raise ValueError on an empty reduction.  NumPy
+    callers get a NumPy scalar for ``axis=None``.
+    """
+    code = op_code(op)
+    cfg = RUNG.resolve_config(config)
+    stream = as_stream(stream)
+    x_op = device_operand(x, "x", ndim=None, stream=stream)
+    dev, dt = x_op.dev, x_op.dev.dtype
+    shape = tuple(dev.shape)
+    if axis is not None and axis not in (-1, len(shape) - 1):
+        raise ValueError(
+            f"axis: expected None or the last axis (-1 or {len(shape) - 1}) of a {len(shape)}-D array; got {axis!r}"
+        )
+    T = cfg.threads
+    if axis is None:
+        n = math.prod(shape)
+        if n == 0 and code != SUM:
+            raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
+        out_op = prepare_out(out, x_op, (), dt, stream)
+        acc = acc_dtype(code, dt)
+        blocks = min(cfg.max_blocks, max(1, -(-n // T)))
+        partials = cuda.device_array(blocks, acc, stream=stream)
+        # pass 1: every block folds its grid-stride slice; pass 2: one block folds the partials
+        first = RUNG.kernel(cfg, dt, op=code, out_dtype=acc)
+        first[blocks, T, stream](dev.reshape(1, n), partials)
+        second = RUNG.kernel(cfg, acc, op=code, out_dtype=dt)
+        second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
+    else:
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        if cols == 0 and rows and code != SUM:
+            raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
+        out_op = prepare_out(out, x_op, shape[:-1], dt, stream)
+        if rows:
+            kernel = RUNG.kernel(cfg, dt, op=code, out_dtype=dt)
+            kernel[rows, T, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
+    result = finish_result(out_op, stream)
+    if axis is None and isinstance(result, np.ndarray) and out is None:
+        return result[()]
+    return result

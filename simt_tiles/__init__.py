@@ -27,6 +27,9 @@ _PUBLIC = {
     "SOFTMAX_VARIANTS": ".kernels.softmax",
     "reduce": ".kernels.reduce",
     "REDUCE_OPS": ".kernels.reduce",
+    "vector_add": ".kernels.elementwise",
+    "bias_relu": ".kernels.elementwise",
+    "VECTOR_ADD_VARIANTS": ".kernels.elementwise",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
 }

@@ -30,6 +30,9 @@ _PUBLIC = {
     "vector_add": ".kernels.elementwise",
     "bias_relu": ".kernels.elementwise",
     "VECTOR_ADD_VARIANTS": ".kernels.elementwise",
+    "correlate2d": ".kernels.conv2d",
+    "convolve2d": ".kernels.conv2d",
+    "CONV2D_VARIANTS": ".kernels.conv2d",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
 }

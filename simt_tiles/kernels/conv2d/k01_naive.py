@@ -1,0 +1,124 @@
+"""k01 — naive: each output reads its whole window from global memory; the boundary by index mapping.
+
+What it teaches
+    The 2-D filter as scipy.ndimage defines it, in the plainest form: thread
+    (x, y) of the grid owns out[row, col] and runs over the KH × KW window
+    itself, reading every image value and every weight from global memory.
+    The grid's x index (consecutive within a warp) is mapped to the *column*,
+    so the 32 lanes of a warp read 32 consecutive image values of one row —
+    coalesced (the matmul ladder's k01 → k02 lesson, applied from the start).
+    Every lane reads the same weight: a broadcast.
+
+Boundary handling by index mapping
+    A window that hangs over an edge reads the *extended* image.  Instead of
+    padding the image in memory, each tap's coordinate p is mapped back into
+    [0, n) by the inner function ``extend(p, n)`` (reflect and mirror fold
+    with a modulo, so filters many times larger than the image work; wrap is a
+    modulo; nearest clamps; constant returns −1, "read cval").  The mode is a
+    compile-time constant: the compiler keeps only its branch.  Rows are mapped
+    once per filter row, columns once per tap; inside the image the mapping is
+    one comparison.
+
+Memory traffic (teaching number)
+    H·W·KH·KW image loads + H·W·KH·KW weight loads from global memory for
+    2·H·W·KH·KW flops: one flop per load, as in matmul k01.  Neighbouring
+    outputs' windows overlap in all but one column, so the caches serve most
+    of these loads — k02 makes that reuse explicit in shared memory.
+
+Filter shape
+    Read from ``weights.shape`` at run time: one compiled kernel per (block
+    shape, mode, dtype) serves every filter size.  This is the rung the
+    launcher falls back to when a filter's halo does not fit in shared memory.
+
+Measured effect: not yet measured on the H200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from numba import cuda
+
+from ...runtime import Rung, TileConfig, grid_for, numba_dtype
+from ._common import Mode, mode_rule, signature
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(TileConfig):
+    """A ``block_x × block_y`` block of threads, one output element each.
+
+    ``mode`` is set by the launcher from the call's ``mode=`` (see _common)."""
+
+    block_x: int = 32
+    block_y: int = 8
+    mode: int = Mode.REFLECT
+
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+# A call replaces ``mode``; the presets' modes only choose what the compile gate
+# builds, and are spread over the ladder so that it builds all five.
+PRESETS = {
+    "sim": Config(4, 4, mode=Mode.CONSTANT),
+    "default": Config(32, 8, mode=Mode.NEAREST),
+}
+
+
+def make_kernel(config: Config, dtype):
+    DT = numba_dtype(dtype)
+    MODE = int(config.mode)
+    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+
+    def conv2d_k01_naive(image, weights, out, cval, anchor_h, anchor_w):
+        def extend(p, n):
+            # Index of the image that coordinate p of the extended line reads; -1: cval.
+            # (Same statements as _common.extend_index; inlined by Numba.)
+            if p < 0 or p >= n:
+                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
+                    p = p % (2 * n)
+                    if p >= n:
+                        p = 2 * n - 1 - p
+                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
+                    if n == 1:
+                        p = 0
+                    else:
+                        p = p % (2 * n - 2)
+                        if p >= n:
+                            p = 2 * n - 2 - p
+                elif MODE == NEAREST:  # a a a | a b c d | d d d
+                    p = 0 if p < 0 else n - 1
+                elif MODE == WRAP:  # a b c d | a b c d | a b c d
+                    p = p % n
+                else:  # CONSTANT: outside reads cval
+                    p = -1
+            return p
+
+        col, row = cuda.grid(2)  # x → column: a warp reads consecutive image values
+        h, w = image.shape
+        kh, kw = weights.shape
+        if row < h and col < w:
+            acc = DT(0)
+            for a in range(kh):
+                r = extend(row + a - anchor_h, h)
+                for b in range(kw):
+                    c = extend(col + b - anchor_w, w)
+                    if MODE == CONSTANT:
+                        x = cval if r < 0 or c < 0 else image[r, c]
+                    else:
+                        x = image[r, c]
+                    acc += weights[a, b] * x
+            out[row, col] = acc
+
+    return conv2d_k01_naive
+
+
+def geometry(config: Config, h: int, w: int):
+    """Grid x covers the columns of the output, grid y its rows."""
+    return grid_for((w, h), config.block()), config.block()
+
+
+RUNG = Rung("k01_naive", Config, PRESETS, make_kernel, geometry, signature)

@@ -1,0 +1,92 @@
+"""NumPy reference and error bound for 2-D correlation / convolution (no scipy needed).
+
+The operation is scipy.ndimage.correlate / convolve on a 2-D image with
+origin 0 (the conv2d ladder's docstring states it).  Each output is a dot
+product of n = KH·KW terms — the filter against the window of the *extended*
+image — so the classic bound applies (see :mod:`simt_tiles.reference`)::
+
+    |out − ref| ≤ (γ_n(u) + γ_n(u_ref)) · Σ|w|·|x| · (1 + 2·γ_n(u_ref))
+
+with x the window values (|cval| where mode "constant" reads outside the
+image).  In mode "constant" one more term counts in γ (n + 1): a kernel
+rounds ``cval`` to the image's dtype once before using it, while the
+reference uses it exactly, as scipy does.
+
+The reference is computed in long double (x86: 64-bit significand) from the
+same index mapping the kernels use (:func:`extend_indices`, vectorised), and
+``tests/test_conv2d.py`` checks it against scipy.ndimage itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .reference import gamma, unit_roundoff
+
+__all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference"]
+
+#: the boundary modes, as scipy.ndimage names them
+CONV_MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
+
+
+def extend_indices(p: np.ndarray, n: int, mode: str) -> np.ndarray:
+    """Image indices that coordinates ``p`` of the extended line read (length
+    ``n`` ≥ 1); −1 where mode "constant" reads ``cval``.
+
+    reflect (d c b a | a b c d | d c b a) and mirror (d c b | a b c d | c b a)
+    fold with a modulo, so coordinates any distance from the image work.
+    """
+    p = np.asarray(p, dtype=np.int64)
+    inside = (p >= 0) & (p < n)
+    if mode == "reflect":
+        q = p % (2 * n)
+        mapped = np.where(q >= n, 2 * n - 1 - q, q)
+    elif mode == "mirror":
+        if n == 1:
+            mapped = np.zeros_like(p)
+        else:
+            q = p % (2 * n - 2)
+            mapped = np.where(q >= n, 2 * n - 2 - q, q)
+    elif mode == "nearest":
+        mapped = np.clip(p, 0, n - 1)
+    elif mode == "wrap":
+        mapped = p % n
+    elif mode == "constant":
+        mapped = np.full_like(p, -1)
+    else:
+        raise ValueError(f"mode: expected one of {CONV_MODES}; got {mode!r}")
+    return np.where(inside, p, mapped)
+
+
+def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "reflect",
+                          cval: float = 0.0, *, convolve: bool = False):
+    """``(ref, bound)`` for scipy.ndimage.correlate (or ``convolve``) of a 2-D
+    image, origin 0, both long double arrays of the image's shape."""
+    rdt = np.longdouble
+    img = np.asarray(image, dtype=rdt)
+    w = np.asarray(weights, dtype=rdt)
+    h, wd = img.shape
+    kh, kw = w.shape
+    if convolve:  # the flipped filter, centred at (size - 1) // 2: scipy's shift for even sizes
+        w = w[::-1, ::-1]
+        ah, aw = (kh - 1) // 2, (kw - 1) // 2
+    else:
+        ah, aw = kh // 2, kw // 2
+    ref = np.zeros((h, wd), rdt)
+    absref = np.zeros((h, wd), rdt)
+    if h and wd:
+        cv = rdt(cval)
+        for a in range(kh):
+            rows = extend_indices(np.arange(h) + a - ah, h, mode)
+            for b in range(kw):
+                cols = extend_indices(np.arange(wd) + b - aw, wd, mode)
+                x = img[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))]
+                outside = (rows < 0)[:, None] | (cols < 0)[None, :]
+                x = np.where(outside, cv, x)
+                ref += w[a, b] * x
+                absref += abs(w[a, b]) * np.abs(x)
+    n = kh * kw + (1 if mode == "constant" else 0)
+    u_ref = unit_roundoff(rdt)
+    g_ref = gamma(n, u_ref)
+    factor = (gamma(n, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
+    return ref, absref * factor

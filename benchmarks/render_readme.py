@@ -5,7 +5,8 @@
 Rewrites the block between ``<!-- ladder-table:begin -->`` and
 ``<!-- ladder-table:end -->`` in README.md: one row per rung (default
 config) with TFLOP/s and the ratio to cuBLAS FP32 at 4096³, and the geometric
-mean ratio over every size in the run.
+mean ratio over every size in the run; and redraws ``docs/img/matmul_h200.png``
+(``simt_tiles.report.plot_rates``) from the same JSON.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def render(path: str = DEFAULT) -> str:
     rel = os.path.relpath(path, ROOT)
     note = (f"Measured on {gpu}, float32, by `benchmarks/bench_matmul.py` (results: `{rel}`); "
             "cuBLAS via CuPy in the same run.")
-    return "\n".join([BEGIN, note, "", markdown(head, rows), END])
+    plot = "![TFLOP/s of every rung and of cuBLAS FP32 against problem size](docs/img/matmul_h200.png)"
+    return "\n".join([BEGIN, note, "", markdown(head, rows), "", plot, END])
 
 
 def main(argv=None) -> int:
@@ -83,6 +85,9 @@ def main(argv=None) -> int:
     if new == text:
         print("README.md: table unchanged")
     open(readme, "w").write(new)
+    from simt_tiles.report import load, plot_rates
+
+    plot_rates(load(path), os.path.join(ROOT, "docs", "img", "matmul_h200.png"))
     return 0
 
 

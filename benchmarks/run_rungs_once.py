@@ -33,7 +33,7 @@ def main(argv=None) -> int:
 
     from numba import cuda
 
-    from benchmarks.bench_matmul import parse_config, parse_size
+    from simt_tiles.bench.matmul import parse_config, parse_size
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS
     from simt_tiles.reference import check_within, matmul_reference
 

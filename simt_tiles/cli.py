@@ -2,6 +2,7 @@
 
     simt-tiles demo            run every shipped kernel, check it, print a table
     simt-tiles compile-gate    compile every shipped config to sm_90 PTX + ptxas report
+    simt-tiles bench GROUP     verify, then time on a GPU (matmul, patterns, softmax, ...)
 
 Numba chooses between the GPU and its simulator when ``numba.cuda`` is first
 imported, so this module picks the backend first and imports Numba after.
@@ -39,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--reps", type=int, default=20, help="timed runs per kernel on a GPU (median reported)")
     d.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     sub.add_parser("compile-gate", help="compile every shipped config to PTX (sm_90) and run ptxas -v; no GPU needed")
+    b = sub.add_parser("bench", help="GPU benchmarks (refuses to run without a GPU); see simt-tiles bench --help",
+                       add_help=False)
+    b.add_argument("rest", nargs=argparse.REMAINDER)
     return p
 
 
@@ -50,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         from .compile_gate import main as gate_main
 
         return gate_main()
+    if args.command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(args.rest)
     if args.command == "demo":
         _probe.select_backend()
         return demo(args)

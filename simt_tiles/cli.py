@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 
 from . import _probe
 

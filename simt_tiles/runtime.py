@@ -47,6 +47,7 @@ __all__ = [
     "as_stream",
     "SUPPORTED_FLOATS",
     "Rung",
+    "pick_rung",
 ]
 
 #: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
@@ -415,6 +416,15 @@ class Rung:
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
         ``params`` the rung's factory takes (cached)."""
         return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
+
+
+def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:
+    """The rung named ``variant`` from a ladder (None: ``best``); ValueError names the choices."""
+    name = best if variant is None else variant
+    try:
+        return rungs[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"variant: expected one of {tuple(rungs)} or None; got {variant!r}") from None
 
 
 @functools.lru_cache(maxsize=None)

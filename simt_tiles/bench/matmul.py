@@ -120,7 +120,7 @@ def main(argv=None) -> int:
                 kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
 
             record(variant, _cfg_text(cfg), launch, tag)
-        del sets
+        sets.clear()  # free the device buffers before the next size
         cp.get_default_memory_pool().free_all_blocks()
 
     _add_ratios(results)

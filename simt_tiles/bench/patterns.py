@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     bench("copy", "cupy copy 2^28 f32", lambda: dst.__setitem__(slice(None), src), 8 * n_copy,
           lambda: True)
     copy_gbps = rows[-1]["gbps"]
-    del src, dst
+    src = dst = None  # free the copy buffers
 
     if "softmax" in args.only:
         import torch

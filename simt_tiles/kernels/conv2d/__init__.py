@@ -40,6 +40,7 @@ from ...runtime import (
     as_stream,
     device_operand,
     finish_result,
+    pick_rung,
     prepare_out,
 )
 from . import k01_naive, k02_halo_tiled, k03_register_blocked
@@ -81,14 +82,7 @@ __all__ = [
 
 def get_rung(variant: str | None) -> Rung:
     """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
-    if variant is None:
-        variant = BEST_VARIANT
-    try:
-        return RUNGS[variant]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"variant: expected one of {CONV2D_VARIANTS} or None; got {variant!r}"
-        ) from None
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
 def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,

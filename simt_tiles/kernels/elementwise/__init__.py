@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
 from . import bias_relu as _bias_relu
 from . import k01_vector_add_grid_stride, k02_vector_add_multi
 
@@ -24,11 +24,7 @@ __all__ = ["vector_add", "bias_relu", "VECTOR_ADD_VARIANTS", "RUNGS"]
 
 def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     """c = a + b for 1-D float32/float64 arrays of one length and dtype (any length, 0 too)."""
-    if variant is None:
-        variant = "k02_multi_element"
-    if variant not in VECTOR_ADD_RUNGS:
-        raise ValueError(f"variant: expected one of {VECTOR_ADD_VARIANTS} or None; got {variant!r}")
-    rung = VECTOR_ADD_RUNGS[variant]
+    rung = pick_rung(VECTOR_ADD_RUNGS, variant, "k02_multi_element")
     cfg = rung.resolve_config(config)
     stream = as_stream(stream)
     a_op = device_operand(a, "a", ndim=1, stream=stream)

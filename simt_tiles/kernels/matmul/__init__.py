@@ -23,6 +23,7 @@ from ...runtime import (
     as_stream,
     device_operand,
     finish_result,
+    pick_rung,
     prepare_out,
 )
 from . import (
@@ -67,14 +68,7 @@ __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "fl
 
 def get_rung(variant: str | None) -> Rung:
     """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
-    if variant is None:
-        variant = BEST_VARIANT
-    try:
-        return RUNGS[variant]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"variant: expected one of {MATMUL_VARIANTS} or None; got {variant!r}"
-        ) from None
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None):

@@ -24,7 +24,7 @@ from numba import cuda, void
 
 from ...runtime import Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import MAX, MIN, SUM, ReduceConfig, acc_dtype, identity
+from ._common import MAX, SUM, ReduceConfig, acc_dtype, identity
 
 Config = ReduceConfig
 PRESETS = {"sim": Config(threads=32, max_blocks=3), "default": Config()}

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
 from . import k01_smem_tree, k02_warp_shuffle, k03_online
 
 RUNGS: dict[str, Rung] = {r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG)}
@@ -28,11 +28,7 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     """
     if axis not in (-1, 1):
         raise ValueError(f"axis: expected -1 or 1 (the last axis of a 2-D array); got {axis!r}")
-    if variant is None:
-        variant = BEST_VARIANT
-    if variant not in RUNGS:
-        raise ValueError(f"variant: expected one of {SOFTMAX_VARIANTS} or None; got {variant!r}")
-    rung = RUNGS[variant]
+    rung = pick_rung(RUNGS, variant, BEST_VARIANT)
     cfg = rung.resolve_config(config)
     stream = as_stream(stream)
     x_op = device_operand(x, "x", ndim=2, stream=stream)

@@ -53,23 +53,22 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
             row, start, step = b, tid, T
         part = cuda.shared.array(NW, ACC)
 
+        def combine(a, b):
+            # the operator, NaN-propagating for max/min; a closure inside the kernel
+            # (Numba inlines it) because device functions would need a driver to compile
+            if OP == SUM:
+                return a + b
+            if OP == MAX:
+                return a if (a != a or a > b) else b
+            return a if (a != a or a < b) else b
+
         acc = ACC(IDENT)
         for c in range(start, n, step):
             v = ACC(x[row, c])
-            if OP == SUM:
-                acc += v
-            elif OP == MAX:
-                acc = acc if (acc != acc or acc > v) else v
-            else:
-                acc = acc if (acc != acc or acc < v) else v
+            acc = combine(acc, v)
         for off in (16, 8, 4, 2, 1):  # butterfly across the warp
             o = shfl_xor_sync(FULL_MASK, acc, off)
-            if OP == SUM:
-                acc += o
-            elif OP == MAX:
-                acc = acc if (acc != acc or acc > o) else o
-            else:
-                acc = acc if (acc != acc or acc < o) else o
+            acc = combine(acc, o)
         if lane == 0:
             part[wid] = acc
         cuda.syncthreads()  # RAW: every warp's value written
@@ -77,12 +76,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
             acc = part[0]
             for w in range(1, NW):
                 o = part[w]
-                if OP == SUM:
-                    acc += o
-                elif OP == MAX:
-                    acc = acc if (acc != acc or acc > o) else o
-                else:
-                    acc = acc if (acc != acc or acc < o) else o
+                acc = combine(acc, o)
             out[b] = acc
 
     return reduce_k01_warp_shuffle

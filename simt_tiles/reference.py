@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["unit_roundoff", "gamma", "matmul_reference", "check_within", "BoundCheck"]
+__all__ = ["TF32_U", "unit_roundoff", "gamma", "matmul_reference", "check_within", "BoundCheck"]
+
+
+#: relative error of converting a float32 operand to TF32 (10 stored mantissa bits) for the tensor
+#: cores: 2⁻¹⁰ covers truncation as well as rounding to nearest (2⁻¹¹); libraries do not say which.
+#: A TF32 product a'·b' then differs from a·b by ≤ (2·TF32_U + TF32_U²)·|a|·|b|.
+TF32_U = 2.0**-10
 
 
 def unit_roundoff(dtype) -> float:
@@ -97,7 +103,7 @@ def check_within(out, ref, bound, xp=np) -> BoundCheck:
     return BoundCheck(out, ref, bound, xp)
 
 
-def softmax_reference(x: np.ndarray):
+def softmax_reference(x, xp=np):
     """``(ref, bound)`` for softmax along the last axis, as scipy.special.softmax.
 
     The reference is computed in long double from the same inputs.  The bound
@@ -109,17 +115,23 @@ def softmax_reference(x: np.ndarray):
     So |y − ref| ≤ ((|x − m| + 10)·u + 2·γ_n(u))·ref + η, with η the smallest
     normal number of the dtype (outputs that underflow).  NaN positions must
     match scipy exactly and are checked separately.
+
+    With ``xp`` another array module (CuPy) the reference is computed there in
+    float64 (for benchmark-sized inputs) and its own error, the same terms
+    with u = 2⁻⁵³, is added to the bound.
     """
-    rdt = _ref_dtype()
-    xr = np.asarray(x, dtype=rdt)
+    if xp is np:
+        rdt, u_ref = _ref_dtype(), unit_roundoff(_ref_dtype())
+    else:
+        rdt, u_ref = xp.float64, unit_roundoff(np.float64)
+    xr = xp.asarray(x, dtype=rdt)
     n = x.shape[-1]
     with np.errstate(invalid="ignore", over="ignore"):
-        m = np.max(xr, axis=-1, keepdims=True)  # propagates NaN like scipy's amax
-        e = np.exp(xr - m)
-        ref = e / np.sum(e, axis=-1, keepdims=True)
+        m = xp.max(xr, axis=-1, keepdims=True)  # propagates NaN like scipy's amax
+        e = xp.exp(xr - m)
+        ref = e / xp.sum(e, axis=-1, keepdims=True)
         u = unit_roundoff(x.dtype)
-        g = gamma(max(n, 1), u)
-        rel = (np.abs(xr - m) + 10) * u + 2 * g
+        rel = (xp.abs(xr - m) + 10) * (u + u_ref) + 2 * (gamma(max(n, 1), u) + gamma(max(n, 1), u_ref))
         # ref = 0 (an x of −inf) with rel = inf would give NaN: such outputs must be exactly 0 ± η
-        bound = np.where(ref != 0, rel * np.abs(ref), 0) + np.finfo(x.dtype).smallest_normal
+        bound = xp.where(ref != 0, rel * xp.abs(ref), 0) + np.finfo(x.dtype).smallest_normal
     return ref, bound

@@ -10,6 +10,16 @@ where a matmul row has ``impl``, ``config``, ``kind`` ("peer" / "default" /
 * :func:`plot_rates` — a PNG: TFLOP/s against problem size, one line per
   implementation, the library peer dashed.
 
+The other benchmarks (``simt_tiles.bench.harness`` rows: ``group``,
+``problem``, ``x``, ``impl``, ``kind``, ``precision``, ``gbps``/``tflops``,
+``pct_ceiling``, ``vs_peer``) render with
+
+* :func:`group_tables` — markdown, one table per group, the check result
+  and precision beside every speed;
+* :func:`plot_groups` — a PNG with one panel per group: rate against ``x``
+  (lines when an implementation has several sizes, else bars), ceilings as
+  dashed horizontal lines.
+
 ``python -m simt_tiles.report results.json --md out.md --plot out.png``
 """
 
@@ -22,7 +32,7 @@ from pathlib import Path
 
 from ._table import markdown
 
-__all__ = ["load", "ratio_table", "plot_rates", "main"]
+__all__ = ["load", "ratio_table", "plot_rates", "group_tables", "plot_groups", "main"]
 
 
 def load(path) -> dict:
@@ -98,6 +108,88 @@ def plot_rates(data: dict, path, *, title: str | None = None, include_custom: bo
     return path
 
 
+def _is_matmul_schema(data: dict) -> bool:
+    return bool(data["results"]) and "group" not in data["results"][0]
+
+
+def _metric(rows) -> tuple[str, str]:
+    return ("tflops", "TFLOP/s") if any("tflops" in r for r in rows) else ("gbps", "GB/s")
+
+
+def group_tables(data: dict) -> str:
+    """One markdown table per group of harness rows (see the module docstring)."""
+    out = []
+    rows = data["results"]
+    for group in dict.fromkeys(r["group"] for r in rows):
+        mine = [r for r in rows if r["group"] == group]
+        key, unit = _metric(mine)
+        head = ["problem", "implementation", "precision", "check (err/bound)", "median ms", unit,
+                "% of ceiling", "× peer", "notes"]
+        body = []
+        for r in mine:
+            check = "pass" if r["passed"] else "FAIL"
+            if r.get("err_over_bound") is not None:
+                check += f" ({r['err_over_bound']:.2g})"
+            notes = [f"{k}={r[k]:.3g}" for k in ("compile_s", "boundary_waste") if k in r]
+            if r.get("error"):
+                notes.append(r["error"][:80].replace("|", "/"))
+            body.append([r["problem"], r["impl"], r.get("precision", ""), check,
+                         f"{r['median_ms']:.3f}" if "median_ms" in r else "-",
+                         f"{r[key]:.1f}" if key in r else "-",
+                         f"{r['pct_ceiling']:.1f}" if "pct_ceiling" in r else "-",
+                         f"{r['vs_peer']:.2f}" if "vs_peer" in r else "-", ", ".join(notes)])
+        out.append(f"### {group}\n\n" + markdown(head, body))
+    return "\n\n".join(out)
+
+
+def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
+    """One panel per group (ceiling rows of group "copy" are drawn in every bandwidth panel)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in data["results"] if r.get("passed") and ("gbps" in r or "tflops" in r)]
+    ceilings = [r for r in rows if r.get("kind") == "ceiling"]
+    groups = [g for g in dict.fromkeys(r["group"] for r in rows) if g not in {c["group"] for c in ceilings}]
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(5.2 * max(1, len(groups)), 4.4), dpi=110,
+                             squeeze=False)
+    for ax, group in zip(axes[0], groups):
+        mine = [r for r in rows if r["group"] == group]
+        key, unit = _metric(mine)
+        impls = list(dict.fromkeys(r["impl"] for r in mine))
+        problems = list(dict.fromkeys(r["problem"] for r in mine))
+        xs = {r["x"] for r in mine}
+        if len(problems) > 1 and len(xs) == len(problems) and None not in xs:
+            for impl in impls:
+                pts = sorted((r["x"], r[key]) for r in mine if r["impl"] == impl)
+                style = "--" if any(r["kind"] == "peer" for r in mine if r["impl"] == impl) else "-o"
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=impl, markersize=3)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("size (x)")
+        else:  # bars: one cluster per problem
+            width = 0.8 / max(1, len(impls))
+            for i, impl in enumerate(impls):
+                vals = [next((r[key] for r in mine if r["impl"] == impl and r["problem"] == p), 0) for p in problems]
+                ax.bar([j + i * width for j in range(len(problems))], vals, width, label=impl)
+            ax.set_xticks([j + 0.4 - width / 2 for j in range(len(problems))], problems, fontsize=7, rotation=15)
+        for c in ceilings if key == "gbps" else []:
+            ax.axhline(c["gbps"], color="black", linestyle="--", linewidth=1)
+            ax.annotate(f"{c['impl']} {c['gbps']:.0f}", (0.01, c["gbps"]), xycoords=("axes fraction", "data"),
+                        fontsize=7, va="bottom")
+        ax.set_ylabel(unit)
+        ax.set_title(group)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    gpu = data.get("machine", {}).get("gpu", "")
+    fig.suptitle(title or f"{data.get('title', 'simt_tiles')} — {gpu}")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simt_tiles.report", description=__doc__.split("\n\n")[0])
     p.add_argument("json", help="a benchmark JSON (e.g. benchmarks/results/matmul_h200.json)")
@@ -109,13 +201,14 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    table = ratio_table(data)
+    matmul = _is_matmul_schema(data)
+    table = ratio_table(data) if matmul else group_tables(data)
     if args.md:
         Path(args.md).write_text(table + "\n")
     else:
         print(table)
     if args.plot:
-        plot_rates(data, args.plot)
+        (plot_rates if matmul else plot_groups)(data, args.plot)
     return 0
 
 

@@ -8,11 +8,19 @@ from typing import Callable
 from numba import cuda
 
 
-def time_cuda(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stream=0) -> list[float]:
+def time_cuda(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stream=0,
+              before: Callable[[], object] | None = None) -> list[float]:
     """Milliseconds of each of ``reps`` calls of ``fn``, each between two events.
 
     ``fn`` must enqueue its work on ``stream`` (0: the legacy default stream,
     which CuPy and PyTorch also use unless told otherwise).
+
+    ``before`` (untimed, enqueued before the start event) should be GPU work
+    longer than ``fn``'s Python launch path — e.g. overwriting a buffer larger
+    than L2.  The GPU is then still busy with it when ``fn``'s kernels are
+    enqueued, so the events measure GPU time only, not the tens of µs of
+    Python checks and launch overhead of a public call; and every call starts
+    with a cold L2.  Without it, a call's host overhead is inside its time.
     """
     for _ in range(warmup):
         fn()
@@ -20,6 +28,8 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stre
     times = []
     for _ in range(reps):
         start, end = cuda.event(), cuda.event()
+        if before is not None:
+            before()
         start.record(stream)
         fn()
         end.record(stream)

@@ -1,0 +1,168 @@
+"""Verify, then time the convolution ladders on one GPU: 2-D filtering and the NCHW layer.
+
+    simt-tiles bench conv [--only filter2d nchw] [--size 8192] [--filters 3 5 7]
+                          [--modes constant reflect] [--reps 20] [--json P] [--md P] [--plot P]
+
+filter2d: an S×S float32 image (default 8192², 256 MiB), square filters, modes
+"constant" and "reflect".  Effective bandwidth = image read once + output
+written once, over the median time; the ceiling is a device-to-device copy
+in the same run.  Peers: ``cupyx.scipy.ndimage.correlate`` (same semantics;
+the ratio "× peer" is against it), ``torch.nn.functional.conv2d`` (cuDNN, TF32
+off; zero padding = mode "constant" only) and, when cuda.tile is importable,
+``simt_tiles.tile.correlate2d``.  Check: float64 ``cupyx`` reference with
+the bound (γ_n(2⁻²⁴) + γ_n(2⁻⁵³))·Σ|w|·|x|, n = KH·KW + 1.
+
+nchw: ResNet-like layers, float32, 3×3, padding 1: (N, C, H, W) = (32, 64, 56, 56)
+and (8, 256, 14, 14), C_out = C_in.  Peer: ``torch.nn.functional.conv2d``
+FP32 (cuDNN, ``allow_tf32 = False``); cuDNN with TF32 is shown for context,
+labelled tf32, never used as the peer.  Check: float64 cuDNN reference, bound
+with n = C_in·KH·KW + 1 (bias).  Rate: TFLOP/s with 2·N·C_out·H_out·W_out·C_in·KH·KW flops.
+
+Every call is the public function (an L2 flush before each timed call hides
+its Python launch path; see ``timing.time_cuda``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import _probe
+
+NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="+", default=["filter2d", "nchw"], choices=["filter2d", "nchw"])
+    p.add_argument("--size", type=int, default=8192, help="image side for filter2d")
+    p.add_argument("--filters", nargs="+", type=int, default=[3, 5, 7])
+    p.add_argument("--modes", nargs="+", default=["constant", "reflect"])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json", default=None)
+    p.add_argument("--md", default=None)
+    p.add_argument("--plot", default=None)
+    args = p.parse_args(argv)
+    if _probe.select_backend():
+        print("bench conv: no CUDA GPU found; GPU timings only.", file=sys.stderr)
+        return 2
+    from . import common
+
+    with common.session("conv", args.reps) as (h, cp, tile):
+        common.copy_ceiling(h, cp)
+        if "filter2d" in args.only:
+            filter2d(h, cp, tile, args)
+        if "nchw" in args.only:
+            nchw(h, cp, args)
+        return common.finish(h, args, title="convolution", method=__doc__,
+                             ceilings={"filter2d": "device copy"},
+                             peers={"filter2d": "cupyx correlate", "nchw": "torch conv2d (cuDNN)"})
+
+
+def filter2d(h, cp, tile, args) -> None:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from cupyx.scipy import ndimage as cnd
+
+    import simt_tiles
+    from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
+
+    torch.backends.cudnn.allow_tf32 = False
+    s = args.size
+    rng = cp.random.default_rng(11)
+    x = rng.standard_normal((s, s), dtype=cp.float32)
+    x64, ax64 = x.astype(cp.float64), cp.abs(x).astype(cp.float64)
+    out = cp.empty_like(x)
+    separable = getattr(simt_tiles, "correlate_separable", None)  # the rank-one path, when built
+    for k in args.filters:
+        wy, wx = rng.standard_normal(k, dtype=cp.float32), rng.standard_normal(k, dtype=cp.float32)
+        w = cp.outer(wy, wx).astype(cp.float32)  # rank one, so the separable path computes the same filter
+        n = k * k + 1
+        g = gamma(n, unit_roundoff(np.float32)) + gamma(n, unit_roundoff(np.float64))
+        for mode in args.modes:
+            ref = cnd.correlate(x64, w.astype(cp.float64), mode=mode, cval=0.0)
+            bound = cnd.correlate(ax64, cp.abs(w).astype(cp.float64), mode=mode, cval=0.0) * g * (1 + 1e-6)
+            problem, kw = f"{s}² {k}x{k} {mode}", dict(nbytes=2 * x.nbytes, x=k)
+
+            def check(y=out):
+                return BoundCheck(y, ref, bound, xp=cp)
+
+            for v in simt_tiles.CONV2D_VARIANTS:
+                out.fill(cp.nan)
+                h.entry("filter2d", problem, v, lambda v=v: simt_tiles.correlate2d(x, w, mode=mode, out=out,
+                                                                                  variant=v), check=check, **kw)
+            if separable is not None:
+                out.fill(cp.nan)
+                # the separable bound: two passes of k taps; Σ|wy||wx||x| is the same sum as above
+                g_sep = 2 * gamma(k + 1, unit_roundoff(np.float32)) + gamma(n, unit_roundoff(np.float64))
+                h.entry("filter2d", problem, "separable (wy, wx)",
+                        lambda: separable(x, wy, wx, mode=mode, out=out),
+                        check=lambda: BoundCheck(out, ref, bound / g * g_sep, xp=cp), **kw)
+            h.entry("filter2d", problem, "cupyx correlate", lambda: cnd.correlate(x, w, mode=mode, output=out),
+                    check=check, kind="peer", **kw)
+            if mode == "constant" and k % 2:
+                tx, tw = torch.as_tensor(x, device="cuda")[None, None], torch.as_tensor(w, device="cuda")[None, None]
+                h.entry("filter2d", problem, "torch conv2d (cuDNN)", lambda: F.conv2d(tx, tw, padding=k // 2),
+                        check=lambda: check(cp.asarray(F.conv2d(tx, tw, padding=k // 2)[0, 0])), kind="peer", **kw)
+            if tile is not None:
+                h.entry("filter2d", problem, "cuTile correlate2d",
+                        lambda: tile.correlate2d(x, w, mode=mode, out=out),
+                        check=lambda: check(tile.correlate2d(x, w, mode=mode)), kind="tile", **kw)
+            ref = bound = None
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+def nchw(h, cp, args) -> None:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from simt_tiles.reference import TF32_U, BoundCheck, gamma, unit_roundoff
+
+    try:
+        from simt_tiles.kernels.conv_nchw import CONV_NCHW_VARIANTS, conv2d_nchw
+    except ImportError as exc:
+        print(f"nchw: simt_tiles.conv2d_nchw not available ({exc})", flush=True)
+        CONV_NCHW_VARIANTS, conv2d_nchw = (), None
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for n, c, hh, ww in NCHW_PROBLEMS:
+        k, pad = 3, 1
+        x = torch.randn((n, c, hh, ww), device="cuda", generator=gen)
+        w = torch.randn((c, c, k, k), device="cuda", generator=gen) / (c * k * k) ** 0.5
+        b = torch.randn(c, device="cuda", generator=gen)
+        ref = F.conv2d(x.double(), w.double(), b.double(), padding=pad)
+        terms = c * k * k + 1
+        g = gamma(terms, unit_roundoff(np.float32)) + gamma(terms, unit_roundoff(np.float64))
+        bound = (F.conv2d(x.double().abs(), w.double().abs(), b.double().abs(), padding=pad) * g * (1 + 1e-6))
+        ref_c, bound_c = cp.asarray(ref), cp.asarray(bound)
+        out = torch.empty_like(ref, dtype=torch.float32)
+        flops = 2 * n * c * ref.shape[2] * ref.shape[3] * c * k * k
+        problem, kw = f"N{n} C{c} {hh}x{ww} 3x3 p1", dict(flops=flops, x=hh)
+
+        def check(y=out):
+            return BoundCheck(cp.asarray(y), ref_c, bound_c, xp=cp)
+
+        for v in CONV_NCHW_VARIANTS:
+            out.fill_(float("nan"))
+            h.entry("nchw", problem, v, lambda v=v: conv2d_nchw(x, w, bias=b, padding=pad, out=out, variant=v),
+                    check=check, **kw)
+        h.entry("nchw", problem, "torch conv2d (cuDNN)", lambda: F.conv2d(x, w, b, padding=pad),
+                check=lambda: check(F.conv2d(x, w, b, padding=pad)), kind="peer", **kw)
+        torch.backends.cudnn.allow_tf32 = True
+        try:
+            # TF32 keeps 10 mantissa bits of each operand: ≤ 2·TF32_U more per product than FP32
+            h.entry("nchw", problem, "torch conv2d (cuDNN TF32)", lambda: F.conv2d(x, w, b, padding=pad),
+                    check=lambda: BoundCheck(cp.asarray(F.conv2d(x, w, b, padding=pad)), ref_c,
+                                             bound_c * ((g + 2 * TF32_U) / g), xp=cp), kind="peer",
+                    precision="tf32", **kw)
+        finally:
+            torch.backends.cudnn.allow_tf32 = False
+        x = w = b = ref = bound = ref_c = bound_c = out = None
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

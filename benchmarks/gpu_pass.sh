@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   source .gpu-carry/setup.sh && bash benchmarks/gpu_pass.sh [steps...]
-# steps (default all): tests bench ncu sanitize.  Logs and JSON go to $OUT (or ./out).
+# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns.
+# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
-steps=${*:-tests bench ncu sanitize}
+steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
 for step in $steps; do
   echo "=== $step ($(date +%T))"
@@ -14,7 +15,14 @@ for step in $steps; do
         | tee "$out/pytest.log" | tail -30 ;;
     bench)
       timeout 400 python3 benchmarks/bench_matmul.py --json "$out/matmul_h200.json" --md "$out/matmul_h200.md" \
-        ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^|' ;;
+        --plot "$out/matmul_h200.png" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^|' ;;
+    conv|patterns)
+      args_var=$(echo "${step}_ARGS" | tr a-z A-Z)
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench $step --json "$out/${step}_h200.json" \
+        --md "$out/${step}_h200.md" --plot "$out/${step}_h200.png" ${!args_var:-} 2>&1 | tee "$out/$step.log" \
+        | grep -v '^|' | tail -80 ;;
+    tile)
+      timeout 300 python3 benchmarks/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
     ncu)
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
       timeout 300 ncu --clock-control none --metrics "$m" --csv \
@@ -25,6 +33,12 @@ for step in $steps; do
       for tool in memcheck racecheck; do
         timeout 300 compute-sanitizer --tool $tool python3 benchmarks/run_rungs_once.py \
           > "$out/sanitize_$tool.log" 2>&1; echo "$tool rc=$?"; tail -3 "$out/sanitize_$tool.log"
+      done ;;
+    sanitize_patterns)
+      for tool in memcheck racecheck; do
+        timeout 400 compute-sanitizer --tool $tool python3 benchmarks/run_patterns_once.py \
+          > "$out/sanitize_patterns_$tool.log" 2>&1; echo "$tool rc=$?"; grep -c " ok" "$out/sanitize_patterns_$tool.log"
+        grep -v " ok" "$out/sanitize_patterns_$tool.log" | tail -8
       done ;;
   esac
 done

@@ -130,7 +130,7 @@ def group_tables(data: dict) -> str:
             check = "pass" if r["passed"] else "FAIL"
             if r.get("err_over_bound") is not None:
                 check += f" ({r['err_over_bound']:.2g})"
-            notes = [f"{k}={r[k]:.3g}" for k in ("compile_s", "boundary_waste") if k in r]
+            notes = [f"{k}={r[k]:.3g}" for k in ("compile_s", "boundary_waste", "host_us") if k in r]
             if r.get("error"):
                 notes.append(r["error"][:80].replace("|", "/"))
             body.append([r["problem"], r["impl"], r.get("precision", ""), check,

@@ -141,6 +141,11 @@ class TileConfig:
             )
         self.check_smem(np.dtype(np.float32))  # float64 is checked when a kernel is built
 
+    def for_problem(self, *shape: int) -> "TileConfig":
+        """This config fitted to one problem's shape (compile-time fields a launcher
+        derives from the data, e.g. softmax k04's values per thread).  Default: itself."""
+        return self
+
     def check_smem(self, dtype) -> None:
         """Raise ConfigError if this config needs too much static shared memory for ``dtype``."""
         dtype = np.dtype(dtype)

@@ -19,7 +19,10 @@ Semantics in the simulator
     (``x + y·Dx + z·Dx·Dy``), 32 lanes each; the last warp of a block whose size
     is not a multiple of 32 is partial.  A call is a rendezvous: every lane in
     ``mask`` that exists in the warp must make the matching call (the n-th call
-    with that mask); each deposits its value, all wait, then each reads its
+    with that mask; lanes named in ``mask`` that do not exist are ignored here,
+    but on a GPU such a mask is undefined — on the H200 the votes of a 4-lane
+    warp called with a full mask came out wrong — so pass the partial warp's
+    own lanes, as ``tests/test_warp.py`` does); each deposits its value, all wait, then each reads its
     source lane.  Reading a lane that is outside ``mask`` or does not exist is
     undefined on the GPU: here it returns a poison value (NaN for floats, a
     sentinel for integers) so the bug shows.  ``shfl_up``/``shfl_down`` past the

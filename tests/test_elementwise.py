@@ -21,8 +21,9 @@ STREAM_CONFIGS = (
     st.builds(StreamConfig, st.sampled_from([1, 3, 8]), st.integers(1, 4), st.integers(1, 3)) if SIMULATOR
     else st.builds(StreamConfig, st.sampled_from([32, 256, 1024]), st.integers(1, 8), st.sampled_from([1, 132, 1056]))
 )
-TILE_CONFIGS = (st.builds(BiasReluConfig, st.integers(1, 5), st.integers(1, 3)) if SIMULATOR
-                else st.builds(BiasReluConfig, st.sampled_from([8, 32, 64]), st.sampled_from([1, 4, 8, 16])))
+TILE_CONFIGS = (st.builds(BiasReluConfig, st.integers(1, 5), st.integers(1, 3), st.integers(1, 3)) if SIMULATOR
+                else st.builds(BiasReluConfig, st.sampled_from([8, 32, 64]), st.sampled_from([1, 4, 8, 16]),
+                               st.sampled_from([1, 2, 4, 8])))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -43,7 +44,7 @@ def test_vector_add_exact(variant, dtype, data):
 @given(data=st.data())
 def test_bias_relu_exact(dtype, data):
     config = data.draw(st.one_of(st.just(RUNGS["bias_relu"].resolve_config(None)), TILE_CONFIGS), "config")
-    m = data.draw(st.sampled_from(edge_sizes(config.tile_m)), "M")
+    m = data.draw(st.sampled_from(edge_sizes(config.tile_m * config.rows_per_thread)), "M")
     n = data.draw(st.sampled_from(edge_sizes(config.tile_n)), "N")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
     x, bias = rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
@@ -81,3 +82,5 @@ def test_boundary_waste():
     assert boundary_waste(cfg, 64, 64) == 0
     # grid (2, 2) of (32, 8) threads = 1024 launched for 9 x 33 = 297 outputs
     assert boundary_waste(cfg, 9, 33) == pytest.approx(1 - 297 / 1024)
+    # 4 rows per thread: a (32, 8) block covers 32 x 32; grid (2, 1) → 2048 element slots
+    assert boundary_waste(BiasReluConfig(32, 8, 4), 9, 33) == pytest.approx(1 - 297 / 2048)

@@ -100,7 +100,7 @@ def test_harness_checks_before_timing():
     calls = []
     good = h.entry("g", "p", "good", lambda: calls.append(1), check=lambda: True, nbytes=2e9, x=1)
     assert good["passed"] and good["runs"] == 7 and good["gbps"] == pytest.approx(1000.0)
-    assert len(calls) == 2 + 7  # the checked call, the one-call estimate, then the timed calls
+    assert len(calls) == 2 + 7 + 5  # the checked call, the one-call estimate, the timed calls, 5 host-timed
     bad = h.entry("g", "p", "bad", lambda: None,
                   check=lambda: check_within(np.array([1.0, np.nan]), np.array([1.0, 2.0]), np.array([0.1, 0.1])),
                   nbytes=1)

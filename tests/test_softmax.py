@@ -12,6 +12,7 @@ from numba import cuda
 import simt_tiles
 from simt_tiles.kernels.softmax import RUNGS, SOFTMAX_VARIANTS
 from simt_tiles.kernels.softmax._common import RowConfig, WarpRowConfig
+from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowConfig
 from simt_tiles.reference import softmax_reference
 from simt_tiles.runtime import SIMULATOR
 
@@ -22,10 +23,14 @@ if SIMULATOR:
         "k01_smem_tree": st.builds(RowConfig, st.sampled_from([1, 2, 4, 8])),
         "k02_warp_shuffle": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
         "k03_online": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
+        "k04_register_row": st.builds(RegisterRowConfig, threads=st.sampled_from([32, 64]),
+                                      vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64)),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
                for v in SOFTMAX_VARIANTS}
+    CONFIGS["k04_register_row"] = st.builds(RegisterRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                            vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64))
 
 
 def assert_softmax_ok(x, y):
@@ -115,3 +120,22 @@ def test_device_in_device_out():
     y = simt_tiles.softmax(cuda.to_device(x))
     assert not isinstance(y, np.ndarray)
     assert_softmax_ok(x, y.copy_to_host())
+
+
+def test_register_row_fits_the_row_or_says_why():
+    from simt_tiles.runtime import ConfigError
+
+    cfg = RegisterRowConfig(threads=1024, vpt_target=8, max_vpt=32)
+    assert (cfg.for_problem(9, 256).group, cfg.for_problem(9, 256).vpt) == (32, 8)
+    assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (1024, 32)
+    assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (128, 8)
+    with pytest.raises(ConfigError, match=r"x: rows of 32769 values do not fit"):
+        cfg.for_problem(1, 32769)
+    with pytest.raises(ConfigError, match=r"x: rows of 32769"):
+        simt_tiles.softmax(np.ones((1, 32769), np.float32), variant="k04_register_row", config=cfg)
+    # variant=None takes the long-row rung instead (one long row: cheap in the simulator)
+    x = np.random.default_rng(3).standard_normal((1, 300)).astype(np.float32)
+    small = RegisterRowConfig(threads=32, vpt_target=2, max_vpt=4)  # 32 × 4 = 128 < 300
+    with pytest.raises(ConfigError):
+        simt_tiles.softmax(x, variant="k04_register_row", config=small)
+    assert_softmax_ok(x, simt_tiles.softmax(x, config=small))

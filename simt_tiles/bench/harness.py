@@ -126,6 +126,14 @@ class Harness:
             reps = max(5, min(self.reps, int(self.budget_s / max(one, 1e-6))))
             st = summarize(self.timer(fn, warmup=self.warmup, reps=reps, before=self.before))
             row.update(st)
+            # host time of one call (Python checks + launch), which `before` keeps out of median_ms
+            host = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                fn()
+                host.append(time.perf_counter() - t0)
+                self.sync()
+            row["host_us"] = 1e6 * sorted(host)[2]
             sec = st["median_ms"] * 1e-3
             if nbytes is not None:
                 row["bytes"], row["gbps"] = nbytes, nbytes / sec / 1e9
@@ -141,7 +149,7 @@ class Harness:
         if not row["passed"]:
             return f"{head} FAIL {row.get('error', '')} err/bound={row.get('err_over_bound', float('nan')):.3g}"
         rate = " ".join(f"{row[k]:.2f} {u}" for k, u in (("tflops", "TFLOP/s"), ("gbps", "GB/s")) if k in row)
-        return f"{head} ok   {row['median_ms']:.3f} ms  {rate}"
+        return f"{head} ok   {row['median_ms']:.3f} ms  {rate}  (host {row.get('host_us', 0):.0f} µs/call)"
 
     def finish(self, *, ceilings: dict[str, str], peers: dict[str, str]) -> list[dict]:
         """Add ``pct_ceiling`` and ``vs_peer`` to every timed row.

@@ -19,6 +19,8 @@ Inputs are ≥ 256 MiB except the softmax rows (16384 × cols).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 import time
 
@@ -101,13 +103,26 @@ def run(h, cp, tile, args) -> None:
         ref = float(x.astype(cp.float64).sum())
 
         def sum_check(got, nterms, accumulate=np.float64):
-            # float64 accumulation then one rounding (simt_tiles); float32 in any order (peers): γ_n(u32)
+            # simt_tiles: float64 accumulation in any order, then one rounding: a rigorous bound.
+            # Peers accumulate in float32 in an order they do not document; γ_n(2⁻²⁴) is void for
+            # n ≥ 2²⁴, so they get the bound of a float32 pairwise sum (depth ⌈log2 n⌉) with a
+            # 64-term sequential chain per thread — a stated assumption, not a proof.
+            if accumulate == np.float32:
+                nterms = 64 + math.ceil(math.log2(nterms))
             g = gamma(nterms, unit_roundoff(accumulate)) + gamma(nterms, unit_roundoff(np.float64))
             return BoundCheck(cp.asarray(got, cp.float64).reshape(-1), cp.asarray([ref]),
                               cp.asarray([u32 * abs(ref) + g * absum * (1 + 1e-6)]), xp=cp)
 
         h.entry("reduce", "sum 2^28", "simt_tiles.reduce", lambda: simt_tiles.reduce(x),
                 check=lambda: sum_check(simt_tiles.reduce(x), n), nbytes=x.nbytes, x=n)
+        from simt_tiles.kernels.reduce import RUNGS as REDUCE_RUNGS
+
+        base = next(iter(REDUCE_RUNGS.values())).presets["default"]
+        for loads in (1, 4, 16):  # independent loads per thread per step (the default is base.loads)
+            cfg = dataclasses.replace(base, loads=loads)
+            h.entry("reduce", "sum 2^28", f"simt_tiles.reduce loads={loads}", lambda cfg=cfg: simt_tiles.reduce(
+                x, config=cfg), check=lambda cfg=cfg: sum_check(simt_tiles.reduce(x, config=cfg), n),
+                nbytes=x.nbytes, x=n)
         h.entry("reduce", "sum 2^28", "cupy.sum", lambda: cp.sum(x),
                 check=lambda: sum_check(cp.sum(x), n, np.float32), kind="peer", nbytes=x.nbytes, x=n)
         if tile is not None:
@@ -120,7 +135,8 @@ def run(h, cp, tile, args) -> None:
         out = cp.empty(16384, cp.float32)
 
         def rows_check(got, accumulate=np.float64):
-            g = gamma(16384, unit_roundoff(accumulate)) + gamma(16384, unit_roundoff(np.float64))
+            nterms = 16384 if accumulate == np.float64 else 64 + 14  # as sum_check
+            g = gamma(nterms, unit_roundoff(accumulate)) + gamma(16384, unit_roundoff(np.float64))
             return BoundCheck(got, ref2, u32 * cp.abs(ref2) + g * absum2 * (1 + 1e-6), xp=cp)
 
         def rows_simt():
@@ -143,9 +159,18 @@ def run(h, cp, tile, args) -> None:
         a, b = rng.standard_normal(n, dtype=cp.float32), rng.standard_normal(n, dtype=cp.float32)
         c = cp.full_like(a, cp.nan)
         want = a + b
+        from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
+
         for v in simt_tiles.VECTOR_ADD_VARIANTS:
             c.fill(cp.nan)
             h.entry("elementwise", "vector_add 2^28", v, lambda v=v: simt_tiles.vector_add(a, b, out=c, variant=v),
+                    check=lambda: exact(c, want), nbytes=3 * a.nbytes, x=n)
+        base = VECTOR_ADD_RUNGS["k02_multi_element"].presets["default"]
+        for items, blocks in ((8, 1056), (16, 1056), (4, 4224), (8, 2112)):  # bytes in flight vs grid size
+            cfg = dataclasses.replace(base, items=items, max_blocks=blocks)
+            c.fill(cp.nan)
+            h.entry("elementwise", "vector_add 2^28", f"k02 items={items} max_blocks={blocks}",
+                    lambda cfg=cfg: simt_tiles.vector_add(a, b, out=c, variant="k02_multi_element", config=cfg),
                     check=lambda: exact(c, want), nbytes=3 * a.nbytes, x=n)
         h.entry("elementwise", "vector_add 2^28", "cupy a+b", lambda: cp.add(a, b, out=c),
                 check=lambda: exact(c, want), kind="peer", nbytes=3 * a.nbytes, x=n)
@@ -164,14 +189,15 @@ def run(h, cp, tile, args) -> None:
         bias = rng.standard_normal(n, dtype=cp.float32)
         y = cp.full_like(x, cp.nan)
         want = cp.maximum(x + bias, 0)
-        for tn, tm in ((32, 1), (32, 4), (32, 8), (32, 32), (64, 4), (128, 2), (16, 16), (8, 32)):
-            cfg = TileCfg(tile_n=tn, tile_m=tm)
+        for tn, tm, rpt in ((32, 1, 1), (32, 8, 1), (32, 32, 1), (16, 16, 1), (8, 32, 1), (128, 2, 1),
+                            (32, 8, 4), (32, 4, 8), (64, 4, 4), (128, 2, 4), (32, 8, 8)):
+            cfg = TileCfg(tile_n=tn, tile_m=tm, rows_per_thread=rpt)
             t0 = time.perf_counter()
             simt_tiles.bias_relu(x, bias, out=y, config=cfg)
             cuda.synchronize()
             compile_s = time.perf_counter() - t0  # first call: compile + one run
             y.fill(cp.nan)
-            h.entry("bias_tiles", f"{m}x{n}", f"tile {tn}x{tm}", lambda cfg=cfg: simt_tiles.bias_relu(
+            h.entry("bias_tiles", f"{m}x{n}", f"{tn}x{tm} threads, {rpt} rows each", lambda cfg=cfg: simt_tiles.bias_relu(
                 x, bias, out=y, config=cfg), check=lambda: exact(y, want), nbytes=2 * x.nbytes, x=tn * tm,
                 compile_s=compile_s, boundary_waste=boundary_waste(cfg, m, n))
         x = y = want = None

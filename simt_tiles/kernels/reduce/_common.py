@@ -45,6 +45,8 @@ class ReduceConfig(TileConfig):
 
     threads: int = 256
     max_blocks: int = 1056  # 132 SMs × 8
+    #: independent loads (and accumulators) per thread per step: bytes in flight to hide DRAM latency
+    loads: int = 8
 
     def block(self):
         return (self.threads,)

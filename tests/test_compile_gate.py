@@ -92,3 +92,23 @@ def test_gate_fails_on_gpu_only_compile_errors_and_local_memory(tmp_path):
     lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
     assert lines["shape_expr"].startswith("False TypingError:"), proc.stdout
     assert lines["dynamic_local"].startswith("False None"), proc.stdout
+
+
+def test_softmax_register_row_largest_fit_does_not_spill(tmp_path):
+    """float32 rows of 32768 in k04's registers (64 per thread, 512 threads): no local memory."""
+    proc = _gate(f"""
+        import os; os.chdir({str(tmp_path)!r})
+        from pathlib import Path
+        import numpy as np
+        from simt_tiles import compile_gate
+        from simt_tiles.kernels.softmax import RUNGS
+        rung = RUNGS["k04_register_row"]
+        cfg = rung.presets["default"].for_problem(16384, 32768, 4)
+        assert (cfg.group, cfg.vpt) == (512, 64), cfg
+        rung.presets["largest"] = cfg
+        r = compile_gate.compile_one(rung, "largest", np.float32, compile_gate.find_ptxas(), Path("."), "t")
+        print(r.ok, r.error, r.registers, r.stack, r.spills)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    ok, error, *_ = proc.stdout.split()
+    assert (ok, error) == ("True", "None"), proc.stdout

@@ -125,12 +125,15 @@ def test_device_in_device_out():
 def test_register_row_fits_the_row_or_says_why():
     from simt_tiles.runtime import ConfigError
 
-    cfg = RegisterRowConfig(threads=1024, vpt_target=8, max_vpt=32)
+    cfg = RegisterRowConfig(threads=512, vpt_target=16, max_vpt=64)
     assert (cfg.for_problem(9, 256).group, cfg.for_problem(9, 256).vpt) == (32, 8)
-    assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (1024, 32)
-    assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (128, 8)
-    with pytest.raises(ConfigError, match=r"x: rows of 32769 values do not fit"):
+    assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (512, 64)
+    assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (64, 16)
+    assert cfg.for_problem(9, 16384, 8).vpt == 32
+    with pytest.raises(ConfigError, match=r"x: rows of 32769 values of 4 bytes do not fit"):
         cfg.for_problem(1, 32769)
+    with pytest.raises(ConfigError, match=r"x: rows of 16385 values of 8 bytes"):
+        cfg.for_problem(1, 16385, 8)
     with pytest.raises(ConfigError, match=r"x: rows of 32769"):
         simt_tiles.softmax(np.ones((1, 32769), np.float32), variant="k04_register_row", config=cfg)
     # variant=None takes the long-row rung instead (one long row: cheap in the simulator)

@@ -40,7 +40,7 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     out_op = prepare_out(out, x_op, (rows, cols), x_op.dev.dtype, stream)
     if rows and cols:
         try:
-            cfg = cfg.for_problem(rows, cols)
+            cfg = cfg.for_problem(rows, cols, x_op.dev.dtype.itemsize)
         except ConfigError:
             if variant is not None:
                 raise

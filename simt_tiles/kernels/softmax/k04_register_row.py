@@ -14,9 +14,12 @@ What changed versus k03
     the power of two (32 … ``threads``) that gives each thread about
     ``vpt_target`` values, VPT the power of two that covers the row.  Short
     rows get one warp each and a block packs ``threads / G`` rows (no barrier
-    at all: the reductions are warp shuffles); long rows get up to 1024
-    threads and two barriers (one per cross-warp reduction).  A row longer
-    than ``threads · max_vpt`` does not fit: ``variant=None`` then uses k03.
+    at all: the reductions are warp shuffles); long rows get the whole block
+    and two barriers (one per cross-warp reduction).  A row longer than
+    ``threads · max_vpt`` 32-bit values (512 · 64: 32768 float32, 16384
+    float64) does not fit: ``variant=None`` then uses k03.  512 threads, not
+    1024: launch bounds then allow 128 registers per thread, and 64 values
+    plus the addressing fit without spilling (1024 × 32 spilled).
 
     Loads are coalesced: value i of thread t is column t + i·G, so for each i
     the G threads read G consecutive floats; the VPT loads of a thread are
@@ -52,11 +55,12 @@ class Config(WarpRowConfig):
     the row length (:meth:`for_problem`); the presets' values are what the
     compile gate builds."""
 
-    threads: int = 1024
+    threads: int = 512
     group: int = 32
     vpt: int = 1
-    vpt_target: int = 8
-    max_vpt: int = 32
+    vpt_target: int = 16
+    #: most 32-bit registers of row values per thread (a float64 value takes two)
+    max_vpt: int = 64
 
     def smem_bytes(self, itemsize):
         return 2 * (self.threads // 32) * itemsize
@@ -68,16 +72,17 @@ class Config(WarpRowConfig):
         yield ("group", self.threads % g == 0, "threads % group == 0 (whole rows per block)")
         yield ("vpt", self.vpt <= self.max_vpt, "vpt <= max_vpt (registers per thread)")
 
-    def for_problem(self, rows: int, cols: int) -> "Config":
-        """This config with ``group``/``vpt`` fitted to rows of ``cols`` values.
+    def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
+        """This config with ``group``/``vpt`` fitted to rows of ``cols`` values of ``itemsize`` bytes.
 
         ConfigError (naming ``x``) when a row needs more than ``threads · max_vpt`` registers."""
+        limit = self.max_vpt * 4 // itemsize  # values per thread that fit max_vpt 32-bit registers
         group = min(self.threads, max(32, _pow2_at_least(cdiv(cols, self.vpt_target))))
         vpt = _pow2_at_least(cdiv(cols, group))
-        if vpt > self.max_vpt:
+        if vpt > limit:
             raise ConfigError(
-                f"x: rows of {cols} values do not fit k04_register_row's registers "
-                f"(threads {self.threads} × max_vpt {self.max_vpt} = {self.threads * self.max_vpt}); "
+                f"x: rows of {cols} values of {itemsize} bytes do not fit k04_register_row's registers "
+                f"(threads {self.threads} × {limit} values = {self.threads * limit}); "
                 f"use variant='k03_online' or variant=None"
             )
         return dataclasses.replace(self, group=group, vpt=vpt)
@@ -85,7 +90,10 @@ class Config(WarpRowConfig):
 
 PRESETS = {
     "sim": Config(threads=64, group=32, vpt=2, vpt_target=2, max_vpt=4),
-    "default": Config(threads=1024, group=256, vpt=16, vpt_target=8, max_vpt=32),
+    "default": Config(threads=512, group=256, vpt=16, vpt_target=16, max_vpt=64),
+    # "default" on rows of 16384 (float64's largest fit): the compile gate checks it does not
+    # spill; float32's largest (vpt=64) is checked by tests/test_compile_gate.py
+    "rows_16k": Config(threads=512, group=512, vpt=32, vpt_target=16, max_vpt=64),
 }
 
 

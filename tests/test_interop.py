@@ -139,3 +139,27 @@ def test_dlpack_only_producer(operands):
     c = simt_tiles.matmul(OnlyDLPack(cp.asarray(a)), OnlyDLPack(cp.asarray(b)))
     assert isinstance(c, cp.ndarray)
     assert_matmul_ok(a, b, cp.asnumpy(c))
+
+
+@pytest.mark.gpu
+def test_ordered_after_the_producers_stream_without_blocking_the_host():
+    """Data written on a non-blocking CuPy stream is read correctly by a launch on the default
+    stream (the launch waits on an event), and the call does not wait for the GPU."""
+    import time
+
+    cp = pytest.importorskip("cupy")
+    n = 2**26
+    producer = cp.cuda.Stream(non_blocking=True)
+    with producer:
+        a = cp.zeros(n, cp.float32)
+        b = cp.ones(n, cp.float32)
+        simt_tiles.vector_add(a, b)  # compile outside the timed call
+        producer.synchronize()
+        for _ in range(100):  # ≈ 10 ms of queued work on the producer's stream
+            a += 1
+        t0 = time.perf_counter()
+        c = simt_tiles.vector_add(a, b, stream=None)  # exports `producer` as the CAI stream
+        host_s = time.perf_counter() - t0
+    cp.cuda.Device().synchronize()
+    assert bool((c == 101).all())
+    assert host_s < 0.005, f"the call blocked the host for {host_s * 1e3:.1f} ms"

@@ -11,9 +11,9 @@ __all__ = ["session", "copy_ceiling", "finish", "load_tile"]
 #: bytes overwritten before each timed call (untimed): > the H200's 50 MiB L2 ten times over, and
 #: long enough (≈ 0.15 ms) to hide a public call's Python launch path (see timing.time_cuda)
 FLUSH_BYTES = 512 * 2**20
-#: then the GPU sleeps this long before the flush (≈ µs): more than any public call's host path
-#: (measured and reported per row as host_us), so the events bracket GPU time only
-SLEEP_US = 600
+#: the flush is repeated so that the GPU is busy for ≈ 2 ms: longer than any public call's host
+#: path (reported per row as host_us), so the events bracket GPU time only
+FLUSH_REPEAT = 16
 
 
 def load_tile():
@@ -21,7 +21,9 @@ def load_tile():
     try:
         from .. import tile
 
-        tile.require()
+        if not tile.available():
+            raise ImportError("cuda.tile is not importable here (see simt_tiles.tile)")
+        print(f"cuTile {tile.version()}", flush=True)
         return tile
     except Exception as exc:  # ImportError, or the toolchain missing
         print(f"cuTile counterparts skipped: {exc}", flush=True)
@@ -35,18 +37,11 @@ def session(title: str, reps: int, *, with_tile: bool = True, total: int | None 
 
     from .harness import Harness, Progress
 
-    from numba import cuda
-
     flush = cp.empty(FLUSH_BYTES // 4, cp.float32)
 
-    @cuda.jit("void(int32)")
-    def gpu_sleep(us):  # keeps the GPU busy while the host runs the next call's Python path
-        for _ in range(us):
-            cuda.nanosleep(1000)
-
     def before():
-        gpu_sleep[1, 1](SLEEP_US)
-        flush.fill(0)
+        for _ in range(FLUSH_REPEAT):
+            flush.fill(0)
 
     tile = load_tile() if with_tile else None
     with Progress(title, total) as progress:

@@ -126,8 +126,8 @@ def run(h, cp, tile, args) -> None:
         h.entry("reduce", "sum 2^28", "cupy.sum", lambda: cp.sum(x),
                 check=lambda: sum_check(cp.sum(x), n, np.float32), kind="peer", nbytes=x.nbytes, x=n)
         if tile is not None:
-            h.entry("reduce", "sum 2^28", "cuTile sum", lambda: tile.sum(x),
-                    check=lambda: sum_check(tile.sum(x), n, np.float32), kind="tile", nbytes=x.nbytes, x=n)
+            h.entry("reduce", "sum 2^28", "cuTile sum", lambda: tile.reduce_sum(x),
+                    check=lambda: sum_check(tile.reduce_sum(x), n), kind="tile", nbytes=x.nbytes, x=n)
         x2 = x.reshape(16384, 16384)
         rows = x2.astype(cp.float64)
         ref2, absum2 = rows.sum(axis=1), cp.abs(rows).sum(axis=1)
@@ -148,8 +148,8 @@ def run(h, cp, tile, args) -> None:
         h.entry("reduce", "sum 16384x16384 axis=-1", "cupy.sum", lambda: cp.sum(x2, axis=1),
                 check=lambda: rows_check(cp.sum(x2, axis=1), np.float32), kind="peer", nbytes=x.nbytes, x=16384)
         if tile is not None:
-            h.entry("reduce", "sum 16384x16384 axis=-1", "cuTile sum", lambda: tile.sum(x2, axis=-1),
-                    check=lambda: rows_check(tile.sum(x2, axis=-1), np.float32), kind="tile", nbytes=x.nbytes,
+            h.entry("reduce", "sum 16384x16384 axis=-1", "cuTile sum", lambda: tile.reduce_sum(x2),
+                    check=lambda: rows_check(tile.reduce_sum(x2)), kind="tile", nbytes=x.nbytes,
                     x=16384)
         x = x2 = out = ref2 = absum2 = None
         cp.get_default_memory_pool().free_all_blocks()

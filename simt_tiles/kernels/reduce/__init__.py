@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out, stream_key
 from . import k01_warp_shuffle
 from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
 
@@ -31,6 +31,23 @@ RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
 REDUCE_OPS = OPS
 
 __all__ = ["reduce", "REDUCE_OPS", "RUNGS"]
+
+
+#: per (stream, dtype, length): the partials buffer of whole-array reductions, kept between
+#: calls.  A fresh cuda.device_array per call costs a cudaMalloc and, later, a cudaFree
+#: that synchronises the device.  Work on one stream runs in order, so calls sharing a
+#: stream can share its buffer.
+_WORKSPACES: dict = {}
+
+
+def _workspace(n: int, dtype, stream):
+    key = (stream_key(stream), np.dtype(dtype), n)
+    buf = _WORKSPACES.get(key)
+    if buf is None:
+        if len(_WORKSPACES) > 64:  # many streams come and go: start over rather than grow
+            _WORKSPACES.clear()
+        buf = _WORKSPACES[key] = cuda.device_array(n, dtype, stream=stream)
+    return buf
 
 
 def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
@@ -61,7 +78,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         out_op = prepare_out(out, x_op, (), dt, stream)
         acc = acc_dtype(code, dt)
         blocks = min(cfg.max_blocks, max(1, -(-n // T)))
-        partials = cuda.device_array(blocks, acc, stream=stream)
+        partials = _workspace(blocks, acc, stream)
         # pass 1: every block folds its grid-stride slice; pass 2: one block folds the partials
         first = RUNG.kernel(cfg, dt, op=code, out_dtype=acc)
         first[blocks, T, stream](dev.reshape(1, n), partials)

@@ -73,6 +73,13 @@ def run(h, cp, tile, args) -> None:
     if "softmax" in args.only:
         import torch
 
+        from simt_tiles.kernels.softmax._common import WarpRowConfig
+        from simt_tiles.kernels.softmax.k04_register_row import Config as RegRowConfig
+
+        SOFTMAX_SWEEP = [("k03_online", WarpRowConfig(512)), ("k03_online", WarpRowConfig(1024)),
+                         ("k04_register_row", RegRowConfig(threads=1024, vpt_target=8, max_vpt=32)),
+                         ("k04_register_row", RegRowConfig(threads=256, vpt_target=16, max_vpt=64))]
+
         for cols in args.cols:
             x = rng.standard_normal((16384, cols), dtype=cp.float32)
             out = cp.full_like(x, cp.nan)
@@ -87,6 +94,11 @@ def run(h, cp, tile, args) -> None:
                 out.fill(cp.nan)
                 h.entry("softmax", problem, v, lambda v=v: simt_tiles.softmax(x, out=out, variant=v),
                         check=check, **kw)
+            for v, cfg in SOFTMAX_SWEEP:  # other block sizes: how many rows an SM holds (L2 reuse, occupancy)
+                out.fill(cp.nan)
+                h.entry("softmax", problem, f"{v} threads={cfg.threads}" + (
+                    f" vpt_target={cfg.vpt_target}" if hasattr(cfg, "vpt_target") else ""),
+                    lambda v=v, cfg=cfg: simt_tiles.softmax(x, out=out, variant=v, config=cfg), check=check, **kw)
             tx = torch.as_tensor(x, device="cuda")
             h.entry("softmax", problem, "torch.softmax", lambda: torch.softmax(tx, dim=1),
                     check=lambda: check(cp.asarray(torch.softmax(tx, dim=1))), kind="peer", **kw)

@@ -1,0 +1,264 @@
+"""The conv_nchw ladder: a multi-channel CNN convolution layer (NCHW), as ``torch.nn.functional.conv2d``.
+
+``conv2d_nchw(x, w, bias=bias, padding=p)`` computes what
+``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=p)`` computes —
+cross-correlation, stride 1, the same zero padding on every side, optional
+bias — for float32 and float64.  Read the rungs in order:
+
+=======================  =====================================================
+``k01_direct``           one thread per output element reads its
+                         C_in·KH·KW window from global memory (any filter)
+``k02_smem_tiled``       a block stages CK input patches (tile + halo, zero
+                         padding applied while loading) and the CO×CK×KH×KW
+                         weights in shared memory; each thread accumulates
+                         RCO channels × RP pixels in registers
+``k03_double_buffered``  k02 with two shared stages: the loads of channel
+                         step c+1 are in flight while step c is computed
+=======================  =====================================================
+
+``_common.py`` holds the kernel signature (flat arrays, 32-bit offsets), the
+tiled rungs' config and shared layouts, and how a config is specialised.
+
+Presets
+    Every rung has ``"sim"`` (tiny tiles for the simulator) and ``"default"``;
+    the tiled rungs also have ``"small"`` for layers with few output pixels.
+    With ``config=None`` on a GPU, the tiled rungs use ``"default"`` when its
+    grid has at least ``min_blocks`` blocks per SM (a full wave at the
+    occupancy its launch bounds ask for), else ``"small"`` (4× more threads
+    per output: N = 8, C = 256, 14 × 14 gives the default only 64 blocks).
+    This rule is a hypothesis until measured on the H200.
+
+Filter shape and shared memory
+    The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the
+    launcher).  When a filter's staging does not fit in 48 KiB of static shared
+    memory with a preset (``config`` None or a name), the launcher halves the
+    preset's CK until it fits; if even CK = 1 does not fit, ``variant=None``
+    falls back to k01 and an explicit variant raises ConfigError naming ``w``.
+    ``variant=None`` also uses k02 instead of k03 for filters whose prefetch
+    would need more than ``k03_double_buffered.PREFETCH_MAX`` registers (5 × 5
+    and larger with the default tiles): those would land in local memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import numbers
+
+import numpy as np
+
+from ...runtime import (
+    SIMULATOR,
+    ConfigError,
+    Rung,
+    as_stream,
+    device_operand,
+    finish_result,
+    pick_rung,
+    prepare_out,
+)
+from . import k01_direct, k02_smem_tiled, k03_double_buffered
+from ._common import MAX_ELEMENTS, flops, output_hw, specialise, tiled_geometry
+
+#: every rung, in ladder order
+RUNGS: dict[str, Rung] = {
+    r.name: r
+    for r in (
+        k01_direct.RUNG,
+        k02_smem_tiled.RUNG,
+        k03_double_buffered.RUNG,
+    )
+}
+
+#: variant names in ladder order (later rungs append)
+CONV_NCHW_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the rung ``variant=None`` uses.  No GPU measurements yet: the top rung by
+#: construction (k02's traffic, with the load latency hidden in the block).
+BEST_VARIANT = "k03_double_buffered"
+
+#: the rung that takes any filter (no shared memory): ``variant=None`` falls
+#: back to it when a filter's staging does not fit in shared memory
+FALLBACK_VARIANT = "k01_direct"
+
+__all__ = [
+    "conv2d_nchw",
+    "CONV_NCHW_VARIANTS",
+    "RUNGS",
+    "BEST_VARIANT",
+    "FALLBACK_VARIANT",
+    "get_rung",
+    "flops",
+    "output_hw",
+]
+
+
+def get_rung(variant: str | None) -> Rung:
+    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
+
+
+def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None):
+    """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=padding)``.
+
+    ``out[n, o, i, j] = bias[o] + Σ_c Σ_a Σ_b w[o, c, a, b] · xp[n, c, i + a, j + b]``
+    with ``xp`` = ``x`` zero-padded by ``padding`` on each side (cross-correlation).
+
+    x
+        (N, C_in, H, W), float32 or float64: a NumPy array (copied to the
+        device; the result comes back as NumPy), a Numba device array, or a
+        CUDA array from CuPy / PyTorch / any ``__cuda_array_interface__`` or
+        DLPack producer (used in place; the result is of ``x``'s kind).
+        Device arrays must be C-contiguous.  N = 0 gives an empty result.
+    w
+        (C_out, C_in, KH, KW), x's dtype, KH and KW ≥ 1, C_in equal to x's.
+    bias
+        None or (C_out,), x's dtype.
+    padding
+        An int ≥ 0: zero rows and columns added on every side.  The output is
+        (N, C_out, H + 2·padding − KH + 1, W + 2·padding − KW + 1); both must
+        be ≥ 1 (as torch, a filter larger than the padded input is an error).
+    out
+        Optional C-contiguous array of the output's shape and dtype; it is returned.
+    variant
+        A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
+        (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
+        shared memory, see the package docstring).
+    config
+        A preset name (``"sim"``, ``"default"``; the tiled rungs also
+        ``"small"``) or the rung's config object; None: ``"sim"`` in the
+        simulator, else ``"default"`` or ``"small"`` by the size of the grid.
+        Its filter-shape fields are replaced by this call's.
+    stream
+        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+
+    Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
+    """
+    if isinstance(padding, bool) or not isinstance(padding, numbers.Integral):
+        raise TypeError(f"padding: expected an int >= 0; got {type(padding).__name__} {padding!r}")
+    padding = int(padding)
+    if padding < 0:
+        raise ValueError(f"padding: expected an int >= 0; got {padding}")
+    rung = get_rung(variant)
+    if config is not None:
+        rung.resolve_config(config)  # a bad preset name or config type fails before any copy
+    stream = as_stream(stream)
+
+    x_op = device_operand(x, "x", ndim=4, stream=stream)
+    w_op = device_operand(w, "w", ndim=4, stream=stream)
+    dtype = np.dtype(x_op.dev.dtype)
+    if w_op.dev.dtype != dtype:
+        raise TypeError(f"w: expected dtype {dtype} (the dtype of x); got {w_op.dev.dtype}")
+    n, c_in, h, wd = x_op.dev.shape
+    c_out, w_cin, kh, kw = w_op.dev.shape
+    if w_cin != c_in:
+        raise ValueError(
+            f"w: expected {c_in} input channels (w.shape[1] == x.shape[1] = C_in); "
+            f"got w of shape {tuple(w_op.dev.shape)} for x of shape {tuple(x_op.dev.shape)}"
+        )
+    if kh < 1 or kw < 1:
+        raise ValueError(
+            f"w: expected a filter of at least 1x1 (KH, KW >= 1); got shape {tuple(w_op.dev.shape)}"
+        )
+    b_op = None
+    if bias is not None:
+        b_op = device_operand(bias, "bias", ndim=1, stream=stream)
+        if b_op.dev.dtype != dtype:
+            raise TypeError(f"bias: expected dtype {dtype} (the dtype of x); got {b_op.dev.dtype}")
+        if b_op.dev.shape[0] != c_out:
+            raise ValueError(
+                f"bias: expected shape ({c_out},) (C_out = w.shape[0]); got {tuple(b_op.dev.shape)}"
+            )
+    oh, ow = output_hw(h, wd, kh, kw, padding)
+    if oh < 1 or ow < 1:
+        raise ValueError(
+            f"w: a {kh}x{kw} filter is larger than the padded input {h + 2 * padding}x{wd + 2 * padding} "
+            f"(x's {h}x{wd} plus padding={padding} on each side): the output would be {oh}x{ow}"
+        )
+    shape = (n, c_out, oh, ow)
+    for name, size in (("x", x_op.dev.size), ("w", w_op.dev.size), ("out", n * c_out * oh * ow)):
+        if size > MAX_ELEMENTS:
+            raise ValueError(
+                f"{name}: {size} elements; the kernels index with 32-bit offsets, at most "
+                f"{MAX_ELEMENTS} (split the batch)"
+            )
+    out_op = prepare_out(out, x_op, shape, dtype, stream)
+
+    if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
+        run, spec = _choose(rung, variant, config, shape, kh, kw, np.dtype(dtype))
+        kernel = run.kernel(spec, dtype)
+        grid, block = run.geometry(spec, n, c_out, oh, ow)
+        x_flat = x_op.dev.reshape(x_op.dev.size)
+        w_flat = w_op.dev.reshape(w_op.dev.size)
+        b_flat = w_flat if b_op is None else b_op.dev  # never read without a bias
+        kernel[grid, block, stream](x_flat, w_flat, b_flat, out_op.dev.reshape(out_op.dev.size),
+                                    n, c_in, h, wd, c_out, oh, ow, padding, kh, kw, int(b_op is not None))
+    return finish_result(out_op, stream)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+    """Streaming multiprocessors of the current device (GPU only)."""
+    from numba import cuda
+
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def auto_preset(rung: Rung, shape: tuple[int, int, int, int], sms: int) -> str:
+    """The preset ``config=None`` means on a GPU with ``sms`` SMs for an output of
+    ``shape`` (N, C_out, OH, OW): "default", unless the rung has "small" and the
+    default's grid has fewer than ``min_blocks`` blocks per SM."""
+    default = rung.presets["default"]
+    if "small" not in rung.presets:
+        return "default"
+    (blocks,), _ = tiled_geometry(default, *shape)
+    return "default" if blocks >= default.min_blocks * sms else "small"
+
+
+@functools.lru_cache(maxsize=1024)  # a layer called again launches without re-deciding
+def _choose(rung: Rung, variant, config, shape, kh: int, kw: int, dtype):
+    """``(rung, config)`` to launch, with the call's filter shape compiled in.
+
+    Presets (``config`` None or a name) whose staging does not fit in shared
+    memory get a smaller CK.  For ``variant=None``: k02 instead of k03 when
+    k03's prefetch would not stay in registers, and the fallback rung when
+    nothing fits."""
+    preset = config if isinstance(config, str) else None
+    if config is None:
+        preset = "sim" if SIMULATOR else auto_preset(rung, shape, sm_count())
+    spec, error = _fit(rung, rung.resolve_config(preset if preset is not None else config), kh, kw, dtype,
+                       shrink=preset is not None)
+    if spec is not None and variant is None and rung is RUNGS["k03_double_buffered"]:
+        if k03_double_buffered.prefetch_registers(spec) > k03_double_buffered.PREFETCH_MAX:
+            k02 = RUNGS["k02_smem_tiled"]
+            spec02, _ = _fit(k02, k02.resolve_config(preset), kh, kw, dtype, shrink=True)
+            if spec02 is not None:
+                return k02, spec02
+    if spec is not None:
+        return rung, spec
+    if variant is None and preset is not None:
+        fallback = RUNGS[FALLBACK_VARIANT]
+        name = preset if preset in fallback.presets else None
+        return fallback, specialise(fallback.resolve_config(name), kh, kw)
+    raise ConfigError(
+        f"w: a {kh}x{kw} {np.dtype(dtype)} filter's staging does not fit {rung.name}'s shared memory "
+        f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, a preset, or a smaller "
+        f"co/ck/tile): {error}"
+    )
+
+
+def _fit(rung: Rung, cfg, kh: int, kw: int, dtype, *, shrink: bool):
+    """``(spec, None)``: ``cfg`` specialised for a kh × kw filter, its CK halved
+    (``shrink``) until the staging fits in shared memory for ``dtype``; or
+    ``(None, the first ConfigError)``."""
+    error = None
+    while True:
+        try:
+            spec = specialise(cfg, kh, kw)
+            spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
+            return spec, None
+        except ConfigError as exc:
+            error = error or exc
+        if not shrink or getattr(cfg, "ck", 1) == 1:
+            return None, error
+        cfg = dataclasses.replace(cfg, ck=cfg.ck // 2)  # fewer channels per step: less staging

@@ -72,7 +72,7 @@ class Lib:
             self.mod = cupy
 
     def dev(self, x):
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x, order="C")  # (ascontiguousarray would turn a 0-d array into shape (1,))
         return self.mod.as_tensor(x, device="cuda") if self.name == "torch" else self.mod.asarray(x)
 
     def sync(self):

@@ -365,7 +365,7 @@ class Lib:
             self.name, self.mod = "cupy", cupy
 
     def dev(self, x):
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x, order="C")  # (ascontiguousarray would turn a 0-d array into shape (1,))
         if self.name == "torch":
             return self.mod.as_tensor(x, device="cuda")
         return self.mod.asarray(x)

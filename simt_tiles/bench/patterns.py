@@ -130,9 +130,11 @@ def run(h, cp, tile, args) -> None:
         from simt_tiles.kernels.reduce import RUNGS as REDUCE_RUNGS
 
         base = next(iter(REDUCE_RUNGS.values())).presets["default"]
-        for loads in (1, 4, 16):  # independent loads per thread per step (the default is base.loads)
-            cfg = dataclasses.replace(base, loads=loads)
-            h.entry("reduce", "sum 2^28", f"simt_tiles.reduce loads={loads}", lambda cfg=cfg: simt_tiles.reduce(
+        for kw in ({"loads": 1}, {"loads": 4}, {"threads": 512, "max_blocks": 528},
+                   {"threads": 1024, "max_blocks": 264}, {"max_blocks": 2112}):  # loads in flight, grid shape
+            cfg = dataclasses.replace(base, **kw)
+            label = " ".join(f"{k}={v}" for k, v in kw.items())
+            h.entry("reduce", "sum 2^28", f"simt_tiles.reduce {label}", lambda cfg=cfg: simt_tiles.reduce(
                 x, config=cfg), check=lambda cfg=cfg: sum_check(simt_tiles.reduce(x, config=cfg), n),
                 nbytes=x.nbytes, x=n)
         h.entry("reduce", "sum 2^28", "cupy.sum", lambda: cp.sum(x),

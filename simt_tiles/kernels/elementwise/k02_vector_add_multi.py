@@ -12,7 +12,10 @@ What changed versus k01
 
 Memory traffic: as k01, 3 streams of n elements.
 
-Measured effect on the H200: not yet measured.
+Measured on the H200 (2026-11-29, 2^28 float32, GPU time, 3 streams of bytes over the
+device copy's 4.26 TB/s): k01 3.64 TB/s (85.5%); this rung with items=4: 3.76
+(88.2%), items=8: 3.70, items=16: 4.01 (94.0%, now the default), items=4 with
+4× the blocks: 3.88 (91.1%).  cupy's ``a + b``: 2.54 (59.5%).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ._common import StreamConfig
 from .k01_vector_add_grid_stride import geometry, signature
 
 Config = StreamConfig
-PRESETS = {"sim": Config(threads=8, items=3, max_blocks=2), "default": Config(items=4)}
+PRESETS = {"sim": Config(threads=8, items=3, max_blocks=2), "default": Config(items=16)}
 
 
 def make_kernel(config: Config, dtype):

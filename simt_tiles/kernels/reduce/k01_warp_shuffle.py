@@ -72,11 +72,15 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
         accs = cuda.local.array(LOADS, ACC)
         for u in range(LOADS):
             accs[u] = ACC(IDENT)
-        for c0 in range(start, n, step * LOADS):
+        # steps whose LOADS loads are all in range: no bounds checks between the loads
+        span = step * LOADS
+        full_end = n - (LOADS - 1) * step
+        k = (full_end - start + span - 1) // span if full_end > start else 0
+        for c0 in range(start, full_end, span):
             for u in range(LOADS):
-                c = c0 + u * step
-                if c < n:
-                    accs[u] = combine(accs[u], ACC(x[row, c]))
+                accs[u] = combine(accs[u], ACC(x[row, c0 + u * step]))
+        for c in range(start + k * span, n, step):  # the tail: fewer than LOADS loads
+            accs[0] = combine(accs[0], ACC(x[row, c]))  # (a constant index keeps accs in registers)
         acc = accs[0]
         for u in range(1, LOADS):
             acc = combine(acc, accs[u])

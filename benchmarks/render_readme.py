@@ -2,7 +2,9 @@
 
     python benchmarks/render_readme.py [benchmarks/results/matmul_h200.json]
 
-Rewrites the block between ``<!-- ladder-table:begin -->`` and
+Also rewrites the ``patterns-table`` and ``conv-table`` blocks from
+``benchmarks/results/{patterns,conv}_h200.json`` (best entry per problem beside
+the peers) and redraws their plots.  Rewrites the block between ``<!-- ladder-table:begin -->`` and
 ``<!-- ladder-table:end -->`` in README.md: one row per rung (default
 config) with TFLOP/s and the ratio to cuBLAS FP32 at 4096³, and the geometric
 mean ratio over every size in the run; and redraws ``docs/img/matmul_h200.png``
@@ -77,13 +79,39 @@ def render(path: str = DEFAULT) -> str:
     return "\n".join([BEGIN, note, "", markdown(head, rows), "", plot, END])
 
 
+#: the other benchmark groups: README block name → committed results (rendered when present)
+GROUP_RESULTS = {"patterns": "patterns_h200.json", "conv": "conv_h200.json"}
+
+
+def render_groups(name: str, path: str) -> str:
+    """The README block for a harness result file: the best-entry table and its plot."""
+    from simt_tiles.report import best_table, load, plot_groups
+
+    data = load(path)
+    img = os.path.join("docs", "img", f"{name}_h200.png")
+    plot_groups(data, os.path.join(ROOT, img))
+    copy = next((r for r in data["results"] if r.get("kind") == "ceiling"), None)
+    note = (f"Measured on {data['machine'].get('gpu', '?')} by `simt-tiles bench {name}` (results: "
+            f"`{os.path.relpath(path, ROOT)}`; every entry checked against its reference and bound before "
+            "timing; GPU time, median of the timed runs; peers in the same run"
+            + (f"; ceiling: device copy {copy['gbps']:.0f} GB/s" if copy else "") + ").")
+    begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
+    return "\n".join([begin, note, "", best_table(data), "", f"![{name} benchmark]({img})", end])
+
+
 def main(argv=None) -> int:
     path = (argv or sys.argv[1:] or [DEFAULT])[0]
     readme = os.path.join(ROOT, "README.md")
     text = open(readme).read()
     new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: render(path), text, flags=re.S)
+    for name, file in GROUP_RESULTS.items():
+        result = os.path.join(ROOT, "benchmarks", "results", file)
+        begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
+        if os.path.exists(result) and begin in new:
+            new = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: render_groups(name, result), new,
+                         flags=re.S)
     if new == text:
-        print("README.md: table unchanged")
+        print("README.md: tables unchanged")
     open(readme, "w").write(new)
     from simt_tiles.report import load, plot_rates
 

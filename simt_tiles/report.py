@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ._table import markdown
 
-__all__ = ["load", "ratio_table", "plot_rates", "group_tables", "plot_groups", "main"]
+__all__ = ["best_table", "group_tables", "load", "main", "plot_groups", "plot_rates", "ratio_table"]
 
 
 def load(path) -> dict:
@@ -140,6 +140,24 @@ def group_tables(data: dict) -> str:
                          f"{r['vs_peer']:.2f}" if "vs_peer" in r else "-", ", ".join(notes)])
         out.append(f"### {group}\n\n" + markdown(head, body))
     return "\n\n".join(out)
+
+
+def best_table(data: dict) -> str:
+    """Markdown summary: per problem, the fastest passing SIMT entry beside every peer and cuTile entry."""
+    rows = [r for r in data["results"] if r.get("kind") != "ceiling"]
+    head = ["group", "problem", "fastest simt_tiles entry", "rate", "% of ceiling", "peers (same run)"]
+    body = []
+    for key in dict.fromkeys((r["group"], r["problem"]) for r in rows):
+        mine = [r for r in rows if (r["group"], r["problem"]) == key]
+        metric, unit = _metric(mine)
+        simt = [r for r in mine if r.get("kind") == "simt" and r.get("passed") and metric in r]
+        best = max(simt, key=lambda r: r[metric], default=None)
+        peers = [f"{r['impl']}{' (tf32)' if r.get('precision') == 'tf32' else ''} "
+                 + (f"{r[metric]:.0f}" if metric in r else "FAIL")
+                 for r in mine if r.get("kind") in ("peer", "tile")]
+        body.append([key[0], key[1], best["impl"] if best else "FAIL", f"{best[metric]:.0f} {unit}" if best else "-",
+                     f"{best['pct_ceiling']:.0f}%" if best and "pct_ceiling" in best else "-", "; ".join(peers)])
+    return markdown(head, body)
 
 
 def plot_groups(data: dict, path, *, title: str | None = None) -> Path:

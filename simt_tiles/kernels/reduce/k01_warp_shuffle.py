@@ -2,10 +2,15 @@
 
 One kernel body serves both shapes of the problem:
 
-* last axis: block b folds row b of a 2-D view (columns tid, tid+T, ...);
-* whole array: block b folds the grid-stride slice b·T + tid + k·G·T of the
-  flat array into ``partials[b]``; a second launch of the same kernel with
-  one block folds the G partials.
+* last axis: block b folds row b of a 2-D view;
+* whole array: the grid's blocks share the flat array, each folding its
+  slice into ``partials[b]``; a second launch of the same kernel with one
+  block folds the G partials.
+
+Which elements a thread reads: each warp takes ``32·loads`` consecutive
+elements per step (lane + 32·u for u < ``loads``: each load instruction of the
+warp is one coalesced 128-byte request, and the warp's ``loads`` requests are
+adjacent), then jumps by the span of all the warps sharing the row.
 
 Within a block: each thread folds its elements into ``loads`` independent
 accumulators (``loads`` loads in flight per thread per step), then into one; the warp
@@ -52,10 +57,12 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
         lane = tid % 32
         wid = tid // 32
         rows, n = x.shape
-        if rows == 1:  # whole array: this block's grid-stride slice of the one row
-            row, start, step = 0, b * T + tid, g * T
+        # Each warp reads LOADS·32 consecutive elements per step (lane + 32·u), then jumps
+        # by the span of all warps sharing the row: long contiguous runs per request burst.
+        if rows == 1:  # whole array: the grid's warps share the one row
+            row, start, span = 0, (b * NW + wid) * (32 * LOADS) + lane, g * T * LOADS
         else:  # one row per block
-            row, start, step = b, tid, T
+            row, start, span = b, wid * (32 * LOADS) + lane, T * LOADS
         part = cuda.shared.array(NW, ACC)
 
         def combine(a, b):
@@ -73,13 +80,12 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
         for u in range(LOADS):
             accs[u] = ACC(IDENT)
         # steps whose LOADS loads are all in range: no bounds checks between the loads
-        span = step * LOADS
-        full_end = n - (LOADS - 1) * step
+        full_end = n - (LOADS - 1) * 32
         k = (full_end - start + span - 1) // span if full_end > start else 0
         for c0 in range(start, full_end, span):
             for u in range(LOADS):
-                accs[u] = combine(accs[u], ACC(x[row, c0 + u * step]))
-        for c in range(start + k * span, n, step):  # the tail: fewer than LOADS loads
+                accs[u] = combine(accs[u], ACC(x[row, c0 + u * 32]))
+        for c in range(start + k * span, n, 32):  # the tail: fewer than LOADS loads
             accs[0] = combine(accs[0], ACC(x[row, c]))  # (a constant index keeps accs in registers)
         acc = accs[0]
         for u in range(1, LOADS):

@@ -33,6 +33,11 @@ _PUBLIC = {
     "correlate2d": ".kernels.conv2d",
     "convolve2d": ".kernels.conv2d",
     "CONV2D_VARIANTS": ".kernels.conv2d",
+    "correlate1d": ".kernels.conv2d",
+    "correlate_separable": ".kernels.conv2d",
+    "SEPARABLE_VARIANTS": ".kernels.conv2d",
+    "conv2d_nchw": ".kernels.conv_nchw",
+    "CONV_NCHW_VARIANTS": ".kernels.conv_nchw",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
 }

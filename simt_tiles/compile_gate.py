@@ -66,12 +66,15 @@ def ladders() -> dict[str, dict[str, Rung]]:
     """Every ladder's rungs, by ladder name (later ladders add themselves here)."""
     from .kernels.matmul import RUNGS as matmul_rungs
     from .kernels.conv2d import RUNGS as conv2d_rungs
+    from .kernels.conv2d import SEPARABLE_RUNGS as conv2d_separable_rungs
+    from .kernels.conv_nchw import RUNGS as conv_nchw_rungs
     from .kernels.elementwise import RUNGS as elementwise_rungs
     from .kernels.reduce import RUNGS as reduce_rungs
     from .kernels.softmax import RUNGS as softmax_rungs
 
-    return {"matmul": matmul_rungs, "conv2d": conv2d_rungs, "softmax": softmax_rungs,
-            "reduce": reduce_rungs, "elementwise": elementwise_rungs}
+    return {"matmul": matmul_rungs, "conv2d": {**conv2d_rungs, **conv2d_separable_rungs},
+            "conv_nchw": conv_nchw_rungs,
+            "softmax": softmax_rungs, "reduce": reduce_rungs, "elementwise": elementwise_rungs}
 
 
 def find_ptxas() -> str:

@@ -23,7 +23,8 @@ import numpy as np
 
 from .reference import gamma, unit_roundoff
 
-__all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference"]
+__all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference", "correlate1d_reference",
+           "correlate_separable_reference"]
 
 #: the boundary modes, as scipy.ndimage names them
 CONV_MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
@@ -63,15 +64,63 @@ def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "r
     """``(ref, bound)`` for scipy.ndimage.correlate (or ``convolve``) of a 2-D
     image, origin 0, both long double arrays of the image's shape."""
     rdt = np.longdouble
-    img = np.asarray(image, dtype=rdt)
     w = np.asarray(weights, dtype=rdt)
-    h, wd = img.shape
     kh, kw = w.shape
     if convolve:  # the flipped filter, centred at (size - 1) // 2: scipy's shift for even sizes
         w = w[::-1, ::-1]
         ah, aw = (kh - 1) // 2, (kw - 1) // 2
     else:
         ah, aw = kh // 2, kw // 2
+    ref, absref = _window_sums(image, w, ah, aw, mode, cval)
+    n = kh * kw + (1 if mode == "constant" else 0)
+    u_ref = unit_roundoff(rdt)
+    g_ref = gamma(n, u_ref)
+    factor = (gamma(n, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
+    return ref, absref * factor
+
+
+def correlate1d_reference(image: np.ndarray, weights: np.ndarray, axis: int = -1,
+                          mode: str = "reflect", cval: float = 0.0):
+    """``(ref, bound)`` for scipy.ndimage.correlate1d of a 2-D image along
+    ``axis``, origin 0: the 2-D correlation with the K × 1 (axis 0) or 1 × K
+    (axis 1) filter — K terms per output, so γ_K (γ_{K+1} in mode "constant")."""
+    w = np.asarray(weights)
+    k = w.shape[0]
+    return correlate2d_reference(image, w.reshape((k, 1) if axis % 2 == 0 else (1, k)), mode, cval)
+
+
+def correlate_separable_reference(image: np.ndarray, wy: np.ndarray, wx: np.ndarray,
+                                  mode: str = "reflect", cval: float = 0.0):
+    """``(ref, bound)`` for scipy.ndimage.correlate with the outer product
+    ``wy[:, None] · wx[None, :]``, computed as a column pass (KH terms) then a
+    row pass (KW terms) with the intermediate rounded to the image's dtype.
+
+    Kernel error: t = Σ_a wy_a·x_a has |fl(t) − t| ≤ γ_KH·Σ|wy||x|; the row pass
+    adds γ_KW·Σ|wx|·|fl(t)| with |fl(t)| ≤ (1 + γ_KH)·Σ|wy||x|, so in all
+    (γ_KH + γ_KW + γ_KH·γ_KW)·Σ|wy_a||wx_b||x| ≤ γ_{KH+KW}·Σ|wy_a||wx_b||x|.
+    Mode "constant" adds one term (cval rounded to the dtype; the two-pass
+    path's row padding fl(cval·Σ wy) stays within γ_2·|cval|·Σ|wy|, inside it).
+    The reference itself: long double products wy_a·wx_b (exact for float32
+    inputs) and sums of KH·KW terms — γ_{KH·KW+1}(u_ref).
+    """
+    rdt = np.longdouble
+    wy_r, wx_r = np.asarray(wy, dtype=rdt), np.asarray(wx, dtype=rdt)
+    kh, kw = wy_r.shape[0], wx_r.shape[0]
+    w = wy_r[:, None] * wx_r[None, :]
+    ref, absref = _window_sums(image, w, kh // 2, kw // 2, mode, cval)
+    extra = 1 if mode == "constant" else 0
+    g_ref = gamma(kh * kw + 1 + extra, unit_roundoff(rdt))
+    factor = (gamma(kh + kw + extra, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
+    return ref, absref * factor
+
+
+def _window_sums(image: np.ndarray, w: np.ndarray, ah: int, aw: int, mode: str, cval: float):
+    """``(Σ w·x, Σ |w|·|x|)`` over each output's window of the extended image, in
+    long double; ``w`` is the (long double) filter, ``(ah, aw)`` its anchor."""
+    rdt = np.longdouble
+    img = np.asarray(image, dtype=rdt)
+    h, wd = img.shape
+    kh, kw = w.shape
     ref = np.zeros((h, wd), rdt)
     absref = np.zeros((h, wd), rdt)
     if h and wd:
@@ -85,8 +134,4 @@ def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "r
                 x = np.where(outside, cv, x)
                 ref += w[a, b] * x
                 absref += abs(w[a, b]) * np.abs(x)
-    n = kh * kw + (1 if mode == "constant" else 0)
-    u_ref = unit_roundoff(rdt)
-    g_ref = gamma(n, u_ref)
-    factor = (gamma(n, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
-    return ref, absref * factor
+    return ref, absref

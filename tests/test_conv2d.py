@@ -36,6 +36,8 @@ from simt_tiles.kernels.conv2d import (
     k01_naive,
     k02_halo_tiled,
     k03_register_blocked,
+    k04_constant_filter,
+    k05_register_tile_2d,
 )
 from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, specialise
 from simt_tiles.reference import check_within
@@ -62,6 +64,11 @@ if SIMULATOR:
         "k02_halo_tiled": st.builds(k02_halo_tiled.Config, tile_w=st.integers(1, 5), tile_h=st.integers(1, 5)),
         "k03_register_blocked": st.builds(k03_register_blocked.Config, block_x=st.integers(1, 4),
                                           block_y=st.integers(1, 3), rx=st.integers(1, 4)),
+        "k04_constant_filter": st.builds(k04_constant_filter.Config, block_x=st.integers(1, 4),
+                                         block_y=st.integers(1, 3), rx=st.integers(1, 4)),
+        "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.integers(1, 3),
+                                          block_y=st.integers(1, 3), rx=st.integers(1, 3),
+                                          ry=st.integers(1, 3)),
     }
 else:
     CONFIG_STRATEGIES = {
@@ -71,6 +78,11 @@ else:
                                     tile_h=st.sampled_from([1, 4, 8, 16])),
         "k03_register_blocked": st.builds(k03_register_blocked.Config, block_x=st.sampled_from([8, 16, 32]),
                                           block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5)),
+        "k04_constant_filter": st.builds(k04_constant_filter.Config, block_x=st.sampled_from([8, 16, 32]),
+                                         block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5)),
+        "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.sampled_from([8, 16, 32]),
+                                          block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5),
+                                          ry=st.integers(1, 4)),
     }
 
 
@@ -83,7 +95,7 @@ def config_strategy(variant: str):
 
 def output_tile(config) -> tuple[int, int]:
     """(rows, columns) of the output one block covers."""
-    if isinstance(config, k03_register_blocked.Config):
+    if hasattr(config, "tile"):  # k03 onwards: rx (and ry) outputs per thread
         return config.tile()
     bx, by = config.block()
     return by, bx
@@ -140,7 +152,8 @@ def _assert_ok(got, image, weights, mode, cval, convolve):
 
 
 def test_variants_are_in_ladder_order_and_have_both_presets():
-    assert CONV2D_VARIANTS == ("k01_naive", "k02_halo_tiled", "k03_register_blocked")
+    assert CONV2D_VARIANTS == ("k01_naive", "k02_halo_tiled", "k03_register_blocked",
+                               "k04_constant_filter", "k05_register_tile_2d")
     assert BEST_VARIANT in CONV2D_VARIANTS and FALLBACK_VARIANT == "k01_naive"
     for v in CONV2D_VARIANTS:
         assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/test_conv2d.py"

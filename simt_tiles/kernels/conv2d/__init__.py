@@ -4,7 +4,10 @@
 / ``scipy.ndimage.convolve`` compute for a 2-D image with origin 0 — modes
 "reflect", "constant" (with ``cval``), "nearest", "mirror", "wrap"; any filter
 size, even sizes and filters larger than the image included — in the image's
-dtype (float32 or float64).  Read the rungs in order:
+dtype (float32 or float64).  ``correlate1d`` is scipy.ndimage's ``correlate1d``
+on either axis of a 2-D image, and ``correlate_separable`` the 2-D correlation
+with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes.
+Read the rungs in order:
 
 ========================  ====================================================
 ``k01_naive``             each output reads its window from global memory;
@@ -12,12 +15,40 @@ dtype (float32 or float64).  Read the rungs in order:
 ``k02_halo_tiled``        the block's tile plus a filter-sized halo staged in
                           shared memory, boundary applied while loading
 ``k03_register_blocked``  RX outputs of a row per thread, the window row
-                          reused from registers (top rung)
+                          reused from registers (``variant=None``)
+``k04_constant_filter``   k03 with the filter's values compiled into the
+                          kernel (constant memory, folded into the FMAs):
+                          one compilation per filter, opt-in
+``k05_register_tile_2d``  RY × RX outputs per thread, each loaded row used
+                          for up to KH output rows; a loader without
+                          divisions; coalesced stores (filter compiled in,
+                          opt-in)
+``k06_separable_fused``   ``correlate_separable`` in one kernel: column pass
+                          into shared memory, barrier, row pass
 ========================  ====================================================
 
-``_common.py`` holds the boundary modes, the kernel signature and how the
-launcher specialises a config (filter shape and mode are compile-time
-constants of the shared-memory rungs).
+``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
+k04 and k05 compile once per distinct filter (about a second or more on the
+host, see k04), which only pays off for a filter applied many times, and no
+H200 measurement says yet by how much they win.  ``correlate_separable``
+uses k06 (``variant="two_pass"``: two ``correlate1d`` calls through a
+global intermediate).
+
+1-D filters are 2-D filters of extent 1 on the other axis: ``correlate1d``
+along axis 1 is ``correlate2d`` with the 1 × K filter, along axis 0 with the
+K × 1 filter, and any conv2d rung computes it (the filter shape is a
+compile-time constant of the shared-memory rungs, so the extent-1 axis
+costs nothing: one-trip loops, no halo).  scipy's ``correlate1d`` centres
+the filter at K // 2 (origin 0), as ``correlate`` does.
+
+Separable filters and mode "constant": ``correlate_separable(x, wy, wx)``
+equals ``scipy.ndimage.correlate(x, outer(wy, wx))`` in every mode.  scipy's
+chained ``correlate1d(correlate1d(x, wy, axis=0), wx, axis=1)`` (which its
+separable filters — gaussian_filter, sobel, ... — use) equals that in every
+mode but "constant": there the second pass pads the intermediate with
+``cval``, whereas the 2-D filter's intermediate outside the image is
+``cval·Σ wy``.  They agree when cval = 0 or Σ wy = 1; the two-pass variant
+passes ``cval·Σ wy`` to its second pass to keep the 2-D semantics.
 
 One difference from scipy, on purpose: scipy's n-D ``correlate``/``convolve``
 (scipy 1.17) map a "reflect" coordinate that lies an exact multiple of 2n,
@@ -30,12 +61,15 @@ documentation and its 1-D ``correlate1d`` do (``tests/test_conv2d.py`` shows bot
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
+from numba import cuda
 
 from ...runtime import (
     ConfigError,
+    Operand,
     Rung,
     as_stream,
     device_operand,
@@ -43,8 +77,15 @@ from ...runtime import (
     pick_rung,
     prepare_out,
 )
-from . import k01_naive, k02_halo_tiled, k03_register_blocked
-from ._common import MODES, Mode, anchors, flops, specialise
+from . import (
+    k01_naive,
+    k02_halo_tiled,
+    k03_register_blocked,
+    k04_constant_filter,
+    k05_register_tile_2d,
+    k06_separable_fused,
+)
+from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -53,27 +94,53 @@ RUNGS: dict[str, Rung] = {
         k01_naive.RUNG,
         k02_halo_tiled.RUNG,
         k03_register_blocked.RUNG,
+        k04_constant_filter.RUNG,
+        k05_register_tile_2d.RUNG,
     )
 }
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses.  No GPU measurements yet: the top rung by
-#: construction (fewest global and shared loads per output).
+#: the rung ``variant=None`` uses.  No GPU measurements yet: the top rung that
+#: compiles once per filter *shape* (k04 and k05 read fewer values per output
+#: but compile once per filter *value*: opt-in until measured).
 BEST_VARIANT = "k03_register_blocked"
+
+#: rungs that compile the filter's *values* into the kernel (constant memory):
+#: one compilation per distinct filter, so they are opt-in (``variant=``) until
+#: measured — see k04's docstring
+CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d")
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls
 #: back to it when a filter's halo does not fit in shared memory
 FALLBACK_VARIANT = "k01_naive"
 
+#: kernels of ``correlate_separable`` (they take two 1-D filters, not a 2-D one)
+SEPARABLE_RUNGS: dict[str, Rung] = {k06_separable_fused.RUNG.name: k06_separable_fused.RUNG}
+
+#: ``correlate_separable``'s variants: the two-pass composition (two
+#: ``correlate1d`` calls with :data:`BEST_VARIANT`) and the fused kernel
+SEPARABLE_VARIANTS: tuple[str, ...] = ("two_pass", *SEPARABLE_RUNGS)
+
+#: the separable variant ``variant=None`` uses (falls back to "two_pass" when
+#: the filters do not fit its shared memory).  Not measured yet: the fused
+#: kernel by construction (half the global traffic).
+BEST_SEPARABLE_VARIANT = "k06_separable_fused"
+
 __all__ = [
     "correlate2d",
     "convolve2d",
+    "correlate1d",
+    "correlate_separable",
     "CONV2D_VARIANTS",
+    "SEPARABLE_VARIANTS",
+    "SEPARABLE_RUNGS",
+    "BEST_SEPARABLE_VARIANT",
     "RUNGS",
     "BEST_VARIANT",
     "FALLBACK_VARIANT",
+    "CONSTANT_FILTER_VARIANTS",
     "MODES",
     "get_rung",
     "flops",
@@ -114,6 +181,9 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`,
         or :data:`FALLBACK_VARIANT` when the filter's halo does not fit in the
         best rung's shared memory (only with ``config`` None or a preset name).
+        The rungs of :data:`CONSTANT_FILTER_VARIANTS` compile the filter's
+        values into the kernel: the first call with a new filter compiles
+        (about a second or more); device weights are copied to the host.
     config
         A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
         config object; None means ``"sim"`` in the simulator, else ``"default"``.
@@ -136,45 +206,196 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=No
     return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True)
 
 
-def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped):
+def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, variant=None,
+                config=None, stream=None):
+    """1-D correlation along ``axis`` of a 2-D image, as
+    ``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``.
+
+    Along axis 1: ``out[i, j] = Σ_b weights[b] · ext(image)[i, j + b − K//2]``
+    (axis 0 likewise down the columns).  ``weights`` is 1-D, the image's dtype,
+    at least one value, any length (even, or longer than the axis).  It is
+    :func:`correlate2d` with the 1 × K (axis 1) or K × 1 (axis 0) filter, so
+    ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other
+    arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1.
+    """
+    axis = _check_axis(axis)
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis)
+
+
+def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, variant=None,
+                        config=None, stream=None):
+    """2-D correlation with the separable filter ``wy[:, None] · wx[None, :]``,
+    as ``scipy.ndimage.correlate(image, np.outer(wy, wx), mode=mode, cval=cval)``,
+    computed as a column pass with ``wy`` then a row pass with ``wx``
+    (KH + KW multiply-adds per output instead of KH·KW).
+
+    wy, wx
+        1-D, the image's dtype, at least one value each, any length.
+    variant
+        A name from :data:`SEPARABLE_VARIANTS`: ``"k06_separable_fused"`` (one
+        kernel, the intermediate in shared memory) or ``"two_pass"`` (two
+        :func:`correlate1d` calls with :data:`BEST_VARIANT` through an
+        intermediate image in global memory).  None picks
+        :data:`BEST_SEPARABLE_VARIANT`, or "two_pass" when the filters do not
+        fit its shared memory (with ``config`` None or a preset name).
+    config
+        A preset name, or the config of the variant's kernel (k06's Config for
+        the fused kernel, k03's for "two_pass").
+
+    The intermediate is rounded to the image's dtype: the result differs from
+    :func:`correlate2d` with the outer product by rounding only, within
+    γ_{KH+KW}·Σ|wy_a|·|wx_b|·|x| (see k06).  Every mode has the 2-D semantics,
+    mode "constant" included (see the package docstring for how that differs
+    from chaining scipy's ``correlate1d``).  The other arguments as
+    :func:`correlate2d`.
+    """
     mode = Mode.parse(mode)
+    _check_cval(cval)
+    name = BEST_SEPARABLE_VARIANT if variant is None else variant
+    if not isinstance(name, str) or name not in SEPARABLE_VARIANTS:
+        raise ValueError(f"variant: expected one of {SEPARABLE_VARIANTS} or None; got {variant!r}")
+    if name == "two_pass":
+        rung = get_rung(None)
+    else:
+        rung = SEPARABLE_RUNGS[name]
+    cfg = rung.resolve_config(config)
+    stream = as_stream(stream)
+
+    img_op = device_operand(image, "image", ndim=2, stream=stream)
+    dtype = np.dtype(img_op.dev.dtype)
+    wy_op = _weights_operand(wy, "wy", dtype, stream, axis=0)  # KH x 1
+    wx_op = _weights_operand(wx, "wx", dtype, stream, axis=1)  # 1 x KW
+    kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
+    h, w = img_op.dev.shape
+    out_op = prepare_out(out, img_op, (h, w), dtype, stream)
+    if not (h and w):
+        return finish_result(out_op, stream)
+
+    may_fall_back = variant is None and (config is None or isinstance(config, str))
+    if name != "two_pass":
+        try:
+            spec = specialise(cfg, kh, kw, mode)
+            spec.check_smem(dtype)
+        except ConfigError as exc:
+            if not may_fall_back:
+                raise ConfigError(
+                    f"wy, wx: {kh}- and {kw}-tap {dtype} filters do not fit {rung.name}'s shared "
+                    f"memory with this config (use variant='two_pass', variant=None, or smaller "
+                    f"tiles): {exc}"
+                ) from exc
+            name, rung = "two_pass", get_rung(None)
+            cfg = rung.resolve_config(config)
+    if name != "two_pass":
+        grid, block = rung.geometry(spec, h, w)
+        kernel = rung.kernel(spec, dtype)
+        kernel[grid, block, stream](img_op.dev, wy_op.dev[:, 0], wx_op.dev[0], out_op.dev,
+                                    dtype.type(cval), kh // 2, kw // 2)
+        return finish_result(out_op, stream)
+
+    # Two passes through an intermediate of the image's dtype.  The column pass pads
+    # with cval; the 2-D filter's intermediate outside the image is cval * sum(wy), so
+    # that is the row pass's padding (mode "constant" only; else cval is unused).
+    mid = cuda.device_array((h, w), dtype, stream=stream)
+    _launch(rung, cfg, config, may_fall_back, img_op.dev, wy_op, mid, mode, cval, dtype, stream,
+            flipped=False)
+    cval_rows = cval
+    if mode == Mode.CONSTANT and cval != 0:
+        cval_rows = float(cval) * math.fsum(_host_filter(wy_op, False, stream)[:, 0].tolist())
+    _launch(rung, cfg, config, may_fall_back, mid, wx_op, out_op.dev, mode, cval_rows, dtype, stream,
+            flipped=False)
+    return finish_result(out_op, stream)
+
+
+def _check_cval(cval) -> None:
     if isinstance(cval, bool) or not isinstance(cval, numbers.Real):
         raise TypeError(f"cval: expected a real number; got {type(cval).__name__} {cval!r}")
+
+
+def _check_axis(axis) -> int:
+    """``axis`` of a 2-D image as 0 or 1; TypeError/ValueError naming it otherwise."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis: expected an int; got {type(axis).__name__} {axis!r}")
+    if not -2 <= axis <= 1:
+        raise ValueError(f"axis: expected -2, -1, 0 or 1 for a 2-D image; got {axis}")
+    return int(axis) % 2
+
+
+def _weights_operand(weights, name, dtype, stream, *, axis=None) -> Operand:
+    """The filter as a device operand of the image's ``dtype``: 2-D for
+    ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
+    (axis 1).  Errors name ``name``."""
+    ndim = 2 if axis is None else 1
+    op = device_operand(weights, name, ndim=ndim, stream=stream)
+    if op.dev.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype} (the dtype of image); got {op.dev.dtype}")
+    shape = tuple(op.dev.shape)
+    if 0 in shape:
+        if axis is None:
+            raise ValueError(f"{name}: expected a non-empty 2-D array (at least 1x1); got shape {shape}")
+        raise ValueError(f"{name}: expected a non-empty 1-D array; got shape {shape}")
+    if axis is None:
+        return op
+    k = shape[0]
+    as2d = (k, 1) if axis == 0 else (1, k)
+    original = op.original.reshape(as2d) if op.kind == "numpy" else op.original
+    return Operand(name, op.dev.reshape(as2d), op.kind, original)
+
+
+def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
+    mode = Mode.parse(mode)
+    _check_cval(cval)
     rung = get_rung(variant)
     cfg = rung.resolve_config(config)
     stream = as_stream(stream)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
-    w_op = device_operand(weights, "weights", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
-    if w_op.dev.dtype != dtype:
-        raise TypeError(
-            f"weights: expected dtype {dtype} (the dtype of image); got {w_op.dev.dtype}"
-        )
-    kh, kw = w_op.dev.shape
-    if kh == 0 or kw == 0:
-        raise ValueError(
-            f"weights: expected a non-empty 2-D array (at least 1x1); got shape {(kh, kw)}"
-        )
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis)
     h, w = img_op.dev.shape
     out_op = prepare_out(out, img_op, (h, w), dtype, stream)
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         may_fall_back = variant is None and (config is None or isinstance(config, str))
-        rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back)
-        kernel = rung.kernel(spec, dtype)
-        grid, block = rung.geometry(spec, h, w)
-        w_dev = w_op.dev[::-1, ::-1] if flipped else w_op.dev
-        anchor_h, anchor_w = anchors(kh, kw, flipped=flipped)
-        kernel[grid, block, stream](img_op.dev, w_dev, out_op.dev, dtype.type(cval), anchor_h, anchor_w)
+        _launch(rung, cfg, config, may_fall_back, img_op.dev, w_op, out_op.dev, mode, cval, dtype,
+                stream, flipped=flipped)
     return finish_result(out_op, stream)
 
 
-def _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back):
+def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtype, stream, *, flipped):
+    """Specialise ``cfg`` for the filter of ``w_op`` (2-D) and ``mode`` and launch
+    ``rung`` on the device arrays ``image`` → ``out`` (non-empty)."""
+    kh, kw = w_op.dev.shape
+    h, w = image.shape
+    rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, w_op.name)
+    grid, block = rung.geometry(spec, h, w)
+    anchor_h, anchor_w = anchors(kh, kw, flipped=flipped)
+    if rung.name in CONSTANT_FILTER_VARIANTS:  # the values are compiled in: no weights argument
+        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream))
+        kernel[grid, block, stream](image, out, dtype.type(cval), anchor_h, anchor_w)
+    else:
+        kernel = rung.kernel(spec, dtype)
+        w_dev = w_op.dev[::-1, ::-1] if flipped else w_op.dev
+        kernel[grid, block, stream](image, w_dev, out, dtype.type(cval), anchor_h, anchor_w)
+
+
+def _host_filter(w_op, flipped, stream):
+    """The filter's values on the host, flipped for convolve (a constant-filter
+    rung compiles them in).  Device weights are copied back: a synchronising
+    copy of KH·KW values."""
+    if w_op.kind == "numpy":
+        w = w_op.original
+    else:
+        w = w_op.dev.copy_to_host(stream=stream)
+        if stream:
+            stream.synchronize()
+    return w[::-1, ::-1] if flipped else w
+
+
+def _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="weights"):
     """``(rung, config)`` with the call's filter shape and mode compiled in.
 
     A filter whose halo does not fit in shared memory: ConfigError naming
-    ``weights`` — or, for ``variant=None`` with a preset, the fallback rung."""
+    ``wname`` — or, for ``variant=None`` with a preset, the fallback rung."""
     try:
         spec = specialise(cfg, kh, kw, mode)
         spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
@@ -185,7 +406,7 @@ def _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back):
             name = config if isinstance(config, str) else None
             return fallback, specialise(fallback.resolve_config(name), kh, kw, mode)
         raise ConfigError(
-            f"weights: a {kh}x{kw} {dtype} filter does not fit {rung.name}'s shared memory "
+            f"{wname}: a {kh}x{kw} {dtype} filter does not fit {rung.name}'s shared memory "
             f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, or smaller "
             f"tiles): {exc}"
         ) from exc

@@ -1,5 +1,6 @@
-"""What every conv2d rung shares: boundary modes, the kernel signature, how a
-config is specialised for one call, and the launch-side conventions.
+"""What every conv2d rung shares: boundary modes, the kernel signatures, how a
+config is specialised for one call, the per-filter kernel cache, and the
+launch-side conventions.
 
 The operation (scipy.ndimage.correlate, 2-D, origin 0)::
 
@@ -16,9 +17,16 @@ Compile-time constants (closure constants of each rung's factory)
     * the boundary **mode** — every rung's config has a ``mode`` field (a
       :class:`Mode`); the kernel tests it with ``MODE == REFLECT`` etc., and
       the compiler removes the other modes' branches;
-    * the **filter shape** ``kh × kw`` for the shared-memory rungs (k02, k03):
+    * the **filter shape** ``kh × kw`` for the shared-memory rungs (k02–k06):
       their shared-array shapes and unrolled loops need it.  k01 reads it from
-      ``weights.shape`` at run time.
+      ``weights.shape`` at run time;
+    * the **filter values** for the constant-filter rungs (k04, k05): the
+      factory takes the filter as a NumPy array, the kernel places it in
+      constant memory with ``cuda.const.array_like`` and the compiler folds
+      each weight into its FMA.  Their kernels take no weights argument
+      (:func:`constant_filter_signature`); :func:`constant_filter_kernel`
+      compiles and caches one per distinct filter.  Built without a filter
+      (the compile gate), they use :func:`gate_filter`.
 
     The launcher replaces these fields of the config it is given with the
     call's values (:func:`specialise`), so a caller picks only tile sizes;
@@ -35,10 +43,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 
+import numpy as np
 from numba import int64, void
 
-from ...runtime import numba_dtype
+from ...runtime import jit, numba_dtype
 
 
 class Mode(enum.IntEnum):
@@ -113,6 +123,43 @@ def signature(dtype):
     image's dtype."""
     t = numba_dtype(dtype)
     return void(t[:, ::1], t[:, :], t[:, ::1], t, int64, int64)
+
+
+def constant_filter_signature(dtype):
+    """``void(image, out, cval, anchor_h, anchor_w)``: the constant-filter rungs
+    (k04, k05) take no weights argument — the values are compiled in."""
+    t = numba_dtype(dtype)
+    return void(t[:, ::1], t[:, ::1], t, int64, int64)
+
+
+def gate_filter(kh: int, kw: int, dtype) -> np.ndarray:
+    """The deterministic filter a constant-filter rung is built with when none is
+    given (the compile gate): distinct values in (0.3, 0.8) — none 0 or 1, so
+    that no tap folds away."""
+    n = kh * kw
+    return (0.3 + 0.5 * np.arange(1, n + 1) / (n + 1)).reshape(kh, kw).astype(dtype)
+
+
+#: compiled constant-filter kernels kept (least recently used dropped): each
+#: distinct filter value is one compilation
+FILTER_KERNEL_CACHE = 64
+
+
+def constant_filter_kernel(rung, config, dtype, weights: np.ndarray):
+    """The compiled kernel of a constant-filter rung for ``config`` (already
+    specialised), ``dtype`` and the host filter ``weights`` (any layout, the
+    image's dtype).  Cached on the filter's bytes, dtype and shape, the mode and
+    tiles (:data:`FILTER_KERNEL_CACHE` kernels)."""
+    w = np.ascontiguousarray(weights, dtype=dtype)
+    return _filter_kernel(rung, config, np.dtype(dtype), w.shape, w.tobytes())
+
+
+@functools.lru_cache(maxsize=FILTER_KERNEL_CACHE)
+def _filter_kernel(rung, config, dtype: np.dtype, shape: tuple, data: bytes):
+    config.check_smem(dtype)
+    w = np.frombuffer(data, dtype).reshape(shape)  # read-only: frozen into the kernel
+    pyfunc = rung.factory(config, dtype, w)
+    return jit(pyfunc, func_or_sig=rung.signature(dtype), **rung.jit_options(config, dtype))
 
 
 def specialise(config, kh: int, kw: int, mode: Mode):

@@ -1,0 +1,298 @@
+"""k05 — 2-D register tiles: each thread computes RY × RX outputs, and each loaded window row serves up to KH output rows.
+
+What changed versus k04
+    * **RY × RX outputs per thread, a loaded row reused vertically.**  In k04
+      a thread loads RX + KW − 1 patch values per *filter* row, KH times per
+      output row.  Output rows y … y + RY − 1 of one thread read patch rows
+      y … y + RY + KH − 2, and patch row p contributes to output row
+      oy = p − a through filter row a.  So the thread now walks the
+      RY + KH − 1 patch rows once: it loads each into the register window
+      ``win`` and adds it, with every filter row a that applies (0 ≤ p − a
+      < RY), to the accumulators of output row p − a.  Shared loads per
+      output: (RY + KH − 1)·(RX + KW − 1)/(RY·RX) — 7 × 7, RY = 4, RX = 3:
+      7.5 (k04: 21, k03: 37); multiply-adds per output stay KH·KW = 49, each
+      with its weight folded in (the filter is in constant memory, as k04).
+      The patch rows are unrolled by hand as k04's filter rows are (the first
+      12: with RY = 4, filters up to 9 rows fold completely; NVVM stops
+      unrolling long before RY·RX·KH·KW = 588 multiply-adds), so every
+      accumulator index and every weight address is a constant.
+    * **A loader without divisions.**  k02–k04 give thread ``tid`` patch
+      elements ``tid + p·threads`` and split each into (row, column) with a
+      division and map *both* coordinates through the boundary mode in
+      64-bit signed arithmetic: about 100 SASS instructions per element for
+      k03's default (mode nearest) — ten times the multiply-adds of a 3 × 3
+      filter.  Here thread (tx, ty) copies columns tx + j·BX of rows
+      ty + k·BY: its columns are the same in every row, so their boundary
+      mapping is computed once (a register array ``src_col``), each row's once
+      per row.  A block whose patch lies inside the image (almost all of a
+      large one) skips the mapping: with unsigned 64-bit indices its loads
+      are one row address plus constant offsets.  Consecutive tx still read
+      consecutive columns: coalesced.
+    * **Stores staged through shared memory.**  Thread tx owns columns
+      tx·RX … tx·RX + RX − 1, so one store instruction of a warp writes
+      every RX-th word: RX times the sectors of a dense row.  After a barrier
+      the accumulators go to shared memory (over the patch, which is no
+      longer needed), and after a second barrier the block writes its tile
+      row by row, consecutive lanes on consecutive columns.
+    * **Unsigned 32-bit index arithmetic** (as matmul k06+): no negative-index
+      checks, constant offsets in the unrolled loads.
+
+Memory traffic (teaching number)
+    Global: (TH + KH − 1)·(TW + KW − 1) loads for TH·TW outputs with
+    TH = RY·BY, TW = RX·BX (default 32 × 96, 7 × 7: 1.26 loads per output,
+    1.16 for 3 × 3), one dense store per output.  Shared: 7.5 loads per
+    output for 7 × 7 plus one store and one load to stage the result.
+
+Instruction budget (the H200 target, from the compile gate's SASS)
+    8192² float32 at 85 % of copy bandwidth is ≈ 1.7 outputs per clock per
+    SM: ≈ 75 warp-lane instructions per output of issue budget, and a 7 × 7
+    filter spends 49 of them on FFMA (≈ 44 TFLOP/s, 2/3 of the FP32 peak).
+    The default 7 × 7 float32 kernel (12 outputs per thread), interior
+    block, per thread: ≈ 130 SASS instructions to load 16 patch elements,
+    588 FFMA (all with immediate weights) and 90 LDS, ≈ 50 to stage the
+    results and ≈ 45 to store 12 outputs — ≈ 900, ≈ 75 per output, FFMA
+    ≈ 65 % of them: at the edge of the budget.  Whether that reaches the
+    target is for the H200 to say.
+
+Shared-memory banks
+    Window loads: lane tx reads ``patch[ty·RY + p, tx·RX + q]``, RX words
+    apart — odd RX is conflict-free (the default RX = 3).  The staging
+    stores write ``patch[ty·RY + oy, tx·RX + i]``: the same pattern.  With
+    block_x = 32 a warp is one row of threads, so the patch's row pitch
+    (RX·BX + KW − 1 words) never splits a warp's accesses.
+
+Like k04, one kernel per distinct filter (compiled on first use, cached) —
+opt-in, see k04's docstring for the compile cost.
+
+Measured effect: not yet measured on the H200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from numba import cuda, int64, uint32, uint64
+
+from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
+from ._common import Mode, constant_filter_signature, gate_filter, mode_rule
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(TileConfig):
+    """A ``block_x × block_y`` block; each thread computes ``ry × rx``
+    outputs (``rx`` consecutive columns of ``ry`` consecutive rows), so the
+    output tile is ``(ry·block_y) × (rx·block_x)``.
+
+    ``kh``, ``kw`` and ``mode`` are set by the launcher from the call."""
+
+    block_x: int = 32
+    block_y: int = 8
+    rx: int = 3
+    ry: int = 4
+    kh: int = 7
+    kw: int = 7
+    mode: int = Mode.REFLECT
+
+    #: patch rows the kernel unrolls by hand (its ``if ROWS > p`` lines): rows
+    #: beyond run in a loop whose weights are constant-memory loads.  Each line
+    #: is an inlined copy of the row's code: more lines, longer compiles
+    UNROLLED_ROWS = 12
+
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def tile(self) -> tuple[int, int]:
+        """Output tile (rows, columns) of one block."""
+        return (self.ry * self.block_y, self.rx * self.block_x)
+
+    def smem_bytes(self, itemsize):
+        th, tw = self.tile()
+        return (th + self.kh - 1) * (tw + self.kw - 1) * itemsize  # the patch (results reuse it)
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+# A call replaces kh, kw and mode (and brings its own filter values); the presets'
+# values only choose what the compile gate builds.
+PRESETS = {
+    "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=2, mode=Mode.REFLECT),
+    "default": Config(block_x=32, block_y=8, rx=3, ry=4, kh=7, kw=7, mode=Mode.CONSTANT),
+}
+
+
+def make_kernel(config: Config, dtype, weights=None):
+    """The kernel for ``config``, ``dtype`` and the filter ``weights`` (a
+    ``kh × kw`` NumPy array of ``dtype``; None: :func:`~._common.gate_filter`,
+    for the compile gate).  The values are compiled in."""
+    BX, BY, RX, RY, KH, KW = (config.block_x, config.block_y, config.rx, config.ry,
+                              config.kh, config.kw)
+    TH, TW = config.tile()
+    SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
+    ROWS = RY + KH - 1  # patch rows one thread reads
+    WIN = RX + KW - 1  # values one thread needs per patch row (register array length)
+    OUTS = RY * RX  # accumulators per thread
+    LOAD_COLS = cdiv(SW, BX)  # patch columns each thread copies (the same in every row)
+    LOAD_ROWS = cdiv(SH, BY)
+    STORE_COLS = cdiv(TW, BX)
+    UNROLLED = config.UNROLLED_ROWS
+    DT = numba_dtype(dtype)
+    MODE = int(config.mode)
+    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+    W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
+    if W.shape != (KH, KW) or W.dtype != dtype:
+        raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
+
+    def conv2d_k05_register_tile_2d(image, out, cval, anchor_h, anchor_w):
+        def extend(p, n):
+            # Index of the image that coordinate p of the extended line reads; -1: cval.
+            # (Same statements as _common.extend_index; inlined by Numba.)
+            if p < 0 or p >= n:
+                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
+                    p = p % (2 * n)
+                    if p >= n:
+                        p = 2 * n - 1 - p
+                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
+                    if n == 1:
+                        p = 0
+                    else:
+                        p = p % (2 * n - 2)
+                        if p >= n:
+                            p = 2 * n - 2 - p
+                elif MODE == NEAREST:  # a a a | a b c d | d d d
+                    p = 0 if p < 0 else n - 1
+                elif MODE == WRAP:  # a b c d | a b c d | a b c d
+                    p = p % n
+                else:  # CONSTANT: outside reads cval
+                    p = -1
+            return p
+
+        w_c = cuda.const.array_like(W)  # the filter, in constant memory (values compiled in)
+        tx = uint32(cuda.threadIdx.x)
+        ty = uint32(cuda.threadIdx.y)
+        h, w = image.shape
+        row0 = cuda.blockIdx.y * TH  # the block's output tile starts here
+        col0 = cuda.blockIdx.x * TW
+
+        patch = cuda.shared.array((SH, SW), DT)
+
+        # --- load the patch ----------------------------------------------------------
+        # Thread (tx, ty) copies columns tx + j*BX of rows ty + k*BY.  ``(j + 1) * BX <= SW
+        # or ...`` : the first test is a compile-time constant, true for every j but the
+        # last, so only the last column group (and row group) checks its bound.
+        top = row0 - anchor_h  # extended-image coordinates of patch element (0, 0)
+        left = col0 - anchor_w
+        if top >= 0 and top + SH <= h and left >= 0 and left + SW <= w:
+            # Interior block (almost all of a large image): no boundary mapping.  Unsigned
+            # 64-bit indices: no negative-index checks, and element j of a row is the
+            # row's first address plus the constant j*BX*itemsize.
+            first = uint64(left) + uint64(tx)
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    src = image[uint64(top) + uint64(r)]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            patch[r, c] = src[first + uint64(j * BX)]
+        else:
+            # Edge block: columns mapped once per thread (the same in every row, kept in
+            # registers), each row once; constant mode marks "outside" with -1.
+            src_col = cuda.local.array(LOAD_COLS, int64)  # registers (unrolled j)
+            for j in range(LOAD_COLS):
+                src_col[j] = extend(left + int(tx) + j * BX, w)
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    gr = extend(top + int(r), h)
+                    src = image[uint64(max(gr, 0))]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            gc = src_col[j]
+                            if MODE == CONSTANT:
+                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
+                            else:
+                                patch[r, c] = src[uint64(gc)]
+        cuda.syncthreads()  # RAW: the patch is complete before anyone reads it
+
+        # --- RY x RX outputs per thread, each patch row loaded once -----------------
+        acc = cuda.local.array(OUTS, DT)  # registers: indexed by unrolled constants only
+        win = cuda.local.array(WIN, DT)
+        for o in range(OUTS):
+            acc[o] = DT(0)
+        r0 = ty * uint32(RY)  # this thread's first output row / column within the tile
+        c0 = tx * uint32(RX)
+
+        def patch_row(p):
+            # Patch row p (a constant at the calls below): load it once, add it to output
+            # row oy through filter row a = p - oy, for every oy where that is a row.
+            for q in range(WIN):
+                win[q] = patch[r0 + uint32(p), c0 + uint32(q)]
+            for oy in range(RY):
+                a = p - oy
+                if a >= 0 and a < KH:  # compile-time once unrolled
+                    for b in range(KW):
+                        wv = w_c[a, b]  # constant address: folded into the FMA
+                        for i in range(RX):
+                            acc[oy * RX + i] += wv * win[i + b]
+
+        # Hand-unrolled (Numba has no "#pragma unroll"; see k04): conditions on
+        # compile-time constants, the untaken calls are removed.
+        if ROWS > 0:
+            patch_row(0)
+        if ROWS > 1:
+            patch_row(1)
+        if ROWS > 2:
+            patch_row(2)
+        if ROWS > 3:
+            patch_row(3)
+        if ROWS > 4:
+            patch_row(4)
+        if ROWS > 5:
+            patch_row(5)
+        if ROWS > 6:
+            patch_row(6)
+        if ROWS > 7:
+            patch_row(7)
+        if ROWS > 8:
+            patch_row(8)
+        if ROWS > 9:
+            patch_row(9)
+        if ROWS > 10:
+            patch_row(10)
+        if ROWS > 11:
+            patch_row(11)
+        for p in range(UNROLLED, ROWS):  # longer filters: weights loaded, not folded
+            patch_row(p)
+
+        # --- stage the results in shared memory, then store whole rows ----------------
+        cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
+        for oy in range(RY):
+            for i in range(RX):
+                patch[r0 + uint32(oy), c0 + uint32(i)] = acc[oy * RX + i]
+        cuda.syncthreads()  # RAW: the results are complete before they are stored
+        first = uint64(col0) + uint64(tx)
+        full = col0 + TW <= w  # block-uniform: only the last block column checks columns
+        for k in range(RY):
+            r = ty + uint32(k * BY)
+            row = row0 + int(r)
+            if row < h:
+                dst = out[uint64(row)]
+                for j in range(STORE_COLS):
+                    c = tx + uint32(j * BX)
+                    if ((j + 1) * BX <= TW or c < TW) and (full or col0 + int(c) < w):
+                        dst[first + uint64(j * BX)] = patch[r, c]
+
+    return conv2d_k05_register_tile_2d
+
+
+def geometry(config: Config, h: int, w: int):
+    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
+    th, tw = config.tile()
+    return grid_for((w, h), (tw, th)), config.block()
+
+
+#: ``Rung.kernel`` would build the gate's filter: launch through
+#: ``_common.constant_filter_kernel`` (the public functions do).
+RUNG = Rung("k05_register_tile_2d", Config, PRESETS, make_kernel, geometry, constant_filter_signature)

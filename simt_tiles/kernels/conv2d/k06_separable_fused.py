@@ -1,0 +1,272 @@
+"""k06 — a separable filter in one kernel: column pass into shared memory, barrier, row pass.
+
+What it computes (``correlate_separable``)
+    The 2-D correlation with the rank-1 filter ``wy[:, None] · wx[None, :]``
+    (KH × KW), as two 1-D passes: a column pass with ``wy`` then a row pass
+    with ``wx`` — KH + KW multiply-adds per output instead of KH·KW
+    (7 × 7: 14 instead of 49).  The mode semantics are the 2-D ones,
+    ``scipy.ndimage.correlate(image, outer)``: the column pass runs over the
+    halo columns too, so in mode "constant" a halo column carries
+    Σ wy·cval, exactly what the 2-D filter sees there.  (scipy's chained
+    ``correlate1d`` pads the intermediate with cval itself — different in
+    mode "constant" when cval ≠ 0 and Σ wy ≠ 1; every other mode agrees, see
+    the package docstring.)
+
+What changed versus the two-pass composition
+    ``variant="two_pass"`` runs ``correlate1d`` twice (the conv2d ladder with a
+    KH × 1, then a 1 × KW filter): the intermediate image makes a round trip
+    through global memory — read the image, write the intermediate, read it,
+    write the output: 4 image-sized transfers instead of 2.  Here one block
+    does both passes on its tile:
+
+    1. stage the patch (TH + KH − 1) × (TW + KW − 1) with the boundary mode
+       applied while loading (k05's loader: an interior fast path with
+       constant offsets, an edge path mapping columns once per thread), and
+       ``wy``, ``wx`` — barrier;
+    2. column pass: thread (tx, ty) takes patch columns tx + j·BX and RY
+       consecutive rows; it loads RY + KH − 1 values of its column into
+       registers once and writes RY results of the TH × (TW + KW − 1)
+       intermediate ``mid`` in shared memory — barrier;
+    3. row pass: RX consecutive outputs of RY rows per thread from a register
+       window of RX + KW − 1 values of ``mid`` (k03's register blocking);
+    4. results staged in shared memory (over the patch) and stored row by row,
+       coalesced (k05) — two barriers.
+
+Rounding
+    The intermediate is rounded to the image's dtype (as the two-pass path and
+    scipy's chained ``correlate1d``).  Against the exact 2-D correlation, two
+    dot products of KH and KW terms give
+    |out − exact| ≤ (γ_KH + γ_KW + γ_KH·γ_KW)·Σ|wy_a|·|wx_b|·|x| ≤
+    γ_{KH+KW}·Σ|wy_a|·|wx_b|·|x| (one more term for mode "constant", whose
+    cval is rounded to the dtype) — :func:`simt_tiles.reference_conv.
+    correlate_separable_reference`.
+
+Memory traffic (teaching number)
+    Global: (TH + KH − 1)·(TW + KW − 1) loads and TH·TW stores per block —
+    default 16 × 96 tile, 7 + 7 taps: 1.46 loads and 1 store per output.
+    The two-pass path with k03's 8 × 96 tiles: 1.75 + 1.06 loads and 2 stores
+    per output, and of those, 2 loads and 2 stores reach DRAM (the halo
+    re-reads mostly hit L2) against 1 + 1 here.  Shared: column pass
+    (RY + KH − 1)/RY loads per intermediate value (4 for RY = 2, KH = 7),
+    row pass (RX + KW − 1)/RX per output (3 for RX = 3, KW = 7), weights
+    read from shared memory as broadcasts.  Shared memory per block:
+    ((TH + KH − 1) + TH)·(TW + KW − 1) + KH + KW elements (15.6 KB for the
+    default float32 7 + 7 taps, 31.1 KB float64; RY = 4 would not fit
+    float64 in 48 KB).
+
+Shared-memory banks
+    Column pass: consecutive lanes read and write consecutive columns —
+    conflict-free.  Row pass: lane tx reads ``mid[r, tx·RX + q]``, RX words
+    apart — odd RX is conflict-free.
+
+Filter shape compiled in (config fields ``kh``/``kw``/``mode``, set by the
+launcher), filter values passed as arrays: one compilation per shape, as k03.
+
+Measured effect: not yet measured on the H200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from numba import cuda, int64, uint32, uint64, void
+
+from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
+from ._common import Mode, mode_rule
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(TileConfig):
+    """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs
+    (``rx`` consecutive columns of ``ry`` consecutive rows): output tile
+    ``(ry·block_y) × (rx·block_x)``.
+
+    ``kh`` (length of ``wy``), ``kw`` (length of ``wx``) and ``mode`` are set by
+    the launcher from the call."""
+
+    block_x: int = 32
+    block_y: int = 8
+    rx: int = 3
+    ry: int = 2
+    kh: int = 7
+    kw: int = 7
+    mode: int = Mode.REFLECT
+
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def tile(self) -> tuple[int, int]:
+        """Output tile (rows, columns) of one block."""
+        return (self.ry * self.block_y, self.rx * self.block_x)
+
+    def smem_bytes(self, itemsize):
+        th, tw = self.tile()
+        sw = tw + self.kw - 1
+        return ((th + self.kh - 1) * sw + th * sw + self.kh + self.kw) * itemsize
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+# A call replaces kh, kw and mode; the presets' values only choose what the compile
+# gate builds (sim: an even length and mode wrap).
+PRESETS = {
+    "sim": Config(block_x=2, block_y=2, rx=2, ry=2, kh=2, kw=3, mode=Mode.WRAP),
+    "default": Config(block_x=32, block_y=8, rx=3, ry=2, kh=7, kw=7, mode=Mode.MIRROR),
+}
+
+
+def signature(dtype):
+    """``void(image, wy, wx, out, cval, anchor_h, anchor_w)``; wy and wx are 1-D
+    and may be strided views."""
+    t = numba_dtype(dtype)
+    return void(t[:, ::1], t[:], t[:], t[:, ::1], t, int64, int64)
+
+
+def make_kernel(config: Config, dtype):
+    BX, BY, RX, RY, KH, KW = (config.block_x, config.block_y, config.rx, config.ry,
+                              config.kh, config.kw)
+    TH, TW = config.tile()
+    SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
+    COL_WIN = RY + KH - 1  # values of one column a thread reads in the column pass
+    WIN = RX + KW - 1  # values of one intermediate row a thread reads in the row pass
+    OUTS = RY * RX
+    THREADS = config.threads
+    LOAD_COLS = cdiv(SW, BX)  # patch columns per thread (loader and column pass)
+    LOAD_ROWS = cdiv(SH, BY)
+    STORE_COLS = cdiv(TW, BX)
+    TAPS = KH + KW  # wy and wx, staged together
+    W_LOADS = cdiv(TAPS, THREADS)
+    DT = numba_dtype(dtype)
+    MODE = int(config.mode)
+    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+
+    def conv2d_k06_separable_fused(image, wy, wx, out, cval, anchor_h, anchor_w):
+        def extend(p, n):
+            # Index of the image that coordinate p of the extended line reads; -1: cval.
+            # (Same statements as _common.extend_index; inlined by Numba.)
+            if p < 0 or p >= n:
+                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
+                    p = p % (2 * n)
+                    if p >= n:
+                        p = 2 * n - 1 - p
+                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
+                    if n == 1:
+                        p = 0
+                    else:
+                        p = p % (2 * n - 2)
+                        if p >= n:
+                            p = 2 * n - 2 - p
+                elif MODE == NEAREST:  # a a a | a b c d | d d d
+                    p = 0 if p < 0 else n - 1
+                elif MODE == WRAP:  # a b c d | a b c d | a b c d
+                    p = p % n
+                else:  # CONSTANT: outside reads cval
+                    p = -1
+            return p
+
+        tx = uint32(cuda.threadIdx.x)
+        ty = uint32(cuda.threadIdx.y)
+        tid = ty * uint32(BX) + tx
+        h, w = image.shape
+        row0 = cuda.blockIdx.y * TH  # the block's output tile starts here
+        col0 = cuda.blockIdx.x * TW
+
+        patch = cuda.shared.array((SH, SW), DT)
+        mid = cuda.shared.array((TH, SW), DT)  # the column pass's result
+        w_s = cuda.shared.array(TAPS, DT)  # wy, then wx
+
+        # --- 1. stage the patch (k05's loader) and the weights -------------------------
+        top = row0 - anchor_h  # extended-image coordinates of patch element (0, 0)
+        left = col0 - anchor_w
+        if top >= 0 and top + SH <= h and left >= 0 and left + SW <= w:
+            first = uint64(left) + uint64(tx)  # interior block: no boundary mapping
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    src = image[uint64(top) + uint64(r)]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            patch[r, c] = src[first + uint64(j * BX)]
+        else:  # edge block: columns mapped once per thread, rows once per row
+            src_col = cuda.local.array(LOAD_COLS, int64)  # registers (unrolled j)
+            for j in range(LOAD_COLS):
+                src_col[j] = extend(left + int(tx) + j * BX, w)
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    gr = extend(top + int(r), h)
+                    src = image[uint64(max(gr, 0))]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            gc = src_col[j]
+                            if MODE == CONSTANT:
+                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
+                            else:
+                                patch[r, c] = src[uint64(gc)]
+        for p in range(W_LOADS):
+            e = tid + uint32(p * THREADS)
+            if e < KH:
+                w_s[e] = wy[e]
+            elif e < TAPS:
+                w_s[e] = wx[e - uint32(KH)]
+        cuda.syncthreads()  # RAW: patch and weights complete
+
+        # --- 2. column pass: mid[r, c] = sum_a wy[a] * patch[r + a, c] -----------------
+        col = cuda.local.array(COL_WIN, DT)  # registers: unrolled indices only
+        r0 = ty * uint32(RY)  # this thread's first row (column pass and row pass)
+        for j in range(LOAD_COLS):
+            c = tx + uint32(j * BX)
+            if (j + 1) * BX <= SW or c < SW:
+                for q in range(COL_WIN):  # RY + KH - 1 loads serve RY * KH multiply-adds
+                    col[q] = patch[r0 + uint32(q), c]
+                for oy in range(RY):
+                    s = DT(0)
+                    for a in range(KH):
+                        s += w_s[a] * col[oy + a]
+                    mid[r0 + uint32(oy), c] = s
+        cuda.syncthreads()  # RAW: mid complete (and WAR: the patch is free to reuse below)
+
+        # --- 3. row pass: out[r, c] = sum_b wx[b] * mid[r, c + b], RY x RX per thread ---
+        acc = cuda.local.array(OUTS, DT)
+        win = cuda.local.array(WIN, DT)
+        c0 = tx * uint32(RX)
+        for oy in range(RY):
+            for q in range(WIN):  # RX + KW - 1 loads serve RX * KW multiply-adds
+                win[q] = mid[r0 + uint32(oy), c0 + uint32(q)]
+            for i in range(RX):
+                acc[oy * RX + i] = DT(0)
+            for b in range(KW):
+                wv = w_s[KH + b]  # one broadcast load, reused RX times
+                for i in range(RX):
+                    acc[oy * RX + i] += wv * win[i + b]
+
+        # --- 4. stage the results over the patch, then store whole rows (k05) -----------
+        for oy in range(RY):
+            for i in range(RX):
+                patch[r0 + uint32(oy), c0 + uint32(i)] = acc[oy * RX + i]
+        cuda.syncthreads()  # RAW: the results are complete before they are stored
+        first = uint64(col0) + uint64(tx)
+        full = col0 + TW <= w  # block-uniform: only the last block column checks columns
+        for k in range(RY):
+            r = ty + uint32(k * BY)
+            row = row0 + int(r)
+            if row < h:
+                dst = out[uint64(row)]
+                for j in range(STORE_COLS):
+                    c = tx + uint32(j * BX)
+                    if ((j + 1) * BX <= TW or c < TW) and (full or col0 + int(c) < w):
+                        dst[first + uint64(j * BX)] = patch[r, c]
+
+    return conv2d_k06_separable_fused
+
+
+def geometry(config: Config, h: int, w: int):
+    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
+    th, tw = config.tile()
+    return grid_for((w, h), (tw, th)), config.block()
+
+
+RUNG = Rung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature)

@@ -36,7 +36,7 @@ from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import MAX, SUM, ReduceConfig, acc_dtype, identity
 
 Config = ReduceConfig
-PRESETS = {"sim": Config(threads=32, max_blocks=3, loads=2), "default": Config()}
+PRESETS = {"sim": Config(threads=32, max_blocks=3, loads=2), "default": Config(threads=512, max_blocks=528)}
 
 
 def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):

@@ -47,8 +47,12 @@ def main(argv=None) -> int:
         for shape in ((1, 1), (3, 33), (5, 1000), (2, 4097), (7, 40000)):
             x = rng.standard_normal(shape).astype(np.float32)
             ref, bound = softmax_reference(x)
-            for v in simt_tiles.SOFTMAX_VARIANTS:
-                chk = check_within(simt_tiles.softmax(x, variant=v), ref, bound)
+            for v in (*simt_tiles.SOFTMAX_VARIANTS, None):
+                try:
+                    chk = check_within(simt_tiles.softmax(x, variant=v), ref, bound)
+                except simt_tiles.ConfigError as exc:  # a row too long for k04's registers: said, not run
+                    print(f"softmax {v} {shape} skipped: {exc}", flush=True)
+                    continue
                 report(f"softmax {v} {shape}", chk.passed, repr(chk))
 
     if "reduce" in args.only:

@@ -80,14 +80,20 @@ def render(path: str = DEFAULT) -> str:
 
 
 #: the other benchmark groups: README block name → committed results (rendered when present)
-GROUP_RESULTS = {"patterns": "patterns_h200.json", "conv": "conv_h200.json"}
+GROUP_RESULTS = {"patterns": "patterns_h200.json", "bias_tiles": "bias_tiles_h200.json", "conv": "conv_h200.json",
+                 "matmul_peers": "matmul_peers_h200.json"}
 
 
 def render_groups(name: str, path: str) -> str:
     """The README block for a harness result file: the best-entry table and its plot."""
-    from simt_tiles.report import best_table, load, plot_groups
+    from simt_tiles.report import best_table, load, plot_groups, ratio_table
 
     data = load(path)
+    begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
+    if "group" not in data["results"][0]:  # a matmul-bench file: TFLOP/s (× cuBLAS FP32) per size
+        note = (f"Measured on {data['machine'].get('gpu', '?')} by `simt-tiles bench matmul` (results: "
+                f"`{os.path.relpath(path, ROOT)}`); TF32 rows are checked against the TF32 bound.")
+        return "\n".join([begin, note, "", ratio_table(data), end])
     img = os.path.join("docs", "img", f"{name}_h200.png")
     plot_groups(data, os.path.join(ROOT, img))
     copy = next((r for r in data["results"] if r.get("kind") == "ceiling"), None)
@@ -95,7 +101,6 @@ def render_groups(name: str, path: str) -> str:
             f"`{os.path.relpath(path, ROOT)}`; every entry checked against its reference and bound before "
             "timing; GPU time, median of the timed runs; peers in the same run"
             + (f"; ceiling: device copy {copy['gbps']:.0f} GB/s" if copy else "") + ").")
-    begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
     return "\n".join([begin, note, "", best_table(data), "", f"![{name} benchmark]({img})", end])
 
 

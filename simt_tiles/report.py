@@ -48,7 +48,7 @@ def _size(r) -> tuple[int, int, int]:
 
 
 def _label(r) -> str:
-    return r["impl"] if r.get("kind") in ("peer", "default") else f"{r['impl']} [{r['config']}]"
+    return r["impl"] if r.get("kind") in ("peer", "default", "tile") else f"{r['impl']} [{r['config']}]"
 
 
 def ratio_table(data: dict) -> str:
@@ -178,7 +178,7 @@ def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
         impls = list(dict.fromkeys(r["impl"] for r in mine))
         problems = list(dict.fromkeys(r["problem"] for r in mine))
         xs = {r["x"] for r in mine}
-        if len(problems) > 1 and len(xs) == len(problems) and None not in xs:
+        if len(problems) > 2 and len(xs) == len(problems) and None not in xs:  # a size sweep: lines
             for impl in impls:
                 pts = sorted((r["x"], r[key]) for r in mine if r["impl"] == impl)
                 style = "--" if any(r["kind"] == "peer" for r in mine if r["impl"] == impl) else "-o"

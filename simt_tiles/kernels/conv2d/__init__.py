@@ -102,14 +102,15 @@ RUNGS: dict[str, Rung] = {
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses.  No GPU measurements yet: the top rung that
-#: compiles once per filter *shape* (k04 and k05 read fewer values per output
-#: but compile once per filter *value*: opt-in until measured).
+#: the rung ``variant=None`` uses: the fastest rung that compiles once per filter
+#: *shape*.  k05 is 1.7–2.6× faster on the H200 (benchmarks/results/conv_h200.json)
+#: but compiles once per filter *value* (2–3 s each): pass ``variant="k05_register_tile_2d"``
+#: for a filter you apply many times.
 BEST_VARIANT = "k03_register_blocked"
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
-#: one compilation per distinct filter, so they are opt-in (``variant=``) until
-#: measured — see k04's docstring
+#: one compilation per distinct filter, so they are opt-in (``variant=``) —
+#: see k04's docstring
 CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d")
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls

@@ -64,7 +64,12 @@ Shared-memory banks
 Like k04, one kernel per distinct filter (compiled on first use, cached) —
 opt-in, see k04's docstring for the compile cost.
 
-Measured effect: not yet measured on the H200.
+Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
+3×3 / 5×5 / 7×7 constant 1.87 / 1.81 / 1.29 TB/s (44 / 43 / 30% of copy),
+reflect 2.10 / 1.44 / 1.62 — the fastest general 2-D rung, 1.7–2.6× k03 and
+2–6× cupyx, but short of the 85% goal (predicted: about 75 instructions per
+output at 7×7, FFMA ≈ 65% of them, so instruction issue, not DRAM, binds).
+Opt-in: it compiles once per distinct filter (2–3 s).
 """
 
 from __future__ import annotations

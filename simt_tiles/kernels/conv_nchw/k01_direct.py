@@ -21,7 +21,8 @@ Filter shape
     size, dtype) serves every filter size.  The launcher falls back to this
     rung when a filter's staging does not fit the tiled rungs' shared memory.
 
-Measured effect: not yet measured on the H200.
+Measured (H200, 2026-11-29, `simt-tiles bench conv --only nchw`, float32): N32 C64
+56×56 3×3 p1: 9.9 ms = 0.7 TFLOP/s (0.03× cuDNN FP32); N8 C256 14×14: 2.6 ms (0.04×).
 """
 
 from __future__ import annotations

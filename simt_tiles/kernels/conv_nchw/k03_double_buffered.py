@@ -53,7 +53,12 @@ Hypothesis (to be measured): should it pay on an H200?
     of the 128 that 4 blocks per SM allow) and twice as many steps, each
     with its loop and staging overhead (CK = 2).
 
-Measured effect: not yet measured on the H200.
+Measured (H200, 2026-11-29, same run as k02): N32 C64 56×56: 0.246 ms = 30.1 TFLOP/s,
+**1.12× cuDNN FP32** and 1.15× k02 (predicted 0–10%: more than expected); N8 C256 14×14:
+0.115 ms = 16.1 TFLOP/s, **0.90× cuDNN** and 2.3× k02 (predicted up to 30%: with one block
+per SM nothing else hides k02's load waits, so prefetching the next channel step pays
+most there).  cuDNN with TF32 tensor cores is 2.6–3.0× faster (71 / 54 TFLOP/s) — a
+different precision.
 """
 
 from __future__ import annotations

@@ -125,6 +125,13 @@ def demo(args) -> int:
             line += [_f(r.get("median_ms"), ".3f"), _f(r.get("tflops"), ".2f"), _f(r.get("vs_cublas"), ".2f")]
         body.append(line)
     print(_table.render(head, body))
+    others = demo_other_ladders(SIMULATOR)
+    print(f"\nthe other ladders ({'simulator, sim presets' if SIMULATOR else 'GPU, default presets'}; "
+          "timings: simt-tiles bench)")
+    print(_table.render(["call", "variant", "problem", "dtype", "err/bound", "check"],
+                        [[r["impl"], r["variant"], r["problem"], r["dtype"], f"{r['err_over_bound']:.3g}",
+                          "pass" if r["passed"] else "FAIL"] for r in others]))
+    results += others
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": machine_info(), "results": results}, fh, indent=2)
@@ -132,6 +139,70 @@ def demo(args) -> int:
     failed = [r["impl"] for r in results if not r["passed"]]
     print("all checks passed" if not failed else f"FAILED: {failed}")
     return 1 if failed else 0
+
+
+def demo_other_ladders(simulator: bool) -> list[dict]:
+    """Every rung of the other ladders once, on a ragged problem, against its reference and bound.
+
+    Small shapes in the simulator (each simulated thread costs ~40 µs per operation), larger
+    ones on a GPU; NumPy in, NumPy out, outputs checked element by element."""
+    import numpy as np
+
+    import simt_tiles as st
+
+    from .reference import check_within, gamma, softmax_reference, unit_roundoff
+    from .reference_conv import correlate1d_reference, correlate2d_reference, correlate_separable_reference
+    from .reference_conv_nchw import conv2d_nchw_reference
+
+    rng = np.random.default_rng(7)
+    preset = "sim" if simulator else "default"
+    rows = []
+
+    def record(impl, variant, problem, dtype, chk):
+        rows.append({"impl": impl, "variant": variant or "None", "problem": problem, "dtype": dtype,
+                     "err_over_bound": chk.worst_ratio, "max_err": chk.max_err, "passed": chk.passed})
+
+    s = 1 if simulator else 8  # size scale
+    for dtype in ("float32", "float64"):
+        x = rng.standard_normal((3, 37 * s)).astype(dtype)
+        ref, bound = softmax_reference(x)
+        for v in st.SOFTMAX_VARIANTS:
+            record("softmax", v, f"{x.shape}", dtype, check_within(st.softmax(x, variant=v, config=preset), ref, bound))
+        v1 = rng.standard_normal(1000 * s).astype(dtype)
+        ref1 = np.sum(v1.astype(np.longdouble))
+        b1 = unit_roundoff(dtype) * abs(ref1) + gamma(v1.size, 2.0**-53) * np.sum(np.abs(v1.astype(np.longdouble)))
+        record("reduce sum", None, f"{v1.shape}", dtype,
+               check_within(np.asarray([st.reduce(v1, config=preset)]), np.asarray([ref1]), np.asarray([b1])))
+        a, b = rng.standard_normal(101 * s).astype(dtype), rng.standard_normal(101 * s).astype(dtype)
+        for v in st.VECTOR_ADD_VARIANTS:
+            record("vector_add", v, f"{a.shape}", dtype, check_within(st.vector_add(a, b, variant=v, config=preset),
+                                                                      a + b, np.zeros(a.shape)))
+        m = rng.standard_normal((9, 13 * s)).astype(dtype)
+        bias = rng.standard_normal(13 * s).astype(dtype)
+        record("bias_relu", None, f"{m.shape}", dtype, check_within(st.bias_relu(m, bias, config=preset),
+                                                                    np.maximum(m + bias, 0), np.zeros(m.shape)))
+        img = rng.standard_normal((11 * s, 13 * s)).astype(dtype)
+        w = rng.standard_normal((3, 4)).astype(dtype)
+        ref, bound = correlate2d_reference(img, w, "reflect")
+        for v in st.CONV2D_VARIANTS:
+            record("correlate2d reflect", v, f"{img.shape} * {w.shape}", dtype,
+                   check_within(st.correlate2d(img, w, variant=v, config=preset), ref, bound))
+        w1 = rng.standard_normal(5).astype(dtype)
+        ref, bound = correlate1d_reference(img, w1, axis=0, mode="wrap")
+        record("correlate1d wrap", None, f"{img.shape} * 5, axis 0", dtype,
+               check_within(st.correlate1d(img, w1, axis=0, mode="wrap"), ref, bound))
+        wy, wx = rng.standard_normal(3).astype(dtype), rng.standard_normal(5).astype(dtype)
+        ref, bound = correlate_separable_reference(img, wy, wx, "constant", 0.5)
+        record("correlate_separable constant", None, f"{img.shape} * 3x5", dtype,
+               check_within(st.correlate_separable(img, wy, wx, mode="constant", cval=0.5), ref, bound))
+        xn = rng.standard_normal((2, 3, 5, 7 * s)).astype(dtype)
+        wn = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+        bn = rng.standard_normal(4).astype(dtype)
+        ref, bound = conv2d_nchw_reference(xn, wn, bn, padding=1)
+        for v in st.CONV_NCHW_VARIANTS:
+            record("conv2d_nchw", v, f"{xn.shape} * {wn.shape} p1", dtype,
+                   check_within(st.conv2d_nchw(xn, wn, bias=bn, padding=1, variant=v, config=preset), ref, bound))
+    return rows
 
 
 def _f(v, spec: str) -> str:

@@ -126,10 +126,12 @@ def make_kernel(config: Config, dtype):
         red_s = cuda.shared.array(NW, DT)
         vals = cuda.local.array(VPT, DT)
 
-        # one coalesced read of the row into registers; -inf pads the tail
+        # one coalesced read of the row into registers; -inf pads the tail (and zeros fill
+        # the rows of groups past the last row, which only take part in the barriers)
+        pad = DT(NEG_INF) if live else DT(0)
         for i in range(VPT):
             c = t + i * G
-            vals[i] = x[r, c] if (live and c < n) else DT(NEG_INF)
+            vals[i] = x[r, c] if (live and c < n) else pad
 
         m = DT(NEG_INF)  # max, propagating NaN as scipy does
         for i in range(VPT):

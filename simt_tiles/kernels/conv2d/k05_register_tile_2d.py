@@ -78,44 +78,29 @@ import dataclasses
 
 from numba import cuda, int64, uint32, uint64
 
-from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
-from ._common import Mode, constant_filter_signature, gate_filter, mode_rule
+from ...runtime import Rung, cdiv, numba_dtype
+from ._common import Mode, constant_filter_signature, gate_filter
+from ._register_tile import RegisterTileConfig, geometry
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(TileConfig):
+class Config(RegisterTileConfig):
     """A ``block_x × block_y`` block; each thread computes ``ry × rx``
     outputs (``rx`` consecutive columns of ``ry`` consecutive rows), so the
-    output tile is ``(ry·block_y) × (rx·block_x)``.
+    output tile is ``(ry·block_y) × (rx·block_x)``.  The fields (``block_x``,
+    ``block_y``, ``rx``, ``ry``, ``kh``, ``kw``, ``mode``), ``tile()`` and the
+    launch geometry are k06's too: :mod:`._register_tile`.
 
     ``kh``, ``kw`` and ``mode`` are set by the launcher from the call."""
-
-    block_x: int = 32
-    block_y: int = 8
-    rx: int = 3
-    ry: int = 4
-    kh: int = 7
-    kw: int = 7
-    mode: int = Mode.REFLECT
 
     #: patch rows the kernel unrolls by hand (its ``if ROWS > p`` lines): rows
     #: beyond run in a loop whose weights are constant-memory loads.  Each line
     #: is an inlined copy of the row's code: more lines, longer compiles
     UNROLLED_ROWS = 12
 
-    def block(self):
-        return (self.block_x, self.block_y)
-
-    def tile(self) -> tuple[int, int]:
-        """Output tile (rows, columns) of one block."""
-        return (self.ry * self.block_y, self.rx * self.block_x)
-
     def smem_bytes(self, itemsize):
         th, tw = self.tile()
         return (th + self.kh - 1) * (tw + self.kw - 1) * itemsize  # the patch (results reuse it)
-
-    def rules(self):
-        yield mode_rule(self)
 
 
 # A call replaces kh, kw and mode (and brings its own filter values); the presets'
@@ -290,12 +275,6 @@ def make_kernel(config: Config, dtype, weights=None):
                         dst[first + uint64(j * BX)] = patch[r, c]
 
     return conv2d_k05_register_tile_2d
-
-
-def geometry(config: Config, h: int, w: int):
-    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
-    th, tw = config.tile()
-    return grid_for((w, h), (tw, th)), config.block()
 
 
 #: ``Rung.kernel`` would build the gate's filter: launch through

@@ -75,41 +75,27 @@ import dataclasses
 
 from numba import cuda, int64, uint32, uint64, void
 
-from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
-from ._common import Mode, mode_rule
+from ...runtime import Rung, cdiv, numba_dtype
+from ._common import Mode
+from ._register_tile import RegisterTileConfig, geometry
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(TileConfig):
+class Config(RegisterTileConfig):
     """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs
     (``rx`` consecutive columns of ``ry`` consecutive rows): output tile
-    ``(ry·block_y) × (rx·block_x)``.
+    ``(ry·block_y) × (rx·block_x)`` — k05's tiling and fields
+    (:mod:`._register_tile`), with ``ry = 2`` by default (float64 fits).
 
     ``kh`` (length of ``wy``), ``kw`` (length of ``wx``) and ``mode`` are set by
     the launcher from the call."""
 
-    block_x: int = 32
-    block_y: int = 8
-    rx: int = 3
     ry: int = 2
-    kh: int = 7
-    kw: int = 7
-    mode: int = Mode.REFLECT
-
-    def block(self):
-        return (self.block_x, self.block_y)
-
-    def tile(self) -> tuple[int, int]:
-        """Output tile (rows, columns) of one block."""
-        return (self.ry * self.block_y, self.rx * self.block_x)
 
     def smem_bytes(self, itemsize):
         th, tw = self.tile()
         sw = tw + self.kw - 1
         return ((th + self.kh - 1) * sw + th * sw + self.kh + self.kw) * itemsize
-
-    def rules(self):
-        yield mode_rule(self)
 
 
 # A call replaces kh, kw and mode; the presets' values only choose what the compile
@@ -265,12 +251,6 @@ def make_kernel(config: Config, dtype):
                         dst[first + uint64(j * BX)] = patch[r, c]
 
     return conv2d_k06_separable_fused
-
-
-def geometry(config: Config, h: int, w: int):
-    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
-    th, tw = config.tile()
-    return grid_for((w, h), (tw, th)), config.block()
 
 
 RUNG = Rung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature)

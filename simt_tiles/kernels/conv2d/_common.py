@@ -33,10 +33,11 @@ Compile-time constants (closure constants of each rung's factory)
     :meth:`Rung.kernel` then compiles once per (tiles, filter shape, mode,
     dtype).  A preset's ``kh``/``kw``/``mode`` are what the compile gate builds.
 
-No device functions (they would blind the GPU-free compile gate, see
-docs/design.md): each kernel defines the index mapping as a small *inner*
-function in its own body, which Numba inlines.  :func:`extend_index` below is
-its plain-Python twin, for readers and tests.
+No plain device functions (they would blind the GPU-free compile gate, see
+docs/design.md): k01–k03 define the index mapping as a small *inner* function
+in their own body, which Numba inlines; k04–k06 share it, the patch loader and
+the tile store as ``inline="always"`` device functions (``_staging.py``).
+:func:`extend_index` below is its plain-Python twin, for readers and tests.
 """
 
 from __future__ import annotations

@@ -8,10 +8,7 @@ preset's values only choose what the compile gate builds.
 
 The two kernels also share device code — the patch loader (interior fast
 path, edge path with the boundary mapping) and the staged, coalesced tile
-store — but that stays written out in each kernel body: the kernels take
-different arguments (k06 also ``wy``, ``wx``), so no single kernel-body
-factory can produce both (Numba kernels take no ``*args``), and device
-functions are not used (docs/design.md).
+store: :mod:`._staging`.
 """
 
 from __future__ import annotations

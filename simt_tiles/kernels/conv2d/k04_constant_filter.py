@@ -74,6 +74,7 @@ from numba import cuda, uint32
 
 from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
 from ._common import Mode, constant_filter_signature, gate_filter, mode_rule
+from ._staging import make_extend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,36 +129,14 @@ def make_kernel(config: Config, dtype, weights=None):
     PATCH_LOADS = cdiv(PATCH, THREADS)
     DT = numba_dtype(dtype)
     MODE = int(config.mode)
-    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+    CONSTANT = int(Mode.CONSTANT)
+    extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
     UNROLLED = 9  # filter rows unrolled by hand in the kernel (its `if KH > a` lines)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
     if W.shape != (KH, KW) or W.dtype != dtype:
         raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
 
     def conv2d_k04_constant_filter(image, out, cval, anchor_h, anchor_w):
-        def extend(p, n):
-            # Index of the image that coordinate p of the extended line reads; -1: cval.
-            # (Same statements as _common.extend_index; inlined by Numba.)
-            if p < 0 or p >= n:
-                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
-                    p = p % (2 * n)
-                    if p >= n:
-                        p = 2 * n - 1 - p
-                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
-                    if n == 1:
-                        p = 0
-                    else:
-                        p = p % (2 * n - 2)
-                        if p >= n:
-                            p = 2 * n - 2 - p
-                elif MODE == NEAREST:  # a a a | a b c d | d d d
-                    p = 0 if p < 0 else n - 1
-                elif MODE == WRAP:  # a b c d | a b c d | a b c d
-                    p = p % n
-                else:  # CONSTANT: outside reads cval
-                    p = -1
-            return p
-
         w_c = cuda.const.array_like(W)  # the filter, in constant memory (values compiled in)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y

@@ -76,11 +76,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from numba import cuda, int64, uint32, uint64
+from numba import cuda, uint32
 
-from ...runtime import Rung, cdiv, numba_dtype
+from ...runtime import Rung, numba_dtype
 from ._common import Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
+from ._staging import make_patch_loader, make_tile_store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,48 +116,21 @@ def make_kernel(config: Config, dtype, weights=None):
     """The kernel for ``config``, ``dtype`` and the filter ``weights`` (a
     ``kh × kw`` NumPy array of ``dtype``; None: :func:`~._common.gate_filter`,
     for the compile gate).  The values are compiled in."""
-    BX, BY, RX, RY, KH, KW = (config.block_x, config.block_y, config.rx, config.ry,
-                              config.kh, config.kw)
+    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
     ROWS = RY + KH - 1  # patch rows one thread reads
     WIN = RX + KW - 1  # values one thread needs per patch row (register array length)
     OUTS = RY * RX  # accumulators per thread
-    LOAD_COLS = cdiv(SW, BX)  # patch columns each thread copies (the same in every row)
-    LOAD_ROWS = cdiv(SH, BY)
-    STORE_COLS = cdiv(TW, BX)
     UNROLLED = config.UNROLLED_ROWS
     DT = numba_dtype(dtype)
-    MODE = int(config.mode)
-    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+    load_patch = make_patch_loader(config)  # inlined (see _staging)
+    store_tile = make_tile_store(config)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
     if W.shape != (KH, KW) or W.dtype != dtype:
         raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
 
     def conv2d_k05_register_tile_2d(image, out, cval, anchor_h, anchor_w):
-        def extend(p, n):
-            # Index of the image that coordinate p of the extended line reads; -1: cval.
-            # (Same statements as _common.extend_index; inlined by Numba.)
-            if p < 0 or p >= n:
-                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
-                    p = p % (2 * n)
-                    if p >= n:
-                        p = 2 * n - 1 - p
-                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
-                    if n == 1:
-                        p = 0
-                    else:
-                        p = p % (2 * n - 2)
-                        if p >= n:
-                            p = 2 * n - 2 - p
-                elif MODE == NEAREST:  # a a a | a b c d | d d d
-                    p = 0 if p < 0 else n - 1
-                elif MODE == WRAP:  # a b c d | a b c d | a b c d
-                    p = p % n
-                else:  # CONSTANT: outside reads cval
-                    p = -1
-            return p
-
         w_c = cuda.const.array_like(W)  # the filter, in constant memory (values compiled in)
         tx = uint32(cuda.threadIdx.x)
         ty = uint32(cuda.threadIdx.y)
@@ -166,44 +140,10 @@ def make_kernel(config: Config, dtype, weights=None):
 
         patch = cuda.shared.array((SH, SW), DT)
 
-        # --- load the patch ----------------------------------------------------------
-        # Thread (tx, ty) copies columns tx + j*BX of rows ty + k*BY.  ``(j + 1) * BX <= SW
-        # or ...`` : the first test is a compile-time constant, true for every j but the
-        # last, so only the last column group (and row group) checks its bound.
-        top = row0 - anchor_h  # extended-image coordinates of patch element (0, 0)
-        left = col0 - anchor_w
-        if top >= 0 and top + SH <= h and left >= 0 and left + SW <= w:
-            # Interior block (almost all of a large image): no boundary mapping.  Unsigned
-            # 64-bit indices: no negative-index checks, and element j of a row is the
-            # row's first address plus the constant j*BX*itemsize.
-            first = uint64(left) + uint64(tx)
-            for k in range(LOAD_ROWS):
-                r = ty + uint32(k * BY)
-                if (k + 1) * BY <= SH or r < SH:
-                    src = image[uint64(top) + uint64(r)]
-                    for j in range(LOAD_COLS):
-                        c = tx + uint32(j * BX)
-                        if (j + 1) * BX <= SW or c < SW:
-                            patch[r, c] = src[first + uint64(j * BX)]
-        else:
-            # Edge block: columns mapped once per thread (the same in every row, kept in
-            # registers), each row once; constant mode marks "outside" with -1.
-            src_col = cuda.local.array(LOAD_COLS, int64)  # registers (unrolled j)
-            for j in range(LOAD_COLS):
-                src_col[j] = extend(left + int(tx) + j * BX, w)
-            for k in range(LOAD_ROWS):
-                r = ty + uint32(k * BY)
-                if (k + 1) * BY <= SH or r < SH:
-                    gr = extend(top + int(r), h)
-                    src = image[uint64(max(gr, 0))]
-                    for j in range(LOAD_COLS):
-                        c = tx + uint32(j * BX)
-                        if (j + 1) * BX <= SW or c < SW:
-                            gc = src_col[j]
-                            if MODE == CONSTANT:
-                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
-                            else:
-                                patch[r, c] = src[uint64(gc)]
+        # --- load the patch (_staging.make_patch_loader) -----------------------------
+        # Thread (tx, ty) copies columns tx + j*BX of rows ty + k*BY; a block whose patch
+        # lies inside the image skips the boundary mapping.
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
         cuda.syncthreads()  # RAW: the patch is complete before anyone reads it
 
         # --- RY x RX outputs per thread, each patch row loaded once -----------------
@@ -258,21 +198,7 @@ def make_kernel(config: Config, dtype, weights=None):
 
         # --- stage the results in shared memory, then store whole rows ----------------
         cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
-        for oy in range(RY):
-            for i in range(RX):
-                patch[r0 + uint32(oy), c0 + uint32(i)] = acc[oy * RX + i]
-        cuda.syncthreads()  # RAW: the results are complete before they are stored
-        first = uint64(col0) + uint64(tx)
-        full = col0 + TW <= w  # block-uniform: only the last block column checks columns
-        for k in range(RY):
-            r = ty + uint32(k * BY)
-            row = row0 + int(r)
-            if row < h:
-                dst = out[uint64(row)]
-                for j in range(STORE_COLS):
-                    c = tx + uint32(j * BX)
-                    if ((j + 1) * BX <= TW or c < TW) and (full or col0 + int(c) < w):
-                        dst[first + uint64(j * BX)] = patch[r, c]
+        store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # stage, barrier, store rows
 
     return conv2d_k05_register_tile_2d
 

@@ -73,11 +73,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from numba import cuda, int64, uint32, uint64, void
+from numba import cuda, int64, uint32, void
 
 from ...runtime import Rung, cdiv, numba_dtype
 from ._common import Mode
 from ._register_tile import RegisterTileConfig, geometry
+from ._staging import make_patch_loader, make_tile_store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,47 +115,21 @@ def signature(dtype):
 
 
 def make_kernel(config: Config, dtype):
-    BX, BY, RX, RY, KH, KW = (config.block_x, config.block_y, config.rx, config.ry,
-                              config.kh, config.kw)
+    BX, RX, RY, KH, KW = config.block_x, config.rx, config.ry, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
     COL_WIN = RY + KH - 1  # values of one column a thread reads in the column pass
     WIN = RX + KW - 1  # values of one intermediate row a thread reads in the row pass
     OUTS = RY * RX
     THREADS = config.threads
-    LOAD_COLS = cdiv(SW, BX)  # patch columns per thread (loader and column pass)
-    LOAD_ROWS = cdiv(SH, BY)
-    STORE_COLS = cdiv(TW, BX)
+    LOAD_COLS = cdiv(SW, BX)  # patch columns per thread (the column pass's too)
     TAPS = KH + KW  # wy and wx, staged together
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
-    MODE = int(config.mode)
-    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+    load_patch = make_patch_loader(config)  # k05's, inlined (see _staging)
+    store_tile = make_tile_store(config)
 
     def conv2d_k06_separable_fused(image, wy, wx, out, cval, anchor_h, anchor_w):
-        def extend(p, n):
-            # Index of the image that coordinate p of the extended line reads; -1: cval.
-            # (Same statements as _common.extend_index; inlined by Numba.)
-            if p < 0 or p >= n:
-                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
-                    p = p % (2 * n)
-                    if p >= n:
-                        p = 2 * n - 1 - p
-                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
-                    if n == 1:
-                        p = 0
-                    else:
-                        p = p % (2 * n - 2)
-                        if p >= n:
-                            p = 2 * n - 2 - p
-                elif MODE == NEAREST:  # a a a | a b c d | d d d
-                    p = 0 if p < 0 else n - 1
-                elif MODE == WRAP:  # a b c d | a b c d | a b c d
-                    p = p % n
-                else:  # CONSTANT: outside reads cval
-                    p = -1
-            return p
-
         tx = uint32(cuda.threadIdx.x)
         ty = uint32(cuda.threadIdx.y)
         tid = ty * uint32(BX) + tx
@@ -167,35 +142,7 @@ def make_kernel(config: Config, dtype):
         w_s = cuda.shared.array(TAPS, DT)  # wy, then wx
 
         # --- 1. stage the patch (k05's loader) and the weights -------------------------
-        top = row0 - anchor_h  # extended-image coordinates of patch element (0, 0)
-        left = col0 - anchor_w
-        if top >= 0 and top + SH <= h and left >= 0 and left + SW <= w:
-            first = uint64(left) + uint64(tx)  # interior block: no boundary mapping
-            for k in range(LOAD_ROWS):
-                r = ty + uint32(k * BY)
-                if (k + 1) * BY <= SH or r < SH:
-                    src = image[uint64(top) + uint64(r)]
-                    for j in range(LOAD_COLS):
-                        c = tx + uint32(j * BX)
-                        if (j + 1) * BX <= SW or c < SW:
-                            patch[r, c] = src[first + uint64(j * BX)]
-        else:  # edge block: columns mapped once per thread, rows once per row
-            src_col = cuda.local.array(LOAD_COLS, int64)  # registers (unrolled j)
-            for j in range(LOAD_COLS):
-                src_col[j] = extend(left + int(tx) + j * BX, w)
-            for k in range(LOAD_ROWS):
-                r = ty + uint32(k * BY)
-                if (k + 1) * BY <= SH or r < SH:
-                    gr = extend(top + int(r), h)
-                    src = image[uint64(max(gr, 0))]
-                    for j in range(LOAD_COLS):
-                        c = tx + uint32(j * BX)
-                        if (j + 1) * BX <= SW or c < SW:
-                            gc = src_col[j]
-                            if MODE == CONSTANT:
-                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
-                            else:
-                                patch[r, c] = src[uint64(gc)]
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
         for p in range(W_LOADS):
             e = tid + uint32(p * THREADS)
             if e < KH:
@@ -234,21 +181,7 @@ def make_kernel(config: Config, dtype):
                     acc[oy * RX + i] += wv * win[i + b]
 
         # --- 4. stage the results over the patch, then store whole rows (k05) -----------
-        for oy in range(RY):
-            for i in range(RX):
-                patch[r0 + uint32(oy), c0 + uint32(i)] = acc[oy * RX + i]
-        cuda.syncthreads()  # RAW: the results are complete before they are stored
-        first = uint64(col0) + uint64(tx)
-        full = col0 + TW <= w  # block-uniform: only the last block column checks columns
-        for k in range(RY):
-            r = ty + uint32(k * BY)
-            row = row0 + int(r)
-            if row < h:
-                dst = out[uint64(row)]
-                for j in range(STORE_COLS):
-                    c = tx + uint32(j * BX)
-                    if ((j + 1) * BX <= TW or c < TW) and (full or col0 + int(c) < w):
-                        dst[first + uint64(j * BX)] = patch[r, c]
+        store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # barrier, then whole rows
 
     return conv2d_k06_separable_fused
 

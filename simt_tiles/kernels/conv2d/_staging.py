@@ -1,0 +1,146 @@
+"""Device code the tiled conv2d rungs share: the boundary mapping (k04–k06), the
+patch loader and the staged tile store (k05, k06).
+
+Each ``make_…`` function returns a ``cuda.jit(device=True, inline="always")``
+function closing over the config's constants.  ``inline="always"`` makes Numba
+inline the call *before* typing (the callee is never compiled on its own), so
+``cuda.compile_ptx`` needs no driver and the GPU-free compile gate keeps
+working — unlike a plain device function or ``register_jitable``, whose
+compilation picks the target through the driver (docs/design.md).  The PTX is
+the same as with the statements written out in the kernel.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, int64, uint32, uint64
+
+from ...runtime import cdiv
+from ._common import Mode
+
+#: Numba inlines these at the call site, before typing: no device function is compiled
+inline = cuda.jit(device=True, inline="always")
+
+
+def make_extend(mode):
+    """``extend(p, n)``: the image index coordinate ``p`` of the extended line reads
+    (line length ``n``); −1: ``cval``.  The same statements as
+    :func:`._common.extend_index`; ``mode`` is compiled in, so the other modes'
+    branches are removed."""
+    MODE = int(mode)
+    REFLECT, NEAREST, MIRROR, WRAP = (int(m) for m in (Mode.REFLECT, Mode.NEAREST, Mode.MIRROR, Mode.WRAP))
+
+    @inline
+    def extend(p, n):
+        if p < 0 or p >= n:
+            if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
+                p = p % (2 * n)
+                if p >= n:
+                    p = 2 * n - 1 - p
+            elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
+                if n == 1:
+                    p = 0
+                else:
+                    p = p % (2 * n - 2)
+                    if p >= n:
+                        p = 2 * n - 2 - p
+            elif MODE == NEAREST:  # a a a | a b c d | d d d
+                p = 0 if p < 0 else n - 1
+            elif MODE == WRAP:  # a b c d | a b c d | a b c d
+                p = p % n
+            else:  # CONSTANT: outside reads cval
+                p = -1
+        return p
+
+    return extend
+
+
+def make_patch_loader(config):
+    """``load_patch(image, patch, cval, top, left, tx, ty)``: copy the
+    ``SH × SW`` patch whose element (0, 0) is coordinate (``top``, ``left``)
+    of the extended image into the shared array ``patch``, with the boundary
+    mode applied (k05's loader, also k06's).  ``tx``, ``ty``: uint32.  No barrier.
+
+    Thread (tx, ty) copies columns tx + j·BX of rows ty + k·BY.  ``(j + 1) * BX
+    <= SW or ...``: the first test is a compile-time constant, true for every j
+    but the last, so only the last column group (and row group) checks its bound.
+    """
+    BX, BY = config.block_x, config.block_y
+    TH, TW = config.tile()
+    SH, SW = TH + config.kh - 1, TW + config.kw - 1  # the patch: output tile plus halo
+    LOAD_COLS = cdiv(SW, BX)  # patch columns each thread copies (the same in every row)
+    LOAD_ROWS = cdiv(SH, BY)
+    MODE = int(config.mode)
+    CONSTANT = int(Mode.CONSTANT)
+    extend = make_extend(config.mode)
+
+    @inline
+    def load_patch(image, patch, cval, top, left, tx, ty):
+        h, w = image.shape
+        if top >= 0 and top + SH <= h and left >= 0 and left + SW <= w:
+            # Interior block (almost all of a large image): no boundary mapping.  Unsigned
+            # 64-bit indices: no negative-index checks, and element j of a row is the
+            # row's first address plus the constant j*BX*itemsize.
+            first = uint64(left) + uint64(tx)
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    src = image[uint64(top) + uint64(r)]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            patch[r, c] = src[first + uint64(j * BX)]
+        else:
+            # Edge block: columns mapped once per thread (the same in every row, kept in
+            # registers), each row once; constant mode marks "outside" with -1.
+            src_col = cuda.local.array(LOAD_COLS, int64)  # registers (unrolled j)
+            for j in range(LOAD_COLS):
+                src_col[j] = extend(left + int(tx) + j * BX, w)
+            for k in range(LOAD_ROWS):
+                r = ty + uint32(k * BY)
+                if (k + 1) * BY <= SH or r < SH:
+                    gr = extend(top + int(r), h)
+                    src = image[uint64(max(gr, 0))]
+                    for j in range(LOAD_COLS):
+                        c = tx + uint32(j * BX)
+                        if (j + 1) * BX <= SW or c < SW:
+                            gc = src_col[j]
+                            if MODE == CONSTANT:
+                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
+                            else:
+                                patch[r, c] = src[uint64(gc)]
+
+    return load_patch
+
+
+def make_tile_store(config):
+    """``store_tile(out, patch, acc, row0, col0, tx, ty, h, w)``: write a thread's
+    ``RY × RX`` accumulators ``acc`` (output rows ty·RY …, columns tx·RX …) to
+    the shared array ``patch`` (its first TH × TW elements: every thread must
+    have finished reading it), barrier, then store the block's TH × TW tile at
+    (``row0``, ``col0``) of ``out`` row by row, consecutive lanes on consecutive
+    columns (coalesced).  ``tx``, ``ty``: uint32; ``h``, ``w``: the shape of ``out``."""
+    BX, BY, RX, RY = config.block_x, config.block_y, config.rx, config.ry
+    TW = config.tile()[1]
+    STORE_COLS = cdiv(TW, BX)
+
+    @inline
+    def store_tile(out, patch, acc, row0, col0, tx, ty, h, w):
+        r0 = ty * uint32(RY)  # this thread's first output row / column within the tile
+        c0 = tx * uint32(RX)
+        for oy in range(RY):
+            for i in range(RX):
+                patch[r0 + uint32(oy), c0 + uint32(i)] = acc[oy * RX + i]
+        cuda.syncthreads()  # RAW: the results are complete before they are stored
+        first = uint64(col0) + uint64(tx)
+        full = col0 + TW <= w  # block-uniform: only the last block column checks columns
+        for k in range(RY):
+            r = ty + uint32(k * BY)
+            row = row0 + int(r)
+            if row < h:
+                dst = out[uint64(row)]
+                for j in range(STORE_COLS):
+                    c = tx + uint32(j * BX)
+                    if ((j + 1) * BX <= TW or c < TW) and (full or col0 + int(c) < w):
+                        dst[first + uint64(j * BX)] = patch[r, c]
+
+    return store_tile

@@ -34,9 +34,9 @@ Compile-time constants (closure constants of each rung's factory)
     dtype).  A preset's ``kh``/``kw``/``mode`` are what the compile gate builds.
 
 No plain device functions (they would blind the GPU-free compile gate, see
-docs/design.md): k01–k03 define the index mapping as a small *inner* function
-in their own body, which Numba inlines; k04–k06 share it, the patch loader and
-the tile store as ``inline="always"`` device functions (``_staging.py``).
+docs/design.md): every rung takes the index mapping, and k05/k06 the patch
+loader and the tile store, from ``_staging.py`` as ``inline="always"`` device
+functions, which Numba inlines before typing.
 :func:`extend_index` below is its plain-Python twin, for readers and tests.
 """
 

@@ -12,7 +12,7 @@ What it teaches
 Boundary handling by index mapping
     A window that hangs over an edge reads the *extended* image.  Instead of
     padding the image in memory, each tap's coordinate p is mapped back into
-    [0, n) by the inner function ``extend(p, n)`` (reflect and mirror fold
+    [0, n) by ``extend(p, n)`` (``_staging.make_extend``, inlined; reflect and mirror fold
     with a modulo, so filters many times larger than the image work; wrap is a
     modulo; nearest clamps; constant returns −1, "read cval").  The mode is a
     compile-time constant: the compiler keeps only its branch.  Rows are mapped
@@ -44,6 +44,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 from ._common import Mode, mode_rule, signature
+from ._staging import make_extend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,31 +75,10 @@ PRESETS = {
 def make_kernel(config: Config, dtype):
     DT = numba_dtype(dtype)
     MODE = int(config.mode)
-    REFLECT, CONSTANT, NEAREST, MIRROR, WRAP = (int(m) for m in Mode)
+    CONSTANT = int(Mode.CONSTANT)
 
+    extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
     def conv2d_k01_naive(image, weights, out, cval, anchor_h, anchor_w):
-        def extend(p, n):
-            # Index of the image that coordinate p of the extended line reads; -1: cval.
-            # (Same statements as _common.extend_index; inlined by Numba.)
-            if p < 0 or p >= n:
-                if MODE == REFLECT:  # d c b a | a b c d | d c b a: fold with period 2n
-                    p = p % (2 * n)
-                    if p >= n:
-                        p = 2 * n - 1 - p
-                elif MODE == MIRROR:  # d c b | a b c d | c b a: fold with period 2n - 2
-                    if n == 1:
-                        p = 0
-                    else:
-                        p = p % (2 * n - 2)
-                        if p >= n:
-                            p = 2 * n - 2 - p
-                elif MODE == NEAREST:  # a a a | a b c d | d d d
-                    p = 0 if p < 0 else n - 1
-                elif MODE == WRAP:  # a b c d | a b c d | a b c d
-                    p = p % n
-                else:  # CONSTANT: outside reads cval
-                    p = -1
-            return p
 
         col, row = cuda.grid(2)  # x → column: a warp reads consecutive image values
         h, w = image.shape

@@ -78,8 +78,8 @@ def make_kernel(config: Config, dtype):
     CONSTANT = int(Mode.CONSTANT)
 
     extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
-    def conv2d_k01_naive(image, weights, out, cval, anchor_h, anchor_w):
 
+    def conv2d_k01_naive(image, weights, out, cval, anchor_h, anchor_w):
         col, row = cuda.grid(2)  # x → column: a warp reads consecutive image values
         h, w = image.shape
         kh, kw = weights.shape

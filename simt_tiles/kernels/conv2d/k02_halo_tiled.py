@@ -47,7 +47,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
 from ._common import Mode, mode_rule, signature
-from ._staging import make_extend
+from ._staging import inline, make_extend
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,21 +82,49 @@ PRESETS = {
 }
 
 
+def make_patch_loader(sh: int, sw: int, threads: int, mode):
+    """``load_patch(image, patch, cval, top, left, tid)``: the block's threads copy the
+    ``sh × sw`` patch whose element (0, 0) is coordinate (``top``, ``left``) of the
+    extended image into the shared array ``patch`` — consecutive threads take
+    consecutive elements of a row (coalesced), and the boundary mode is applied here,
+    once per element (``extend``; constant mode stores ``cval``).  An ``inline="always"``
+    device function (see ``_staging``): k03 and k04 load their patch with it too."""
+    PATCH = sh * sw
+    SW = sw
+    THREADS = threads
+    PATCH_LOADS = cdiv(PATCH, THREADS)  # elements of the patch each thread copies (at most)
+    MODE = int(mode)
+    CONSTANT = int(Mode.CONSTANT)
+    extend = make_extend(mode)  # the boundary mapping, inlined (see _staging)
+
+    @inline
+    def load_patch(image, patch, cval, top, left, tid):
+        h, w = image.shape
+        for p in range(PATCH_LOADS):
+            e = tid + p * THREADS
+            if e < PATCH:
+                r = e // SW
+                c = e % SW
+                gr = extend(top + r, h)
+                gc = extend(left + c, w)
+                if MODE == CONSTANT:
+                    patch[r, c] = cval if gr < 0 or gc < 0 else image[gr, gc]
+                else:
+                    patch[r, c] = image[gr, gc]
+
+    return load_patch
+
+
 def make_kernel(config: Config, dtype):
     TW, TH, KH, KW = config.tile_w, config.tile_h, config.kh, config.kw
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
-    PATCH = SH * SW
     THREADS = config.threads
-    PATCH_LOADS = cdiv(PATCH, THREADS)  # elements of the patch each thread copies (at most)
     TAPS = KH * KW
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
-    MODE = int(config.mode)
-    CONSTANT = int(Mode.CONSTANT)
+    load_patch = make_patch_loader(SH, SW, THREADS, config.mode)
 
-    extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
     def conv2d_k02_halo_tiled(image, weights, out, cval, anchor_h, anchor_w):
-
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         tid = ty * TW + tx
@@ -107,19 +135,7 @@ def make_kernel(config: Config, dtype):
         patch = cuda.shared.array((SH, SW), DT)
         w_s = cuda.shared.array((KH, KW), DT)
 
-        # Cooperative load of the patch: element (r, c) is extended-image coordinate
-        # (row0 - anchor_h + r, col0 - anchor_w + c); the boundary mode is applied here, once.
-        for p in range(PATCH_LOADS):
-            e = tid + p * THREADS
-            if e < PATCH:
-                r = e // SW
-                c = e % SW
-                gr = extend(row0 - anchor_h + r, h)
-                gc = extend(col0 - anchor_w + c, w)
-                if MODE == CONSTANT:
-                    patch[r, c] = cval if gr < 0 or gc < 0 else image[gr, gc]
-                else:
-                    patch[r, c] = image[gr, gc]
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tid)  # the halo, see above
         for p in range(W_LOADS):
             e = tid + p * THREADS
             if e < TAPS:

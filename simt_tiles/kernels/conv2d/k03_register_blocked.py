@@ -49,7 +49,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
 from ._common import Mode, mode_rule, signature
-from ._staging import make_extend
+from .k02_halo_tiled import make_patch_loader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,19 +95,15 @@ def make_kernel(config: Config, dtype):
     BX, RX, KH, KW = config.block_x, config.rx, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
-    PATCH = SH * SW
     WIN = RX + KW - 1  # image values one thread needs per filter row (register array length)
     THREADS = config.threads
-    PATCH_LOADS = cdiv(PATCH, THREADS)
     TAPS = KH * KW
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
-    MODE = int(config.mode)
-    CONSTANT = int(Mode.CONSTANT)
 
-    extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
+    load_patch = make_patch_loader(SH, SW, THREADS, config.mode)  # k02's cooperative halo load
+
     def conv2d_k03_register_blocked(image, weights, out, cval, anchor_h, anchor_w):
-
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         tid = ty * BX + tx
@@ -118,18 +114,7 @@ def make_kernel(config: Config, dtype):
         patch = cuda.shared.array((SH, SW), DT)
         w_s = cuda.shared.array((KH, KW), DT)
 
-        # Cooperative load of the patch, boundary mode applied once per element (as k02).
-        for p in range(PATCH_LOADS):
-            e = tid + p * THREADS
-            if e < PATCH:
-                r = e // SW
-                c = e % SW
-                gr = extend(row0 - anchor_h + r, h)
-                gc = extend(col0 - anchor_w + c, w)
-                if MODE == CONSTANT:
-                    patch[r, c] = cval if gr < 0 or gc < 0 else image[gr, gc]
-                else:
-                    patch[r, c] = image[gr, gc]
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tid)  # as k02
         for p in range(W_LOADS):
             e = tid + p * THREADS
             if e < TAPS:

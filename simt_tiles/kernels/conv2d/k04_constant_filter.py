@@ -72,9 +72,9 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
+from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 from ._common import Mode, constant_filter_signature, gate_filter, mode_rule
-from ._staging import make_extend
+from .k02_halo_tiled import make_patch_loader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,14 +123,10 @@ def make_kernel(config: Config, dtype, weights=None):
     BX, RX, KH, KW = config.block_x, config.rx, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
-    PATCH = SH * SW
     WIN = RX + KW - 1  # image values one thread needs per filter row (register array length)
     THREADS = config.threads
-    PATCH_LOADS = cdiv(PATCH, THREADS)
     DT = numba_dtype(dtype)
-    MODE = int(config.mode)
-    CONSTANT = int(Mode.CONSTANT)
-    extend = make_extend(config.mode)  # the boundary mapping, inlined (see _staging)
+    load_patch = make_patch_loader(SH, SW, THREADS, config.mode)  # k02's cooperative halo load
     UNROLLED = 9  # filter rows unrolled by hand in the kernel (its `if KH > a` lines)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
     if W.shape != (KH, KW) or W.dtype != dtype:
@@ -147,18 +143,7 @@ def make_kernel(config: Config, dtype, weights=None):
 
         patch = cuda.shared.array((SH, SW), DT)
 
-        # Cooperative load of the patch, boundary mode applied once per element (as k02).
-        for p in range(PATCH_LOADS):
-            e = tid + p * THREADS
-            if e < PATCH:
-                r = e // SW
-                c = e % SW
-                gr = extend(row0 - anchor_h + r, h)
-                gc = extend(col0 - anchor_w + c, w)
-                if MODE == CONSTANT:
-                    patch[r, c] = cval if gr < 0 or gc < 0 else image[gr, gc]
-                else:
-                    patch[r, c] = image[gr, gc]
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tid)  # as k02
         # RAW hazard: no thread may read the patch before every thread has stored its
         # elements.  (Written once: no WAR hazard, no second barrier.)
         cuda.syncthreads()

@@ -65,3 +65,54 @@ def test_select_backend_respects_an_explicit_choice():
 def test_importing_the_package_does_not_import_numba():
     out = _run("import sys, simt_tiles; print('numba' in sys.modules)", None)
     assert out.strip() == "False"
+
+
+# --- CUDA-array-interface imports: ordered after the producer's stream, never host-blocking ------
+
+
+class _FakeCAI:
+    def __init__(self, stream):
+        self.__cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0, False), "version": 3,
+                                         "stream": stream}
+
+
+class _FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+
+def _record_cuda_calls(monkeypatch):
+    """Replace the driver calls _import_cai makes with recorders (no GPU needed)."""
+    from simt_tiles import runtime
+
+    calls = []
+
+    class Event:
+        def record(self, stream):
+            calls.append(("record", stream))
+
+        def wait(self, stream):
+            calls.append(("wait", stream))
+
+    def as_cuda_array(x, sync=True):
+        calls.append(("import", sync))
+        return "view"
+
+    monkeypatch.setattr(runtime.cuda, "as_cuda_array", as_cuda_array, raising=False)
+    monkeypatch.setattr(runtime.cuda, "event", lambda timing=True: Event(), raising=False)
+    monkeypatch.setattr(runtime.cuda, "external_stream", lambda ptr: ("external", ptr), raising=False)
+    return runtime._import_cai, calls
+
+
+@pytest.mark.parametrize("producer, ours", [(None, 0), (1, 0), (2, 0), (0xABC, _FakeStream(0xABC))])
+def test_cai_import_needs_no_wait(monkeypatch, producer, ours):
+    import_cai, calls = _record_cuda_calls(monkeypatch)
+    assert import_cai(_FakeCAI(producer), ours) == "view"
+    assert calls == [("import", False)]  # never Numba's host-blocking synchronize()
+
+
+@pytest.mark.parametrize("producer, ours", [(0xABC, 0), (1, _FakeStream(0xDEF)), (0xABC, _FakeStream(0xDEF))])
+def test_cai_import_orders_by_an_event_on_other_streams(monkeypatch, producer, ours):
+    import_cai, calls = _record_cuda_calls(monkeypatch)
+    assert import_cai(_FakeCAI(producer), ours) == "view"
+    assert calls == [("import", False), ("record", ("external", producer)), ("wait", ours)]

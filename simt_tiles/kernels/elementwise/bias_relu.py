@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from numba import cuda, void
+from numba import cuda, uint64, void
 
 from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 
@@ -56,18 +56,20 @@ def make_kernel(config: Config, dtype):
 
     def bias_relu(x, bias, y):
         m, n = x.shape
-        col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        row0 = cuda.blockIdx.y * TILE_ROWS + cuda.threadIdx.y
-        if col < n:  # masked edge: threads past the last column do nothing
+        # unsigned subscripts: signed ones get Numba's negative-index wraparound per access
+        col = uint64(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        row0 = uint64(cuda.blockIdx.y * TILE_ROWS + cuda.threadIdx.y)
+        um = uint64(m)
+        if col < uint64(n):  # masked edge: threads past the last column do nothing
             b = bias[col]
             vals = cuda.local.array(R, DT)
             for j in range(R):  # all loads first
-                row = row0 + j * TM
-                if row < m:
+                row = row0 + uint64(j * TM)
+                if row < um:
                     vals[j] = x[row, col]
             for j in range(R):
-                row = row0 + j * TM
-                if row < m:
+                row = row0 + uint64(j * TM)
+                if row < um:
                     v = vals[j] + b
                     y[row, col] = v if (v != v or v > DT(0)) else DT(0)
 

@@ -29,7 +29,7 @@ one accumulator per thread (``loads=1``) 0.51 ms = 2.1 TB/s read, half of what
 
 from __future__ import annotations
 
-from numba import cuda, void
+from numba import cuda, uint64, void
 
 from ...runtime import Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
@@ -82,11 +82,16 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
         # steps whose LOADS loads are all in range: no bounds checks between the loads
         full_end = n - (LOADS - 1) * 32
         k = (full_end - start + span - 1) // span if full_end > start else 0
+        # unsigned subscripts: a signed one gets Numba's negative-index wraparound (a compare and
+        # two selects per load); unsigned ones let LLVM address the LOADS loads as one base plus
+        # constant offsets (instructions per step: ≈ 60 → ≈ 30 here)
+        urow = uint64(row)
         for c0 in range(start, full_end, span):
+            uc = uint64(c0)
             for u in range(LOADS):
-                accs[u] = combine(accs[u], ACC(x[row, c0 + u * 32]))
+                accs[u] = combine(accs[u], ACC(x[urow, uc + uint64(u * 32)]))
         for c in range(start + k * span, n, 32):  # the tail: fewer than LOADS loads
-            accs[0] = combine(accs[0], ACC(x[row, c]))  # (a constant index keeps accs in registers)
+            accs[0] = combine(accs[0], ACC(x[urow, uint64(c)]))  # (a constant index keeps accs in registers)
         acc = accs[0]
         for u in range(1, LOADS):
             acc = combine(acc, accs[u])

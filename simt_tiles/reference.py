@@ -111,7 +111,7 @@ def softmax_reference(x, xp=np):
       * exp: ≤ 2 ulp (CUDA's expf/exp, ≤ 4u), of an argument x − m that was
         itself rounded (|x − m|·u);
       * the row sum of n terms: γ_n, plus the terms' own exp errors (≤ 4u);
-      * the division: u.
+      * the scaling: u for a division, 2u for a reciprocal then a product (k04);
     So |y − ref| ≤ ((|x − m| + 10)·u + 2·γ_n(u))·ref + η, with η the smallest
     normal number of the dtype (outputs that underflow).  NaN positions must
     match scipy exactly and are checked separately.

@@ -103,7 +103,7 @@ def test_softmax_register_row_largest_fit_does_not_spill(tmp_path):
         from simt_tiles import compile_gate
         from simt_tiles.kernels.softmax import RUNGS
         rung = RUNGS["k04_register_row"]
-        cfg = rung.presets["rows_16k"].for_problem(16384, 32768, 4)
+        cfg = rung.presets["default"].for_problem(16384, 32768, 4)
         assert (cfg.group, cfg.vpt) == (512, 64), cfg
         rung.presets["largest"] = cfg
         r = compile_gate.compile_one(rung, "largest", np.float32, compile_gate.find_ptxas(), Path("."), "t")

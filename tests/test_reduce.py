@@ -18,8 +18,10 @@ from simt_tiles.runtime import SIMULATOR
 
 from .helpers import DTYPES, edge_sizes
 
-CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3)) if SIMULATOR else
-           st.builds(ReduceConfig, st.sampled_from([32, 128, 256, 1024]), st.sampled_from([1, 7, 132, 1056]), st.sampled_from([1, 3, 8])))
+CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3),
+                     st.sampled_from([32, 64])) if SIMULATOR else
+           st.builds(ReduceConfig, st.sampled_from([32, 128, 256, 1024]), st.sampled_from([1, 7, 132, 1056]),
+                     st.sampled_from([1, 3, 8]), st.sampled_from([64, 256, 512])))
 
 
 def sum_bound(x: np.ndarray, axis):

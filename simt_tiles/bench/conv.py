@@ -9,7 +9,9 @@ written once, over the median time; the ceiling is a device-to-device copy
 in the same run.  Peers: ``cupyx.scipy.ndimage.correlate`` (same semantics;
 the ratio "× peer" is against it), ``torch.nn.functional.conv2d`` (cuDNN, TF32
 off; zero padding = mode "constant" only) and, when cuda.tile is importable,
-``simt_tiles.tile.correlate2d``.  Check: float64 ``cupyx`` reference with
+``simt_tiles.tile.correlate2d``.  k04/k05 compile the filter's values in and get
+the filter as a NumPy array (a device filter would be copied back, synchronising,
+on every call); the other rungs get it on the device.  Check: float64 ``cupyx`` reference with
 the bound (γ_n(2⁻²⁴) + γ_n(2⁻⁵³))·Σ|w|·|x|, n = KH·KW + 1.
 
 nchw: ResNet-like layers, float32, 3×3, padding 1: (N, C, H, W) = (32, 64, 56, 56)
@@ -30,6 +32,9 @@ import sys
 from .. import _probe
 
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
+#: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×8, rx=3, ry=4 (mode constant):
+#: taller/wider register tiles cut shared loads per output (7×7: 7.5 → 6.0 for ry=6) for registers
+K05_SWEEP = ((32, 8, 3, 6), (32, 8, 5, 4), (32, 4, 5, 6), (32, 8, 7, 4))
 
 
 def main(argv=None) -> int:
@@ -66,6 +71,8 @@ def filter2d(h, cp, tile, args) -> None:
     from cupyx.scipy import ndimage as cnd
 
     import simt_tiles
+    from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
+    from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
     from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
 
     torch.backends.cudnn.allow_tf32 = False
@@ -78,6 +85,7 @@ def filter2d(h, cp, tile, args) -> None:
     for k in args.filters:
         wy, wx = rng.standard_normal(k, dtype=cp.float32), rng.standard_normal(k, dtype=cp.float32)
         w = cp.outer(wy, wx).astype(cp.float32)  # rank one, so the separable path computes the same filter
+        w_host = cp.asnumpy(w)
         n = k * k + 1
         g = gamma(n, unit_roundoff(np.float32)) + gamma(n, unit_roundoff(np.float64))
         for mode in args.modes:
@@ -89,9 +97,20 @@ def filter2d(h, cp, tile, args) -> None:
                 return BoundCheck(y, ref, bound, xp=cp)
 
             for v in simt_tiles.CONV2D_VARIANTS:
+                # the rungs that compile the filter's values in get them as NumPy (from a device
+                # filter they would copy it back: a synchronising transfer every call)
+                wv = w_host if v in CONSTANT_FILTER_VARIANTS else w
                 out.fill(cp.nan)
-                h.entry("filter2d", problem, v, lambda v=v: simt_tiles.correlate2d(x, w, mode=mode, out=out,
-                                                                                  variant=v), check=check, **kw)
+                h.entry("filter2d", problem, v, lambda v=v, wv=wv: simt_tiles.correlate2d(
+                    x, wv, mode=mode, out=out, variant=v), check=check, **kw)
+            if mode == "constant":  # k05's register tile: shared loads per output vs registers, occupancy
+                for bx, by, rx, ry in K05_SWEEP:
+                    cfg = K05Config(block_x=bx, block_y=by, rx=rx, ry=ry)
+                    out.fill(cp.nan)
+                    h.entry("filter2d", problem, f"k05_register_tile_2d {bx}x{by} rx={rx} ry={ry}",
+                            lambda cfg=cfg: simt_tiles.correlate2d(x, w_host, mode=mode, out=out,
+                                                                   variant="k05_register_tile_2d", config=cfg),
+                            check=check, **kw)
             if separable is not None:
                 out.fill(cp.nan)
                 # the separable bound: two passes of k taps; Σ|wy||wx||x| is the same sum as above

@@ -166,7 +166,7 @@ def run(h, cp, tile, args) -> None:
 
         h.entry("reduce", "sum 16384x16384 axis=-1", "simt_tiles.reduce", rows_simt,
                 check=lambda: rows_check(out), nbytes=x.nbytes, x=16384)
-        for kw in ({"threads": 256}, {"threads": 1024}, {"loads": 4}):  # one block per row: its size
+        for kw in ({"row_threads": 512}, {"row_threads": 1024}, {"loads": 4}):  # one block per row: its size
             cfg = dataclasses.replace(base, **kw)
             label = " ".join(f"{k}={v}" for k, v in kw.items())
 

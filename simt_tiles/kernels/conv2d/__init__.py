@@ -70,6 +70,7 @@ from numba import cuda
 from ...runtime import (
     ConfigError,
     Operand,
+    _check_dtype_ndim,
     Rung,
     as_stream,
     device_operand,
@@ -321,12 +322,18 @@ def _check_axis(axis) -> int:
     return int(axis) % 2
 
 
-def _weights_operand(weights, name, dtype, stream, *, axis=None) -> Operand:
+def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> Operand:
     """The filter as a device operand of the image's ``dtype``: 2-D for
     ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
     (axis 1).  Errors name ``name``."""
     ndim = 2 if axis is None else 1
-    op = device_operand(weights, name, ndim=ndim, stream=stream)
+    if not upload and isinstance(weights, np.ndarray):
+        # a constant-filter rung compiles the values in: NumPy weights stay on the host
+        # (an upload on the default stream would wait for the GPU's queued work)
+        _check_dtype_ndim(name, weights.dtype, weights.ndim, weights.shape, ndim)
+        op = Operand(name, np.ascontiguousarray(weights), "numpy", weights)
+    else:
+        op = device_operand(weights, name, ndim=ndim, stream=stream)
     if op.dev.dtype != dtype:
         raise TypeError(f"{name}: expected dtype {dtype} (the dtype of image); got {op.dev.dtype}")
     shape = tuple(op.dev.shape)
@@ -351,7 +358,8 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis)
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis,
+                            upload=rung.name not in CONSTANT_FILTER_VARIANTS)
     h, w = img_op.dev.shape
     out_op = prepare_out(out, img_op, (h, w), dtype, stream)
 

@@ -90,8 +90,9 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
             raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
         out_op = prepare_out(out, x_op, shape[:-1], dt, stream)
         if rows:
-            kernel = RUNG.kernel(cfg, dt, op=code, out_dtype=dt)
-            kernel[rows, T, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
+            rcfg = cfg.for_rows()
+            kernel = RUNG.kernel(rcfg, dt, op=code, out_dtype=dt)
+            kernel[rows, rcfg.threads, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
     result = finish_result(out_op, stream)
     if axis is None and isinstance(result, np.ndarray) and out is None:
         return result[()]

@@ -47,9 +47,15 @@ class ReduceConfig(TileConfig):
     max_blocks: int = 1056  # 132 SMs × 8
     #: independent loads (and accumulators) per thread per step: bytes in flight to hide DRAM latency
     loads: int = 8
+    #: threads per block of a last-axis reduction (one block per row)
+    row_threads: int = 256
 
     def block(self):
         return (self.threads,)
+
+    def for_rows(self) -> "ReduceConfig":
+        """The config of a last-axis reduction: ``threads`` = ``row_threads``."""
+        return dataclasses.replace(self, threads=self.row_threads)
 
     def smem_bytes(self, itemsize):
         return (self.threads // 32) * 8
@@ -59,4 +65,6 @@ class ReduceConfig(TileConfig):
         return (
             ("threads", t % 32 == 0, "threads % 32 == 0 (whole warps for the shuffles)"),
             ("threads", t & (t - 1) == 0, "threads is a power of two"),
+            ("row_threads", self.row_threads % 32 == 0 and self.row_threads & (self.row_threads - 1) == 0,
+             "row_threads is a power of two ≥ 32"),
         )

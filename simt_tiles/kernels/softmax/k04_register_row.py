@@ -101,10 +101,10 @@ class Config(WarpRowConfig):
 
 PRESETS = {
     "sim": Config(threads=64, group=32, vpt=2, vpt_target=2, max_vpt=8),
-    "default": Config(threads=256, group=256, vpt=16, vpt_target=16, max_vpt=64),
-    # the largest fit of 512 threads for float64 (16384 values): the compile gate checks it does
-    # not spill; float32's (vpt=64) is checked by tests/test_compile_gate.py
-    "rows_16k": Config(threads=512, group=512, vpt=32, vpt_target=16, max_vpt=64),
+    # 512 threads: rows up to 32768 float32 (16384 float64) fit.  group/vpt are what the compile
+    # gate builds (float64's largest fit); float32's largest (vpt=64) is checked by
+    # tests/test_compile_gate.py
+    "default": Config(threads=512, group=512, vpt=32, vpt_target=16, max_vpt=64),
 }
 
 

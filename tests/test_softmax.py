@@ -24,13 +24,15 @@ if SIMULATOR:
         "k02_warp_shuffle": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
         "k03_online": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
         "k04_register_row": st.builds(RegisterRowConfig, threads=st.sampled_from([32, 64]),
-                                      vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64)),
+                                      vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
+                                      min_threads=st.sampled_from([32, 64])),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
                for v in SOFTMAX_VARIANTS}
     CONFIGS["k04_register_row"] = st.builds(RegisterRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
-                                            vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64))
+                                            vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
+                                            min_threads=st.sampled_from([32, 128]))
 
 
 def assert_softmax_ok(x, y):
@@ -130,6 +132,8 @@ def test_register_row_fits_the_row_or_says_why():
     assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (512, 64)
     assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (64, 16)
     assert cfg.for_problem(9, 16384, 8).vpt == 32
+    # short rows: blocks of min_threads (128), long rows: the whole block
+    assert [cfg.for_problem(9, c).threads for c in (256, 1000, 4096, 32768)] == [128, 128, 256, 512]
     with pytest.raises(ConfigError, match=r"x: rows of 32769 values of 4 bytes do not fit"):
         cfg.for_problem(1, 32769)
     with pytest.raises(ConfigError, match=r"x: rows of 16385 values of 8 bytes"):

@@ -108,7 +108,9 @@ class Config(RegisterTileConfig):
 # values only choose what the compile gate builds.
 PRESETS = {
     "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=2, mode=Mode.REFLECT),
-    "default": Config(block_x=32, block_y=8, rx=3, ry=4, kh=7, kw=7, mode=Mode.CONSTANT),
+    # 32 × 4 threads of 6 × 5 outputs (tile 24 × 160): 92 / 83 / 63 % of the copy for 3×3 / 5×5 / 7×7
+    # on the H200, against 85 / 71 / 61 % for the first default (32 × 8 of 4 × 3); see the docstring
+    "default": Config(block_x=32, block_y=4, rx=5, ry=6, kh=7, kw=7, mode=Mode.CONSTANT),
 }
 
 

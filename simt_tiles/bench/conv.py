@@ -34,7 +34,9 @@ from .. import _probe
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
 #: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×8, rx=3, ry=4 (mode constant):
 #: taller/wider register tiles cut shared loads per output (7×7: 7.5 → 6.0 for ry=6) for registers
-K05_SWEEP = ((32, 8, 3, 6), (32, 8, 5, 4), (32, 4, 5, 6), (32, 8, 7, 4))
+K05_SWEEP = ((32, 8, 3, 6), (32, 8, 5, 4), (32, 8, 3, 4), (32, 8, 7, 4))
+#: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
+K06_SWEEP = ((32, 8, 3, 4), (32, 4, 5, 6), (32, 8, 5, 4))
 
 
 def main(argv=None) -> int:
@@ -73,6 +75,7 @@ def filter2d(h, cp, tile, args) -> None:
     import simt_tiles
     from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
+    from simt_tiles.kernels.conv2d.k06_separable_fused import Config as K06Config
     from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
 
     torch.backends.cudnn.allow_tf32 = False
@@ -118,6 +121,13 @@ def filter2d(h, cp, tile, args) -> None:
                 h.entry("filter2d", problem, "separable (wy, wx)",
                         lambda: separable(x, wy, wx, mode=mode, out=out),
                         check=lambda: BoundCheck(out, ref, bound / g * g_sep, xp=cp), **kw)
+                for bx, by, rx, ry in (K06_SWEEP if mode == "constant" else ()):
+                    cfg = K06Config(block_x=bx, block_y=by, rx=rx, ry=ry)
+                    out.fill(cp.nan)
+                    h.entry("filter2d", problem, f"separable k06 {bx}x{by} rx={rx} ry={ry}",
+                            lambda cfg=cfg: separable(x, wy, wx, mode=mode, out=out,
+                                                      variant="k06_separable_fused", config=cfg),
+                            check=lambda: BoundCheck(out, ref, bound / g * g_sep, xp=cp), **kw)
             h.entry("filter2d", problem, "cupyx correlate", lambda: cnd.correlate(x, w, mode=mode, output=out),
                     check=check, kind="peer", **kw)
             if mode == "constant" and k % 2:

@@ -64,11 +64,19 @@ Shared-memory banks
 Like k04, one kernel per distinct filter (compiled on first use, cached) —
 opt-in, see k04's docstring for the compile cost.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
-3×3 / 5×5 / 7×7 constant 1.87 / 1.81 / 1.29 TB/s (44 / 43 / 30% of copy),
-reflect 2.10 / 1.44 / 1.62 — the fastest general 2-D rung, 1.7–2.6× k03 and
-2–6× cupyx, but short of the 85% goal (predicted: about 75 instructions per
-output at 7×7, FFMA ≈ 65% of them, so instruction issue, not DRAM, binds).
+Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.26 TB/s):
+the first run gave 44 / 43 / 30% for 3×3 / 5×5 / 7×7 (constant), but its filter was a
+CuPy array: the call copied it back to compile it in — a synchronising transfer every
+call, so the events timed the Python path too.  Nsight Compute timed the kernel alone
+at 148 µs for 3×3 (85%).  With a NumPy filter (now uploaded nowhere: the values are
+compiled in) and the first shape (32 × 8 threads of 4 × 3 outputs): 84 / 71 / 61%.
+A sweep of shapes (predicted: taller and wider register tiles cut shared loads per
+output — 7×7: 7.5 → 4.4 for 6 × 5 — so the issue-bound 5×5 and 7×7 gain most):
+32 × 4 threads of 6 × 5 outputs, now the default, 91 / 83 / 63% (constant) and
+92 / 82 / 64% (reflect); 32 × 8 of 4 × 5: 93 / 82 / 57%.  Target 85% met for 3×3 only.
+7×7 is bounded by the FP32 pipe: 49 FMA per output × 67 M outputs at the H200's
+128 FMA/clock/SM is 99 µs of issue alone against 126 µs for the copy, so 85% (148 µs)
+would need the FMAs at two thirds of all issue slots and perfect overlap with DRAM.
 Opt-in: it compiles once per distinct filter (2–3 s).
 """
 

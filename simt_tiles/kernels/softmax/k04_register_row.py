@@ -16,10 +16,10 @@ What changed versus k03
     rows get one warp each and a block packs ``threads / G`` rows (no barrier
     at all: the reductions are warp shuffles); long rows get the whole block
     and two barriers (one per cross-warp reduction).  A row longer than
-    ``threads · max_vpt`` 32-bit values (default 256 · 64: 16384 float32,
-    8192 float64) does not fit: ``variant=None`` then uses k03.  At most 512
-    threads: launch bounds then allow ≥ 128 registers per thread, and 64
-    values plus the addressing fit without spilling (1024 × 32 spilled).
+    ``threads · max_vpt`` 32-bit values (default 512 · 64: 32768 float32,
+    16384 float64) does not fit: ``variant=None`` then uses k03.  Values per
+    thread are also capped at 65536 / threads − 32 registers (1024 threads:
+    32), what the SM's register file leaves per thread.
 
     Loads are coalesced: value i of thread t is column t + i·G, so for each i
     the G threads read G consecutive floats; the VPT loads of a thread are
@@ -28,16 +28,26 @@ What changed versus k03
 Memory traffic: one read and one write of the row (k03: two reads, one write).
 Registers: VPT values + VPT exps share the same array (exp overwrites in place).
 
-Measured on the H200 (2026-11-29, 16384 rows, GPU time, % of the device copy's
-4.26 TB/s; torch.softmax in the same run): 256 threads per block —
-cols 256: 1.76 TB/s (41%; torch 2.62), 1024: 2.08 (49%; torch 3.52), 4096: 2.26
-(53%; k03 1.61; torch 2.54), 16384: 1.99 (47%; k03 1.85; torch 3.33).  512
-threads: 1.74 / 1.84 / 1.90 / 1.18; 1024 threads (vpt ≤ 32): 1.83 / 2.03 /
-1.31 / 1.32.  Below torch everywhere.  Why it falls short of a copy: a block
-loads its row, then reduces, then writes — with one or two rows per SM
-(their values fill the register file) DRAM idles during the reductions.
-For 32768 columns (only 512 threads × 64 values fit) k03 is faster (1.90 vs
-1.77), so "default" (256 threads) sends rows over 16384 float32 to k03.
+Measured on the H200 (2026-11-29, 16384 rows, GPU time, % of the 2^28 device copy's
+4.26 TB/s; torch.softmax in the same run; ``simt-tiles bench patterns``).
+First version: 1.76 / 2.08 / 2.26 / 1.99 TB/s for 256 / 1024 / 4096 / 16384 columns
+(41–53%, 0.59–0.88× torch).  The compile gate's SASS showed why: 85 instructions per
+value (vpt 16) — Numba's negative-index wraparound on every signed subscript (a
+compare, two selects and 64-bit address arithmetic per load and per store), an IEEE
+division per output (with its slow-path call) and a NaN-aware max of four
+instructions.  Now: unsigned 64-bit subscripts (LLVM folds ``t + i·G`` into one base
+address plus constant offsets), ``max`` (one FMNMX; a NaN still reaches the sum and
+so every output, as scipy's), one reciprocal per row and a product per output, and
+the cross-warp combine in log depth (shuffles over the NW partials, not NW steps):
+38 instructions per value, and 1024 threads × 32 values no longer spill.
+Predicted: the phases are shorter, so DRAM idles less: ≥ 75% of the copy.  Measured:
+2.69 / 3.59 / 4.00 / 4.09 / 3.41 TB/s for 256 / 1024 / 4096 / 16384 / 32768 columns
+= 63 / 84 / 94 / 96 / 80% of the copy and 1.03 / 1.06 / 1.57 / 1.23 / 1.25× torch.
+The small problems are bounded by their size: a copy of the same 16 / 64 MiB reaches
+2.70 / 3.69 TB/s (k04: 100% / 97% of it).  32768 columns need 512 threads × 64
+values: one block per SM, its phases no longer overlap another block's (80%).
+Defaults: 512 threads (rows up to 32768 float32 fit; longer rows go to k03), blocks
+of ``min_threads`` = 128 for short rows (+4% at 256 and 1024 columns).
 """
 
 from __future__ import annotations

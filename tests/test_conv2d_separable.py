@@ -506,7 +506,9 @@ GATE = textwrap.dedent("""
                            r.signature, r.jit_options, r.spill_free)
                 rows.append(g.compile_one(one, f"{name}-{mode}", np.float32, ptxas, Path(tmp), "conv2d"))
         # k04 and k05 default presets: every tap's weight is an FMA immediate
-        for v, taps in [("k04_constant_filter", 25 * 3), ("k05_register_tile_2d", 49 * 12)]:
+        k05 = RUNGS["k05_register_tile_2d"].presets["default"]  # KH·KW taps for each of RY·RX outputs
+        for v, taps in [("k04_constant_filter", 25 * 3),
+                        ("k05_register_tile_2d", k05.kh * k05.kw * k05.ry * k05.rx)]:
             r = RUNGS[v]
             rows.append(g.compile_one(r, "default", np.float32, ptxas, Path(tmp), "conv2d"))
             ptx = (Path(tmp) / f"{v}-default-float32.ptx").read_text()

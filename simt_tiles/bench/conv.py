@@ -1,7 +1,8 @@
 """Verify, then time the convolution ladders on one GPU: 2-D filtering and the NCHW layer.
 
     simt-tiles bench conv [--only filter2d nchw] [--size 8192] [--filters 3 5 7]
-                          [--modes constant reflect] [--reps 20] [--json P] [--md P] [--plot P]
+                          [--modes constant reflect] [--k05-shapes 32x8x3x6 ...] [--reps 20]
+                          [--json P] [--md P] [--plot P]
 
 filter2d: an S×S float32 image (default 8192², 256 MiB), square filters, modes
 "constant" and "reflect".  Effective bandwidth = image read once + output
@@ -45,6 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=8192, help="image side for filter2d")
     p.add_argument("--filters", nargs="+", type=int, default=[3, 5, 7])
     p.add_argument("--modes", nargs="+", default=["constant", "reflect"])
+    p.add_argument("--k05-shapes", nargs="*", default=[f"{bx}x{by}x{rx}x{ry}" for bx, by, rx, ry in K05_SWEEP],
+                   help="k05 shapes to time besides its default, as BLOCKXxBLOCKYxRXxRY (mode constant)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -107,7 +110,7 @@ def filter2d(h, cp, tile, args) -> None:
                 h.entry("filter2d", problem, v, lambda v=v, wv=wv: simt_tiles.correlate2d(
                     x, wv, mode=mode, out=out, variant=v), check=check, **kw)
             if mode == "constant":  # k05's register tile: shared loads per output vs registers, occupancy
-                for bx, by, rx, ry in K05_SWEEP:
+                for bx, by, rx, ry in (tuple(map(int, t.split("x"))) for t in args.k05_shapes):
                     cfg = K05Config(block_x=bx, block_y=by, rx=rx, ry=ry)
                     out.fill(cp.nan)
                     h.entry("filter2d", problem, f"k05_register_tile_2d {bx}x{by} rx={rx} ry={ry}",

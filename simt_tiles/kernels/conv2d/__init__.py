@@ -185,7 +185,9 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         best rung's shared memory (only with ``config`` None or a preset name).
         The rungs of :data:`CONSTANT_FILTER_VARIANTS` compile the filter's
         values into the kernel: the first call with a new filter compiles
-        (about a second or more); device weights are copied to the host.
+        (about a second or more); NumPy weights are used as they are (no upload),
+        device weights are copied to the host — a transfer that waits for the
+        stream's queued work, on every call: give these rungs a NumPy filter.
     config
         A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
         config object; None means ``"sim"`` in the simulator, else ``"default"``.

@@ -112,3 +112,29 @@ def test_softmax_register_row_largest_fit_does_not_spill(tmp_path):
     assert proc.returncode == 0, proc.stderr
     ok, error, *_ = proc.stdout.split()
     assert (ok, error) == ("True", "None"), proc.stdout
+
+
+def test_softmax_register_row_loads_share_one_base_address():
+    """k04's VPT loads (and stores) of a thread are one base register plus constant offsets.
+
+    With signed subscripts Numba adds a negative-index wraparound to each access and every load
+    got its own 64-bit address (85 SASS instructions per value, 47% of the copy on the H200);
+    unsigned ones let LLVM fold ``t + i·G`` (38 per value, 96%).  This fails if that regresses."""
+    proc = _gate("""
+        import re
+        from collections import Counter
+        import numpy as np
+        from numba import cuda
+        from simt_tiles.kernels.softmax import RUNGS
+        rung = RUNGS["k04_register_row"]
+        cfg = rung.presets["default"].for_problem(16384, 16384, 4)
+        ptx, _ = cuda.compile_ptx(rung.factory(cfg, np.float32), rung.signature(np.float32), cc=(9, 0))
+        for op in ("ld", "st"):
+            bases = re.findall(rf"\\b{op}\\.global\\.f32\\s+[^;]*?\\[(%rd\\d+)(?:\\+\\d+)?\\]", ptx)
+            top = Counter(bases).most_common(1)[0][1] if bases else 0
+            print(op, cfg.vpt, len(bases), top)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.strip().splitlines()]
+    for op, vpt, n, top in rows:
+        assert int(n) == int(vpt) and int(top) == int(vpt), f"{op}: {n} accesses, {top} on the commonest base"

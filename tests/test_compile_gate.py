@@ -138,3 +138,14 @@ def test_softmax_register_row_loads_share_one_base_address():
     rows = [line.split() for line in proc.stdout.strip().splitlines()]
     for op, vpt, n, top in rows:
         assert int(n) == int(vpt) and int(top) == int(vpt), f"{op}: {n} accesses, {top} on the commonest base"
+
+
+def test_sass_mix_prints_the_instruction_histogram():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_mix.py"), "softmax",
+                           "k04_register_row", "default", "float32", "vpt=16", "group=256"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    head, regs, mix = proc.stdout.strip().splitlines()
+    assert "vpt=16" in head and regs.startswith("registers ")
+    counts = dict(item.rsplit(" ", 1) for item in mix.split(":", 1)[1].strip().split(", "))
+    assert int(counts["LDG"]) == int(counts["STG"]) == 16, mix  # one load and one store per row value

@@ -94,17 +94,26 @@ def test_gate_fails_on_gpu_only_compile_errors_and_local_memory(tmp_path):
     assert lines["dynamic_local"].startswith("False None"), proc.stdout
 
 
-def test_softmax_register_row_largest_fit_does_not_spill(tmp_path):
-    """float32 rows of 32768 in k04's registers (64 per thread, 512 threads): no local memory."""
+@pytest.mark.parametrize("variant,expect", [("k04_register_row", "(cfg.group, cfg.vpt) == (512, 64)"),
+                                             ("k05_split_row", "(cfg.vpt, cfg.reg_vpt) == (130, 84)")])
+def test_softmax_largest_float32_fit_does_not_spill(tmp_path, variant, expect):
+    """The longest float32 rows each row-in-registers rung takes, compiled: no local memory.
+
+    k04: 32768 columns with max_vpt=64 (512 threads × 64 registers of values); k05 (default):
+    33280 columns, 84 values in registers + 46 in shared memory within launch_bounds (256, 2)."""
     proc = _gate(f"""
-        import os; os.chdir({str(tmp_path)!r})
+        import dataclasses, os; os.chdir({str(tmp_path)!r})
         from pathlib import Path
         import numpy as np
         from simt_tiles import compile_gate
         from simt_tiles.kernels.softmax import RUNGS
-        rung = RUNGS["k04_register_row"]
-        cfg = rung.presets["default"].for_problem(16384, 32768, 4)
-        assert (cfg.group, cfg.vpt) == (512, 64), cfg
+        rung = RUNGS[{variant!r}]
+        preset = rung.presets["default"]
+        if {variant!r} == "k04_register_row":
+            cfg = dataclasses.replace(preset, max_vpt=64).for_problem(16384, 32768, 4)
+        else:
+            cfg = preset.for_problem(16384, 33280, 4)
+        assert {expect}, cfg
         rung.presets["largest"] = cfg
         r = compile_gate.compile_one(rung, "largest", np.float32, compile_gate.find_ptxas(), Path("."), "t")
         print(r.ok, r.error, r.registers, r.stack, r.spills)

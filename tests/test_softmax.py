@@ -13,6 +13,7 @@ import simt_tiles
 from simt_tiles.kernels.softmax import RUNGS, SOFTMAX_VARIANTS
 from simt_tiles.kernels.softmax._common import RowConfig, WarpRowConfig
 from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowConfig
+from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.reference import softmax_reference
 from simt_tiles.runtime import SIMULATOR
 
@@ -26,6 +27,10 @@ if SIMULATOR:
         "k04_register_row": st.builds(RegisterRowConfig, threads=st.sampled_from([32, 64]),
                                       vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
                                       min_threads=st.sampled_from([32, 64])),
+        # budgets of 0–4 float32 per thread in shared memory: short rows still split
+        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.just(8),
+                                   smem_budget=st.sampled_from([1, 128, 512]), vpt_step=st.sampled_from([1, 2]),
+                                   min_blocks=st.just(1)),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
@@ -33,6 +38,9 @@ else:
     CONFIGS["k04_register_row"] = st.builds(RegisterRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
                                             vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
                                             min_threads=st.sampled_from([32, 128]))
+    CONFIGS["k05_split_row"] = st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                         max_vpt=st.just(64), smem_budget=st.sampled_from([1, 4096, 47104]),
+                                         vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1))
 
 
 def assert_softmax_ok(x, y):
@@ -146,3 +154,28 @@ def test_register_row_fits_the_row_or_says_why():
     with pytest.raises(ConfigError):
         simt_tiles.softmax(x, variant="k04_register_row", config=small)
     assert_softmax_ok(x, simt_tiles.softmax(x, config=small))
+
+
+def test_split_row_fits_the_row_or_says_why():
+    from simt_tiles.kernels.softmax import _long_row_rung
+    from simt_tiles.runtime import ConfigError
+
+    cfg = SplitRowConfig(threads=256)  # the default's fields: two blocks per SM
+    split = lambda cols, itemsize=4: (lambda c: (c.reg_vpt, c.smem_vpt))(cfg.for_problem(9, cols, itemsize))  # noqa: E731
+    assert split(32768) == (82, 46)  # 46 KiB of shared memory, 82 + 46 registers: two blocks per SM
+    assert split(15104, 8) == (36, 23)  # float64: 36 values (72 registers) + 23
+    assert split(20000) == (40, 40)  # cdiv(20000, 256) = 79 → 80; no more in shared than in registers
+    assert split(100) == (2, 2)
+    assert split(33024) == (83, 46)  # 129 per thread; rounded up to 132 it would not fit
+    with pytest.raises(ConfigError, match=r"x: rows of 33281 values of 4 bytes do not fit k05_split_row .*= 33280"):
+        cfg.for_problem(1, 33281)
+    with pytest.raises(ConfigError, match=r"x: rows of 16384 values of 8 bytes"):
+        cfg.for_problem(1, 16384, 8)
+    # variant=None: k04 while the row fits its registers, then k05, then k03 (any length)
+    assert _long_row_rung(None, 1, 32768, 4)[0].name == ("k05_split_row" if not SIMULATOR else "k03_online")
+    sim = RUNGS["k05_split_row"].presets["sim"]  # 64 threads × (8 + 4) float32
+    assert _long_row_rung("sim", 1, 768, 4)[0].name == "k05_split_row"
+    assert _long_row_rung("sim", 1, 769, 4)[0].name == "k03_online"
+    assert sim.for_problem(1, 600).smem_vpt == 4
+    x = np.random.default_rng(4).standard_normal((1, 600)).astype(np.float32)  # k04 sim fits 512
+    assert_softmax_ok(x, simt_tiles.softmax(x))

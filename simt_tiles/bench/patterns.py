@@ -74,6 +74,7 @@ def run(h, cp, tile, args) -> None:
         import torch
 
         from simt_tiles.runtime import ConfigError
+        from simt_tiles.kernels.softmax import RUNGS as SOFTMAX_RUNGS
         from simt_tiles.kernels.softmax.k04_register_row import Config as RegRowConfig
 
         # block size × values per thread: how many rows an SM holds in registers, and how many
@@ -96,9 +97,16 @@ def run(h, cp, tile, args) -> None:
             h.entry("softmax", problem, "device copy (same bytes)", lambda: cp.copyto(out, x),
                     check=lambda: bool(cp.array_equal(out, x)), kind="ceiling", **kw)
             for v in simt_tiles.SOFTMAX_VARIANTS:
+                try:
+                    SOFTMAX_RUNGS[v].resolve_config(None).for_problem(16384, cols, 4)
+                except ConfigError:  # the row does not fit this rung's default (k04 > 16384, k05 > 33280)
+                    continue
                 out.fill(cp.nan)
                 h.entry("softmax", problem, v, lambda v=v: simt_tiles.softmax(x, out=out, variant=v),
                         check=check, **kw)
+            out.fill(cp.nan)  # what a user gets: k04, k05 or k03 by row length
+            h.entry("softmax", problem, "softmax (variant=None)", lambda: simt_tiles.softmax(x, out=out),
+                    check=check, **kw)
             for v, cfg in SOFTMAX_SWEEP:
                 try:
                     cfg.for_problem(16384, cols, 4)

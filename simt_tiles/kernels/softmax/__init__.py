@@ -5,21 +5,24 @@
 ``k02_warp_shuffle``   reductions in registers with warp shuffles
 ``k03_online``         one pass for (max, sum) together, one to write
 ``k04_register_row``   the row held in registers: one read, one write
+``k05_split_row``      long rows: registers plus shared memory, two per SM
 =====================  ====================================================
 """
 
 from __future__ import annotations
 
 from ...runtime import ConfigError, Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
-from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row
+from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
 
 RUNGS: dict[str, Rung] = {
-    r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG)
+    r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
+                        k05_split_row.RUNG)
 }
 SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
-#: the fewest bytes moved (one read, one write); rows too long for its registers use LONG_ROW_VARIANT
+#: the fewest bytes moved (one read, one write); rows too long for its registers (default: more
+#: than 16384 float32, where one block would fill an SM) use the first of LONG_ROW_VARIANTS that fits
 BEST_VARIANT = "k04_register_row"
-LONG_ROW_VARIANT = "k03_online"
+LONG_ROW_VARIANTS = ("k05_split_row", "k03_online")
 
 __all__ = ["softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
@@ -44,8 +47,19 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
         except ConfigError:
             if variant is not None:
                 raise
-            rung = RUNGS[LONG_ROW_VARIANT]  # a row too long for the best rung's registers
-            cfg = rung.resolve_config(config if isinstance(config, str) else None)
+            rung, cfg = _long_row_rung(config, rows, cols, x_op.dev.dtype.itemsize)
         grid, block = rung.geometry(cfg, rows, cols)
         rung.kernel(cfg, x_op.dev.dtype)[grid, block, stream](x_op.dev, out_op.dev)
     return finish_result(out_op, stream)
+
+
+def _long_row_rung(config, rows, cols, itemsize):
+    """The first of LONG_ROW_VARIANTS whose preset fits the row (k03 fits any)."""
+    preset = config if isinstance(config, str) else None
+    for name in LONG_ROW_VARIANTS:
+        rung = RUNGS[name]
+        try:
+            return rung, rung.resolve_config(preset).for_problem(rows, cols, itemsize)
+        except ConfigError:
+            continue
+    raise AssertionError("k03_online fits every row")  # pragma: no cover

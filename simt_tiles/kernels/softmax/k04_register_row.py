@@ -58,8 +58,7 @@ import math
 from numba import cuda, uint64
 
 from ...runtime import ConfigError, Rung, cdiv, numba_dtype
-from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import WarpRowConfig, signature
+from ._common import WarpRowConfig, make_row_reductions, signature
 
 
 def _pow2_at_least(n: int) -> int:
@@ -117,10 +116,11 @@ class Config(WarpRowConfig):
 
 PRESETS = {
     "sim": Config(threads=64, group=32, vpt=2, vpt_target=2, max_vpt=8, min_threads=64),
-    # 512 threads: rows up to 32768 float32 (16384 float64) fit.  group/vpt are what the compile
-    # gate builds (float64's largest fit); float32's largest (vpt=64) is checked by
-    # tests/test_compile_gate.py
-    "default": Config(threads=512, group=512, vpt=32, vpt_target=16, max_vpt=64),
+    # 512 threads: rows up to 16384 float32 (8192 float64) fit, 63 registers per thread, two
+    # blocks per SM; longer rows go to k05 (the default's 32768 columns, one block per SM: 80% of
+    # the copy).  group/vpt are what the compile gate builds; max_vpt=64 (32768 float32) is
+    # checked by tests/test_compile_gate.py
+    "default": Config(threads=512, group=512, vpt=32, vpt_target=16, max_vpt=32),
 }
 
 
@@ -131,6 +131,7 @@ def make_kernel(config: Config, dtype):
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
+    row_max, row_sum = make_row_reductions(NWG, DT)  # shuffles, then one barrier across warps
 
     def softmax_k04_register_row(x, out):
         tid = cuda.threadIdx.x
@@ -157,36 +158,17 @@ def make_kernel(config: Config, dtype):
             c = tu + uint64(i * G)
             vals[i] = x[ru, c] if (live and c < nu) else pad
 
-        # the max need not propagate NaN itself: a NaN makes its exp, the sum and so
-        # every output NaN, as scipy's; ``max`` is one FMNMX per value
         m = DT(NEG_INF)
         for i in range(VPT):
             m = max(m, vals[i])
-        for off in (16, 8, 4, 2, 1):
-            m = max(m, shfl_xor_sync(FULL_MASK, m, off))
-        if NWG > 1:  # compile-time: rows wider than a warp combine their warps' results
-            if lane == 0:
-                red_m[wid] = m
-            cuda.syncthreads()  # RAW: every warp's max written
-            # every warp folds its row's NWG partials with shuffles (log depth, not NWG steps)
-            m = red_m[w0 + lane] if lane < NWG else DT(NEG_INF)
-            for off in (16, 8, 4, 2, 1):
-                m = max(m, shfl_xor_sync(FULL_MASK, m, off))
+        m = row_max(m, red_m, wid, lane, w0)  # shuffles; across the row's warps (NWG > 1)
 
         s = DT(0)  # exp in place, then their sum (padding: exp(-inf - m) = 0)
         for i in range(VPT):
             e = math.exp(vals[i] - m)
             vals[i] = e
             s += e
-        for off in (16, 8, 4, 2, 1):
-            s += shfl_xor_sync(FULL_MASK, s, off)
-        if NWG > 1:
-            if lane == 0:
-                red_s[wid] = s  # a second array: no WAR hazard with red_m readers
-            cuda.syncthreads()  # RAW: every warp's sum written
-            s = red_s[w0 + lane] if lane < NWG else DT(0)
-            for off in (16, 8, 4, 2, 1):
-                s += shfl_xor_sync(FULL_MASK, s, off)
+        s = row_sum(s, red_s, wid, lane, w0)  # a second array: no WAR hazard with red_m readers
 
         inv = DT(1) / s  # one division per row; each output is then one multiply
         for i in range(VPT):  # one coalesced write

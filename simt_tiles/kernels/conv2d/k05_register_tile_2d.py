@@ -86,7 +86,7 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, numba_dtype
+from ...runtime import Rung, cdiv, numba_dtype
 from ._common import Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
@@ -109,7 +109,7 @@ class Config(RegisterTileConfig):
 
     def smem_bytes(self, itemsize):
         th, tw = self.tile()
-        return (th + self.kh - 1) * (tw + self.kw - 1) * itemsize  # the patch (results reuse it)
+        return (th + self.kh - 1) * 4 * cdiv(tw + self.kw - 1, 4) * itemsize  # the patch (rows padded to 16 B)
 
 
 # A call replaces kh, kw and mode (and brings its own filter values); the presets'
@@ -129,6 +129,7 @@ def make_kernel(config: Config, dtype, weights=None):
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
+    SWP = 4 * cdiv(SW, 4)  # its row pitch: 16-byte rows, so even RX gets vector shared loads
     ROWS = RY + KH - 1  # patch rows one thread reads
     WIN = RX + KW - 1  # values one thread needs per patch row (register array length)
     OUTS = RY * RX  # accumulators per thread
@@ -148,7 +149,7 @@ def make_kernel(config: Config, dtype, weights=None):
         row0 = cuda.blockIdx.y * TH  # the block's output tile starts here
         col0 = cuda.blockIdx.x * TW
 
-        patch = cuda.shared.array((SH, SW), DT)
+        patch = cuda.shared.array((SH, SWP), DT)
 
         # --- load the patch (_staging.make_patch_loader) -----------------------------
         # Thread (tx, ty) copies columns tx + j*BX of rows ty + k*BY; a block whose patch

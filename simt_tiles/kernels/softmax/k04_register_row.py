@@ -16,8 +16,9 @@ What changed versus k03
     rows get one warp each and a block packs ``threads / G`` rows (no barrier
     at all: the reductions are warp shuffles); long rows get the whole block
     and two barriers (one per cross-warp reduction).  A row longer than
-    ``threads · max_vpt`` 32-bit values (default 512 · 64: 32768 float32,
-    16384 float64) does not fit: ``variant=None`` then uses k03.  Values per
+    ``threads · max_vpt`` 32-bit values (default 512 · 32: 16384 float32,
+    8192 float64) does not fit: ``variant=None`` then uses k05 (k03 beyond
+    k05's reach).  Values per
     thread are also capped at 65536 / threads − 32 registers (1024 threads:
     32), what the SM's register file leaves per thread.
 
@@ -46,7 +47,8 @@ Predicted: the phases are shorter, so DRAM idles less: ≥ 75% of the copy.  Mea
 The small problems are bounded by their size: a copy of the same 16 / 64 MiB reaches
 2.70 / 3.69 TB/s (k04: 100% / 97% of it).  32768 columns need 512 threads × 64
 values: one block per SM, its phases no longer overlap another block's (80%).
-Defaults: 512 threads (rows up to 32768 float32 fit; longer rows go to k03), blocks
+Defaults: 512 threads (rows up to 16384 float32 fit: two blocks per SM; longer rows go
+to k05 — k04 with max_vpt=64 still takes 32768, at 80%), blocks
 of ``min_threads`` = 128 for short rows (+4% at 256 and 1024 columns).
 """
 
@@ -55,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from numba import cuda, uint64
+from numba import cuda, uint32, uint64
 
 from ...runtime import ConfigError, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_row_reductions, signature
@@ -146,7 +148,11 @@ def make_kernel(config: Config, dtype):
         # address plus constant offsets (≈ 25 fewer instructions per element)
         ru = uint64(r)
         tu = uint64(tid % G)  # this thread's place in its row group
-        nu = uint64(n)
+        # value i (column tu + i·G) exists iff i·G < lim: one 32-bit compare with a constant
+        # per access (``c < n`` on the 64-bit column costs an add and two compares); rows
+        # past the last have lim 0
+        t = tid % G
+        lim = uint32(n - t) if (live and n > t) else uint32(0)
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
         vals = cuda.local.array(VPT, DT)
@@ -155,8 +161,7 @@ def make_kernel(config: Config, dtype):
         # the rows of groups past the last row, which only take part in the barriers)
         pad = DT(NEG_INF) if live else DT(0)
         for i in range(VPT):
-            c = tu + uint64(i * G)
-            vals[i] = x[ru, c] if (live and c < nu) else pad
+            vals[i] = x[ru, tu + uint64(i * G)] if uint32(i * G) < lim else pad
 
         m = DT(NEG_INF)
         for i in range(VPT):
@@ -172,9 +177,8 @@ def make_kernel(config: Config, dtype):
 
         inv = DT(1) / s  # one division per row; each output is then one multiply
         for i in range(VPT):  # one coalesced write
-            c = tu + uint64(i * G)
-            if live and c < nu:
-                out[ru, c] = vals[i] * inv
+            if uint32(i * G) < lim:
+                out[ru, tu + uint64(i * G)] = vals[i] * inv
 
     return softmax_k04_register_row
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from numba import cuda, uint64
+from numba import cuda, uint32, uint64
 
 from ...runtime import ConfigError, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_row_reductions, signature
@@ -132,7 +132,9 @@ def make_kernel(config: Config, dtype):
         n = x.shape[1]
         ru = uint64(cuda.blockIdx.x)  # one row per block
         tu = uint64(tid)  # unsigned subscripts: no negative-index tax (see k04)
-        nu = uint64(n)
+        # value i (column tu + i·T) exists iff i·T < lim: one 32-bit compare with a constant
+        # per access (``c < n`` on the 64-bit column costs an add and two compares)
+        lim = uint32(n - tid) if n > tid else uint32(0)
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
         spill = cuda.shared.array((SROWS, T), DT)  # column tid is this thread's: no barrier
@@ -146,13 +148,11 @@ def make_kernel(config: Config, dtype):
         # DRAM round trips per thread (the shared part loaded by itself, in a loop the
         # compiler unrolls only 4 deep, would wait for VS/4 of them).
         for i in range(VR):
-            c = tu + uint64(i * T)
-            vals[i] = x[ru, c] if c < nu else DT(NEG_INF)
+            vals[i] = x[ru, tu + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
         for j in range(VS):
             spill[j, tid] = vals[j]
         for k in range(VS):
-            c = tu + uint64((VR + k) * T)
-            vals[k] = x[ru, c] if c < nu else DT(NEG_INF)
+            vals[k] = x[ru, tu + uint64((VR + k) * T)] if uint32((VR + k) * T) < lim else DT(NEG_INF)
 
         m = DT(NEG_INF)
         for i in range(VR):
@@ -174,13 +174,12 @@ def make_kernel(config: Config, dtype):
 
         inv = DT(1) / s
         for k in range(VR):  # one coalesced write (the same value → column map)
-            c = tu + uint64((VR + k if k < VS else k) * T)
-            if c < nu:
-                out[ru, c] = vals[k] * inv
+            i = VR + k if k < VS else k
+            if uint32(i * T) < lim:
+                out[ru, tu + uint64(i * T)] = vals[k] * inv
         for j in range(VS):
-            c = tu + uint64(j * T)
-            if c < nu:
-                out[ru, c] = spill[j, tid] * inv
+            if uint32(j * T) < lim:
+                out[ru, tu + uint64(j * T)] = spill[j, tid] * inv
 
     return softmax_k05_split_row
 

@@ -48,6 +48,7 @@ __all__ = [
     "SUPPORTED_FLOATS",
     "Rung",
     "pick_rung",
+    "MAX_DYNAMIC_SMEM",
 ]
 
 #: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
@@ -432,6 +433,8 @@ class Rung:
     #: extra compile-time parameters the factory and signature take (e.g. a
     #: reduction's operator), one dict per kernel the compile gate must build
     gate_params: tuple = ({},)
+    #: bytes of dynamic shared memory a launch needs, per (config, dtype)
+    dynamic_smem: Callable = lambda config, dtype: 0
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset
@@ -457,6 +460,45 @@ class Rung:
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
         ``params`` the rung's factory takes (cached)."""
         return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
+
+    def launch(self, config: TileConfig, dtype, grid, block, stream, *args) -> None:
+        """Launch the kernel with its :attr:`dynamic_smem` (opted in above 48 KiB)."""
+        kernel = self.kernel(config, dtype)
+        shared = self.dynamic_smem(config, np.dtype(dtype))
+        if shared:
+            allow_dynamic_smem(kernel, shared)
+        kernel[grid, block, stream, shared](*args)
+
+
+#: the most dynamic shared memory one block may use on sm_90 (227 KiB)
+MAX_DYNAMIC_SMEM = 227 * 1024
+_OPTED_IN: dict = {}
+
+
+def allow_dynamic_smem(kernel, nbytes: int) -> None:
+    """Let ``kernel`` (a dispatcher compiled for its signature) launch with ``nbytes``
+    of dynamic shared memory.
+
+    Up to 48 KiB per block needs nothing.  Above, CUDA wants an opt-in per kernel
+    (``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)``), which
+    numba-cuda 0.30 does not expose (NVIDIA/numba-cuda#94): this sets it through
+    numba-cuda's own driver binding on each compiled overload — the call its
+    ``set_shared_memory_carveout`` makes for another attribute.  Once per kernel
+    and size; nothing in the simulator."""
+    if SIMULATOR or nbytes <= 48 * 1024:
+        return
+    key = (id(kernel), cuda.get_current_device().id)
+    if _OPTED_IN.get(key, 0) >= nbytes:
+        return
+    if nbytes > MAX_DYNAMIC_SMEM:
+        raise ConfigError(f"dynamic shared memory: {nbytes} bytes; the rule is <= {MAX_DYNAMIC_SMEM}")
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    for overload in kernel.overloads.values():
+        cufunc = overload.library.get_cufunc()
+        driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
+    _OPTED_IN[key] = nbytes
 
 
 def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:

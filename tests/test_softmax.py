@@ -27,9 +27,9 @@ if SIMULATOR:
         "k04_register_row": st.builds(RegisterRowConfig, threads=st.sampled_from([32, 64]),
                                       vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
                                       min_threads=st.sampled_from([32, 64])),
-        # budgets of 0–4 float32 per thread in shared memory: short rows still split
-        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.just(8),
-                                   smem_budget=st.sampled_from([1, 128, 512]), vpt_step=st.sampled_from([1, 2]),
+        # registers first: 1–2 per thread, so the simulator's short rows reach shared memory
+        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
+                                   smem_budget=st.sampled_from([4096, 8192]), vpt_step=st.sampled_from([1, 2]),
                                    min_blocks=st.just(1)),
     }
 else:
@@ -38,8 +38,9 @@ else:
     CONFIGS["k04_register_row"] = st.builds(RegisterRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
                                             vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
                                             min_threads=st.sampled_from([32, 128]))
+    # 16–32 registers of values, the rest in > 48 KiB of shared memory (the opt-in)
     CONFIGS["k05_split_row"] = st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
-                                         max_vpt=st.just(64), smem_budget=st.sampled_from([1, 4096, 47104]),
+                                         max_vpt=st.sampled_from([16, 32]), smem_budget=st.sampled_from([65536, 98304]),
                                          vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1))
 
 
@@ -160,22 +161,24 @@ def test_split_row_fits_the_row_or_says_why():
     from simt_tiles.kernels.softmax import _long_row_rung
     from simt_tiles.runtime import ConfigError
 
-    cfg = SplitRowConfig(threads=256)  # the default's fields: two blocks per SM
+    cfg = SplitRowConfig()  # the default's fields: 512 threads, two blocks per SM
     split = lambda cols, itemsize=4: (lambda c: (c.reg_vpt, c.smem_vpt))(cfg.for_problem(9, cols, itemsize))  # noqa: E731
-    assert split(32768) == (82, 46)  # 46 KiB of shared memory, 82 + 46 registers: two blocks per SM
-    assert split(15104, 8) == (36, 23)  # float64: 36 values (72 registers) + 23
-    assert split(20000) == (40, 40)  # cdiv(20000, 256) = 79 → 80; no more in shared than in registers
-    assert split(100) == (2, 2)
-    assert split(33024) == (83, 46)  # 129 per thread; rounded up to 132 it would not fit
-    with pytest.raises(ConfigError, match=r"x: rows of 33281 values of 4 bytes do not fit k05_split_row .*= 33280"):
-        cfg.for_problem(1, 33281)
-    with pytest.raises(ConfigError, match=r"x: rows of 16384 values of 8 bytes"):
-        cfg.for_problem(1, 16384, 8)
+    assert split(32768) == (20, 44)  # registers first (20 + 44 overhead = 64), 88 KiB of shared memory
+    assert split(10240, 8) == (4, 16)  # float64: 4 values (8 registers) + 16
+    assert split(20000) == (20, 20)  # cdiv(20000, 512) = 40 per thread
+    assert split(100) == (4, 0)
+    assert split(34816) == (20, 48)  # 68 per thread: 96 KiB of shared memory
+    with pytest.raises(ConfigError, match=r"x: rows of 34817 values of 4 bytes do not fit k05_split_row .*= 34816"):
+        cfg.for_problem(1, 34817)
+    with pytest.raises(ConfigError, match=r"x: rows of 10241 values of 8 bytes"):
+        cfg.for_problem(1, 10241, 8)
+    big = SplitRowConfig(threads=256).for_problem(9, 32768)  # the register-heavy alternative
+    assert (big.reg_vpt, big.smem_vpt, big.dynamic_smem_bytes(4)) == (84, 44, 45056)
     # variant=None: k04 while the row fits its registers, then k05, then k03 (any length)
     assert _long_row_rung(None, 1, 32768, 4)[0].name == ("k05_split_row" if not SIMULATOR else "k03_online")
-    sim = RUNGS["k05_split_row"].presets["sim"]  # 64 threads × (8 + 4) float32
-    assert _long_row_rung("sim", 1, 768, 4)[0].name == "k05_split_row"
-    assert _long_row_rung("sim", 1, 769, 4)[0].name == "k03_online"
-    assert sim.for_problem(1, 600).smem_vpt == 4
+    sim = RUNGS["k05_split_row"].presets["sim"]  # 64 threads × (4 + 16) float32
+    assert _long_row_rung("sim", 1, 1280, 4)[0].name == "k05_split_row"
+    assert _long_row_rung("sim", 1, 1281, 4)[0].name == "k03_online"
+    assert (sim.for_problem(1, 600).reg_vpt, sim.for_problem(1, 600).smem_vpt) == (4, 6)  # two chunks
     x = np.random.default_rng(4).standard_normal((1, 600)).astype(np.float32)  # k04 sim fits 512
     assert_softmax_ok(x, simt_tiles.softmax(x))

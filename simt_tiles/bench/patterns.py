@@ -76,12 +76,17 @@ def run(h, cp, tile, args) -> None:
         from simt_tiles.runtime import ConfigError
         from simt_tiles.kernels.softmax import RUNGS as SOFTMAX_RUNGS
         from simt_tiles.kernels.softmax.k04_register_row import Config as RegRowConfig
+        from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 
         # block size × values per thread: how many rows an SM holds in registers, and how many
         # loads each thread has in flight (k03 at 512/1024 threads was slower at every size: dropped)
         SOFTMAX_SWEEP = [("k04_register_row", RegRowConfig(threads=t, vpt_target=v, max_vpt=64,
                                                                  min_threads=t))
                          for t, v in ((128, 16), (512, 16), (512, 32), (1024, 16), (1024, 32))]
+        # k05: 256 threads × (84 registers + 44 shared) and 1024 × (20 + 12) against the default's
+        # 512 × (20 + 44): warps per SM against values per thread
+        SOFTMAX_SWEEP += [("k05_split_row", SplitRowConfig(threads=256)),
+                          ("k05_split_row", SplitRowConfig(threads=1024, min_blocks=1, smem_budget=48 * 1024))]
 
         for cols in args.cols:
             x = rng.standard_normal((16384, cols), dtype=cp.float32)
@@ -113,7 +118,8 @@ def run(h, cp, tile, args) -> None:
                 except ConfigError:  # the row does not fit this block's registers: nothing to time
                     continue
                 out.fill(cp.nan)
-                h.entry("softmax", problem, f"{v} threads={cfg.threads} vpt_target={cfg.vpt_target}",
+                label = f"{v} threads={cfg.threads}" + (f" vpt_target={cfg.vpt_target}" if v.startswith("k04") else "")
+                h.entry("softmax", problem, label,
                         lambda v=v, cfg=cfg: simt_tiles.softmax(x, out=out, variant=v, config=cfg), check=check, **kw)
             tx = torch.as_tensor(x, device="cuda")
             h.entry("softmax", problem, "torch.softmax", lambda: torch.softmax(tx, dim=1),

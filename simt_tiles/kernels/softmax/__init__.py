@@ -49,7 +49,7 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
                 raise
             rung, cfg = _long_row_rung(config, rows, cols, x_op.dev.dtype.itemsize)
         grid, block = rung.geometry(cfg, rows, cols)
-        rung.kernel(cfg, x_op.dev.dtype)[grid, block, stream](x_op.dev, out_op.dev)
+        rung.launch(cfg, x_op.dev.dtype, grid, block, stream, x_op.dev, out_op.dev)
     return finish_result(out_op, stream)
 
 

@@ -5,15 +5,20 @@ What changed versus k04
     registers per thread, so one block fills an SM's 65536 registers.  With
     one block per SM nothing overlaps its phases — while its threads reduce,
     no loads are in flight — and the H200 reached 80% of the copy (96% at
-    16384 columns, two blocks per SM).  An SM also has 228 KiB of shared
-    memory that k04 leaves unused, so here each thread keeps ``reg_vpt``
-    values in registers and ``smem_vpt`` more in shared memory: a private
-    column of a ``(smem_vpt, threads)`` array (lane-consecutive words, no bank
-    conflicts, and no barrier — no thread reads another's values).  Sized so
-    that *two* rows fit an SM: 32768 float32 columns, 256 threads, 82 values in
-    registers (≤ 128 registers per thread: ``launch_bounds=(256, 2)``) and
-    46 in shared memory (46 KiB, under the 48 KiB of static shared memory a
-    block may declare without the driver's opt-in).
+    16384 columns: 64 registers, two blocks per SM).  An SM also has 228 KiB
+    of shared memory that k04 leaves unused, so here each thread keeps
+    ``reg_vpt`` values in registers and ``smem_vpt`` more in shared memory: a
+    private column of a ``smem_vpt × threads`` array (lane-consecutive words,
+    no bank conflicts, and no barrier — no thread reads another's values).
+    Sized so that *two* rows fit an SM with k04-at-16384's threads: 32768
+    float32 columns, 512 threads, 20 values in registers (64 registers:
+    ``launch_bounds=(512, 2)``; 22 spilled) and 44 in shared memory (88 KiB
+    per block).
+
+    88 KiB is more than the 48 KiB a block may declare statically, so the
+    array is *dynamic* shared memory, sized at launch, and the launcher opts
+    the kernel in to more than 48 KiB (``runtime.allow_dynamic_smem``: a
+    driver attribute numba-cuda 0.30 does not expose).
 
     One block per row (rows this long fill a block).  The shared values take
     one extra shared store and load each way: exp is written back in place,
@@ -24,9 +29,8 @@ What changed versus k04
     ``Config.for_problem`` splits the ``cdiv(cols, threads)`` values (rounded
     up to a multiple of ``vpt_step``, so nearby lengths share a kernel)
     between shared memory (at most ``smem_budget`` bytes) and registers (at
-    most ``max_vpt`` 32-bit registers, and what ptxas needs besides: float32
-    rows up to 33280 columns, float64 up to 15104); longer rows raise
-    ConfigError and ``variant=None`` uses k03.
+    most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
+    rows raise ConfigError and ``variant=None`` uses k03.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
@@ -40,11 +44,8 @@ import math
 
 from numba import cuda, uint32, uint64
 
-from ...runtime import ConfigError, Rung, cdiv, numba_dtype
+from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_row_reductions, signature
-
-#: the most static shared memory a block may declare (more needs the driver's opt-in)
-STATIC_SMEM_LIMIT = 48 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,13 +55,16 @@ class Config(WarpRowConfig):
     memory (set per call by :meth:`for_problem`; the presets' values are what
     the compile gate builds)."""
 
-    threads: int = 256
+    threads: int = 512
     vpt: int = 4
     reg_vpt: int = 4
     #: most 32-bit registers of row values per thread (a float64 value takes two)
-    max_vpt: int = 84
-    #: shared memory for row values per block (bytes)
-    smem_budget: int = 46 * 1024
+    max_vpt: int = 96
+    #: registers per thread the kernel needs besides the float32 row values (ptxas, 512 threads
+    #: × 2 blocks leave 64: 20 values + 44 compile without spilling, 22 + 42 and 32 + 32 spill)
+    reg_overhead: int = 44
+    #: dynamic shared memory for row values per block (bytes; two blocks per SM: ≤ 113 KiB)
+    smem_budget: int = 96 * 1024
     #: blocks per SM that ptxas must leave registers for (``launch_bounds``)
     min_blocks: int = 2
     #: values per thread are rounded up to a multiple of this (fewer distinct kernels)
@@ -70,56 +74,57 @@ class Config(WarpRowConfig):
     def smem_vpt(self) -> int:
         return self.vpt - self.reg_vpt
 
-    def smem_bytes(self, itemsize):
-        return (max(self.smem_vpt, 1) * self.threads + 2 * (self.threads // 32)) * itemsize
+    def smem_bytes(self, itemsize):  # static: the reductions' partials
+        return 2 * (self.threads // 32) * itemsize
+
+    def dynamic_smem_bytes(self, itemsize):  # the row values' share
+        return max(self.smem_vpt, 1) * self.threads * itemsize
 
     def rules(self):
         yield from super().rules()
-        yield ("reg_vpt", self.reg_vpt <= self.vpt <= 2 * self.reg_vpt,
-               "reg_vpt <= vpt <= 2·reg_vpt (the rest, at most reg_vpt, in shared memory: see the loads)")
+        yield ("reg_vpt", self.reg_vpt <= self.vpt <= 5 * self.reg_vpt,
+               "reg_vpt <= vpt <= 5·reg_vpt (the rest in shared memory, loaded in ≤ 4 chunks of reg_vpt)")
         yield ("vpt_step", self.vpt_step >= 1, "vpt_step >= 1")
-        yield ("smem_budget", self.smem_budget + 256 <= STATIC_SMEM_LIMIT,
-               f"smem_budget + 256 <= {STATIC_SMEM_LIMIT} (static shared memory per block)")
+        yield ("smem_budget", self.smem_budget <= MAX_DYNAMIC_SMEM,
+               f"smem_budget <= {MAX_DYNAMIC_SMEM} (dynamic shared memory per block)")
 
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
         """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
 
         ConfigError (naming ``x``) when the row does not fit both."""
         smem_cap = self.smem_budget // (self.threads * itemsize)
-        # registers: max_vpt, and no more than min_blocks blocks of ``threads`` leave per thread
-        # after the rest of the kernel's (ptxas, 256 threads × 2 blocks = 128 registers: float32
-        # 84 values + 44 without spilling, float64 36 values (72 registers) + 56)
-        spare = 65536 // (self.threads * self.min_blocks) - 32 - 12 * (itemsize // 4)
+        # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
+        # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
+        spare = 65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (itemsize // 8)
         reg_cap = min(self.max_vpt, spare) * 4 // itemsize
         exact = cdiv(cols, self.threads)
         # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
-        # the exact count fits; shared memory takes what the registers cannot, and at most
-        # as many as the registers (the loads stage it through them)
+        # the exact count fits; registers first, shared memory takes the rest
         for per_thread in (self.vpt_step * cdiv(exact, self.vpt_step), exact):
-            reg_vpt = max(per_thread - smem_cap, cdiv(per_thread, 2), 1)
-            if reg_vpt <= reg_cap:
+            reg_vpt = max(1, min(reg_cap, per_thread))
+            if per_thread - reg_vpt <= min(smem_cap, 4 * reg_vpt):
                 return dataclasses.replace(self, vpt=max(per_thread, 1), reg_vpt=reg_vpt)
         raise ConfigError(
             f"x: rows of {cols} values of {itemsize} bytes do not fit k05_split_row "
-            f"(threads {self.threads} × ({reg_cap} in registers + {min(smem_cap, reg_cap)} in shared "
-            f"memory) = {self.threads * (reg_cap + min(smem_cap, reg_cap))}); "
+            f"(threads {self.threads} × ({reg_cap} in registers + {min(smem_cap, 4 * reg_cap)} in shared "
+            f"memory) = {self.threads * (reg_cap + min(smem_cap, 4 * reg_cap))}); "
             f"use variant='k03_online' or variant=None"
         )
 
 
 PRESETS = {
-    # steps of 1, so the simulator's short rows already put values in shared memory
-    "sim": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=1024, min_blocks=1, vpt_step=1),
-    # 32768 float32 columns: 82 values in registers + 46 in shared memory per thread.  The gate
-    # builds float64's largest fit (15104 columns: 36 + 23); float32's (84 + 46) is checked by
-    # tests/test_compile_gate.py
-    "default": Config(threads=256, vpt=59, reg_vpt=36),
+    # few registers, so the simulator's rows reach shared memory (k04's sim preset takes ≤ 512)
+    "sim": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1),
+    # 32768 float32 columns: 20 values in registers + 44 in shared memory (88 KiB per block)
+    # per thread.  The gate builds float64's largest fit (10240 columns: 4 + 16); float32's
+    # (34816 columns: 20 + 48) is checked by tests/test_compile_gate.py
+    "default": Config(threads=512, vpt=20, reg_vpt=4),
 }
 
 
 def make_kernel(config: Config, dtype):
     T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
-    SROWS = max(VS, 1)  # a plain constant shape (a zero-row array is not declarable)
+    NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
@@ -135,30 +140,50 @@ def make_kernel(config: Config, dtype):
         # value i (column tu + i·T) exists iff i·T < lim: one 32-bit compare with a constant
         # per access (``c < n`` on the 64-bit column costs an add and two compares)
         lim = uint32(n - tid) if n > tid else uint32(0)
+        su = uint32(tid)
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
-        spill = cuda.shared.array((SROWS, T), DT)  # column tid is this thread's: no barrier
+        spill = cuda.shared.array(0, DT)  # dynamic, VS × T: column tid is this thread's (no barrier)
         vals = cuda.local.array(VR, DT)  # registers: indexed by unrolled constants only
 
-        # One coalesced read, in two batches of loads through the registers.  Value i of
-        # the thread is column tu + i·T; values i < VS live in shared memory, the others
-        # in ``vals``: vals[k] holds value VR + k for k < VS, value k otherwise.  Batch 1
-        # loads values 0 … VR−1 (all VR loads in flight), the first VS go on to shared
-        # memory, and batch 2 loads values VR … VR+VS−1 into the freed registers: two
-        # DRAM round trips per thread (the shared part loaded by itself, in a loop the
-        # compiler unrolls only 4 deep, would wait for VS/4 of them).
-        for i in range(VR):
-            vals[i] = x[ru, tu + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
-        for j in range(VS):
-            spill[j, tid] = vals[j]
-        for k in range(VS):
-            vals[k] = x[ru, tu + uint64((VR + k) * T)] if uint32((VR + k) * T) < lim else DT(NEG_INF)
+        # One coalesced read.  Value i of the thread is column tu + i·T; values i < VS live
+        # in shared memory, values VS + k in vals[k].  Loads go through the registers: the
+        # shared part in chunks of VR values (all of a chunk's loads in flight, then its
+        # stores to shared memory), then the register part — cdiv(VS, VR) + 1 DRAM round
+        # trips per thread, not one per shared value (a loop over the shared part alone is
+        # unrolled only 4 deep, so it would wait for VS/4 of them).
+        def chunk(c):  # called with constants below: every j is a constant, the tail removed
+            for k in range(VR):
+                j = c * VR + k
+                if j < VS:
+                    vals[k] = x[ru, tu + uint64(j * T)] if uint32(j * T) < lim else DT(NEG_INF)
+            for k in range(VR):
+                j = c * VR + k
+                if j < VS:
+                    spill[su + uint32(j * T)] = vals[k]
 
+        # hand-unrolled (a loop over c stayed a loop, with run-time tests of j < VS)
+        if NCHUNK > 0:
+            chunk(0)
+        if NCHUNK > 1:
+            chunk(1)
+        if NCHUNK > 2:
+            chunk(2)
+        if NCHUNK > 3:
+            chunk(3)
+        for k in range(VR):
+            i = VS + k
+            vals[k] = x[ru, tu + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
+
+        # The shared part's loops run to the values that exist (a bound the compiler cannot
+        # see: fully unrolled, their loads and exps were scheduled ahead and pushed the
+        # registers past 64 into local memory) and need no per-value bounds check
+        ns = min(uint32(VS), (lim + uint32(T - 1)) // uint32(T))
         m = DT(NEG_INF)
         for i in range(VR):
             m = max(m, vals[i])
-        for j in range(VS):
-            m = max(m, spill[j, tid])
+        for j in range(ns):
+            m = max(m, spill[su + j * uint32(T)])
         m = row_max(m, red_m, wid, lane, 0)
 
         s = DT(0)  # exp in place (registers and shared), then their sum
@@ -166,20 +191,19 @@ def make_kernel(config: Config, dtype):
             e = math.exp(vals[i] - m)
             vals[i] = e
             s += e
-        for j in range(VS):
-            e = math.exp(spill[j, tid] - m)
-            spill[j, tid] = e
+        for j in range(ns):
+            e = math.exp(spill[su + j * uint32(T)] - m)
+            spill[su + j * uint32(T)] = e
             s += e
         s = row_sum(s, red_s, wid, lane, 0)
 
         inv = DT(1) / s
-        for k in range(VR):  # one coalesced write (the same value → column map)
-            i = VR + k if k < VS else k
+        for k in range(VR):  # one coalesced write
+            i = VS + k
             if uint32(i * T) < lim:
                 out[ru, tu + uint64(i * T)] = vals[k] * inv
-        for j in range(VS):
-            if uint32(j * T) < lim:
-                out[ru, tu + uint64(j * T)] = spill[j, tid] * inv
+        for j in range(ns):
+            out[ru, tu + uint64(j) * uint64(T)] = spill[su + j * uint32(T)] * inv
 
     return softmax_k05_split_row
 
@@ -192,4 +216,9 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks)}
 
 
-RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+def dynamic_smem(config: Config, dtype) -> int:
+    return config.dynamic_smem_bytes(dtype.itemsize)
+
+
+RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+            dynamic_smem=dynamic_smem)

@@ -479,13 +479,15 @@ def allow_dynamic_smem(kernel, nbytes: int) -> None:
     """Let ``kernel`` (a dispatcher compiled for its signature) launch with ``nbytes``
     of dynamic shared memory.
 
-    Up to 48 KiB per block needs nothing.  Above, CUDA wants an opt-in per kernel
-    (``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)``), which
-    numba-cuda 0.30 does not expose (NVIDIA/numba-cuda#94): this sets it through
-    numba-cuda's own driver binding on each compiled overload — the call its
-    ``set_shared_memory_carveout`` makes for another attribute.  Once per kernel
-    and size; nothing in the simulator."""
-    if SIMULATOR or nbytes <= 48 * 1024:
+    When static plus dynamic shared memory exceed 48 KiB per block, CUDA wants an
+    opt-in per kernel (``cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)``;
+    without it the launch fails with CUDA_ERROR_INVALID_VALUE — seen on the H200 with
+    exactly 48 KiB dynamic plus 256 bytes static), which numba-cuda 0.30 does not
+    expose (NVIDIA/numba-cuda#94): this sets it through numba-cuda's own driver
+    binding on each compiled overload — the call its ``set_shared_memory_carveout``
+    makes for another attribute.  Once per kernel, device and size; nothing in the
+    simulator."""
+    if SIMULATOR or nbytes <= 0:
         return
     key = (id(kernel), cuda.get_current_device().id)
     if _OPTED_IN.get(key, 0) >= nbytes:

@@ -161,19 +161,19 @@ def test_split_row_fits_the_row_or_says_why():
     from simt_tiles.kernels.softmax import _long_row_rung
     from simt_tiles.runtime import ConfigError
 
-    cfg = SplitRowConfig()  # the default's fields: 512 threads, two blocks per SM
+    cfg = SplitRowConfig()  # the default's fields: 256 threads, two blocks per SM
     split = lambda cols, itemsize=4: (lambda c: (c.reg_vpt, c.smem_vpt))(cfg.for_problem(9, cols, itemsize))  # noqa: E731
-    assert split(32768) == (20, 44)  # registers first (20 + 44 overhead = 64), 88 KiB of shared memory
-    assert split(10240, 8) == (4, 16)  # float64: 4 values (8 registers) + 16
-    assert split(20000) == (20, 20)  # cdiv(20000, 512) = 40 per thread
-    assert split(100) == (4, 0)
-    assert split(34816) == (20, 48)  # 68 per thread: 96 KiB of shared memory
-    with pytest.raises(ConfigError, match=r"x: rows of 34817 values of 4 bytes do not fit k05_split_row .*= 34816"):
-        cfg.for_problem(1, 34817)
-    with pytest.raises(ConfigError, match=r"x: rows of 10241 values of 8 bytes"):
-        cfg.for_problem(1, 10241, 8)
-    big = SplitRowConfig(threads=256).for_problem(9, 32768)  # the register-heavy alternative
-    assert (big.reg_vpt, big.smem_vpt, big.dynamic_smem_bytes(4)) == (84, 44, 45056)
+    assert split(32768) == (84, 44)  # registers first (84 + 44 overhead = 128), 44 KiB of shared memory
+    assert split(16384, 8) == (36, 28)  # float64: 36 values (72 registers) + 28
+    assert split(20000) == (80, 0)  # cdiv(20000, 256) = 79 → 80 per thread: registers only
+    assert split(46080) == (84, 96)  # 96 KiB of shared memory: the budget
+    with pytest.raises(ConfigError, match=r"x: rows of 46081 values of 4 bytes do not fit k05_split_row .*= 46080"):
+        cfg.for_problem(1, 46081)
+    with pytest.raises(ConfigError, match=r"x: rows of 21505 values of 8 bytes"):
+        cfg.for_problem(1, 21505, 8)
+    assert cfg.for_problem(9, 32768).dynamic_smem_bytes(4) == 44 * 256 * 4
+    few = SplitRowConfig(threads=512).for_problem(9, 32768)  # 64 registers: 20 values, 3 chunks of shared
+    assert (few.reg_vpt, few.smem_vpt) == (20, 44)
     # variant=None: k04 while the row fits its registers, then k05, then k03 (any length)
     assert _long_row_rung(None, 1, 32768, 4)[0].name == ("k05_split_row" if not SIMULATOR else "k03_online")
     sim = RUNGS["k05_split_row"].presets["sim"]  # 64 threads × (4 + 16) float32

@@ -83,9 +83,9 @@ def run(h, cp, tile, args) -> None:
         SOFTMAX_SWEEP = [("k04_register_row", RegRowConfig(threads=t, vpt_target=v, max_vpt=64,
                                                                  min_threads=t))
                          for t, v in ((128, 16), (512, 16), (512, 32), (1024, 16), (1024, 32))]
-        # k05: 256 threads × (84 registers + 44 shared) and 1024 × (20 + 12) against the default's
-        # 512 × (20 + 44): warps per SM against values per thread
-        SOFTMAX_SWEEP += [("k05_split_row", SplitRowConfig(threads=256)),
+        # k05 at 32768 columns: 512 threads × (20 registers + 44 shared) and 1024 × (20 + 12), one
+        # block per SM, against the default's 256 × (84 + 44): warps per SM against values per thread
+        SOFTMAX_SWEEP += [("k05_split_row", SplitRowConfig(threads=512)),
                           ("k05_split_row", SplitRowConfig(threads=1024, min_blocks=1, smem_budget=48 * 1024))]
 
         for cols in args.cols:

@@ -10,21 +10,25 @@ What changed versus k04
     ``reg_vpt`` values in registers and ``smem_vpt`` more in shared memory: a
     private column of a ``smem_vpt × threads`` array (lane-consecutive words,
     no bank conflicts, and no barrier — no thread reads another's values).
-    Sized so that *two* rows fit an SM with k04-at-16384's threads: 32768
-    float32 columns, 512 threads, 20 values in registers (64 registers:
-    ``launch_bounds=(512, 2)``; 22 spilled) and 44 in shared memory (88 KiB
-    per block).
+    Sized so that *two* rows fit an SM: 32768 float32 columns, 256 threads,
+    84 values in registers (128 registers: ``launch_bounds=(256, 2)``) and
+    44 in shared memory (44 KiB per block).  512 threads × (20 + 44) — the
+    warps of k04 at 16384 columns, but 64 registers leave only 20 values and
+    the shared part takes three chunks of loads — reached 81.6% of the copy,
+    256 × (84 + 44) 93.5% (both measured in one run).
 
-    88 KiB is more than the 48 KiB a block may declare statically, so the
-    array is *dynamic* shared memory, sized at launch, and the launcher opts
-    the kernel in to more than 48 KiB (``runtime.allow_dynamic_smem``: a
-    driver attribute numba-cuda 0.30 does not expose).
+    The array is *dynamic* shared memory, sized at launch (up to
+    ``smem_budget``, 96 KiB), so more than the 48 KiB a block may declare
+    statically is possible; the launcher opts the kernel in
+    (``runtime.allow_dynamic_smem``: a driver attribute numba-cuda 0.30 does
+    not expose).
 
     One block per row (rows this long fill a block).  The shared values take
     one extra shared store and load each way: exp is written back in place,
     so the write phase reads each once more.  The loads go through the
-    registers in two batches (see the kernel), so a thread waits for DRAM
-    twice, not once per shared value.
+    registers in chunks (see the kernel), so a thread waits for DRAM
+    cdiv(smem_vpt, reg_vpt) + 1 times (the default: twice), not once per
+    shared value.
 
     ``Config.for_problem`` splits the ``cdiv(cols, threads)`` values (rounded
     up to a multiple of ``vpt_step``, so nearby lengths share a kernel)
@@ -34,7 +38,15 @@ What changed versus k04
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
-Measured on the H200: see benchmarks/NOTES.md (session 4).
+Measured on the H200 (2026-11-29, 16384 × 32768 float32, GPU time, % of the device copy's
+4.26 TB/s, ``simt-tiles bench patterns``): k04 (512 × 64 registers, one block per SM) 80%.
+First k05 (static 46 KiB, 256 × (82 + 46), register part loaded first, shared loops fully
+unrolled): 84.5%; ncu: two blocks per SM, 0.62 instructions issued per scheduler-cycle,
+DRAM 75% busy.  One 32-bit bound compare per access instead of a 64-bit add and two
+compares (−30% SASS) changed nothing (1.19 ms both).  This version (dynamic, shared part
+loaded first, its loops bounded at run time): 256 × (84 + 44) **93.5%** (1.079 ms,
+1.46× torch.softmax), 512 × (20 + 44) 81.6%.  Which of the three changes made the
+difference was not isolated.  16384 columns: 97.1% (k04: 96.3%).
 """
 
 from __future__ import annotations
@@ -55,13 +67,14 @@ class Config(WarpRowConfig):
     memory (set per call by :meth:`for_problem`; the presets' values are what
     the compile gate builds)."""
 
-    threads: int = 512
+    threads: int = 256
     vpt: int = 4
     reg_vpt: int = 4
     #: most 32-bit registers of row values per thread (a float64 value takes two)
     max_vpt: int = 96
-    #: registers per thread the kernel needs besides the float32 row values (ptxas, 512 threads
-    #: × 2 blocks leave 64: 20 values + 44 compile without spilling, 22 + 42 and 32 + 32 spill)
+    #: registers per thread the kernel needs besides the float32 row values (ptxas: 256 threads
+    #: × 2 blocks leave 128, 84 values + 44 compile without spilling; 512 × 2 leave 64: 20 + 44
+    #: do, 22 + 42 and 32 + 32 spill)
     reg_overhead: int = 44
     #: dynamic shared memory for row values per block (bytes; two blocks per SM: ≤ 113 KiB)
     smem_budget: int = 96 * 1024
@@ -115,10 +128,11 @@ class Config(WarpRowConfig):
 PRESETS = {
     # few registers, so the simulator's rows reach shared memory (k04's sim preset takes ≤ 512)
     "sim": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1),
-    # 32768 float32 columns: 20 values in registers + 44 in shared memory (88 KiB per block)
-    # per thread.  The gate builds float64's largest fit (10240 columns: 4 + 16); float32's
-    # (34816 columns: 20 + 48) is checked by tests/test_compile_gate.py
-    "default": Config(threads=512, vpt=20, reg_vpt=4),
+    # 32768 float32 columns: 84 values in registers + 44 in shared memory (44 KiB) per thread;
+    # 93.5% of the copy on the H200 (512 threads × (20 + 44): 81.6%).  The gate builds float64's
+    # largest fit (21504 columns: 36 + 48); float32's (46080: 84 + 96) is checked by
+    # tests/test_compile_gate.py
+    "default": Config(threads=256, vpt=84, reg_vpt=36),
 }
 
 

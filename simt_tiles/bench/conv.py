@@ -33,9 +33,9 @@ import sys
 from .. import _probe
 
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
-#: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×8, rx=3, ry=4 (mode constant):
-#: taller/wider register tiles cut shared loads per output (7×7: 7.5 → 6.0 for ry=6) for registers
-K05_SWEEP = ((32, 8, 3, 6), (32, 8, 5, 4), (32, 8, 3, 4), (32, 8, 7, 4))
+#: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×4, rx=4, ry=6 (mode constant
+#: unless --k05-all-modes): the previous default, and the 7×7 filter's best (benchmarks/NOTES.md)
+K05_SWEEP = ((32, 4, 5, 6), (32, 8, 4, 6))
 #: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
 K06_SWEEP = ((32, 8, 3, 4), (32, 4, 5, 6), (32, 8, 5, 4))
 
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     p.add_argument("--filters", nargs="+", type=int, default=[3, 5, 7])
     p.add_argument("--modes", nargs="+", default=["constant", "reflect"])
     p.add_argument("--k05-shapes", nargs="*", default=[f"{bx}x{by}x{rx}x{ry}" for bx, by, rx, ry in K05_SWEEP],
-                   help="k05 shapes to time besides its default, as BLOCKXxBLOCKYxRXxRY (mode constant)")
+                   help="k05 shapes to time besides its default, as BLOCKXxBLOCKYxRXxRY[xMINBLOCKS] (mode constant)")
+    p.add_argument("--k05-all-modes", action="store_true", help="time the k05 shapes in every mode")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -109,11 +110,12 @@ def filter2d(h, cp, tile, args) -> None:
                 out.fill(cp.nan)
                 h.entry("filter2d", problem, v, lambda v=v, wv=wv: simt_tiles.correlate2d(
                     x, wv, mode=mode, out=out, variant=v), check=check, **kw)
-            if mode == "constant":  # k05's register tile: shared loads per output vs registers, occupancy
-                for bx, by, rx, ry in (tuple(map(int, t.split("x"))) for t in args.k05_shapes):
-                    cfg = K05Config(block_x=bx, block_y=by, rx=rx, ry=ry)
+            if mode == "constant" or args.k05_all_modes:  # k05's register tile: loads per output vs registers
+                for bx, by, rx, ry, *mb in (tuple(map(int, t.split("x"))) for t in args.k05_shapes):
+                    cfg = K05Config(block_x=bx, block_y=by, rx=rx, ry=ry, min_blocks=mb[0] if mb else 1)
                     out.fill(cp.nan)
-                    h.entry("filter2d", problem, f"k05_register_tile_2d {bx}x{by} rx={rx} ry={ry}",
+                    label = f"k05_register_tile_2d {bx}x{by} rx={rx} ry={ry}" + (f" min_blocks={mb[0]}" if mb else "")
+                    h.entry("filter2d", problem, label,
                             lambda cfg=cfg: simt_tiles.correlate2d(x, w_host, mode=mode, out=out,
                                                                    variant="k05_register_tile_2d", config=cfg),
                             check=check, **kw)

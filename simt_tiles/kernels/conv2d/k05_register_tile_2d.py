@@ -81,6 +81,11 @@ output — 7×7: 7.5 → 4.4 for 6 × 5 — so the issue-bound 5×5 and 7×7 gai
 7×7 is bounded by the FP32 pipe: 49 FMA per output × 67 M outputs at the H200's
 128 FMA/clock/SM is 99 µs of issue alone against 126 µs for the copy, so 85% (148 µs)
 would need the FMAs at two thirds of all issue slots and perfect overlap with DRAM.
+Session 4: 6 × 4 outputs per thread with 16-byte patch rows (128-bit shared loads, see
+"Shared-memory banks"), predicted +5% for 5×5 and 7×7: 5×5 88% (constant; reflect 78% and
+88% in two runs on two machines — its boundary code takes 48 registers, 10 blocks per SM
+instead of 12), 7×7 63% (32 × 8 threads of 6 × 4: 70%).  3×3 91 / 93%.  7×7 stays bounded
+by the FP32 pipe (ncu: FFMA 71% of 144 M instructions issued at 0.75 per scheduler-cycle).
 Opt-in: it compiles once per distinct filter (2–3 s).
 """
 

@@ -79,8 +79,9 @@ def main(argv=None) -> int:
     if "conv2d" in args.only:
         from simt_tiles.reference_conv import correlate2d_reference
 
+        # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads)
         for shape, fshape in (((37, 53), (3, 3)), ((37, 53), (4, 2)), ((1, 1), (3, 3)), ((61, 29), (7, 7)),
-                              ((5, 6), (9, 8))):
+                              ((5, 6), (9, 8)), ((97, 401), (5, 5))):
             img = rng.standard_normal(shape).astype(np.float32)
             w = rng.standard_normal(fshape).astype(np.float32)
             for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):

@@ -462,7 +462,8 @@ class Rung:
         return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
 
     def launch(self, config: TileConfig, dtype, grid, block, stream, *args) -> None:
-        """Launch the kernel with its :attr:`dynamic_smem` (opted in above 48 KiB)."""
+        """Launch the kernel with its :attr:`dynamic_smem` bytes of dynamic shared memory
+        (:func:`allow_dynamic_smem` first, so more than 48 KiB works)."""
         kernel = self.kernel(config, dtype)
         shared = self.dynamic_smem(config, np.dtype(dtype))
         if shared:

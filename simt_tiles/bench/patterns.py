@@ -104,7 +104,7 @@ def run(h, cp, tile, args) -> None:
             for v in simt_tiles.SOFTMAX_VARIANTS:
                 try:
                     SOFTMAX_RUNGS[v].resolve_config(None).for_problem(16384, cols, 4)
-                except ConfigError:  # the row does not fit this rung's default (k04 > 16384, k05 > 33280)
+                except ConfigError:  # the row does not fit this rung's default (k04 > 16384, k05 > 46080 float32)
                     continue
                 out.fill(cp.nan)
                 h.entry("softmax", problem, v, lambda v=v: simt_tiles.softmax(x, out=out, variant=v),

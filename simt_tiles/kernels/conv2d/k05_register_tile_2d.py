@@ -39,15 +39,17 @@ What changed versus k04
 
 Memory traffic (teaching number)
     Global: (TH + KH − 1)·(TW + KW − 1) loads for TH·TW outputs with
-    TH = RY·BY, TW = RX·BX (default 32 × 96, 7 × 7: 1.26 loads per output,
-    1.16 for 3 × 3), one dense store per output.  Shared: 7.5 loads per
-    output for 7 × 7 plus one store and one load to stage the result.
+    TH = RY·BY, TW = RX·BX (default 24 × 128, 7 × 7: 1.31 loads per output,
+    1.10 for 3 × 3), one dense store per output.  Shared, 7 × 7: 12 window
+    rows of 10 words per 24 outputs (5 words, 1.5 load instructions with
+    128-bit loads, per output) plus one store and one load to stage the
+    result.
 
 Instruction budget (the H200 target, from the compile gate's SASS)
     8192² float32 at 85 % of copy bandwidth is ≈ 1.7 outputs per clock per
     SM: ≈ 75 warp-lane instructions per output of issue budget, and a 7 × 7
     filter spends 49 of them on FFMA (≈ 44 TFLOP/s, 2/3 of the FP32 peak).
-    The default 7 × 7 float32 kernel (12 outputs per thread), interior
+    The first default 7 × 7 float32 kernel (12 outputs per thread), interior
     block, per thread: ≈ 130 SASS instructions to load 16 patch elements,
     588 FFMA (all with immediate weights) and 90 LDS, ≈ 50 to stage the
     results and ≈ 45 to store 12 outputs — ≈ 900, ≈ 75 per output, FFMA

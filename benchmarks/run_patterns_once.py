@@ -79,9 +79,10 @@ def main(argv=None) -> int:
     if "conv2d" in args.only:
         from simt_tiles.reference_conv import correlate2d_reference
 
-        # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads)
+        # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads);
+        # (61, 404) 7×7 and 4×6: k07's vector loads and stores (width a multiple of 4, interior blocks)
         for shape, fshape in (((37, 53), (3, 3)), ((37, 53), (4, 2)), ((1, 1), (3, 3)), ((61, 29), (7, 7)),
-                              ((5, 6), (9, 8)), ((97, 401), (5, 5))):
+                              ((5, 6), (9, 8)), ((97, 401), (5, 5)), ((61, 404), (7, 7)), ((61, 404), (4, 6))):
             img = rng.standard_normal(shape).astype(np.float32)
             w = rng.standard_normal(fshape).astype(np.float32)
             for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):
@@ -89,6 +90,18 @@ def main(argv=None) -> int:
                 for v in simt_tiles.CONV2D_VARIANTS:
                     chk = check_within(simt_tiles.correlate2d(img, w, mode=mode, cval=0.5, variant=v), ref, bound)
                     report(f"correlate2d {v} {shape} {fshape} {mode}", chk.passed, repr(chk))
+        # k07 on arrays whose data do not start 16-byte aligned: the scalar paths (no vector access)
+        import cupy as cp
+
+        img = rng.standard_normal((61, 404)).astype(np.float32)
+        w = rng.standard_normal((7, 7)).astype(np.float32)
+        ref, bound = correlate2d_reference(img, w, "reflect", 0.0)
+        x = cp.empty(img.size + 1, np.float32)[1:].reshape(img.shape)
+        x[...] = cp.asarray(img)
+        y = cp.full(img.size + 1, np.nan, np.float32)[1:].reshape(img.shape)
+        simt_tiles.correlate2d(x, w, out=y, variant="k07_vectorized")
+        chk = check_within(cp.asnumpy(y), ref, bound)
+        report("correlate2d k07_vectorized misaligned (61, 404) 7x7", chk.passed, repr(chk))
 
     if "separable" in args.only and "correlate1d" in dir(simt_tiles):
         import scipy.ndimage as ndi

@@ -46,6 +46,7 @@ from simt_tiles.kernels.conv2d import (
     k04_constant_filter,
     k05_register_tile_2d,
     k06_separable_fused,
+    k07_vectorized,
 )
 from simt_tiles.kernels.conv2d._common import Mode, specialise
 from simt_tiles.reference import check_within
@@ -93,6 +94,8 @@ if SIMULATOR:
         "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.integers(1, 3),
                                           block_y=st.integers(1, 3), rx=st.integers(1, 3),
                                           ry=st.integers(1, 3)),
+        "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.integers(1, 2),
+                                    block_y=st.integers(1, 3), rx=st.just(4), ry=st.integers(1, 2)),
     }
 else:
     K06_CONFIGS = st.builds(k06_separable_fused.Config, block_x=st.sampled_from([8, 16, 32]),
@@ -104,6 +107,9 @@ else:
         "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.sampled_from([8, 16, 32]),
                                           block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5),
                                           ry=st.integers(1, 4)),
+        "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.sampled_from([8, 16, 32]),
+                                    block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
+                                    ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 8])),
     }
 
 

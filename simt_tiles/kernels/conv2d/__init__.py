@@ -25,6 +25,8 @@ Read the rungs in order:
                           opt-in)
 ``k06_separable_fused``   ``correlate_separable`` in one kernel: column pass
                           into shared memory, barrier, row pass
+``k07_vectorized``        k05 with 128-bit global loads and stores (an
+                          aligned patch, no staging); anchor compiled in too
 ========================  ====================================================
 
 ``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
@@ -85,7 +87,9 @@ from . import (
     k04_constant_filter,
     k05_register_tile_2d,
     k06_separable_fused,
+    k07_vectorized,
 )
+from ...vector import aligned
 from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
 
 #: every rung, in ladder order
@@ -97,6 +101,7 @@ RUNGS: dict[str, Rung] = {
         k03_register_blocked.RUNG,
         k04_constant_filter.RUNG,
         k05_register_tile_2d.RUNG,
+        k07_vectorized.RUNG,
     )
 }
 
@@ -112,7 +117,11 @@ BEST_VARIANT = "k03_register_blocked"
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
 #: see k04's docstring
-CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d")
+CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized")
+
+#: constant-filter rungs that compile the anchor in too and take ``aligned``
+#: (whether image and out start 16-byte aligned) instead of the anchors
+VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized",)
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls
 #: back to it when a filter's halo does not fit in shared memory
@@ -143,6 +152,7 @@ __all__ = [
     "BEST_VARIANT",
     "FALLBACK_VARIANT",
     "CONSTANT_FILTER_VARIANTS",
+    "VECTOR_VARIANTS",
     "MODES",
     "get_rung",
     "flops",
@@ -380,7 +390,11 @@ def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtyp
     rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, w_op.name)
     grid, block = rung.geometry(spec, h, w)
     anchor_h, anchor_w = anchors(kh, kw, flipped=flipped)
-    if rung.name in CONSTANT_FILTER_VARIANTS:  # the values are compiled in: no weights argument
+    if rung.name in VECTOR_VARIANTS:  # filter and anchor compiled in; 128-bit access if aligned
+        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream),
+                                        (anchor_h, anchor_w))
+        kernel[grid, block, stream](image, out, dtype.type(cval), aligned(image) and aligned(out))
+    elif rung.name in CONSTANT_FILTER_VARIANTS:  # the values are compiled in: no weights argument
         kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream))
         kernel[grid, block, stream](image, out, dtype.type(cval), anchor_h, anchor_w)
     else:

@@ -146,20 +146,21 @@ def gate_filter(kh: int, kw: int, dtype) -> np.ndarray:
 FILTER_KERNEL_CACHE = 64
 
 
-def constant_filter_kernel(rung, config, dtype, weights: np.ndarray):
+def constant_filter_kernel(rung, config, dtype, weights: np.ndarray, anchor=None):
     """The compiled kernel of a constant-filter rung for ``config`` (already
     specialised), ``dtype`` and the host filter ``weights`` (any layout, the
-    image's dtype).  Cached on the filter's bytes, dtype and shape, the mode and
-    tiles (:data:`FILTER_KERNEL_CACHE` kernels)."""
+    image's dtype) — and ``anchor`` ``(row, column)`` for a rung that compiles
+    that in too (k07).  Cached on the filter's bytes, dtype and shape, the
+    anchor, the mode and tiles (:data:`FILTER_KERNEL_CACHE` kernels)."""
     w = np.ascontiguousarray(weights, dtype=dtype)
-    return _filter_kernel(rung, config, np.dtype(dtype), w.shape, w.tobytes())
+    return _filter_kernel(rung, config, np.dtype(dtype), w.shape, w.tobytes(), anchor)
 
 
 @functools.lru_cache(maxsize=FILTER_KERNEL_CACHE)
-def _filter_kernel(rung, config, dtype: np.dtype, shape: tuple, data: bytes):
+def _filter_kernel(rung, config, dtype: np.dtype, shape: tuple, data: bytes, anchor):
     config.check_smem(dtype)
     w = np.frombuffer(data, dtype).reshape(shape)  # read-only: frozen into the kernel
-    pyfunc = rung.factory(config, dtype, w)
+    pyfunc = rung.factory(config, dtype, w) if anchor is None else rung.factory(config, dtype, w, anchor)
     return jit(pyfunc, func_or_sig=rung.signature(dtype), **rung.jit_options(config, dtype))
 
 

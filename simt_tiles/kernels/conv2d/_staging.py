@@ -54,11 +54,12 @@ def make_extend(mode):
     return extend
 
 
-def make_patch_loader(config):
+def make_patch_loader(config, sw=None):
     """``load_patch(image, patch, cval, top, left, tx, ty)``: copy the
     ``SH × SW`` patch whose element (0, 0) is coordinate (``top``, ``left``)
     of the extended image into the shared array ``patch``, with the boundary
-    mode applied (k05's loader, also k06's).  ``tx``, ``ty``: uint32.  No barrier.
+    mode applied (k05's loader, also k06's and k07's).  ``tx``, ``ty``: uint32.  No barrier.
+    ``SW`` is the tile width plus the halo (``sw``: wider, k07's aligned halo).
 
     Thread (tx, ty) copies columns tx + j·BX of rows ty + k·BY.  ``(j + 1) * BX
     <= SW or ...``: the first test is a compile-time constant, true for every j
@@ -66,7 +67,7 @@ def make_patch_loader(config):
     """
     BX, BY = config.block_x, config.block_y
     TH, TW = config.tile()
-    SH, SW = TH + config.kh - 1, TW + config.kw - 1  # the patch: output tile plus halo
+    SH, SW = TH + config.kh - 1, TW + config.kw - 1 if sw is None else sw  # output tile plus halo
     LOAD_COLS = cdiv(SW, BX)  # patch columns each thread copies (the same in every row)
     LOAD_ROWS = cdiv(SH, BY)
     MODE = int(config.mode)
@@ -144,3 +145,78 @@ def make_tile_store(config):
                         dst[first + uint64(j * BX)] = patch[r, c]
 
     return store_tile
+
+
+def make_window_accumulator(config, shift=0, win=None):
+    """``accumulate(patch, w_c, acc, win, r0, c0)``: k05's inner loop (also k07's).
+
+    The thread's ``RY × RX`` outputs start at tile row ``r0``, column ``c0``
+    (uint32); output row oy reads patch rows r0 + oy … r0 + oy + KH − 1.  The
+    thread walks its RY + KH − 1 patch rows once: patch row p is loaded into the
+    register window ``win`` (``WIN`` values from column ``c0``: ``win``, default
+    ``shift + RX + KW − 1``, the values the outputs need) and added, with
+    every filter row a = p − oy that applies, to the accumulators of output row
+    oy.  Window value ``shift + i + b`` meets filter column b for output column
+    i (k07's patch starts ``shift`` columns left of k05's).  ``w_c``: the filter
+    (a constant array: each weight's address is a constant, folded into its FMA).
+    """
+    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
+    ROWS = RY + KH - 1  # patch rows one thread reads
+    WIN = shift + RX + KW - 1 if win is None else win
+    SHIFT = shift
+
+    @inline
+    def patch_row(patch, w_c, acc, win, r0, c0, p):
+        # p is a constant at every call below: after inlining and unrolling, every
+        # accumulator index and weight address is a constant
+        for q in range(WIN):
+            win[q] = patch[r0 + uint32(p), c0 + uint32(q)]
+        for oy in range(RY):
+            a = p - oy
+            if a >= 0 and a < KH:
+                for b in range(KW):
+                    wv = w_c[a, b]
+                    for i in range(RX):
+                        acc[oy * RX + i] += wv * win[SHIFT + i + b]
+
+    @inline
+    def accumulate(patch, w_c, acc, win, r0, c0):
+        # Hand-unrolled (Numba has no "#pragma unroll"; see k04): conditions on
+        # compile-time constants, the untaken calls are removed.  NVVM stops unrolling
+        # long before RY·RX·KH·KW multiply-adds, so the first UNROLLED_ROWS rows are
+        # written out; longer filters run the rest in a loop (weights loaded, not folded).
+        if ROWS > 0:
+            patch_row(patch, w_c, acc, win, r0, c0, 0)
+        if ROWS > 1:
+            patch_row(patch, w_c, acc, win, r0, c0, 1)
+        if ROWS > 2:
+            patch_row(patch, w_c, acc, win, r0, c0, 2)
+        if ROWS > 3:
+            patch_row(patch, w_c, acc, win, r0, c0, 3)
+        if ROWS > 4:
+            patch_row(patch, w_c, acc, win, r0, c0, 4)
+        if ROWS > 5:
+            patch_row(patch, w_c, acc, win, r0, c0, 5)
+        if ROWS > 6:
+            patch_row(patch, w_c, acc, win, r0, c0, 6)
+        if ROWS > 7:
+            patch_row(patch, w_c, acc, win, r0, c0, 7)
+        if ROWS > 8:
+            patch_row(patch, w_c, acc, win, r0, c0, 8)
+        if ROWS > 9:
+            patch_row(patch, w_c, acc, win, r0, c0, 9)
+        if ROWS > 10:
+            patch_row(patch, w_c, acc, win, r0, c0, 10)
+        if ROWS > 11:
+            patch_row(patch, w_c, acc, win, r0, c0, 11)
+        for p in range(UNROLLED_ROWS, ROWS):
+            patch_row(patch, w_c, acc, win, r0, c0, p)
+
+    return accumulate
+
+
+#: patch rows :func:`make_window_accumulator` unrolls by hand (its ``if ROWS > p``
+#: lines); rows beyond run in a loop whose weights are constant-memory loads.  Each
+#: line is an inlined copy of the row's code: more lines, longer compiles
+UNROLLED_ROWS = 12
+

@@ -100,7 +100,7 @@ from numba import cuda, uint32
 from ...runtime import Rung, cdiv, numba_dtype
 from ._common import Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
-from ._staging import make_patch_loader, make_tile_store
+from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,11 +118,6 @@ class Config(RegisterTileConfig):
     #: registers where constant mode took 40 — 10 blocks per SM instead of 12, and 5×5
     #: reflect ran at 78% of the copy against 88% for constant
     min_blocks: int = 1
-
-    #: patch rows the kernel unrolls by hand (its ``if ROWS > p`` lines): rows
-    #: beyond run in a loop whose weights are constant-memory loads.  Each line
-    #: is an inlined copy of the row's code: more lines, longer compiles
-    UNROLLED_ROWS = 12
 
     def smem_bytes(self, itemsize):
         th, tw = self.tile()
@@ -148,13 +143,12 @@ def make_kernel(config: Config, dtype, weights=None):
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
     SWP = 4 * cdiv(SW, 4)  # its row pitch: 16-byte rows, so even RX gets vector shared loads
-    ROWS = RY + KH - 1  # patch rows one thread reads
     WIN = RX + KW - 1  # values one thread needs per patch row (register array length)
     OUTS = RY * RX  # accumulators per thread
-    UNROLLED = config.UNROLLED_ROWS
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config)  # inlined (see _staging)
     store_tile = make_tile_store(config)
+    accumulate = make_window_accumulator(config)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
     if W.shape != (KH, KW) or W.dtype != dtype:
         raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
@@ -183,47 +177,9 @@ def make_kernel(config: Config, dtype, weights=None):
         r0 = ty * uint32(RY)  # this thread's first output row / column within the tile
         c0 = tx * uint32(RX)
 
-        def patch_row(p):
-            # Patch row p (a constant at the calls below): load it once, add it to output
-            # row oy through filter row a = p - oy, for every oy where that is a row.
-            for q in range(WIN):
-                win[q] = patch[r0 + uint32(p), c0 + uint32(q)]
-            for oy in range(RY):
-                a = p - oy
-                if a >= 0 and a < KH:  # compile-time once unrolled
-                    for b in range(KW):
-                        wv = w_c[a, b]  # constant address: folded into the FMA
-                        for i in range(RX):
-                            acc[oy * RX + i] += wv * win[i + b]
-
-        # Hand-unrolled (Numba has no "#pragma unroll"; see k04): conditions on
-        # compile-time constants, the untaken calls are removed.
-        if ROWS > 0:
-            patch_row(0)
-        if ROWS > 1:
-            patch_row(1)
-        if ROWS > 2:
-            patch_row(2)
-        if ROWS > 3:
-            patch_row(3)
-        if ROWS > 4:
-            patch_row(4)
-        if ROWS > 5:
-            patch_row(5)
-        if ROWS > 6:
-            patch_row(6)
-        if ROWS > 7:
-            patch_row(7)
-        if ROWS > 8:
-            patch_row(8)
-        if ROWS > 9:
-            patch_row(9)
-        if ROWS > 10:
-            patch_row(10)
-        if ROWS > 11:
-            patch_row(11)
-        for p in range(UNROLLED, ROWS):  # longer filters: weights loaded, not folded
-            patch_row(p)
+        # patch row p (all RY + KH - 1 of them, unrolled): loaded once into win, added
+        # to output row oy through filter row p - oy wherever that is a row (_staging)
+        accumulate(patch, w_c, acc, win, r0, c0)
 
         # --- stage the results in shared memory, then store whole rows ----------------
         cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten

@@ -1,0 +1,115 @@
+"""128-bit memory access from Numba kernels: ``load4`` and ``store4``, also in the simulator.
+
+CUDA C reads four floats with one instruction through ``float4``; Numba has no
+such type for arrays, and LLVM's load-store vectorizer merges neighbouring
+scalar accesses only where it can prove 16-byte alignment — which it can for
+shared arrays (declared aligned) but not for a kernel's array arguments.  So
+a kernel that wants ``LDG.128`` / ``STG.128`` says so:
+
+    a, b, c, d = load4(row, i)        # row[i], row[i+1], row[i+2], row[i+3]
+    store4(row, i, a, b, c, d)
+
+``row`` is a 1-D C-contiguous array (a row of a 2-D argument, or a shared
+array row), ``i`` an integer index.  **The caller promises that the address of
+``row[i]`` is a multiple of 16 bytes** (and that the four elements exist).
+float32: one 128-bit access; float64 (4 × 8 bytes): LLVM splits it into two
+128-bit accesses, each aligned.
+
+* **On a GPU** each is a Numba ``intrinsic`` that emits an LLVM load/store of a
+  ``<4 x T>`` vector with ``align 16``: ``ld.global.v4.f32`` in PTX.
+* **In the simulator** each is plain Python that *checks the promise* — the
+  address alignment (through the NumPy array behind the simulator's) and the
+  bounds — and raises ``ValueError`` naming what is wrong: a kernel that would
+  fault or read garbage on the GPU fails its simulator tests instead.
+"""
+
+from __future__ import annotations
+
+from .runtime import SIMULATOR
+
+__all__ = ["load4", "store4", "VECTOR_BYTES", "aligned"]
+
+#: the alignment ``load4`` / ``store4`` require of their first element's address
+VECTOR_BYTES = 16
+
+
+def aligned(x) -> bool:
+    """Whether ``x``'s data pointer is a multiple of :data:`VECTOR_BYTES`
+    (``x``: anything with ``__cuda_array_interface__`` or ``__array_interface__``,
+    e.g. a Numba device array, a CuPy array, or a simulator array)."""
+    iface = getattr(x, "__cuda_array_interface__", None) or getattr(x, "__array_interface__", None)
+    if iface is None:
+        inner = getattr(x, "_ary", None)  # the simulator's device array
+        iface = inner.__array_interface__
+    return iface["data"][0] % VECTOR_BYTES == 0
+
+
+if SIMULATOR:
+    def _check(name, row, i):
+        ary = getattr(row, "_ary", row)  # the NumPy array behind a simulator array
+        i = int(i)
+        if ary.ndim != 1 or i < 0 or i + 4 > ary.shape[0]:
+            raise ValueError(f"{name}: elements {i}..{i + 3} of a row of shape {ary.shape}: out of bounds")
+        address = ary.__array_interface__["data"][0] + i * ary.strides[0]
+        if address % VECTOR_BYTES:
+            raise ValueError(f"{name}: address of element {i} is {address:#x}, not a multiple of "
+                             f"{VECTOR_BYTES} bytes (a GPU would fault)")
+        if ary.strides[0] != ary.itemsize:
+            raise ValueError(f"{name}: row stride {ary.strides[0]} bytes; expected contiguous ({ary.itemsize})")
+
+    def load4(row, i):
+        _check("load4", row, i)
+        return row[i], row[i + 1], row[i + 2], row[i + 3]
+
+    def store4(row, i, a, b, c, d):
+        _check("store4", row, i)
+        row[i] = a
+        row[i + 1] = b
+        row[i + 2] = c
+        row[i + 3] = d
+
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    def _vector_pointer(context, builder, aryty, ary_value, index_type, index):
+        """``<4 x T>*`` to element ``index`` of the 1-D array ``ary_value``."""
+        ary = context.make_array(aryty)(context, builder, ary_value)
+        i = context.cast(builder, index, index_type, types.intp)
+        ptr = builder.gep(ary.data, [i])
+        vec = ir.VectorType(context.get_value_type(aryty.dtype), 4)
+        return builder.bitcast(ptr, vec.as_pointer(ptr.type.addrspace)), vec
+
+    def _check_types(row, i):
+        return isinstance(row, types.Array) and row.ndim == 1 and isinstance(i, types.Integer)
+
+    @intrinsic
+    def load4(typingctx, row, i):
+        if not _check_types(row, i):
+            return None
+        sig = types.UniTuple(row.dtype, 4)(row, i)
+
+        def codegen(context, builder, sig, args):
+            vptr, _ = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            v = builder.load(vptr, align=VECTOR_BYTES)
+            values = [builder.extract_element(v, ir.Constant(ir.IntType(32), k)) for k in range(4)]
+            return context.make_tuple(builder, sig.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def store4(typingctx, row, i, a, b, c, d):
+        if not _check_types(row, i):
+            return None
+        sig = types.void(row, i, row.dtype, row.dtype, row.dtype, row.dtype)
+
+        def codegen(context, builder, sig, args):
+            vptr, vec = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            v = ir.Constant(vec, ir.Undefined)
+            for k in range(4):
+                v = builder.insert_element(v, args[2 + k], ir.Constant(ir.IntType(32), k))
+            builder.store(v, vptr, align=VECTOR_BYTES)
+            return context.get_dummy_value()
+
+        return sig, codegen

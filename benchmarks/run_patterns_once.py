@@ -29,6 +29,8 @@ LADDERS = ("softmax", "reduce", "elementwise", "conv2d", "separable", "conv_nchw
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--only", nargs="+", default=list(LADDERS), choices=LADDERS)
+    p.add_argument("--conv-variants", nargs="+", default=None,
+                   help="conv2d rungs to check (default: all; a sanitizer run of all exceeds one device call)")
     args = p.parse_args(argv)
     _probe.select_backend()
 
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
             w = rng.standard_normal(fshape).astype(np.float32)
             for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):
                 ref, bound = correlate2d_reference(img, w, mode, 0.5)
-                for v in simt_tiles.CONV2D_VARIANTS:
+                for v in args.conv_variants or simt_tiles.CONV2D_VARIANTS:
                     chk = check_within(simt_tiles.correlate2d(img, w, mode=mode, cval=0.5, variant=v), ref, bound)
                     report(f"correlate2d {v} {shape} {fshape} {mode}", chk.passed, repr(chk))
         # k07 on arrays whose data do not start 16-byte aligned: the scalar paths (no vector access)

@@ -9,9 +9,11 @@ a kernel that wants ``LDG.128`` / ``STG.128`` says so:
     a, b, c, d = load4(row, i)        # row[i], row[i+1], row[i+2], row[i+3]
     store4(row, i, a, b, c, d)
 
-``row`` is a 1-D C-contiguous array (a row of a 2-D argument, or a shared
-array row), ``i`` an integer index.  **The caller promises that the address of
-``row[i]`` is a multiple of 16 bytes** (and that the four elements exist).
+``row`` is a C-contiguous array (a row of a 2-D argument, a shared array row,
+or a whole 2-D array) and ``i`` the element's *flat* index in it (for a 1-D
+array, its index; for a 2-D one, ``r·w + c`` — one address computation
+instead of a row's and a column's).  **The caller promises that the address
+of element ``i`` is a multiple of 16 bytes** (and that the four elements exist).
 float32: one 128-bit access; float64 (4 × 8 bytes): LLVM splits it into two
 128-bit accesses, each aligned.
 
@@ -46,27 +48,33 @@ def aligned(x) -> bool:
 
 if SIMULATOR:
     def _check(name, row, i):
+        """The flat NumPy view behind ``row`` after checking the promise for element ``i``."""
         ary = getattr(row, "_ary", row)  # the NumPy array behind a simulator array
+        if ary.ndim != 1:
+            if not ary.flags.c_contiguous:
+                raise ValueError(f"{name}: a {ary.ndim}-D array must be C-contiguous for a flat index")
+            ary = ary.reshape(-1)  # a view: stores reach the array
         i = int(i)
-        if ary.ndim != 1 or i < 0 or i + 4 > ary.shape[0]:
-            raise ValueError(f"{name}: elements {i}..{i + 3} of a row of shape {ary.shape}: out of bounds")
+        if i < 0 or i + 4 > ary.shape[0]:
+            raise ValueError(f"{name}: elements {i}..{i + 3} of an array of {ary.shape[0]}: out of bounds")
         address = ary.__array_interface__["data"][0] + i * ary.strides[0]
         if address % VECTOR_BYTES:
             raise ValueError(f"{name}: address of element {i} is {address:#x}, not a multiple of "
                              f"{VECTOR_BYTES} bytes (a GPU would fault)")
         if ary.strides[0] != ary.itemsize:
             raise ValueError(f"{name}: row stride {ary.strides[0]} bytes; expected contiguous ({ary.itemsize})")
+        return ary
 
     def load4(row, i):
-        _check("load4", row, i)
-        return row[i], row[i + 1], row[i + 2], row[i + 3]
+        flat, i = _check("load4", row, i), int(i)
+        return flat[i], flat[i + 1], flat[i + 2], flat[i + 3]
 
     def store4(row, i, a, b, c, d):
-        _check("store4", row, i)
-        row[i] = a
-        row[i + 1] = b
-        row[i + 2] = c
-        row[i + 3] = d
+        flat, i = _check("store4", row, i), int(i)
+        flat[i] = a
+        flat[i + 1] = b
+        flat[i + 2] = c
+        flat[i + 3] = d
 
 else:
     from llvmlite import ir
@@ -74,7 +82,7 @@ else:
     from numba.cuda.extending import intrinsic
 
     def _vector_pointer(context, builder, aryty, ary_value, index_type, index):
-        """``<4 x T>*`` to element ``index`` of the 1-D array ``ary_value``."""
+        """``<4 x T>*`` to flat element ``index`` of the C-contiguous array ``ary_value``."""
         ary = context.make_array(aryty)(context, builder, ary_value)
         i = context.cast(builder, index, index_type, types.intp)
         ptr = builder.gep(ary.data, [i])
@@ -82,7 +90,8 @@ else:
         return builder.bitcast(ptr, vec.as_pointer(ptr.type.addrspace)), vec
 
     def _check_types(row, i):
-        return isinstance(row, types.Array) and row.ndim == 1 and isinstance(i, types.Integer)
+        # C layout: a flat index is an element offset (a strided view would need its strides)
+        return isinstance(row, types.Array) and row.layout == "C" and isinstance(i, types.Integer)
 
     @intrinsic
     def load4(typingctx, row, i):

@@ -47,6 +47,7 @@ from simt_tiles.kernels.conv2d import (
     k05_register_tile_2d,
     k06_separable_fused,
     k07_vectorized,
+    k08_prefetched,
 )
 from simt_tiles.kernels.conv2d._common import Mode, specialise
 from simt_tiles.reference import check_within
@@ -96,6 +97,9 @@ if SIMULATOR:
                                           ry=st.integers(1, 3)),
         "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.integers(1, 2),
                                     block_y=st.integers(1, 3), rx=st.just(4), ry=st.integers(1, 2)),
+        "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.integers(1, 2),
+                                    block_y=st.integers(1, 2), rx=st.just(4), ry=st.integers(1, 2),
+                                    tiles=st.integers(1, 3)),
     }
 else:
     K06_CONFIGS = st.builds(k06_separable_fused.Config, block_x=st.sampled_from([8, 16, 32]),
@@ -110,6 +114,10 @@ else:
         "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.sampled_from([8, 16, 32]),
                                     block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
                                     ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 8])),
+        "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.sampled_from([8, 16, 32]),
+                                    block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
+                                    ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 4]),
+                                    tiles=st.integers(1, 5)),
     }
 
 

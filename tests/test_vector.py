@@ -21,7 +21,7 @@ import pytest
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 from simt_tiles import vector
-from simt_tiles.kernels.conv2d import MODES, convolve2d, correlate2d, k07_vectorized
+from simt_tiles.kernels.conv2d import MODES, convolve2d, correlate2d, k07_vectorized, k08_prefetched
 from simt_tiles.reference import check_within
 from simt_tiles.reference_conv import correlate2d_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
@@ -108,9 +108,13 @@ def _check(got, image, weights, mode, cval, convolve, what=""):
     assert chk.passed, f"{chk} {what} image{image.shape} weights{weights.shape} {mode} convolve={convolve}"
 
 
-@pytest.fixture
-def counted(monkeypatch):
-    """Counts of k07's vector loads and stores (the simulator runs the kernel's Python)."""
+VECTOR_RUNGS = {"k07_vectorized": k07_vectorized, "k08_prefetched": k08_prefetched}
+
+
+@pytest.fixture(params=list(VECTOR_RUNGS))
+def counted(request, monkeypatch):
+    """The rung's name, and counts of its vector loads and stores (the simulator runs the
+    kernel's Python)."""
     calls = {"load4": 0, "store4": 0}
 
     def wrap(name, f):
@@ -119,39 +123,43 @@ def counted(monkeypatch):
             return f(*args)
         return counting
 
-    monkeypatch.setattr(k07_vectorized, "load4", wrap("load4", vector.load4))
-    monkeypatch.setattr(k07_vectorized, "store4", wrap("store4", vector.store4))
-    return calls
+    module = VECTOR_RUNGS[request.param]
+    monkeypatch.setattr(module, "load4", wrap("load4", vector.load4))
+    monkeypatch.setattr(module, "store4", wrap("store4", vector.store4))
+    return request.param, calls
 
 
 @sim_only
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("kh, kw, convolve", [(3, 3, False), (2, 4, False), (2, 4, True), (1, 5, True)])
-def test_k07_takes_its_vector_paths_inside_the_image(kh, kw, convolve, dtype, counted):
-    """A 13 × 28 image with the sim preset (tile 4 × 8): blocks whose patch lies inside load
-    whole vectors, full tiles store them; even filters shift the window (anchor compiled in)."""
+def test_vector_rungs_take_their_vector_paths_inside_the_image(kh, kw, convolve, dtype, counted):
+    """A 17 × 28 image with the sim presets (tile 4 × 8; k08: two tiles a block): blocks whose
+    patch lies inside load whole vectors, full tiles store them; even filters shift the window
+    (anchor compiled in)."""
+    variant, calls = counted
     rng = np.random.default_rng(kh * 7 + kw)
-    image = rng.standard_normal((13, 28)).astype(dtype)
+    image = rng.standard_normal((17, 28)).astype(dtype)
     weights = rng.standard_normal((kh, kw)).astype(dtype)
     out = poisoned(image.shape, dtype)
-    (convolve2d if convolve else correlate2d)(image, weights, mode="wrap", out=out, variant="k07_vectorized")
-    _check(out.copy_to_host(), image, weights, "wrap", 0.0, convolve, "k07")
-    assert counted["load4"] > 0 and counted["store4"] > 0, counted
+    (convolve2d if convolve else correlate2d)(image, weights, mode="wrap", out=out, variant=variant)
+    _check(out.copy_to_host(), image, weights, "wrap", 0.0, convolve, variant)
+    assert calls["load4"] > 0 and calls["store4"] > 0, calls
 
 
 @sim_only
 @pytest.mark.parametrize("shape", [(13, 27), (13, 4)], ids=["width-not-multiple-of-4", "edge-blocks-only"])
-def test_k07_scalar_paths_when_vectors_do_not_fit(shape, counted):
+def test_vector_rungs_scalar_paths_when_vectors_do_not_fit(shape, counted):
+    variant, calls = counted
     rng = np.random.default_rng(3)
     image = rng.standard_normal(shape).astype(np.float32)
     weights = rng.standard_normal((3, 3)).astype(np.float32)
     for mode in MODES:
-        got = correlate2d(image, weights, mode=mode, cval=0.5, variant="k07_vectorized")
-        _check(got, image, weights, mode, 0.5, False, "k07")
+        got = correlate2d(image, weights, mode=mode, cval=0.5, variant=variant)
+        _check(got, image, weights, mode, 0.5, False, variant)
     if shape[1] % 4:
-        assert counted == {"load4": 0, "store4": 0}
+        assert calls == {"load4": 0, "store4": 0}
     else:
-        assert counted["load4"] == 0  # no block's patch lies inside a 4-wide image
+        assert calls["load4"] == 0  # no block's patch lies inside a 4-wide image
 
 
 @sim_only
@@ -192,8 +200,9 @@ def test_k07_config_rules():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(VECTOR_RUNGS))
 @pytest.mark.parametrize("mode", ["constant", "reflect", "wrap"])
-def test_k07_on_gpu(mode):
+def test_vector_rungs_on_gpu(mode, variant):
     """Widths that are and are not multiples of 4, odd and even filters, and CuPy arrays
     whose data start 4 bytes past a 16-byte boundary (the scalar paths).  Each filter,
     anchor and mode is a compilation (≈ 3 s): few cases, so that the GPU pass fits a call."""
@@ -204,10 +213,10 @@ def test_k07_on_gpu(mode):
         image = rng.standard_normal((h, w)).astype(np.float32)
         weights = rng.standard_normal((kh, kw)).astype(np.float32)
         f = convolve2d if convolve else correlate2d
-        _check(f(image, weights, mode=mode, cval=0.5, variant="k07_vectorized"),
-               image, weights, mode, 0.5, convolve, "k07")
+        _check(f(image, weights, mode=mode, cval=0.5, variant=variant),
+               image, weights, mode, 0.5, convolve, variant)
         x = cp.empty(h * w + 1, np.float32)[1:].reshape(h, w)
         x[...] = cp.asarray(image)
         y = cp.full(h * w + 1, np.nan, np.float32)[1:].reshape(h, w)
-        f(x, weights, mode=mode, cval=0.5, out=y, variant="k07_vectorized")  # same kernel, aligned=False
-        _check(cp.asnumpy(y), image, weights, mode, 0.5, convolve, "k07 misaligned")
+        f(x, weights, mode=mode, cval=0.5, out=y, variant=variant)  # same kernel, aligned=False
+        _check(cp.asnumpy(y), image, weights, mode, 0.5, convolve, f"{variant} misaligned")

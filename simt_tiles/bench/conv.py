@@ -10,7 +10,7 @@ written once, over the median time; the ceiling is a device-to-device copy
 in the same run.  Peers: ``cupyx.scipy.ndimage.correlate`` (same semantics;
 the ratio "× peer" is against it), ``torch.nn.functional.conv2d`` (cuDNN, TF32
 off; zero padding = mode "constant" only) and, when cuda.tile is importable,
-``simt_tiles.tile.correlate2d``.  k04/k05/k07 compile the filter's values in and get
+``simt_tiles.tile.correlate2d``.  k04/k05/k07/k08 compile the filter's values in and get
 the filter as a NumPy array (a device filter would be copied back, synchronising,
 on every call); the other rungs get it on the device.  Check: float64 ``cupyx`` reference with
 the bound (γ_n(2⁻²⁴) + γ_n(2⁻⁵³))·Σ|w|·|x|, n = KH·KW + 1.
@@ -39,6 +39,11 @@ K05_SWEEP = ((32, 4, 5, 6), (32, 8, 4, 6))
 #: k07 shapes (block_x, block_y, rx, ry, min_blocks) timed besides its default: registers per
 #: thread against blocks per SM (ptxas: 64 / 48 / 40 registers, no spills), and 256 threads
 K07_SWEEP = ((32, 4, 4, 6, 8), (32, 4, 4, 6, 12), (32, 8, 4, 6, 5))
+#: k08 shapes (block_x, block_y, rx, ry, min_blocks, tiles) besides its default (32×8 of 3×4, 4 blocks
+#: per SM, 4 tiles a block): tiles per block, and k07's 32×4 of 6×4 (96 registers, no spills)
+K08_SWEEP = ((32, 8, 4, 3, 4, 2), (32, 8, 4, 3, 4, 8), (32, 4, 4, 6, 5, 4))
+#: the config fields the numbers of a --k0N-shapes entry set, in order
+SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
 #: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
 K06_SWEEP = ((32, 8, 3, 4), (32, 4, 5, 6), (32, 8, 5, 4))
 
@@ -53,7 +58,9 @@ def main(argv=None) -> int:
                    help="k05 shapes to time besides its default, as BLOCKXxBLOCKYxRXxRY[xMINBLOCKS] (mode constant)")
     p.add_argument("--k07-shapes", nargs="*", default=["x".join(map(str, t)) for t in K07_SWEEP],
                    help="k07 shapes to time besides its default, as for --k05-shapes")
-    p.add_argument("--k05-all-modes", action="store_true", help="time the k05 and k07 shapes in every mode")
+    p.add_argument("--k08-shapes", nargs="*", default=["x".join(map(str, t)) for t in K08_SWEEP],
+                   help="k08 shapes to time besides its default, as for --k05-shapes with xTILES after MINBLOCKS")
+    p.add_argument("--k05-all-modes", action="store_true", help="time the k05, k07 and k08 shapes in every mode")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -86,6 +93,7 @@ def filter2d(h, cp, tile, args) -> None:
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
     from simt_tiles.kernels.conv2d.k06_separable_fused import Config as K06Config
     from simt_tiles.kernels.conv2d.k07_vectorized import Config as K07Config
+    from simt_tiles.kernels.conv2d.k08_prefetched import Config as K08Config
     from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
 
     torch.backends.cudnn.allow_tf32 = False
@@ -118,11 +126,14 @@ def filter2d(h, cp, tile, args) -> None:
                     x, wv, mode=mode, out=out, variant=v), check=check, **kw)
             if mode == "constant" or args.k05_all_modes:  # register tiles: loads per output vs registers
                 for rung, Config, shapes in (("k05_register_tile_2d", K05Config, args.k05_shapes),
-                                             ("k07_vectorized", K07Config, args.k07_shapes)):
-                    for bx, by, rx, ry, *mb in (tuple(map(int, t.split("x"))) for t in shapes):
-                        cfg = Config(block_x=bx, block_y=by, rx=rx, ry=ry, min_blocks=mb[0] if mb else 1)
+                                             ("k07_vectorized", K07Config, args.k07_shapes),
+                                             ("k08_prefetched", K08Config, args.k08_shapes)):
+                    for shape in shapes:
+                        fields = dict(zip(SHAPE_FIELDS, map(int, shape.split("x"))))
+                        cfg = Config(**fields)
                         out.fill(cp.nan)
-                        label = f"{rung} {bx}x{by} rx={rx} ry={ry}" + (f" min_blocks={mb[0]}" if mb else "")
+                        label = (f"{rung} {cfg.block_x}x{cfg.block_y} rx={cfg.rx} ry={cfg.ry}"
+                                 + "".join(f" {k}={v}" for k, v in fields.items() if k in SHAPE_FIELDS[4:]))
                         h.entry("filter2d", problem, label,
                                 lambda cfg=cfg, rung=rung: simt_tiles.correlate2d(x, w_host, mode=mode, out=out,
                                                                                   variant=rung, config=cfg),

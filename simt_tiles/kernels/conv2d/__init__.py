@@ -27,6 +27,8 @@ Read the rungs in order:
                           into shared memory, barrier, row pass
 ``k07_vectorized``        k05 with 128-bit global loads and stores (an
                           aligned patch, no staging); anchor compiled in too
+``k08_prefetched``        k07 walking a column of tiles: the next tile's
+                          patch loads into registers during this one's compute
 ========================  ====================================================
 
 ``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
@@ -88,6 +90,7 @@ from . import (
     k05_register_tile_2d,
     k06_separable_fused,
     k07_vectorized,
+    k08_prefetched,
 )
 from ...vector import aligned
 from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
@@ -102,6 +105,7 @@ RUNGS: dict[str, Rung] = {
         k04_constant_filter.RUNG,
         k05_register_tile_2d.RUNG,
         k07_vectorized.RUNG,
+        k08_prefetched.RUNG,
     )
 }
 
@@ -117,11 +121,12 @@ BEST_VARIANT = "k03_register_blocked"
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
 #: see k04's docstring
-CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized")
+CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
+                                              "k08_prefetched")
 
 #: constant-filter rungs that compile the anchor in too and take ``aligned``
 #: (whether image and out start 16-byte aligned) instead of the anchors
-VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized",)
+VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized", "k08_prefetched")
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls
 #: back to it when a filter's halo does not fit in shared memory

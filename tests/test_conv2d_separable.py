@@ -415,6 +415,26 @@ def test_one_kernel_per_distinct_filter(variant):
     assert cache.cache_info().maxsize == _common.FILTER_KERNEL_CACHE
 
 
+def test_separable_float32_preset_chain():
+    """On a GPU, float32 without a config tries the larger float32 tile first and keeps the
+    default when the filters do not fit it (beyond 9 + 9 taps); float64, a given config, and
+    the simulator use the resolved config alone."""
+    from simt_tiles.kernels.conv2d import SEPARABLE_FLOAT32_PRESET, _first_fitting, separable_configs
+
+    rung = SEPARABLE_RUNGS["k06_separable_fused"]
+    default, fast = rung.presets["default"], rung.presets[SEPARABLE_FLOAT32_PRESET]
+    assert separable_configs(rung, default, None, np.float32, simulator=False) == [fast, default]
+    assert separable_configs(rung, default, None, np.float64, simulator=False) == [default]
+    assert separable_configs(rung, default, "default", np.float32, simulator=False) == [default]
+    assert separable_configs(rung, default, None, np.float32, simulator=True) == [default]
+    chain = [fast, default]
+    assert _first_fitting(chain, 7, 7, Mode.REFLECT, np.float32).tile() == fast.tile()
+    assert _first_fitting(chain, 11, 11, Mode.REFLECT, np.float32).tile() == default.tile()
+    with pytest.raises(ConfigError):
+        fast_only = specialise(fast, 7, 7, Mode.REFLECT)
+        fast_only.check_smem(np.float64)
+
+
 def test_constant_filter_rungs_are_opt_in():
     assert BEST_VARIANT == "k03_register_blocked"
     assert set(CONSTANT_FILTER_VARIANTS) <= set(CONV2D_VARIANTS)
@@ -539,7 +559,8 @@ def test_fused_kernel_compiles_every_mode_and_weights_fold():
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-c", GATE], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == 2 * len(MODES) + 2, proc.stdout
+    presets = len(SEPARABLE_RUNGS["k06_separable_fused"].presets)  # sim, default, fast_float32
+    assert proc.stdout.count(" ok") == presets * len(MODES) + 2, proc.stdout
 
 
 def test_compile_gate_builds_the_new_rungs():

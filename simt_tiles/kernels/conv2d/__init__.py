@@ -72,6 +72,7 @@ import numpy as np
 from numba import cuda
 
 from ...runtime import (
+    SIMULATOR,
     ConfigError,
     Operand,
     _check_dtype_ndim,
@@ -153,6 +154,7 @@ __all__ = [
     "SEPARABLE_VARIANTS",
     "SEPARABLE_RUNGS",
     "BEST_SEPARABLE_VARIANT",
+    "SEPARABLE_FLOAT32_PRESET",
     "RUNGS",
     "BEST_VARIANT",
     "FALLBACK_VARIANT",
@@ -293,8 +295,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     may_fall_back = variant is None and (config is None or isinstance(config, str))
     if name != "two_pass":
         try:
-            spec = specialise(cfg, kh, kw, mode)
-            spec.check_smem(dtype)
+            spec = _first_fitting(separable_configs(rung, cfg, config, dtype, SIMULATOR), kh, kw, mode, dtype)
         except ConfigError as exc:
             if not may_fall_back:
                 raise ConfigError(
@@ -323,6 +324,36 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     _launch(rung, cfg, config, may_fall_back, mid, wx_op, out_op.dev, mode, cval_rows, dtype, stream,
             flipped=False)
     return finish_result(out_op, stream)
+
+
+#: k06's preset for float32 when no config is given: a larger tile measured faster on the H200
+#: (32×8 threads of 4×5 outputs: 79 / 77 / 74% of the copy for 3×3 / 5×5 / 7×7 constant against
+#: the default's 76 / 68 / 63%, benchmarks/results/conv_k08_h200.json) that needs 46.5 KB of shared
+#: memory for 7 + 7 taps — float64, and float32 beyond 9 + 9 taps, keep the default
+SEPARABLE_FLOAT32_PRESET = "fast_float32"
+
+
+def separable_configs(rung, cfg, config, dtype, simulator: bool) -> list:
+    """The configs ``correlate_separable`` tries for the fused kernel, in order: with
+    ``config`` None on a GPU and float32, :data:`SEPARABLE_FLOAT32_PRESET` first, then
+    ``cfg`` (the resolved preset or the caller's config)."""
+    if config is None and not simulator and np.dtype(dtype) == np.float32 and \
+            SEPARABLE_FLOAT32_PRESET in rung.presets:
+        return [rung.presets[SEPARABLE_FLOAT32_PRESET], cfg]
+    return [cfg]
+
+
+def _first_fitting(configs, kh, kw, mode, dtype):
+    """The first of ``configs`` specialised for the call whose shared memory fits
+    ``dtype``; the last one's ConfigError if none does."""
+    for i, cand in enumerate(configs):
+        try:
+            spec = specialise(cand, kh, kw, mode)
+            spec.check_smem(dtype)
+            return spec
+        except ConfigError:
+            if i == len(configs) - 1:
+                raise
 
 
 def _check_cval(cval) -> None:

@@ -66,7 +66,11 @@ Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h20
 filters wy ⊗ wx: 3×3 / 5×5 / 7×7 constant 3.22 / 2.88 / 2.67 TB/s (76 / 68 / 63%
 of copy), reflect 3.06 / 2.83 / 2.62 — the fastest entry for every filter
 (K + K instead of K·K multiply-adds per output), 3.3–9.7× cupyx's 2-D
-correlate of the same filter; still short of 85%.
+correlate of the same filter; still short of 85%.  Sweeps (sessions 4 and 5): 32 × 8
+threads of 4 × 5 outputs 78 / 77 / 74% and 79 / 77 / 74% (constant) — but 46.5 KB of
+shared memory for 7 + 7 taps, so it is the preset ``fast_float32``, which
+``correlate_separable`` tries first for float32 without a config, keeping ``default``
+(15.6 KB) for float64 and for filters beyond 9 + 9 taps.
 """
 
 from __future__ import annotations
@@ -104,6 +108,10 @@ class Config(RegisterTileConfig):
 PRESETS = {
     "sim": Config(block_x=2, block_y=2, rx=2, ry=2, kh=2, kw=3, mode=Mode.WRAP),
     "default": Config(block_x=32, block_y=8, rx=3, ry=2, kh=7, kw=7, mode=Mode.MIRROR),
+    # float32 only (the compile gate builds a "_float32" preset for float32 alone): 32×8 of 4×5,
+    # 46.5 KB for 7 + 7 taps; correlate_separable tries it first for float32 without a config
+    # (SEPARABLE_FLOAT32_PRESET) and falls back to "default" when the filters do not fit
+    "fast_float32": Config(block_x=32, block_y=8, rx=5, ry=4, kh=7, kw=7, mode=Mode.MIRROR),
 }
 
 

@@ -35,7 +35,6 @@ from simt_tiles.kernels.conv2d import (
     CONSTANT_FILTER_VARIANTS,
     CONV2D_VARIANTS,
     MODES,
-    RUNGS,
     SEPARABLE_RUNGS,
     SEPARABLE_VARIANTS,
     _common,
@@ -46,8 +45,6 @@ from simt_tiles.kernels.conv2d import (
     k04_constant_filter,
     k05_register_tile_2d,
     k06_separable_fused,
-    k07_vectorized,
-    k08_prefetched,
 )
 from simt_tiles.kernels.conv2d._common import Mode, specialise
 from simt_tiles.reference import check_within
@@ -57,6 +54,8 @@ from simt_tiles.reference_conv import (
     correlate_separable_reference,
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
+
+from .test_conv2d import config_strategy
 
 from .helpers import DTYPES, poisoned
 
@@ -89,36 +88,10 @@ def filter_length(n: int):
 if SIMULATOR:
     K06_CONFIGS = st.builds(k06_separable_fused.Config, block_x=st.integers(1, 3),
                             block_y=st.integers(1, 3), rx=st.integers(1, 3), ry=st.integers(1, 3))
-    CONST_CONFIGS = {
-        "k04_constant_filter": st.builds(k04_constant_filter.Config, block_x=st.integers(1, 4),
-                                         block_y=st.integers(1, 3), rx=st.integers(1, 4)),
-        "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.integers(1, 3),
-                                          block_y=st.integers(1, 3), rx=st.integers(1, 3),
-                                          ry=st.integers(1, 3)),
-        "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.integers(1, 2),
-                                    block_y=st.integers(1, 3), rx=st.just(4), ry=st.integers(1, 2)),
-        "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.integers(1, 2),
-                                    block_y=st.integers(1, 2), rx=st.just(4), ry=st.integers(1, 2),
-                                    tiles=st.integers(1, 3)),
-    }
 else:
     K06_CONFIGS = st.builds(k06_separable_fused.Config, block_x=st.sampled_from([8, 16, 32]),
                             block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5),
                             ry=st.integers(1, 4))
-    CONST_CONFIGS = {
-        "k04_constant_filter": st.builds(k04_constant_filter.Config, block_x=st.sampled_from([8, 16, 32]),
-                                         block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5)),
-        "k05_register_tile_2d": st.builds(k05_register_tile_2d.Config, block_x=st.sampled_from([8, 16, 32]),
-                                          block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5),
-                                          ry=st.integers(1, 4)),
-        "k07_vectorized": st.builds(k07_vectorized.Config, block_x=st.sampled_from([8, 16, 32]),
-                                    block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
-                                    ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 8])),
-        "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.sampled_from([8, 16, 32]),
-                                    block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
-                                    ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 4]),
-                                    tiles=st.integers(1, 5)),
-    }
 
 
 def preset(rung):
@@ -332,7 +305,7 @@ def test_empty_images():
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_constant_filter_rungs_match_reference(variant, dtype, data):
-    config = data.draw(st.one_of(st.just(preset(RUNGS[variant])), CONST_CONFIGS[variant]), "config")
+    config = data.draw(config_strategy(variant), "config")  # test_conv2d's strategies
     th, tw = config.tile()
     h, w = data.draw(sides(th), "H"), data.draw(sides(tw), "W")
     kh, kw = data.draw(filter_length(h), "KH"), data.draw(filter_length(w), "KW")

@@ -21,7 +21,7 @@ import pytest
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 from simt_tiles import vector
-from simt_tiles.kernels.conv2d import MODES, convolve2d, correlate2d, k07_vectorized, k08_prefetched
+from simt_tiles.kernels.conv2d import MODES, _staging, convolve2d, correlate2d, k07_vectorized, k08_prefetched
 from simt_tiles.reference import check_within
 from simt_tiles.reference_conv import correlate2d_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
@@ -113,9 +113,10 @@ VECTOR_RUNGS = {"k07_vectorized": k07_vectorized, "k08_prefetched": k08_prefetch
 
 @pytest.fixture(params=list(VECTOR_RUNGS))
 def counted(request, monkeypatch):
-    """The rung's name, and counts of its vector loads and stores (the simulator runs the
-    kernel's Python)."""
-    calls = {"load4": 0, "store4": 0}
+    """The rung's name, and counts of its vector loads, its vector stores into the patch and
+    its vector stores of outputs (``_staging.make_output_store``); the simulator runs the
+    kernel's Python."""
+    calls = {"load4": 0, "store4": 0, "out4": 0}
 
     def wrap(name, f):
         def counting(*args):
@@ -125,7 +126,8 @@ def counted(request, monkeypatch):
 
     module = VECTOR_RUNGS[request.param]
     monkeypatch.setattr(module, "load4", wrap("load4", vector.load4))
-    monkeypatch.setattr(module, "store4", wrap("store4", vector.store4))
+    monkeypatch.setattr(module, "store4", wrap("store4", vector.store4))  # into the patch
+    monkeypatch.setattr(_staging, "store4", wrap("out4", vector.store4))  # the outputs
     return request.param, calls
 
 
@@ -143,7 +145,7 @@ def test_vector_rungs_take_their_vector_paths_inside_the_image(kh, kw, convolve,
     out = poisoned(image.shape, dtype)
     (convolve2d if convolve else correlate2d)(image, weights, mode="wrap", out=out, variant=variant)
     _check(out.copy_to_host(), image, weights, "wrap", 0.0, convolve, variant)
-    assert calls["load4"] > 0 and calls["store4"] > 0, calls
+    assert calls["load4"] > 0 and calls["store4"] > 0 and calls["out4"] > 0, calls
 
 
 @sim_only
@@ -157,7 +159,7 @@ def test_vector_rungs_scalar_paths_when_vectors_do_not_fit(shape, counted):
         got = correlate2d(image, weights, mode=mode, cval=0.5, variant=variant)
         _check(got, image, weights, mode, 0.5, False, variant)
     if shape[1] % 4:
-        assert calls == {"load4": 0, "store4": 0}
+        assert calls == {"load4": 0, "store4": 0, "out4": 0}
     else:
         assert calls["load4"] == 0  # no block's patch lies inside a 4-wide image
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from numba import cuda, int64, uint32, uint64
 
+from ...vector import store4
+
 from ...runtime import cdiv
 from ._common import Mode
 
@@ -145,6 +147,35 @@ def make_tile_store(config):
                         dst[first + uint64(j * BX)] = patch[r, c]
 
     return store_tile
+
+
+def make_output_store(config):
+    """``store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, vector)``: k07's (and
+    k08's) store of a thread's ``RY × RX`` accumulators.  With ``vector`` (the arrays'
+    rows 16-byte aligned) and the whole tile inside ``out``: one 128-bit store per 4
+    consecutive outputs, straight from registers — a warp writes 512 contiguous bytes.
+    Otherwise k05's: barrier (every thread has read ``patch``), stage, store rows.
+    ``vector`` and the tile test are block-uniform, so the barriers are too."""
+    RX, RY = config.rx, config.ry
+    TH, TW = config.tile()
+    store_tile = make_tile_store(config)
+
+    @inline
+    def store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, vector):
+        r0 = ty * uint32(RY)
+        c0 = tx * uint32(RX)
+        if vector and row0 + TH <= h and col0 + TW <= w:
+            for oy in range(RY):
+                dst = out[uint64(row0) + uint64(r0 + uint32(oy))]
+                for g in range(RX // 4):
+                    o = oy * RX + g * 4
+                    store4(dst, uint64(col0) + uint64(c0 + uint32(g * 4)),
+                           acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
+        else:
+            cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
+            store_tile(out, patch, acc, row0, col0, tx, ty, h, w)
+
+    return store_outputs
 
 
 def make_window_accumulator(config, shift=0, win=None):

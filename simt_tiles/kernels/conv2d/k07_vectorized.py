@@ -85,7 +85,7 @@ from ...vector import load4, store4
 from . import k05_register_tile_2d as k05
 from ._common import Mode, gate_filter
 from ._register_tile import geometry
-from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
+from ._staging import make_output_store, make_patch_loader, make_window_accumulator
 
 VEC = 4  # elements per vector access (float32: 16 bytes; float64: two 16-byte halves)
 
@@ -149,7 +149,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     OUTS = RY * RX
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)  # edge blocks (scalar, mapped)
-    store_tile = make_tile_store(config)  # edge blocks (staged)
+    store_outputs = make_output_store(config)  # vectors from registers, or staged (edge blocks)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
     W = gate_filter(KH, KW, dtype) if weights is None else weights
     if W.shape != (KH, KW) or W.dtype != dtype:
@@ -197,16 +197,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
         accumulate(patch, w_c, acc, win, r0, c0)
 
         # --- store: one vector per 4 outputs from registers, or k05's staged rows ----
-        if vector and row0 + TH <= h and col0 + TW <= w:  # block-uniform
-            for oy in range(RY):
-                dst = out[uint64(row0) + uint64(r0 + uint32(oy))]
-                for g in range(RX // VEC):
-                    o = oy * RX + g * VEC
-                    store4(dst, uint64(col0) + uint64(c0 + uint32(g * VEC)),
-                           acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-        else:
-            cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
-            store_tile(out, patch, acc, row0, col0, tx, ty, h, w)
+        store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, vector)  # (_staging)
 
     return conv2d_k07_vectorized
 

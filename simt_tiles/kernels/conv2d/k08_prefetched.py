@@ -60,7 +60,7 @@ from ...runtime import ConfigError, Rung, SMEM_ALIGN, cdiv, grid_for, numba_dtyp
 from ...vector import load4, store4
 from . import k07_vectorized as k07
 from ._common import Mode, gate_filter
-from ._staging import inline, make_patch_loader, make_tile_store, make_window_accumulator
+from ._staging import inline, make_output_store, make_patch_loader, make_window_accumulator
 
 VEC = k07.VEC
 
@@ -112,7 +112,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     OUTS = RY * RX
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
-    store_tile = make_tile_store(config)
+    store_outputs = make_output_store(config)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
     W = gate_filter(KH, KW, dtype) if weights is None else weights
     if W.shape != (KH, KW) or W.dtype != dtype:
@@ -186,16 +186,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
                     acc[o] = DT(0)
                 accumulate(patch, w_c, acc, win, r0, c0)
 
-                if aligned and w % VEC == 0 and row0 + TH <= h and col0 + TW <= w:  # block-uniform
-                    for oy in range(RY):
-                        dst = out[uint64(row0) + uint64(r0 + uint32(oy))]
-                        for g in range(RX // VEC):
-                            o = oy * RX + g * VEC
-                            store4(dst, uint64(col0) + uint64(c0 + uint32(g * VEC)),
-                                   acc[o], acc[o + 1], acc[o + 2], acc[o + 3])
-                else:
-                    cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
-                    store_tile(out, patch, acc, row0, col0, tx, ty, h, w)
+                store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, aligned and w % VEC == 0)
 
     return conv2d_k08_prefetched
 

@@ -197,7 +197,15 @@ def signature(dtype):
     return void(t[:, ::1], t[:, ::1], t, boolean)
 
 
-jit_options = k07.jit_options
+def jit_options(config: Config, dtype) -> dict:
+    """k07's launch bounds, except in modes "nearest" and "mirror": their boundary loader
+    needs more registers — at the default's 64 ptxas spilled 48–100 B (outside the FMA loop,
+    but the rung is declared spill-free), mirror still 24 B at 80 — so those are unbounded
+    (not measured on the H200)."""
+    options = k07.jit_options(config, dtype)
+    if int(config.mode) in (int(Mode.NEAREST), int(Mode.MIRROR)):
+        options["launch_bounds"] = (config.threads,)
+    return options
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
 RUNG = Rung("k08_prefetched", Config, PRESETS, make_kernel, geometry, signature, jit_options)

@@ -127,33 +127,59 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, weights=None, anchor=None):
-    """The kernel for ``config``, ``dtype``, the filter ``weights`` (a
-    ``kh × kw`` NumPy array of ``dtype``) and its ``anchor`` ``(row, column)``,
-    both compiled in; None: the compile gate's filter, centred."""
+@dataclasses.dataclass(frozen=True)
+class PatchLayout:
+    """The compile-time constants of the aligned patch (k07, k08): the anchor ``(AH, AW)``,
+    the left halo ``HL`` (whole vectors) and the window shift ``S``, the patch's rows ``SH``
+    and pitch ``SWP``, its vectors per row ``VROW``, the register window ``WIN`` (whole
+    vectors), and the filter ``W`` compiled in."""
+
+    AH: int
+    AW: int
+    HL: int
+    S: int
+    SH: int
+    SWP: int
+    VROW: int
+    WIN: int
+    W: np.ndarray
+
+
+def patch_layout(config: Config, dtype, weights=None, anchor=None) -> PatchLayout:
+    """Check ``config.rx``, the ``anchor`` (None: centred) and the ``weights`` (None: the
+    compile gate's filter) and lay out the patch for them."""
     if config.rx % VEC:
         raise ConfigError(f"config.rx: expected a multiple of {VEC}; got {config.rx}")
-    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
-    BX, BY = config.block_x, config.block_y
+    KH, KW = config.kh, config.kw
     TH, TW = config.tile()
     AH, AW = (KH // 2, KW // 2) if anchor is None else (int(anchor[0]), int(anchor[1]))
     if not (0 <= AH < KH and 0 <= AW < KW):
         raise ValueError(f"anchor: expected (0..{KH - 1}, 0..{KW - 1}); got {anchor}")
+    W = gate_filter(KH, KW, dtype) if weights is None else weights
+    if W.shape != (KH, KW) or W.dtype != dtype:
+        raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
     HL, S = left_halo(AW)
-    SH = TH + KH - 1
     SWP = patch_pitch(TW, KW, S)  # whole vectors (the loaders fill the first S + TW + KW - 1)
-    VROW = SWP // VEC  # vectors per patch row
+    return PatchLayout(AH=AH, AW=AW, HL=HL, S=S, SH=TH + KH - 1, SWP=SWP, VROW=SWP // VEC,
+                       WIN=VEC * cdiv(S + config.rx + KW - 1, VEC), W=W)
+
+
+def make_kernel(config: Config, dtype, weights=None, anchor=None):
+    """The kernel for ``config``, ``dtype``, the filter ``weights`` (a
+    ``kh × kw`` NumPy array of ``dtype``) and its ``anchor`` ``(row, column)``,
+    both compiled in; None: the compile gate's filter, centred."""
+    lay = patch_layout(config, dtype, weights, anchor)
+    RX, RY, KW = config.rx, config.ry, config.kw
+    BX, BY = config.block_x, config.block_y
+    TH, TW = config.tile()
+    AH, HL, S, SH, SWP, VROW, WIN, W = lay.AH, lay.HL, lay.S, lay.SH, lay.SWP, lay.VROW, lay.WIN, lay.W
     VCOLS = cdiv(VROW, BX)  # vectors of a row one thread copies
     LROWS = cdiv(SH, BY)  # rows one thread copies
-    WIN = VEC * cdiv(S + RX + KW - 1, VEC)  # window values per patch row: whole vectors
     OUTS = RY * RX
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)  # edge blocks (scalar, mapped)
     store_outputs = make_output_store(config)  # vectors from registers, or staged (edge blocks)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
-    W = gate_filter(KH, KW, dtype) if weights is None else weights
-    if W.shape != (KH, KW) or W.dtype != dtype:
-        raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
 
     def conv2d_k07_vectorized(image, out, cval, aligned):
         w_c = cuda.const.array_like(W)

@@ -23,13 +23,28 @@ float32: one 128-bit access; float64 (4 × 8 bytes): LLVM splits it into two
   address alignment (through the NumPy array behind the simulator's) and the
   bounds — and raises ``ValueError`` naming what is wrong: a kernel that would
   fault or read garbage on the GPU fails its simulator tests instead.
+
+Asynchronous copies (sm_80+: ``cp.async``, SASS ``LDGSTS``)::
+
+    copy4_async(dst, j, src, i)   # dst[j:j+4] = src[i:i+4], dst in shared memory
+    commit_copies()               # close the group of this thread's copies issued so far
+    wait_copies()                 # wait until all of this thread's committed groups have landed
+
+A global → shared copy that needs no registers and does not stall the
+thread: the load is in flight while the thread computes.  After
+``wait_copies`` a thread's own copies are in shared memory; a
+``syncthreads`` then makes everyone's visible.  Both addresses 16-byte
+aligned (float32: 4 elements; float64 is refused — 32 bytes).  In the
+simulator the copy happens at once (with the checks above) and the other two
+do nothing, so the simulator cannot catch a missing ``wait_copies``: the GPU
+tests and ``compute-sanitizer --tool racecheck`` must.
 """
 
 from __future__ import annotations
 
 from .runtime import SIMULATOR
 
-__all__ = ["load4", "store4", "VECTOR_BYTES", "aligned"]
+__all__ = ["load4", "store4", "copy4_async", "commit_copies", "wait_copies", "VECTOR_BYTES", "aligned"]
 
 #: the alignment ``load4`` / ``store4`` require of their first element's address
 VECTOR_BYTES = 16
@@ -75,6 +90,17 @@ if SIMULATOR:
         flat[i + 1] = b
         flat[i + 2] = c
         flat[i + 3] = d
+
+    def copy4_async(dst, j, src, i):
+        if getattr(src, "_ary", src).dtype.itemsize != 4:
+            raise TypeError("copy4_async: 4-byte elements only (16 bytes per copy)")
+        store4(dst, j, *load4(src, i))
+
+    def commit_copies():
+        pass
+
+    def wait_copies():
+        pass
 
 else:
     from llvmlite import ir
@@ -122,3 +148,45 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _element_pointer(context, builder, aryty, ary_value, index_type, index):
+        ary = context.make_array(aryty)(context, builder, ary_value)
+        return builder.gep(ary.data, [context.cast(builder, index, index_type, types.intp)])
+
+    @intrinsic
+    def copy4_async(typingctx, dst, j, src, i):
+        if not (_check_types(dst, j) and _check_types(src, i) and dst.dtype == src.dtype
+                and dst.dtype.bitwidth == 32):
+            return None
+        sig = types.void(dst, j, src, i)
+
+        def codegen(context, builder, sig, args):
+            dptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            sptr = _element_pointer(context, builder, sig.args[2], args[2], sig.args[3], args[3])
+            i64 = ir.IntType(64)
+            fnty = ir.FunctionType(ir.VoidType(), [i64, i64])
+            # the shared operand is a 32-bit shared-window address: convert the generic one
+            asm = ir.InlineAsm(
+                fnty,
+                "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, $0; cvt.u32.u64 s, a; "
+                "cp.async.cg.shared.global [s], [$1], 16; }",
+                "l,l,~{memory}", side_effect=True)
+            builder.call(asm, [builder.ptrtoint(dptr, i64), builder.ptrtoint(sptr, i64)])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _asm_statement(text):
+        @intrinsic
+        def statement(typingctx):
+            def codegen(context, builder, sig, args):
+                asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
+                builder.call(asm, [])
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        return statement
+
+    commit_copies = _asm_statement("cp.async.commit_group;")
+    wait_copies = _asm_statement("cp.async.wait_group 0;")  # every committed group has landed

@@ -40,6 +40,7 @@ from simt_tiles.kernels.conv2d import (
     k05_register_tile_2d,
     k07_vectorized,
     k08_prefetched,
+    k09_async_copy,
 )
 from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, specialise
 from simt_tiles.reference import check_within
@@ -76,6 +77,9 @@ if SIMULATOR:
         "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.integers(1, 2),
                                     block_y=st.integers(1, 2), rx=st.just(4), ry=st.integers(1, 2),
                                     tiles=st.integers(1, 3)),
+        "k09_async_copy": st.builds(k09_async_copy.Config, block_x=st.integers(1, 2),
+                                    block_y=st.integers(1, 2), rx=st.just(4), ry=st.integers(1, 2),
+                                    tiles=st.integers(1, 3)),
     }
 else:
     CONFIG_STRATEGIES = {
@@ -94,6 +98,10 @@ else:
                                     block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
                                     ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 8])),
         "k08_prefetched": st.builds(k08_prefetched.Config, block_x=st.sampled_from([8, 16, 32]),
+                                    block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
+                                    ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 4]),
+                                    tiles=st.integers(1, 5)),
+        "k09_async_copy": st.builds(k09_async_copy.Config, block_x=st.sampled_from([8, 16, 32]),
                                     block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([4, 8]),
                                     ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 4]),
                                     tiles=st.integers(1, 5)),
@@ -168,7 +176,7 @@ def _assert_ok(got, image, weights, mode, cval, convolve):
 def test_variants_are_in_ladder_order_and_have_both_presets():
     assert CONV2D_VARIANTS == ("k01_naive", "k02_halo_tiled", "k03_register_blocked",
                                "k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
-                               "k08_prefetched")
+                               "k08_prefetched", "k09_async_copy")
     assert BEST_VARIANT in CONV2D_VARIANTS and FALLBACK_VARIANT == "k01_naive"
     for v in CONV2D_VARIANTS:
         assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/test_conv2d.py"

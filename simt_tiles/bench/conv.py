@@ -10,7 +10,7 @@ written once, over the median time; the ceiling is a device-to-device copy
 in the same run.  Peers: ``cupyx.scipy.ndimage.correlate`` (same semantics;
 the ratio "× peer" is against it), ``torch.nn.functional.conv2d`` (cuDNN, TF32
 off; zero padding = mode "constant" only) and, when cuda.tile is importable,
-``simt_tiles.tile.correlate2d``.  k04/k05/k07/k08 compile the filter's values in and get
+``simt_tiles.tile.correlate2d``.  k04/k05/k07–k09 compile the filter's values in and get
 the filter as a NumPy array (a device filter would be copied back, synchronising,
 on every call); the other rungs get it on the device.  Check: float64 ``cupyx`` reference with
 the bound (γ_n(2⁻²⁴) + γ_n(2⁻⁵³))·Σ|w|·|x|, n = KH·KW + 1.
@@ -43,6 +43,9 @@ K07_SWEEP = ((32, 4, 4, 6, 8), (32, 4, 4, 6, 12), (32, 8, 4, 6, 5))
 #: per SM, 4 tiles a block): tiles per block, k07's 32×4 of 6×4 (96 registers, no spills), and
 #: 32×8 of 4×4 (64 registers, no spills: more outputs per thread at the default's occupancy; not run yet)
 K08_SWEEP = ((32, 8, 4, 3, 4, 2), (32, 8, 4, 3, 4, 8), (32, 4, 4, 6, 5, 4), (32, 8, 4, 4, 4, 4))
+#: k09 shapes besides its default (32×4 of 6×4, 6 blocks per SM — shared memory — 4 tiles a block):
+#: 32×4 of 4×4 (two 12 KB buffers: 9 blocks), 2 and 8 tiles a block
+K09_SWEEP = ((32, 4, 4, 4, 8, 4), (32, 4, 4, 6, 6, 2), (32, 4, 4, 6, 6, 8))
 #: the config fields the numbers of a --k0N-shapes entry set, in order
 SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
 #: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
@@ -61,7 +64,9 @@ def main(argv=None) -> int:
                    help="k07 shapes to time besides its default, as for --k05-shapes")
     p.add_argument("--k08-shapes", nargs="*", default=["x".join(map(str, t)) for t in K08_SWEEP],
                    help="k08 shapes to time besides its default, as for --k05-shapes with xTILES after MINBLOCKS")
-    p.add_argument("--k05-all-modes", action="store_true", help="time the k05, k07 and k08 shapes in every mode")
+    p.add_argument("--k09-shapes", nargs="*", default=["x".join(map(str, t)) for t in K09_SWEEP],
+                   help="k09 shapes to time besides its default, as for --k08-shapes")
+    p.add_argument("--k05-all-modes", action="store_true", help="time the k05, k07, k08 and k09 shapes in every mode")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -95,6 +100,7 @@ def filter2d(h, cp, tile, args) -> None:
     from simt_tiles.kernels.conv2d.k06_separable_fused import Config as K06Config
     from simt_tiles.kernels.conv2d.k07_vectorized import Config as K07Config
     from simt_tiles.kernels.conv2d.k08_prefetched import Config as K08Config
+    from simt_tiles.kernels.conv2d.k09_async_copy import Config as K09Config
     from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
 
     torch.backends.cudnn.allow_tf32 = False
@@ -128,7 +134,8 @@ def filter2d(h, cp, tile, args) -> None:
             if mode == "constant" or args.k05_all_modes:  # register tiles: loads per output vs registers
                 for rung, Config, shapes in (("k05_register_tile_2d", K05Config, args.k05_shapes),
                                              ("k07_vectorized", K07Config, args.k07_shapes),
-                                             ("k08_prefetched", K08Config, args.k08_shapes)):
+                                             ("k08_prefetched", K08Config, args.k08_shapes),
+                                             ("k09_async_copy", K09Config, args.k09_shapes)):
                     for shape in shapes:
                         fields = dict(zip(SHAPE_FIELDS, map(int, shape.split("x"))))
                         cfg = Config(**fields)

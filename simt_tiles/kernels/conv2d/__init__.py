@@ -29,6 +29,8 @@ Read the rungs in order:
                           aligned patch, no staging); anchor compiled in too
 ``k08_prefetched``        k07 walking a column of tiles: the next tile's
                           patch loads into registers during this one's compute
+``k09_async_copy``        k08 with cp.async (LDGSTS) into a second shared
+                          buffer instead of registers
 ========================  ====================================================
 
 ``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
@@ -92,6 +94,7 @@ from . import (
     k06_separable_fused,
     k07_vectorized,
     k08_prefetched,
+    k09_async_copy,
 )
 from ...vector import aligned
 from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
@@ -107,6 +110,7 @@ RUNGS: dict[str, Rung] = {
         k05_register_tile_2d.RUNG,
         k07_vectorized.RUNG,
         k08_prefetched.RUNG,
+        k09_async_copy.RUNG,
     )
 }
 
@@ -123,11 +127,11 @@ BEST_VARIANT = "k03_register_blocked"
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
 #: see k04's docstring
 CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
-                                              "k08_prefetched")
+                                              "k08_prefetched", "k09_async_copy")
 
 #: constant-filter rungs that compile the anchor in too and take ``aligned``
 #: (whether image and out start 16-byte aligned) instead of the anchors
-VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized", "k08_prefetched")
+VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized", "k08_prefetched", "k09_async_copy")
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls
 #: back to it when a filter's halo does not fit in shared memory

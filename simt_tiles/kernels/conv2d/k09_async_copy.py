@@ -1,0 +1,167 @@
+"""k09 — k08 without the registers: the next tile's patch copied global → shared asynchronously (cp.async) into a second buffer.
+
+What changed versus k08
+    k08 hid the patch loads' latency (long-scoreboard stalls 3.3 → 0.5 cycles
+    per instruction, issue rate 0.70 → 0.86 for 7 × 7) but paid for the
+    prefetch in registers: k07's 6 × 4 outputs per thread would need 96, so
+    k08 took 3 × 4 outputs (64 registers) and executes 16% more instructions
+    than k07.  Here the prefetch holds no registers:
+
+    * **cp.async** (:func:`simt_tiles.vector.copy4_async`, SASS ``LDGSTS``,
+      sm_80+): a 16-byte copy from global to shared memory that the thread
+      issues and forgets — no destination register, no stall until
+      ``wait_copies``.  It is a SIMT instruction (every thread copies its own
+      vectors), not the Hopper tensor-memory accelerator.
+    * **Two patch buffers.**  While tile n is computed from buffer n % 2, tile
+      n + 1's copies land in buffer (n + 1) % 2.  One barrier per tile: after
+      ``wait_copies`` (this thread's copies of tile n are in) the barrier makes
+      all of them visible *and* guarantees everyone has finished reading
+      buffer (n + 1) % 2 (tile n − 1) before copies into it are issued.
+    * k07's 6 × 4 outputs per thread and 128-bit stores from registers; the
+      patch's vectors numbered as in k08 (no idle lanes).
+
+    Shared memory doubles (2 × 16.3 KB for 7 × 7): 6 blocks of 128 threads
+    per SM fit in 227 KB — 24 warps, fewer than k08's 32; the registers
+    (≈ 48) are no longer the limit.  float32 only for the vector path (a
+    copy is 4 elements of 4 bytes); float64 images take k05's scalar loader,
+    as edge tiles and misaligned arrays do.
+
+Memory traffic (teaching number): as k07/k08.
+
+Measured (H200): not yet — written after the session's device time was
+spent (benchmarks/NOTES.md, session 5); validated in the simulator and by
+the compile gate (ptxas accepts it: LDGSTS.E.BYPASS.128, LDGDEPBAR, DEPBAR).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from numba import boolean, cuda, uint32, uint64, void
+
+from ...runtime import ConfigError, Rung, SMEM_ALIGN, cdiv, numba_dtype
+from ...vector import commit_copies, copy4_async, wait_copies
+from . import k07_vectorized as k07
+from . import k08_prefetched as k08
+from ._common import Mode, gate_filter
+from ._staging import inline, make_output_store, make_patch_loader, make_window_accumulator
+
+VEC = k07.VEC
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(k08.Config):
+    """k08's fields (``tiles``: output tiles a block computes, stacked vertically)."""
+
+    def smem_bytes(self, itemsize):
+        return 2 * super().smem_bytes(itemsize)  # two patch buffers
+
+
+PRESETS = {
+    "sim": Config(block_x=2, block_y=2, rx=4, ry=2, kh=3, kw=2, mode=Mode.REFLECT, tiles=3),
+    # k07's 32 × 4 threads of 6 × 4 outputs; 6 blocks per SM (shared memory), so up to 85 registers
+    "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT, min_blocks=6, tiles=4),
+}
+
+geometry = k08.geometry
+
+
+def make_kernel(config: Config, dtype, weights=None, anchor=None):
+    """As :func:`k07_vectorized.make_kernel` (filter and anchor compiled in)."""
+    if config.rx % VEC:
+        raise ConfigError(f"config.rx: expected a multiple of {VEC}; got {config.rx}")
+    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
+    BX, T, NT = config.block_x, config.threads, config.tiles
+    TH, TW = config.tile()
+    AH, AW = (KH // 2, KW // 2) if anchor is None else (int(anchor[0]), int(anchor[1]))
+    if not (0 <= AH < KH and 0 <= AW < KW):
+        raise ValueError(f"anchor: expected (0..{KH - 1}, 0..{KW - 1}); got {anchor}")
+    HL, S = k07.left_halo(AW)
+    SH = TH + KH - 1
+    SWP = k07.patch_pitch(TW, KW, S)
+    VROW = SWP // VEC
+    NVEC = SH * VROW
+    VL = cdiv(NVEC, T)
+    WIN = VEC * cdiv(S + RX + KW - 1, VEC)
+    OUTS = RY * RX
+    DT = numba_dtype(dtype)
+    ASYNC = np.dtype(dtype).itemsize == 4  # a 16-byte copy is 4 elements of 4 bytes
+    load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
+    store_outputs = make_output_store(config)
+    accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    W = gate_filter(KH, KW, dtype) if weights is None else weights
+    if W.shape != (KH, KW) or W.dtype != dtype:
+        raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
+
+    @inline
+    def copy_patch(image, patch, top, left, w, t):
+        # this thread's vectors of the patch at image[top, left], issued, not awaited
+        base = uint64(top) * uint64(w) + uint64(left)
+        for k in range(VL):
+            v = uint32(t + uint32(k * T))
+            if (k + 1) * T <= NVEC or v < NVEC:
+                r = uint32(v // uint32(VROW))
+                c = uint32(v - r * uint32(VROW)) * uint32(VEC)
+                copy4_async(patch[r], c, image, base + uint64(r) * uint64(w) + uint64(c))
+        commit_copies()
+
+    def conv2d_k09_async_copy(image, out, cval, aligned):
+        w_c = cuda.const.array_like(W)
+        tx = uint32(cuda.threadIdx.x)
+        ty = uint32(cuda.threadIdx.y)
+        t = ty * uint32(BX) + tx
+        h, w = image.shape
+        col0 = cuda.blockIdx.x * TW
+        left = col0 - HL
+        cols_in = ASYNC and aligned and w % VEC == 0 and left >= 0 and left + SWP <= w
+        first = cuda.blockIdx.y * NT
+
+        patches = cuda.shared.array((2, SH, SWP), DT, alignment=SMEM_ALIGN)
+        acc = cuda.local.array(OUTS, DT)
+        win = cuda.local.array(WIN, DT)
+        r0 = ty * uint32(RY)
+        c0 = tx * uint32(RX)
+
+        # tile 0 into buffer 0: copies in flight, or the scalar loader (edge tiles)
+        top = first * TH - AH
+        if cols_in and top >= 0 and top + SH <= h:
+            copy_patch(image, patches[0], top, left, w, t)
+        elif first * TH < h:
+            load_patch(image, patches[0], cval, top, left, tx, ty)
+        for n in range(NT):
+            row0 = (first + n) * TH
+            if row0 < h:  # block-uniform
+                cur = n % 2
+                wait_copies()  # this thread's copies of tile n have landed
+                cuda.syncthreads()  # RAW: tile n's patch is complete; WAR: tile n - 1 is done with the other buffer
+
+                # tile n + 1 into the other buffer, while tile n is computed
+                ntop = row0 + TH - AH
+                if n + 1 < NT and row0 + TH < h:
+                    if cols_in and ntop >= 0 and ntop + SH <= h:
+                        copy_patch(image, patches[1 - cur], ntop, left, w, t)
+                    else:
+                        load_patch(image, patches[1 - cur], cval, ntop, left, tx, ty)
+
+                patch = patches[cur]
+                for o in range(OUTS):
+                    acc[o] = DT(0)
+                accumulate(patch, w_c, acc, win, r0, c0)
+
+                store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, aligned and w % VEC == 0)
+
+    return conv2d_k09_async_copy
+
+
+def signature(dtype):
+    """k07's: ``void(image, out, cval, aligned)``."""
+    t = numba_dtype(dtype)
+    return void(t[:, ::1], t[:, ::1], t, boolean)
+
+
+jit_options = k08.jit_options  # no min_blocks in modes nearest / mirror (their loader's registers)
+
+#: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
+RUNG = Rung("k09_async_copy", Config, PRESETS, make_kernel, geometry, signature, jit_options)

@@ -22,9 +22,10 @@ What changed versus k08
 
     Shared memory doubles (2 × 16.3 KB for 7 × 7): 6 blocks of 128 threads
     per SM fit in 227 KB — 24 warps, fewer than k08's 32; the registers
-    (≈ 48) are no longer the limit.  float32 only for the vector path (a
-    copy is 4 elements of 4 bytes); float64 images take k05's scalar loader,
-    as edge tiles and misaligned arrays do.
+    (≈ 48) are no longer the limit.  float32 only for the copies (a copy is
+    4 elements of 4 bytes): float64 gets one buffer filled by k05's scalar
+    loader between barriers; edge tiles and misaligned arrays take that loader
+    too (into the next buffer, synchronously).
 
 Memory traffic (teaching number): as k07/k08.
 
@@ -56,7 +57,13 @@ class Config(k08.Config):
     """k08's fields (``tiles``: output tiles a block computes, stacked vertically)."""
 
     def smem_bytes(self, itemsize):
-        return 2 * super().smem_bytes(itemsize)  # two patch buffers
+        return buffers(itemsize) * super().smem_bytes(itemsize)
+
+
+def buffers(itemsize: int) -> int:
+    """Patch buffers: two for float32 (cp.async copies 4 elements of 4 bytes); one for
+    float64, loaded by k05's scalar loader between barriers as k07 does."""
+    return 2 if itemsize == 4 else 1
 
 
 PRESETS = {
@@ -87,7 +94,8 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     WIN = VEC * cdiv(S + RX + KW - 1, VEC)
     OUTS = RY * RX
     DT = numba_dtype(dtype)
-    ASYNC = np.dtype(dtype).itemsize == 4  # a 16-byte copy is 4 elements of 4 bytes
+    NB = buffers(np.dtype(dtype).itemsize)
+    ASYNC = NB == 2  # a 16-byte copy is 4 elements of 4 bytes
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
@@ -118,7 +126,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
         cols_in = ASYNC and aligned and w % VEC == 0 and left >= 0 and left + SWP <= w
         first = cuda.blockIdx.y * NT
 
-        patches = cuda.shared.array((2, SH, SWP), DT, alignment=SMEM_ALIGN)
+        patches = cuda.shared.array((NB, SH, SWP), DT, alignment=SMEM_ALIGN)
         acc = cuda.local.array(OUTS, DT)
         win = cuda.local.array(WIN, DT)
         r0 = ty * uint32(RY)
@@ -126,24 +134,31 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
 
         # tile 0 into buffer 0: copies in flight, or the scalar loader (edge tiles)
         top = first * TH - AH
-        if cols_in and top >= 0 and top + SH <= h:
-            copy_patch(image, patches[0], top, left, w, t)
-        elif first * TH < h:
-            load_patch(image, patches[0], cval, top, left, tx, ty)
+        if NB == 2:
+            if cols_in and top >= 0 and top + SH <= h:
+                copy_patch(image, patches[0], top, left, w, t)
+            else:
+                load_patch(image, patches[0], cval, top, left, tx, ty)
         for n in range(NT):
             row0 = (first + n) * TH
             if row0 < h:  # block-uniform
-                cur = n % 2
-                wait_copies()  # this thread's copies of tile n have landed
-                cuda.syncthreads()  # RAW: tile n's patch is complete; WAR: tile n - 1 is done with the other buffer
+                cur = n % NB
+                if NB == 2:
+                    wait_copies()  # this thread's copies of tile n have landed
+                    cuda.syncthreads()  # RAW: tile n's patch is complete; WAR: tile n - 1 is done with the other buffer
 
-                # tile n + 1 into the other buffer, while tile n is computed
-                ntop = row0 + TH - AH
-                if n + 1 < NT and row0 + TH < h:
-                    if cols_in and ntop >= 0 and ntop + SH <= h:
-                        copy_patch(image, patches[1 - cur], ntop, left, w, t)
-                    else:
-                        load_patch(image, patches[1 - cur], cval, ntop, left, tx, ty)
+                    # tile n + 1 into the other buffer, while tile n is computed
+                    ntop = row0 + TH - AH
+                    if n + 1 < NT and row0 + TH < h:
+                        if cols_in and ntop >= 0 and ntop + SH <= h:
+                            copy_patch(image, patches[1 - cur], ntop, left, w, t)
+                        else:
+                            load_patch(image, patches[1 - cur], cval, ntop, left, tx, ty)
+                else:  # one buffer (float64): load, barrier, compute, as k07
+                    if n > 0:
+                        cuda.syncthreads()  # WAR: tile n - 1 is done with the buffer
+                    load_patch(image, patches[0], cval, row0 - AH, left, tx, ty)
+                    cuda.syncthreads()  # RAW
 
                 patch = patches[cur]
                 for o in range(OUTS):

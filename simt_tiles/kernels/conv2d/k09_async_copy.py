@@ -42,11 +42,11 @@ import numpy as np
 
 from numba import boolean, cuda, uint32, uint64, void
 
-from ...runtime import ConfigError, Rung, SMEM_ALIGN, cdiv, numba_dtype
+from ...runtime import Rung, SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import commit_copies, copy4_async, wait_copies
 from . import k07_vectorized as k07
 from . import k08_prefetched as k08
-from ._common import Mode, gate_filter
+from ._common import Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_window_accumulator
 
 VEC = k07.VEC
@@ -77,21 +77,13 @@ geometry = k08.geometry
 
 def make_kernel(config: Config, dtype, weights=None, anchor=None):
     """As :func:`k07_vectorized.make_kernel` (filter and anchor compiled in)."""
-    if config.rx % VEC:
-        raise ConfigError(f"config.rx: expected a multiple of {VEC}; got {config.rx}")
-    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
+    lay = k07.patch_layout(config, dtype, weights, anchor)
+    RX, RY, KW = config.rx, config.ry, config.kw
     BX, T, NT = config.block_x, config.threads, config.tiles
     TH, TW = config.tile()
-    AH, AW = (KH // 2, KW // 2) if anchor is None else (int(anchor[0]), int(anchor[1]))
-    if not (0 <= AH < KH and 0 <= AW < KW):
-        raise ValueError(f"anchor: expected (0..{KH - 1}, 0..{KW - 1}); got {anchor}")
-    HL, S = k07.left_halo(AW)
-    SH = TH + KH - 1
-    SWP = k07.patch_pitch(TW, KW, S)
-    VROW = SWP // VEC
+    AH, HL, S, SH, SWP, VROW, WIN, W = lay.AH, lay.HL, lay.S, lay.SH, lay.SWP, lay.VROW, lay.WIN, lay.W
     NVEC = SH * VROW
     VL = cdiv(NVEC, T)
-    WIN = VEC * cdiv(S + RX + KW - 1, VEC)
     OUTS = RY * RX
     DT = numba_dtype(dtype)
     NB = buffers(np.dtype(dtype).itemsize)
@@ -99,9 +91,6 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
-    W = gate_filter(KH, KW, dtype) if weights is None else weights
-    if W.shape != (KH, KW) or W.dtype != dtype:
-        raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")
 
     @inline
     def copy_patch(image, patch, top, left, w, t):

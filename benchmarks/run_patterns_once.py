@@ -79,6 +79,7 @@ def main(argv=None) -> int:
             report(f"bias_relu {shape}", bool(np.array_equal(simt_tiles.bias_relu(x, bias), np.maximum(x + bias, 0))))
 
     if "conv2d" in args.only:
+        from simt_tiles.kernels.conv2d import VECTOR_VARIANTS
         from simt_tiles.reference_conv import correlate2d_reference
 
         # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads);
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
                 for v in args.conv_variants or simt_tiles.CONV2D_VARIANTS:
                     chk = check_within(simt_tiles.correlate2d(img, w, mode=mode, cval=0.5, variant=v), ref, bound)
                     report(f"correlate2d {v} {shape} {fshape} {mode}", chk.passed, repr(chk))
-        # k07 on arrays whose data do not start 16-byte aligned: the scalar paths (no vector access)
+        # the vector rungs on arrays whose data do not start 16-byte aligned: their scalar paths
         import cupy as cp
 
         img = rng.standard_normal((61, 404)).astype(np.float32)
@@ -100,10 +101,13 @@ def main(argv=None) -> int:
         ref, bound = correlate2d_reference(img, w, "reflect", 0.0)
         x = cp.empty(img.size + 1, np.float32)[1:].reshape(img.shape)
         x[...] = cp.asarray(img)
-        y = cp.full(img.size + 1, np.nan, np.float32)[1:].reshape(img.shape)
-        simt_tiles.correlate2d(x, w, out=y, variant="k07_vectorized")
-        chk = check_within(cp.asnumpy(y), ref, bound)
-        report("correlate2d k07_vectorized misaligned (61, 404) 7x7", chk.passed, repr(chk))
+        for v in args.conv_variants or simt_tiles.CONV2D_VARIANTS:
+            if v not in VECTOR_VARIANTS:
+                continue
+            y = cp.full(img.size + 1, np.nan, np.float32)[1:].reshape(img.shape)
+            simt_tiles.correlate2d(x, w, out=y, variant=v)
+            chk = check_within(cp.asnumpy(y), ref, bound)
+            report(f"correlate2d {v} misaligned (61, 404) 7x7", chk.passed, repr(chk))
 
     if "separable" in args.only and "correlate1d" in dir(simt_tiles):
         import scipy.ndimage as ndi

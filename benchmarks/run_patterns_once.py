@@ -31,6 +31,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="+", default=list(LADDERS), choices=LADDERS)
     p.add_argument("--conv-variants", nargs="+", default=None,
                    help="conv2d rungs to check (default: all; a sanitizer run of all exceeds one device call)")
+    p.add_argument("--conv-shapes", nargs="+", default=None, metavar="HxW:KHxKW",
+                   help="conv2d cases to check, e.g. 61x404:7x7 (default: all)")
     args = p.parse_args(argv)
     _probe.select_backend()
 
@@ -84,8 +86,13 @@ def main(argv=None) -> int:
 
         # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads);
         # (61, 404) 7×7 and 4×6: k07's vector loads and stores (width a multiple of 4, interior blocks)
-        for shape, fshape in (((37, 53), (3, 3)), ((37, 53), (4, 2)), ((1, 1), (3, 3)), ((61, 29), (7, 7)),
-                              ((5, 6), (9, 8)), ((97, 401), (5, 5)), ((61, 404), (7, 7)), ((61, 404), (4, 6))):
+        cases = (((37, 53), (3, 3)), ((37, 53), (4, 2)), ((1, 1), (3, 3)), ((61, 29), (7, 7)),
+                 ((5, 6), (9, 8)), ((97, 401), (5, 5)), ((61, 404), (7, 7)), ((61, 404), (4, 6)))
+        named = {"{}x{}:{}x{}".format(*shape, *fshape): (shape, fshape) for shape, fshape in cases}
+        unknown = set(args.conv_shapes or ()) - set(named)
+        if unknown:
+            p.error(f"--conv-shapes: unknown {sorted(unknown)}; expected some of {list(named)}")
+        for shape, fshape in [named[c] for c in args.conv_shapes] if args.conv_shapes else cases:
             img = rng.standard_normal(shape).astype(np.float32)
             w = rng.standard_normal(fshape).astype(np.float32)
             for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):

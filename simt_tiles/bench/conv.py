@@ -43,9 +43,10 @@ K07_SWEEP = ((32, 4, 4, 6, 8), (32, 4, 4, 6, 12), (32, 8, 4, 6, 5))
 #: per SM, 4 tiles a block): tiles per block, k07's 32×4 of 6×4 (96 registers, no spills), and
 #: 32×8 of 4×4 (64 registers, no spills: more outputs per thread at the default's occupancy; not run yet)
 K08_SWEEP = ((32, 8, 4, 3, 4, 2), (32, 8, 4, 3, 4, 8), (32, 4, 4, 6, 5, 4), (32, 8, 4, 4, 4, 4))
-#: k09 shapes besides its default (32×4 of 6×4, 6 blocks per SM — shared memory — 4 tiles a block):
-#: 32×4 of 4×4 (two 12 KB buffers: 8 blocks), 32×4 of 8×4 (96 registers, 41 KB: 5 blocks), 2 and 8 tiles a block
-K09_SWEEP = ((32, 4, 4, 4, 8, 4), (32, 4, 4, 8, 5, 4), (32, 4, 4, 6, 6, 2), (32, 4, 4, 6, 6, 8))
+#: k09 shapes besides its default (32×4 of 6×4, 6 blocks per SM — shared memory — 2 tiles a block):
+#: 32×4 of 4×4 (two 12 KB buffers: 8 blocks), 32×4 of 8×4 (96 registers, 41 KB: 5 blocks), 1 tile a block
+#: (no prefetch: the control), 4 and 8 tiles a block
+K09_SWEEP = ((32, 4, 4, 4, 8, 4), (32, 4, 4, 8, 5, 4), (32, 4, 4, 6, 6, 1), (32, 4, 4, 6, 6, 4), (32, 4, 4, 6, 6, 8))
 #: the config fields the numbers of a --k0N-shapes entry set, in order
 SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
 #: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
@@ -58,6 +59,9 @@ def main(argv=None) -> int:
     p.add_argument("--size", type=int, default=8192, help="image side for filter2d")
     p.add_argument("--filters", nargs="+", type=int, default=[3, 5, 7])
     p.add_argument("--modes", nargs="+", default=["constant", "reflect"])
+    p.add_argument("--variants", nargs="+", default=None,
+                   help="conv2d rungs to time at their default config (default: all; peers always run)")
+    p.add_argument("--no-separable-sweep", action="store_true", help="time the separable path's default only")
     p.add_argument("--k05-shapes", nargs="*", default=[f"{bx}x{by}x{rx}x{ry}" for bx, by, rx, ry in K05_SWEEP],
                    help="k05 shapes to time besides its default, as BLOCKXxBLOCKYxRXxRY[xMINBLOCKS] (mode constant)")
     p.add_argument("--k07-shapes", nargs="*", default=["x".join(map(str, t)) for t in K07_SWEEP],
@@ -124,7 +128,7 @@ def filter2d(h, cp, tile, args) -> None:
             def check(y=out):
                 return BoundCheck(y, ref, bound, xp=cp)
 
-            for v in simt_tiles.CONV2D_VARIANTS:
+            for v in args.variants or simt_tiles.CONV2D_VARIANTS:
                 # the rungs that compile the filter's values in get them as NumPy (from a device
                 # filter they would copy it back: a synchronising transfer every call)
                 wv = w_host if v in CONSTANT_FILTER_VARIANTS else w
@@ -153,7 +157,7 @@ def filter2d(h, cp, tile, args) -> None:
                 h.entry("filter2d", problem, "separable (wy, wx)",
                         lambda: separable(x, wy, wx, mode=mode, out=out),
                         check=lambda: BoundCheck(out, ref, bound / g * g_sep, xp=cp), **kw)
-                for bx, by, rx, ry in (K06_SWEEP if mode == "constant" else ()):
+                for bx, by, rx, ry in (K06_SWEEP if mode == "constant" and not args.no_separable_sweep else ()):
                     cfg = K06Config(block_x=bx, block_y=by, rx=rx, ry=ry)
                     out.fill(cp.nan)
                     h.entry("filter2d", problem, f"separable k06 {bx}x{by} rx={rx} ry={ry}",

@@ -1,0 +1,108 @@
+"""The SIMT float32 FMA ceiling of this GPU, measured: what a 2-D filter with k×k taps can reach at best.
+
+    python3 benchmarks/fma_peak.py [--json FILE]     (on the GPU)
+
+A dense filter costs k² FMAs per output and moves 8 bytes per output (float32 in and out), so at
+7×7 its arithmetic (12.25 FLOP/byte) sits close to the H200's FP32 ridge (≈ 67 TFLOP/s nominal /
+4.3 TB/s ≈ 15.7 FLOP/byte).  This script times a kernel that is nothing but independent FFMA chains
+(8 per thread, every SM full) and prints, for each k, the time the FMAs alone need at that rate
+against the time the copy ceiling allows, i.e. the share of the FP32 pipe a filter must sustain —
+loads, index arithmetic, barriers and stores included — to reach a given fraction of the copy
+bandwidth.  Timing: CUDA events, warm-up, median of 20.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from numba import cuda, float32  # noqa: E402
+
+CHAINS = 8  # independent accumulators per thread: enough to hide the FFMA latency with few warps
+THREADS = 256
+
+
+@cuda.jit
+def ffma_chains(out, n_iter, a, b):
+    """Eight independent FFMA chains per thread, n_iter × 8 FFMAs; the sum is stored so nothing is dead code."""
+    t = cuda.grid(1)
+    x0 = float32(t)
+    x1 = x0 + float32(1)
+    x2 = x0 + float32(2)
+    x3 = x0 + float32(3)
+    x4 = x0 + float32(4)
+    x5 = x0 + float32(5)
+    x6 = x0 + float32(6)
+    x7 = x0 + float32(7)
+    for _ in range(n_iter):
+        x0 = cuda.fma(x0, a, b)
+        x1 = cuda.fma(x1, a, b)
+        x2 = cuda.fma(x2, a, b)
+        x3 = cuda.fma(x3, a, b)
+        x4 = cuda.fma(x4, a, b)
+        x5 = cuda.fma(x5, a, b)
+        x6 = cuda.fma(x6, a, b)
+        x7 = cuda.fma(x7, a, b)
+    out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--iters", type=int, default=4096)
+    p.add_argument("--blocks-per-sm", type=int, default=8)
+    p.add_argument("--size", type=int, default=8192, help="image side for the filter floors")
+    p.add_argument("--copy-tbps", type=float, default=None,
+                   help="copy bandwidth to compare with (default: measured here, 2^28 float32)")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+
+    import cupy as cp
+
+    from simt_tiles.timing import time_cuda
+
+    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    blocks = sms * args.blocks_per_sm
+    out = cuda.device_array(blocks * THREADS, dtype="float32")
+    a, b = float32(0.999), float32(1e-3)
+
+    def run():
+        ffma_chains[blocks, THREADS](out, args.iters, a, b)
+
+    fmas = blocks * THREADS * args.iters * CHAINS
+    ms = statistics.median(time_cuda(run, warmup=3, reps=20))
+    tflops = 2 * fmas / (ms * 1e-3) / 1e12
+    clock_ghz = tflops * 1e12 / (2 * sms * 128)  # 128 FP32 lanes per SM (4 schedulers × 32)
+
+    if args.copy_tbps is None:
+        n = 2**28
+        src, dst = cp.ones(n, cp.float32), cp.empty(n, cp.float32)
+        copy_ms = statistics.median(time_cuda(lambda: cp.copyto(dst, src), warmup=3, reps=20))
+        copy_tbps = 2 * src.nbytes / (copy_ms * 1e-3) / 1e12
+    else:
+        copy_tbps = args.copy_tbps
+
+    print(f"FFMA: {fmas / 1e9:.2f} G FMAs in {ms:.3f} ms = {tflops:.1f} TFLOP/s "
+          f"(= 128 FFMA/clock/SM × {sms} SMs at {clock_ghz:.2f} GHz); copy {copy_tbps:.2f} TB/s")
+    s = args.size
+    rows = []
+    print(f"{'filter':>7} {'FMA floor µs':>13} {'copy µs':>8} {'FP32 share needed at 85% of copy':>34}")
+    for k in (3, 5, 7, 9):
+        fma_us = s * s * k * k * 2 / (tflops * 1e12) * 1e6
+        copy_us = 2 * s * s * 4 / (copy_tbps * 1e12) * 1e6
+        need = fma_us / (copy_us / 0.85)  # FP32 pipe busy fraction to run at 85% of the copy rate
+        rows.append({"k": k, "fma_floor_us": fma_us, "copy_us": copy_us, "fp32_share_at_85pct": need})
+        print(f"{k}x{k:<5} {fma_us:13.1f} {copy_us:8.1f} {100 * need:33.0f}%")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"ffma_tflops": tflops, "clock_ghz_equiv": clock_ghz, "sms": sms, "ms": ms,
+                       "copy_tbps": copy_tbps, "size": s, "filters": rows}, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """The SIMT float32 FMA ceiling of this GPU, measured: what a 2-D filter with k×k taps can reach at best.
 
     python3 benchmarks/fma_peak.py [--json FILE]     (on the GPU)
+    NUMBA_ENABLE_CUDASIM=0 python3 benchmarks/fma_peak.py --sass-mix    (no GPU: what the kernel issues)
 
 A dense filter costs k² FMAs per output and moves 8 bytes per output (float32 in and out), so at
 7×7 its arithmetic (12.25 FLOP/byte) sits close to the H200's FP32 ridge (≈ 67 TFLOP/s nominal /
@@ -9,6 +10,12 @@ A dense filter costs k² FMAs per output and moves 8 bytes per output (float32 i
 against the time the copy ceiling allows, i.e. the share of the FP32 pipe a filter must sustain —
 loads, index arithmetic, barriers and stores included — to reach a given fraction of the copy
 bandwidth.  Timing: CUDA events after ≈ 1 s of warm-up (the clock ramps up), median of 50.
+
+Measured (H200, session 6, benchmarks/results/fma_peak_h200.*): 55.9 TFLOP/s — 83% of the nominal
+66.9 (132 SMs × 128 lanes × 2 × 1.98 GHz; nvidia-smi read 1980 MHz during the run); cuBLAS SGEMM
+(49–50 TFLOP/s, shared/README.md) runs at 89% of it.  At 8192², 7×7: the FMAs alone take 117.6 µs,
+the copy ceiling allows 129.3 µs, so 85% of the copy (152 µs) needs FFMAs issuing at this rate for
+77% of the kernel's time, everything else in the remaining 23%.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sass_mix
 
 from numba import cuda, float32, int32  # noqa: E402
 
@@ -33,8 +41,9 @@ THREADS = 256
 @cuda.jit
 def ffma_chains(out, trips, a, b):
     """Eight independent FFMA chains per thread, trips × 16 × 8 FFMAs, the runtime loop's counter a
-    32-bit integer (a 64-bit Python ``range`` costs ~4 integer instructions per 8 FFMAs: the first
-    version of this script measured that); the sum is stored so nothing is dead code."""
+    32-bit integer.  (The first version looped over a Python ``range`` of int64 — SASS: ~4 integer
+    instructions per 8 FFMAs — and measured 30 TFLOP/s, with or without the 1 s warm-up; this one's
+    loop is 128 FFMAs and 3 other instructions.)  The sum is stored so nothing is dead code."""
     t = cuda.grid(1)
     x0 = float32(t)
     x1 = x0 + float32(1)
@@ -59,8 +68,36 @@ def ffma_chains(out, trips, a, b):
     out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
 
 
+SIGNATURE = "void(float32[::1], int32, float32, float32)"
+
+
+def static_mix() -> dict[str, int]:
+    """The kernel's SASS opcode histogram for sm_90, without a GPU (pip ptxas and nvdisasm): the
+    check that what is timed is FFMAs — the unrolled loop must hold CHAINS × UNROLL of them."""
+    import collections
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from sass_mix import find_nvdisasm, opcode
+
+    from simt_tiles import compile_gate
+
+    ptx, _ = cuda.compile_ptx(ffma_chains.py_func, SIGNATURE, cc=(9, 0))
+    ptxas = compile_gate.find_ptxas()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp) / "f.ptx", Path(tmp) / "f.cubin"
+        src.write_text(ptx)
+        subprocess.run([ptxas, f"-arch={compile_gate.ARCH}", str(src), "-o", str(cubin)], check=True)
+        sass = subprocess.run([find_nvdisasm(ptxas), "-c", str(cubin)], capture_output=True, text=True,
+                              check=True).stdout
+    return dict(collections.Counter(op for op in map(opcode, sass.splitlines()) if op))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
+    p.add_argument("--sass-mix", action="store_true",
+                   help="print the kernel's static SASS histogram (no GPU needed: NUMBA_ENABLE_CUDASIM=0)")
     p.add_argument("--trips", type=int, default=256)
     p.add_argument("--blocks-per-sm", type=int, default=8)
     p.add_argument("--size", type=int, default=8192, help="image side for the filter floors")
@@ -68,6 +105,9 @@ def main(argv=None) -> int:
                    help="copy bandwidth to compare with (default: measured here, 2^28 float32)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if args.sass_mix:
+        print(json.dumps(static_mix()))
+        return 0
 
     import cupy as cp
 
@@ -82,8 +122,7 @@ def main(argv=None) -> int:
         ffma_chains[blocks, THREADS](out, int32(args.trips), a, b)
 
     fmas = blocks * THREADS * args.trips * UNROLL * CHAINS
-    # the clock ramps up from idle over tens of milliseconds: run ≈ 1 s before timing (a first
-    # try with 3 warm-up calls, 2 ms in all, measured half the rate)
+    # the clock ramps up from idle: run ≈ 1 s before timing
     run()
     cuda.synchronize()
     t0 = time.perf_counter()

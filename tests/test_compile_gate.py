@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import json
 import textwrap
 
 import pytest
@@ -158,3 +159,17 @@ def test_sass_mix_prints_the_instruction_histogram():
     assert "vpt=16" in head and regs.startswith("registers ")
     counts = dict(item.rsplit(" ", 1) for item in mix.split(":", 1)[1].strip().split(", "))
     assert int(counts["LDG"]) == int(counts["STG"]) == 16, mix  # one load and one store per row value
+
+
+def test_fma_peak_times_an_unrolled_ffma_loop():
+    """benchmarks/fma_peak.py's ceiling is only a ceiling if its kernel issues FFMAs: the 16 unrolled
+    steps of 8 chains must be 128 FFMAs with a handful of other instructions around them (a
+    Python ``range`` of int64 put ~4 integer instructions beside every 8 FFMAs and halved the rate)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "fma_peak.py"), "--sass-mix"],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    mix = json.loads(proc.stdout)
+    assert mix["FFMA"] == 128, mix
+    integer = sum(n for op, n in mix.items() if op.startswith(("I", "LEA", "LOP", "SHF")))
+    assert integer <= 16, mix  # prologue and epilogue only: none per loop trip beyond the counter

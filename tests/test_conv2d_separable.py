@@ -62,7 +62,7 @@ from .helpers import DTYPES, poisoned
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: examples per kernel property test (every simulated thread runs in Python: keep them tiny)
-EXAMPLES = 40 if SIMULATOR else 40
+EXAMPLES = 40 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: longest filter drawn
 KMAX = 13 if SIMULATOR else 40
 

@@ -54,7 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: examples per (rung, dtype) property test: the simulator runs every thread in
 #: Python and pays ~10 ms per block, so few and tiny
-EXAMPLES = 25 if SIMULATOR else 40
+EXAMPLES = 25 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: simulator budget per example: blocks launched, and threads launched in all
 MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 

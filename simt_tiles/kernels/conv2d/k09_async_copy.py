@@ -29,9 +29,21 @@ What changed versus k08
 
 Memory traffic (teaching number): as k07/k08.
 
-Measured (H200): not yet — written after the session's device time was
-spent (benchmarks/NOTES.md, session 5); validated in the simulator and by
-the compile gate (ptxas accepts it: LDGSTS.E.BYPASS.128, LDGDEPBAR, DEPBAR).
+Measured (H200, session 6; benchmarks/results/conv_k09_h200.log, ncu_k09_7x7_h200.txt): **it does
+not pay** — slower than k05/k07/k08 at every filter size, and the more tiles a block prefetches
+through, the slower.  8192² float32, mode constant, µs (k05 / k08 of the same run beside it):
+
+    tiles a block   1 (no prefetch)   2 (default)   4      8       k05    k08
+    3 × 3           151               157           172    194     138    148
+    5 × 5           155               158-161       175-177 199-202 141-142 150-151
+    7 × 7           -                 181           191    214     189    180
+
+ncu (7 × 7, 4 tiles): long-scoreboard stalls fell to 0.67 cycles per instruction (k07: 3.3) — the
+copies' latency is hidden as planned — but 139.0 M instructions executed (k07: 127.5 M; the copy
+addresses and the edge checks per tile), 24 warps per SM (shared memory), and the issue rate stays
+≈ 0.73 per scheduler-cycle over the kernel.  Why each extra tile a block walks costs time (the
+control with 1 tile is the fastest) was not pinned down: the prefetch is kept as the lesson it
+is — measured, not assumed — and variant=None never picks this rung.
 """
 
 from __future__ import annotations
@@ -69,7 +81,7 @@ def buffers(itemsize: int) -> int:
 PRESETS = {
     "sim": Config(block_x=2, block_y=2, rx=4, ry=2, kh=3, kw=2, mode=Mode.REFLECT, tiles=3),
     # k07's 32 × 4 threads of 6 × 4 outputs; 6 blocks per SM (shared memory), so up to 85 registers;
-    # 2 tiles a block measured faster than 4 (181 vs 191 µs at 7 × 7, 161 vs 177 µs at 5 × 5)
+    # 2 tiles a block: the fewest that still prefetch, and faster than 4 (table above)
     "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT, min_blocks=6, tiles=2),
 }
 

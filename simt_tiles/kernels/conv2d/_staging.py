@@ -251,3 +251,21 @@ def make_window_accumulator(config, shift=0, win=None):
 #: line is an inlined copy of the row's code: more lines, longer compiles
 UNROLLED_ROWS = 12
 
+
+def make_vector_slots(threads: int, nvec: int, vrow: int, vec: int):
+    """``slot(t, k) -> (live, row, column)``: thread ``t``'s ``k``-th 4-element vector of a patch of
+    ``nvec`` vectors, ``vrow`` to a row, numbered across the block so that consecutive threads take
+    consecutive vectors (coalesced) and a thread's ``k``-th vector exists for every ``k`` but the
+    last (``live`` folds to True for those once the caller's ``range`` is unrolled: only real
+    vectors cost registers or copies).  k08's prefetch and k09's async copy walk the patch with it."""
+
+    @inline
+    def slot(t, k):
+        v = uint32(t + uint32(k * threads))
+        live = (k + 1) * threads <= nvec or v < nvec
+        r = uint32(v // uint32(vrow))
+        c = uint32(v - r * uint32(vrow)) * uint32(vec)
+        return live, r, c
+
+    return slot
+

@@ -60,7 +60,7 @@ from ...runtime import Rung, SMEM_ALIGN, cdiv, grid_for, numba_dtype
 from ...vector import load4, store4
 from . import k07_vectorized as k07
 from ._common import Mode
-from ._staging import inline, make_output_store, make_patch_loader, make_window_accumulator
+from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC
 
@@ -106,16 +106,15 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    slot = make_vector_slots(T, NVEC, VROW, VEC)
 
     @inline
     def prefetch(image, pre, top, left, w, t):
         # this thread's vectors of the patch whose first element is image[top, left]
         base = uint64(top) * uint64(w) + uint64(left)
         for k in range(VL):
-            v = uint32(t + uint32(k * T))
-            if (k + 1) * T <= NVEC or v < NVEC:
-                r = uint32(v // uint32(VROW))
-                c = uint32(v - r * uint32(VROW)) * uint32(VEC)
+            live, r, c = slot(t, k)
+            if live:
                 a, b, e, f = load4(image, base + uint64(r) * uint64(w) + uint64(c))
                 pre[k * VEC] = a
                 pre[k * VEC + 1] = b
@@ -126,10 +125,8 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     def deposit(patch, pre, t):
         # the prefetched vectors into the patch (same numbering as prefetch)
         for k in range(VL):
-            v = uint32(t + uint32(k * T))
-            if (k + 1) * T <= NVEC or v < NVEC:
-                r = uint32(v // uint32(VROW))
-                c = uint32(v - r * uint32(VROW)) * uint32(VEC)
+            live, r, c = slot(t, k)
+            if live:
                 store4(patch[r], c, pre[k * VEC], pre[k * VEC + 1], pre[k * VEC + 2], pre[k * VEC + 3])
 
     def conv2d_k08_prefetched(image, out, cval, aligned):

@@ -59,7 +59,7 @@ from ...vector import commit_copies, copy4_async, wait_copies
 from . import k07_vectorized as k07
 from . import k08_prefetched as k08
 from ._common import Mode
-from ._staging import inline, make_output_store, make_patch_loader, make_window_accumulator
+from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC
 
@@ -104,16 +104,15 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
     accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    slot = make_vector_slots(T, NVEC, VROW, VEC)
 
     @inline
     def copy_patch(image, patch, top, left, w, t):
         # this thread's vectors of the patch at image[top, left], issued, not awaited
         base = uint64(top) * uint64(w) + uint64(left)
         for k in range(VL):
-            v = uint32(t + uint32(k * T))
-            if (k + 1) * T <= NVEC or v < NVEC:
-                r = uint32(v // uint32(VROW))
-                c = uint32(v - r * uint32(VROW)) * uint32(VEC)
+            live, r, c = slot(t, k)
+            if live:
                 copy4_async(patch[r], c, image, base + uint64(r) * uint64(w) + uint64(c))
         commit_copies()
 

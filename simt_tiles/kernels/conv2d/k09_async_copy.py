@@ -29,14 +29,15 @@ What changed versus k08
 
 Memory traffic (teaching number): as k07/k08.
 
-Measured (H200, session 6; benchmarks/results/conv_k09_h200.log, ncu_k09_7x7_h200.txt): **it does
+Measured (H200, session 6; benchmarks/results/conv_k09_h200.log, conv_7x7_s6_h200.md,
+ncu_k09_7x7_h200.txt): **it does
 not pay** — slower than k05/k07/k08 at every filter size, and the more tiles a block prefetches
 through, the slower.  8192² float32, mode constant, µs (k05 / k08 of the same run beside it):
 
     tiles a block   1 (no prefetch)   2 (default)   4      8       k05    k08
     3 × 3           151               157           172    194     138    148
     5 × 5           155               158-161       175-177 199-202 141-142 150-151
-    7 × 7           -                 181           191    214     189    180
+    7 × 7           178               180-181       191    214     189    174-180
 
 ncu (7 × 7, 4 tiles): long-scoreboard stalls fell to 0.67 cycles per instruction (k07: 3.3) — the
 copies' latency is hidden as planned — but 139.0 M instructions executed (k07: 127.5 M; the copy

@@ -53,7 +53,7 @@ import dataclasses
 
 import numpy as np
 
-from numba import boolean, cuda, uint32, uint64, void
+from numba import cuda, uint32, uint64
 
 from ...runtime import Rung, SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import commit_copies, copy4_async, wait_copies
@@ -172,12 +172,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     return conv2d_k09_async_copy
 
 
-def signature(dtype):
-    """k07's: ``void(image, out, cval, aligned)``."""
-    t = numba_dtype(dtype)
-    return void(t[:, ::1], t[:, ::1], t, boolean)
-
-
+signature = k08.signature  # k07's: void(image, out, cval, aligned)
 jit_options = k08.jit_options  # no min_blocks in modes nearest / mirror (their loader's registers)
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)

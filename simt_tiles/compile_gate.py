@@ -63,18 +63,10 @@ class GateRow:
 
 
 def ladders() -> dict[str, dict[str, Rung]]:
-    """Every ladder's rungs, by ladder name (later ladders add themselves here)."""
-    from .kernels.matmul import RUNGS as matmul_rungs
-    from .kernels.conv2d import RUNGS as conv2d_rungs
-    from .kernels.conv2d import SEPARABLE_RUNGS as conv2d_separable_rungs
-    from .kernels.conv_nchw import RUNGS as conv_nchw_rungs
-    from .kernels.elementwise import RUNGS as elementwise_rungs
-    from .kernels.reduce import RUNGS as reduce_rungs
-    from .kernels.softmax import RUNGS as softmax_rungs
+    """Every ladder's rungs, by ladder name (from :mod:`simt_tiles.registry`)."""
+    from .registry import ladders as registry_ladders
 
-    return {"matmul": matmul_rungs, "conv2d": {**conv2d_rungs, **conv2d_separable_rungs},
-            "conv_nchw": conv_nchw_rungs,
-            "softmax": softmax_rungs, "reduce": reduce_rungs, "elementwise": elementwise_rungs}
+    return registry_ladders()
 
 
 def find_ptxas() -> str:

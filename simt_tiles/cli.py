@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 
 from . import _probe
 
@@ -46,13 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "compile-gate":
-        # compile_ptx needs Numba's real CUDA target (no GPU is needed for it).
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["compile-gate"]:  # its options (--ladder, --variant, -j, --help) are compile_gate.main's
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # compile_ptx needs Numba's real target (no GPU needed)
         from .compile_gate import main as gate_main
 
-        return gate_main()
+        return gate_main(argv[1:])
+    args = build_parser().parse_args(argv)
     if args.command == "bench":
         from .bench import main as bench_main
 

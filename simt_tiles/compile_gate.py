@@ -391,6 +391,16 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     return row
 
 
+def compile_configs(items, ladder: str = "", assembler: Assembler | None = None,
+                    workdir: Path | None = None) -> list[GateRow]:
+    """Gate rows for configs that are not presets: ``items`` are ``(rung, label, config, dtype)``;
+    each is compiled as ``rung`` with ``presets={label: config}`` (every other field of the rung
+    kept, through :func:`dataclasses.replace`)."""
+    assembler = assembler or find_assembler()
+    return [compile_one(dataclasses.replace(rung, presets={label: config}), label, dtype, assembler,
+                        workdir, ladder) for rung, label, config, dtype in items]
+
+
 def _param_text(v) -> str:
     return np.dtype(v).name if isinstance(v, (type, np.dtype)) else str(v)
 

@@ -435,6 +435,9 @@ class Rung:
     gate_params: tuple = ({},)
     #: bytes of dynamic shared memory a launch needs, per (config, dtype)
     dynamic_smem: Callable = lambda config, dtype: 0
+    #: the compile gate requires the assembler's static shared memory to equal the config's
+    #: ``smem_bytes``; a rung where they differ on purpose says why here (empty: they must match)
+    smem_exception: str = ""
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset

@@ -12,11 +12,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -47,9 +42,9 @@ from simt_tiles.reference import check_within
 from simt_tiles.reference_conv import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
+from .gate_subprocess import run_real_target
 from .helpers import DTYPES, poisoned
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: examples per property test (the simulator runs every thread in Python: keep shapes tiny); on the
 #: GPU the hypothesis profile's — each example compiles a kernel with its filter unrolled (up to
@@ -506,29 +501,17 @@ def test_every_mode_of_every_rung_compiles_spill_free():
     """The compile gate builds the presets (each mode in some rung, both dtypes);
     this builds every mode of every rung with the presets' tiles and filter
     shapes (float32), PTX for sm_90 + ptxas."""
-    code = textwrap.dedent("""
-        import sys, tempfile
-        from pathlib import Path
+    proc = run_real_target("""
+        import sys
         import numpy as np
         from simt_tiles import compile_gate as g
-        from simt_tiles.runtime import Rung
         from simt_tiles.kernels.conv2d import RUNGS
         from simt_tiles.kernels.conv2d._common import Mode, specialise
-        ptxas = g.find_ptxas()
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in RUNGS.values():
-                for name, cfg in r.presets.items():
-                    for mode in Mode:
-                        spec = specialise(cfg, getattr(cfg, "kh", 3), getattr(cfg, "kw", 3), mode)
-                        one = Rung(r.name, r.config_type, {f"{name}-{mode}": spec}, r.factory,
-                                   r.geometry, r.signature, r.jit_options, r.spill_free)
-                        rows.append(g.compile_one(one, f"{name}-{mode}", np.float32, ptxas, Path(tmp), "conv2d"))
-        print(g.format_table(rows, ptxas))
+        rows = g.compile_configs([(r, f"{name}-{mode}", specialise(cfg, getattr(cfg, "kh", 3), getattr(cfg, "kw", 3), mode),
+                                   np.float32)
+                                  for r in RUNGS.values() for name, cfg in r.presets.items() for mode in Mode], "conv2d")
+        print(g.format_table(rows))
         sys.exit(0 if all(row.ok for row in rows) else 1)
     """)
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == len(RUNGS) * 2 * len(MODES), proc.stdout
+    assert proc.stdout.count("  ok  ") == len(RUNGS) * 2 * len(MODES), proc.stdout

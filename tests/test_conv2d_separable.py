@@ -16,10 +16,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -57,9 +53,9 @@ from simt_tiles.runtime import SIMULATOR, ConfigError
 
 from .test_conv2d import config_strategy
 
+from .gate_subprocess import run_real_target
 from .helpers import DTYPES, poisoned
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: examples per kernel property test (every simulated thread runs in Python: keep them tiny)
 EXAMPLES = 40 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
@@ -494,46 +490,38 @@ def test_bad_configs():
 
 # --- the GPU compile gate -----------------------------------------------------------------
 
-GATE = textwrap.dedent("""
+GATE = """
     import re, sys, tempfile
     from pathlib import Path
     import numpy as np
     from simt_tiles import compile_gate as g
-    from simt_tiles.runtime import Rung
     from simt_tiles.kernels.conv2d import RUNGS, SEPARABLE_RUNGS
     from simt_tiles.kernels.conv2d._common import Mode, specialise
-    ptxas = g.find_ptxas()
-    rows = []
+    asm = g.find_assembler()
+    r = SEPARABLE_RUNGS["k06_separable_fused"]
+    rows = g.compile_configs([(r, f"{name}-{mode}", specialise(cfg, cfg.kh, cfg.kw, mode), np.float32)
+                              for name, cfg in r.presets.items() for mode in Mode], "conv2d", asm)
     with tempfile.TemporaryDirectory() as tmp:
-        r = SEPARABLE_RUNGS["k06_separable_fused"]
-        for name, cfg in r.presets.items():
-            for mode in Mode:
-                spec = specialise(cfg, cfg.kh, cfg.kw, mode)
-                one = Rung(r.name, r.config_type, {f"{name}-{mode}": spec}, r.factory, r.geometry,
-                           r.signature, r.jit_options, r.spill_free)
-                rows.append(g.compile_one(one, f"{name}-{mode}", np.float32, ptxas, Path(tmp), "conv2d"))
         # k04 and k05 default presets: every tap's weight is an FMA immediate
         k05 = RUNGS["k05_register_tile_2d"].presets["default"]  # KH·KW taps for each of RY·RX outputs
         for v, taps in [("k04_constant_filter", 25 * 3),
                         ("k05_register_tile_2d", k05.kh * k05.kw * k05.ry * k05.rx)]:
             r = RUNGS[v]
-            rows.append(g.compile_one(r, "default", np.float32, ptxas, Path(tmp), "conv2d"))
+            rows.append(g.compile_one(r, "default", np.float32, asm, Path(tmp), "conv2d"))
             ptx = (Path(tmp) / f"{v}-default-float32.ptx").read_text()
             imm = len(re.findall(r"fma\\.rn\\.f32\\s+%f\\d+, %f\\d+, 0f[0-9A-F]{8}, (%f\\d+|0f0{8});", ptx))
             print(v, "immediate-weight FMAs:", imm, "ld.const:", ptx.count("ld.const"))
             assert imm == taps and "ld.const" not in ptx, (v, imm)
-    print(g.format_table(rows, ptxas))
+    print(g.format_table(rows))
     sys.exit(0 if all(row.ok for row in rows) else 1)
-""")
+"""
 
 
 def test_fused_kernel_compiles_every_mode_and_weights_fold():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", GATE], env=env, capture_output=True, text=True)
+    proc = run_real_target(GATE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     presets = len(SEPARABLE_RUNGS["k06_separable_fused"].presets)  # sim, default, fast_float32
-    assert proc.stdout.count(" ok") == presets * len(MODES) + 2, proc.stdout
+    assert proc.stdout.count("  ok  ") == presets * len(MODES) + 2, proc.stdout
 
 
 def test_compile_gate_builds_the_new_rungs():

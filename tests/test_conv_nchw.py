@@ -13,11 +13,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
@@ -48,9 +43,9 @@ from simt_tiles.reference import check_within
 from simt_tiles.reference_conv_nchw import conv2d_nchw_bruteforce, conv2d_nchw_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
+from .gate_subprocess import run_real_target
 from .helpers import DTYPES, poisoned
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: examples per (rung, dtype) property test: the simulator runs every thread in
 #: Python and pays ~10 ms per block, so few and tiny
@@ -580,28 +575,19 @@ def test_variant_none_kernels_compile_spill_free_for_common_filters():
     """The compile gate builds the presets (3x3 and the sim shapes); this builds
     what ``variant=None`` runs for 1x1, 5x5, 7x7 and 1x7 filters with the GPU
     presets (float32): PTX for sm_90 + ptxas, no local memory."""
-    code = textwrap.dedent("""
-        import sys, tempfile
-        from pathlib import Path
+    proc = run_real_target("""
+        import sys
         import numpy as np
         from simt_tiles import compile_gate as g
-        from simt_tiles.runtime import Rung
         from simt_tiles.kernels.conv_nchw import BEST_VARIANT, RUNGS, _choose
-        ptxas = g.find_ptxas()
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for preset in ("default", "small"):
-                for kh, kw in ((1, 1), (5, 5), (7, 7), (1, 7)):
-                    r, spec = _choose(RUNGS[BEST_VARIANT], None, preset, (1, 1, 1, 1), kh, kw, np.float32)
-                    name = f"{preset}-{kh}x{kw}"
-                    one = Rung(r.name, r.config_type, {name: spec}, r.factory, r.geometry, r.signature,
-                               r.jit_options, r.spill_free)
-                    rows.append(g.compile_one(one, name, np.float32, ptxas, Path(tmp), "conv_nchw"))
-        print(g.format_table(rows, ptxas))
+        items = []
+        for preset in ("default", "small"):
+            for kh, kw in ((1, 1), (5, 5), (7, 7), (1, 7)):
+                r, spec = _choose(RUNGS[BEST_VARIANT], None, preset, (1, 1, 1, 1), kh, kw, np.float32)
+                items.append((r, f"{preset}-{kh}x{kw}", spec, np.float32))
+        rows = g.compile_configs(items, "conv_nchw")
+        print(g.format_table(rows))
         sys.exit(0 if all(row.ok for row in rows) else 1)
     """)
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == 8, proc.stdout
+    assert proc.stdout.count("  ok  ") == 8, proc.stdout

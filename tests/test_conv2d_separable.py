@@ -238,16 +238,16 @@ def test_correlate_separable_matches_reference(variant, dtype, data):
     note(repr(_ok(out.copy_to_host(), ref, bound, f"{variant} image{image.shape} KH={kh} KW={kw} {mode}")))
 
 
-def test_separable_is_correlate2d_of_the_outer_product():
-    """Both variants against correlate2d with the outer product (k03), every mode."""
+@pytest.mark.parametrize("variant", SEPARABLE_VARIANTS)
+@pytest.mark.parametrize("mode", MODES)
+def test_separable_is_correlate2d_of_the_outer_product(mode, variant):
+    """Each variant against correlate2d with the outer product (k03), every mode."""
     rng = np.random.default_rng(8)
     image = rng.standard_normal((6, 7))
     wy, wx = rng.standard_normal(4), rng.standard_normal(3)
-    for mode in MODES:
-        full = correlate2d(image, np.outer(wy, wx), mode=mode, cval=-0.75)
-        for variant in SEPARABLE_VARIANTS:
-            got = correlate_separable(image, wy, wx, mode=mode, cval=-0.75, variant=variant)
-            np.testing.assert_allclose(got, full, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {mode}")
+    full = correlate2d(image, np.outer(wy, wx), mode=mode, cval=-0.75)
+    got = correlate_separable(image, wy, wx, mode=mode, cval=-0.75, variant=variant)
+    np.testing.assert_allclose(got, full, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {mode}")
 
 
 def test_separable_default_and_fallback():

@@ -43,15 +43,16 @@ from simt_tiles.reference_conv import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
 from .gate_subprocess import run_real_target
-from .helpers import DTYPES, poisoned
+from .helpers import DTYPES, configs, poisoned
+from .profiles import examples
 
 
 #: examples per property test (the simulator runs every thread in Python: keep shapes tiny); on the
 #: GPU the hypothesis profile's — each example compiles a kernel with its filter unrolled (up to
 #: 40 × 40 taps): 20 examples of one k07–k09 test outran a 250 s device call (session 6)
-EXAMPLES = 50 if SIMULATOR else settings.default.max_examples
+EXAMPLES = examples(50) if SIMULATOR else settings.default.max_examples
 #: largest filter side drawn (the simulator runs H·W·KH·KW taps in Python)
-KMAX = 13 if SIMULATOR else 40
+KMAX = 13 if SIMULATOR else 17  # GPU: each drawn filter compiles (unrolled); 40-tap sides: test_larger_images_on_gpu
 #: largest H·W·KH·KW drawn (the long-double reference costs that much too)
 MAX_WORK = 5000 if SIMULATOR else 3_000_000
 
@@ -107,9 +108,8 @@ else:
 
 def config_strategy(variant: str):
     """The rung's preset for this backend, or a random valid config (its kh/kw/mode
-    are left at their defaults: the launcher must replace them)."""
-    preset = RUNGS[variant].presets["sim" if SIMULATOR else "default"]
-    return st.one_of(st.just(preset), CONFIG_STRATEGIES[variant])
+    are left at their defaults: the launcher must replace them); on a GPU from a fixed pool."""
+    return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])
 
 
 def output_tile(config) -> tuple[int, int]:
@@ -207,7 +207,7 @@ def test_extend_index_twins_agree():
 # --- the reference is scipy.ndimage ----------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(data=st.data())
 def test_reference_matches_scipy(data):
     h, w = data.draw(st.integers(1, 9), "H"), data.draw(st.integers(1, 9), "W")

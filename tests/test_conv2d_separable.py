@@ -54,13 +54,14 @@ from simt_tiles.runtime import SIMULATOR, ConfigError
 from .test_conv2d import config_strategy
 
 from .gate_subprocess import run_real_target
-from .helpers import DTYPES, poisoned
+from .helpers import DTYPES, gpu_pool, poisoned
+from .profiles import examples
 
 
 #: examples per kernel property test (every simulated thread runs in Python: keep them tiny)
-EXAMPLES = 40 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
+EXAMPLES = examples(40) if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: longest filter drawn
-KMAX = 13 if SIMULATOR else 40
+KMAX = 13 if SIMULATOR else 17  # GPU: each drawn filter compiles; longer ones: the gpu-marked tests
 
 
 # --- strategies -------------------------------------------------------------------
@@ -103,7 +104,7 @@ def _ok(got, ref, bound, what):
 # --- the references are scipy.ndimage ------------------------------------------------
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data())
 def test_correlate1d_reference_matches_scipy(data):
     h, w = data.draw(st.integers(1, 9), "H"), data.draw(st.integers(1, 9), "W")
@@ -125,7 +126,7 @@ def scipy_nd_misreads(n: int, k: int, anchor: int) -> bool:
     return any(p < -2 * n and p % (2 * n) == 0 for p in range(lo, min(hi, -1) + 1))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data())
 def test_separable_reference_matches_scipy_correlate_of_the_outer_product(data):
     """In every mode: scipy.ndimage.correlate(x, outer(wy, wx)).  And scipy's chained
@@ -210,7 +211,8 @@ def test_correlate1d_equals_scipy(mode):
 def separable_config(variant: str):
     if variant == "two_pass":
         return st.just(None)
-    return st.one_of(st.just(None), K06_CONFIGS)
+    return st.one_of(st.just(None), K06_CONFIGS if SIMULATOR else  # GPU: a fixed pool, each compiled once
+                     st.sampled_from(gpu_pool(k06_separable_fused.RUNG, K06_CONFIGS)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

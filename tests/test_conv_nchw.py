@@ -44,12 +44,13 @@ from simt_tiles.reference_conv_nchw import conv2d_nchw_bruteforce, conv2d_nchw_r
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
 from .gate_subprocess import run_real_target
-from .helpers import DTYPES, poisoned
+from .helpers import DTYPES, configs, poisoned
+from .profiles import examples
 
 
 #: examples per (rung, dtype) property test: the simulator runs every thread in
 #: Python and pays ~10 ms per block, so few and tiny
-EXAMPLES = 25 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
+EXAMPLES = examples(25) if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: simulator budget per example: blocks launched, and threads launched in all
 MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 
@@ -92,9 +93,7 @@ CONFIG_STRATEGIES = {
 def config_strategy(variant: str):
     """The rung's preset for this backend, or a random valid config (its kh/kw
     are left at their defaults: the launcher must replace them)."""
-    presets = RUNGS[variant].presets
-    names = ["sim"] if SIMULATOR else [n for n in presets if n != "sim"]
-    return st.one_of(st.sampled_from([presets[n] for n in names]), CONFIG_STRATEGIES[variant])
+    return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])  # on a GPU: the presets and a fixed pool
 
 
 @st.composite
@@ -183,7 +182,7 @@ def test_padded_layouts():
         assert len({(k * p + o) % 32 for k in range(4) for o in range(8)}) == 32
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(cfg=st.one_of(CONFIG_STRATEGIES["k02_smem_tiled"], CONFIG_STRATEGIES["k03_double_buffered"],
                      st.sampled_from([c for v in TILED for c in RUNGS[v].presets.values()])),
        kh=st.integers(1, 7), kw=st.integers(1, 7))
@@ -215,7 +214,7 @@ def test_weight_staging_covers_each_weight_once(cfg, kh, kw):
 # --- the reference ----------------------------------------------------------------------
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(layer=layers(kmax=4, cmax=3, hmax=6), dtype=st.sampled_from(DTYPES), bias=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
 def test_reference_matches_the_definition(layer, dtype, bias, seed):

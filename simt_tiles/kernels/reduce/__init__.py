@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -17,9 +18,8 @@ from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_o
 from . import k01_warp_shuffle
 from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
 
-RUNG = k01_warp_shuffle.RUNG
-RUNG = Rung(
-    RUNG.name, RUNG.config_type, RUNG.presets, RUNG.factory, RUNG.geometry, RUNG.signature,
+RUNG = dataclasses.replace(
+    k01_warp_shuffle.RUNG,
     gate_params=tuple(
         {"op": code, "out_dtype": out}
         for code in (SUM, MAX, MIN)

@@ -45,9 +45,11 @@ class Recorder:
     """Collects one block's accesses at a time; ``on_block(block, records)`` consumes them.
 
     A record is a tuple ``(space, site, occurrence, warp, lane, interval, wsync,
-    array key, byte address, size, is_write)``; ``site`` is ``(file, line,
-    bytecode offset)`` and ``occurrence`` the n-th execution of that site by that
-    thread (how the lanes of one warp-wide request are paired).
+    array key, byte address, size, is_write)``; ``site`` is ``(file, line)`` and
+    ``occurrence`` counts that thread's accesses of that array, that way, on that
+    line (how the lanes of one warp-wide request are paired: two accesses of one
+    array on one line, ``s[i] + s[i + k]``, are told apart by their order, which
+    every lane follows).
     """
 
     def __init__(self, on_block, *, shared: bool = True, global_: bool = True):
@@ -56,7 +58,7 @@ class Recorder:
         self.global_ = global_
         self.records: list = []
         self.names: dict = {}  # (site, array key) -> variable name, found once per site
-        self.block = None
+        self.barriers: set = set()  # (file, line) of every syncthreads executed
 
     # -- called by the hooks ---------------------------------------------------------
     def record(self, space, key, addr, size, is_write, frame, obj):
@@ -64,10 +66,11 @@ class Recorder:
         tid = getattr(t, "thread_id", None)
         if tid is None:  # not a simulated CUDA thread
             return
-        site = (frame.f_code.co_filename, frame.f_lineno, frame.f_lasti)
+        # not f_lasti: Python 3.11 reports other offsets for a code object's first runs
+        site = (frame.f_code.co_filename, frame.f_lineno)
         occ = t.__dict__.setdefault("_simt_occ", {})
-        n = occ.get(site, 0)
-        occ[site] = n + 1
+        n = occ.get((site, key, is_write), 0)
+        occ[(site, key, is_write)] = n + 1
         if (site, key) not in self.names:
             self.names[(site, key)] = _name_in(frame, obj)
         self.records.append((space, site, n, tid // 32, tid % 32, t.__dict__.get("_simt_bar", 0),
@@ -212,6 +215,10 @@ def _global_setitem(self, idx, value):
 
 def _syncthreads(self):
     self.__dict__["_simt_bar"] = self.__dict__.get("_simt_bar", 0) + 1
+    rec = active
+    if rec is not None:  # the barrier's source line (under cuda.syncthreads in kernelapi)
+        f = sys._getframe(2)
+        rec.barriers.add((f.f_code.co_filename, f.f_lineno))
     _saved["syncthreads"](self)
 
 

@@ -123,7 +123,8 @@ class SiteStat:
     requests: int = 0
     lanes: int = 0  # lane-accesses over all requests
     cost: int = 0  # wavefronts (shared) or sectors (global), summed over requests
-    bytes: int = 0
+    bytes: int = 0  # bytes the lanes asked for, over all requests
+    unique_bytes: int = 0  # the same, counting an address read by several lanes of a request once
 
     @property
     def where(self) -> str:
@@ -136,8 +137,8 @@ class SiteStat:
 
     @property
     def efficiency(self) -> float:
-        """Global: bytes the lanes asked for / bytes of the sectors fetched."""
-        return self.bytes / (self.cost * SECTOR) if self.cost else 0.0
+        """Global: distinct bytes the lanes asked for / bytes of the sectors fetched."""
+        return self.unique_bytes / (self.cost * SECTOR) if self.cost else 0.0
 
 
 @dataclasses.dataclass
@@ -175,6 +176,8 @@ class Report:
         self.race_count = 0  # conflicting (block, interval, word) locations
         self.blocks = 0
         self.names: dict = {}
+        #: (file, line) of every ``syncthreads`` the recorded launches executed
+        self.barriers: set = set()
 
     # -- building ---------------------------------------------------------------------
     def add_block(self, block, records) -> list[Race]:
@@ -192,6 +195,7 @@ class Report:
             st.requests += 1
             st.lanes += len(acc)
             st.bytes += sum(a[2] for a in acc)
+            st.unique_bytes += sum(size for _, size in {(a[1], a[2]) for a in acc})
             st.cost += wavefronts(acc) if space == SHARED else sectors(acc)
         return self._find_races(block, records) if self.check_races else []
 
@@ -209,8 +213,8 @@ class Report:
                 continue
             pairs = set()
             if len({a[0] for a in accs}) > 1:
-                wsites = {(a[0], a[3][:2]) for a in writers}
-                others = {(a[0], a[3][:2], a[4]) for a in accs}
+                wsites = {(a[0], a[3]) for a in writers}
+                others = {(a[0], a[3], a[4]) for a in accs}
                 for ww, ws in wsites:
                     for ow, os_, ok in others:
                         if ow != ww:
@@ -223,7 +227,7 @@ class Report:
                     for w in (a for a in group if a[4]):
                         for o in group:
                             if o[1] != w[1] and (o[4] or self.intra_warp == "all"):
-                                pairs.add(("intra-warp",) + _ordered(w[3][:2], o[3][:2], o[4]))
+                                pairs.add(("intra-warp",) + _ordered(w[3], o[3], o[4]))
             if not pairs:
                 continue
             self.race_count += 1
@@ -269,6 +273,7 @@ class Report:
             out.lanes += r.lanes
             out.cost += r.cost
             out.bytes += r.bytes
+            out.unique_bytes += r.unique_bytes
         return out
 
     def totals(self) -> dict:
@@ -326,7 +331,7 @@ def recording(*, races: bool = True, intra_warp: str = "write-write", global_: b
     """Record every simulated launch inside the ``with`` into the yielded :class:`Report`."""
     report = Report(intra_warp, races)
     rec = _simhooks.Recorder(None, global_=global_)
-    report.names = rec.names
+    report.names, report.barriers = rec.names, rec.barriers
 
     def on_block(block, records):
         report.add_block(block, records)

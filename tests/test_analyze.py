@@ -202,6 +202,7 @@ BARRIER_CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # a mutant may compute on uninitialised shared memory
 @pytest.mark.parametrize("ladder, variant, module, config, shape", BARRIER_CASES,
                          ids=[f"{c[0]}-{c[1]}" for c in BARRIER_CASES])
 def test_dropping_any_barrier_is_a_race(ladder, variant, module, config, shape):
@@ -279,8 +280,7 @@ SHIPPED = [(lad, name) for lad, rungs in registry.ladders().items() for name in 
 @pytest.mark.parametrize("ladder, variant", SHIPPED, ids=[f"{lad}-{name}" for lad, name in SHIPPED])
 def test_shipped_rungs_have_no_races(ladder, variant):
     shape = SHIPPED_SHAPES.get(ladder) or ("5x9" if variant == "bias_relu" else "37")
-    with np.errstate(all="ignore"):
-        report = analyze.run(variant, ladder=ladder, shape=shape)
+    report = analyze.run(variant, ladder=ladder, shape=shape)
     assert report.races == [], "\n".join(map(str, report.races))
     assert report.blocks > 0
 

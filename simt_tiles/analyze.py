@@ -38,9 +38,10 @@ order, so it is deterministic: a race is reported whether or not this run
 happened to expose it.  Shared arrays keep the simulator's per-source-line
 identity (two arrays declared on different lines never alias).
 
-Switches: ``SIMT_TILES_RACECHECK=1`` (with :func:`enable_racecheck` called by
-the pytest plugin ``simt_tiles.pytest_racecheck``, or ``pytest --racecheck``)
-race-checks every simulated launch and raises :class:`RaceError`.
+Switches: ``pytest --racecheck`` or ``SIMT_TILES_RACECHECK=1`` under pytest (the
+plugin :mod:`simt_tiles._pytest_racecheck`, registered in ``tests/conftest.py``)
+race-check every simulated launch and make a racy one raise :class:`RaceError`;
+in a script, :func:`enable_racecheck` (or ``with racecheck():``) does the same.
 """
 
 from __future__ import annotations

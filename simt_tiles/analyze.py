@@ -7,9 +7,11 @@ instrumented and prints, per access site (source line):
 * **shared memory: wavefronts per warp-wide request** — the bank model of
   sm_90: 32 banks of 4 bytes, word ``w`` in bank ``w % 32``; a request takes as
   many wavefronts as the most distinct words any one bank must deliver (a
-  word read by many lanes is broadcast: free).  8-byte accesses (float64) are
-  processed per half-warp and 16-byte ones per quarter-warp, each part adding
-  its own wavefronts.  1.0 is conflict-free; k06's transposed A store is 8.0.
+  word read by many lanes is broadcast: free).  8- and 16-byte accesses are
+  processed per half-warp, each half adding its own wavefronts (16 bytes: the
+  Nsight Compute counts of k03 and k06 fit this and not quarter-warps — a
+  broadcast 128-bit load costs 2, see tests/test_analyze.py; 8 bytes: not
+  measured here).  1.0 is conflict-free; k06's transposed A store is 8.0.
 * **global memory: 32-byte sectors per request** — how many sectors the
   lanes' bytes touch (allocations 256-byte aligned, as ``cudaMalloc``'s), and
   the fraction of the fetched bytes the lanes asked for.  k01's A read: 32
@@ -83,7 +85,7 @@ WARP = 32
 BANKS = 32
 SECTOR = 32
 #: lanes served together, by access size in bytes (a request is split into such groups)
-LANES_PER_PASS = {1: 32, 2: 32, 4: 32, 8: 16, 16: 8}
+LANES_PER_PASS = {1: 32, 2: 32, 4: 32, 8: 16, 16: 16}
 INTRA_WARP = ("write-write", "all", "none")
 
 
@@ -96,7 +98,7 @@ def wavefronts(accesses) -> int:
     """Shared-memory wavefronts of one warp-wide request: ``accesses`` are ``(lane, byte address, size)``."""
     passes: dict = collections.defaultdict(lambda: collections.defaultdict(set))
     for lane, addr, size in accesses:
-        banks = passes[lane // LANES_PER_PASS.get(size, 8)]
+        banks = passes[lane // LANES_PER_PASS.get(size, 16)]
         for word in range(addr >> 2, ((addr + size - 1) >> 2) + 1):
             banks[word % BANKS].add(word)
     return sum(max(len(words) for words in banks.values()) for banks in passes.values())

@@ -74,11 +74,17 @@ def test_wavefront_model():
     assert analyze.wavefronts([(i, 16 * i, 8) for i in lanes]) == 4  # float64 stride 2: 2-way per half
 
 
-def _ncu(metric):
+def _ncu_by_id(metric):
+    """{ncu ID: (kernel name, value of ``metric``)} from the committed Nsight Compute csv."""
     text = NCU_CSV.read_text().splitlines()
     rows = csv.DictReader(line for line in text if line.startswith('"'))
-    return {r["Kernel Name"].split("::")[1].split("[")[0]: int(r["Metric Value"].replace(",", ""))
-            for r in rows if r["Metric Name"] == metric and r["ID"] != "7"}
+    return {int(r["ID"]): (r["Kernel Name"].split("::")[1].split("[")[0], int(r["Metric Value"].replace(",", "")))
+            for r in rows if r["Metric Name"] == metric}
+
+
+def _ncu(metric):
+    """{kernel name: value} of the default configs (ID 7 is the extra k07 run with pad = 1)."""
+    return {kernel: value for i, (kernel, value) in _ncu_by_id(metric).items() if i != 7}
 
 
 def test_wide_loads_match_ncu():
@@ -100,6 +106,19 @@ def test_wide_loads_match_ncu():
     b = analyze.wavefronts([(i, 32 * (i % 16), 16) for i in lanes])
     assert (a, b) == (2, 8)
     assert (2 * a + 2 * b) * 64 * 8 * 128 * 8 == ncu["matmul_k06_transposed"]
+
+
+def test_k05_load_conflicts_match_ncu():
+    """k05's shared loads are scalar on the GPU too (SASS: 16 LDS per kk, no LDS.128), so the
+    simulator sees the GPU's requests: one block and K step of the default config, times
+    64 blocks × 128 K steps, is Nsight Compute's count at 1024³ exactly — the 2-way
+    conflict of its A reads (a_s[tr·TM + i, kk]: 2.0) and the 4-way of its B reads."""
+    report = analyze.run("k05_regblock_2d", config="default", shape="128x128x8")
+    assert report.find("shared", "a_s", "load").per_request == 2.0
+    assert report.find("shared", "b_s", "load").per_request == 4.0
+    scale = (1024 // 128) ** 2 * (1024 // 8)
+    ncu = _ncu("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum")
+    assert report.totals()["shared load"]["cost"] * scale == ncu["matmul_k05_regblock_2d"]
 
 
 def test_sector_model():
@@ -131,20 +150,12 @@ def test_bank_conflict_lessons(variant, config, expected):
     assert report.races == []
 
 
-def _ncu_store_wavefronts():
-    """{ncu ID: (kernel name, shared store wavefronts)} from the committed csv."""
-    text = NCU_CSV.read_text().splitlines()
-    rows = csv.DictReader(line for line in text if line.startswith('"'))
-    return {int(r["ID"]): (r["Kernel Name"].split("::")[1].split("[")[0], int(r["Metric Value"].replace(",", "")))
-            for r in rows if r["Metric Name"] == "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"}
-
-
 def test_lesson_at_the_gpu_default_matches_ncu():
     """Nsight Compute's shared store wavefronts at 1024³ with the default config, predicted:
     the store requests of one block and K step of the default (BM = BN = 128, BK = 8,
     256 threads), times 64 blocks × 128 K steps, times the wavefronts per request (k06 from
     the default itself; the others from the one-warp lesson config, same store pattern)."""
-    ncu = _ncu_store_wavefronts()
+    ncu = _ncu_by_id("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")
     default = analyze.run("k06_transposed", config="default", shape="128x128x8")  # 1.5 s
     a, b = default.find("shared", "a_t", "store"), default.find("shared", "b_s", "store")
     assert (a.per_request, b.per_request) == (8.0, 1.0)

@@ -233,10 +233,12 @@ def _exchange(name, mask, value):
 def _block_run(self, grid_point, *args):
     try:
         _saved["block_run"](self, grid_point, *args)
-    finally:
-        rec = active
-        if rec is not None:
-            rec.end_block(grid_point)
+    except BaseException:
+        if active is not None:  # the block failed: its accesses are not analysed (the error stands)
+            active.records = []
+        raise
+    if active is not None:
+        active.end_block(grid_point)
 
 
 def install() -> None:

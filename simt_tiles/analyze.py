@@ -18,7 +18,8 @@ instrumented and prints, per access site (source line):
   sectors for 32 floats (12.5%); k02's: 4 (100%).
 * per-kernel totals (requests, wavefronts, sectors, bytes), and
 * the **race report**: conflicting shared-memory accesses within one barrier
-  interval of one block, with the two source lines.
+  interval of one block, with the two source lines, and shared loads of words
+  that no thread of the block wrote in an earlier interval (uninitialised).
 
 A warp-wide *request* is the accesses the active lanes of one warp make at one
 site in one dynamic execution: lanes are paired by how many times each has
@@ -177,6 +178,9 @@ class Report:
         self._sites: dict = {}
         self._races: dict = {}
         self.race_count = 0  # conflicting (block, interval, word) locations
+        #: shared loads of words no thread of the block had written in an earlier barrier
+        #: interval (nor in the same one: that would be a race), by "file:line"
+        self.uninitialized: collections.Counter = collections.Counter()
         self.blocks = 0
         self.names: dict = {}
         #: (file, line) of every ``syncthreads`` the recorded launches executed
@@ -200,7 +204,17 @@ class Report:
             st.bytes += sum(a[2] for a in acc)
             st.unique_bytes += sum(size for _, size in {(a[1], a[2]) for a in acc})
             st.cost += wavefronts(acc) if space == SHARED else sectors(acc)
+        self._find_uninitialized(records)
         return self._find_races(block, records) if self.check_races else []
+
+    def _find_uninitialized(self, records):
+        first_write: dict = {}
+        for space, _site, _occ, _warp, _lane, interval, _ws, key, addr, _size, is_write in records:
+            if space == SHARED and is_write and first_write.get((key, addr), interval + 1) > interval:
+                first_write[(key, addr)] = interval
+        for space, site, _occ, _warp, _lane, interval, _ws, key, addr, _size, is_write in records:
+            if space == SHARED and not is_write and first_write.get((key, addr), interval + 1) > interval:
+                self.uninitialized[_where(site)] += 1
 
     def _find_races(self, block, records) -> list[Race]:
         locs: dict = collections.defaultdict(list)
@@ -310,6 +324,9 @@ class Report:
         else:
             lines.append(f"race check: {self.race_count} conflicting shared words")
             lines.extend(f"  {r}" for r in self.races)
+        if self.uninitialized:
+            lines.append("uninitialised shared memory read (never written before, in this block): " + ", ".join(
+                f"{where} ({n} loads)" for where, n in sorted(self.uninitialized.items())))
         return "\n".join(lines)
 
 

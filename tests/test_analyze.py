@@ -321,7 +321,20 @@ def test_shipped_rungs_have_no_races(ladder, variant):
     shape = SHIPPED_SHAPES.get(ladder) or ("5x9" if variant == "bias_relu" else "37")
     report = analyze.run(variant, ladder=ladder, shape=shape)
     assert report.races == [], "\n".join(map(str, report.races))
+    assert not report.uninitialized
     assert report.blocks > 0
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_missing_tile_load_reads_uninitialised_shared_memory():
+    lines = pathlib.Path(k03_smem_tiled.__file__).read_text().splitlines()
+    store = next(i for i, line in enumerate(lines) if "b_tile[ty, tx] =" in line)
+    rung = analyze.mutant_rung(k03_smem_tiled.RUNG, analyze.mutant_module(k03_smem_tiled, _drop_line(store)))
+    report = analyze.run("k03_smem_tiled", config="tile=4", shape="5x6x7", rung=rung)
+    [(where, loads)] = report.uninitialized.items()
+    load = next(i for i, line in enumerate(lines) if "acc += a_tile" in line) + 1
+    assert where == f"k03_smem_tiled.py:{load}" and loads > 0
+    assert "uninitialised shared memory read" in report.format()
 
 
 # ---------------------------------------------------------------------------

@@ -243,35 +243,14 @@ def _try_cupy():
 
 
 def _gpu_name() -> str:
-    from numba import cuda
+    from .machine import describe
 
-    dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
-    return f"{name} (cc {dev.compute_capability[0]}.{dev.compute_capability[1]})"
+    info = describe()
+    return f"{info['gpu']} (cc {info.get('compute_capability', '?')})"
 
 
 def machine_info() -> dict:
-    """What ran: GPU, driver and versions (written into every JSON result)."""
-    import numba
-    import numpy as np
+    """Kept for callers of the old name: :func:`simt_tiles.machine.describe`."""
+    from .machine import describe
 
-    from .runtime import SIMULATOR
-
-    info = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-            "simulator": SIMULATOR, "host": platform.node()}
-    try:
-        import numba_cuda
-
-        info["numba_cuda"] = numba_cuda.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    if not SIMULATOR:
-        from numba import cuda
-
-        info["gpu"] = _gpu_name()
-        info["driver_version"] = cuda.cudadrv.driver.driver.get_version()
-        info["runtime_version"] = cuda.runtime.get_version()
-        cp = _try_cupy()
-        if cp is not None:
-            info["cupy"] = cp.__version__
-    return info
+    return describe()

@@ -63,11 +63,11 @@ def finish(h, args, *, title: str, method: str, ceilings: dict, peers: dict) -> 
     """Ratios, the summary table (printed and ``--md``), JSON (``--json``), plot (``--plot``).
 
     Exit status 1 when any implementation failed its check (they are in the table as FAIL)."""
-    from ..cli import machine_info
+    from ..machine import describe
     from ..report import group_tables, plot_groups
 
     rows = h.finish(ceilings=ceilings, peers=peers)
-    data = {"machine": machine_info(), "title": title, "method": method, "results": rows}
+    data = {"machine": describe(), "title": title, "method": method, "results": rows}
     table = group_tables(data)
     print(table, flush=True)
     if getattr(args, "json", None):

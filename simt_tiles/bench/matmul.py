@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     import cupy as cp
     from numba import cuda
 
-    from simt_tiles.cli import machine_info
+    from simt_tiles.machine import describe as machine_info
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS, flops
     from simt_tiles.reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
     from simt_tiles.timing import summarize, time_cuda

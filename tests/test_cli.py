@@ -1,0 +1,143 @@
+"""The command line: help everywhere (no GPU looked for), the demo in the simulator, the machine
+description, result-file names, the peer registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from simt_tiles import bench, cli, registry
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HELP = [[], ["demo"], ["compile-gate"], ["bench"], *(["bench", g] for g in bench.GROUPS)]
+
+
+def run_cli(*argv, env=None):
+    full = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "simt_tiles", *argv], capture_output=True, text=True, env=full,
+                          timeout=300, cwd=ROOT)
+
+
+@pytest.mark.parametrize("argv", HELP, ids=lambda a: " ".join(a) or "top")
+def test_help_of_every_subcommand(argv):
+    # a user's environment: no simulator chosen; help must neither look for a GPU nor fail without one
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run([sys.executable, "-m", "simt_tiles", *argv, "--help"], capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": ROOT}, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("usage: simt-tiles"), res.stdout[:200]
+    if argv[:1] == ["bench"] and len(argv) == 2 and argv[1] != "all":
+        assert "--out DIR" in res.stdout and "--reps" in res.stdout
+
+
+def test_every_subcommand_has_help_text():
+    assert set(cli.SUBCOMMANDS) >= {"demo", "compile-gate", "bench"}
+    out = cli.build_parser([]).format_help()
+    for name in cli.SUBCOMMANDS:
+        assert name in out
+
+
+def test_bad_arguments_name_the_argument(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["demo", "--shape", "1,2"])
+    assert exc.value.code == 2 and "--shape" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--bogus"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+@pytest.mark.sim
+def test_demo_in_the_simulator(tmp_path):
+    out = tmp_path / "demo.json"
+    res = run_cli("demo", "--ladder", "matmul", "elementwise", "--shape", "5,7,3", "--dtype", "float32",
+                  "--json", str(out), env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "simulator" in res.stdout and "checks passed" in res.stdout
+    data = json.loads(out.read_text())
+    assert data["machine"]["slug"] == "sim" and data["machine"]["simulator"] is True
+    rows = data["results"]
+    want = {(lad, rung) for lad in ("matmul", "elementwise") for rung in registry.ladder(lad).rungs()}
+    assert {(r["group"], r["impl"]) for r in rows} == want  # every rung of the chosen ladders, once
+    assert all(r["passed"] and "median_ms" not in r for r in rows)  # checked, never timed in the simulator
+    assert all(r["problem"] == "5x7x3, float32" for r in rows if r["group"] == "matmul")
+
+
+def test_every_ladder_has_a_demo_case():
+    from simt_tiles import demo
+
+    assert set(demo.CASES) == {lad.name for lad in registry.LADDERS}
+
+
+@pytest.mark.sim
+def test_demo_reports_a_wrong_kernel(monkeypatch, capsys):
+    """A demo that cannot fail is a defect: a rung that returns wrong numbers must be a FAIL row."""
+    import numpy as np
+
+    import simt_tiles
+    from simt_tiles import demo
+
+    real = simt_tiles.vector_add
+    monkeypatch.setattr(simt_tiles, "vector_add", lambda a, b, **kw: np.asarray(real(a, b, **kw)) + 1e-3)
+    assert demo.main(["--ladder", "elementwise", "--dtype", "float64"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "k01_grid_stride" in out
+
+
+@pytest.mark.sim
+def test_machine_in_the_simulator():
+    from simt_tiles import machine
+
+    info = machine.describe()
+    assert machine.slug() == "sim" and machine.l2_bytes() is None
+    assert info["simulator"] is True and info["gpu"] == "Numba CUDA simulator"
+    for key in ("numpy", "numba", "numba_cuda", "simt_tiles", "python"):
+        assert info[key], key
+
+
+@pytest.mark.parametrize("name, slug", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+                                        ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("Tesla V100-SXM2-16GB",
+                                                                                  "v100-sxm2-16gb"),
+                                        ("Numba CUDA simulator", "sim"), ("NVIDIA", "gpu")])
+def test_slug_from_name(name, slug):
+    from simt_tiles.machine import slug_from_name
+
+    assert slug_from_name(name) == slug
+
+
+def test_result_files_are_named_from_the_device(tmp_path):
+    from simt_tiles.bench.common import flush_bytes, result_paths
+
+    paths = result_paths(str(tmp_path), "matmul", "rtx-4090")
+    assert paths == {k: str(tmp_path / f"matmul_rtx-4090.{e}") for k, e in (("json", "json"), ("md", "md"),
+                                                                             ("plot", "png"))}
+    assert flush_bytes(60 * 2**20) == 600 * 2**20 and flush_bytes(None) == 512 * 2**20
+
+
+@pytest.mark.sim
+def test_result_paths_default_to_this_device(tmp_path):
+    from simt_tiles.bench.common import result_paths
+
+    assert result_paths(str(tmp_path), "conv")["json"].endswith("conv_sim.json")
+
+
+def test_peer_registry():
+    from simt_tiles.bench import peers
+
+    names = [p.name for p in peers.peers("matmul", only_available=False)]
+    assert names[0] == "cuBLAS" == peers.baseline("matmul")  # the baseline every matmul row is divided by
+    assert {"torch.matmul", "cuBLAS TF32", "cuTile FP32"} <= set(names)
+    assert "simt_tiles.bench.triton_peers" in peers.PEER_MODULES
+    with pytest.raises(ValueError, match="already has a peer called 'cuBLAS'"):
+        peers.peer("matmul", "cuBLAS")(lambda a, b, c: None)
+    try:
+        @peers.peer("test-group", "one")
+        def one(a, b, c):
+            return None
+
+        assert [p.name for p in peers.peers("test-group")] == ["one"] and peers.baseline("test-group") == "one"
+    finally:
+        peers._REGISTRY[:] = [p for p in peers._REGISTRY if p.group != "test-group"]

@@ -141,3 +141,44 @@ def test_peer_registry():
         assert [p.name for p in peers.peers("test-group")] == ["one"] and peers.baseline("test-group") == "one"
     finally:
         peers._REGISTRY[:] = [p for p in peers._REGISTRY if p.group != "test-group"]
+
+
+def _fake_venv(tmp_path):
+    """A venv whose python logs pip calls and whose simt-tiles logs its arguments (no network)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "log"
+    py = venv / "bin" / "python"
+    py.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "pip" ]; then echo "pip $*" >> {log}; exit 0; fi\n'
+                  f'exec {sys.executable} "$@"\n')
+    tool = venv / "bin" / "simt-tiles"
+    tool.write_text(f'#!/bin/sh\necho "simt-tiles $*" >> {log}\n')
+    py.chmod(0o755)
+    tool.chmod(0o755)
+    return venv, log
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a bash script")
+def test_scripts_demo_installs_once(tmp_path):
+    venv, log = _fake_venv(tmp_path)
+
+    def demo(**env):
+        res = subprocess.run(["bash", os.path.join(ROOT, "scripts", "demo"), "--dtype", "float32"],
+                             env={**os.environ, "SIMT_TILES_VENV": str(venv), **env}, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        lines = log.read_text().splitlines()
+        log.write_text("")
+        return lines
+
+    first = demo()
+    assert first[0].startswith("pip -m pip install") and first[0].endswith(".[cu13]")
+    assert first[1] == "simt-tiles demo --dtype float32"
+    assert demo() == ["simt-tiles demo --dtype float32"]  # installed: no pip, so it works offline
+    assert demo(SIMT_TILES_CUDA="cu12")[0].endswith(".[cu12]")  # another toolkit: install again
+    stamp = venv / ".simt-tiles-installed"
+    stamp.write_text("cu13 an-older-pyproject\n")
+    assert demo()[0].startswith("pip")  # pyproject.toml changed: install again
+    res = subprocess.run(["bash", os.path.join(ROOT, "scripts", "demo")], capture_output=True, text=True,
+                         env={**os.environ, "SIMT_TILES_VENV": str(venv), "SIMT_TILES_CUDA": "cu11"})
+    assert res.returncode == 2 and "expected cu13 or cu12; got 'cu11'" in res.stderr

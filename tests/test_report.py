@@ -226,3 +226,52 @@ def test_progress_plain(capsys):
         p.step("x")
         p.done("line one")
     assert capsys.readouterr().out == "line one\n"
+
+
+# --- the matmul group's loop, GPU-free: NumPy in place of CuPy, a fake timer ---------------------
+
+
+def test_matmul_bench_loop_checks_each_impl_on_rotating_sets(capsys):
+    import types
+
+    import numpy as np
+
+    from simt_tiles.bench.matmul import Impl, measure
+
+    class FakeCupy:  # NumPy under CuPy's name: what the loop uses of CuPy
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def get_default_memory_pool():
+            return types.SimpleNamespace(free_all_blocks=lambda: None)
+
+    xp = FakeCupy()
+    used = []
+
+    def peer(sets, m, n, k):
+        def launch(a, b, c):
+            used.append(next(i for i, s in enumerate(sets) if s[0] is a))
+            np.matmul(a, b, out=c)
+        return launch
+
+    def wrong(sets, m, n, k):  # a rung that leaves the last column unwritten
+        return lambda a, b, c: c.__setitem__((slice(None), slice(0, -1)), (a @ b)[:, :-1])
+
+    def broken(sets, m, n, k):
+        raise ValueError("config does not fit")
+
+    h = harness(reps=5)
+    l2 = 4 * (7 * 5 + 5 * 6 + 7 * 6)  # one set of 7x6x5 fills L2: three sets for 3·L2
+    measure(h, xp, [(7, 6, 5)], [Impl("numpy", peer, "peer", "fp32", {"config": "library"}),
+                                 Impl("wrong", wrong, "simt", "fp32", {"config": "x"}),
+                                 Impl("broken", broken, "simt", "fp32", {})], l2)
+    rows = h.finish(ceilings={}, peers={"matmul": "numpy"})
+    assert [r["impl"] for r in rows] == ["numpy", "wrong", "broken"]
+    ok, bad, err = rows
+    assert ok["passed"] and ok["problem"] == "7x6x5" and (ok["m"], ok["n"], ok["k"]) == (7, 6, 5)
+    assert ok["vs_peer"] == 1.0 and ok["tflops"] > 0 and ok["group"] == "matmul"
+    assert used[0] == 0 and set(used) == {0, 1, 2}  # checked on set 0, then timed over all three sets
+    assert not bad["passed"] and np.isnan(bad["err_over_bound"])  # the NaN poison left in the column
+    assert not err["passed"] and err["error"] == "ValueError: config does not fit"
+    assert "3 rotating input sets" in capsys.readouterr().out

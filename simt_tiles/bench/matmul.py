@@ -72,56 +72,90 @@ def run(args) -> int:
     import numpy as np
     from numba import cuda
 
-    from ..kernels.matmul import MATMUL_VARIANTS, RUNGS, flops
+    from ..kernels.matmul import MATMUL_VARIANTS, RUNGS
     from ..machine import l2_bytes
-    from ..reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
     from .peers import baseline, peers
 
     if os.environ.get("CUPY_TF32"):
         print("bench matmul: CUPY_TF32 must be unset (cuBLAS FP32 is the baseline)", file=sys.stderr)
         return 2
-    entries = [(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
-    entries += [(v, cfg, True) for v, cfg in map(parse_config, args.config)]
     base = baseline("matmul")
-    group_peers = [p for p in peers("matmul") if not args.no_extra_peers or p.name == base]
-    l2 = l2_bytes() or FALLBACK_L2_BYTES
-    rng = cp.random.default_rng(2026)
+    impls = [Impl(p.name, lambda sets, m, n, k, run=p.run: run, p.kind, p.precision, {"config": "library"})
+             for p in peers("matmul") if not args.no_extra_peers or p.name == base]
 
-    with common.session("matmul", args.reps, flush=False, budget_s=args.budget_s) as (h, _, _tile):
-        for m, n, k in args.sizes:
-            nsets = max(1, min(16, math.ceil(3 * l2 / (4 * (m * k + k * n + m * n)))))
-            sets = [(rng.standard_normal((m, k), dtype=cp.float32), rng.standard_normal((k, n), dtype=cp.float32),
-                     cp.empty((m, n), cp.float32)) for _ in range(nsets)]
-            ref, bound = matmul_reference(sets[0][0], sets[0][1], xp=cp, precise=False)
-            g = (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64))) * (1 + 1e-6)
-            bounds = {"fp32": bound, "tf32": bound * ((g + 2 * TF32_U) / g)}  # bound = g·|A|·|B|
-            print(f"{m}x{n}x{k}: {nsets} rotating input sets", flush=True)
-
-            def entry(name, launch, *, kind, precision="fp32", **extra):
-                turn = itertools.count()  # call 0 (the checked one) uses set 0
-                c0 = sets[0][2]
-                c0.fill(cp.nan)
-                h.entry("matmul", f"{m}x{n}x{k}", name, lambda: launch(*sets[next(turn) % nsets]),
-                        check=lambda: check_within(c0, ref, bounds[precision], xp=cp), kind=kind,
-                        precision=precision, flops=flops(m, n, k), x=2 * m * n * k, m=m, n=n, k=k,
-                        dtype="float32", **extra)
-
-            for p in group_peers:
-                entry(p.name, p.run, kind=p.kind, precision=p.precision, config="library")
+    def rung_launcher(variant, cfg):
+        def make(sets, m, n, k):
+            kernel = RUNGS[variant].kernel(cfg, np.float32)
+            grid, block = RUNGS[variant].geometry(cfg, m, n, k)
             devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
-            for variant, cfg, custom in entries:
-                kernel = RUNGS[variant].kernel(cfg, np.float32)
-                grid, block = RUNGS[variant].geometry(cfg, m, n, k)
 
-                def launch(a, b, c, kernel=kernel, grid=grid, block=block):
-                    kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
+            def launch(a, b, c):
+                kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
 
-                text = config_text(cfg)
-                entry(f"{variant} [{text}]" if custom else variant, launch, kind="simt", config=text, custom=custom)
-            sets = devs = ref = bound = bounds = None
-            cp.get_default_memory_pool().free_all_blocks()
+            return launch
+
+        return make
+
+    for variant, cfg, custom in ([(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
+                                 + [(v, cfg, True) for v, cfg in map(parse_config, args.config)]):
+        text = config_text(cfg)
+        impls.append(Impl(f"{variant} [{text}]" if custom else variant, rung_launcher(variant, cfg), "simt", "fp32",
+                          {"config": text, "custom": custom}))
+    with common.session("matmul", args.reps, flush=False, with_tile=False, budget_s=args.budget_s) as (h, _, _t):
+        measure(h, cp, args.sizes, impls, l2_bytes() or FALLBACK_L2_BYTES)
         return common.finish(h, args, group="matmul", title="matmul ladder vs cuBLAS FP32", method=__doc__,
                              ceilings={}, peers={"matmul": base})
+
+
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One implementation to time: ``make(sets, m, n, k)`` returns ``launch(a, b, c)`` (c = a @ b)."""
+
+    name: str
+    make: object
+    kind: str
+    precision: str
+    extra: dict
+
+
+def measure(h, xp, sizes, impls, l2: int) -> None:
+    """Every implementation on every size, through the harness ``h``, on rotating float32 input sets
+    (``xp``: CuPy; NumPy in the tests) of at least three times ``l2`` bytes in all."""
+    import numpy as np
+
+    from ..kernels.matmul import flops
+    from ..reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
+
+    rng = xp.random.default_rng(2026)
+    for m, n, k in sizes:
+        nsets = max(1, min(16, math.ceil(3 * l2 / (4 * (m * k + k * n + m * n)))))
+        sets = [(rng.standard_normal((m, k), dtype=xp.float32), rng.standard_normal((k, n), dtype=xp.float32),
+                 xp.empty((m, n), xp.float32)) for _ in range(nsets)]
+        ref, bound = matmul_reference(sets[0][0], sets[0][1], xp=xp, precise=False)
+        g = (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64))) * (1 + 1e-6)
+        bounds = {"fp32": bound, "tf32": bound * ((g + 2 * TF32_U) / g)}  # bound = g·|A|·|B|
+        print(f"{m}x{n}x{k}: {nsets} rotating input sets", flush=True)
+        c0 = sets[0][2]
+        for impl in impls:
+            try:
+                launch = impl.make(sets, m, n, k)
+            except Exception as exc:  # noqa: BLE001  (a config that cannot build is a failed row)
+                launch = _raiser(exc)
+            turn = itertools.count()  # call 0, the checked one, uses set 0
+            c0.fill(xp.nan)
+            h.entry("matmul", f"{m}x{n}x{k}", impl.name, lambda: launch(*sets[next(turn) % nsets]),
+                    check=lambda: check_within(c0, ref, bounds[impl.precision], xp=xp), kind=impl.kind,
+                    precision=impl.precision, flops=flops(m, n, k), x=2 * m * n * k, m=m, n=n, k=k,
+                    dtype="float32", **impl.extra)
+        sets = c0 = ref = bound = bounds = launch = None
+        xp.get_default_memory_pool().free_all_blocks()
+
+
+def _raiser(exc):
+    def launch(*_):
+        raise exc
+
+    return launch
 
 
 def config_text(cfg) -> str:

@@ -244,6 +244,8 @@ def main(argv=None) -> int:
         print(f"report: {exc}", file=sys.stderr)
         return 2
     table = group_tables(data)
+    if any(r["group"] == "matmul" for r in data["results"]):
+        table += "\n\n### matmul: TFLOP/s (× baseline peer) by size\n\n" + ratio_table(data)
     if args.md:
         Path(args.md).write_text(table + "\n")
     else:

@@ -79,6 +79,10 @@ def run(args) -> int:
     if os.environ.get("CUPY_TF32"):
         print("bench matmul: CUPY_TF32 must be unset (cuBLAS FP32 is the baseline)", file=sys.stderr)
         return 2
+    unknown = sorted(set(args.variants or ()) - set(RUNGS))
+    if unknown:
+        print(f"bench matmul: --variants: expected rungs of {list(RUNGS)}; got {unknown}", file=sys.stderr)
+        return 2
     base = baseline("matmul")
     impls = [Impl(p.name, lambda sets, m, n, k, run=p.run: run, p.kind, p.precision, {"config": "library"})
              for p in peers("matmul") if not args.no_extra_peers or p.name == base]

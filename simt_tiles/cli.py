@@ -45,7 +45,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if name != chosen:
             sub.add_parser(name, help=text)
             continue
-        os.environ.update({k: v for k, v in env.items() if k not in os.environ or k == "NUMBA_ENABLE_CUDASIM"})
+        os.environ.update(env)
         mod = importlib.import_module(module)
         if hasattr(mod, "add_arguments"):
             s = sub.add_parser(name, help=text, description=(mod.__doc__ or text).split("\n\n")[0])

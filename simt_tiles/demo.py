@@ -187,7 +187,7 @@ def run(args) -> int:
              else f"{info['gpu']} (cc {info.get('compute_capability', '?')}); matmul rungs timed")
     print(f"simt-tiles demo on {where}", flush=True)
     ctx = _Ctx(simulator, shape, cp)
-    h = Harness(reps=args.reps, timed=not simulator, sync=_sync())
+    h = Harness(reps=args.reps, timed=not simulator, sync=_sync(), progress=_Dots())
     for lad in LADDERS:
         if args.ladder and lad.name not in args.ladder:
             continue
@@ -209,6 +209,7 @@ def run(args) -> int:
                         flops=2.0 * shape[0] * shape[1] * shape[2] if timed else None)
             if lad.name == "matmul" and not simulator and cp is not None:
                 _cublas_row(h, ctx, dtype)
+    print(flush=True)
     rows = h.finish(ceilings={}, peers={"matmul": "cuBLAS"})
     head = ["ladder", "rung", "problem", "err/bound", "check"] + (
         [] if simulator else ["median ms", "TFLOP/s", "× cuBLAS"])
@@ -227,6 +228,16 @@ def run(args) -> int:
     failed = [f"{r['group']} {r['impl']} {r.get('dtype', '')}" for r in rows if not r["passed"]]
     print(f"all {len(rows)} checks passed" if not failed else f"FAILED: {failed}")
     return 1 if failed else 0
+
+
+class _Dots:
+    """Progress for the demo: one dot per finished entry (the table at the end says the rest)."""
+
+    def step(self, text: str) -> None:
+        pass
+
+    def done(self, line: str) -> None:
+        print(".", end="", flush=True)
 
 
 def _cublas_row(h, ctx, dtype) -> None:

@@ -182,3 +182,23 @@ def test_scripts_demo_installs_once(tmp_path):
     res = subprocess.run(["bash", os.path.join(ROOT, "scripts", "demo")], capture_output=True, text=True,
                          env={**os.environ, "SIMT_TILES_VENV": str(venv), "SIMT_TILES_CUDA": "cu11"})
     assert res.returncode == 2 and "expected cu13 or cu12; got 'cu11'" in res.stderr
+
+
+def test_no_import_circle_and_no_numba_before_a_command_runs():
+    """The bench and the machine description never import the CLI; building any subcommand's
+    parser imports no Numba (the backend is chosen when the command runs, not before)."""
+    code = (
+        "import sys\n"
+        "import simt_tiles.bench, simt_tiles.bench.common, simt_tiles.bench.matmul, simt_tiles.bench.conv\n"
+        "import simt_tiles.bench.patterns, simt_tiles.bench.peers, simt_tiles.machine, simt_tiles.report\n"
+        "import simt_tiles.demo\n"
+        "assert 'simt_tiles.cli' not in sys.modules, 'import circle'\n"
+        "from simt_tiles import cli\n"
+        "for argv in (['demo'], ['bench'], ['bench', 'matmul']):\n"
+        "    cli.build_parser(argv)\n"
+        "assert not any(m == 'numba' or m.startswith('numba.') for m in sys.modules), 'numba imported'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**env, "PYTHONPATH": ROOT}, cwd=ROOT)
+    assert res.returncode == 0, res.stderr

@@ -129,8 +129,9 @@ def test_peer_registry():
 
     names = [p.name for p in peers.peers("matmul", only_available=False)]
     assert names[0] == "cuBLAS" == peers.baseline("matmul")  # the baseline every matmul row is divided by
-    assert {"torch.matmul", "cuBLAS TF32", "cuTile FP32"} <= set(names)
-    assert "simt_tiles.bench.triton_peers" in peers.PEER_MODULES
+    assert {"Triton FP32", "torch.matmul", "cuBLAS TF32", "cuTile FP32"} <= set(names)
+    primary = {p.name for p in peers.peers("matmul", only_available=False) if not p.context}
+    assert primary == {"cuBLAS", "Triton FP32"}  # the FP32 peers --no-extra-peers keeps
     with pytest.raises(ValueError, match="already has a peer called 'cuBLAS'"):
         peers.peer("matmul", "cuBLAS")(lambda a, b, c: None)
     try:

@@ -63,7 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", nargs="*", default=[], metavar="RUNG:FIELD=V,...",
                    help="extra configs, e.g. k03_smem_tiled:tile=16")
     p.add_argument("--budget-s", type=float, default=3.0, help="max timed seconds per entry (fewer reps for slow ones)")
-    p.add_argument("--no-extra-peers", action="store_true", help="only cuBLAS FP32 beside the rungs")
+    p.add_argument("--no-extra-peers", action="store_true",
+                   help="only the FP32 peers (cuBLAS, Triton) beside the rungs: no TF32, torch or cuTile")
     common.add_output_arguments(p)
 
 
@@ -72,6 +73,7 @@ def run(args) -> int:
     import numpy as np
     from numba import cuda
 
+    from ..kernels import matmul as matmul_ladder
     from ..kernels.matmul import MATMUL_VARIANTS, RUNGS
     from ..machine import l2_bytes
     from .peers import baseline, peers
@@ -85,25 +87,29 @@ def run(args) -> int:
         return 2
     base = baseline("matmul")
     impls = [Impl(p.name, lambda sets, m, n, k, run=p.run: run, p.kind, p.precision, {"config": "library"})
-             for p in peers("matmul") if not args.no_extra_peers or p.name == base]
+             for p in peers("matmul") if not (args.no_extra_peers and p.context)]
 
-    def rung_launcher(variant, cfg):
+    def launcher(variant, cfg):
         def make(sets, m, n, k):
-            kernel = RUNGS[variant].kernel(cfg, np.float32)
-            grid, block = RUNGS[variant].geometry(cfg, m, n, k)
+            rung, c = (RUNGS[variant], cfg) if variant is not None else matmul_ladder.choose(
+                None, None, m, n, k, np.float32)  # what matmul(variant=None) runs at this size
+            grid, block = rung.geometry(c, m, n, k)
             devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
 
-            def launch(a, b, c):
-                kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
+            def launch(a, b, out):
+                rung.launch(c, np.float32, grid, block, 0, devs[id(a)], devs[id(b)], devs[id(out)])
 
+            launch.config = f"{rung.name} {config_text(c)}" if variant is None else config_text(c)
             return launch
 
         return make
 
+    if hasattr(matmul_ladder, "choose") and not args.variants:  # the public call's own choice per size
+        impls.append(Impl("default", launcher(None, None), "simt", "fp32", {"config": "variant=None"}))
     for variant, cfg, custom in ([(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
                                  + [(v, cfg, True) for v, cfg in map(parse_config, args.config)]):
         text = config_text(cfg)
-        impls.append(Impl(f"{variant} [{text}]" if custom else variant, rung_launcher(variant, cfg), "simt", "fp32",
+        impls.append(Impl(f"{variant} [{text}]" if custom else variant, launcher(variant, cfg), "simt", "fp32",
                           {"config": text, "custom": custom}))
     with common.session("matmul", args.reps, flush=False, with_tile=False, budget_s=args.budget_s) as (h, _, _t):
         measure(h, cp, args.sizes, impls, l2_bytes() or FALLBACK_L2_BYTES)
@@ -113,7 +119,8 @@ def run(args) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Impl:
-    """One implementation to time: ``make(sets, m, n, k)`` returns ``launch(a, b, c)`` (c = a @ b)."""
+    """One implementation to time: ``make(sets, m, n, k)`` returns ``launch(a, b, c)`` (c = a @ b;
+    a ``launch.config`` string, when set, is the row's config for that size)."""
 
     name: str
     make: object
@@ -147,10 +154,11 @@ def measure(h, xp, sizes, impls, l2: int) -> None:
                 launch = _raiser(exc)
             turn = itertools.count()  # call 0, the checked one, uses set 0
             c0.fill(xp.nan)
+            extra = {**impl.extra, **({"config": launch.config} if hasattr(launch, "config") else {})}
             h.entry("matmul", f"{m}x{n}x{k}", impl.name, lambda: launch(*sets[next(turn) % nsets]),
                     check=lambda: check_within(c0, ref, bounds[impl.precision], xp=xp), kind=impl.kind,
                     precision=impl.precision, flops=flops(m, n, k), x=2 * m * n * k, m=m, n=n, k=k,
-                    dtype="float32", **impl.extra)
+                    dtype="float32", **extra)
         sets = c0 = ref = bound = bounds = launch = None
         xp.get_default_memory_pool().free_all_blocks()
 

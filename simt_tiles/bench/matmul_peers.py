@@ -1,7 +1,7 @@
 """The matmul group's peers (``simt_tiles.bench.peers``): cuBLAS and torch in FP32 and TF32, and cuTile.
 
-cuBLAS FP32 comes first: it is the baseline every matmul row is divided by.  The TF32
-rows are context (tensor cores, 10-bit mantissas), labelled ``tf32`` and checked against
+cuBLAS FP32 comes first: it is the baseline every matmul row is divided by.  Triton FP32
+(``triton_peers.py``, when Triton is installed) is the other FP32 peer.  The TF32 rows are context (tensor cores, 10-bit mantissas), labelled ``tf32`` and checked against
 the TF32 bound, never used as the baseline.
 """
 
@@ -21,11 +21,26 @@ def _tile_available() -> bool:
         return False
 
 
-@peer("matmul", "cuBLAS", available=has("cupy"))
+@peer("matmul", "cuBLAS", available=has("cupy"), context=False)
 def cublas_fp32(a, b, c):
     import cupy as cp
 
     cp.matmul(a, b, out=c)
+
+
+def _triton_matmul():
+    """``simt_tiles.bench.triton_peers.triton_matmul()``'s function, or None (no module, no Triton)."""
+    try:
+        from . import triton_peers
+    except ImportError:
+        return None
+    return triton_peers.triton_matmul()[0]
+
+
+@peer("matmul", "Triton FP32", available=lambda: has("triton")() and _triton_matmul() is not None, context=False)
+def triton_fp32(a, b, c):
+    """Triton's FP32 matmul (``tl.dot(..., input_precision="ieee")``: the same arithmetic as the rungs)."""
+    _triton_matmul()(_torch(a), _torch(b), _torch(c))
 
 
 _views: dict = {}

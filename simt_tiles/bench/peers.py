@@ -8,8 +8,9 @@ group's operation into the caller's output::
         ...
 
 Adding a peer is one decorated function; a module of peers is picked up when it is listed
-in :data:`PEER_MODULES` (a module that is not installed is skipped, so a module may be
-listed before it exists).  The group's harness loop checks each peer against the same
+in :data:`PEER_MODULES` (a module that is missing is skipped, so a module may be listed
+before it exists).  ``context=False`` marks a primary peer (same arithmetic as the rungs),
+which ``--no-extra-peers`` keeps.  The group's harness loop checks each peer against the same
 reference and bound as the rungs before timing it, and writes the same row schema
 (``simt_tiles.bench.harness``).
 
@@ -32,7 +33,7 @@ from typing import Callable
 __all__ = ["PEER_MODULES", "Peer", "baseline", "has", "peer", "peers"]
 
 #: modules holding ``@peer`` functions, imported by :func:`peers` (missing ones skipped)
-PEER_MODULES = ("simt_tiles.bench.matmul_peers", "simt_tiles.bench.triton_peers")
+PEER_MODULES = ("simt_tiles.bench.matmul_peers",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Peer:
     available: Callable[[], bool]
     kind: str = "peer"  # "peer" (a library) or "tile" (this project's cuTile counterparts)
     precision: str = "fp32"
+    context: bool = True  # a context peer; False: a primary one, kept by --no-extra-peers
 
 
 _REGISTRY: list[Peer] = []
@@ -56,13 +58,13 @@ def has(module: str) -> Callable[[], bool]:
 
 
 def peer(group: str, name: str, *, available: Callable[[], bool] = lambda: True, kind: str = "peer",
-         precision: str = "fp32"):
+         precision: str = "fp32", context: bool = True):
     """Register the decorated function as a peer of ``group`` called ``name``."""
 
     def register(fn):
         if any(p.group == group and p.name == name for p in _REGISTRY):
             raise ValueError(f"peer: {group!r} already has a peer called {name!r}")
-        _REGISTRY.append(Peer(group, name, fn, available, kind, precision))
+        _REGISTRY.append(Peer(group, name, fn, available, kind, precision, context))
         return fn
 
     return register

@@ -26,7 +26,20 @@ SUBCOMMANDS: dict[str, tuple[str, str, dict]] = {
                      "compile every shipped config to PTX (sm_90) and run ptxas -v; no GPU needed",
                      {"NUMBA_ENABLE_CUDASIM": "0"}),
     "bench": ("simt_tiles.bench", "GPU benchmarks: verify, then time (refuses to run without a GPU)", {}),
+    # listed only where their module exists
+    "analyze": ("simt_tiles.analyze", "bank conflicts, coalescing and races of one rung, in the simulator",
+                {"NUMBA_ENABLE_CUDASIM": "1"}),
+    "exercise": ("simt_tiles.exercise", "course exercises: a rung with a hole to fill, and its checks", {}),
+    "tune": ("simt_tiles.tune", "search a rung's configs for the fastest on this GPU", {}),
+    "codegen": ("simt_tiles.codegen", "kernels written out as source files (the generated rungs)", {}),
 }
+
+
+def available() -> dict[str, tuple[str, str, dict]]:
+    """The subcommands whose module is part of this installation."""
+    import importlib.util
+
+    return {name: entry for name, entry in SUBCOMMANDS.items() if importlib.util.find_spec(entry[0]) is not None}
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -41,7 +54,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                 epilog="simt-tiles COMMAND --help shows a command's options.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = _chosen(argv or [])
-    for name, (module, text, env) in SUBCOMMANDS.items():
+    for name, (module, text, env) in available().items():
         if name != chosen:
             sub.add_parser(name, help=text)
             continue

@@ -13,7 +13,7 @@ import pytest
 from simt_tiles import bench, cli, registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELP = [[], ["demo"], ["compile-gate"], ["bench"], *(["bench", g] for g in bench.GROUPS)]
+HELP = [[], *([name] for name in cli.available()), *(["bench", g] for g in bench.GROUPS)]
 
 
 def run_cli(*argv, env=None):
@@ -29,16 +29,19 @@ def test_help_of_every_subcommand(argv):
     res = subprocess.run([sys.executable, "-m", "simt_tiles", *argv, "--help"], capture_output=True, text=True,
                          env={**env, "PYTHONPATH": ROOT}, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("usage: simt-tiles"), res.stdout[:200]
+    assert res.stdout.startswith("usage: "), res.stdout[:200]
+    assert "simt-tiles" in res.stdout or argv[:1] not in (["demo"], ["bench"], []), res.stdout[:200]
     if argv[:1] == ["bench"] and len(argv) == 2 and argv[1] != "all":
         assert "--out DIR" in res.stdout and "--reps" in res.stdout
 
 
 def test_every_subcommand_has_help_text():
-    assert set(cli.SUBCOMMANDS) >= {"demo", "compile-gate", "bench"}
+    assert set(cli.available()) >= {"demo", "compile-gate", "bench"}
     out = cli.build_parser([]).format_help()
-    for name in cli.SUBCOMMANDS:
+    for name in cli.available():
         assert name in out
+    for name in set(cli.SUBCOMMANDS) - set(cli.available()):  # a module not in this installation
+        assert f"    {name} " not in out
 
 
 def test_bad_arguments_name_the_argument(capsys):

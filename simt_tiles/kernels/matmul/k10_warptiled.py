@@ -23,6 +23,14 @@ Traffic
 Hazards: k09's — one barrier per K step covers RAW on the stage just written
     and WAR on the stage just read.
 
+Other tricks, all plain Numba
+    * unsigned 32-bit index arithmetic (``_blocked.u32``): no negative-index
+      checks, narrower integer ops, and provably consecutive addresses;
+    * 16-byte-aligned shared arrays (``runtime.SMEM_ALIGN``) so groups of 4
+      floats are read with ``ld.shared.v4.f32``;
+    * double buffering, the fully unrolled k-loop, ``launch_bounds=(threads, 2)``
+      and the swizzled layout from k09/k08.
+
 Rules: wm·wn = 32·tm·tn (a warp is 32 lanes), tm, tn multiples of 4,
 bm % wm == 0, bn % wn == 0, bm % 32 == 0 (the swizzle).
 

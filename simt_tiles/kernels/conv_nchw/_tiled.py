@@ -10,8 +10,8 @@ step (the numbers are k02's header's)::
     (4) barrier (WAR)
 
 k03 (double buffered) writes the same pieces out in its own file, with the loads
-of step c+1 issued before step c is computed.  Shared pieces cannot be device
-functions: they would blind the GPU-free compile gate (docs/design.md).
+of step c+1 issued before step c is computed, so that each rung's kernel reads
+whole, top to bottom.
 
 Reading order: the block and thread mapping, the arrays, the staging offsets
 computed once, then the channel loop, then the stores of the outputs.

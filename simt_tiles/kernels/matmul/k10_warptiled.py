@@ -6,8 +6,9 @@ What changed versus k09
     default).  Inside a warp's WM×WN tile the 32 lanes form an LM×LN grid
     (8×4 for 64×32 with TM=TN=8) and lane (lm, ln) owns TM/4 × TN/4 groups of
     4×4 outputs spaced LM·4 rows and LN·4 columns apart — rather than k09's
-    one contiguous TM×TN block.  This is SGEMM_CUDA's warp-tiling kernel
-    (``10_kernel_warptiling.cuh``) written in Numba.
+    one contiguous TM×TN block.  It is the warp tiling of SGEMM_CUDA's
+    ``10_kernel_warptiling.cuh``, where a lane owns WMITER × WNITER sub-tiles
+    spaced WSUBM rows and WSUBN columns apart (here: groups of 4 × 4).
 
 Banks: why it pays
     For each 128-bit shared read a warp touches LN (B) or LM (A) distinct
@@ -17,7 +18,7 @@ Banks: why it pays
 
 Traffic
     Global loads per block and K step: BM·BK + BK·BN elements, as in k08/k09
-    (2·M·N·K·(1/BN + 1/BM) in all); shared reads per thread and k: TM + TN
+    (M·N·K·(1/BM + 1/BN) in all); shared reads per thread and k: TM + TN
     values (4 128-bit loads) for TM·TN multiply-adds.
 
 Hazards: k09's — one barrier per K step covers RAW on the stage just written

@@ -1,10 +1,9 @@
 """k08 — k07 with the next tile's patch loaded while this tile is computed: a block walks a column of tiles, prefetching into registers.
 
 What changed versus k07
-    Nsight Compute on k07 (7 × 7, 8192² float32): the schedulers find no
-    eligible warp 29% of the time, and of the 13.3 cycles between a warp's
-    instructions, 3.3 are *long-scoreboard* stalls — waiting for global loads —
-    and 1.1 barrier stalls.  Every block is a load phase (its warps wait for
+    k07 (7 × 7) is bounded by latency: its warps often stall waiting for
+    global loads, then at the barrier (Nsight Compute figures in
+    benchmarks/NOTES.md).  Every block is a load phase (its warps wait for
     DRAM, then for each other) followed by a compute phase; fewer load
     instructions (k07) did not shorten the wait.  Here the wait overlaps
     work:

@@ -23,8 +23,9 @@ if not SIMULATOR:
 
 from simt_tiles import analyze, registry  # noqa: E402
 from simt_tiles.kernels.conv2d import k02_halo_tiled  # noqa: E402
-from simt_tiles.kernels.conv_nchw import _tiled  # noqa: E402
-from simt_tiles.kernels.matmul import _pipelined, _transposed, k03_smem_tiled, k07_padded, k08_swizzled  # noqa: E402
+from simt_tiles.kernels.conv_nchw import _tiled, k03_double_buffered  # noqa: E402
+from simt_tiles.kernels.matmul import (  # noqa: E402
+    _transposed, k03_smem_tiled, k07_padded, k08_swizzled, k09_double_buffered, k10_warptiled)
 from simt_tiles.kernels.softmax import k04_register_row  # noqa: E402
 
 NCU_CSV = pathlib.Path(__file__).parent.parent / "benchmarks/results/ncu_bank_conflicts_h200.csv"
@@ -234,10 +235,12 @@ def test_tiling_reads_tile_times_fewer_elements(tile):
 # rung, the module holding its barriers, a config with several warps per block, shape
 BARRIER_CASES = [
     ("matmul", "k03_smem_tiled", k03_smem_tiled, "tile=8", "9x9x17"),
-    ("matmul", "k09_double_buffered", _pipelined, "bm=32,bn=32,bk=4,tm=4,tn=4", "32x32x9"),
+    ("matmul", "k09_double_buffered", k09_double_buffered, "bm=32,bn=32,bk=4,tm=4,tn=4", "32x32x9"),
+    ("matmul", "k10_warptiled", k10_warptiled, "bm=32,bn=32,bk=4,wm=32,wn=16,tm=4,tn=4", "32x32x9"),
     ("conv2d", "k02_halo_tiled", k02_halo_tiled, "tile_w=8,tile_h=8", "10x9x3x3"),
     ("conv_nchw", "k02_smem_tiled", _tiled, "tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
-    ("conv_nchw", "k03_double_buffered", _tiled, "tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
+    ("conv_nchw", "k03_double_buffered", k03_double_buffered, "tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2",
+     "1x5x4x8x8x3x3"),
 ]
 
 

@@ -185,6 +185,7 @@ class Report:
         self.names: dict = {}
         #: (file, line) of every ``syncthreads`` the recorded launches executed
         self.barriers: set = set()
+        self.config = None  # set by :func:`run`: the config the rung ran with
 
     # -- building ---------------------------------------------------------------------
     def add_block(self, block, records) -> list[Race]:
@@ -604,9 +605,8 @@ def mutant_rung(rung, mutant: types.ModuleType):
     defines the factory, or of a helper module the factory calls)."""
     factory = rung.factory
     original = sys.modules[mutant.__name__.rsplit("__mutant", 1)[0]]
-    if factory.__module__ == original.__name__:
-        return getattr(mutant, "RUNG", None) if getattr(mutant, "RUNG", None) is not None and \
-            mutant.RUNG.name == rung.name else dataclasses.replace(rung, factory=getattr(mutant, factory.__name__))
+    if factory.__module__ == original.__name__:  # the factory itself is mutated (the config class stays)
+        return dataclasses.replace(rung, factory=getattr(mutant, factory.__name__))
     globs = dict(factory.__globals__)
     swapped = False
     for key, value in factory.__globals__.items():

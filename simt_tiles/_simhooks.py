@@ -38,7 +38,7 @@ _lock = threading.Lock()
 _installed = 0
 _saved: dict = {}
 #: the recorder receiving accesses (one simulated launch runs at a time)
-active: "Recorder | None" = None
+active: Recorder | None = None
 
 
 class Recorder:

@@ -57,29 +57,29 @@ import importlib
 import os
 import sys
 import types
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from . import _simhooks
-from ._simhooks import GLOBAL, SHARED
+from ._simhooks import SHARED
 
 __all__ = [
-    "Report",
-    "SiteStat",
     "Race",
     "RaceError",
-    "recording",
-    "racecheck",
-    "enable_racecheck",
+    "Report",
+    "SiteStat",
     "disable_racecheck",
-    "run",
-    "parse_config",
+    "enable_racecheck",
+    "main",
     "mutant_module",
     "mutant_rung",
-    "wavefronts",
+    "parse_config",
+    "racecheck",
+    "recording",
+    "run",
     "sectors",
-    "main",
+    "wavefronts",
 ]
 
 WARP = 32
@@ -305,8 +305,8 @@ class Report:
         return out
 
     def format(self) -> str:
-        lines = [f"{'site':<28} {'array':<10} {'op':<5} {'requests':>8} {'lanes/req':>9} "
-                 f"{'wavefronts/req':>14} {'sectors/req':>11} {'efficiency':>10}"]
+        lines = [(f"{'site':<28} {'array':<10} {'op':<5} {'requests':>8} {'lanes/req':>9} "
+                  f"{'wavefronts/req':>14} {'sectors/req':>11} {'efficiency':>10}")]
         for s in self.sites:
             shared = s.space == SHARED
             lines.append(
@@ -594,7 +594,7 @@ def mutant_module(module: types.ModuleType | str, edit: Callable[[list[str]], li
     mod.__package__ = module.__package__
     sys.modules[name] = mod  # dataclasses look their module up
     try:
-        exec(compile(source, module.__file__, "exec"), mod.__dict__)
+        exec(compile(source, module.__file__, "exec"), mod.__dict__)  # noqa: S102 -- the project's own source, edited
     finally:
         del sys.modules[name]
     return mod

@@ -21,12 +21,18 @@ pytestmark = pytest.mark.sim
 if not SIMULATOR:
     pytest.skip("the analyzer runs in the CUDA simulator", allow_module_level=True)
 
-from simt_tiles import analyze, registry  # noqa: E402
-from simt_tiles.kernels.conv2d import k02_halo_tiled  # noqa: E402
-from simt_tiles.kernels.conv_nchw import _tiled, k03_double_buffered  # noqa: E402
-from simt_tiles.kernels.matmul import (  # noqa: E402
-    _transposed, k03_smem_tiled, k07_padded, k08_swizzled, k09_double_buffered, k10_warptiled)
-from simt_tiles.kernels.softmax import k04_register_row  # noqa: E402
+from simt_tiles import analyze, registry
+from simt_tiles.kernels.conv2d import k02_halo_tiled
+from simt_tiles.kernels.conv_nchw import _tiled, k03_double_buffered
+from simt_tiles.kernels.matmul import (
+    _transposed,
+    k03_smem_tiled,
+    k07_padded,
+    k08_swizzled,
+    k09_double_buffered,
+    k10_warptiled,
+)
+from simt_tiles.kernels.softmax import k04_register_row
 
 NCU_CSV = pathlib.Path(__file__).parent.parent / "benchmarks/results/ncu_bank_conflicts_h200.csv"
 

@@ -28,6 +28,8 @@ SIM = _probe.select_backend()  # must precede any import of numba.cuda
 
 import pytest  # noqa: E402
 
+pytest_plugins = ["simt_tiles._pytest_racecheck"]  # --racecheck / SIMT_TILES_RACECHECK=1
+
 from .profiles import PROFILE  # noqa: E402  (registers and loads the hypothesis profiles)
 
 

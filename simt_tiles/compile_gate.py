@@ -392,11 +392,21 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
 
 
 def compile_configs(items, ladder: str = "", assembler: Assembler | None = None,
-                    workdir: Path | None = None) -> list[GateRow]:
+                    workdir: Path | None = None, n_jobs: int | None = None) -> list[GateRow]:
     """Gate rows for configs that are not presets: ``items`` are ``(rung, label, config, dtype)``;
     each is compiled as ``rung`` with ``presets={label: config}`` (every other field of the rung
-    kept, through :func:`dataclasses.replace`)."""
+    kept, through :func:`dataclasses.replace`).  Rungs of the registry are compiled in the gate's
+    process pool (``n_jobs``, default one per core) unless ``workdir`` asks for the PTX files."""
     assembler = assembler or find_assembler()
+    where = {id(r): lad for lad, rs in ladders().items() for r in rs.values()}
+    n_jobs = n_jobs or default_jobs()
+    if workdir is None and n_jobs > 1 and len(items) > 1 and all(id(it[0]) in where for it in items):
+        todo = [Job(where[id(rung)], rung.name, label, np.dtype(dtype).name, config=config)
+                for rung, label, config, dtype in items]
+        rows = _run_jobs(todo, assembler, n_jobs)
+        for row in rows:
+            row.ladder = ladder or row.ladder
+        return rows
     return [compile_one(dataclasses.replace(rung, presets={label: config}), label, dtype, assembler,
                         workdir, ladder) for rung, label, config, dtype in items]
 
@@ -421,6 +431,8 @@ class Job:
     preset: str
     dtype: str
     params: tuple = ()
+    #: a config to compile under the name ``preset`` instead of the rung's preset of that name
+    config: object = None
 
 
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:
@@ -459,6 +471,8 @@ def _run_job(job: Job) -> GateRow:
     if "ladders" not in _WORKER:
         _WORKER["ladders"] = ladders()
     rung = _WORKER["ladders"][job.ladder][job.rung]
+    if job.config is not None:
+        rung = dataclasses.replace(rung, presets={job.preset: job.config})
     return compile_one(rung, job.preset, job.dtype, _WORKER["assembler"], None, job.ladder, dict(job.params))
 
 
@@ -483,23 +497,30 @@ def run_gate(out=sys.stdout, ladder=None, variant=None, n_jobs: int | None = Non
     print(f"compile gate: {len(todo)} kernels, PTX .version {'.'.join(map(str, nvvm_ptx_isa()))} for "
           f"sm_{CC[0]}{CC[1]} assembled by {assembler}; {n_jobs} worker process(es)", file=out, flush=True)
     print(ROW_HEAD, file=out, flush=True)
-    rows: dict[Job, GateRow] = {}
+    return _run_jobs(todo, assembler, n_jobs, lambda row: print(format_row(row), file=out, flush=True))
+
+
+def _run_jobs(todo: list[Job], assembler: Assembler, n_jobs: int, done=None) -> list[GateRow]:
+    """Every job's row, in ``todo``'s order; ``done(row)`` as each finishes."""
+    rows: dict[int, GateRow] = {}
     if n_jobs == 1:
         _init_worker(assembler)
-        for job in todo:
-            rows[job] = _run_job(job)
-            print(format_row(rows[job]), file=out, flush=True)
+        for i, job in enumerate(todo):
+            rows[i] = _run_job(job)
+            if done:
+                done(rows[i])
     else:
         # spawn: fresh interpreters that load Numba's real target (the environment says CUDASIM=0)
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=(assembler,)) as pool:
-            futures = {pool.submit(_run_job, job): job for job in todo}
+            futures = {pool.submit(_run_job, job): i for i, job in enumerate(todo)}
             for fut in as_completed(futures):
-                rows[futures[fut]] = row = fut.result()
-                print(format_row(row), file=out, flush=True)
-    return [rows[job] for job in todo]
+                rows[futures[fut]] = fut.result()
+                if done:
+                    done(rows[futures[fut]])
+    return [rows[i] for i in range(len(todo))]
 
 
 ROW_HEAD = (f"{'ladder':<11} {'kernel':<26} {'preset':<14} {'dtype':<7} {'regs':>4} {'smem B':>6} "

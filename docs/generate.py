@@ -1,0 +1,475 @@
+"""Generate the course's Markdown pages from the code and the committed results (no Sphinx needed).
+
+    python docs/generate.py [OUTDIR]          # default: docs/generated/
+    python docs/generate.py --analyze         # refresh docs/data/analyze.json (needs simt_tiles.analyze)
+
+``docs/conf.py`` calls :func:`generate` at every build, so nothing here is pasted:
+
+* ``lessons/<ladder>/<rung>.md`` — one page per rung of every ladder, in ladder order
+  (``simt_tiles.registry.ladders()``): the rung's header included from its source file,
+  the headline and every committed measurement of the rung, the hazard it introduces
+  (with the barriers and shared arrays counted in its source), the kernel code
+  (``literalinclude`` of the real files) and the diff to the rung it changes (difflib);
+* ``lessons/index.md`` — the ladders and their rungs;
+* ``performance.md`` — the tables of ``benchmarks/results/*.json`` (``simt_tiles.report``);
+* ``simt_vs_tile.md`` — each ladder's rungs beside their cuTile counterparts, with measurements.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+RESULTS = ROOT / "benchmarks" / "results"
+ANALYZE_DATA = DOCS / "data" / "analyze.json"
+
+#: the hazard each rung introduces (or removes) — one sentence a teacher can ask about
+HAZARDS = {
+    ("matmul", "k01_naive"): "None yet: no shared memory, no barrier. The hazard is in the access pattern — "
+    "adjacent threads of a warp read A 4·K bytes apart, so each warp-wide load touches 32 sectors.",
+    ("matmul", "k02_coalesced"): "None new; it removes k01's uncoalesced reads by swapping the thread→element map.",
+    ("matmul", "k03_smem_tiled"): "Two barriers appear: RAW (read the tile only after every thread wrote it) and WAR "
+    "(overwrite it only after every thread read it). An early `return` for out-of-range threads would deadlock "
+    "the block at a barrier.",
+    ("matmul", "k04_regblock_1d"): "Each thread now loads several tile elements: the loads must cover the tile exactly "
+    "(config rules check the divisibility) or part of a tile stays stale.",
+    ("matmul", "k05_regblock_2d"): "Register pressure: TM×TN accumulators plus operand fragments per thread; "
+    "too many and the compiler spills to local memory (the compile gate fails on spills).",
+    ("matmul", "k06_transposed"): "An 8-way shared-memory bank conflict on every store of the transposed A tile.",
+    ("matmul", "k07_padded"): "Removes k06's conflict at the price of extra shared memory; the pad must keep "
+    "128-bit reads aligned (PAD = 4, not 1).",
+    ("matmul", "k08_swizzled"): "Removes k06's conflict with an XOR permutation: every read and write must use the "
+    "same swizzle, and BM % 32 == 0 keeps it inside a row.",
+    ("matmul", "k09_double_buffered"): "One barrier per step instead of two: the WAR hazard is now covered by writing "
+    "the *other* buffer, so the buffer index arithmetic is the synchronisation.",
+    ("matmul", "k10_warptiled"): "k09's single barrier per K step; lanes read strided slices, so the index maps "
+    "decide both banks and correctness.",
+    ("conv2d", "k01_naive"): "None: boundary modes are handled by index mapping per tap; the hazard is "
+    "KH·KW global reads per output.",
+    ("conv2d", "k02_halo_tiled"): "One barrier between staging the tile + halo and reading it; every thread must "
+    "help load the halo even if its output is outside the image.",
+    ("conv2d", "k03_register_blocked"): "The staging loop covers a patch wider than the block: loads per thread "
+    "become a loop, and each must finish before the barrier.",
+    ("conv2d", "k04_constant_filter"): "One compilation per distinct filter (values baked in): compile time and "
+    "cache growth are the cost.",
+    ("conv2d", "k05_register_tile_2d"): "Register pressure from an RY×RX tile of outputs; like k04, one kernel per filter.",
+    ("conv2d", "k07_vectorized"): "128-bit loads and stores need 16-byte aligned addresses: the launcher must "
+    "check alignment (simt_tiles.vector's promise) or fall back.",
+    ("conv2d", "k08_prefetched"): "Registers hold the next patch while this one computes: more live registers, "
+    "and a WAR barrier before the prefetched patch overwrites shared memory.",
+    ("conv2d", "k09_async_copy"): "`cp.async` writes shared memory behind the threads' backs: a wait on the copy "
+    "group plus a barrier is needed before reading, and a WAR barrier before reissuing.",
+    ("conv2d", "k06_separable_fused"): "Two phases in one kernel share a buffer: a barrier between the row pass "
+    "writing it and the column pass reading it.",
+    ("conv_nchw", "k01_direct"): "None: a thread per output, KH·KW·C global reads each.",
+    ("conv_nchw", "k02_smem_tiled"): "Two barriers per channel step (RAW after staging, WAR before the next); "
+    "the weights are the broadcast operand, so their layout decides the banks.",
+    ("conv_nchw", "k03_double_buffered"): "One barrier per step: the WAR hazard is covered by alternating buffers.",
+    ("softmax", "k01_smem_tree"): "A tree reduction in shared memory: a barrier at every level, and a WAR barrier "
+    "before the second reduction reuses the buffer.",
+    ("softmax", "k02_warp_shuffle"): "Shuffles need every lane of the warp present (full mask); the cross-warp "
+    "step still needs shared memory and a barrier.",
+    ("softmax", "k03_online"): "Rescaling the running sum when the max grows: −inf − (−inf) is NaN, so "
+    "all-(−inf) rows need their own branch.",
+    ("softmax", "k04_register_row"): "The row must fit in registers (VPT per thread, compiled in): longer rows need "
+    "another rung (k05).",
+    ("softmax", "k05_split_row"): "Part of the row stays in global memory and is read twice; the split point is "
+    "the register budget.",
+    ("reduce", "k01_warp_shuffle"): "Whole-array sums need a second launch (blocks cannot wait for each other); "
+    "float32 sums accumulate in float64 to stay within the pairwise bound.",
+    ("elementwise", "k01_grid_stride"): "The ragged last block: every access guarded by `i < n` (n = 0 and n = 1 "
+    "included).",
+    ("elementwise", "k02_multi_element"): "Several elements per thread: the guard moves inside the per-thread loop.",
+    ("elementwise", "bias_relu"): "A 2-D tile whose rows and columns both end raggedly: two guards; NaN must pass "
+    "through max(x + b, 0).",
+}
+
+#: each ladder's cuTile counterpart (simt_tiles/tile/_kernels.py) and the results that measure both
+TILE = {
+    "matmul": ("matmul", "matmul_peers_h200.json", "`ct.mma` on whole tiles: the compiler picks the thread "
+               "layout, the shared-memory swizzle, the tensor-core instructions and the pipeline depth (what k03–k10 "
+               "do by hand)."),
+    "conv2d": ("correlate2d", "conv_h200.json", "tile loads with padding for the boundary modes; the halo and "
+               "staging of k02–k09 are the compiler's choice."),
+    "conv_nchw": (None, "conv_h200.json", "no cuTile counterpart in simt_tiles.tile (PyTorch/cuDNN is the peer)."),
+    "softmax": ("softmax_tile / softmax_online", "patterns_h200.json", "a row tile's `max` and `sum` are one "
+                "call each: the tree / shuffle reductions of k01–k02 are generated."),
+    "reduce": ("sum_rows", "patterns_h200.json", "`ct.sum` over a tile: the per-thread folding and the shuffle "
+               "tree are generated."),
+    "elementwise": (None, "patterns_h200.json", "elementwise tiles are the simplest tile programs; the simt ladder "
+                    "is the reference."),
+}
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+def _ladders() -> dict:
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # reading the rungs needs no GPU
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from simt_tiles import registry
+
+    return registry.ladders()
+
+
+def _docstring_span(src: str) -> tuple[int, int]:
+    """1-based first and last line of the module docstring in ``src``."""
+    lines = src.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(('"""', "'''")))
+    quote = lines[start][:3]
+    if lines[start].count(quote) >= 2 and len(lines[start].strip()) > 3:
+        return start + 1, start + 1
+    end = next(i for i in range(start + 1, len(lines)) if quote in lines[i])
+    return start + 1, end + 1
+
+
+def _private_bodies(module) -> list[Path]:
+    """The private sibling modules (``_x.py``) a rung imports its kernel body or config from."""
+    src = Path(inspect.getsourcefile(module)).read_text()
+    here = Path(inspect.getsourcefile(module)).parent
+    names = re.findall(r"^from \.(_\w+) import", src, flags=re.M)
+    return [here / f"{n}.py" for n in dict.fromkeys(names) if n != "_common" and (here / f"{n}.py").is_file()]
+
+
+def _code(path: Path) -> str:
+    """A source file without its module docstring (the lesson is in the code that changed)."""
+    src = path.read_text()
+    try:
+        _, end = _docstring_span(src)
+    except StopIteration:
+        return src
+    return "\n".join(src.splitlines()[end:]).lstrip("\n")
+
+
+def _rel(path: Path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+def _headline(doc: str) -> str | None:
+    return next((ln.strip() for ln in doc.splitlines() if ln.strip().startswith("Headline")), None)
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / name
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) and "results" in data else None
+
+
+def _rows_for(impl: str, files: list[str]) -> list[tuple[str, dict]]:
+    out = []
+    for name in files:
+        data = _load(name)
+        if not data:
+            continue
+        for r in data["results"]:
+            if r.get("impl") == impl and r.get("dtype", "float32") == "float32" and r.get("kind") in (
+                    None, "default", "simt"):
+                out.append((name, r))
+    return out
+
+
+#: which results files measure each ladder (the rung rows are found by ``impl``)
+LADDER_RESULTS = {
+    "matmul": ["matmul_h200.json"],
+    "conv2d": ["conv_h200.json", "conv_7x7_s6_h200.json"],
+    "conv_nchw": ["conv_h200.json"],
+    "softmax": ["patterns_h200.json", "softmax_k05_h200.json"],
+    "reduce": ["patterns_h200.json"],
+    "elementwise": ["patterns_h200.json", "bias_tiles_h200.json"],
+}
+
+
+def _problem(r: dict) -> str:
+    if "problem" in r:
+        return r["problem"]
+    return f"{r['m']}×{r['n']}×{r['k']}"
+
+
+def _measure_table(rows: list[tuple[str, dict]]) -> str:
+    from simt_tiles._table import markdown
+
+    body = []
+    for name, r in rows:
+        rate = (f"{r['tflops']:.2f} TFLOP/s" if "tflops" in r else
+                f"{r['gbps']:.0f} GB/s" if "gbps" in r else "-")
+        ratio = (f"{r['vs_cublas']:.3f}× cuBLAS" if "vs_cublas" in r else
+                 f"{r['pct_ceiling']:.0f}% of copy" if "pct_ceiling" in r else
+                 f"{r['vs_peer']:.2f}× peer" if "vs_peer" in r else "-")
+        body.append([_problem(r), f"{r['median_ms']:.3f}" if "median_ms" in r else "-", rate, ratio,
+                     "pass" if r.get("passed") else "FAIL", f"`{name}`"])
+    return markdown(["problem", "median ms", "rate", "ratio", "check", "results file"], body)
+
+
+def _facts(paths: list[Path]) -> list[str]:
+    """Barriers, shared arrays and warp shuffles counted in the rung's source: where the hazards live."""
+    out = []
+    for p in paths:
+        lines = p.read_text().splitlines()
+        sync = [i + 1 for i, ln in enumerate(lines) if "syncthreads(" in ln and not ln.lstrip().startswith("#")]
+        shared = [i + 1 for i, ln in enumerate(lines) if "cuda.shared.array(" in ln]
+        shfl = [i + 1 for i, ln in enumerate(lines) if re.search(r"\bshfl_\w+|warp\.\w*(sum|max|shfl)", ln)]
+        asyn = [i + 1 for i, ln in enumerate(lines) if "cp_async" in ln or "async_copy" in ln.replace("def ", "")]
+        parts = []
+        if sync:
+            parts.append(f"{len(sync)} barrier call(s) (`syncthreads`, line {', '.join(map(str, sync))})")
+        if shared:
+            parts.append(f"{len(shared)} shared array(s) (line {', '.join(map(str, shared))})")
+        if shfl:
+            parts.append(f"warp-level exchange at line {', '.join(map(str, shfl))}")
+        if asyn:
+            parts.append(f"asynchronous copies at line {', '.join(map(str, asyn))}")
+        out.append(f"`{_rel(p)}`: " + ("; ".join(parts) if parts else "no barrier, no shared array"))
+    return out
+
+
+def _analyzer_numbers() -> dict:
+    if ANALYZE_DATA.is_file():
+        return json.loads(ANALYZE_DATA.read_text())
+    return {}
+
+
+# ---------------------------------------------------------------------------
+# pages
+# ---------------------------------------------------------------------------
+
+def _fence(directive: str, arg: str, options: dict, body: str = "") -> str:
+    opts = "".join(f":{k}: {v}\n" if v != "" else f":{k}:\n" for k, v in options.items())
+    return f"```{{{directive}}} {arg}\n{opts}{body}```\n"
+
+
+def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, analyzed: dict) -> str:
+    module = inspect.getmodule(rung.factory)
+    path = Path(inspect.getsourcefile(module))
+    src = path.read_text()
+    first, last = _docstring_span(src)
+    doc = module.__doc__ or ""
+    title = doc.strip().splitlines()[0] if doc.strip() else name
+    idx = order.index(name)
+
+    # the rung it changes: the header's "versus kNN" if that rung is in the ladder, else its predecessor
+    m = re.search(r"versus (k\d\d)", doc)
+    prev = next((o for o in order if m and o.startswith(m[1])), None) if m else None
+    if prev is None and idx > 0:
+        prev = order[idx - 1]
+
+    out = [f"({ladder}-{name})=", f"# {ladder} · {title}", ""]
+    nav = []
+    if idx > 0:
+        nav.append(f"previous: [{order[idx - 1]}]({order[idx - 1]}.md)")
+    if idx + 1 < len(order):
+        nav.append(f"next: [{order[idx + 1]}]({order[idx + 1]}.md)")
+    out += [f"Rung {idx + 1} of {len(order)} of the [{ladder} ladder](index.md). " + " · ".join(nav), ""]
+
+    out += ["## The lesson", "", f"The rung's header, from `{_rel(path)}`:", "",
+            _fence("literalinclude", f"/../{_rel(path)}",
+                   {"language": "text", "lines": f"{first}-{last}"})]
+
+    out += ["## Measured on the H200", ""]
+    head = _headline(doc)
+    out += [f"Headline (checked against the results by `tests/test_headers.py`): **{head.split(': ', 1)[1]}**"
+            if head and ": " in head else "No headline number for this rung.", ""]
+    rows = _rows_for(name, LADDER_RESULTS.get(ladder, []))
+    if rows:
+        out += ["Every float32 measurement of this rung in the committed results:", "", _measure_table(rows), ""]
+
+    bodies = _private_bodies(module)
+    out += ["## The hazard it introduces", "", HAZARDS.get((ladder, name), "See the header."), "",
+            "Counted in the source:", ""]
+    out += [f"* {f}" for f in _facts([path, *bodies])] + [""]
+
+    out += ["## Bank conflicts and sectors (simulator analyzer)", ""]
+    if analyzed.get(ladder, {}).get(name):
+        from simt_tiles._table import markdown
+        sites = analyzed[ladder][name]
+        out += [f"Measured by `simt_tiles.analyze` in the simulator ({sites['note']}):", "",
+                markdown(["site", "space", "op", "array", "requests", "wavefronts or sectors per request"],
+                         [[s["where"], s["space"], s["op"], s["array"], s["requests"], f"{s['per_request']:.2f}"]
+                          for s in sites["sites"]]), ""]
+    else:
+        out += ["<!-- ANALYZER HOOK: docs/data/analyze.json (python docs/generate.py --analyze) -->",
+                "*Not yet available:* when `simt_tiles.analyze` is installed, `python docs/generate.py --analyze` "
+                "records its per-site bank-wavefront and global-sector numbers for every rung into "
+                "`docs/data/analyze.json`, and they appear here.", ""]
+
+    out += ["## The kernel", "", f"From `{_rel(path)}` (the header above omitted):", "",
+            _fence("literalinclude", f"/../{_rel(path)}",
+                   {"language": "python", "lines": f"{last + 1}-", "lineno-match": ""})]
+    for b in bodies:
+        out += [f"The shared body it builds on, `{_rel(b)}`:", "",
+                _fence("literalinclude", f"/../{_rel(b)}", {"language": "python", "lineno-match": ""})]
+
+    out += ["## What changed", ""]
+    if prev is None:
+        out += ["The first rung of the ladder: nothing to compare with.", ""]
+    else:
+        pmod = inspect.getmodule(rungs[prev].factory)
+        ppath = Path(inspect.getsourcefile(pmod))
+        old = [_code(ppath)] + [_code(b) for b in _private_bodies(pmod)]
+        new = [_code(path)] + [_code(b) for b in bodies]
+        diff = list(difflib.unified_diff("\n".join(old).splitlines(), "\n".join(new).splitlines(),
+                                         fromfile=_rel(ppath), tofile=_rel(path), lineterm="", n=2))
+        out += [f"The code (headers omitted, shared bodies appended) against [{prev}]({prev}.md), "
+                "generated with `difflib` at build time:", ""]
+        out += ["```diff", *(diff or ["(no difference in code: the lesson is in the configuration)"]), "```", ""]
+    return "\n".join(out)
+
+
+def lessons(outdir: Path, ladders: dict) -> list[str]:
+    analyzed = _analyzer_numbers()
+    index = ["# Lessons: one page per rung", "",
+             "Every ladder of `simt_tiles.registry`, in ladder order. Each page shows the rung's header "
+             "(its lesson), the measured effect on the H200, the hazard it introduces, the kernel "
+             "included from its source file and the diff to the rung it changes.", ""]
+    pages = []
+    for ladder, rungs in ladders.items():
+        order = list(rungs)
+        d = outdir / "lessons" / ladder
+        d.mkdir(parents=True, exist_ok=True)
+        lad_index = [f"# The {ladder} ladder", "", "```{toctree}", ":maxdepth: 1", "", *order, "```", ""]
+        for name, rung in rungs.items():
+            page = lesson_page(ladder, name, rung, order, rungs, analyzed)
+            _write(d / f"{name}.md", page)
+            pages.append(f"{ladder}/{name}")
+            first = (inspect.getmodule(rung.factory).__doc__ or name).strip().splitlines()[0]
+            lad_index.append(f"* [{name}]({name}.md) — {first.split('—', 1)[-1].strip()}")
+        _write(d / "index.md", "\n".join(lad_index) + "\n")
+        index.append(f"* [{ladder}]({ladder}/index.md): {len(order)} rungs")
+    index += ["", "```{toctree}", ":hidden:", "", *(f"{lad}/index" for lad in ladders), "```", ""]
+    _write(outdir / "lessons" / "index.md", "\n".join(index))
+    return pages
+
+
+def performance(outdir: Path) -> None:
+    from simt_tiles.report import best_table, load, ratio_table
+
+    out = ["# Performance", "",
+           "Generated at build time from `benchmarks/results/*.json` (the committed measurements; "
+           "`benchmarks/NOTES.md` records how each was taken). Every entry was checked against its "
+           "reference and error bound before it was timed.", ""]
+    mm = RESULTS / "matmul_h200.json"
+    if mm.is_file():
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        try:
+            from render_readme import ladder_rows
+        finally:
+            sys.path.pop(0)
+        from simt_tiles._table import markdown
+        data = load(mm)
+        head, rows = ladder_rows(data)
+        out += ["## matmul", "", f"On {data['machine'].get('gpu', '?')}, float32 (`{_rel(mm)}`):", "",
+                markdown(head, rows), "", "```{image} /img/matmul_h200.png", ":alt: matmul TFLOP/s against size",
+                "```", ""]
+    for name, title, img in [("conv_h200.json", "Convolution", "conv_h200.png"),
+                             ("patterns_h200.json", "Patterns: elementwise, reductions, softmax", "patterns_h200.png"),
+                             ("bias_tiles_h200.json", "bias_relu tile shapes", "bias_tiles_h200.png"),
+                             ("matmul_peers_h200.json", "matmul against its peers (cuBLAS, cuTile)", None)]:
+        p = RESULTS / name
+        if not p.is_file():
+            continue
+        data = load(p)
+        table = ratio_table(data) if "group" not in data["results"][0] else best_table(data)
+        out += [f"## {title}", "", f"On {data['machine'].get('gpu', '?')} (`{_rel(p)}`):", "", table, ""]
+        if img and (DOCS / "img" / img).is_file():
+            out += [f"```{{image}} /img/{img}", f":alt: {title}", "```", ""]
+    _write(outdir / "performance.md", "\n".join(out))
+
+
+def simt_vs_tile(outdir: Path, ladders: dict) -> None:
+    from simt_tiles._table import markdown
+
+    out = ["# SIMT vs Tile", "",
+           "simt_tiles writes every thread's work by hand; `simt_tiles.tile` writes the same operations in "
+           "NVIDIA's tile model (cuTile Python), where a kernel says what one *block* does with whole tiles and "
+           "the compiler (`tileiras`) chooses threads, shared-memory layout and swizzle, tensor-core "
+           "instructions and the pipeline. Below, each ladder's rungs beside the cuTile counterpart and the "
+           "measurements of both from the same run where the results have them.", ""]
+    for ladder, rungs in ladders.items():
+        tile_fn, res, what = TILE[ladder]
+        out += [f"## {ladder}", "",
+                (f"cuTile counterpart: `{tile_fn}` in `simt_tiles/tile/_kernels.py`. " if tile_fn else "")
+                + f"What the Tile compiler does for you: {what}", ""]
+        data = _load(res)
+        if data:
+            names = set(rungs)
+            rows = [r for r in data["results"] if r.get("dtype", "float32") == "float32" and (
+                r.get("kind") == "tile" or r.get("impl") in names or str(r.get("impl", "")).startswith("cuTile"))]
+            if rows:
+                out += [f"Measured (`{_rel(RESULTS / res)}`):", "",
+                        markdown(["problem", "implementation", "kind", "rate", "check"],
+                                 [[_problem(r), r["impl"], r.get("kind", ""),
+                                   f"{r['tflops']:.2f} TFLOP/s" if "tflops" in r else
+                                   f"{r['gbps']:.0f} GB/s" if "gbps" in r else "-",
+                                   "pass" if r.get("passed") else "FAIL"] for r in rows]), ""]
+        out += ["Rungs: " + ", ".join(f"[{n}](lessons/{ladder}/{n}.md)" for n in rungs), ""]
+    tile_src = ROOT / "simt_tiles" / "tile" / "_kernels.py"
+    out += ["## The cuTile kernels", "", "Included from the source:", "",
+            _fence("literalinclude", f"/../{_rel(tile_src)}", {"language": "python", "lineno-match": ""}),
+            "## Decision guide", "",
+            "* **Teaching how the GPU works** (coalescing, banks, barriers, occupancy): SIMT. Every one of those "
+            "choices is a line you can read and change; the tile model hides them by design.",
+            "* **A dense matmul or convolution on a Hopper GPU in production**: the tile model or a library "
+            "(cuBLAS, cuDNN). Tensor cores, swizzled layouts and asynchronous pipelines are what the top SIMT rungs "
+            "cannot reach from Numba (see the matmul table: the best SIMT rung is well short of cuBLAS).",
+            "* **Memory-bound patterns** (elementwise, reductions, softmax, small stencils): both reach a large "
+            "fraction of the copy bandwidth; pick what your pipeline already uses, and measure.",
+            "* **Unusual boundary semantics or fused epilogues** the tile API does not express: SIMT, with the "
+            "references and bounds of this project as the safety net.",
+            "* **No CUDA 13.4 `tileiras` / driver r580 available**: SIMT (Numba runs on older stacks, and in the "
+            "simulator on a laptop).", ""]
+    _write(outdir / "simt_vs_tile.md", "\n".join(out))
+
+
+def _write(path: Path, text: str) -> None:
+    """Write only when changed, so Sphinx's incremental builds stay incremental."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def generate(outdir: Path | str = DOCS / "generated") -> list[str]:
+    """Write every generated page under ``outdir``; returns the lesson pages (ladder/rung)."""
+    outdir = Path(outdir)
+    ladders = _ladders()
+    pages = lessons(outdir, ladders)
+    performance(outdir)
+    simt_vs_tile(outdir, ladders)
+    return pages
+
+
+def analyze_all() -> None:
+    """Record simt_tiles.analyze's per-site numbers for every rung into docs/data/analyze.json."""
+    ladders = _ladders()
+    from simt_tiles import analyze  # ImportError when the analyzer is not installed
+
+    data: dict = {}
+    for ladder, rungs in ladders.items():
+        for name in rungs:
+            try:
+                rep = analyze.run(name, ladder=ladder, races=False)
+            except Exception as exc:  # a rung the analyzer cannot drive: say so on its page
+                print(f"{ladder}/{name}: {exc}", file=sys.stderr)
+                continue
+            sites = [{"where": s.where, "space": s.space, "op": s.op, "array": s.array,
+                      "requests": s.requests, "per_request": s.per_request} for s in rep.sites]
+            data.setdefault(ladder, {})[name] = {
+                "note": f"\"sim\" preset, shape {analyze.DEFAULT_SHAPES.get(ladder, '?')}", "sites": sites}
+    ANALYZE_DATA.parent.mkdir(exist_ok=True)
+    ANALYZE_DATA.write_text(json.dumps(data, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--analyze"]:
+        analyze_all()
+    else:
+        print(len(generate(*sys.argv[1:2])), "lesson pages")

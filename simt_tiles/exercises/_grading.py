@@ -72,6 +72,34 @@ def _bounded(got, ref, bound) -> str | None:
     return _first_bad(bad, got.astype(ref.dtype), ref, bound)
 
 
+@contextlib.contextmanager
+def _gpu_launch_rules():
+    """Make the simulator refuse what a GPU refuses: a launch of zero blocks (the simulator
+    runs it as a no-op; the driver returns CUDA_ERROR_INVALID_VALUE)."""
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:
+        yield
+        return
+    from numba.cuda.simulator import kernel as sim
+
+    original = sim.FakeCUDAKernel.__getitem__
+
+    def getitem(self, configuration):
+        out = original(self, configuration)
+        if 0 in tuple(self.grid_dim):
+            raise ValueError(f"a launch with grid {tuple(configuration[0]) if isinstance(configuration[0], tuple) else configuration[0]} "
+                             "has zero blocks: on a GPU it fails (CUDA_ERROR_INVALID_VALUE); when there is no "
+                             "work, do not launch")
+        return out
+
+    sim.FakeCUDAKernel.__getitem__ = getitem
+    try:
+        yield
+    finally:
+        sim.FakeCUDAKernel.__getitem__ = original
+
+
 def _barriers(path: Path) -> int:
     return sum(1 for ln in path.read_text().splitlines()
                if "syncthreads(" in ln and not ln.lstrip().startswith("#"))
@@ -255,7 +283,7 @@ def grade(ex, path: Path):
         for label, thunk in GRADERS[ex.name](mod, path):
             cases += 1
             try:
-                with race_ctx():
+                with _gpu_launch_rules(), race_ctx():
                     problem = thunk()
             except Exception as exc:
                 problem = _explain(exc, path)

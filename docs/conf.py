@@ -39,3 +39,14 @@ autodoc_default_options = {"members": False}
 napoleon_google_docstring = False
 nitpicky = False
 suppress_warnings = ["myst.header"]
+
+
+def _plain_text_docstrings(app, what, name, obj, options, lines):
+    """The kernels' public docstrings are written for readers of the source and ``help()``,
+    not as reStructuredText: show them verbatim (a literal block), as ``help()`` does."""
+    if name.startswith("simt_tiles.kernels.") and lines:
+        lines[:] = ["::", ""] + ["   " + ln for ln in lines] + [""]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _plain_text_docstrings)

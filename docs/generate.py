@@ -430,6 +430,32 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
     _write(outdir / "simt_vs_tile.md", "\n".join(out))
 
 
+def exercises_page(outdir: Path) -> None:
+    from simt_tiles.exercises import EXERCISES
+
+    out = ["# Exercises", "",
+           "Graded exercises a course can hand out. They run in Numba's CUDA simulator, so a laptop "
+           "without a GPU is enough (a few seconds each):", "",
+           "```bash",
+           "python -m simt_tiles.exercises list                # the exercises",
+           "python -m simt_tiles.exercises start tiled_matmul  # copies the stub to ./tiled_matmul.py",
+           "python -m simt_tiles.exercises check tiled_matmul  # grades ./tiled_matmul.py",
+           "```", "",
+           "`check` runs your file on ragged shapes (1, tile ± 1, primes, empty) in float32 and float64 with "
+           "outputs poisoned with NaN, compares with the project's references within their error bounds "
+           "(exactly where the arithmetic is exact) and prints a verdict naming the case, the element, what "
+           "was expected and what came. Where the simulator analyzer `simt_tiles.analyze` is installed, "
+           "every launch is race-checked: a missing barrier is reported as a race with its two source lines.",
+           "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
+    for ex in EXERCISES.values():
+        lesson = ex.lesson.split("/")
+        out += [f"## {ex.name}: {ex.title}", "",
+                f"The lesson it practises: [{lesson[1]}](lessons/{ex.lesson}.md). The stub "
+                f"(`{_rel(ex.stub)}`), statement and hints included:", "",
+                _fence("literalinclude", f"/../{_rel(ex.stub)}", {"language": "python"})]
+    _write(outdir / "exercises.md", "\n".join(out))
+
+
 def _write(path: Path, text: str) -> None:
     """Write only when changed, so Sphinx's incremental builds stay incremental."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -444,6 +470,7 @@ def generate(outdir: Path | str = DOCS / "generated") -> list[str]:
     pages = lessons(outdir, ladders)
     performance(outdir)
     simt_vs_tile(outdir, ladders)
+    exercises_page(outdir)
     return pages
 
 

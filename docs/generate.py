@@ -392,40 +392,65 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
            "simt_tiles writes every thread's work by hand; `simt_tiles.tile` writes the same operations in "
            "NVIDIA's tile model (cuTile Python), where a kernel says what one *block* does with whole tiles and "
            "the compiler (`tileiras`) chooses threads, shared-memory layout and swizzle, tensor-core "
-           "instructions and the pipeline. Below, each ladder's rungs beside the cuTile counterpart and the "
-           "measurements of both from the same run where the results have them.", ""]
+           "instructions and the pipeline. Below, each ladder's rungs beside the cuTile counterpart, with the "
+           "measurements of both where the committed results have them (same run, same checks).", "",
+           "What the tile model costs: the CUDA 13.4 `tileiras` compiler and a driver r580 or later "
+           "(`pip install 'simt-tiles[tile]'` pulls in only `cuda-tile`), tile sizes that are powers of two, "
+           "float32 only in this project's counterparts, and fewer knobs: when the compiler's choice is slow "
+           "there is no barrier, bank or register to move by hand.", ""]
+    tile_rates: dict = {}
     for ladder, rungs in ladders.items():
         tile_fn, res, what = TILE[ladder]
         out += [f"## {ladder}", "",
                 (f"cuTile counterpart: `{tile_fn}` in `simt_tiles/tile/_kernels.py`. " if tile_fn else "")
                 + f"What the Tile compiler does for you: {what}", ""]
         data = _load(res)
-        if data:
-            names = set(rungs)
-            rows = [r for r in data["results"] if r.get("dtype", "float32") == "float32" and (
-                r.get("kind") == "tile" or r.get("impl") in names or str(r.get("impl", "")).startswith("cuTile"))]
-            if rows:
-                out += [f"Measured (`{_rel(RESULTS / res)}`):", "",
-                        markdown(["problem", "implementation", "kind", "rate", "check"],
-                                 [[_problem(r), r["impl"], r.get("kind", ""),
-                                   f"{r['tflops']:.2f} TFLOP/s" if "tflops" in r else
-                                   f"{r['gbps']:.0f} GB/s" if "gbps" in r else "-",
-                                   "pass" if r.get("passed") else "FAIL"] for r in rows]), ""]
+        rows = [r for r in (data or {"results": []})["results"]
+                if r.get("kind") == "tile" or str(r.get("impl", "")).startswith("cuTile")]
+        if rows:
+            problems = list(dict.fromkeys(_problem(r) for r in rows))
+            allrows = [r for r in data["results"] if _problem(r) in problems and r.get("kind") != "ceiling"]
+            body = []
+            for r in allrows:
+                rate = (f"{r['tflops']:.2f} TFLOP/s" if "tflops" in r else f"{r['gbps']:.0f} GB/s" if "gbps" in r
+                        else "-")
+                body.append([_problem(r), r["impl"], r.get("kind", ""), r.get("precision", ""), rate,
+                             "pass" if r.get("passed") else "FAIL"])
+                if "tflops" in r:
+                    tile_rates[(ladder, r["impl"], _problem(r))] = r["tflops"]
+            out += [f"Measured on the H200 (`{_rel(RESULTS / res)}`):", "",
+                    markdown(["problem", "implementation", "kind", "precision", "rate", "check"], body), ""]
+        else:
+            out += ["The committed results hold no cuTile measurement for this ladder; its SIMT numbers are "
+                    "on the [performance](performance.md) page.", ""]
         out += ["Rungs: " + ", ".join(f"[{n}](lessons/{ladder}/{n}.md)" for n in rungs), ""]
+
+    big = "4096×4096×4096"
+    fp32, tf32 = tile_rates.get(("matmul", "cuTile FP32", big)), tile_rates.get(("matmul", "cuTile TF32", big))
+    simt = max((v for (lad, impl, p), v in tile_rates.items() if lad == "matmul" and p == big
+                and not impl.startswith(("cuTile", "cuBLAS", "torch", "cupy"))), default=None)
+    measured = ""
+    if fp32 and tf32 and simt:
+        measured = (f" Measured at 4096³: cuTile TF32 {tf32:.0f} TFLOP/s, the top SIMT rung {simt:.1f}, "
+                    f"cuTile with float32 operands {fp32:.1f} — the tile model's win is the tensor cores; "
+                    "without them (FP32 `ct.mma`) the hand-tiled SIMT kernel is faster here.")
     tile_src = ROOT / "simt_tiles" / "tile" / "_kernels.py"
     out += ["## The cuTile kernels", "", "Included from the source:", "",
             _fence("literalinclude", f"/../{_rel(tile_src)}", {"language": "python", "lineno-match": ""}),
             "## Decision guide", "",
             "* **Teaching how the GPU works** (coalescing, banks, barriers, occupancy): SIMT. Every one of those "
             "choices is a line you can read and change; the tile model hides them by design.",
-            "* **A dense matmul or convolution on a Hopper GPU in production**: the tile model or a library "
-            "(cuBLAS, cuDNN). Tensor cores, swizzled layouts and asynchronous pipelines are what the top SIMT rungs "
-            "cannot reach from Numba (see the matmul table: the best SIMT rung is well short of cuBLAS).",
-            "* **Memory-bound patterns** (elementwise, reductions, softmax, small stencils): both reach a large "
-            "fraction of the copy bandwidth; pick what your pipeline already uses, and measure.",
-            "* **Unusual boundary semantics or fused epilogues** the tile API does not express: SIMT, with the "
-            "references and bounds of this project as the safety net.",
-            "* **No CUDA 13.4 `tileiras` / driver r580 available**: SIMT (Numba runs on older stacks, and in the "
+            "* **A dense matmul or convolution where TF32 (or lower) precision is acceptable**: the tile model or "
+            "a library (cuBLAS, cuDNN): tensor cores, swizzled layouts and asynchronous pipelines are out of "
+            "reach of Numba SIMT kernels." + measured,
+            "* **FP32 arithmetic (no TF32 rounding)**: the SIMT top rungs or cuBLAS FP32; measure the tile kernel before "
+            "assuming it is faster.",
+            "* **Memory-bound patterns** (elementwise, reductions, softmax, small stencils): the SIMT rungs reach "
+            "most of the device-copy bandwidth ([performance](performance.md)); no cuTile measurement of these "
+            "is committed, so measure both before switching.",
+            "* **Unusual boundary semantics, float64, or fused epilogues** the tile counterparts do not offer: "
+            "SIMT, with this project's references and bounds as the safety net.",
+            "* **No CUDA 13.4 `tileiras` or driver r580**: SIMT (Numba runs on older stacks, and in the "
             "simulator on a laptop).", ""]
     _write(outdir / "simt_vs_tile.md", "\n".join(out))
 

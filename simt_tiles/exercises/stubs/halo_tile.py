@@ -25,7 +25,7 @@ from numba import cuda
 
 from simt_tiles.runtime import numba_dtype
 
-TX, TY = 8, 4  # block: TX columns × TY rows of threads, one output each
+TX, TY = 16, 4  # block: TX columns × TY rows of threads (two warps), one output each
 PH, PW = TY + 2, TX + 2  # the patch: the tile and its halo
 
 

@@ -29,7 +29,7 @@ copyright = "the simt_tiles developers, MIT license"
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 source_suffix = {".md": "markdown"}
 myst_heading_anchors = 3
-exclude_patterns = ["_build", "examples", "data", "README.md"]
+exclude_patterns = ["_build", "examples", "README.md"]
 html_theme = "alabaster"
 html_static_path: list[str] = []
 

@@ -1,7 +1,6 @@
 """Generate the course's Markdown pages from the code and the committed results (no Sphinx needed).
 
     python docs/generate.py [OUTDIR]          # default: docs/generated/
-    python docs/generate.py --analyze         # refresh docs/data/analyze.json (needs simt_tiles.analyze)
 
 ``docs/conf.py`` calls :func:`generate` at every build, so nothing here is pasted:
 
@@ -9,7 +8,9 @@
   (``simt_tiles.registry.ladders()``): the rung's header included from its source file,
   the headline and every committed measurement of the rung, the hazard it introduces
   (with the barriers and shared arrays counted in its source), the kernel code
-  (``literalinclude`` of the real files) and the diff to the rung it changes (difflib);
+  (``literalinclude`` of the real files), the diff to the rung it changes (difflib) and, where
+  :mod:`simt_tiles.analyze` is installed, its bank-wavefront and sector numbers, measured in
+  the simulator at build time (about 15 s for every rung);
 * ``lessons/index.md`` — the ladders and their rungs;
 * ``performance.md`` — the tables of ``benchmarks/results/*.json`` (``simt_tiles.report``);
 * ``simt_vs_tile.md`` — each ladder's rungs beside their cuTile counterparts, with measurements.
@@ -28,7 +29,6 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 RESULTS = ROOT / "benchmarks" / "results"
-ANALYZE_DATA = DOCS / "data" / "analyze.json"
 
 #: the hazard each rung introduces (or removes) — one sentence a teacher can ask about
 HAZARDS = {
@@ -233,12 +233,6 @@ def _facts(paths: list[Path]) -> list[str]:
     return out
 
 
-def _analyzer_numbers() -> dict:
-    if ANALYZE_DATA.is_file():
-        return json.loads(ANALYZE_DATA.read_text())
-    return {}
-
-
 # ---------------------------------------------------------------------------
 # pages
 # ---------------------------------------------------------------------------
@@ -293,14 +287,17 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
         from simt_tiles._table import markdown
         sites = analyzed[ladder][name]
         out += [f"Measured by `simt_tiles.analyze` in the simulator ({sites['note']}):", "",
-                markdown(["site", "space", "op", "array", "requests", "wavefronts or sectors per request"],
-                         [[s["where"], s["space"], s["op"], s["array"], s["requests"], f"{s['per_request']:.2f}"]
-                          for s in sites["sites"]]), ""]
+                markdown(["site", "array", "op", "warp-wide requests", "shared: wavefronts per request",
+                          "global: 32-byte sectors per request"],
+                         [[s["where"], s["array"], s["op"], s["requests"],
+                           f"{s['per_request']:.2f}" if s["space"] == "shared" else "",
+                           f"{s['per_request']:.2f}" if s["space"] != "shared" else ""] for s in sites["sites"]]),
+                "", "1.00 wavefront is conflict-free; a warp reading 32 consecutive floats needs 4 sectors.", ""]
     else:
-        out += ["<!-- ANALYZER HOOK: docs/data/analyze.json (python docs/generate.py --analyze) -->",
-                "*Not yet available:* when `simt_tiles.analyze` is installed, `python docs/generate.py --analyze` "
-                "records its per-site bank-wavefront and global-sector numbers for every rung into "
-                "`docs/data/analyze.json`, and they appear here.", ""]
+        out += ["<!-- ANALYZER HOOK: filled by docs/generate.py analyze_all() when simt_tiles.analyze imports -->",
+                "*Not measured in this build:* where the simulator analyzer `simt_tiles.analyze` is installed, "
+                "the build runs this rung under it and shows the bank wavefronts and global sectors per "
+                "warp-wide request of every access site here.", ""]
 
     out += ["## The kernel", "", f"From `{_rel(path)}` (the header above omitted):", "",
             _fence("literalinclude", f"/../{_rel(path)}",
@@ -325,8 +322,7 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
     return "\n".join(out)
 
 
-def lessons(outdir: Path, ladders: dict) -> list[str]:
-    analyzed = _analyzer_numbers()
+def lessons(outdir: Path, ladders: dict, analyzed: dict) -> list[str]:
     index = ["# Lessons: one page per rung", "",
              "Every ladder of `simt_tiles.registry`, in ladder order. Each page shows the rung's header "
              "(its lesson), the measured effect on the H200, the hazard it introduces, the kernel "
@@ -483,40 +479,71 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def generate(outdir: Path | str = DOCS / "generated") -> list[str]:
-    """Write every generated page under ``outdir``; returns the lesson pages (ladder/rung)."""
+def analyzer_available() -> bool:
+    _ladders()  # the simulator chosen first
+    try:
+        from simt_tiles import analyze  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def generate(outdir: Path | str = DOCS / "generated", analyze: bool | None = None) -> list[str]:
+    """Write every generated page under ``outdir``; returns the lesson pages (ladder/rung).
+    ``analyze``: run every rung under simt_tiles.analyze (None: when it is installed)."""
     outdir = Path(outdir)
     ladders = _ladders()
-    pages = lessons(outdir, ladders)
+    if analyze is None:
+        analyze = analyzer_available()
+    pages = lessons(outdir, ladders, analyze_all() if analyze else {})
     performance(outdir)
     simt_vs_tile(outdir, ladders)
     exercises_page(outdir)
     return pages
 
 
-def analyze_all() -> None:
-    """Record simt_tiles.analyze's per-site numbers for every rung into docs/data/analyze.json."""
+#: per rung, a config and shape that show its lesson in the analyzer (several warps per block, the
+#: k06 conflict's BK = 8 geometry); other rungs run their "sim" preset on the analyzer's default shape
+LESSON_RUNS = {
+    ("matmul", "k01_naive"): ("block_x=32,block_y=2", "32x32x8"),
+    ("matmul", "k02_coalesced"): ("block_x=32,block_y=2", "32x32x8"),
+    ("matmul", "k03_smem_tiled"): ("tile=8", "16x16x16"),
+    ("matmul", "k05_regblock_2d"): ("bm=32,bn=32,bk=8,tm=4,tn=8", "32x32x8"),
+    ("matmul", "k06_transposed"): ("bm=32,bn=32,bk=8,tm=4,tn=8", "32x32x8"),
+    ("matmul", "k07_padded"): ("bm=32,bn=32,bk=8,tm=4,tn=8,pad=4", "32x32x8"),
+    ("matmul", "k08_swizzled"): ("bm=32,bn=32,bk=8,tm=4,tn=8", "32x32x8"),
+    ("matmul", "k09_double_buffered"): ("bm=32,bn=32,bk=4,tm=4,tn=4", "32x32x9"),
+    ("matmul", "k10_warptiled"): ("bm=32,bn=32,bk=4,wm=32,wn=16,tm=4,tn=4", "32x32x9"),
+    ("conv2d", "k02_halo_tiled"): ("tile_w=8,tile_h=8", "10x9x3x3"),
+    ("conv_nchw", "k02_smem_tiled"): ("tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
+    ("conv_nchw", "k03_double_buffered"): ("tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
+    ("elementwise", "bias_relu"): (None, "9x37"),
+}
+
+
+def analyze_all() -> dict:
+    """simt_tiles.analyze's per-site numbers for every rung: {ladder: {rung: {"note", "sites"}}}."""
     ladders = _ladders()
     from simt_tiles import analyze  # ImportError when the analyzer is not installed
 
     data: dict = {}
     for ladder, rungs in ladders.items():
         for name in rungs:
+            config, shape = LESSON_RUNS.get((ladder, name), (None, None))
             try:
-                rep = analyze.run(name, ladder=ladder, races=False)
-            except Exception as exc:  # a rung the analyzer cannot drive: say so on its page
+                rep = analyze.run(name, ladder=ladder, config=config, shape=shape, races=True)
+            except Exception as exc:  # a rung the analyzer cannot drive: its page keeps the hook
                 print(f"{ladder}/{name}: {exc}", file=sys.stderr)
                 continue
             sites = [{"where": s.where, "space": s.space, "op": s.op, "array": s.array,
                       "requests": s.requests, "per_request": s.per_request} for s in rep.sites]
+            shape = shape or analyze.DEFAULT_SHAPES.get(ladder, "?")
             data.setdefault(ladder, {})[name] = {
-                "note": f"\"sim\" preset, shape {analyze.DEFAULT_SHAPES.get(ladder, '?')}", "sites": sites}
-    ANALYZE_DATA.parent.mkdir(exist_ok=True)
-    ANALYZE_DATA.write_text(json.dumps(data, indent=1) + "\n")
+                "note": f"config {config or 'the sim preset'}, shape {shape}; "
+                        + (f"{len(rep.races)} race(s)" if rep.races else "race check: no races"),
+                "sites": sites}
+    return data
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--analyze"]:
-        analyze_all()
-    else:
-        print(len(generate(*sys.argv[1:2])), "lesson pages")
+    print(len(generate(*sys.argv[1:2])), "lesson pages")

@@ -77,6 +77,20 @@ def test_missing_barrier_reported_as_race(tmp_path):
     assert str(verdict).count("tiled_matmul.py:") >= 2, verdict
 
 
+def test_unstaged_halo_reported_as_unwritten_shared_memory():
+    """With the analyzer, the halo stub fails on its first, tiny case (whose values happen to be right:
+    the simulator's fresh shared memory is zero, like the padding) by naming the read of unwritten words."""
+    pytest.importorskip("simt_tiles.analyze")
+    verdict = exercises.check("halo_tile", exercises.stub_path("halo_tile"))
+    assert "case image 1×1" in str(verdict) and "before any thread wrote it" in str(verdict), verdict
+    assert "halo_tile.py:" in str(verdict) and "patch[ty + di, tx + dj]" in str(verdict), verdict
+
+
+def test_solutions_are_race_checked():
+    pytest.importorskip("simt_tiles.analyze")
+    assert "race-checked" in str(exercises.check("tiled_matmul", SOLUTIONS / "tiled_matmul.py"))
+
+
 def test_cli_list_show_start_check(tmp_path, capsys):
     assert exercises.main(["list"]) == 0
     listed = capsys.readouterr().out

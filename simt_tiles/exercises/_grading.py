@@ -255,6 +255,22 @@ GRADERS = {
 }
 
 
+def _quote(text: str, path: Path) -> str:
+    """The lines of the student's file that ``text`` names as ``FILE:LINE``, quoted."""
+    src = path.read_text().splitlines()
+    lines = sorted({int(n) for n in re.findall(rf"{re.escape(path.name)}:(\d+)", text)})
+    return "".join(f"\n    {path.name}:{n}: {src[n - 1].strip()}" for n in lines if 0 < n <= len(src))
+
+
+def _uninitialised(report, path: Path) -> str | None:
+    """The analyzer's shared loads of words no thread of the block had written (None when clean)."""
+    seen = getattr(report, "uninitialized", None)
+    if not seen:
+        return None
+    where = ", ".join(f"{w} ({n} loads)" for w, n in sorted(seen.items()))
+    return f"shared memory read before any thread wrote it, at {where}" + _quote(where, path)
+
+
 def _explain(exc: BaseException, path: Path) -> str:
     """A student-facing sentence for an exception, with the line of their file it came from."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
@@ -265,11 +281,7 @@ def _explain(exc: BaseException, path: Path) -> str:
     if isinstance(exc, OverflowError):
         text += " — the simulator stops where a GPU would give inf (and then inf / inf = NaN)"
     if type(exc).__name__ == "RaceError":
-        src = path.read_text().splitlines()
-        lines = sorted({int(n) for n in re.findall(rf"{re.escape(path.name)}:(\d+)", str(exc))})
-        text = f"race: {exc}" + "".join(f"\n    {path.name}:{n}: {src[n - 1].strip()}" for n in lines
-                                        if 0 < n <= len(src))
-        return text
+        return f"race: {exc}" + _quote(str(exc), path)
     return text + at
 
 
@@ -288,11 +300,15 @@ def grade(ex, path: Path):
     try:
         for label, thunk in GRADERS[ex.name](mod, path):
             cases += 1
+            report = None
             try:
-                with _gpu_launch_rules(), race_ctx():
+                with _gpu_launch_rules(), race_ctx() as report:
                     problem = thunk()
             except Exception as exc:
                 problem = _explain(exc, path)
+            unwritten = _uninitialised(report, path)
+            if unwritten:  # the cause, whether or not this case's values happened to come out right
+                problem = f"{problem}; {unwritten}" if problem else unwritten
             if problem:
                 return Verdict(ex.name, False, cases, f"case {label}: {problem}")
     except Exception as exc:  # e.g. a missing name the grader looked up

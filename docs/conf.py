@@ -18,7 +18,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 sys.path.insert(0, str(DOCS))
 
-import generate  # noqa: E402  (docs/generate.py: Sphinx-free)
+import generate
 
 generate.generate(DOCS / "generated")
 

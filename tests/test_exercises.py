@@ -48,8 +48,8 @@ def _mutant(tmp_path, name, old, new):
 
 
 @pytest.mark.parametrize("name, old, new, expect", [
-    ("vector_add", "    if i < out.shape[0]:  # the ragged last block: its threads past n do nothing\n"
-                   "        out[i] = a[i] + b[i]", "    out[i] = a[i] + b[i]", "guard"),
+    ("vector_add", ("    if i < out.shape[0]:  # the ragged last block: its threads past n do nothing\n"
+                   "        out[i] = a[i] + b[i]"), "    out[i] = a[i] + b[i]", "guard"),
     ("vector_add", "    if blocks == 0:", "    if blocks == -1:", "zero blocks"),
     ("vector_add", "(n + threads - 1) // threads", "n // threads", "never written"),
     ("bias_relu", "0 if v < 0 else v", "v if v > 0 else 0", "expected nan, got 0"),

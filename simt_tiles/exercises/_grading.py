@@ -27,7 +27,9 @@ _loaded = itertools.count()
 
 def _analyze():
     try:
-        from .. import analyze  # the simulator analyzer (race check, bank wavefronts), when installed
+        from .. import (
+            analyze,  # the simulator analyzer (race check, bank wavefronts), when installed
+        )
     except ImportError:
         return None
     return analyze
@@ -290,7 +292,7 @@ def grade(ex, path: Path):
 
     try:
         mod = _load(path)
-    except Exception as exc:  # a syntax error, an import error: the student's to fix
+    except Exception as exc:  # noqa: BLE001 — a syntax error, an import error: the student's to fix
         return Verdict(ex.name, False, 0, f"{path} failed to import — {_explain(exc, path)}")
     from numba import config
 
@@ -304,14 +306,14 @@ def grade(ex, path: Path):
             try:
                 with _gpu_launch_rules(), race_ctx() as report:
                     problem = thunk()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 — whatever the student's code raised is the verdict
                 problem = _explain(exc, path)
             unwritten = _uninitialised(report, path)
             if unwritten:  # the cause, whether or not this case's values happened to come out right
                 problem = f"{problem}; {unwritten}" if problem else unwritten
             if problem:
                 return Verdict(ex.name, False, cases, f"case {label}: {problem}")
-    except Exception as exc:  # e.g. a missing name the grader looked up
+    except Exception as exc:  # noqa: BLE001 — e.g. a missing name the grader looked up
         return Verdict(ex.name, False, cases, _explain(exc, path))
     race = (" (race-checked)" if race_ctx is not contextlib.nullcontext else
             " (race check not available: it needs simt_tiles.analyze and the simulator)")

@@ -99,7 +99,9 @@ def check(name: str, path: str | os.PathLike) -> Verdict:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: ``list``, ``show NAME``, ``start NAME [DIR]``, ``check NAME [FILE]``."""
-    p = argparse.ArgumentParser(prog="python -m simt_tiles.exercises",
+    via_cli = os.path.basename(sys.argv[0]) == "simt-tiles" or sys.argv[0].endswith(
+        os.path.join("simt_tiles", "__main__.py"))
+    p = argparse.ArgumentParser(prog="simt-tiles exercise" if via_cli else "python -m simt_tiles.exercises",
                                 description="Graded SIMT tiling exercises (run in the CUDA simulator).")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the exercises")
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(ex.stub, dest)
             print(f"{dest}: the stub of {ex.name} — {ex.title}\n")
             print(ex.statement)
-            print(f"\nWhen done: python -m simt_tiles.exercises check {ex.name} {dest}")
+            print(f"\nWhen done: {p.prog} check {ex.name} {dest}")
             return 0
         verdict = check(ex.name, args.file or f"{ex.name}.py")
     except (ValueError, FileNotFoundError) as exc:

@@ -405,7 +405,13 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
         else:
             out += [("The committed results hold no cuTile measurement for this ladder; its SIMT numbers are "
                     "on the [performance](performance.md) page."), ""]
-        out += ["Rungs: " + ", ".join(f"[{n}](lessons/{ladder}/{n}.md)" for n in rungs), ""]
+        out += ["The SIMT rungs, one lesson each: "
+                + ", ".join(f"[{n}](lessons/{ladder}/{n}.md)" for n in rungs), ""]
+        for fn in (tile_fn or "").split(" / "):
+            if fn:
+                out += [f"The cuTile kernel `{fn}`, from `simt_tiles/tile/_kernels.py`:", "",
+                        _fence("literalinclude", "/../simt_tiles/tile/_kernels.py",
+                               {"language": "python", "pyobject": fn})]
 
     big = "4096×4096×4096"
     fp32, tf32 = tile_rates.get(("matmul", "cuTile FP32", big)), tile_rates.get(("matmul", "cuTile TF32", big))
@@ -416,10 +422,7 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
         measured = (f" Measured at 4096³: cuTile TF32 {tf32:.0f} TFLOP/s, the top SIMT rung {simt:.1f}, "
                     f"cuTile with float32 operands {fp32:.1f} — the tile model's win is the tensor cores; "
                     "without them (FP32 `ct.mma`) the hand-tiled SIMT kernel is faster here.")
-    tile_src = ROOT / "simt_tiles" / "tile" / "_kernels.py"
-    out += ["## The cuTile kernels", "", "Included from the source:", "",
-            _fence("literalinclude", f"/../{_rel(tile_src)}", {"language": "python", "lineno-match": ""}),
-            "## Decision guide", "",
+    out += ["## Decision guide", "",
             ("* **Teaching how the GPU works** (coalescing, banks, barriers, occupancy): SIMT. Every one of those "
             "choices is a line you can read and change; the tile model hides them by design."),
             "* **A dense matmul or convolution where TF32 (or lower) precision is acceptable**: the tile model or "

@@ -1,4 +1,4 @@
-"""From CuPy (needs a GPU): no host copies; the result is a cupy.ndarray on CuPy's current stream."""
+"""From CuPy (needs a GPU): no host copies; the result is a cupy.ndarray (default stream unless stream= is given)."""
 import cupy as cp
 
 import simt_tiles

@@ -454,7 +454,9 @@ def exercises_page(outdir: Path) -> None:
            ("`check` runs your file on ragged shapes (1, tile ± 1, primes, empty) in float32 and float64 with "
            "outputs poisoned with NaN, compares with the project's references within their error bounds "
            "(exactly where the arithmetic is exact) and prints a verdict naming the case, the element, what "
-           "was expected and what came. Where the simulator analyzer `simt_tiles.analyze` is installed, "
+           "was expected and what came. Then it compiles your kernels to sm_90 PTX with Numba's real "
+           "compiler (no GPU needed): the simulator runs any Python, a GPU does not. Where the simulator "
+           "analyzer `simt_tiles.analyze` is installed, "
            "every launch is race-checked: a missing barrier is reported as a race with its two source lines."),
            "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
     for ex in EXERCISES.values():

@@ -9,7 +9,8 @@ Each stub (``simt_tiles/exercises/stubs/NAME.py``) states the task and gives hin
 docstring. ``check`` imports the student's file, runs it on ragged shapes in float32 and
 float64 with NaN-poisoned outputs, compares with the project's references within their
 error bounds (exact where the arithmetic is exact) and prints a verdict naming the case that
-failed, the element, what was expected and what came. Where :mod:`simt_tiles.analyze` is
+failed, the element, what was expected and what came, and finally compiles the kernels for
+sm_90 with Numba's real compiler (the simulator runs any Python; a GPU does not). Where :mod:`simt_tiles.analyze` is
 installed, launches are race-checked, so a missing barrier is reported as a race with its two
 source lines; the bank-conflict exercise measures wavefronts with it.
 """
@@ -84,8 +85,10 @@ class Verdict:
         return f"{head}: {self.message}"
 
 
-def check(name: str, path: str | os.PathLike) -> Verdict:
-    """Grade the student's file ``path`` for exercise ``name`` in the simulator."""
+def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Verdict:
+    """Grade the student's file ``path`` for exercise ``name`` in the simulator; then, with
+    ``compile_gpu``, compile its kernels to sm_90 PTX with Numba's real compiler (a subprocess,
+    a few seconds; skipped with a note where that compiler is unavailable)."""
     ex = _exercise(name)
     path = Path(path)
     if not path.is_file():
@@ -94,7 +97,7 @@ def check(name: str, path: str | os.PathLike) -> Verdict:
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
     from . import _grading
 
-    return _grading.grade(ex, path)
+    return _grading.grade(ex, path, compile_gpu=compile_gpu)
 
 
 def main(argv: list[str] | None = None) -> int:

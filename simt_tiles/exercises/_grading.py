@@ -10,7 +10,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import itertools
+import os
 import re
+import subprocess
+import sys
 import traceback
 from pathlib import Path
 
@@ -257,6 +260,18 @@ GRADERS = {
 }
 
 
+def _compile_for_gpu(name: str, path: Path) -> tuple[bool, str] | None:
+    """(compiled, why not) from Numba's real CUDA compiler in a subprocess; None when it is unavailable."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
+                                                     env.get("PYTHONPATH", "")] if p)
+    proc = subprocess.run([sys.executable, "-m", "simt_tiles.exercises._ptx", name, str(path)], check=False,
+                          capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode == 3:
+        return None
+    return proc.returncode == 0, proc.stderr.strip()[-1500:]
+
+
 def _quote(text: str, path: Path) -> str:
     """The lines of the student's file that ``text`` names as ``FILE:LINE``, quoted."""
     src = path.read_text().splitlines()
@@ -287,7 +302,7 @@ def _explain(exc: BaseException, path: Path) -> str:
     return text + at
 
 
-def grade(ex, path: Path):
+def grade(ex, path: Path, *, compile_gpu: bool = True):
     from . import Verdict
 
     try:
@@ -315,6 +330,12 @@ def grade(ex, path: Path):
                 return Verdict(ex.name, False, cases, f"case {label}: {problem}")
     except Exception as exc:  # noqa: BLE001 — e.g. a missing name the grader looked up
         return Verdict(ex.name, False, cases, _explain(exc, path))
+    compiled = _compile_for_gpu(ex.name, path) if compile_gpu else None
+    if compiled is not None and not compiled[0]:
+        return Verdict(ex.name, False, cases + 1, f"case compile for a GPU (sm_90 PTX, Numba's real compiler): "
+                       f"the simulator ran your kernel as Python, but Numba cannot compile it — {compiled[1]}")
     race = (" (race-checked)" if race_ctx is not contextlib.nullcontext else
             " (race check not available: it needs simt_tiles.analyze and the simulator)")
-    return Verdict(ex.name, True, cases, f"all {cases} cases passed{race}")
+    gpu = ("; compiles for sm_90" if compiled else "" if not compile_gpu else
+           "; GPU compile not checked: Numba's CUDA compiler is not available here")
+    return Verdict(ex.name, True, cases + bool(compiled), f"all {cases} cases passed{race}{gpu}")

@@ -256,6 +256,12 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
         nav.append(f"next: [{order[idx + 1]}]({order[idx + 1]}.md)")
     out += [f"Rung {idx + 1} of {len(order)} of the [{ladder} ladder](index.md). " + " · ".join(nav), ""]
 
+    from simt_tiles.exercises import EXERCISES
+
+    practise = [ex for ex in EXERCISES.values() if ex.lesson == f"{ladder}/{name}"]
+    if practise:
+        out += ["Practise it: " + ", ".join(f"the {{ref}}`{ex.name} <exercise-{ex.name}>` exercise ({ex.title})"
+                                             for ex in practise), ""]
     out += ["## The lesson", "", f"The rung's header, from `{_rel(path)}`:", "",
             _fence("literalinclude", f"/../{_rel(path)}",
                    {"language": "text", "lines": f"{first}-{last}"})]
@@ -451,7 +457,7 @@ def exercises_page(outdir: Path) -> None:
            "python -m simt_tiles.exercises start tiled_matmul  # copies the stub to ./tiled_matmul.py",
            "python -m simt_tiles.exercises check tiled_matmul  # grades ./tiled_matmul.py",
            "```", "",
-           ("`check` runs your file on ragged shapes (1, tile ± 1, primes, empty) in float32 and float64 with "
+           ("`check` runs your file on ragged shapes (1, tile ± 1, primes; empty where it applies) in float32 and float64 with "
            "outputs poisoned with NaN, compares with the project's references within their error bounds "
            "(exactly where the arithmetic is exact) and prints a verdict naming the case, the element, what "
            "was expected and what came. Then it compiles your kernels to sm_90 PTX with Numba's real "
@@ -461,7 +467,7 @@ def exercises_page(outdir: Path) -> None:
            "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
     for ex in EXERCISES.values():
         lesson = ex.lesson.split("/")
-        out += [f"## {ex.name}: {ex.title}", "",
+        out += [f"(exercise-{ex.name})=", f"## {ex.name}: {ex.title}", "",
                 (f"The lesson it practises: [{lesson[1]}](lessons/{ex.lesson}.md). The stub "
                 f"(`{_rel(ex.stub)}`), statement and hints included:"), "",
                 _fence("literalinclude", f"/../{_rel(ex.stub)}", {"language": "python"})]

@@ -56,6 +56,17 @@ mode but "constant": there the second pass pads the intermediate with
 ``cval·Σ wy``.  They agree when cval = 0 or Σ wy = 1; the two-pass variant
 passes ``cval·Σ wy`` to its second pass to keep the 2-D semantics.
 
+Zero weights, as scipy: ``correlate2d``/``convolve2d`` (and ``correlate_separable``)
+skip every tap whose weight has ``|w| <= 2**-52`` — scipy's ``correlate`` tests
+``fabs(w) > DBL_EPSILON`` — so a NaN or inf in the image (or a NaN ``cval``) spreads
+only along the other taps (a Laplacian's cross, not its 3 × 3 window);
+``correlate1d`` counts every tap (0·NaN = NaN), as scipy's ``correlate1d`` does.
+Rungs that compile the filter in drop those taps from the code; the others test
+each tap's weight once (a predicate on its multiply-adds).  ``correlate_separable``
+skips a tiny ``wy[a]`` or ``wx[b]``; scipy's ``correlate`` with ``outer(wy, wx)``
+decides per product, which differs only for tiny weights that are not zero (a
+factor below 2**-52 times one above 1, or two factors near 1e-8).
+
 One difference from scipy, on purpose: scipy's n-D ``correlate``/``convolve``
 (scipy 1.17) map a "reflect" coordinate that lies an exact multiple of 2n,
 at least 4n, before the start of an axis of length n to index −1 instead of

@@ -9,7 +9,8 @@ What changed versus k03
     loops are unrolled, so every ``w_c[a, b]`` has a constant address: the
     compiler folds the value into the multiply-add itself (PTX
     ``fma.rn.f32 %f, %f, 0f3E124925, %f``: the weight is an immediate operand,
-    no load at all; a weight of 1 becomes an add).  Per output that leaves
+    no load at all; a weight of 1 becomes an add, a zero weight's tap vanishes —
+    scipy skips it, see ``_common.TINY_WEIGHT``).  Per output that leaves
     KH·(RX + KW − 1)/RX shared loads for KH·KW multiply-adds (5 × 5, RX = 3:
     11.7 instead of k03's 20) and no weight staging, no weight registers.
     (The compile gate's PTX for the default 5 × 5 float32 kernel: 75 FMAs

@@ -121,7 +121,8 @@ def extend_index(p: int, n: int, mode: Mode) -> int:
 #: so a NaN or inf in the image spreads only along the other taps (a Laplacian's
 #: cross, not its whole window) — 0·NaN would be NaN.  ``correlate1d`` counts every
 #: tap (its 1-D loop has no such test): the kernels' ``all_taps=True``.  2**-52 is
-#: exact in float32 too, so the test is the same in both dtypes.
+#: exact in float32 too, so the test is the same in both dtypes.  A NaN weight fails
+#: the test: skipped too, as scipy's correlate does.
 TINY_WEIGHT = float(np.finfo(np.float64).eps)
 
 

@@ -95,8 +95,9 @@ for _s in (2, 3, 4, 6, 8):
     PRESETS[f"split{_s}"] = Config(splits=_s)
 
 
-def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
-    """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``."""
+def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tuple[str, str, str]:
+    """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``; ``vec``: A's and
+    B's rows are 16-byte aligned (128-bit loads), else scalar loads."""
     BM, BN, BK, TM, TN = config.bm, config.bn, config.bk, config.tm, config.tn
     T = config.threads
     LM, LN = config.wm // TM, config.wn // TN
@@ -106,7 +107,7 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
     X = "U" if idx32 else "I64"  # global (flat) index type; shared indices are always uint32
     dt = np.dtype(dtype).name
-    name = f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
+    name = f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}{'_v4' if vec else '_v1'}"
     header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
               "from simt_tiles.runtime import SMEM_ALIGN\n"
               "from simt_tiles.vector import load1_global, load4_global, store4\n"
@@ -130,22 +131,26 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
         with s.block("if k_begin > k_end:"):
             s.line("k_begin = k_end")
         s.line(f"n_tiles = {X}({X}(k_end - k_begin + {X}({BK - 1})) // {X}({BK}))",
-               f"vec = U(flags & U(1)) != U(0)  # A and B rows 16-byte aligned (host-checked)",
-               f"vec_c = U(flags & U(2)) != U(0)")
+               f"vec_c = flags != U(0)  # C's rows 16-byte aligned (host-checked)")
         s.line("# rows past M / columns past N are clamped: they feed only outputs never stored")
         for p in range(A_VEC):
             s.line(f"r = {X}(row0 + {X}(a_r + U({p * RA})))")
             with s.block("if r >= m:"):
                 s.line(f"r = {X}(m - {X}(1))")
             s.line(f"a_base{p} = {X}({X}(r * k_len) + {X}(a_kq))")
-        s.line(f"b_col = {X}(col0 + {X}(b_c))")
-        with s.block(f"if n < {X}(4):"):  # no vector path then (n % 4 != 0 or n == 0)
+        if vec:  # n % 4 == 0 here: a vector is wholly in or wholly past N; past N, clamp it
+            s.line(f"b_col = {X}(col0 + {X}(b_c))")
+            with s.block(f"if b_col > {X}(n - {X}(4)):"):
+                s.line(f"b_col = {X}(n - {X}(4))")
+        else:  # scalar loads: each column past N clamped alone (a group of 4 may straddle N)
             s.line(f"b_col = {X}(0)")
-        with s.block(f"elif b_col > {X}(n - {X}(4)):"):  # n % 4 == 0 on the vector path: whole vectors
-            s.line(f"b_col = {X}(n - {X}(4))")
+            for q in range(4):
+                s.line(f"bcol{q} = {X}(col0 + {X}(b_c + U({q})))")
+                with s.block(f"if bcol{q} >= n:"):
+                    s.line(f"bcol{q} = {X}(n - {X}(1))")
         s.line(f"b_step = {X}({X}({BK}) * n); b_pass = {X}({X}({RB}) * n)",
                "kt = k_begin  # first k of the tile being loaded",
-               f"b_idx = {X}({X}(kt + {X}(b_r)) * n + b_col)",
+               f"b_idx = {X}(0)",
                f"a_s = cuda.shared.array(({2}, {BK}, {BM}), DT, alignment=SMEM_ALIGN)",
                f"b_s = cuda.shared.array(({2}, {BK}, {BN}), DT, alignment=SMEM_ALIGN)")
         for i in range(TM):
@@ -159,40 +164,34 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
         for ni in range(TN // 4):
             s.line(f"bn{ni} = U(n_base + U({ni * LN * 4}))")
 
-        def load():
-            """The tile at kt into the prefetch registers: 3 block-uniform paths."""
-            with s.block(f"if {X}(kt + {X}({BK})) <= k_end and vec:"):
-                s.line("# interior tile, aligned rows: one 128-bit load per vector")
+        def load_full():
+            """The full tile at kt into the prefetch registers: no bounds checks (clamped bases)."""
+            if vec:
                 for p in range(A_VEC):
                     s.line(f"pa{p}_0, pa{p}_1, pa{p}_2, pa{p}_3 = load4_global(a, {X}(a_base{p} + kt))")
                 for p in range(B_VEC):
                     s.line(f"pb{p}_0, pb{p}_1, pb{p}_2, pb{p}_3 = load4_global(b, {X}(b_idx + {X}({p}) * b_pass))")
-            with s.block(f"elif {X}(kt + {X}({BK})) <= k_end:"):
-                s.line("# interior tile, unaligned rows: scalar loads, still no bounds checks")
-                for p in range(A_VEC):
-                    s.line(f"i = {X}(a_base{p} + kt)")
-                    s.line("; ".join(f"pa{p}_{q} = load1_global(a, {X}(i + {X}({q})))" for q in range(4)))
-                s.line(f"row_b = {X}(b_idx - b_col)  # b_idx less its (vector-clamped) column")
-                for q in range(4):  # a column past N is clamped alone: a vector may straddle N here
-                    s.line(f"bcol{q} = {X}(col0 + {X}(b_c + U({q})))")
-                    with s.block(f"if bcol{q} >= n:"):
-                        s.line(f"bcol{q} = {X}(n - {X}(1))")
-                for p in range(B_VEC):
-                    s.line(f"i = {X}(row_b + {X}({p}) * b_pass)")
-                    s.line("; ".join(f"pb{p}_{q} = load1_global(b, {X}(i + bcol{q}))" for q in range(4)))
-            with s.block("else:"):
-                s.line("# the K tail: every element checked")
-                for p in range(A_VEC):
-                    for q in range(4):
-                        s.line(f"kq = {X}(kt + {X}(a_kq + U({q})))",
-                               f"pa{p}_{q} = load1_global(a, {X}({X}(a_base{p} + kt) + {X}({q}))) "
-                               f"if kq < k_end else DT(0)")
-                for p in range(B_VEC):
-                    s.line(f"kr = {X}(kt + {X}(b_r + U({p * RB})))")
-                    for q in range(4):
-                        s.line(f"col = {X}(col0 + {X}(b_c + U({q})))",
-                               f"pb{p}_{q} = load1_global(b, {X}(kr * n + col)) "
-                               f"if kr < k_end and col < n else DT(0)")
+                return
+            for p in range(A_VEC):
+                s.line(f"i = {X}(a_base{p} + kt)")
+                s.line("; ".join(f"pa{p}_{q} = load1_global(a, {X}(i + {X}({q})))" for q in range(4)))
+            for p in range(B_VEC):
+                s.line(f"i = {X}(b_idx + {X}({p}) * b_pass)")
+                s.line("; ".join(f"pb{p}_{q} = load1_global(b, {X}(i + bcol{q}))" for q in range(4)))
+
+        def load_tail():
+            """The K tail tile at kt: every element checked against k_end."""
+            for p in range(A_VEC):
+                for q in range(4):
+                    s.line(f"kq = {X}(kt + {X}(a_kq + U({q})))",
+                           f"pa{p}_{q} = load1_global(a, {X}({X}(a_base{p} + kt) + {X}({q}))) "
+                           f"if kq < k_end else DT(0)")
+            for p in range(B_VEC):
+                s.line(f"kr = {X}(kt + {X}(b_r + U({p * RB})))")
+                for q in range(4):
+                    s.line(f"col = {X}(col0 + {X}(b_c + U({q})))",
+                           f"pb{p}_{q} = load1_global(b, {X}(kr * n + col)) "
+                           f"if kr < k_end and col < n else DT(0)")
 
         def store(stage):
             """Prefetch registers → shared stage: A transposed and swizzled, B with one 128-bit store."""
@@ -215,9 +214,19 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
                 for i in range(TM):
                     s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
 
-        s.line("# --- prologue: tile 0 -> stage 0 ---")
+        s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
+               f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
+        with s.block(f"if rem != {X}(0):"):
+            s.line(f"kt = {X}(k_end - rem)")
+            load_tail()
+            s.line("kt = k_begin  # the next full tile")
+            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * n + b_col)  # B's flat index at (kt + b_r, b_col)")
+        with s.block(f"elif n_tiles > {X}(0):"):
+            s.line("kt = k_begin")
+            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * n + b_col)")
+            load_full()
+            s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
         with s.block(f"if n_tiles > {X}(0):"):
-            load()
             store(0)
         s.line("cuda.syncthreads()", f"t = {X}(0)")
         s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
@@ -225,8 +234,8 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
             for half in (0, 1):
                 s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
                 with s.block("if has_next:"):
+                    load_full()  # in flight during the compute below
                     s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-                    load()  # in flight during the compute below
                 compute(half)
                 with s.block("if has_next:"):
                     store(1 - half)
@@ -254,18 +263,18 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     return name, header, s.text()
 
 
-def source(config: Config, dtype, idx32: bool = True) -> str:
+def source(config: Config, dtype, idx32: bool = True, vec: bool = True) -> str:
     """The generated module's full text (what ``python -m simt_tiles.codegen dump`` prints)."""
-    name, header, body = generate(config.compiled(), dtype, idx32)
+    name, header, body = generate(config.compiled(), dtype, idx32, vec)
     return header + "\n" + body
 
 
-def make_kernel(config: Config, dtype, idx32: bool = True):
-    name, header, body = generate(config.compiled(), dtype, idx32)
+def make_kernel(config: Config, dtype, idx32: bool = True, vec: bool = True):
+    name, header, body = generate(config.compiled(), dtype, idx32, vec)
     return codegen.load_function(name, body, header)
 
 
-def signature(dtype, idx32: bool = True):
+def signature(dtype, idx32: bool = True, vec: bool = True):
     t = numba_dtype(dtype)[:, ::1]
     return void(t, t, t, uint32 if idx32 else int64, uint32)
 
@@ -321,8 +330,8 @@ def workspace(shape, dtype, stream):
 class SplitKRung(Rung):
     """A rung whose launch may split K: partials in a workspace, then :func:`sum_splits`."""
 
-    def source(self, config, dtype, idx32: bool = True) -> str:
-        return source(config, dtype, idx32)
+    def source(self, config, dtype, idx32: bool = True, vec: bool = True) -> str:
+        return source(config, dtype, idx32, vec)
 
     def kernel(self, config, dtype, **params):
         return super().kernel(config.compiled(), dtype, **params)
@@ -332,14 +341,14 @@ class SplitKRung(Rung):
         n = b.shape[1]
         splits, chunk = split_plan(config, k)
         idx32 = max(m * k, k * n, splits * m * n) + 4 * config.bk * max(n, 1) < IDX32_LIMIT
-        kernel = self.kernel(config, dtype, idx32=idx32)
-        target = c if splits == 1 else workspace((splits * m, n), dtype, stream)
         vec_ab = k % 4 == 0 and n % 4 == 0 and aligned(a) and aligned(b)
-        vec_c = n % 4 == 0 and aligned(target)
-        flags = uint32(int(vec_ab) | 2 * int(vec_c))
+        kernel = self.kernel(config, dtype, idx32=idx32, vec=vec_ab)
+        target = c if splits == 1 else workspace((splits * m, n), dtype, stream)
+        flags = uint32(n % 4 == 0 and aligned(target))  # C's rows 16-byte aligned
         kernel[grid, block, stream](a, b, target, (uint32 if idx32 else int64)(chunk), flags)
         if splits > 1:
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  gate_params=({"vec": True}, {"vec": False}))

@@ -77,12 +77,13 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from simt_tiles.cli import machine_info
-    from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS, flops
+    from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS, choose, flops
     from simt_tiles.reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
     from simt_tiles.timing import summarize, time_cuda
 
     assert not os.environ.get("CUPY_TF32"), "CUPY_TF32 must be unset: cuBLAS FP32 is the peer"
-    entries = [(v, RUNGS[v].presets["default"], "default") for v in (args.variants or MATMUL_VARIANTS)]
+    entries = [(None, None, "default")]  # matmul(variant=None): what users get
+    entries += [(v, RUNGS[v].presets["default"], "rung") for v in (args.variants or MATMUL_VARIANTS)]
     tile = None
     if not args.no_extra_peers:
         from .common import load_tile
@@ -135,18 +136,22 @@ def main(argv=None) -> int:
 
         print(f"{m}x{n}x{k}: {nsets} rotating input sets", flush=True)
         record("cuBLAS", "cupy.matmul FP32", lambda a, b, c: cp.matmul(a, b, out=c), "peer")
+        triton_peer(record, sets)
         if not args.no_extra_peers:
             extra_peers(record, sets, cp, tile)
+        devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
         for variant, cfg, tag in entries:
-            rung = RUNGS[variant]
-            kernel = rung.kernel(cfg, np.float32)
+            if variant is None:  # matmul(variant=None)'s choice for this size: rung and split-K
+                rung, cfg = choose(None, None, m, n, k, np.float32)
+                name, text = "default", f"{rung.name} {_cfg_text(cfg)}"
+            else:
+                rung, name, text = RUNGS[variant], variant, _cfg_text(cfg)
             grid, block = rung.geometry(cfg, m, n, k)
-            devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
 
-            def launch(a, b, c, kernel=kernel, grid=grid, block=block):
-                kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
+            def launch(a, b, c, rung=rung, cfg=cfg, grid=grid, block=block):
+                rung.launch(cfg, np.float32, grid, block, 0, devs[id(a)], devs[id(b)], devs[id(c)])
 
-            record(variant, _cfg_text(cfg), launch, tag)
+            record(name, text, launch, tag)
         sets.clear()  # free the device buffers before the next size
         cp.get_default_memory_pool().free_all_blocks()
 
@@ -167,6 +172,21 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
+
+
+def triton_peer(record, sets) -> None:
+    """Triton's FP32 matmul (``input_precision="ieee"``, autotuned): skipped with a note where absent."""
+    from .triton_peers import triton_matmul
+
+    mm, why = triton_matmul()
+    if mm is None:
+        print(f"  Triton FP32 skipped: {why}", flush=True)
+        return
+    import torch
+
+    views = {id(x): torch.as_tensor(x, device="cuda") for s in sets for x in s}
+    record("Triton FP32", "tl.dot ieee, autotuned", lambda a, b, c: mm(views[id(a)], views[id(b)], views[id(c)]),
+           "peer")
 
 
 def extra_peers(record, sets, cp, tile) -> None:

@@ -35,6 +35,7 @@ Measured on the H200: see benchmarks/NOTES.md (session "matmul fast rungs").
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 from numba import cuda, int64, uint32, void
@@ -83,7 +84,12 @@ class Config(TileConfig):
 
     def compiled(self) -> "Config":
         """The config with the launch-only fields reset: one kernel for every ``splits``."""
-        return dataclasses.replace(self, splits=1)
+        return _compiled_config(self)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_config(config: Config) -> Config:
+    return dataclasses.replace(config, splits=1)  # validated once, not at every launch
 
 
 PRESETS = {
@@ -320,11 +326,13 @@ def workspace(shape, dtype, stream):
     """A grow-only scratch array per (device, stream, dtype): split-K partials."""
     key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), np.dtype(dtype).str)
     size = int(np.prod(shape))
-    buf = _WORKSPACE.get(key)
+    buf, views = _WORKSPACE.get(key, (None, {}))
     if buf is None or buf.size < size:
-        buf = cuda.device_array(max(size, 1), dtype=dtype, stream=stream)
-        _WORKSPACE[key] = buf
-    return buf[:size].reshape(shape)
+        buf, views = cuda.device_array(max(size, 1), dtype=dtype, stream=stream), {}
+        _WORKSPACE[key] = buf, views
+    if shape not in views:  # views are cached: slicing a device array costs tens of µs
+        views[shape] = buf[:size].reshape(shape)
+    return views[shape]
 
 
 class SplitKRung(Rung):

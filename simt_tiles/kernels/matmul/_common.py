@@ -21,19 +21,23 @@ def flops(m: int, n: int, k: int) -> int:
 
 
 #: What ``matmul(variant=None, config=None)`` runs for a float32 problem, by shape class:
-#: C's 128×128 tiles against the H200's 132 SMs (2 blocks fit per SM).  Rows are
-#: ``(fewest tiles, splits, variant)``; the last row whose bound is reached wins.  Few tiles
-#: leave SMs idle, so K is split (deterministically: partials, then one sum kernel).
-#: Measured on the H200: benchmarks/results/matmul_fast_h200.md.
+#: how many 128×128 tiles C has.  Two blocks fit per SM and the H200 has 132 SMs, so a
+#: grid of fewer than 264 blocks leaves slots idle: K is then split (deterministically:
+#: partials, then one sum kernel) so that tiles × splits ≤ 264.  Rows are
+#: ``(most tiles, splits, variant)``, first match wins.  Measured on the H200
+#: (benchmarks/results/matmul_fast_h200.md): 1000³ and 1024³ (64 tiles) best with 4 splits
+#: (29.3 and 31.2 TFLOP/s, against 17.1 and 18.2 unsplit), 1031×997×1013 (72 tiles) with 3,
+#: 2048³ (256 tiles) unsplit (43.5; 2 splits: 40.4).
 FAST_TABLE = (
-    (0, 4, "k11_vectorized_bk16"),
+    (66, 4, "k11_vectorized_bk16"),
+    (88, 3, "k11_vectorized_bk16"),
     (132, 2, "k11_vectorized_bk16"),
-    (264, 1, "k11_vectorized_bk16"),
+    (None, 1, "k11_vectorized_bk16"),
 )
 #: float64 problems: no FP64 measurement of the generated rung yet
 FLOAT64_VARIANT = "k10_warptiled"
 #: fewest K elements per split: shorter chunks cost more in partial sums than they gain
-MIN_SPLIT_K = 256
+MIN_SPLIT_K = 128
 
 
 def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
@@ -43,8 +47,7 @@ def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
     if np.dtype(dtype) != np.float32:
         return FLOAT64_VARIANT, 1
     tiles = -(-m // 128) * -(-n // 128)
-    splits, variant = 1, FAST_TABLE[0][2]
-    for bound, s, v in FAST_TABLE:
-        if tiles >= bound:
-            splits, variant = s, v
-    return variant, max(1, min(splits, k // MIN_SPLIT_K))
+    for most, splits, variant in FAST_TABLE:
+        if most is None or tiles <= most:
+            return variant, max(1, min(splits, k // MIN_SPLIT_K))
+    raise AssertionError("FAST_TABLE ends with a catch-all row")

@@ -13,7 +13,8 @@ The file tree is the lesson — read the rungs in order:
 ``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
 ``k09_double_buffered`` two smem stages: next tile's loads overlap this tile's math
 ``k10_warptiled``      warp tiles, strided lane slices, launch bounds
-``k11_vectorized_bk16`` generated tile code, BK=16, 128-bit loads, split-K (top rung)
+``k11_vectorized_bk16`` generated tile code, BK=16, 128-bit loads, split-K
+``k12_async_copy``     cp.async for both operands (A transposed first)
 =====================  ====================================================
 
 ``variant=None, config=None`` picks the rung and its split of K per problem
@@ -42,6 +43,7 @@ from . import (
     k09_double_buffered,
     k10_warptiled,
     k11_vectorized_bk16,
+    k12_async_copy,
 )
 from ._common import fast_choice, flops
 
@@ -60,6 +62,7 @@ RUNGS: dict[str, Rung] = {
         k09_double_buffered.RUNG,
         k10_warptiled.RUNG,
         k11_vectorized_bk16.RUNG,
+        k12_async_copy.RUNG,
     )
 }
 

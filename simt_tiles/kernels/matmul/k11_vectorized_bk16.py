@@ -209,17 +209,6 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 s.line(f"store4(b_s, U(U({stage * BK * BN}) + U(U(b_r + U({p * RB})) * U({BN})) + b_c), "
                        + ", ".join(f"pb{p}_{q}" for q in range(4)) + ")")
 
-        def compute(stage):
-            for kk in range(BK):
-                sw = (kk >> 2) << 3
-                for mi in range(TM // 4):
-                    s.line(f"ab = U(am{mi} ^ U({sw}))" if sw else f"ab = am{mi}")
-                    s.line("; ".join(f"fa{mi * 4 + r} = a_s[{stage}, {kk}, U(ab + U({r}))]" for r in range(4)))
-                for ni in range(TN // 4):
-                    s.line("; ".join(f"fb{ni * 4 + c} = b_s[{stage}, {kk}, U(bn{ni} + U({c}))]" for c in range(4)))
-                for i in range(TM):
-                    s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
-
         s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
                f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
         with s.block(f"if rem != {X}(0):"):
@@ -242,7 +231,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 with s.block("if has_next:"):
                     load_full()  # in flight during the compute below
                     s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-                compute(half)
+                emit_compute(s, config, half, swizzled=True)
                 with s.block("if has_next:"):
                     store(1 - half)
                 # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
@@ -250,23 +239,45 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 if half == 0:
                     with s.block("if t >= n_tiles:"):
                         s.line("break")
-        s.line("# --- epilogue: 128-bit stores where the row is aligned, else checked scalars ---")
-        for mi in range(TM // 4):
-            for r in range(4):
-                i = mi * 4 + r
-                s.line(f"row = {X}(row0 + {X}(am{mi} + U({r})))")
-                with s.block("if row < m:"):
-                    s.line(f"crow = {X}({X}(c_row0 + row) * n)")
-                    for ni in range(TN // 4):
-                        s.line(f"col = {X}(col0 + {X}(bn{ni}))")
-                        with s.block("if vec_c and col < n:"):
-                            s.line(f"store4(c, {X}(crow + col), "
-                                   + ", ".join(f"c{i}_{ni * 4 + q}" for q in range(4)) + ")")
-                        with s.block("else:"):
-                            for q in range(4):
-                                with s.block(f"if {X}(col + {X}({q})) < n:"):
-                                    s.line(f"c[{X}(c_row0 + row), {X}(col + {X}({q}))] = c{i}_{ni * 4 + q}")
+        emit_epilogue(s, config, X)
     return name, header, s.text()
+
+
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool) -> None:
+    """One tile from shared stage ``stage``: per k-step TM + TN fragment reads (128-bit: groups
+    of 4 from 16-byte aligned addresses) and TM·TN FMAs into the scalar accumulators.  A is
+    k-major; ``swizzled``: its columns are XOR-ed by k's quarter (k11's register stores)."""
+    TM, TN = config.tm, config.tn
+    for kk in range(config.bk):
+        sw = ((kk >> 2) << 3) if swizzled else 0
+        for mi in range(TM // 4):
+            s.line(f"ab = U(am{mi} ^ U({sw}))" if sw else f"ab = am{mi}")
+            s.line("; ".join(f"fa{mi * 4 + r} = a_s[{stage}, {kk}, U(ab + U({r}))]" for r in range(4)))
+        for ni in range(TN // 4):
+            s.line("; ".join(f"fb{ni * 4 + c} = b_s[{stage}, {kk}, U(bn{ni} + U({c}))]" for c in range(4)))
+        for i in range(TM):
+            s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
+
+
+def emit_epilogue(s: codegen.Source, config: Config, X: str) -> None:
+    """Accumulators → C rows ``c_row0 + row`` (the workspace slice of split z): 128-bit stores
+    where C's rows are aligned (``vec_c``), else checked scalars; rows ≥ m, columns ≥ n skipped."""
+    s.line("# --- epilogue: 128-bit stores where the row is aligned, else checked scalars ---")
+    for mi in range(config.tm // 4):
+        for r in range(4):
+            i = mi * 4 + r
+            s.line(f"row = {X}(row0 + {X}(am{mi} + U({r})))")
+            with s.block("if row < m:"):
+                s.line(f"crow = {X}({X}(c_row0 + row) * n)")
+                for ni in range(config.tn // 4):
+                    s.line(f"col = {X}(col0 + {X}(bn{ni}))")
+                    with s.block("if vec_c and col < n:"):
+                        s.line(f"store4(c, {X}(crow + col), "
+                               + ", ".join(f"c{i}_{ni * 4 + q}" for q in range(4)) + ")")
+                    with s.block("else:"):
+                        for q in range(4):
+                            with s.block(f"if {X}(col + {X}({q})) < n:"):
+                                s.line(f"c[{X}(c_row0 + row), {X}(col + {X}({q}))] = c{i}_{ni * 4 + q}")
 
 
 def source(config: Config, dtype, idx32: bool = True, vec: bool = True) -> str:
@@ -322,9 +333,9 @@ def sum_splits(w, c):
 _WORKSPACE: dict = {}
 
 
-def workspace(shape, dtype, stream):
-    """A grow-only scratch array per (device, stream, dtype): split-K partials."""
-    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), np.dtype(dtype).str)
+def workspace(shape, dtype, stream, name: str = "partials"):
+    """A grow-only scratch array per (name, device, stream, dtype): split-K partials, copies."""
+    key = (name, 0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), np.dtype(dtype).str)
     size = int(np.prod(shape))
     buf, views = _WORKSPACE.get(key, (None, {}))
     if buf is None or buf.size < size:

@@ -35,6 +35,7 @@ PRESETS = {
     "sim": Config(bm=32, bn=32, bk=8, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
     "f64": Config(bk=8),  # float64 runs k11's kernel (see above)
+    **{f"split{n}": Config(splits=n) for n in (2, 3, 4)},
 }
 
 

@@ -1,6 +1,6 @@
 """First call of ``simt_tiles.matmul`` in a fresh process: import, compile (or load from disk), run.
 
-    SIMT_TILES_CACHE_DIR=/tmp/fresh python benchmarks/matmul_first_call.py 512 [variant] [--sanitize]
+    SIMT_TILES_CACHE_DIR=/tmp/fresh python benchmarks/matmul_first_call.py 512 [variant] [preset | splits=N]
 
 Run it twice with the same cache directory: the first run compiles the generated kernel and
 Numba writes it to disk beside the generated source; the second loads it (cold vs warm cache).
@@ -21,6 +21,12 @@ dims = [int(x) for x in args[0].split("x")] if args else [512]
 m, n, k = dims * 3 if len(dims) == 1 else dims
 variant = args[1] if len(args) > 1 else None
 config = args[2] if len(args) > 2 else None
+if config and config.startswith("splits="):  # the rung's default preset, K split n ways
+    import dataclasses
+
+    from simt_tiles.kernels.matmul import RUNGS
+
+    config = dataclasses.replace(RUNGS[variant].presets["default"], splits=int(config.split("=")[1]))
 rng = cp.random.default_rng(1)
 a = rng.standard_normal((m, k), dtype=cp.float32)
 b = rng.standard_normal((k, n), dtype=cp.float32)

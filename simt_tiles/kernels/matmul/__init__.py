@@ -85,10 +85,6 @@ def choose(variant, config, m: int, n: int, k: int, dtype):
     fastest measured for its size and dtype (:func:`._common.fast_choice`: rung and split-K)."""
     import dataclasses
 
-    import numpy as np
-
-    from ...runtime import SIMULATOR
-
     if variant is None and config is None:
         variant, splits = fast_choice(m, n, k, dtype)
         rung = get_rung(variant)
@@ -97,8 +93,6 @@ def choose(variant, config, m: int, n: int, k: int, dtype):
             cfg = dataclasses.replace(cfg, splits=splits)
         return rung, cfg
     rung = get_rung(variant)
-    if config is None and not SIMULATOR and np.dtype(dtype) == np.float64 and "f64" in rung.presets:
-        config = "f64"  # the rung's float64 preset (its default's tiles need too much shared memory)
     return rung, rung.resolve_config(config)
 
 

@@ -27,7 +27,8 @@ conflict-free for both the 4 scalar stores and the 128-bit reads; B as is.
 Two stages, one barrier per tile (the argument of ``_pipelined``).
 
 Rules: wm·wn = 32·tm·tn, tm and tn multiples of 4, bm % wm == bn % wn == 0,
-bk ∈ {4, 8, 16, 32}, bm % (2·bk) == 0 (the swizzle), equal vector loads per thread.
+bk ∈ {8, 16, 32} (float64 tiles hold the same bytes: bk/2 deep), bm % (2·bk) == 0
+(the swizzle), equal vector loads per thread.
 
 Measured on the H200: see benchmarks/NOTES.md (session "matmul fast rungs").
 """
@@ -65,8 +66,13 @@ class Config(TileConfig):
     def block(self):
         return ((self.bm // self.wm) * (self.bn // self.wn) * 32,)
 
+    def depth(self, itemsize: int) -> int:
+        """K elements per tile for elements of ``itemsize`` bytes: ``bk`` for float32; float64
+        tiles hold the same bytes (bk/2 deep), so two stages still fit in 48 KiB."""
+        return self.bk * 4 // itemsize
+
     def smem_bytes(self, itemsize):
-        return 2 * (self.bm * self.bk + self.bk * self.bn) * itemsize
+        return 2 * (self.bm + self.bn) * self.depth(itemsize) * itemsize
 
     def rules(self):
         t = max(1, (self.bm // self.wm) * (self.bn // self.wn) * 32)
@@ -75,12 +81,14 @@ class Config(TileConfig):
         yield ("wn", self.bn % self.wn == 0 and self.wn % self.tn == 0, "bn % wn == 0 and wn % tn == 0")
         yield ("tm", self.tm % 4 == 0, "tm % 4 == 0 (rows are read in aligned groups of 4)")
         yield ("tn", self.tn % 4 == 0, "tn % 4 == 0 (columns are read in aligned groups of 4)")
-        yield ("bk", self.bk in (4, 8, 16, 32), "bk in (4, 8, 16, 32) (vectors of 4 along k)")
+        yield ("bk", self.bk in (8, 16, 32), "bk in (8, 16, 32) (vectors of 4 along k; float64 tiles bk/2)")
         yield ("bm", self.bm % (2 * self.bk) == 0, "bm % (2*bk) == 0 (the swizzle flips bits 3.. of m)")
-        yield ("bk", (self.bm * self.bk // 4) % t == 0 and t % (self.bk // 4 or 1) == 0,
-               "bm*bk/4 % threads == 0 (equal A vectors per thread)")
-        yield ("bn", (self.bk * self.bn // 4) % t == 0 and t % (self.bn // 4) == 0,
-               "bk*bn/4 % threads == 0 (equal B vectors per thread)")
+        for itemsize in (4, 8):  # both dtypes' tile depths
+            d = self.depth(itemsize)
+            yield ("bk", (self.bm * d // 4) % t == 0 and t % max(1, d // 4) == 0 and self.bm * d // 4 >= t,
+                   "bm*bk/4 (float64: bm*bk/8) a positive multiple of threads (equal A vectors per thread)")
+            yield ("bn", (d * self.bn // 4) % t == 0 and t % (self.bn // 4) == 0 and d * self.bn // 4 >= t,
+                   "bk*bn/4 (float64: bk*bn/8) a positive multiple of threads (equal B vectors per thread)")
 
     def compiled(self) -> "Config":
         """The config with the launch-only fields reset: one kernel for every ``splits``."""
@@ -93,18 +101,15 @@ def _compiled_config(config: Config) -> Config:
 
 
 PRESETS = {
-    "sim": Config(bm=32, bn=32, bk=8, wm=16, wn=32, tm=4, tn=4),
+    "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
-    "f64": Config(bk=8),  # float64: 2 stages of BK=16 would need 64 KiB of shared memory
 }
-for _s in (2, 3, 4, 6, 8):
-    PRESETS[f"split{_s}"] = Config(splits=_s)
 
 
 def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tuple[str, str, str]:
     """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``; ``vec``: A's and
     B's rows are 16-byte aligned (128-bit loads), else scalar loads."""
-    BM, BN, BK, TM, TN = config.bm, config.bn, config.bk, config.tm, config.tn
+    BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LM, LN = config.wm // TM, config.wn // TN
     WARPS_N = BN // config.wn
@@ -231,7 +236,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 with s.block("if has_next:"):
                     load_full()  # in flight during the compute below
                     s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-                emit_compute(s, config, half, swizzled=True)
+                emit_compute(s, config, half, swizzled=True, depth=BK)
                 with s.block("if has_next:"):
                     store(1 - half)
                 # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
@@ -243,12 +248,12 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     return name, header, s.text()
 
 
-def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool) -> None:
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int) -> None:
     """One tile from shared stage ``stage``: per k-step TM + TN fragment reads (128-bit: groups
     of 4 from 16-byte aligned addresses) and TM·TN FMAs into the scalar accumulators.  A is
     k-major; ``swizzled``: its columns are XOR-ed by k's quarter (k11's register stores)."""
     TM, TN = config.tm, config.tn
-    for kk in range(config.bk):
+    for kk in range(depth):
         sw = ((kk >> 2) << 3) if swizzled else 0
         for mi in range(TM // 4):
             s.line(f"ab = U(am{mi} ^ U({sw}))" if sw else f"ab = am{mi}")
@@ -369,5 +374,4 @@ class SplitKRung(Rung):
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  gate_params=({"vec": True}, {"vec": False}))
+RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options)

@@ -23,26 +23,24 @@ Measured on the H200: see benchmarks/NOTES.md (session "matmul fast rungs").
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, int64, uint32, void
+from numba import cuda, float32, int64, uint32
 
 from ... import codegen
-from ...runtime import Rung, cdiv, jit, numba_dtype
+from ...runtime import cdiv, jit
 from ...vector import aligned
 from . import k11_vectorized_bk16 as k11
 from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
 PRESETS = {
-    "sim": Config(bm=32, bn=32, bk=8, wm=16, wn=32, tm=4, tn=4),
+    "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
-    "f64": Config(bk=8),  # float64 runs k11's kernel (see above)
-    **{f"split{n}": Config(splits=n) for n in (2, 3, 4)},
 }
 
 
 def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     """``(name, header, body)`` of the kernel ``name(at, b, c, k_chunk, flags)``: C = (Aᵀ)ᵀ B,
     Aᵀ of shape (K, ≥M) and B with rows a multiple of 4 (both 16-byte aligned)."""
-    BM, BN, BK, TM, TN = config.bm, config.bn, config.bk, config.tm, config.tn
+    BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LN = config.wn // TN
     WARPS_N = BN // config.wn
@@ -134,7 +132,7 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
                 with s.block("if has_next:"):
                     issue(1 - half)  # the stage read in the previous step, which ended in a barrier
                     s.line(f"a_idx = {X}(a_idx + a_step); b_idx = {X}(b_idx + b_step)")
-                emit_compute(s, config, half, swizzled=False)
+                emit_compute(s, config, half, swizzled=False, depth=BK)
                 with s.block("if has_next:"):
                     s.line("wait_copies()  # this thread's copies have landed ...")
                 s.line("cuda.syncthreads()  # ... and everyone's; the stage just read may be overwritten",
@@ -152,13 +150,14 @@ def source(config: Config, dtype, idx32: bool = True) -> str:
 
 
 def make_kernel(config: Config, dtype, idx32: bool = True):
+    if np.dtype(dtype) != np.float32:  # a 16-byte copy is 2 doubles: float64 runs k11's kernel
+        return k11.make_kernel(config, dtype, idx32)
     name, header, body = generate(config.compiled(), dtype, idx32)
     return codegen.load_function(name, body, header)
 
 
 def signature(dtype, idx32: bool = True):
-    t = numba_dtype(dtype)[:, ::1]
-    return void(t, t, t, uint32 if idx32 else int64, uint32)
+    return k11.signature(dtype, idx32)
 
 
 @jit

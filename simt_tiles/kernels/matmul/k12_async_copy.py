@@ -17,7 +17,11 @@ What changed versus k11
 Shared memory: both operands k-major, unswizzled: the copies of a warp write
 512 consecutive bytes, and the fragment reads are those of B in k11.
 
-Measured on the H200: see benchmarks/NOTES.md (session "matmul fast rungs").
+The lesson is a negative one on this chip: with the transposition counted, it is
+slower than k11 at every size of the benchmark list (benchmarks/NOTES.md), so
+``matmul(variant=None)`` keeps k11.
+
+Headline (H200, benchmarks/results/matmul_fast_h200.json): 44.7 TFLOP/s at 4096³, 0.87× cuBLAS
 """
 
 from __future__ import annotations

@@ -49,6 +49,13 @@ HAZARDS = {
     "the *other* buffer, so the buffer index arithmetic is the synchronisation.",
     ("matmul", "k10_warptiled"): "k09's single barrier per K step; lanes read strided slices, so the index maps "
     "decide both banks and correctness.",
+    ("matmul", "k11_vectorized_bk16"): ("Rows and columns past the matrix are clamped, not masked: edge threads load "
+                                        "real data into outputs nobody stores, so only the final store may be "
+                                        "guarded; split-K adds a second kernel that sums the partials in a fixed "
+                                        "order (deterministic)."),
+    ("matmul", "k12_async_copy"): ("`cp.async` copies land in shared memory behind the threads' backs: "
+                                   "`wait_copies` plus the tile's barrier before reading; the copies cannot "
+                                   "transpose, so Aᵀ is written first (an extra pass and K·M floats of workspace)."),
     ("conv2d", "k01_naive"): "None: boundary modes are handled by index mapping per tap; the hazard is "
     "KH·KW global reads per output.",
     ("conv2d", "k02_halo_tiled"): "One barrier between staging the tile + halo and reading it; every thread must "
@@ -165,14 +172,14 @@ def _rows_for(impl: str, files: list[str]) -> list[tuple[str, dict]]:
             continue
         for r in data["results"]:
             if r.get("impl") == impl and r.get("dtype", "float32") == "float32" and r.get("kind") in (
-                    None, "default", "simt"):
+                    None, "default", "simt", "rung"):
                 out.append((name, r))
     return out
 
 
 #: which results files measure each ladder (the rung rows are found by ``impl``)
 LADDER_RESULTS = {
-    "matmul": ["matmul_h200.json"],
+    "matmul": ["matmul_h200.json", "matmul_fast_h200.json"],
     "conv2d": ["conv_h200.json", "conv_7x7_s6_h200.json"],
     "conv_nchw": ["conv_h200.json"],
     "softmax": ["patterns_h200.json", "softmax_k05_h200.json"],
@@ -227,6 +234,38 @@ def _facts(paths: list[Path]) -> list[str]:
 # ---------------------------------------------------------------------------
 # pages
 # ---------------------------------------------------------------------------
+
+def _lines(where: list[str]) -> str:
+    """``k.py:3, k.py:4, k.py:5, k.py:9`` → ``k.py: 3–5, 9`` (one file name per group)."""
+    by_file: dict = {}
+    for w in where:
+        f, n = w.rsplit(":", 1)
+        by_file.setdefault(f, []).append(int(n))
+    parts = []
+    for f, ns in by_file.items():
+        ns, runs = sorted(set(ns)), []
+        for n in ns:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n])
+        label = f if len(f) <= 40 else "generated source"
+        parts.append(f"{label}: " + ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs))
+    return "; ".join(parts)
+
+
+def _analyzer_rows(sites: list[dict]) -> list[list]:
+    groups: dict = {}
+    for s in sites:
+        groups.setdefault((s["space"], s["array"], s["op"]), []).append(s)
+    rows = []
+    for (space, array, op), ss in groups.items():
+        req = sum(s["requests"] for s in ss)
+        per = sum(s["per_request"] * s["requests"] for s in ss) / req if req else 0.0
+        rows.append([array, op, _lines([s["where"] for s in ss]), req,
+                     f"{per:.2f}" if space == "shared" else "", f"{per:.2f}" if space != "shared" else ""])
+    return rows
+
 
 def _fence(directive: str, arg: str, options: dict, body: str = "") -> str:
     opts = "".join(f":{k}: {v}\n" if v != "" else f":{k}:\n" for k, v in options.items())
@@ -283,12 +322,10 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
     if analyzed.get(ladder, {}).get(name):
         from simt_tiles._table import markdown
         sites = analyzed[ladder][name]
-        out += [f"Measured by `simt_tiles.analyze` in the simulator ({sites['note']}):", "",
-                markdown(["site", "array", "op", "warp-wide requests", "shared: wavefronts per request",
-                          "global: 32-byte sectors per request"],
-                         [[s["where"], s["array"], s["op"], s["requests"],
-                           f"{s['per_request']:.2f}" if s["space"] == "shared" else "",
-                           f"{s['per_request']:.2f}" if s["space"] != "shared" else ""] for s in sites["sites"]]),
+        out += [f"Measured by `simt_tiles.analyze` in the simulator ({sites['note']}), per array and "
+                "access (the source lines it occurs on; the average over them):", "",
+                markdown(["array", "op", "source lines", "warp-wide requests", "shared: wavefronts per request",
+                          "global: 32-byte sectors per request"], _analyzer_rows(sites["sites"])),
                 "", "1.00 wavefront is conflict-free; a warp reading 32 consecutive floats needs 4 sectors.", ""]
     else:
         out += ["<!-- ANALYZER HOOK: filled by docs/generate.py analyze_all() when simt_tiles.analyze imports -->",
@@ -361,6 +398,8 @@ def performance(outdir: Path) -> None:
     for name, title, img in [("conv_h200.json", "Convolution", "conv_h200.png"),
                              ("patterns_h200.json", "Patterns: elementwise, reductions, softmax", "patterns_h200.png"),
                              ("bias_tiles_h200.json", "bias_relu tile shapes", "bias_tiles_h200.png"),
+                             ("matmul_fast_h200.json", "matmul: the fast rungs (k11, k12) beside cuBLAS and Triton",
+                              None),
                              ("matmul_peers_h200.json", "matmul against its peers (cuBLAS, cuTile)", None)]:
         p = RESULTS / name
         if not p.is_file():
@@ -368,6 +407,9 @@ def performance(outdir: Path) -> None:
         data = load(p)
         table = ratio_table(data) if "group" not in data["results"][0] else best_table(data)
         out += [f"## {title}", "", f"On {data['machine'].get('gpu', '?')} (`{_rel(p)}`):", "", table, ""]
+        if any(r.get("impl") == "default" for r in data["results"]):
+            out += ["`default` is the public call, `simt_tiles.matmul(a, b)`: the rung and split it chooses "
+                    "for the size.", ""]
         if img and (DOCS / "img" / img).is_file():
             out += [f"```{{image}} /img/{img}", f":alt: {title}", "```", ""]
     _write(outdir / "performance.md", "\n".join(out))
@@ -421,13 +463,19 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
 
     big = "4096×4096×4096"
     fp32, tf32 = tile_rates.get(("matmul", "cuTile FP32", big)), tile_rates.get(("matmul", "cuTile TF32", big))
-    simt = max((v for (lad, impl, p), v in tile_rates.items() if lad == "matmul" and p == big
+    simt = max(((v, impl) for (lad, impl, p), v in tile_rates.items() if lad == "matmul" and p == big
                 and not impl.startswith(("cuTile", "cuBLAS", "torch", "cupy"))), default=None)
+    best = max(((r["tflops"], r["impl"], name) for name, r in
+                sum((_rows_for(n, LADDER_RESULTS["matmul"]) for n in ladders["matmul"]), [])
+                if _problem(r) == big and "tflops" in r), default=None)
     measured = ""
     if fp32 and tf32 and simt:
-        measured = (f" Measured at 4096³: cuTile TF32 {tf32:.0f} TFLOP/s, the top SIMT rung {simt:.1f}, "
-                    f"cuTile with float32 operands {fp32:.1f} — the tile model's win is the tensor cores; "
-                    "without them (FP32 `ct.mma`) the hand-tiled SIMT kernel is faster here.")
+        measured = (f" Measured at 4096³ in one run: cuTile TF32 {tf32:.0f} TFLOP/s, cuTile with float32 operands "
+                    f"{fp32:.1f}, the SIMT rung {simt[1]} {simt[0]:.1f} — the tile model's win is the tensor "
+                    "cores; without them (FP32 `ct.mma`) the hand-tiled SIMT kernel is faster here.")
+        if best and best[0] > simt[0]:
+            measured += (f" The top SIMT rung now, {best[1]}, reached {best[0]:.1f} TFLOP/s in a later run "
+                         f"(`{best[2]}`).")
     out += ["## Decision guide", "",
             ("* **Teaching how the GPU works** (coalescing, banks, barriers, occupancy): SIMT. Every one of those "
             "choices is a line you can read and change; the tile model hides them by design."),

@@ -75,9 +75,9 @@ def test_analyzer_numbers_when_installed(site):
     pytest.importorskip("simt_tiles.analyze")
     lessons = DOCS / "generated" / "lessons" / "matmul"
     k06 = (lessons / "k06_transposed.md").read_text()
-    assert "| a_t | store | 8 | 8.00 |" in k06, k06
+    assert "| a_t | store | _transposed.py: 60 | 8 | 8.00 |" in k06, k06
     k01 = (lessons / "k01_naive.md").read_text()
-    assert "| a | load | 256 |  | 32.00 |" in k01, k01
+    assert "| a | load | k01_naive.py: 54 | 256 |  | 32.00 |" in k01, k01
     assert "wavefronts" in (site / "generated" / "lessons" / "matmul" / "k06_transposed.html").read_text()
 
 

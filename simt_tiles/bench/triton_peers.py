@@ -30,7 +30,9 @@ def triton_matmul():
         return triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8}, num_warps=warps, num_stages=stages)
 
     configs = [cfg(128, 128, 32, 8, 3), cfg(128, 128, 16, 8, 4), cfg(128, 256, 16, 8, 3),
-               cfg(256, 128, 16, 8, 3), cfg(64, 128, 32, 4, 4), cfg(128, 64, 32, 4, 4)]
+               cfg(256, 128, 16, 8, 3), cfg(64, 128, 32, 4, 4), cfg(128, 64, 32, 4, 4),
+               # small problems (~1000³ fills 132 SMs only with small tiles): a fair peer gets them too
+               cfg(64, 64, 32, 4, 4), cfg(64, 64, 16, 4, 3), cfg(32, 64, 32, 4, 4)]
 
     @triton.autotune(configs=configs, key=["M", "N", "K"])
     @triton.jit

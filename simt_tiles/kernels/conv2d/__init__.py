@@ -56,6 +56,17 @@ mode but "constant": there the second pass pads the intermediate with
 ``cval·Σ wy``.  They agree when cval = 0 or Σ wy = 1; the two-pass variant
 passes ``cval·Σ wy`` to its second pass to keep the 2-D semantics.
 
+Zero weights, as scipy: ``correlate2d``/``convolve2d`` (and ``correlate_separable``)
+skip every tap whose weight has ``|w| <= 2**-52`` — scipy's ``correlate`` tests
+``fabs(w) > DBL_EPSILON`` — so a NaN or inf in the image (or a NaN ``cval``) spreads
+only along the other taps (a Laplacian's cross, not its 3 × 3 window);
+``correlate1d`` counts every tap (0·NaN = NaN), as scipy's ``correlate1d`` does.
+Rungs that compile the filter in drop those taps from the code; the others test
+each tap's weight once (a predicate on its multiply-adds).  ``correlate_separable``
+skips a tiny ``wy[a]`` or ``wx[b]``; scipy's ``correlate`` with ``outer(wy, wx)``
+decides per product, which differs only for tiny weights that are not zero (a
+factor below 2**-52 times one above 1, or two factors near 1e-8).
+
 One difference from scipy, on purpose: scipy's n-D ``correlate``/``convolve``
 (scipy 1.17) map a "reflect" coordinate that lies an exact multiple of 2n,
 at least 4n, before the start of an axis of length n to index −1 instead of
@@ -97,7 +108,7 @@ from . import (
     k09_async_copy,
 )
 from ...vector import aligned
-from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
+from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise, tap_counts
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -324,7 +335,8 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
             flipped=False)
     cval_rows = cval
     if mode == Mode.CONSTANT and cval != 0:
-        cval_rows = float(cval) * math.fsum(_host_filter(wy_op, False, stream)[:, 0].tolist())
+        cval_rows = float(cval) * math.fsum(v for v in _host_filter(wy_op, False, stream)[:, 0].tolist()
+                                            if tap_counts(v))  # the taps the column pass counts
     _launch(rung, cfg, config, may_fall_back, mid, wx_op, out_op.dev, mode, cval_rows, dtype, stream,
             flipped=False)
     return finish_result(out_op, stream)
@@ -417,14 +429,17 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         may_fall_back = variant is None and (config is None or isinstance(config, str))
+        # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
         _launch(rung, cfg, config, may_fall_back, img_op.dev, w_op, out_op.dev, mode, cval, dtype,
-                stream, flipped=flipped)
+                stream, flipped=flipped, all_taps=axis is not None)
     return finish_result(out_op, stream)
 
 
-def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtype, stream, *, flipped):
+def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtype, stream, *, flipped,
+            all_taps=False):
     """Specialise ``cfg`` for the filter of ``w_op`` (2-D) and ``mode`` and launch
-    ``rung`` on the device arrays ``image`` → ``out`` (non-empty)."""
+    ``rung`` on the device arrays ``image`` → ``out`` (non-empty).  ``all_taps``:
+    count zero weights too (``correlate1d``; see ``_common.TINY_WEIGHT``)."""
     kh, kw = w_op.dev.shape
     h, w = image.shape
     rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, w_op.name)
@@ -432,13 +447,14 @@ def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtyp
     anchor_h, anchor_w = anchors(kh, kw, flipped=flipped)
     if rung.name in VECTOR_VARIANTS:  # filter and anchor compiled in; 128-bit access if aligned
         kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream),
-                                        (anchor_h, anchor_w))
+                                        (anchor_h, anchor_w), all_taps=all_taps)
         kernel[grid, block, stream](image, out, dtype.type(cval), aligned(image) and aligned(out))
     elif rung.name in CONSTANT_FILTER_VARIANTS:  # the values are compiled in: no weights argument
-        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream))
+        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream),
+                                        all_taps=all_taps)
         kernel[grid, block, stream](image, out, dtype.type(cval), anchor_h, anchor_w)
     else:
-        kernel = rung.kernel(spec, dtype)
+        kernel = rung.kernel(spec, dtype, all_taps=True) if all_taps else rung.kernel(spec, dtype)
         w_dev = w_op.dev[::-1, ::-1] if flipped else w_op.dev
         kernel[grid, block, stream](image, w_dev, out, dtype.type(cval), anchor_h, anchor_w)
 

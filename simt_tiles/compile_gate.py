@@ -120,8 +120,9 @@ class Assembler:
         where = f"ptxas {self.path}" if self.kind == "ptxas" else "nvJitLink (cuda.core Linker)"
         return f"{where}, CUDA {_release_text(self.release)}"
 
-    def assemble(self, ptx: str, max_registers: int | None = None) -> tuple[bool, str]:
-        """(ok, log): the verbose log on success, the error log on failure."""
+    def assemble(self, ptx: str, max_registers: int | None = None,
+                 keep: Path | None = None) -> tuple[bool, str]:
+        """(ok, log): the verbose log on success, the error log on failure; ``keep``: write the cubin there."""
         if self.kind == "nvjitlink":
             from cuda.core import Linker, LinkerOptions, ObjectCode
 
@@ -131,13 +132,15 @@ class Assembler:
                 cubin = linker.link("cubin").code
             except Exception as exc:  # nvJitLinkError: the log says why
                 return False, (linker.get_error_log() or "") + "\n" + str(exc)
+            if keep is not None:
+                Path(keep).write_bytes(bytes(cubin))
             # the link summary's "bytes smem" includes the 1 KiB sm_90 reserves per block
             smem = cubin_static_smem(bytes(cubin))
             return True, f"{linker.get_info_log()}\nptxas info    : {smem} bytes smem (the cubin's static)"
         with tempfile.TemporaryDirectory(prefix="simt-tiles-ptxas-") as tmp:
             src = Path(tmp) / "k.ptx"
             src.write_text(ptx)
-            cmd = [self.path, f"-arch={ARCH}", "-v", str(src), "-o", os.devnull]
+            cmd = [self.path, f"-arch={ARCH}", "-v", str(src), "-o", str(keep) if keep else os.devnull]
             if max_registers:
                 cmd.insert(1, f"-maxrregcount={max_registers}")
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -351,8 +354,9 @@ def parse_ptxas(report: str) -> dict[str, int]:
 
 
 def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, workdir: Path | None = None,
-                ladder: str = "", params: dict | None = None) -> GateRow:
-    """One gate row: ``rung.presets[preset]`` for ``dtype`` → PTX (kept in ``workdir``) → assembled.
+                ladder: str = "", params: dict | None = None, cubin_dir: Path | None = None) -> GateRow:
+    """One gate row: ``rung.presets[preset]`` for ``dtype`` → PTX (kept in ``workdir``) → assembled
+    (the cubin kept in ``cubin_dir`` as ``<kernel>-<preset>-<dtype>.cubin``, for SASS checks).
 
     ``assembler``: from :func:`find_assembler`, or the path of a ptxas executable."""
     from numba import cuda
@@ -381,7 +385,8 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))
     if workdir is not None:
         (Path(workdir) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.ptx").write_text(ptx)
-    ok, log = assembler.assemble(ptx, options.get("max_registers"))
+    keep = Path(cubin_dir) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.cubin" if cubin_dir else None
+    ok, log = assembler.assemble(ptx, options.get("max_registers"), keep)
     if not ok:
         row.error = f"{assembler.kind}: {_first_error(log)[:240]}"
         return row
@@ -462,9 +467,10 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
 _WORKER: dict = {}
 
 
-def _init_worker(assembler: Assembler) -> None:
+def _init_worker(assembler: Assembler, cubin_dir: str | None = None) -> None:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     _WORKER["assembler"] = assembler
+    _WORKER["cubin_dir"] = cubin_dir
 
 
 def _run_job(job: Job) -> GateRow:
@@ -473,7 +479,8 @@ def _run_job(job: Job) -> GateRow:
     rung = _WORKER["ladders"][job.ladder][job.rung]
     if job.config is not None:
         rung = dataclasses.replace(rung, presets={job.preset: job.config})
-    return compile_one(rung, job.preset, job.dtype, _WORKER["assembler"], None, job.ladder, dict(job.params))
+    return compile_one(rung, job.preset, job.dtype, _WORKER["assembler"], None, job.ladder, dict(job.params),
+                       _WORKER.get("cubin_dir"))
 
 
 def default_jobs() -> int:
@@ -484,7 +491,7 @@ def default_jobs() -> int:
 
 
 def run_gate(out=sys.stdout, ladder=None, variant=None, n_jobs: int | None = None,
-             ptxas: str | None = None) -> list[GateRow]:
+             ptxas: str | None = None, cubin_dir: str | None = None) -> list[GateRow]:
     """Compile and check every selected row, printing each as it finishes; the rows, in gate order."""
     if SIMULATOR:
         raise RuntimeError(
@@ -497,14 +504,18 @@ def run_gate(out=sys.stdout, ladder=None, variant=None, n_jobs: int | None = Non
     print(f"compile gate: {len(todo)} kernels, PTX .version {'.'.join(map(str, nvvm_ptx_isa()))} for "
           f"sm_{CC[0]}{CC[1]} assembled by {assembler}; {n_jobs} worker process(es)", file=out, flush=True)
     print(ROW_HEAD, file=out, flush=True)
-    return _run_jobs(todo, assembler, n_jobs, lambda row: print(format_row(row), file=out, flush=True))
+    if cubin_dir:
+        os.makedirs(cubin_dir, exist_ok=True)
+    return _run_jobs(todo, assembler, n_jobs, lambda row: print(format_row(row), file=out, flush=True),
+                     cubin_dir)
 
 
-def _run_jobs(todo: list[Job], assembler: Assembler, n_jobs: int, done=None) -> list[GateRow]:
+def _run_jobs(todo: list[Job], assembler: Assembler, n_jobs: int, done=None,
+              cubin_dir: str | None = None) -> list[GateRow]:
     """Every job's row, in ``todo``'s order; ``done(row)`` as each finishes."""
     rows: dict[int, GateRow] = {}
     if n_jobs == 1:
-        _init_worker(assembler)
+        _init_worker(assembler, cubin_dir)
         for i, job in enumerate(todo):
             rows[i] = _run_job(job)
             if done:
@@ -514,7 +525,7 @@ def _run_jobs(todo: list[Job], assembler: Assembler, n_jobs: int, done=None) -> 
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(assembler,)) as pool:
+                                 initargs=(assembler, cubin_dir)) as pool:
             futures = {pool.submit(_run_job, job): i for i, job in enumerate(todo)}
             for fut in as_completed(futures):
                 rows[futures[fut]] = fut.result()
@@ -555,6 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", metavar="RUNG", help="only this rung (repeatable)")
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help=f"worker processes (default: the usable cores, {default_jobs()} here)")
+    p.add_argument("--keep-cubins", metavar="DIR", default=os.environ.get("SIMT_TILES_GATE_CUBINS"),
+                   help="write every assembled cubin to DIR (default: $SIMT_TILES_GATE_CUBINS; the SASS tests "
+                        "read them there instead of compiling again)")
     p.add_argument("--ptxas", metavar="PATH",
                    help="assemble with this ptxas (checked against the PTX version) instead of nvJitLink")
     return p
@@ -566,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--jobs: expected a positive int; got {args.jobs}")
     t0 = time.perf_counter()
     try:
-        rows = run_gate(ladder=args.ladder, variant=args.variant, n_jobs=args.jobs, ptxas=args.ptxas)
+        rows = run_gate(ladder=args.ladder, variant=args.variant, n_jobs=args.jobs, ptxas=args.ptxas,
+                        cubin_dir=args.keep_cubins)
     except (AssemblerError, ValueError) as exc:
         print(exc, file=sys.stderr)
         return 2

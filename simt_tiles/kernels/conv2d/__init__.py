@@ -73,18 +73,8 @@ import numbers
 import numpy as np
 from numba import cuda
 
-from ...runtime import (
-    SIMULATOR,
-    ConfigError,
-    Operand,
-    _check_dtype_ndim,
-    Rung,
-    as_stream,
-    device_operand,
-    finish_result,
-    pick_rung,
-    prepare_out,
-)
+from ...interop import Operand, as_stream, device_operand, finish_result, host_operand, prepare_out
+from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import (
     k01_naive,
     k02_halo_tiled,
@@ -382,8 +372,7 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     if not upload and isinstance(weights, np.ndarray):
         # a constant-filter rung compiles the values in: NumPy weights stay on the host
         # (an upload on the default stream would wait for the GPU's queued work)
-        _check_dtype_ndim(name, weights.dtype, weights.ndim, weights.shape, ndim)
-        op = Operand(name, np.ascontiguousarray(weights), "numpy", weights)
+        op = host_operand(weights, name, ndim=ndim)
     else:
         op = device_operand(weights, name, ndim=ndim, stream=stream)
     if op.dev.dtype != dtype:

@@ -47,16 +47,8 @@ import numbers
 
 import numpy as np
 
-from ...runtime import (
-    SIMULATOR,
-    ConfigError,
-    Rung,
-    as_stream,
-    device_operand,
-    finish_result,
-    pick_rung,
-    prepare_out,
-)
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import k01_direct, k02_smem_tiled, k03_double_buffered
 from ._common import MAX_ELEMENTS, flops, output_hw, specialise, tiled_geometry
 

@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, pick_rung
 from . import bias_relu as _bias_relu
 from . import k01_vector_add_grid_stride, k02_vector_add_multi
 

@@ -18,14 +18,8 @@ The file tree is the lesson — read the rungs in order:
 
 from __future__ import annotations
 
-from ...runtime import (
-    Rung,
-    as_stream,
-    device_operand,
-    finish_result,
-    pick_rung,
-    prepare_out,
-)
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, pick_rung
 from . import (
     k01_naive,
     k02_coalesced,

@@ -13,7 +13,8 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...runtime import Rung
 from . import k01_warp_shuffle
 from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
 

@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from ...runtime import ConfigError, Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import ConfigError, Rung, pick_rung
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
 
 RUNGS: dict[str, Rung] = {

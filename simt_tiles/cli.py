@@ -72,8 +72,9 @@ def demo(args) -> int:
     import numpy as np
 
     from . import _table
+    from .bounds import check_within
     from .kernels.matmul import MATMUL_VARIANTS, flops, matmul
-    from .reference import check_within, matmul_reference
+    from .kernels.matmul.reference import matmul_reference
     from .runtime import SIMULATOR
 
     m, n, k = args.shape or ((19, 23, 17) if SIMULATOR else (4096, 4096, 4096))
@@ -150,9 +151,14 @@ def demo_other_ladders(simulator: bool) -> list[dict]:
 
     import simt_tiles as st
 
-    from .reference import check_within, gamma, softmax_reference, unit_roundoff
-    from .reference_conv import correlate1d_reference, correlate2d_reference, correlate_separable_reference
-    from .reference_conv_nchw import conv2d_nchw_reference
+    from .bounds import check_within, gamma, unit_roundoff
+    from .kernels.conv2d.reference import (
+        correlate1d_reference,
+        correlate2d_reference,
+        correlate_separable_reference,
+    )
+    from .kernels.conv_nchw.reference import conv2d_nchw_reference
+    from .kernels.softmax.reference import softmax_reference
 
     rng = np.random.default_rng(7)
     preset = "sim" if simulator else "default"

@@ -40,7 +40,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -229,7 +230,7 @@ def _is_numba_device_array(x) -> bool:
 def _has_cai(x) -> bool:
     try:
         return hasattr(x, "__cuda_array_interface__")
-    except Exception:  # e.g. a CPU tensor raising something other than AttributeError
+    except Exception:  # noqa: BLE001 - e.g. a CPU tensor raising something other than AttributeError
         return False
 
 
@@ -248,7 +249,7 @@ def _is_cuda_dlpack(x) -> bool:
         return False
     try:
         device_type, _ = dev()
-    except Exception:  # pragma: no cover - a producer with a broken protocol
+    except Exception:  # noqa: BLE001  # pragma: no cover - a producer with a broken protocol
         return False
     return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
 

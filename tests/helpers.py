@@ -7,18 +7,18 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from numba import cuda
 
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.matmul import RUNGS
-from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul._blocked import BlockedConfig
+from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul.k03_smem_tiled import Config as TileConfigK03
 from simt_tiles.kernels.matmul.k04_regblock_1d import Config as Config1D
 from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
 from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
 from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
 from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
-from simt_tiles.runtime import ConfigError
-from simt_tiles.reference import check_within, matmul_reference
-from simt_tiles.runtime import SIMULATOR
+from simt_tiles.kernels.matmul.reference import matmul_reference
+from simt_tiles.runtime import SIMULATOR, ConfigError
 
 DTYPES = (np.float32, np.float64)
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)

@@ -2,7 +2,7 @@
 
 Shapes come from the edge sizes of the drawn config's tile (0, 1, tile−1,
 tile, tile+1, 2·tile+1, primes); both dtypes; random launch configs; outputs
-poisoned with NaN; error bound γ_K(u)·|A|·|B| (simt_tiles.reference).
+poisoned with NaN; error bound γ_K(u)·|A|·|B| (simt_tiles.bounds).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 import simt_tiles
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS
-from simt_tiles.reference import check_within, matmul_reference
+from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.runtime import Rung, numba_dtype
 
 from .helpers import (

@@ -11,7 +11,7 @@ A row is one (problem, implementation) pair::
      "vs_peer": … (this rate / the named peer's rate for the same problem), "peer": name}
 
 Method (benchmarks/NOTES.md): each implementation first runs once and is
-checked (a :class:`~simt_tiles.reference.BoundCheck` or a bool); a failing
+checked (a :class:`~simt_tiles.bounds.BoundCheck` or a bool); a failing
 one is recorded and never timed.  Then ``warmup`` untimed calls and up to
 ``reps`` calls each between two CUDA events (fewer when one call is so slow
 that ``reps`` of them would exceed ``budget_s``); the median is the number.

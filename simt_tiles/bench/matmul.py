@@ -76,9 +76,10 @@ def main(argv=None) -> int:
     import cupy as cp
     from numba import cuda
 
+    from simt_tiles.bounds import TF32_U, check_within, gamma, unit_roundoff
     from simt_tiles.cli import machine_info
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS, flops
-    from simt_tiles.reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
+    from simt_tiles.kernels.matmul.reference import matmul_reference
     from simt_tiles.timing import summarize, time_cuda
 
     assert not os.environ.get("CUPY_TF32"), "CUPY_TF32 must be unset: cuBLAS FP32 is the peer"

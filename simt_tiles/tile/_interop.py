@@ -19,7 +19,7 @@ import contextlib
 
 import numpy as np
 
-from ..interop import Operand, check_no_overlap, describe, layout_of
+from ..interop import Operand, check_no_overlap, describe
 
 FLOAT32 = np.dtype(np.float32)
 

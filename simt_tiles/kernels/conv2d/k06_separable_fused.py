@@ -38,7 +38,7 @@ Rounding
     dot products of KH and KW terms give
     |out − exact| ≤ (γ_KH + γ_KW + γ_KH·γ_KW)·Σ|wy_a|·|wx_b|·|x| ≤
     γ_{KH+KW}·Σ|wy_a|·|wx_b|·|x| (one more term for mode "constant", whose
-    cval is rounded to the dtype) — :func:`simt_tiles.reference_conv.
+    cval is rounded to the dtype) — :func:`simt_tiles.kernels.conv2d.reference.
     correlate_separable_reference`.
 
 Memory traffic (teaching number)

@@ -203,6 +203,11 @@ class Rung:
     gate_params: tuple = ({},)
     #: bytes of dynamic shared memory a launch needs, per (config, dtype)
     dynamic_smem: Callable = lambda config, dtype: 0
+    #: how a call binds to this rung, for families whose rungs differ in calling convention:
+    #: ``bind(rung, config, dtype, call) -> (kernel, args)``, with ``call`` the family's
+    #: description of one call (e.g. :class:`simt_tiles.kernels.conv2d._bind.FilterCall`);
+    #: None where every rung of the family takes the same arguments
+    bind: Callable | None = None
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset

@@ -47,7 +47,7 @@ from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, speci
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

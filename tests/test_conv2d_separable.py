@@ -55,7 +55,7 @@ from simt_tiles.kernels.conv2d.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 from .test_conv2d import config_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -51,7 +51,7 @@ from simt_tiles.kernels.conv_nchw.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

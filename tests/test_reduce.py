@@ -16,7 +16,7 @@ from simt_tiles.kernels.reduce import RUNGS
 from simt_tiles.kernels.reduce._common import ReduceConfig
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, edge_sizes
+from .common import DTYPES, edge_sizes
 
 CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3),
                      st.sampled_from([32, 64])) if SIMULATOR else

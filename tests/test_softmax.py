@@ -17,7 +17,7 @@ from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.reference import softmax_reference
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, edge_sizes, poisoned
+from .common import DTYPES, edge_sizes, poisoned
 
 if SIMULATOR:
     CONFIGS = {

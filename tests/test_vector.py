@@ -34,7 +34,7 @@ from simt_tiles.kernels.conv2d import (
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sim_only = pytest.mark.skipif(not SIMULATOR, reason="the simulator's checks and call counts")

@@ -201,7 +201,7 @@ def check_no_overlap(out: Operand, inputs: Iterable[Operand | None]) -> None:
     if lo == hi:
         return
     for x in inputs:
-        if x is None or x.kind == "numpy" or x is out:
+        if x is None or x.kind == "numpy":
             continue
         xlo, xhi = x.span()
         if lo < xhi and xlo < hi:

@@ -1,19 +1,25 @@
-"""Regenerate the README's ladder table from a committed benchmark JSON (never typed by hand).
+"""Regenerate every measured number in README.md from the committed results (never typed by hand).
 
-    python benchmarks/render_readme.py [benchmarks/results/matmul_h200.json]
+    python benchmarks/render_readme.py [--results benchmarks/results] [--device h200]
 
-Also rewrites the ``patterns-table`` and ``conv-table`` blocks from
-``benchmarks/results/{patterns,conv}_h200.json`` (best entry per problem beside
-the peers) and redraws their plots.  Rewrites the block between ``<!-- ladder-table:begin -->`` and
-``<!-- ladder-table:end -->`` in README.md: one row per rung (default
-config) with TFLOP/s and the ratio to cuBLAS FP32 at 4096³, and the geometric
-mean ratio over every size in the run; and redraws ``docs/img/matmul_h200.png``
-(``simt_tiles.report.plot_rates``) from the same JSON.
+Each block between ``<!-- NAME-table:begin -->`` and ``<!-- NAME-table:end -->`` is rewritten
+from ONE results file, ``<group>_<device>.json`` (as ``simt-tiles bench GROUP --out DIR``
+names them), and each (problem, implementation) pair appears in one block only:
+
+    ladder        matmul_<device>.json        every rung at its default config and the baseline peer
+                                              (TFLOP/s and × cuBLAS FP32 at 4096³, geometric mean),
+                                              with the summary sentence, and docs/img/matmul_<device>.png
+    matmul_peers  matmul_peers_<device>.json  the context peers (torch, TF32, cuTile) not in "ladder"
+    conv          conv_<device>.json          the fastest rung per problem beside its peers
+    patterns      patterns_<device>.json      the same for softmax, reduce, elementwise
+    bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
+
+README prose carries no measured numbers: it points at these blocks.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import math
 import os
 import re
@@ -21,43 +27,29 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-DEFAULT = os.path.join(ROOT, "benchmarks", "results", "matmul_h200.json")
-BEGIN, END = "<!-- ladder-table:begin -->", "<!-- ladder-table:end -->"
 
 
-def ladder_rows(data: dict) -> tuple[list[str], list[list[str]]]:
-    from simt_tiles._table import markdown  # noqa: F401  (same renderer as the benches)
+def _block(name: str, body: list[str]) -> str:
+    return "\n".join([f"<!-- {name}-table:begin -->", *body, f"<!-- {name}-table:end -->"])
 
-    lessons = _lessons()
-    res = [r for r in data["results"] if r["kind"] in ("default", "peer")]
-    names = list(dict.fromkeys(r["impl"] for r in res))
-    head = ["rung", "what it teaches", "TFLOP/s @4096³", "× cuBLAS @4096³", "geo-mean × cuBLAS (all sizes)"]
-    rows = []
-    for name in names:
-        mine = [r for r in res if r["impl"] == name]
-        at4k = next((r for r in mine if (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)), None)
-        ratios = [r["vs_cublas"] for r in mine if r.get("vs_cublas")]
-        geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        rows.append([
-            f"`{name}`" if name in lessons else name,
-            lessons.get(name, "library peer (FP32, TF32 off)"),
-            f"{at4k['tflops']:.2f}" if at4k and "tflops" in at4k else "-",
-            f"{at4k['vs_cublas']:.3f}" if at4k and "vs_cublas" in at4k else "-",
-            f"{geo:.3f}" if geo else "-",
-        ])
-    return head, rows
+
+def _measured_on(data: dict, path: str, command: str) -> str:
+    m = data.get("machine", {})
+    gpu = m.get("gpu", "?") + (f" (cc {m['compute_capability']})" if "compute_capability" in m else "")
+    return f"Measured on {gpu} by `{command}`; results: `{os.path.relpath(path, ROOT)}`"
 
 
 def _lessons() -> dict[str, str]:
+    """Rung → the first line of its file's docstring (what it teaches)."""
     import importlib
 
     from simt_tiles import _probe
 
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # importing kernels needs no GPU
     _probe.select_backend()
-    out = {}
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS
 
+    out = {}
     for v in MATMUL_VARIANTS:
         doc = importlib.import_module(f"simt_tiles.kernels.matmul.{v}").__doc__ or ""
         first = doc.strip().splitlines()[0]
@@ -65,62 +57,118 @@ def _lessons() -> dict[str, str]:
     return out
 
 
-def render(path: str = DEFAULT) -> str:
+def ladder_block(path: str, img: str | None) -> tuple[str, set[str]]:
+    """The matmul ladder table, the summary sentence and the plot; also the implementations shown."""
     from simt_tiles._table import markdown
-
-    with open(path) as fh:
-        data = json.load(fh)
-    head, rows = ladder_rows(data)
-    gpu = data["machine"].get("gpu", "?")
-    rel = os.path.relpath(path, ROOT)
-    note = (f"Measured on {gpu}, float32, by `benchmarks/bench_matmul.py` (results: `{rel}`); "
-            "cuBLAS via CuPy in the same run.")
-    plot = "![TFLOP/s of every rung and of cuBLAS FP32 against problem size](docs/img/matmul_h200.png)"
-    return "\n".join([BEGIN, note, "", markdown(head, rows), "", plot, END])
-
-
-#: the other benchmark groups: README block name → committed results (rendered when present)
-GROUP_RESULTS = {"patterns": "patterns_h200.json", "bias_tiles": "bias_tiles_h200.json", "conv": "conv_h200.json",
-                 "matmul_peers": "matmul_peers_h200.json"}
-
-
-def render_groups(name: str, path: str) -> str:
-    """The README block for a harness result file: the best-entry table and its plot."""
-    from simt_tiles.report import best_table, load, plot_groups, ratio_table
+    from simt_tiles.report import load, plot_rates
 
     data = load(path)
-    begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
-    if "group" not in data["results"][0]:  # a matmul-bench file: TFLOP/s (× cuBLAS FP32) per size
-        note = (f"Measured on {data['machine'].get('gpu', '?')} by `simt-tiles bench matmul` (results: "
-                f"`{os.path.relpath(path, ROOT)}`); TF32 rows are checked against the TF32 bound.")
-        return "\n".join([begin, note, "", ratio_table(data), end])
-    img = os.path.join("docs", "img", f"{name}_h200.png")
-    plot_groups(data, os.path.join(ROOT, img))
-    copy = next((r for r in data["results"] if r.get("kind") == "ceiling"), None)
-    note = (f"Measured on {data['machine'].get('gpu', '?')} by `simt-tiles bench {name}` (results: "
-            f"`{os.path.relpath(path, ROOT)}`; every entry checked against its reference and bound before "
-            "timing; GPU time, median of the timed runs; peers in the same run"
-            + (f"; ceiling: device copy {copy['gbps']:.0f} GB/s" if copy else "") + ").")
-    return "\n".join([begin, note, "", best_table(data), "", f"![{name} benchmark]({img})", end])
+    lessons = _lessons()
+    res = [r for r in data["results"] if r["group"] == "matmul" and not r.get("custom")]
+    names = list(dict.fromkeys(r["impl"] for r in res))
+    head = ["rung", "what it teaches", "TFLOP/s @4096³", "× cuBLAS @4096³", "geo-mean × cuBLAS (all sizes)"]
+    rows, ratio4k, geo = [], {}, {}
+    for name in names:
+        mine = [r for r in res if r["impl"] == name]
+        at4k = next((r for r in mine if (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)), None)
+        ratios = [r["vs_peer"] for r in mine if r.get("vs_peer")]
+        geo[name] = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        ratio4k[name] = at4k.get("vs_peer") if at4k else None
+        rows.append([f"`{name}`" if name in lessons else name, lessons.get(name, "library peer (FP32, TF32 off)"),
+                     f"{at4k['tflops']:.2f}" if at4k and "tflops" in at4k else "-",
+                     f"{ratio4k[name]:.3f}" if ratio4k[name] else "-", f"{geo[name]:.3f}" if geo[name] else "-"])
+    top = [n for n in names if n in lessons][-1]
+    summary = (f"The top rung, `{top}`, reaches **{ratio4k[top]:.2f}× cuBLAS FP32 at 4096³** and {geo[top]:.2f}× "
+               "as a geometric mean over the sizes of the run.")
+    if img:
+        plot_rates(data, os.path.join(ROOT, img))
+    img = img or f"docs/img/{os.path.basename(path).replace('.json', '.png')}"
+    body = [_measured_on(data, path, "simt-tiles bench matmul") + "; float32, cuBLAS via CuPy in the same run.", "",
+            markdown(head, rows), "", summary, "",
+            f"![TFLOP/s of every rung and of cuBLAS FP32 against problem size]({img})"]
+    return _block("ladder", body), set(names)
+
+
+def peers_block(path: str, shown: set[str]) -> str:
+    """The matmul peers of a separate run that the ladder table does not show."""
+    from simt_tiles.report import load, ratio_table
+
+    data = load(path)
+    rows = [r for r in data["results"] if r["impl"] not in shown]
+    body = [_measured_on(data, path, "simt-tiles bench matmul --sizes 4096 2048 --variants k10_warptiled")
+            + "; TFLOP/s (× cuBLAS FP32 of that run). TF32 rows are checked against the TF32 bound.", "",
+            ratio_table({**data, "results": rows})]
+    return _block("matmul_peers", body)
+
+
+def groups_block(name: str, path: str, img: str, *, exclude=(), draw: bool = True) -> str:
+    """The fastest entry per problem beside its peers, and the plot."""
+    from simt_tiles.report import best_table, load, plot_groups
+
+    data = load(path)
+    data = {**data, "results": [r for r in data["results"] if r["group"] not in exclude]}
+    if draw:
+        plot_groups(data, os.path.join(ROOT, img))
+    copy = next((r for r in data["results"] if r.get("kind") == "ceiling" and "gbps" in r), None)
+    note = (_measured_on(data, path, f"simt-tiles bench {name}") + "; every entry checked against its reference "
+            "and bound before timing; GPU time, median of the timed runs; peers in the same run"
+            + (f"; ceiling: device copy {copy['gbps']:.0f} GB/s" if copy else "") + ".")
+    return _block(name, [note, "", best_table(data), "",
+                         f"![{name} benchmark]({img})"])
+
+
+def bias_tiles_block(path: str) -> str:
+    """Every bias_relu tile shape of the sweep (GB/s, % of the copy, compile time, boundary waste)."""
+    from simt_tiles._table import markdown
+    from simt_tiles.report import load
+
+    data = load(path)
+    rows = [r for r in data["results"] if r["group"] == "bias_tiles"]
+    head = ["threads (x×y), rows per thread", "GB/s", "% of device copy", "compile s", "boundary waste"]
+    body = [[r["impl"], f"{r['gbps']:.0f}" if "gbps" in r else "FAIL",
+             f"{r['pct_ceiling']:.0f}%" if "pct_ceiling" in r else "-",
+             f"{r['compile_s']:.2f}" if "compile_s" in r else "-",
+             f"{r['boundary_waste']:.2g}" if "boundary_waste" in r else "-"] for r in rows]
+    problem = rows[0]["problem"] if rows else "?"
+    copy = next((r for r in data["results"] if r.get("kind") == "ceiling" and "gbps" in r), None)
+    return _block("bias_tiles", [_measured_on(data, path, "simt-tiles bench bias_tiles")
+                                 + f"; {problem} float32, every shape checked (exact) before timing"
+                                 + (f"; device copy {copy['gbps']:.0f} GB/s in the same run." if copy else "."), "",
+                                 markdown(head, body)])
+
+
+def render_all(text: str, results: str, device: str, *, plots: bool = True) -> str:
+    """``text`` (the README) with every block regenerated; ``plots=False`` leaves the PNGs alone."""
+    def path(group):
+        return os.path.join(results, f"{group}_{device}.json")
+
+    def put(text, name, block):
+        begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
+        if begin not in text:
+            raise ValueError(f"README.md has no {begin} block")
+        return re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+
+    ladder, shown = ladder_block(path("matmul"), f"docs/img/matmul_{device}.png" if plots else None)
+    text = put(text, "ladder", ladder)
+    text = put(text, "matmul_peers", peers_block(path("matmul_peers"), shown))
+    text = put(text, "conv", groups_block("conv", path("conv"), f"docs/img/conv_{device}.png", draw=plots))
+    text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
+                                              exclude=("bias_tiles",), draw=plots))
+    return put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
 
 
 def main(argv=None) -> int:
-    path = (argv or sys.argv[1:] or [DEFAULT])[0]
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"), help="the results folder")
+    p.add_argument("--device", default="h200", help="the device slug in the file names (default: h200)")
+    args = p.parse_args(argv)
     readme = os.path.join(ROOT, "README.md")
-    text = open(readme).read()
-    new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: render(path), text, flags=re.S)
-    for name, file in GROUP_RESULTS.items():
-        result = os.path.join(ROOT, "benchmarks", "results", file)
-        begin, end = f"<!-- {name}-table:begin -->", f"<!-- {name}-table:end -->"
-        if os.path.exists(result) and begin in new:
-            new = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: render_groups(name, result), new,
-                         flags=re.S)
-    if new == text:
-        print("README.md: tables unchanged")
-    open(readme, "w").write(new)
-    from simt_tiles.report import load, plot_rates
-
-    plot_rates(load(path), os.path.join(ROOT, "docs", "img", "matmul_h200.png"))
+    with open(readme) as fh:
+        text = fh.read()
+    new = render_all(text, args.results, args.device)
+    with open(readme, "w") as fh:
+        fh.write(new)
+    print("README.md: " + ("tables unchanged" if new == text else "tables rewritten"))
     return 0
 
 

@@ -1,24 +1,19 @@
 """Benchmark results → tables and plots (no GPU needed: it reads the committed JSON).
 
-The benchmark scripts write JSON of the form ``{"machine": {...}, "results": [row, ...]}``
-where a matmul row has ``impl``, ``config``, ``kind`` ("peer" / "default" /
-"custom"), ``m``, ``n``, ``k``, ``passed`` and, when timed, ``median_ms``,
-``tflops``, ``vs_cublas``.  This module turns that into
+Every benchmark and the demo write ``{"machine": {...}, "results": [row, ...]}`` with the rows
+of ``simt_tiles.bench.harness`` (``group``, ``problem``, ``x``, ``impl``, ``kind``,
+``precision``, ``passed``, ``err_over_bound``, ``median_ms``, ``gbps``/``tflops``,
+``pct_ceiling``, ``vs_peer``, …).  Files written before that schema (matmul rows with
+``m, n, k, config, vs_cublas`` and no ``group``) are converted when read (:func:`load`,
+:func:`upgrade`).
 
-* :func:`ratio_table` — markdown: one row per implementation, one column per
-  size, "TFLOP/s (× peer)";
-* :func:`plot_rates` — a PNG: TFLOP/s against problem size, one line per
-  implementation, the library peer dashed.
-
-The other benchmarks (``simt_tiles.bench.harness`` rows: ``group``,
-``problem``, ``x``, ``impl``, ``kind``, ``precision``, ``gbps``/``tflops``,
-``pct_ceiling``, ``vs_peer``) render with
-
-* :func:`group_tables` — markdown, one table per group, the check result
-  and precision beside every speed;
-* :func:`plot_groups` — a PNG with one panel per group: rate against ``x``
-  (lines when an implementation has several sizes, else bars), ceilings as
-  dashed horizontal lines.
+* :func:`group_tables` — markdown, one table per group, the check result and precision
+  beside every speed;
+* :func:`best_table` — per problem, the fastest passing rung beside the peers;
+* :func:`ratio_table` — matmul: one row per implementation, one column per size,
+  "TFLOP/s (× peer)";
+* :func:`plot` — a PNG: :func:`plot_rates` (TFLOP/s against 2·M·N·K) for a matmul
+  run, else :func:`plot_groups` (one panel per group).
 
 ``python -m simt_tiles.report results.json --md out.md --plot out.png``
 """
@@ -32,42 +27,66 @@ from pathlib import Path
 
 from ._table import markdown
 
-__all__ = ["best_table", "group_tables", "load", "main", "plot_groups", "plot_rates", "ratio_table"]
+__all__ = ["best_table", "group_tables", "load", "main", "plot", "plot_groups", "plot_rates", "ratio_table",
+           "upgrade"]
 
 
 def load(path) -> dict:
+    """A result file, its rows in the harness schema."""
     with open(path) as fh:
         data = json.load(fh)
-    if not isinstance(data, dict) or "results" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise ValueError(f"{path}: expected a benchmark JSON with a 'results' list")
-    return data
+    return upgrade(data)
+
+
+def upgrade(data: dict) -> dict:
+    """``data`` with every row in the harness schema (old matmul and demo rows converted; idempotent)."""
+    return {**data, "results": [_upgrade_row(r) for r in data["results"]]}
+
+
+def _upgrade_row(r: dict) -> dict:
+    if "group" in r:
+        return r
+    r = dict(r)
+    if "shape" in r and "m" not in r:  # an old demo row: shape = [m, n, k]
+        r["m"], r["n"], r["k"] = r.pop("shape")
+    m, n, k = r["m"], r["n"], r["k"]
+    old_kind = r.get("kind", "default")
+    r["custom"] = old_kind == "custom"
+    if r["custom"]:
+        r["impl"] = f"{r['impl']} [{r.get('config', '')}]"
+    r["kind"] = old_kind if old_kind in ("peer", "tile") else "simt"
+    if r["impl"].startswith("cuBLAS") and old_kind not in ("peer", "tile"):  # old demo: the peer had no kind
+        r["kind"] = "peer"
+    r.update(group="matmul", problem=f"{m}x{n}x{k}", x=2 * m * n * k)
+    r.setdefault("precision", "fp32")
+    if "vs_cublas" in r:
+        r["vs_peer"], r["peer"] = r.pop("vs_cublas"), "cuBLAS"
+    return r
 
 
 def _size(r) -> tuple[int, int, int]:
     return (r["m"], r["n"], r["k"])
 
 
-def _label(r) -> str:
-    return r["impl"] if r.get("kind") in ("peer", "default", "tile") else f"{r['impl']} [{r['config']}]"
-
-
 def ratio_table(data: dict) -> str:
-    """Markdown table: rows = implementations (in first-seen order), columns = sizes."""
-    rows = data["results"]
+    """Markdown table of the matmul rows: rows = implementations (first-seen order), columns = sizes."""
+    rows = [r for r in upgrade(data)["results"] if r["group"] == "matmul"]
     sizes = list(dict.fromkeys(_size(r) for r in rows))
-    labels = list(dict.fromkeys(_label(r) for r in rows))
+    labels = list(dict.fromkeys(r["impl"] for r in rows))
     head = ["implementation", *(f"{m}×{n}×{k}" for m, n, k in sizes)]
     body = []
     for label in labels:
         cells = []
         for s in sizes:
-            r = next((r for r in rows if _label(r) == label and _size(r) == s), None)
+            r = next((r for r in rows if r["impl"] == label and _size(r) == s), None)
             if r is None:
                 cells.append("")
             elif not r.get("passed", False):
                 cells.append("FAIL")
             elif "tflops" in r:
-                ratio = r.get("vs_cublas")
+                ratio = r.get("vs_peer")
                 cells.append(f"{r['tflops']:.1f}" + (f" ({ratio:.2f}×)" if ratio else ""))
             else:
                 cells.append("-")
@@ -82,10 +101,11 @@ def plot_rates(data: dict, path, *, title: str | None = None, include_custom: bo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in data["results"] if "tflops" in r and (include_custom or r.get("kind") != "custom")]
+    rows = [r for r in upgrade(data)["results"]
+            if r["group"] == "matmul" and "tflops" in r and (include_custom or not r.get("custom"))]
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
-    for label in dict.fromkeys(_label(r) for r in rows):
-        mine = sorted((r for r in rows if _label(r) == label), key=lambda r: r["m"] * r["n"] * r["k"])
+    for label in dict.fromkeys(r["impl"] for r in rows):
+        mine = sorted((r for r in rows if r["impl"] == label), key=lambda r: r["m"] * r["n"] * r["k"])
         peer = mine[0].get("kind") == "peer"
         square = [r for r in mine if r["m"] == r["n"] == r["k"]]  # a line through the square sizes
         other = [r for r in mine if not r["m"] == r["n"] == r["k"]]  # the rest as markers
@@ -108,10 +128,6 @@ def plot_rates(data: dict, path, *, title: str | None = None, include_custom: bo
     return path
 
 
-def _is_matmul_schema(data: dict) -> bool:
-    return bool(data["results"]) and "group" not in data["results"][0]
-
-
 def _metric(rows) -> tuple[str, str]:
     return ("tflops", "TFLOP/s") if any("tflops" in r for r in rows) else ("gbps", "GB/s")
 
@@ -119,7 +135,7 @@ def _metric(rows) -> tuple[str, str]:
 def group_tables(data: dict) -> str:
     """One markdown table per group of harness rows (see the module docstring)."""
     out = []
-    rows = data["results"]
+    rows = upgrade(data)["results"]
     for group in dict.fromkeys(r["group"] for r in rows):
         mine = [r for r in rows if r["group"] == group]
         key, unit = _metric(mine)
@@ -144,7 +160,7 @@ def group_tables(data: dict) -> str:
 
 def best_table(data: dict) -> str:
     """Markdown summary: per problem, the fastest passing SIMT entry beside every peer and cuTile entry."""
-    rows = [r for r in data["results"] if r.get("kind") != "ceiling"]
+    rows = [r for r in upgrade(data)["results"] if r.get("kind") != "ceiling"]
     head = ["group", "problem", "fastest simt_tiles entry", "rate", "% of ceiling", "peers (same run)"]
     body = []
     for key in dict.fromkeys((r["group"], r["problem"]) for r in rows):
@@ -167,7 +183,7 @@ def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in data["results"] if r.get("passed") and ("gbps" in r or "tflops" in r)]
+    rows = [r for r in upgrade(data)["results"] if r.get("passed") and ("gbps" in r or "tflops" in r)]
     ceilings = [r for r in rows if r.get("kind") == "ceiling"]
     groups = [g for g in dict.fromkeys(r["group"] for r in rows) if g not in {c["group"] for c in ceilings}]
     fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(5.2 * max(1, len(groups)), 4.4), dpi=110,
@@ -208,10 +224,18 @@ def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
     return path
 
 
+def plot(data: dict, path) -> Path:
+    """:func:`plot_rates` when every row is a matmul row, else :func:`plot_groups`."""
+    rows = upgrade(data)["results"]
+    if rows and all(r["group"] == "matmul" for r in rows):
+        return plot_rates(data, path)
+    return plot_groups(data, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simt_tiles.report", description=__doc__.split("\n\n")[0])
     p.add_argument("json", help="a benchmark JSON (e.g. benchmarks/results/matmul_h200.json)")
-    p.add_argument("--md", help="write the ratio table here (default: print it)")
+    p.add_argument("--md", help="write the tables here (default: print them)")
     p.add_argument("--plot", help="write a PNG plot here")
     args = p.parse_args(argv)
     try:
@@ -219,14 +243,15 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    matmul = _is_matmul_schema(data)
-    table = ratio_table(data) if matmul else group_tables(data)
+    table = group_tables(data)
+    if any(r["group"] == "matmul" for r in data["results"]):
+        table += "\n\n### matmul: TFLOP/s (× baseline peer) by size\n\n" + ratio_table(data)
     if args.md:
         Path(args.md).write_text(table + "\n")
     else:
         print(table)
     if args.plot:
-        (plot_rates if matmul else plot_groups)(data, args.plot)
+        plot(data, args.plot)
     return 0
 
 

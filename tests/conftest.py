@@ -10,6 +10,8 @@ from simt_tiles import _probe
 SIM = _probe.select_backend()  # must precede any import of numba.cuda
 
 import pytest  # noqa: E402
+
+pytest_plugins = ["simt_tiles._pytest_racecheck"]  # --racecheck / SIMT_TILES_RACECHECK=1
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(

@@ -9,7 +9,27 @@ import pytest
 from simt_tiles import bench, cli, report
 from simt_tiles.timing import summarize
 
+#: a matmul run in the harness schema
 DATA = {
+    "machine": {"gpu": "Test GPU"},
+    "results": [
+        {"group": "matmul", "problem": f"{m}x{n}x{k}", "x": 2 * m * n * k, "m": m, "n": n, "k": k, **r}
+        for (m, n, k), r in [
+            ((64, 64, 64), {"impl": "cuBLAS", "config": "library", "kind": "peer", "precision": "fp32",
+                            "passed": True, "median_ms": 1.0, "tflops": 20.0}),
+            ((128, 64, 32), {"impl": "cuBLAS", "config": "library", "kind": "peer", "precision": "fp32",
+                             "passed": True, "median_ms": 1.0, "tflops": 30.0}),
+            ((64, 64, 64), {"impl": "k01", "config": "a", "kind": "simt", "precision": "fp32", "passed": True,
+                            "median_ms": 2.0, "tflops": 10.0, "vs_peer": 0.5, "peer": "cuBLAS"}),
+            ((128, 64, 32), {"impl": "k01", "config": "a", "kind": "simt", "precision": "fp32", "passed": False}),
+            ((64, 64, 64), {"impl": "k01 [b]", "config": "b", "kind": "simt", "custom": True, "precision": "fp32",
+                            "passed": True, "median_ms": 4.0, "tflops": 5.0, "vs_peer": 0.25, "peer": "cuBLAS"}),
+        ]
+    ],
+}
+
+#: the same run as the matmul bench wrote it before the one schema (no "group"; kind default/custom)
+OLD_DATA = {
     "machine": {"gpu": "Test GPU"},
     "results": [
         {"impl": "cuBLAS", "config": "lib", "kind": "peer", "m": 64, "n": 64, "k": 64, "passed": True,
@@ -25,15 +45,49 @@ DATA = {
 }
 
 
-def test_ratio_table():
-    table = report.ratio_table(DATA).splitlines()
+@pytest.mark.parametrize("data", [DATA, OLD_DATA], ids=["schema", "old-schema"])
+def test_ratio_table(data):
+    table = report.ratio_table(data).splitlines()
     assert table[0] == "| implementation | 64×64×64 | 128×64×32 |"
     assert "| k01 | 10.0 (0.50×) | FAIL |" in table
     assert "| k01 [b] | 5.0 (0.25×) |  |" in table
 
 
-def test_plot_is_a_png(tmp_path):
-    out = report.plot_rates(DATA, tmp_path / "p.png", include_custom=True)
+def test_old_rows_are_upgraded(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(OLD_DATA))
+    rows = report.load(path)["results"]
+    assert all(r["group"] == "matmul" for r in rows)
+    assert rows[0]["kind"] == "peer" and rows[2]["kind"] == "simt" and rows[4]["custom"]
+    assert rows[2]["problem"] == "64x64x64" and rows[2]["vs_peer"] == 0.5 and "vs_cublas" not in rows[2]
+    assert report.upgrade(report.upgrade(OLD_DATA)) == report.upgrade(OLD_DATA)  # idempotent
+    demo = {"results": [{"impl": "k01_naive", "dtype": "float32", "shape": [3, 4, 5], "passed": True,
+                         "config": "default", "tflops": 1.0, "vs_cublas": 0.1},
+                        {"impl": "cuBLAS (CuPy)", "dtype": "float32", "shape": [3, 4, 5], "passed": True,
+                         "config": "library", "tflops": 10.0}]}
+    up = report.upgrade(demo)["results"]
+    assert [r["kind"] for r in up] == ["simt", "peer"] and up[0]["problem"] == "3x4x5"
+
+
+def test_every_committed_result_renders():
+    import glob
+    import os
+
+    files = glob.glob(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", "*.json"))
+    rendered = 0
+    for path in files:
+        with open(path) as fh:
+            if "results" not in json.load(fh):
+                continue  # not a harness file (fma_peak's own format)
+        data = report.load(path)
+        assert "| problem | implementation |" in report.group_tables(data), path
+        rendered += 1
+    assert rendered >= 10
+
+
+@pytest.mark.parametrize("data", [DATA, OLD_DATA], ids=["schema", "old-schema"])
+def test_plot_is_a_png(tmp_path, data):
+    out = report.plot_rates(data, tmp_path / "p.png", include_custom=True)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -58,9 +112,9 @@ def test_bench_refuses_without_a_gpu(argv, capsys):
 
 def test_bench_rejects_unknown_groups(capsys):
     assert bench.main(["convolution"]) == 2
-    assert "expected one of ('matmul', 'conv'" in capsys.readouterr().err
+    assert "invalid choice: 'convolution'" in capsys.readouterr().err
     assert bench.main(["all", "--bogus"]) == 2
-    assert "expected no options or --out DIR" in capsys.readouterr().err
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
     assert bench.main([]) == 2 and bench.main(["--help"]) == 0
 
 
@@ -173,3 +227,52 @@ def test_progress_plain(capsys):
         p.step("x")
         p.done("line one")
     assert capsys.readouterr().out == "line one\n"
+
+
+# --- the matmul group's loop, GPU-free: NumPy in place of CuPy, a fake timer ---------------------
+
+
+def test_matmul_bench_loop_checks_each_impl_on_rotating_sets(capsys):
+    import types
+
+    import numpy as np
+
+    from simt_tiles.bench.matmul import Impl, measure
+
+    class FakeCupy:  # NumPy under CuPy's name: what the loop uses of CuPy
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def get_default_memory_pool():
+            return types.SimpleNamespace(free_all_blocks=lambda: None)
+
+    xp = FakeCupy()
+    used = []
+
+    def peer(sets, m, n, k):
+        def launch(a, b, c):
+            used.append(next(i for i, s in enumerate(sets) if s[0] is a))
+            np.matmul(a, b, out=c)
+        return launch
+
+    def wrong(sets, m, n, k):  # a rung that leaves the last column unwritten
+        return lambda a, b, c: c.__setitem__((slice(None), slice(0, -1)), (a @ b)[:, :-1])
+
+    def broken(sets, m, n, k):
+        raise ValueError("config does not fit")
+
+    h = harness(reps=5)
+    l2 = 4 * (7 * 5 + 5 * 6 + 7 * 6)  # one set of 7x6x5 fills L2: three sets for 3·L2
+    measure(h, xp, [(7, 6, 5)], [Impl("numpy", peer, "peer", "fp32", {"config": "library"}),
+                                 Impl("wrong", wrong, "simt", "fp32", {"config": "x"}),
+                                 Impl("broken", broken, "simt", "fp32", {})], l2)
+    rows = h.finish(ceilings={}, peers={"matmul": "numpy"})
+    assert [r["impl"] for r in rows] == ["numpy", "wrong", "broken"]
+    ok, bad, err = rows
+    assert ok["passed"] and ok["problem"] == "7x6x5" and (ok["m"], ok["n"], ok["k"]) == (7, 6, 5)
+    assert ok["vs_peer"] == 1.0 and ok["tflops"] > 0 and ok["group"] == "matmul"
+    assert used[0] == 0 and set(used) == {0, 1, 2}  # checked on set 0, then timed over all three sets
+    assert not bad["passed"] and np.isnan(bad["err_over_bound"])  # the NaN poison left in the column
+    assert not err["passed"] and err["error"] == "ValueError: config does not fit"
+    assert "3 rotating input sets" in capsys.readouterr().out

@@ -1,64 +1,79 @@
-"""``simt-tiles bench``: verify-then-time benchmarks on a GPU (they refuse to fake numbers without one).
+"""Verify, then time, on a GPU: simt-tiles bench GROUP (never in the simulator: no fake numbers).
 
-    simt-tiles bench matmul   [--sizes 4096 1000x1000x1000 ...] [--json P] [--md P] [--plot P]
-                              the matmul ladder vs cuBLAS FP32 (+ torch, TF32 and cuTile for context)
-    simt-tiles bench conv     [--size 8192] [--filters 3 5 7] [--only filter2d nchw] [--json P] ...
-                              2-D filtering vs copy / cupyx / cuDNN; the NCHW layer vs cuDNN
-    simt-tiles bench patterns [--only softmax reduce elementwise bias_tiles] [--cols ...] [--json P] ...
-                              softmax, reduce, vector_add, bias_relu vs copy / torch / cupy
-    simt-tiles bench softmax|reduce|elementwise|bias_tiles [options]   = patterns --only that group
-    simt-tiles bench all [--out DIR]   matmul, conv, patterns; DIR/<group>_h200.{json,md,png}
+Groups (``simt-tiles bench GROUP --help`` lists each one's options):
 
-Every group also measures the cuTile counterparts (``simt_tiles.tile``) when
-cuda.tile is importable.  Also reachable as ``python benchmarks/bench_*.py``.
+    matmul        the matmul ladder vs cuBLAS FP32 (+ the other peers of simt_tiles.bench.peers)
+    conv          2-D filtering vs copy / cupyx / cuDNN; the NCHW layer vs cuDNN
+    patterns      softmax, reduce, vector_add, bias_relu vs copy / torch / cupy
+    softmax, reduce, elementwise, bias_tiles     one part of patterns
+    all           matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}
+
+Every implementation is checked against its reference and bound before it is timed, with
+one harness (``simt_tiles.bench.harness``) and one row schema; ``--out DIR`` names the
+results after the device (``matmul_h200.json`` on an H200).
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import importlib
 import sys
 
-from .. import _probe
-
 PATTERN_GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
-GROUPS = ("matmul", "conv", "patterns", *PATTERN_GROUPS, "all")
+#: group → (module of simt_tiles.bench, one line of help)
+GROUP_MODULES = {
+    "matmul": ("matmul", "the matmul ladder vs cuBLAS FP32 and the other registered peers"),
+    "conv": ("conv", "2-D filtering and the NCHW layer vs copy / cupyx / cuDNN"),
+    "patterns": ("patterns", "softmax, reduce, vector_add, bias_relu vs copy / torch / cupy"),
+    **{g: ("patterns", f"patterns, {g} only") for g in PATTERN_GROUPS},
+}
+GROUPS = (*GROUP_MODULES, "all")
 NO_GPU = ("simt-tiles bench: no CUDA GPU found. Benchmarks report GPU timings only and never run in "
           "the simulator; use `simt-tiles demo` to check the kernels here.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv else 2
-    group, rest = argv[0], argv[1:]
-    if group not in GROUPS:
-        print(f"simt-tiles bench: expected one of {GROUPS}; got {group!r}", file=sys.stderr)
-        return 2
-    if group == "all":
-        if rest[:1] == ["--out"] and len(rest) == 2:
-            out = rest[1]
-        elif rest:
-            print(f"simt-tiles bench all: expected no options or --out DIR; got {rest}", file=sys.stderr)
-            return 2
+def _module(group: str):
+    return importlib.import_module(f".{GROUP_MODULES[group][0]}", __name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``bench`` subcommand's groups (importing a group module imports no Numba)."""
+    sub = p.add_subparsers(dest="group", metavar="GROUP", required=True)
+    for group, (_, text) in GROUP_MODULES.items():
+        mod = _module(group)
+        g = sub.add_parser(group, help=text, description=mod.__doc__.split("\n\n")[0])
+        if group in PATTERN_GROUPS:
+            mod.add_arguments(g, only=group)
         else:
-            out = None
+            mod.add_arguments(g)
+    a = sub.add_parser("all", help="matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}")
+    a.add_argument("--out", metavar="DIR", help="where the results go (default: print only)")
+
+
+def run(args) -> int:
+    """Check for a GPU (only now: help works anywhere), then run the group(s)."""
+    from .. import _probe
+
     if _probe.select_backend():
         print(NO_GPU, file=sys.stderr)
         return 2
-    from . import conv, matmul, patterns
-
-    mains = {"matmul": matmul.main, "conv": conv.main, "patterns": patterns.main}
-    if group in mains:
-        return mains[group](rest)
-    if group in PATTERN_GROUPS:
-        return patterns.main(["--only", group, *rest])
+    if args.group != "all":
+        return _module(args.group).run(args)
     status = 0
-    for name, fn in mains.items():
-        args = []
-        if out is not None:
-            os.makedirs(out, exist_ok=True)
-            stem = os.path.join(out, f"{name}_h200")
-            args = ["--json", f"{stem}.json", "--md", f"{stem}.md", "--plot", f"{stem}.png"]
-        status = fn(args) or status
+    for group in ("matmul", "conv", "patterns"):
+        p = argparse.ArgumentParser()
+        _module(group).add_arguments(p)
+        sub_args = p.parse_args(["--out", args.out] if args.out else [])
+        status = _module(group).run(sub_args) or status
     return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``simt-tiles bench ...`` without the rest of the command line."""
+    p = argparse.ArgumentParser(prog="simt-tiles bench", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    try:
+        args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    return run(args)

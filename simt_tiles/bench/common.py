@@ -1,19 +1,63 @@
-"""What the bandwidth benchmarks share: the session (harness, CuPy, optional cuTile), the copy ceiling,
-and the end of a run (summary table, JSON with the machine description, markdown, plot)."""
+"""What every benchmark group shares: its output options, the session (harness, CuPy, optional
+cuTile, an L2 flush sized from the device), the copy ceiling, and the end of a run (summary
+table, JSON with the machine description, markdown, plot; ``--out DIR`` names them
+``<group>_<device slug>.*``)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import os
+import sys
 
-__all__ = ["session", "copy_ceiling", "finish", "load_tile"]
+__all__ = ["add_output_arguments", "copy_ceiling", "finish", "flush_bytes", "load_tile", "main_of",
+           "result_paths", "session"]
 
-#: bytes overwritten before each timed call (untimed): > the H200's 50 MiB L2 ten times over, and
-#: long enough (≈ 0.15 ms) to hide a public call's Python launch path (see timing.time_cuda)
-FLUSH_BYTES = 512 * 2**20
+#: the L2 flush before each timed call overwrites at least this much (untimed): long enough
+#: (≈ 0.15 ms) to hide a public call's Python launch path (see timing.time_cuda)
+FLUSH_MIN_BYTES = 512 * 2**20
 #: the flush is repeated so that the GPU is busy for ≈ 2 ms: longer than any public call's host
 #: path (reported per row as host_us), so the events bracket GPU time only
 FLUSH_REPEAT = 16
+
+
+def flush_bytes(l2: int | None) -> int:
+    """Bytes of the flush buffer: ten times the device's L2, and at least :data:`FLUSH_MIN_BYTES`."""
+    return max(FLUSH_MIN_BYTES, 10 * (l2 or 0))
+
+
+def result_paths(out_dir: str, group: str, slug: str | None = None) -> dict[str, str]:
+    """``{"json", "md", "plot"}`` → ``out_dir/<group>_<slug>.{json,md,png}`` (slug: this device's)."""
+    if slug is None:
+        from ..machine import slug as device_slug
+
+        slug = device_slug()
+    stem = os.path.join(out_dir, f"{group}_{slug}")
+    return {"json": f"{stem}.json", "md": f"{stem}.md", "plot": f"{stem}.png"}
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every group takes: repetitions and where the results go."""
+    p.add_argument("--reps", type=int, default=20, help="timed runs per entry (median reported; default 20)")
+    p.add_argument("--out", metavar="DIR", help="write DIR/<group>_<device>.{json,md,png} (device: e.g. h200)")
+    p.add_argument("--json", metavar="PATH", help="write the rows and the machine description as JSON")
+    p.add_argument("--md", metavar="PATH", help="write the summary table as markdown")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG plot")
+
+
+def main_of(group: str, add_arguments, run, doc: str, argv=None) -> int:
+    """A group's stand-alone entry point (``python benchmarks/bench_<group>.py``): parse, check for a GPU, run."""
+    from .. import _probe
+    from . import NO_GPU
+
+    p = argparse.ArgumentParser(prog=f"simt-tiles bench {group}", description=doc.split("\n\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    if _probe.select_backend():
+        print(NO_GPU, file=sys.stderr)
+        return 2
+    return run(args)
 
 
 def load_tile():
@@ -31,22 +75,26 @@ def load_tile():
 
 
 @contextlib.contextmanager
-def session(title: str, reps: int, *, with_tile: bool = True, total: int | None = None):
-    """``(harness, cupy, tile-or-None)`` with an L2 flush before every timed call and a progress line."""
+def session(title: str, reps: int, *, with_tile: bool = True, total: int | None = None, flush: bool = True,
+            budget_s: float = 3.0):
+    """``(harness, cupy, tile-or-None)``; with ``flush``, an L2 flush before every timed call."""
     import cupy as cp
 
+    from ..machine import l2_bytes
     from .harness import Harness, Progress
 
-    flush = cp.empty(FLUSH_BYTES // 4, cp.float32)
+    before = None
+    if flush:
+        buf = cp.empty(flush_bytes(l2_bytes()) // 4, cp.float32)
 
-    def before():
-        for _ in range(FLUSH_REPEAT):
-            flush.fill(0)
+        def before():
+            for _ in range(FLUSH_REPEAT):
+                buf.fill(0)
 
     tile = load_tile() if with_tile else None
     with Progress(title, total) as progress:
-        yield Harness(reps=reps, progress=progress, before=before), cp, tile
-    flush = None
+        yield Harness(reps=reps, progress=progress, before=before, budget_s=budget_s), cp, tile
+    buf = before = None
 
 
 def copy_ceiling(h, cp, n: int = 2**28) -> dict:
@@ -59,23 +107,30 @@ def copy_ceiling(h, cp, n: int = 2**28) -> dict:
     return row
 
 
-def finish(h, args, *, title: str, method: str, ceilings: dict, peers: dict) -> int:
-    """Ratios, the summary table (printed and ``--md``), JSON (``--json``), plot (``--plot``).
+def finish(h, args, *, group: str, title: str, method: str, ceilings: dict, peers: dict) -> int:
+    """Ratios, the summary table (printed and written), JSON, plot: to ``--json/--md/--plot`` or ``--out DIR``.
 
     Exit status 1 when any implementation failed its check (they are in the table as FAIL)."""
-    from ..cli import machine_info
-    from ..report import group_tables, plot_groups
+    from ..machine import describe
+    from ..report import group_tables, plot
 
     rows = h.finish(ceilings=ceilings, peers=peers)
-    data = {"machine": machine_info(), "title": title, "method": method, "results": rows}
+    data = {"machine": describe(), "title": title, "method": method, "results": rows}
     table = group_tables(data)
     print(table, flush=True)
-    if getattr(args, "json", None):
-        with open(args.json, "w") as fh:
+    paths = {k: getattr(args, k, None) for k in ("json", "md", "plot")}
+    if getattr(args, "out", None):
+        os.makedirs(args.out, exist_ok=True)
+        paths = {k: paths[k] or v for k, v in result_paths(args.out, group).items()}
+    if paths["json"]:
+        with open(paths["json"], "w") as fh:
             json.dump(data, fh, indent=2)
-    if getattr(args, "md", None):
-        with open(args.md, "w") as fh:
+    if paths["md"]:
+        with open(paths["md"], "w") as fh:
             fh.write(table + "\n")
-    if getattr(args, "plot", None):
-        plot_groups(data, args.plot)
+    if paths["plot"]:
+        plot(data, paths["plot"])
+    written = [p for p in paths.values() if p]
+    if written:
+        print("wrote " + ", ".join(written), flush=True)
     return 0 if all(r["passed"] for r in rows) else 1

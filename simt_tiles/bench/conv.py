@@ -2,7 +2,7 @@
 
     simt-tiles bench conv [--only filter2d nchw] [--size 8192] [--filters 3 5 7]
                           [--modes constant reflect] [--k05-shapes 32x8x3x6 ...] [--reps 20]
-                          [--json P] [--md P] [--plot P]
+                          [--out DIR | --json P --md P --plot P]
 
 filter2d: an S×S float32 image (default 8192², 256 MiB), square filters, modes
 "constant" and "reflect".  Effective bandwidth = image read once + output
@@ -27,10 +27,9 @@ its Python launch path; see ``timing.time_cuda``).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from .. import _probe
+from . import common
 
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
 #: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×4, rx=4, ry=6 (mode constant
@@ -54,8 +53,7 @@ SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
 K06_SWEEP = ((32, 8, 3, 4), (32, 4, 5, 6), (32, 8, 5, 4))
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(p) -> None:
     p.add_argument("--only", nargs="+", default=["filter2d", "nchw"], choices=["filter2d", "nchw"])
     p.add_argument("--size", type=int, default=8192, help="image side for filter2d")
     p.add_argument("--filters", nargs="+", type=int, default=[3, 5, 7])
@@ -72,25 +70,24 @@ def main(argv=None) -> int:
     p.add_argument("--k09-shapes", nargs="*", default=["x".join(map(str, t)) for t in K09_SWEEP],
                    help="k09 shapes to time besides its default, as for --k08-shapes")
     p.add_argument("--k05-all-modes", action="store_true", help="time the k05, k07, k08 and k09 shapes in every mode")
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--json", default=None)
-    p.add_argument("--md", default=None)
-    p.add_argument("--plot", default=None)
-    args = p.parse_args(argv)
-    if _probe.select_backend():
-        print("bench conv: no CUDA GPU found; GPU timings only.", file=sys.stderr)
-        return 2
-    from . import common
+    common.add_output_arguments(p)
 
+
+def run(args) -> int:
     with common.session("conv", args.reps) as (h, cp, tile):
         common.copy_ceiling(h, cp)
         if "filter2d" in args.only:
             filter2d(h, cp, tile, args)
         if "nchw" in args.only:
             nchw(h, cp, args)
-        return common.finish(h, args, title="convolution", method=__doc__,
+        return common.finish(h, args, group="conv", title="convolution", method=__doc__,
                              ceilings={"filter2d": "device copy"},
                              peers={"filter2d": "cupyx correlate", "nchw": "torch conv2d (cuDNN)"})
+
+
+def main(argv=None) -> int:
+    """``python benchmarks/bench_conv.py ...`` = ``simt-tiles bench conv ...``."""
+    return common.main_of("conv", add_arguments, run, __doc__, argv)
 
 
 def filter2d(h, cp, tile, args) -> None:

@@ -1,6 +1,7 @@
-"""The measuring loop every benchmark group shares: verify, then time, then record one row.
+"""The one measuring loop: every benchmark group and the demo verify, then time, then record one row.
 
-A row is one (problem, implementation) pair::
+A row is one (problem, implementation) pair, the one schema that ``simt_tiles.report``
+renders (older result files are converted on reading, ``report.load``)::
 
     {"group": "softmax", "problem": "16384x1024", "x": 1024, "impl": "k03_online",
      "kind": "simt" | "peer" | "tile" | "ceiling", "precision": "fp32" | "tf32" | "fp64",
@@ -8,7 +9,12 @@ A row is one (problem, implementation) pair::
      "median_ms": …, "min_ms": …, "max_ms": …, "iqr_ms": …, "runs": …,
      "gbps": … (bytes moved / median) and/or "tflops": … (flops / median),
      "pct_ceiling": … (% of the ceiling of that group measured in the same run),
-     "vs_peer": … (this rate / the named peer's rate for the same problem), "peer": name}
+     "vs_peer": … (this rate / the named peer's rate for the same problem), "peer": name,
+     "host_us": … (one call's host time), "error": "…" (why it failed, when it raised),
+     **extra}  # what a group adds: matmul m, n, k, config, custom; the demo dtype, config
+
+``group`` is a benchmark group (matmul, filter2d, softmax, …) or, for the demo, a ladder
+of ``simt_tiles.registry``; ``kind`` "simt" rows are this project's rungs.
 
 Method (benchmarks/NOTES.md): each implementation first runs once and is
 checked (a :class:`~simt_tiles.bounds.BoundCheck` or a bool); a failing
@@ -81,31 +87,32 @@ class Progress:
 
 
 class Harness:
-    """Collects rows; :meth:`entry` checks then times one implementation."""
+    """Collects rows; :meth:`entry` checks then (when ``timed``) times one implementation."""
 
     def __init__(self, *, reps: int = 20, warmup: int = 3, budget_s: float = 3.0, timer: Callable | None = None,
                  sync: Callable | None = None, progress: Progress | None = None,
-                 before: Callable[[], object] | None = None):
-        if timer is None:
+                 before: Callable[[], object] | None = None, timed: bool = True):
+        if timer is None and timed:
             from ..timing import time_cuda as timer
         if sync is None:
             from numba import cuda
 
             sync = cuda.synchronize
         self.reps, self.warmup, self.budget_s = reps, warmup, budget_s
-        self.timer, self.sync, self.before = timer, sync, before
+        self.timer, self.sync, self.before, self.timed = timer, sync, before, timed
         self.progress = progress or Progress("bench", enabled=False)
         self.rows: list[dict] = []
 
     def entry(self, group: str, problem: str, impl: str, fn: Callable[[], object], *,
               check: Callable[[], object], kind: str = "simt", precision: str = "fp32",
               nbytes: float | None = None, flops: float | None = None, x: float | None = None,
-              **extra) -> dict:
+              timed: bool | None = None, **extra) -> dict:
         """Check ``fn``'s result with ``check()`` (run after one call of ``fn``), then time ``fn``.
 
         ``check`` returns a BoundCheck-like object (``passed``, ``max_err``,
         ``worst_ratio``) or a bool.  An exception in ``fn`` or ``check`` is
-        recorded as a failure with its message (the run goes on)."""
+        recorded as a failure with its message (the run goes on).  ``timed=False``: check only
+        (default: the harness's ``timed``)."""
         self.progress.step(f"{group} {problem} {impl}")
         row = {"group": group, "problem": problem, "x": x, "impl": impl, "kind": kind,
                "precision": precision, **extra}
@@ -118,7 +125,7 @@ class Harness:
         row["passed"] = bool(getattr(res, "passed", res))
         if hasattr(res, "worst_ratio"):
             row["max_err"], row["err_over_bound"] = res.max_err, res.worst_ratio
-        if row["passed"]:
+        if row["passed"] and (self.timed if timed is None else timed):
             t0 = time.perf_counter()
             fn()
             self.sync()
@@ -149,6 +156,8 @@ class Harness:
         if not row["passed"]:
             return f"{head} FAIL {row.get('error', '')} err/bound={row.get('err_over_bound', float('nan')):.3g}"
         rate = " ".join(f"{row[k]:.2f} {u}" for k, u in (("tflops", "TFLOP/s"), ("gbps", "GB/s")) if k in row)
+        if "median_ms" not in row:
+            return f"{head} ok   err/bound={row.get('err_over_bound', 0.0):.3g}"
         return f"{head} ok   {row['median_ms']:.3f} ms  {rate}  (host {row.get('host_us', 0):.0f} µs/call)"
 
     def finish(self, *, ceilings: dict[str, str], peers: dict[str, str]) -> list[dict]:

@@ -1,232 +1,183 @@
 """Build, verify, then time every matmul rung against cuBLAS FP32 — one run, one GPU.
 
     simt-tiles bench matmul [--sizes 4096 1000x1000x1000 ...] [--variants k03_smem_tiled ...]
-                                      [--config k03_smem_tiled:tile=16 ...] [--reps 20]
-                                      [--json results.json] [--md results.md]
+                            [--config k03_smem_tiled:tile=16 ...] [--reps 20] [--out DIR]
 
 Method (benchmarks/NOTES.md): each implementation is first checked against a
 float64 cuBLAS reference with the γ_K·|A|·|B| bound on a NaN-poisoned output;
-only then timed.  CUDA events around each launch, warm-up, median of the timed
-runs; input sets are rotated so the bytes touched per size exceed the 50 MB
-L2 even for small sizes.  cuBLAS FP32 (CuPy, TF32 off: CUPY_TF32 unset) is
-measured in the same process and every rung is reported as a ratio to it.
-Kernels are launched directly (no Python API checks inside the timed region).
-
-Also measured, for context (``--no-extra-peers`` skips them): ``torch.matmul``
-FP32 (``allow_tf32 = False``), cuBLAS and torch with TF32 tensor cores, and
-the cuTile counterparts (``simt_tiles.tile.matmul``, FP32 and TF32) when
-cuda.tile is importable.  Each row states its precision; TF32 rows are
-checked against the TF32 bound (the FP32 bound plus 2·2⁻¹⁰·|A|·|B| for the
-operands' conversion) and their error is shown beside their speed, so a TF32
-rate is never read as an FP32 one.
+only then timed (``simt_tiles.bench.harness``: CUDA events, warm-up, median).
+Input sets are rotated so that the bytes touched per size exceed three times the
+device's L2 (read from the device) even for small sizes.  The peers
+(``simt_tiles.bench.peers``: cuBLAS FP32 first — every row's ratio is to it —
+then torch FP32, cuBLAS/torch TF32 and the cuTile counterparts when they can run
+here; ``--no-extra-peers`` keeps cuBLAS FP32 only) are measured in the same
+process.  Rungs are launched directly (no Python API checks inside the timed
+region).  TF32 rows are checked against the TF32 bound (the FP32 bound plus
+2·2⁻¹⁰·|A|·|B| for the operands' conversion) and their error is shown beside
+their speed, so a TF32 rate is never read as an FP32 one.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import itertools
 import math
 import os
 import sys
-import time
 
-import numpy as np
-
-from .. import _probe
+from . import common
 
 DEFAULT_SIZES = ["1024", "2048", "4096", "8192", "4096x1024x8192", "8192x8192x1024", "1000x1000x1000", "1031x997x1013"]
-L2_BYTES = 50 * 2**20  # H200: 50 MiB of L2 (torch reports 60 MB); rotate sets to exceed it 3x
+#: L2 size assumed when the device does not report one
+FALLBACK_L2_BYTES = 50 * 2**20
 
 
 def parse_size(text: str) -> tuple[int, int, int]:
-    parts = [int(p) for p in text.lower().split("x")]
+    """``"4096"`` → (4096, 4096, 4096); ``"MxNxK"`` → (M, N, K)."""
+    try:
+        parts = [int(p) for p in text.lower().split("x")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 3) or min(parts) <= 0:
+        raise argparse.ArgumentTypeError(f"expected N or MxNxK with positive integers; got {text!r}")
     return tuple(parts * 3) if len(parts) == 1 else tuple(parts)  # type: ignore[return-value]
 
 
 def parse_config(text: str):
     """``variant:field=value,field=value`` → (variant, config object)."""
-    from simt_tiles.kernels.matmul import RUNGS
+    from ..kernels.matmul import RUNGS
 
     variant, _, fields = text.partition(":")
-    rung = RUNGS[variant]
-    base = rung.presets["default"]
+    if variant not in RUNGS:
+        raise ValueError(f"--config: expected a rung of {list(RUNGS)} before ':'; got {variant!r}")
+    base = RUNGS[variant].presets["default"]
     kwargs = {k: int(v) for k, v in (f.split("=") for f in fields.split(",") if f)}
     return variant, dataclasses.replace(base, **kwargs)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, help="N (square) or MxNxK")
-    p.add_argument("--variants", nargs="+", default=None, help="default: every rung")
-    p.add_argument("--config", nargs="*", default=[], help="extra configs, variant:field=value,...")
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--budget-s", type=float, default=3.0, help="max timed seconds per entry (fewer reps for slow rungs)")
-    p.add_argument("--no-extra-peers", action="store_true", help="only cuBLAS FP32 beside the rungs")
-    p.add_argument("--json", default=None)
-    p.add_argument("--md", default=None)
-    p.add_argument("--plot", default=None, help="PNG: TFLOP/s against size")
-    args = p.parse_args(argv)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", nargs="+", type=parse_size, default=[parse_size(s) for s in DEFAULT_SIZES],
+                   metavar="SIZE", help="N (square) or MxNxK (default: %s)" % " ".join(DEFAULT_SIZES))
+    p.add_argument("--variants", nargs="+", default=None, help="rungs to time at their default config (default: all)")
+    p.add_argument("--config", nargs="*", default=[], metavar="RUNG:FIELD=V,...",
+                   help="extra configs, e.g. k03_smem_tiled:tile=16")
+    p.add_argument("--budget-s", type=float, default=3.0, help="max timed seconds per entry (fewer reps for slow ones)")
+    p.add_argument("--no-extra-peers", action="store_true",
+                   help="only the FP32 peers (cuBLAS, Triton) beside the rungs: no TF32, torch or cuTile")
+    common.add_output_arguments(p)
 
-    if _probe.select_backend():
-        print("bench_matmul: no CUDA GPU found; this benchmark reports GPU timings only (use `simt-tiles demo` "
-              "for the simulator).", file=sys.stderr)
-        return 2
 
+def run(args) -> int:
     import cupy as cp
+    import numpy as np
     from numba import cuda
 
-    from simt_tiles.bounds import TF32_U, check_within, gamma, unit_roundoff
-    from simt_tiles.cli import machine_info
-    from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS, flops
-    from simt_tiles.kernels.matmul.reference import matmul_reference
-    from simt_tiles.timing import summarize, time_cuda
+    from ..kernels import matmul as matmul_ladder
+    from ..kernels.matmul import MATMUL_VARIANTS, RUNGS
+    from ..machine import l2_bytes
+    from .peers import baseline, peers
 
-    assert not os.environ.get("CUPY_TF32"), "CUPY_TF32 must be unset: cuBLAS FP32 is the peer"
-    entries = [(v, RUNGS[v].presets["default"], "default") for v in (args.variants or MATMUL_VARIANTS)]
-    tile = None
-    if not args.no_extra_peers:
-        from .common import load_tile
+    if os.environ.get("CUPY_TF32"):
+        print("bench matmul: CUPY_TF32 must be unset (cuBLAS FP32 is the baseline)", file=sys.stderr)
+        return 2
+    unknown = sorted(set(args.variants or ()) - set(RUNGS))
+    if unknown:
+        print(f"bench matmul: --variants: expected rungs of {list(RUNGS)}; got {unknown}", file=sys.stderr)
+        return 2
+    base = baseline("matmul")
+    impls = [Impl(p.name, lambda sets, m, n, k, run=p.run: run, p.kind, p.precision, {"config": "library"})
+             for p in peers("matmul") if not (args.no_extra_peers and p.context)]
 
-        tile = load_tile()
-    entries += [(v, cfg, "custom") for v, cfg in map(parse_config, args.config)]
-
-    results = []
-    rng = cp.random.default_rng(2026)
-    for size in map(parse_size, args.sizes):
-        m, n, k = size
-        set_bytes = 4 * (m * k + k * n + m * n)
-        nsets = max(1, min(16, math.ceil(3 * L2_BYTES / set_bytes)))
-        sets = [(rng.standard_normal((m, k), dtype=cp.float32), rng.standard_normal((k, n), dtype=cp.float32),
-                 cp.empty((m, n), cp.float32)) for _ in range(nsets)]
-        a0, b0, _ = sets[0]
-        ref, bound = matmul_reference(a0, b0, xp=cp, precise=False)
-        g = (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64))) * (1 + 1e-6)
-        bound_tf32 = bound * ((g + 2 * TF32_U) / g)  # bound = g·|A|·|B|: add the operands' TF32 rounding
-
-        def record(name, cfg_text, launch, tag, precision="fp32"):
-            c = sets[0][2]
-            c.fill(cp.nan)
-            try:
-                launch(*sets[0])
-                chk = check_within(c, ref, bound_tf32 if precision == "tf32" else bound, xp=cp)
-            except Exception as exc:  # a peer that cannot run here is a row, not a crash
-                print(f"  {name}: {type(exc).__name__}: {exc}", flush=True)
-                results.append({"impl": name, "config": cfg_text, "kind": tag, "m": m, "n": n, "k": k,
-                                "precision": precision, "passed": False, "err_over_bound": float("nan"),
-                                "error": f"{type(exc).__name__}: {exc}"[:300]})
-                return
-            row = {"impl": name, "config": cfg_text, "kind": tag, "m": m, "n": n, "k": k, "dtype": "float32",
-                   "precision": precision, "passed": chk.passed, "max_err": chk.max_err,
-                   "err_over_bound": chk.worst_ratio}
-            if chk.passed:
-                t0 = time.perf_counter()
-                launch(*sets[0])
-                cuda.synchronize()
-                one = time.perf_counter() - t0
-                reps = max(5, min(args.reps, int(args.budget_s / max(one, 1e-6))))
-                it = iter(range(10**9))
-                times = time_cuda(lambda: launch(*sets[next(it) % nsets]), warmup=2, reps=reps)
-                st = summarize(times)
-                row.update(st, tflops=flops(m, n, k) / (st["median_ms"] * 1e-3) / 1e12)
-            results.append(row)
-            print(f"  {name:<18} {cfg_text:<28} {m}x{n}x{k}: {'ok ' if chk.passed else 'BAD'} "
-                  f"err/bound={chk.worst_ratio:.3g} " + (f"{row['median_ms']:.3f} ms {row['tflops']:.2f} TFLOP/s"
-                                                        if chk.passed else ""), flush=True)
-
-        print(f"{m}x{n}x{k}: {nsets} rotating input sets", flush=True)
-        record("cuBLAS", "cupy.matmul FP32", lambda a, b, c: cp.matmul(a, b, out=c), "peer")
-        if not args.no_extra_peers:
-            extra_peers(record, sets, cp, tile)
-        for variant, cfg, tag in entries:
-            rung = RUNGS[variant]
-            kernel = rung.kernel(cfg, np.float32)
-            grid, block = rung.geometry(cfg, m, n, k)
+    def launcher(variant, cfg):
+        def make(sets, m, n, k):
+            rung, c = (RUNGS[variant], cfg) if variant is not None else matmul_ladder.choose(
+                None, None, m, n, k, np.float32)  # what matmul(variant=None) runs at this size
+            grid, block = rung.geometry(c, m, n, k)
             devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
 
-            def launch(a, b, c, kernel=kernel, grid=grid, block=block):
-                kernel[grid, block](devs[id(a)], devs[id(b)], devs[id(c)])
+            def launch(a, b, out):
+                rung.launch(c, np.float32, grid, block, 0, devs[id(a)], devs[id(b)], devs[id(out)])
 
-            record(variant, _cfg_text(cfg), launch, tag)
-        sets.clear()  # free the device buffers before the next size
-        cp.get_default_memory_pool().free_all_blocks()
+            launch.config = f"{rung.name} {config_text(c)}" if variant is None else config_text(c)
+            return launch
 
-    _add_ratios(results)
-    table = markdown_table(results)
-    print(table)
-    failed = [r for r in results if not r["passed"]]
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": machine_info(), "method": __doc__, "results": results}, fh, indent=2)
-    if args.md:
-        with open(args.md, "w") as fh:
-            fh.write(table + "\n")
-    if args.plot:
-        from simt_tiles.report import plot_rates
+        return make
 
-        plot_rates({"machine": machine_info(), "results": results}, args.plot)
-    return 1 if failed else 0
+    if hasattr(matmul_ladder, "choose") and not args.variants:  # the public call's own choice per size
+        impls.append(Impl("default", launcher(None, None), "simt", "fp32", {"config": "variant=None"}))
+    for variant, cfg, custom in ([(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
+                                 + [(v, cfg, True) for v, cfg in map(parse_config, args.config)]):
+        text = config_text(cfg)
+        impls.append(Impl(f"{variant} [{text}]" if custom else variant, launcher(variant, cfg), "simt", "fp32",
+                          {"config": text, "custom": custom}))
+    with common.session("matmul", args.reps, flush=False, with_tile=False, budget_s=args.budget_s) as (h, _, _t):
+        measure(h, cp, args.sizes, impls, l2_bytes() or FALLBACK_L2_BYTES)
+        return common.finish(h, args, group="matmul", title="matmul ladder vs cuBLAS FP32", method=__doc__,
+                             ceilings={}, peers={"matmul": base})
 
 
+@dataclasses.dataclass(frozen=True)
+class Impl:
+    """One implementation to time: ``make(sets, m, n, k)`` returns ``launch(a, b, c)`` (c = a @ b;
+    a ``launch.config`` string, when set, is the row's config for that size)."""
+
+    name: str
+    make: object
+    kind: str
+    precision: str
+    extra: dict
 
 
-def extra_peers(record, sets, cp, tile) -> None:
-    """torch.matmul FP32, cuBLAS/torch TF32 and the cuTile matmuls, on the same rotating input sets."""
-    import torch
+def measure(h, xp, sizes, impls, l2: int) -> None:
+    """Every implementation on every size, through the harness ``h``, on rotating float32 input sets
+    (``xp``: CuPy; NumPy in the tests) of at least three times ``l2`` bytes in all."""
+    import numpy as np
 
-    views = {id(x): torch.as_tensor(x, device="cuda") for s in sets for x in s}  # zero-copy views
+    from ..kernels.matmul import flops
+    from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+    from ..kernels.matmul.reference import matmul_reference
 
-    def torch_mm(a, b, c):
-        torch.matmul(views[id(a)], views[id(b)], out=views[id(c)])
+    rng = xp.random.default_rng(2026)
+    for m, n, k in sizes:
+        nsets = max(1, min(16, math.ceil(3 * l2 / (4 * (m * k + k * n + m * n)))))
+        sets = [(rng.standard_normal((m, k), dtype=xp.float32), rng.standard_normal((k, n), dtype=xp.float32),
+                 xp.empty((m, n), xp.float32)) for _ in range(nsets)]
+        ref, bound = matmul_reference(sets[0][0], sets[0][1], xp=xp, precise=False)
+        g = (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64))) * (1 + 1e-6)
+        bounds = {"fp32": bound, "tf32": bound * ((g + 2 * TF32_U) / g)}  # bound = g·|A|·|B|
+        print(f"{m}x{n}x{k}: {nsets} rotating input sets", flush=True)
+        c0 = sets[0][2]
+        for impl in impls:
+            try:
+                launch = impl.make(sets, m, n, k)
+            except Exception as exc:  # noqa: BLE001  (a config that cannot build is a failed row)
+                launch = _raiser(exc)
+            turn = itertools.count()  # call 0, the checked one, uses set 0
+            c0.fill(xp.nan)
+            extra = {**impl.extra, **({"config": launch.config} if hasattr(launch, "config") else {})}
+            h.entry("matmul", f"{m}x{n}x{k}", impl.name, lambda: launch(*sets[next(turn) % nsets]),
+                    check=lambda: check_within(c0, ref, bounds[impl.precision], xp=xp), kind=impl.kind,
+                    precision=impl.precision, flops=flops(m, n, k), x=2 * m * n * k, m=m, n=n, k=k,
+                    dtype="float32", **extra)
+        sets = c0 = ref = bound = bounds = launch = None
+        xp.get_default_memory_pool().free_all_blocks()
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    record("torch.matmul", "torch FP32", torch_mm, "peer")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        record("torch.matmul TF32", "torch allow_tf32", torch_mm, "peer", precision="tf32")
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        from cupy._core import _routines_linalg as lin  # CuPy's switch behind CUPY_TF32
 
-        lin.set_compute_type(np.float32, lin.COMPUTE_TYPE_TF32)
-        try:
-            record("cuBLAS TF32", "cupy.matmul TF32", lambda a, b, c: cp.matmul(a, b, out=c), "peer",
-                   precision="tf32")
-        finally:
-            lin.set_compute_type(np.float32, lin.COMPUTE_TYPE_DEFAULT)
-    except (ImportError, AttributeError) as exc:
-        print(f"  cuBLAS TF32 skipped: CuPy has no compute-type switch here ({exc})", flush=True)
-    if tile is not None:
-        for prec in ("fp32", "tf32"):
-            record(f"cuTile {prec.upper()}", f"simt_tiles.tile.matmul {prec}",
-                   lambda a, b, c, prec=prec: tile.matmul(a, b, precision=prec, out=c), "tile", precision=prec)
+def _raiser(exc):
+    def launch(*_):
+        raise exc
+
+    return launch
 
 
-def _cfg_text(cfg) -> str:
+def config_text(cfg) -> str:
     return ",".join(f"{f.name}={getattr(cfg, f.name)}" for f in dataclasses.fields(cfg))
 
 
-def _add_ratios(results) -> None:
-    peers = {(r["m"], r["n"], r["k"]): r.get("tflops") for r in results if r["impl"] == "cuBLAS"}
-    for r in results:
-        p = peers.get((r["m"], r["n"], r["k"]))
-        if p and r.get("tflops"):
-            r["vs_cublas"] = r["tflops"] / p
-
-
-def markdown_table(results) -> str:
-    from simt_tiles._table import markdown
-
-    head = ["impl", "config", "precision", "M×N×K", "check (err/bound)", "median ms", "TFLOP/s", "× cuBLAS FP32"]
-    rows = []
-    for r in results:
-        rows.append([r["impl"], r["config"], r.get("precision", "fp32"), f"{r['m']}×{r['n']}×{r['k']}",
-                     f"{'pass' if r['passed'] else 'FAIL'} ({r['err_over_bound']:.2g})",
-                     f"{r['median_ms']:.3f}" if "median_ms" in r else "-",
-                     f"{r['tflops']:.2f}" if "tflops" in r else "-",
-                     f"{r['vs_cublas']:.3f}" if "vs_cublas" in r else "-"])
-    return markdown(head, rows)
+def main(argv=None) -> int:
+    """``python benchmarks/bench_matmul.py ...`` = ``simt-tiles bench matmul ...``."""
+    return common.main_of("matmul", add_arguments, run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Verify, then time the tile-pattern kernels (softmax, reduce, vector_add, bias_relu) on one GPU.
 
     simt-tiles bench patterns [--only softmax reduce elementwise bias_tiles] [--cols 256 1024 ...]
-                              [--reps 20] [--json P] [--md P] [--plot P]
+                              [--reps 20] [--out DIR | --json P --md P --plot P]
 
 Peers measured in the same process: a device-to-device copy (the bandwidth
 ceiling: bytes read + bytes written, ``cupy`` assignment of 2^28 float32),
@@ -11,48 +11,53 @@ input read once and each output written once.  Every implementation is first
 checked (softmax: the float64 reference and its bound; sums: γ_n·Σ|x|
 bounds; elementwise: exact equality) on a NaN-poisoned output, then timed
 through its public call with CUDA events, warm-up, median.  Before each
-timed call a 512 MiB buffer is overwritten (untimed): the L2 is cold and the
+timed call a buffer of ten times the device's L2 (at least 512 MiB) is
+overwritten (untimed): the L2 is cold and the
 Python launch path is hidden behind GPU work, so the times are GPU times.
 Inputs are ≥ 256 MiB except the softmax rows (16384 × cols).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
 import time
 
-from .. import _probe
+from . import common
 
 SOFTMAX_COLS = (256, 1024, 4096, 16384, 32768)
 GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", nargs="+", default=list(GROUPS), choices=[*GROUPS, "copy"])
-    p.add_argument("--cols", nargs="+", type=int, default=list(SOFTMAX_COLS), help="softmax row lengths")
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--json", default=None)
-    p.add_argument("--md", default=None)
-    p.add_argument("--plot", default=None, help="PNG: GB/s per implementation and problem")
-    args = p.parse_args(argv)
-    if _probe.select_backend():
-        print("bench patterns: no CUDA GPU found; GPU timings only.", file=sys.stderr)
-        return 2
-    from . import common
+def add_arguments(p, only=None) -> None:
+    if only is None:
+        p.add_argument("--only", nargs="+", default=list(GROUPS), choices=[*GROUPS, "copy"])
+    else:
+        p.set_defaults(only=[only])
+    if only in (None, "softmax"):
+        p.add_argument("--cols", nargs="+", type=int, default=list(SOFTMAX_COLS), help="softmax row lengths")
+    else:
+        p.set_defaults(cols=list(SOFTMAX_COLS))
+    common.add_output_arguments(p)
 
-    with common.session("patterns", args.reps) as (h, cp, tile):
-        run(h, cp, tile, args)
-        return common.finish(h, args, title="tile patterns", method=__doc__,
+
+def run(args) -> int:
+    name = args.only[0] if len(args.only) == 1 else "patterns"
+    with common.session(name, args.reps) as (h, cp, tile):
+        measure(h, cp, tile, args)
+        return common.finish(h, args, group=name, title="tile patterns", method=__doc__,
                              ceilings={g: "device copy" for g in GROUPS},
                              peers={"softmax": "torch.softmax", "reduce": "cupy.sum",
                                     "elementwise": "cupy a+b"})
 
 
-def run(h, cp, tile, args) -> None:
+def main(argv=None) -> int:
+    """``python benchmarks/bench_patterns.py ...`` = ``simt-tiles bench patterns ...``."""
+    return common.main_of("patterns", add_arguments, run, __doc__, argv)
+
+
+def measure(h, cp, tile, args) -> None:
     import numpy as np
     from numba import cuda
 

@@ -17,10 +17,10 @@ Compile-time constants (closure constants of each rung's factory)
     * the boundary **mode** — every rung's config has a ``mode`` field (a
       :class:`Mode`); the kernel tests it with ``MODE == REFLECT`` etc., and
       the compiler removes the other modes' branches;
-    * the **filter shape** ``kh × kw`` for the shared-memory rungs (k02–k06):
+    * the **filter shape** ``kh × kw`` for the shared-memory rungs (k02–k09):
       their shared-array shapes and unrolled loops need it.  k01 reads it from
       ``weights.shape`` at run time;
-    * the **filter values** for the constant-filter rungs (k04, k05): the
+    * the **filter values** for the constant-filter rungs (k04, k05, k07–k09): the
       factory takes the filter as a NumPy array, the kernel places it in
       constant memory with ``cuda.const.array_like`` and the compiler folds
       each weight into its FMA.  Their kernels take no weights argument
@@ -34,9 +34,9 @@ Compile-time constants (closure constants of each rung's factory)
     dtype).  A preset's ``kh``/``kw``/``mode`` are what the compile gate builds.
 
 No plain device functions (they would blind the GPU-free compile gate, see
-docs/design.md): every rung takes the index mapping, and k05/k06 the patch
-loader and the tile store, from ``_staging.py`` as ``inline="always"`` device
-functions, which Numba inlines before typing.
+docs/design.md): every rung takes the index mapping, and k05–k09 the patch
+loader and the tile or output store, from ``_staging.py`` as ``inline="always"``
+device functions, which Numba inlines before typing.
 :func:`extend_index` below is its plain-Python twin, for readers and tests.
 """
 

@@ -1,4 +1,4 @@
-"""What the 2-D register-tile rungs (k05, k06) share on the host: config and launch geometry.
+"""What the 2-D register-tile rungs (k05, k06, and k07–k09 built on k05) share on the host: config and launch geometry.
 
 A ``block_x × block_y`` block computes an output tile of ``(ry·block_y) ×
 (rx·block_x)``: each thread ``ry × rx`` outputs, ``rx`` consecutive columns

@@ -1,5 +1,8 @@
-"""Device code the tiled conv2d rungs share: the boundary mapping (k04–k06), the
-patch loader and the staged tile store (k05, k06).
+"""Device code the conv2d rungs share: the boundary mapping (``make_extend``, k01 and
+the patch loaders), k05's patch loader (k05–k09), its staged tile store (k05, k06),
+its register-window accumulator and k07's vector output store (k05, k07–k09), and
+k08's vector numbering (k08, k09).  (k02's own patch loader, which k03 and k04 reuse,
+lives in ``k02_halo_tiled.py``.)
 
 Each ``make_…`` function returns a ``cuda.jit(device=True, inline="always")``
 function closing over the config's constants.  ``inline="always"`` makes Numba

@@ -30,10 +30,7 @@ Filter shape
     shape, mode, dtype) serves every filter size.  This is the rung the
     launcher falls back to when a filter's halo does not fit in shared memory.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
-3×3 / 5×5 / 7×7, mode constant: 0.31 / 0.12 / 0.07 TB/s (7.3 / 2.9 / 1.7%); reflect
-about the same.  Every tap is a global load that L1/L2 mostly serve — the
-rate falls with the filter's area.
+Headline (H200, benchmarks/results/conv_h200.json): 0.07 TB/s on 8192² 7x7 constant, 1.6% of copy
 """
 
 from __future__ import annotations

@@ -34,9 +34,7 @@ The filter shape is compiled in
     does not fit in 48 KiB of static shared memory raises ConfigError here;
     ``variant=None`` then falls back to k01.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
-3×3 / 5×5 / 7×7 constant: 0.83 / 0.57 / 0.35 TB/s (2.7× / 4.7× / 5.0× k01);
-reflect within 2%.  Now bound by two shared loads per multiply-add.
+Headline (H200, benchmarks/results/conv_h200.json): 0.35 TB/s on 8192² 7x7 constant, 8.2% of copy
 """
 
 from __future__ import annotations

@@ -32,13 +32,10 @@ Shared-memory banks
 
 The filter shape is compiled in, as in k02 (config fields ``kh``/``kw``/``mode``
 set by the launcher); the patch shape and the register-array length
-``WIN = RX + KW − 1`` are plain constants computed in the factory.
+``WIN = RX + KW − 1`` are plain constants computed in the factory.  This is the
+default rung (``variant=None``): it compiles once per filter *shape*.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
-3×3 / 5×5 / 7×7 constant: 1.09 / 0.70 / 0.54 TB/s (26 / 17 / 13% of copy;
-1.3–1.5× k02; cupyx.scipy.ndimage.correlate in the same run 0.97 / 0.50 /
-0.28, cuDNN single-channel 0.11 / 0.07 / 0.05).  The default rung
-(``variant=None``): it compiles once per filter *shape*.
+Headline (H200, benchmarks/results/conv_h200.json): 0.54 TB/s on 8192² 7x7 constant, 13% of copy
 """
 
 from __future__ import annotations

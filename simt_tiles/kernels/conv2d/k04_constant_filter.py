@@ -37,10 +37,7 @@ The price: one compilation per filter
     (``_common.FILTER_KERNEL_CACHE`` = 64 kernels, least recently used
     dropped) on the filter's bytes, dtype and shape, the mode and the tiles.
     A new filter costs a Numba → NVVM → ptxas compile before its first
-    launch.  Measured with the compile gate's pipeline (``compile_ptx`` for
-    sm_90 + ptxas, a warm Numba, float32 default tiles) on a 2-core Xeon
-    build machine: k04 0.85 s (3 × 3), 0.97 s (5 × 5), 1.2 s (7 × 7); k05
-    2.2–2.7 s; k03, compiled once per *shape*, 0.45 s.  That is thousands of
+    launch (about a second; timings in benchmarks/NOTES.md).  That is thousands of
     launches' worth of device time for an 8192² image, so these rungs pay
     off for a filter applied many times (a fixed blur, Sobel, a stencil in a
     time loop) and are wrong for a filter that changes every call (a learned
@@ -60,10 +57,7 @@ Shared-memory banks
     As k03: lane tx reads ``patch[ty + a, tx·RX + q]``, RX words apart; an
     odd RX is conflict-free.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s):
-3×3 / 5×5 / 7×7 constant 0.82 / 0.70 / 0.61 TB/s, reflect 1.01 / 0.81 / 0.59:
-within ±25% of k03 — folding the weights into the instructions removes the
-weight loads, which were broadcasts and cheap; the patch loads remain.
+Headline (H200, benchmarks/results/conv_h200.json): 0.77 TB/s on 8192² 7x7 constant, 18% of copy
 """
 
 from __future__ import annotations

@@ -45,17 +45,6 @@ Memory traffic (teaching number)
     128-bit loads, per output) plus one store and one load to stage the
     result.
 
-Instruction budget (the H200 target, from the compile gate's SASS)
-    8192² float32 at 85 % of copy bandwidth is ≈ 1.7 outputs per clock per
-    SM: ≈ 75 warp-lane instructions per output of issue budget, and a 7 × 7
-    filter spends 49 of them on FFMA (≈ 44 TFLOP/s, 2/3 of the FP32 peak).
-    The first default 7 × 7 float32 kernel (12 outputs per thread), interior
-    block, per thread: ≈ 130 SASS instructions to load 16 patch elements,
-    588 FFMA (all with immediate weights) and 90 LDS, ≈ 50 to stage the
-    results and ≈ 45 to store 12 outputs — ≈ 900, ≈ 75 per output, FFMA
-    ≈ 65 % of them: at the edge of the budget.  Whether that reaches the
-    target is for the H200 to say.
-
 Shared-memory banks
     Window loads: lane tx reads ``patch[ty·RY + p, tx·RX + q]``, RX words
     apart — with scalar loads odd RX is conflict-free.  With RX = 4 (the
@@ -70,25 +59,7 @@ Shared-memory banks
 Like k04, one kernel per distinct filter (compiled on first use, cached) —
 opt-in, see k04's docstring for the compile cost.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.26 TB/s):
-the first run gave 44 / 43 / 30% for 3×3 / 5×5 / 7×7 (constant), but its filter was a
-CuPy array: the call copied it back to compile it in — a synchronising transfer every
-call, so the events timed the Python path too.  Nsight Compute timed the kernel alone
-at 148 µs for 3×3 (85%).  With a NumPy filter (now uploaded nowhere: the values are
-compiled in) and the first shape (32 × 8 threads of 4 × 3 outputs): 84 / 71 / 61%.
-A sweep of shapes (predicted: taller and wider register tiles cut shared loads per
-output — 7×7: 7.5 → 4.4 for 6 × 5 — so the issue-bound 5×5 and 7×7 gain most):
-32 × 4 threads of 6 × 5 outputs, now the default, 91 / 83 / 63% (constant) and
-92 / 82 / 64% (reflect); 32 × 8 of 4 × 5: 92 / 82 / 56%.  Target 85% met for 3×3 only.
-7×7 is bounded by the FP32 pipe: 49 FMA per output × 67 M outputs at the H200's
-128 FMA/clock/SM is 99 µs of issue alone against 126 µs for the copy, so 85% (148 µs)
-would need the FMAs at two thirds of all issue slots and perfect overlap with DRAM.
-Session 4: 6 × 4 outputs per thread with 16-byte patch rows (128-bit shared loads, see
-"Shared-memory banks"), predicted +5% for 5×5 and 7×7: 5×5 88% (constant; reflect 78% and
-88% in two runs on two machines — its boundary code takes 48 registers, 10 blocks per SM
-instead of 12), 7×7 63% (32 × 8 threads of 6 × 4: 70%).  3×3 91 / 93%.  7×7 stays bounded
-by the FP32 pipe (ncu: FFMA 71% of 144 M instructions issued at 0.75 per scheduler-cycle).
-Opt-in: it compiles once per distinct filter (2–3 s).
+Headline (H200, benchmarks/results/conv_h200.json): 2.84 TB/s on 8192² 7x7 constant, 67% of copy
 """
 
 from __future__ import annotations

@@ -62,15 +62,7 @@ Shared-memory banks
 Filter shape compiled in (config fields ``kh``/``kw``/``mode``, set by the
 launcher), filter values passed as arrays: one compilation per shape, as k03.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv` (benchmarks/results/conv_h200.json), 8192² float32, GPU time, % of the device copy's 4.23 TB/s), rank-one
-filters wy ⊗ wx: 3×3 / 5×5 / 7×7 constant 3.22 / 2.88 / 2.67 TB/s (76 / 68 / 63%
-of copy), reflect 3.06 / 2.83 / 2.62 — the fastest entry for every filter
-(K + K instead of K·K multiply-adds per output), 3.3–9.7× cupyx's 2-D
-correlate of the same filter; still short of 85%.  Sweeps (sessions 4 and 5): 32 × 8
-threads of 4 × 5 outputs 78 / 77 / 74% and 79 / 77 / 74% (constant) — but 46.5 KB of
-shared memory for 7 + 7 taps, so it is the preset ``fast_float32``, which
-``correlate_separable`` tries first for float32 without a config, keeping ``default``
-(15.6 KB) for float64 and for filters beyond 9 + 9 taps.
+Headline (H200, benchmarks/results/conv_h200.json, impl "separable (wy, wx)"): 2.69 TB/s on 8192² 7x7 constant, 63% of copy
 """
 
 from __future__ import annotations

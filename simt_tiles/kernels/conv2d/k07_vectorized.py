@@ -58,18 +58,12 @@ Alignment promise (simt_tiles.vector)
     (w % 4 == 0, checked in the kernel), a vector's column (a multiple of 4 by
     construction) and the patch (``alignment=16``, pitch a multiple of 4).  The
     simulator's ``load4``/``store4`` check every access.
+The lesson, measured (benchmarks/NOTES.md): k07 issues 7% fewer instructions
+than k05 for 7 × 7 but is no faster — the kernel is bounded by the latency of
+each block's patch load, not by instruction count.  Vector access is the right
+move for a memory-bound kernel; what this one needs is overlap (k08).
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv`, benchmarks/results/conv_k07_h200.json, 8192²
-float32, % of the device copy, constant / reflect): 3×3 90 / 89%, 5×5 86 / 86%, 7×7 68 / 66% —
-k05 in the same run 92 / 93, 89 / 89, 67 / 66%.  Predicted +10–20 points for 7×7 (k05 spent
-≈ 15 of its ≈ 65 instructions per output moving data): wrong.  Nsight Compute, 7×7: k07 issues
-7% fewer instructions (127.5 M against 136.8 M) but at 0.70 per scheduler-cycle instead of 0.75,
-186.5 µs against 189.7 µs.  The kernel is bounded by latency, not instruction count: while a
-block waits for its patch (global latency, then the barrier) its warps cannot issue, and the
-schedulers find no eligible warp 25–30% of the time.  What removes that is overlap — the next
-patch loading while this one is computed — not fewer load instructions (benchmarks/NOTES.md,
-session 5).  The lesson of this rung: vector access is the right move for a memory-bound kernel
-and no move at all for this one; measure before trusting an instruction count.
+Headline (H200, benchmarks/results/conv_h200.json): 2.87 TB/s on 8192² 7x7 constant, 67% of copy
 """
 
 from __future__ import annotations

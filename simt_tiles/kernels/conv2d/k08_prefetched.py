@@ -1,10 +1,9 @@
 """k08 — k07 with the next tile's patch loaded while this tile is computed: a block walks a column of tiles, prefetching into registers.
 
 What changed versus k07
-    Nsight Compute on k07 (7 × 7, 8192² float32): the schedulers find no
-    eligible warp 29% of the time, and of the 13.3 cycles between a warp's
-    instructions, 3.3 are *long-scoreboard* stalls — waiting for global loads —
-    and 1.1 barrier stalls.  Every block is a load phase (its warps wait for
+    k07 (7 × 7) is bounded by latency: its warps often stall waiting for
+    global loads, then at the barrier (Nsight Compute figures in
+    benchmarks/NOTES.md).  Every block is a load phase (its warps wait for
     DRAM, then for each other) followed by a compute phase; fewer load
     instructions (k07) did not shorten the wait.  Here the wait overlaps
     work:
@@ -35,19 +34,7 @@ Memory traffic (teaching number)
     outputs; halo rows shared by vertically adjacent tiles are loaded by both
     (L2 hits).
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv`, benchmarks/results/conv_k08_h200.json, 8192²
-float32, % of the device copy, constant / reflect; k05 / k07 in the same run in brackets):
-3×3 86 / 87% (91 / 93, 90 / 89), 5×5 84 / 85% (89 / 88, 86 / 86), **7×7 70 / 72%** (67 / 66,
-67 / 66).  Predicted 80–85% for 7×7.  Nsight Compute (7×7 constant): the prefetch did what it
-was for — long-scoreboard stalls 3.30 → 0.48 cycles per instruction, cycles with no eligible
-warp 29% → 14%, issue rate 0.70 → **0.86** per scheduler-cycle — but the 32 × 8 threads of 3 × 4
-outputs execute 148.6 M instructions against k07's 127.5 M (each window row loaded serves 3
-output rows, not 6, and the prefetch addresses each vector twice), so the time only fell to
-185 µs (ncu) / 180 µs (events).  k07's instruction count at k08's issue rate would be ≈ 150 µs,
-≈ 84%; that needs k07's 6 × 4 outputs a thread with the prefetch in ≤ 64 registers — 32 × 4 of
-6 × 4 fits only in 96 (20 warps per SM: 69%).  Sweep: 2 tiles a block 69%, 8 tiles 66% (the
-last wave of blocks is long).  For 3×3 and 5×5 (memory-bound) the extra instructions and fewer
-warps cost 3–6 points: use k05 there.
+Headline (H200, benchmarks/results/conv_h200.json): 2.99 TB/s on 8192² 7x7 constant, 70% of copy
 """
 
 from __future__ import annotations

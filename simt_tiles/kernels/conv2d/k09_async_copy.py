@@ -28,23 +28,12 @@ What changed versus k08
     too (into the next buffer, synchronously).
 
 Memory traffic (teaching number): as k07/k08.
+The lesson, measured (benchmarks/NOTES.md): the copies' latency is hidden as
+planned, but the copy addressing and fewer warps per SM (shared memory) cost
+more than that saves — k09 is slower than k08, and ``variant=None`` never picks
+it.  Measure before assuming a prefetch pays.
 
-Measured (H200, session 6; benchmarks/results/conv_k09_h200.log, conv_7x7_s6_h200.md,
-ncu_k09_7x7_h200.txt): **it does
-not pay** — slower than k05/k07/k08 at every filter size, and the more tiles a block prefetches
-through, the slower.  8192² float32, mode constant, µs (k05 / k08 of the same run beside it):
-
-    tiles a block   1 (no prefetch)   2 (default)   4      8       k05    k08
-    3 × 3           151               157           172    194     138    148
-    5 × 5           155               158-161       175-177 199-202 141-142 150-151
-    7 × 7           178               180-181       191    214     189    174-180
-
-ncu (7 × 7, 4 tiles): long-scoreboard stalls fell to 0.67 cycles per instruction (k07: 3.3) — the
-copies' latency is hidden as planned — but 139.0 M instructions executed (k07: 127.5 M; the copy
-addresses and the edge checks per tile), 24 warps per SM (shared memory), and the issue rate stays
-≈ 0.73 per scheduler-cycle over the kernel.  Why each extra tile a block walks costs time (the
-control with 1 tile is the fastest) was not pinned down: the prefetch is kept as the lesson it
-is — measured, not assumed — and variant=None never picks this rung.
+Headline (H200, benchmarks/results/conv_7x7_s6_h200.json): 2.98 TB/s on 8192² 7x7 constant, 70% of copy
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ Compile-time constants of the tiled rungs (k02, k03)
     shifts the halo's load coordinates).
 
 No device functions (they would blind the GPU-free compile gate, see
-docs/design.md): k02 and k03 share one kernel-body factory, ``_tiled.py``, with a
-compile-time ``DOUBLE_BUFFER`` flag; k01 writes its window loop out itself.
+docs/design.md): k03 writes its kernel out in full in its own file, k02's is in
+``_tiled.py``; k01 writes its window loop out itself.
 """
 
 from __future__ import annotations

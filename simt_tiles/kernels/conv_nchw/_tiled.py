@@ -1,31 +1,20 @@
-"""The kernel body shared by k02 (one shared stage) and k03 (double buffered).
+"""k02's kernel body (the conv_nchw tiled rung), kept out of the rung file for its length.
 
-Both rungs have the same tiles, thread → output mapping, padded shared layouts
-(``_common.TiledConfig``), staging offsets, accumulation loop and output
-stores; they differ only in *when* a channel step's global loads are issued
-(read the rung headers for why).  :func:`make_body` returns the kernel;
-``double_buffer`` becomes the compile-time constant ``DOUBLE_BUFFER``, so the
-compiler removes the branches a rung does not take — k02's kernel contains
-none of k03's code and vice versa (shared pieces cannot be device functions:
-they would blind the GPU-free compile gate, see docs/design.md).
+The tiles, thread → output mapping, padded shared layouts (``_common.TiledConfig``),
+staging offsets computed once, accumulation loop and output stores.  One channel
+step (the numbers are k02's header's)::
 
-One channel step of each rung::
-
-    k02 (double_buffer=False)                  k03 (double_buffer=True)
-    (1) global -> shared (the only stage)      (1) global -> registers, for step + 1
+    (1) global -> shared: CK input patches (padded rows) and the weights, transposed
     (2) barrier (RAW)
-    (3) compute step from shared               (2) compute step from stage step % 2
-                                               (3) registers -> stage (step + 1) % 2
-    (4) barrier (WAR)                              barrier (RAW and WAR: one is enough)
+    (3) compute the step from shared memory and registers
+    (4) barrier (WAR)
 
-(the numbers are each rung header's).  k03 starts at step −1, a prologue that
-only loads.  The shared arrays have one row per stage, ``(config.STAGES, size)``:
-k02's one row is stage 0.
+k03 (double buffered) writes the same pieces out in its own file, with the loads
+of step c+1 issued before step c is computed, so that each rung's kernel reads
+whole, top to bottom.
 
 Reading order: the block and thread mapping, the arrays, the staging offsets
-computed once, then the channel loop (k02's staging in the ``else`` branch,
-k03's prefetch and store in the ``DOUBLE_BUFFER`` branches), then the stores
-of the outputs.
+computed once, then the channel loop, then the stores of the outputs.
 """
 
 from __future__ import annotations
@@ -37,23 +26,21 @@ from ..matmul._blocked import u32
 from ._common import TiledConfig, weight_staging
 
 
-def make_body(config: TiledConfig, dtype, name: str, *, double_buffer: bool):
-    """The kernel of k02 (``double_buffer=False``) or k03 (``True``) for ``config``
-    and ``dtype``, named ``name``."""
-    DOUBLE_BUFFER = bool(double_buffer)
-    STAGES = 2 if DOUBLE_BUFFER else 1
-    if config.STAGES != STAGES:
-        raise ValueError(f"config: double_buffer={DOUBLE_BUFFER} needs a config of {STAGES} "
-                         f"shared stage(s); got {type(config).__qualname__} with STAGES={config.STAGES}")
-    FIRST = -1 if DOUBLE_BUFFER else 0  # k03's step -1: the prologue, loads only
-    STAGE_MASK = STAGES - 1  # step & STAGE_MASK = step % STAGES
+def make_body(config: TiledConfig, dtype, name: str, *, double_buffer: bool = False):
+    """k02's kernel for ``config`` and ``dtype``, named ``name``.  (k03 writes its
+    own; ``double_buffer=True`` is refused rather than silently ignored.)"""
+    if double_buffer or config.STAGES != 1:
+        raise ValueError(f"double_buffer: expected False and a config of 1 shared stage (k02); got "
+                         f"double_buffer={double_buffer!r}, {type(config).__qualname__} with "
+                         f"STAGES={config.STAGES} (k03_double_buffered has its own kernel)")
+    STAGES = 1
     TH, TW, CO, CK = config.tile_h, config.tile_w, config.co, config.ck
     RCO, RP, KH, KW = config.rco, config.rp, config.kh, config.kw
     SH, SW = config.halo()
     _, _, SWP = config.x_shape()  # padded patch row (bank-conflict-free window reads)
     R, COP = config.w_shape()  # R = CK*KH*KW reduction indices per step; padded channel row
     X_SIZE, W_SIZE = CK * SH * SWP, R * COP  # shared arrays are flat: offsets written out
-    X_STAGES, W_STAGES = (STAGES, X_SIZE), (STAGES, W_SIZE)  # plain constants (shapes): stage, offset
+    X_STAGES, W_STAGES = (STAGES, X_SIZE), (STAGES, W_SIZE)  # one stage: row 0 (k03 has two)
     THREADS = config.threads
     X_LOADS = config.x_loads
     ws = weight_staging(config)
@@ -110,9 +97,6 @@ def make_body(config: TiledConfig, dtype, name: str, *, double_buffer: bool):
         win = cuda.local.array(WIN, DT)
         wr = cuda.local.array(RCO, DT)
         x_off = cuda.local.array(X_LOADS, uint32)
-        if DOUBLE_BUFFER:
-            x_pf = cuda.local.array(X_LOADS, DT)  # prefetch registers: the next step's elements
-            w_pf = cuda.local.array(W_LOADS, DT)
         for i in range(RCO):
             for p in range(RP):
                 acc[i, p] = DT(0)
@@ -147,103 +131,56 @@ def make_body(config: TiledConfig, dtype, name: str, *, double_buffer: bool):
 
         x_thread = uint32(r * U_SWP + cbase)
         n_steps = (c_in + CK - 1) // CK
-        for step in range(FIRST, n_steps):
-            if DOUBLE_BUFFER:
-                nxt = step + 1
-                # (1) k03: issue the global loads of step + 1 into registers; they complete while (2) runs
-                if nxt < n_steps:
-                    c0 = uint32(nxt * CK)
-                    x_step = uint32(x_img + c0 * hw)
-                    for p in range(X_LOADS):
-                        src = uint32(x_step + x_off[p])
-                        v = DT(0)
-                        if src < x_end:  # not zero padding, not a channel >= C_in
-                            v = x[src]
-                        x_pf[p] = v
-                    if w_active:
-                        kk = k0
-                        src = uint32(w_base + c0 * U_KHW)
-                        for q in range(W_ROWS):
-                            k_ok = kk < U_R and uint32(c0 * U_KHW + kk) < k_len
-                            for j in range(PER_ROW):
-                                v = DT(0)
-                                if k_ok and uint32(o0 + uint32(j * STEP_O)) < o_room:
-                                    v = w[uint32(src + uint32(j * STEP_O) * k_len)]
-                                w_pf[q * PER_ROW + j] = v
-                            kk = uint32(kk + U_STEP_K)
-                            src = uint32(src + U_STEP_K)
-            else:
-                c0 = uint32(step * CK)
-                # (1) k02: stage CK input patches (zero padding and channel tail applied here) ...
-                x_step = uint32(x_img + c0 * hw)
-                for p in range(X_LOADS):
-                    e = uint32(tid + p * THREADS)
-                    if e < U_X_ELEMS:
-                        src = uint32(x_step + x_off[p])
-                        v = DT(0)
-                        if src < x_end:
-                            v = x[src]
-                        x_s[U_ZERO, uint32(e + uint32(e // U_SW) * U_PADW)] = v  # padded rows
-                # ... and the step's weights, transposed: w_s[k*COP + o]
-                if w_active:
-                    kk = k0  # this thread's k in the step, pass by pass
-                    src = uint32(w_base + c0 * U_KHW)
-                    for q in range(W_ROWS):
-                        if kk < U_R:
-                            k_ok = uint32(c0 * U_KHW + kk) < k_len  # channel c0 + kk // (KH*KW) exists
-                            dst = uint32(kk * U_COP + o0)
-                            for j in range(PER_ROW):  # the output channels of one group of k
-                                v = DT(0)
-                                if k_ok and uint32(o0 + uint32(j * STEP_O)) < o_room:
-                                    v = w[uint32(src + uint32(j * STEP_O) * k_len)]
-                                w_s[U_ZERO, uint32(dst + uint32(j * STEP_O))] = v
-                        kk = uint32(kk + U_STEP_K)
-                        src = uint32(src + U_STEP_K)
-                # k02 (2) RAW: every thread has stored its share before anyone reads
-                cuda.syncthreads()
-            # (2) [k02: (3)] accumulate step `step` from its stage (k03's step -1 has none): per
-            # filter row one window of inputs, per tap RCO weights.  (`not DOUBLE_BUFFER`
-            # first: for k02 the compiler then drops the test, which it cannot prove true.)
-            if not DOUBLE_BUFFER or step >= 0:
-                stage = uint32(step & STAGE_MASK)
-                xa = x_thread  # this thread's window start in x_s, filter row by filter row
-                wa = wco  # its weights' row in w_s, tap by tap
-                ck = U_ZERO
-                while ck < U_CK:  # 32-bit counters: cheaper than range's 64-bit ones
-                    a = U_ZERO
-                    while a < U_KH:
-                        for q in range(WIN):
-                            win[q] = x_s[stage, xa + uint32(q)]  # no wrap-around: offsets fold into the loads
-                        for b in range(KW):
-                            for i in range(RCO):  # one address per warp: a broadcast
-                                wr[i] = w_s[stage, wa + uint32(b * COP + i)]
-                            for i in range(RCO):
-                                for p in range(RP):
-                                    acc[i, p] += wr[i] * win[p + b]
-                        xa = uint32(xa + U_SWP)
-                        wa = uint32(wa + U_KW_COP)
-                        a = uint32(a + U_ONE)
-                    xa = uint32(xa + U_NEXT_PATCH)
-                    ck = uint32(ck + U_ONE)
-            # (3) k03: registers -> the other stage
-            if DOUBLE_BUFFER and nxt < n_steps:
-                stage = uint32(nxt & STAGE_MASK)
-                for p in range(X_LOADS):
-                    e = uint32(tid + p * THREADS)
-                    if e < U_X_ELEMS:
-                        x_s[stage, uint32(e + uint32(e // U_SW) * U_PADW)] = x_pf[p]
-                if w_active:
-                    kk = k0
-                    dst = uint32(kk * U_COP + o0)
-                    for q in range(W_ROWS):
-                        if kk < U_R:
-                            for j in range(PER_ROW):
-                                w_s[stage, dst + uint32(j * STEP_O)] = w_pf[q * PER_ROW + j]
-                        kk = uint32(kk + U_STEP_K)
-                        dst = uint32(dst + U_STEP_K_COP)
-            # k02 (4) WAR: nobody overwrites the tiles while another thread still reads them.
-            # k03: RAW for stage (step+1) % 2 (written in (3), read next step) and WAR for
-            # stage step % 2 (read in (2), overwritten in the next step's (3)): one barrier.
+        for step in range(n_steps):
+            c0 = uint32(step * CK)
+            # (1) stage CK input patches (zero padding and channel tail applied here) ...
+            x_step = uint32(x_img + c0 * hw)
+            for p in range(X_LOADS):
+                e = uint32(tid + p * THREADS)
+                if e < U_X_ELEMS:
+                    src = uint32(x_step + x_off[p])
+                    v = DT(0)
+                    if src < x_end:  # not zero padding, not a channel >= C_in
+                        v = x[src]
+                    x_s[U_ZERO, uint32(e + uint32(e // U_SW) * U_PADW)] = v  # padded rows
+            # ... and the step's weights, transposed: w_s[k*COP + o]
+            if w_active:
+                kk = k0  # this thread's k in the step, pass by pass
+                src = uint32(w_base + c0 * U_KHW)
+                for q in range(W_ROWS):
+                    if kk < U_R:
+                        k_ok = uint32(c0 * U_KHW + kk) < k_len  # channel c0 + kk // (KH*KW) exists
+                        dst = uint32(kk * U_COP + o0)
+                        for j in range(PER_ROW):  # the output channels of one group of k
+                            v = DT(0)
+                            if k_ok and uint32(o0 + uint32(j * STEP_O)) < o_room:
+                                v = w[uint32(src + uint32(j * STEP_O) * k_len)]
+                            w_s[U_ZERO, uint32(dst + uint32(j * STEP_O))] = v
+                    kk = uint32(kk + U_STEP_K)
+                    src = uint32(src + U_STEP_K)
+            # (2) RAW: every thread has stored its share before anyone reads
+            cuda.syncthreads()
+            # (3) accumulate the step: per filter row one window of inputs, per tap RCO weights
+            xa = x_thread  # this thread's window start in x_s, filter row by filter row
+            wa = wco  # its weights' row in w_s, tap by tap
+            ck = U_ZERO
+            while ck < U_CK:  # 32-bit counters: cheaper than range's 64-bit ones
+                a = U_ZERO
+                while a < U_KH:
+                    for q in range(WIN):
+                        win[q] = x_s[U_ZERO, xa + uint32(q)]  # no wrap-around: offsets fold into the loads
+                    for b in range(KW):
+                        for i in range(RCO):  # one address per warp: a broadcast
+                            wr[i] = w_s[U_ZERO, wa + uint32(b * COP + i)]
+                        for i in range(RCO):
+                            for p in range(RP):
+                                acc[i, p] += wr[i] * win[p + b]
+                    xa = uint32(xa + U_SWP)
+                    wa = uint32(wa + U_KW_COP)
+                    a = uint32(a + U_ONE)
+                xa = uint32(xa + U_NEXT_PATCH)
+                ck = uint32(ck + U_ONE)
+            # (4) WAR: nobody overwrites the tiles while another thread still reads them
             cuda.syncthreads()
 
         oh = uint32(row0 + r)

@@ -21,8 +21,7 @@ Filter shape
     size, dtype) serves every filter size.  The launcher falls back to this
     rung when a filter's staging does not fit the tiled rungs' shared memory.
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv --only nchw`, float32): N32 C64
-56×56 3×3 p1: 9.9 ms = 0.7 TFLOP/s (0.03× cuDNN FP32); N8 C256 14×14: 2.6 ms (0.04×).
+Headline (H200, benchmarks/results/conv_h200.json): 0.75 TFLOP/s on N32 C64 56x56 3x3 p1, 0.03× cuDNN
 """
 
 from __future__ import annotations

@@ -27,9 +27,8 @@ What changed versus k01
     indexed only by unrolled constants, so they stay in registers (the compile
     gate checks there is no stack frame).
 
-    The code is in ``_tiled.py``, shared with k03: ``make_body(...,
-    double_buffer=False)``.  Steps (1) and (2) are the ``else`` branch of its
-    channel loop; everything else is code both rungs run.
+    The kernel body is in ``_tiled.py`` (for its length); k03 writes the
+    same pieces out in its own file.
 
 Memory traffic (teaching number)
     Global loads per block and channel step: CK·(TH + KH − 1)·(TW + KW − 1)
@@ -82,10 +81,7 @@ Why the weights and not the inputs are the broadcast
     Per (channel, filter row) a thread reads KW·RCO weights but only RP + KW − 1
     inputs, so the many reads are the cheap ones (broadcast, 128-bit).
 
-Measured (H200, 2026-11-29, `simt-tiles bench conv --only nchw`, float32, cuDNN FP32 with
-TF32 off in the same run): N32 C64 56×56 3×3 p1: 0.284 ms = 26.0 TFLOP/s, **0.97× cuDNN**
-(26.9); N8 C256 14×14: 0.263 ms = 7.0 TFLOP/s, 0.39× (the "small" tiles give only 128
-blocks: too few to fill 132 SMs and hide latency).
+Headline (H200, benchmarks/results/conv_h200.json): 26.0 TFLOP/s on N32 C64 56x56 3x3 p1, 0.97× cuDNN
 """
 
 from __future__ import annotations

@@ -14,16 +14,7 @@ NaN: max(NaN, 0) is NaN, as ``numpy.maximum`` (the GPU's fmaxf would return 0).
 
 Memory traffic: read x, write y (2 streams) + N bias values per tile row.
 
-Measured on the H200 (2026-11-29, 16384², GPU time): one element per thread
-(``rows_per_thread=1``), 32×8 tiles: 1.03 ms = 2.09 TB/s, 49% of the copy.
-Tile shape mattered little from 32×8 to 128×2 (2.04–2.10 TB/s); 32×1 blocks
-(32 threads) reached 0.42 TB/s, too few warps per SM to cover latency.
-``rows_per_thread=4`` (now the default): 0.563 ms = 3.82 TB/s, 89.5% of the copy;
-with unsigned subscripts (no negative-index wraparound per access) 0.530 ms = 4.05
-TB/s, 95%.
-On a ragged 16383 × 16381 (all tile shapes have edge tiles): 1 row per thread
-2.08–2.25 TB/s for 32×8, 16×16, 128×2; 4 rows per thread 3.58 (32×8), 3.66
-(64×4), 3.73 (128×2); 8 rows 2.89–2.90.  32×1 blocks: 0.43 TB/s.
+Headline (H200, benchmarks/results/patterns_h200.json, impl "simt_tiles.bias_relu"): 4.07 TB/s on bias_relu 16384x16384, 95.5% of copy
 """
 
 from __future__ import annotations

@@ -12,10 +12,7 @@ What changed versus k01
 
 Memory traffic: as k01, 3 streams of n elements.
 
-Measured on the H200 (2026-11-29, 2^28 float32, GPU time, 3 streams of bytes over the
-device copy's 4.26 TB/s): k01 3.64 TB/s (85.5%); this rung with items=4: 3.76
-(88.2%), items=8: 3.70, items=16: 4.01 (94.0%, now the default), items=4 with
-4× the blocks: 3.88 (91.1%).  cupy's ``a + b``: 2.54 (59.5%).
+Headline (H200, benchmarks/results/patterns_h200.json): 4.01 TB/s on vector_add 2^28, 94% of copy
 """
 
 from __future__ import annotations

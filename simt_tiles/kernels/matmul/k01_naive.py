@@ -14,9 +14,7 @@ Memory traffic (teaching number)
     loads from global memory for 2·M·N·K flops — an arithmetic intensity of
     one flop per load, and (here) one 32-byte sector fetched per 4-byte load.
 
-Measured on the H200 (benchmarks/results/matmul_h200.json)
-    0.50 TFLOP/s at 4096³ (0.01× cuBLAS FP32); 1.1–1.2 at 1000³/1031³, where
-    rows are not a power of two apart.
+Headline (H200, benchmarks/results/matmul_h200.json): 0.50 TFLOP/s at 4096³, 0.01× cuBLAS
 """
 
 from __future__ import annotations

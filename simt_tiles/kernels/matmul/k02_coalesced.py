@@ -13,8 +13,7 @@ Memory traffic (teaching number)
     Still 2·M·N·K element loads (no reuse yet: that is k03's lesson), but each
     warp-wide load of B now uses every byte of the sectors it fetches.
 
-Measured on the H200 (benchmarks/results/matmul_h200.json)
-    1.33 TFLOP/s at 4096³, 2.7× k01 (0.026× cuBLAS).
+Headline (H200, benchmarks/results/matmul_h200.json): 1.33 TFLOP/s at 4096³, 0.026× cuBLAS
 """
 
 from __future__ import annotations

@@ -22,10 +22,9 @@ Memory traffic (teaching number)
 Shared-memory banks
     Inner loop: ``As[ty, kk]`` is one address for the whole warp when T = 32
     (all 32 lanes share ``ty``): a broadcast.  ``Bs[kk, tx]`` is 32 consecutive
-    words: 32 different banks.  No conflicts — the conflict lesson is k04.
+    words: 32 different banks.  No conflicts — the conflict lesson is k06.
 
-Measured on the H200 (benchmarks/results/matmul_h200.json)
-    7.0 TFLOP/s at 4096³, 5.3× k02 (0.14× cuBLAS); tile=16 is within 2%.
+Headline (H200, benchmarks/results/matmul_h200.json): 7.0 TFLOP/s at 4096³, 0.14× cuBLAS
 """
 
 from __future__ import annotations

@@ -19,9 +19,7 @@ Shared-memory banks
     ``a_s[tr·TM + i, kk]``: one address per warp (lanes share ``tr`` when BN ≥
     32): a broadcast.  ``b_s[kk, tc]``: consecutive words.  No conflicts.
 
-Measured on the H200 (benchmarks/results/matmul_h200.json)
-    7.4 TFLOP/s at 4096³, +6% over k03 (0.15× cuBLAS): signed index math and
-    scalar loads, not shared-memory bandwidth, limit it.
+Headline (H200, benchmarks/results/matmul_h200.json): 7.4 TFLOP/s at 4096³, 0.15× cuBLAS
 """
 
 from __future__ import annotations

@@ -20,10 +20,7 @@ The bank-conflict lesson (the hazard this rung *creates*)
     The reads ``a_t[kk, tr·TM + i]`` are broadcasts/consecutive: conflict-free.
     k07 (padding) and k08 (swizzling) remove the store conflicts.
 
-Measured on the H200 (benchmarks/results/matmul_h200.json)
-    21.2 TFLOP/s at 4096³, 2.9× k05 (0.42× cuBLAS), from the 128-bit reads;
-    Nsight Compute at 1024³: 8.0 wavefronts per A store — the predicted
-    8-way conflict.
+Headline (H200, benchmarks/results/matmul_h200.json): 21.2 TFLOP/s at 4096³, 0.42× cuBLAS
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ Memory traffic (teaching number)
     of bytes where the minimum is 2.  Rows of up to a few tens of KiB stay in
     L1/L2 between passes, so the DRAM traffic is closer to 2 passes.
 
-Barriers: 2·log2(T) + 2 per reduction (each halving; then the broadcast).
+Barriers: log2(T) + 1 per reduction (the partials written, then each halving)
+and one WAR barrier before the second reuses ``red``: 2·log2(T) + 3 in all.
 
-Measured on the H200 (2026-11-29, 16384 rows, float32, GPU time, % of the 4.24 TB/s
-device copy): cols 256 / 1024 / 4096 / 16384 / 32768: 0.51 / 1.19 / 1.65 / 1.62 / 1.63
-TB/s (12–39%); torch.softmax 2.59 / 3.47 / 2.53 / 3.29 / 2.69.
+Headline (H200, benchmarks/results/patterns_h200.json): 1.63 TB/s on 16384x16384, 38% of copy
 """
 
 from __future__ import annotations

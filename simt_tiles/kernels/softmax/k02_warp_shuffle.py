@@ -5,16 +5,17 @@ What changed versus k01
     steps (a butterfly: every lane ends with the warp's result, no shared
     memory, no barrier).  Lane 0 of each warp then writes one value to shared
     memory, one barrier, and every thread folds the T/32 warp results itself.
-    Barriers per reduction: 2 (k01: 2·log2(T) + 1).
+    Barriers: one per reduction, 2 in all (k01: 2·log2(T) + 3).
 
     ``simt_tiles.warp`` supplies the shuffles: the numba intrinsics on the
     GPU, and a rendezvous with real warp semantics in the simulator, so this
     rung runs in the same hypothesis tests as k01.
 
 Memory traffic: as k01 (three reads of the row, one write).
+On the H200 it is no faster than k01: the barriers were not the cost, the
+three passes over the row are (k03, k04).
 
-Measured on the H200 (same run as k01): 0.50 / 1.17 / 1.64 / 1.45 / 1.46 TB/s — no
-faster than k01: the barriers were not the cost, the three passes over the row are.
+Headline (H200, benchmarks/results/patterns_h200.json): 1.46 TB/s on 16384x16384, 34% of copy
 """
 
 from __future__ import annotations

@@ -29,27 +29,7 @@ What changed versus k03
 Memory traffic: one read and one write of the row (k03: two reads, one write).
 Registers: VPT values + VPT exps share the same array (exp overwrites in place).
 
-Measured on the H200 (2026-11-29, 16384 rows, GPU time, % of the 2^28 device copy's
-4.26 TB/s; torch.softmax in the same run; ``simt-tiles bench patterns``).
-First version: 1.76 / 2.08 / 2.26 / 1.99 TB/s for 256 / 1024 / 4096 / 16384 columns
-(41–53%, 0.59–0.88× torch).  The compile gate's SASS showed why: 85 instructions per
-value (vpt 16) — Numba's negative-index wraparound on every signed subscript (a
-compare, two selects and 64-bit address arithmetic per load and per store), an IEEE
-division per output (with its slow-path call) and a NaN-aware max of four
-instructions.  Now: unsigned 64-bit subscripts (LLVM folds ``t + i·G`` into one base
-address plus constant offsets), ``max`` (one FMNMX; a NaN still reaches the sum and
-so every output, as scipy's), one reciprocal per row and a product per output, and
-the cross-warp combine in log depth (shuffles over the NW partials, not NW steps):
-38 instructions per value, and 1024 threads × 32 values no longer spill.
-Predicted: the phases are shorter, so DRAM idles less: ≥ 75% of the copy.  Measured:
-2.69 / 3.59 / 4.00 / 4.09 / 3.41 TB/s for 256 / 1024 / 4096 / 16384 / 32768 columns
-= 63 / 84 / 94 / 96 / 80% of the copy and 1.03 / 1.06 / 1.57 / 1.23 / 1.25× torch.
-The small problems are bounded by their size: a copy of the same 16 / 64 MiB reaches
-2.70 / 3.69 TB/s (k04: 100% / 97% of it).  32768 columns need 512 threads × 64
-values: one block per SM, its phases no longer overlap another block's (80%).
-Defaults: 512 threads (rows up to 16384 float32 fit: two blocks per SM; longer rows go
-to k05 — k04 with max_vpt=64 still takes 32768, at 80%), blocks
-of ``min_threads`` = 128 for short rows (+4% at 256 and 1024 columns).
+Headline (H200, benchmarks/results/patterns_h200.json): 4.11 TB/s on 16384x16384, 96% of copy
 """
 
 from __future__ import annotations

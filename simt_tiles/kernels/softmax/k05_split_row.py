@@ -12,10 +12,7 @@ What changed versus k04
     no bank conflicts, and no barrier — no thread reads another's values).
     Sized so that *two* rows fit an SM: 32768 float32 columns, 256 threads,
     84 values in registers (128 registers: ``launch_bounds=(256, 2)``) and
-    44 in shared memory (44 KiB per block).  512 threads × (20 + 44) — the
-    warps of k04 at 16384 columns, but 64 registers leave only 20 values and
-    the shared part takes three chunks of loads — reached 81.6% of the copy,
-    256 × (84 + 44) 93.5% (both measured in one run).
+    44 in shared memory (44 KiB per block).
 
     The array is *dynamic* shared memory, sized at launch (up to
     ``smem_budget``, 96 KiB), so more than the 48 KiB a block may declare
@@ -38,15 +35,7 @@ What changed versus k04
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
-Measured on the H200 (2026-11-29, 16384 × 32768 float32, GPU time, % of the device copy's
-4.26 TB/s, ``simt-tiles bench patterns``): k04 (512 × 64 registers, one block per SM) 80%.
-First k05 (static 46 KiB, 256 × (82 + 46), register part loaded first, shared loops fully
-unrolled): 84.5%; ncu: two blocks per SM, 0.62 instructions issued per scheduler-cycle,
-DRAM 75% busy.  One 32-bit bound compare per access instead of a 64-bit add and two
-compares (−30% SASS) changed nothing (1.19 ms both).  This version (dynamic, shared part
-loaded first, its loops bounded at run time): 256 × (84 + 44) **93.5%** (1.079 ms,
-1.46× torch.softmax), 512 × (20 + 44) 81.6%.  Which of the three changes made the
-difference was not isolated.  16384 columns: 97.1% (k04: 96.3%).
+Headline (H200, benchmarks/results/patterns_h200.json): 3.98 TB/s on 16384x32768, 93% of copy
 """
 
 from __future__ import annotations

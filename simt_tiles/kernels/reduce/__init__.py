@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from numba import cuda
@@ -52,8 +53,11 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         Optional array of the result's shape and ``x``'s dtype; it must not
         overlap ``x`` in memory (ValueError naming ``out``).
     Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
-    NumPy, and like NumPy raise ValueError on an empty reduction.  NumPy
-    callers get a NumPy scalar for ``axis=None``.
+    NumPy, and like NumPy raise ValueError whenever the reduced axis is empty —
+    even when the result would be empty too (``max`` of a (0, 0) array along
+    -1); an empty *other* axis gives an empty result.  NumPy callers get a
+    NumPy scalar where NumPy does: for a result of shape () (``axis=None``, or
+    the last axis of a 1-D array).
     """
     code = op_code(op)
     cfg = RUNG.resolve_config(config)
@@ -61,6 +65,8 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     x_op = device_operand(x, "x", ndim=None, stream=stream)
     dev, dt = x_op.dev, x_op.dev.dtype
     shape = tuple(dev.shape)
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, numbers.Integral)):
+        raise TypeError(f"axis: expected None or an int; got {type(axis).__name__} {axis!r}")
     if axis is not None and axis not in (-1, len(shape) - 1):
         raise ValueError(
             f"axis: expected None or the last axis (-1 or {len(shape) - 1}) of a {len(shape)}-D array; got {axis!r}"
@@ -81,7 +87,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
     else:
         rows, cols = math.prod(shape[:-1]), shape[-1]
-        if cols == 0 and rows and code != SUM:
+        if cols == 0 and code != SUM:  # NumPy raises even if the result is empty (rows == 0)
             raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
         out_op = prepare_out(out, x_op, shape[:-1], dt, stream)
         if rows:
@@ -89,6 +95,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
             kernel = RUNG.kernel(rcfg, dt, op=code, out_dtype=dt)
             kernel[rows, rcfg.threads, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
     result = finish_result(out_op, stream)
-    if axis is None and isinstance(result, np.ndarray) and out is None:
+    scalar = axis is None or len(shape) == 1  # a result of shape (): NumPy gives a scalar
+    if scalar and isinstance(result, np.ndarray) and out is None:
         return result[()]
     return result

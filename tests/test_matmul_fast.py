@@ -30,7 +30,13 @@ from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config, generate, spli
 from simt_tiles.kernels.matmul.k12_async_copy import generate as generate_k12
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, assert_matmul_ok, fast_configs, poisoned, random_operands
+from .matmul_helpers import (
+    DTYPES,
+    assert_matmul_ok,
+    fast_configs,
+    poisoned,
+    random_operands,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST = ("k11_vectorized_bk16", "k12_async_copy")

@@ -24,6 +24,7 @@ import pytest
 import scipy.ndimage as ndi
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv2d import (
     CONV2D_VARIANTS,
     SEPARABLE_VARIANTS,
@@ -32,16 +33,15 @@ from simt_tiles.kernels.conv2d import (
     correlate2d,
     correlate_separable,
 )
-from simt_tiles.kernels.reduce import REDUCE_OPS, reduce
-from simt_tiles.kernels.softmax import SOFTMAX_VARIANTS, softmax
-from simt_tiles.reference import check_within
-from simt_tiles.reference_conv import (
+from simt_tiles.kernels.conv2d.reference import (
     correlate1d_reference,
     correlate2d_reference,
     correlate_separable_reference,
 )
+from simt_tiles.kernels.reduce import REDUCE_OPS, reduce
+from simt_tiles.kernels.softmax import SOFTMAX_VARIANTS, softmax
 
-from .helpers import DTYPES
+from .common import DTYPES
 
 EPS = 2.0**-52  # DBL_EPSILON: scipy skips |w| <= EPS, counts anything larger
 SENTINEL = -7.75e7  # the output's initial value: an element a kernel forgets to write shows up

@@ -2,7 +2,8 @@
 import numpy as np
 
 import simt_tiles
-from simt_tiles.reference import check_within, matmul_reference
+from simt_tiles.bounds import check_within
+from simt_tiles.kernels.matmul.reference import matmul_reference
 
 rng = np.random.default_rng(0)
 a = rng.standard_normal((30, 20)).astype(np.float32)

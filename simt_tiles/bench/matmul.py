@@ -136,8 +136,9 @@ def measure(h, xp, sizes, impls, l2: int) -> None:
     (``xp``: CuPy; NumPy in the tests) of at least three times ``l2`` bytes in all."""
     import numpy as np
 
+    from ..bounds import TF32_U, check_within, gamma, unit_roundoff
     from ..kernels.matmul import flops
-    from ..reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
+    from ..kernels.matmul.reference import matmul_reference
 
     rng = xp.random.default_rng(2026)
     for m, n, k in sizes:

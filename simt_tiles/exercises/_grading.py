@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from ..reference import check_within, matmul_reference, softmax_reference
-from ..reference_conv import correlate2d_reference
+from ..bounds import check_within
+from ..kernels.conv2d.reference import correlate2d_reference
+from ..kernels.matmul.reference import matmul_reference
+from ..kernels.softmax.reference import softmax_reference
 from ..runtime import cdiv
 
 DTYPES = (np.float32, np.float64)

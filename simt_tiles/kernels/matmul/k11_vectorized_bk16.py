@@ -45,7 +45,8 @@ import numpy as np
 from numba import cuda, int64, uint32, void
 
 from ... import codegen
-from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype, stream_key
+from ...interop import stream_key
+from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)

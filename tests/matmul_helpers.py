@@ -1,15 +1,15 @@
-"""Shared test machinery: shape and config strategies, poisoned outputs, the bound check."""
+"""Matmul test machinery: config strategies per rung, tile extents, operands, the bound check
+(the generic bits — DTYPES, edge_sizes, poisoned — are in :mod:`tests.common`)."""
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
-from numba import cuda
 
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.matmul import RUNGS
-from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul._blocked import BlockedConfig
+from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul.k03_smem_tiled import Config as TileConfigK03
 from simt_tiles.kernels.matmul.k04_regblock_1d import Config as Config1D
 from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
@@ -17,26 +17,10 @@ from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
 from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
 from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
 from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config as FastConfig
-from simt_tiles.runtime import ConfigError
-from simt_tiles.reference import check_within, matmul_reference
-from simt_tiles.runtime import SIMULATOR
+from simt_tiles.kernels.matmul.reference import matmul_reference
+from simt_tiles.runtime import SIMULATOR, ConfigError
 
-DTYPES = (np.float32, np.float64)
-SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
-GPU_SIZES = (31, 97, 127, 257, 509, 1000, 1031)
-
-
-def edge_sizes(*tiles: int) -> list[int]:
-    """Sizes that break tiled code: 0, 1, around each tile size, around two tiles, primes."""
-    sizes = {0, 1, *SMALL_PRIMES}
-    for tile in tiles:
-        sizes |= {tile - 1, tile, tile + 1, 2 * tile + 1}
-        if not SIMULATOR:
-            sizes |= {4 * tile - 1}
-    if not SIMULATOR:
-        sizes |= set(GPU_SIZES)
-    return sorted(s for s in sizes if s >= 0)
-
+from .common import DTYPES, configs, edge_sizes, gpu_pool, poisoned  # noqa: F401 - re-exported for the matmul tests
 
 # Launch configurations drawn at random per rung.  Every rung must have one
 # (test_every_variant_has_a_config_strategy), so a new rung cannot go untested.
@@ -126,44 +110,6 @@ CONFIG_STRATEGIES = {
 }
 
 
-def configs(rung, random_configs, n_drawn: int = 2):
-    """Launch configs for a property test of ``rung``.
-
-    Simulator: its "sim" preset or a random valid config (a simulated "compile" is free).
-    GPU: a fixed pool — the shipped presets (all but "sim") and ``n_drawn`` random valid
-    configs drawn once per run — so each (rung, config, dtype) compiles once (0.5–3 s) and the
-    examples vary the problem instead; the pool differs from run to run."""
-    if SIMULATOR:
-        return st.one_of(st.just(rung.presets["sim"]), random_configs)
-    return st.sampled_from(gpu_pool(rung, random_configs, n_drawn))
-
-
-_POOLS: dict = {}
-
-
-def gpu_pool(rung, random_configs, n_drawn: int = 2) -> list:
-    """The shipped presets of ``rung`` (but "sim") and ``n_drawn`` configs drawn from
-    ``random_configs`` (once per run and rung)."""
-    key = (id(rung), id(random_configs))
-    if key not in _POOLS:
-        import warnings
-
-        from hypothesis.errors import NonInteractiveExampleWarning
-
-        pool = [c for name, c in rung.presets.items() if name != "sim"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NonInteractiveExampleWarning)
-            target = len(pool) + n_drawn
-            for _ in range(8 * n_drawn):  # .example() may repeat a config
-                if len(pool) >= target:
-                    break
-                cfg = random_configs.example()
-                if cfg not in pool:
-                    pool.append(cfg)
-        _POOLS[key] = pool
-    return _POOLS[key]
-
-
 def config_strategy(variant: str):
     """The rung's shipped preset or a random valid config (on a GPU: from a fixed pool, :func:`configs`)."""
     return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])
@@ -178,11 +124,6 @@ def tile_extents(config) -> tuple[int, ...]:
     if isinstance(config, BlockedConfig):
         return (config.bm, config.bn, config.bk)
     return tuple(config.block())
-
-
-def poisoned(shape, dtype):
-    """A device array full of NaN: any element the kernel fails to write fails the check."""
-    return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
 
 
 def random_operands(rng, m, n, k, dtype):

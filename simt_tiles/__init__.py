@@ -56,3 +56,20 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(__all__)
+
+
+def _racecheck_from_environment() -> None:
+    """``SIMT_TILES_RACECHECK=1`` with the simulator chosen: race-check every simulated launch
+    (:func:`simt_tiles.analyze.enable_racecheck`); nothing otherwise (Numba is not imported)."""
+    import os
+
+    def on(name):
+        return os.environ.get(name, "") not in ("", "0")
+
+    if on("SIMT_TILES_RACECHECK") and on("NUMBA_ENABLE_CUDASIM"):
+        from . import analyze
+
+        analyze.enable_racecheck()
+
+
+_racecheck_from_environment()

@@ -396,8 +396,11 @@ def enable_racecheck(intra_warp: str = "write-write") -> None:
     """Race-check every simulated launch from now on (``SIMT_TILES_RACECHECK=1``)."""
     global _global_check
     if _global_check is None:
+        import atexit
+
         _global_check = racecheck(intra_warp=intra_warp)
         _global_check.__enter__()
+        atexit.register(disable_racecheck)  # undone while imports still work, not at interpreter teardown
 
 
 def disable_racecheck() -> None:

@@ -521,16 +521,25 @@ def _run_jobs(todo: list[Job], assembler: Assembler, n_jobs: int, done=None,
             if done:
                 done(rows[i])
     else:
-        # spawn: fresh interpreters that load Numba's real target (the environment says CUDASIM=0)
+        # spawn: fresh interpreters that load Numba's real target (the environment says CUDASIM=0
+        # while they start; the caller's environment is restored after: a test process that called
+        # the gate must not believe afterwards that a GPU target was chosen)
+        before = os.environ.get("NUMBA_ENABLE_CUDASIM")
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(assembler, cubin_dir)) as pool:
-            futures = {pool.submit(_run_job, job): i for i, job in enumerate(todo)}
-            for fut in as_completed(futures):
-                rows[futures[fut]] = fut.result()
-                if done:
-                    done(rows[futures[fut]])
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(n_jobs, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(assembler, cubin_dir)) as pool:
+                futures = {pool.submit(_run_job, job): i for i, job in enumerate(todo)}
+                for fut in as_completed(futures):
+                    rows[futures[fut]] = fut.result()
+                    if done:
+                        done(rows[futures[fut]])
+        finally:
+            if before is None:
+                os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+            else:
+                os.environ["NUMBA_ENABLE_CUDASIM"] = before
     return [rows[i] for i in range(len(todo))]
 
 

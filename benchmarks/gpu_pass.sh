@@ -11,6 +11,8 @@ for step in $steps; do
   echo "=== $step ($(date +%T))"
   case $step in
     tests)
+      # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
+      python3 benchmarks/warm_kernel_cache.py -j 8 2>&1 | tee "$out/warm_cache.log" | tail -1
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
       # kernels were compiled and in how long, --durations where the time went

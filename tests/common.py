@@ -51,19 +51,28 @@ def gpu_pool(rung, random_configs, n_drawn: int = 2) -> list:
     ``random_configs`` (once per run and rung)."""
     key = (id(rung), id(random_configs))
     if key not in _POOLS:
-        import warnings
+        from concurrent.futures import ThreadPoolExecutor
 
-        from hypothesis.errors import NonInteractiveExampleWarning
-
-        pool = [c for name, c in rung.presets.items() if name != "sim"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NonInteractiveExampleWarning)
-            target = len(pool) + n_drawn
-            for _ in range(8 * n_drawn):  # .example() may repeat a config
-                if len(pool) >= target:
-                    break
-                cfg = random_configs.example()
-                if cfg not in pool:
-                    pool.append(cfg)
-        _POOLS[key] = pool
+        # drawn in another thread: the pool is usually first needed inside a @given test, where
+        # hypothesis refuses .example() (its build context is thread-local)
+        with ThreadPoolExecutor(1) as one:
+            _POOLS[key] = one.submit(_draw_pool, rung, random_configs, n_drawn).result()
     return _POOLS[key]
+
+
+def _draw_pool(rung, random_configs, n_drawn: int) -> list:
+    import warnings
+
+    from hypothesis.errors import NonInteractiveExampleWarning
+
+    pool = [c for name, c in rung.presets.items() if name != "sim"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+        target = len(pool) + n_drawn
+        for _ in range(8 * n_drawn):  # .example() may repeat a config
+            if len(pool) >= target:
+                break
+            cfg = random_configs.example()
+            if cfg not in pool:
+                pool.append(cfg)
+    return pool

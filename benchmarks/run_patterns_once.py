@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     _probe.select_backend()
 
     import simt_tiles
-    from simt_tiles.reference import check_within, softmax_reference
+    from simt_tiles.bounds import check_within
+    from simt_tiles.kernels.softmax.reference import softmax_reference
 
     rng = np.random.default_rng(0)
     failures = []
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
 
     if "conv2d" in args.only:
         from simt_tiles.kernels.conv2d import VECTOR_VARIANTS
-        from simt_tiles.reference_conv import correlate2d_reference
+        from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 
         # (97, 401) 5×5: k05's default tile (24 × 128) has interior blocks there (the unchecked loads);
         # (61, 404) 7×7 and 4×6: k07's vector loads and stores (width a multiple of 4, interior blocks)

@@ -34,8 +34,9 @@ def main(argv=None) -> int:
     from numba import cuda
 
     from simt_tiles.bench.matmul import parse_config, parse_size
+    from simt_tiles.bounds import check_within
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS
-    from simt_tiles.reference import check_within, matmul_reference
+    from simt_tiles.kernels.matmul.reference import matmul_reference
 
     entries = [(v, RUNGS[v].presets["default"]) for v in (args.variants or MATMUL_VARIANTS)]
     entries += [parse_config(c) for c in args.config]

@@ -105,14 +105,10 @@ def main(argv=None) -> int:
     environment(libname)
     try:
         from simt_tiles import tile
-        from simt_tiles.reference import (
-            check_within,
-            gamma,
-            matmul_reference,
-            softmax_reference,
-            unit_roundoff,
-        )
-        from simt_tiles.reference_conv import correlate2d_reference
+        from simt_tiles.bounds import check_within, gamma, unit_roundoff
+        from simt_tiles.kernels.conv2d.reference import correlate2d_reference
+        from simt_tiles.kernels.matmul.reference import matmul_reference
+        from simt_tiles.kernels.softmax.reference import softmax_reference
 
         lib = Lib(libname)
         tile.require()

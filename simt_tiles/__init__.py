@@ -22,7 +22,6 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "matmul": ".kernels.matmul",
     "MATMUL_VARIANTS": ".kernels.matmul",
-    "BEST_VARIANT": ".kernels.matmul",
     "softmax": ".kernels.softmax",
     "SOFTMAX_VARIANTS": ".kernels.softmax",
     "reduce": ".kernels.reduce",

@@ -60,7 +60,7 @@ class _Ctx:
 
 def _numpy_case(problem, call, ref, bound):
     """A NumPy-in, NumPy-out call: ``fn`` keeps the result for ``check``."""
-    from .reference import check_within
+    from .bounds import check_within
 
     got = {}
     return problem, lambda: got.__setitem__("out", call()), lambda: check_within(got["out"], ref, bound)
@@ -69,7 +69,8 @@ def _numpy_case(problem, call, ref, bound):
 def _matmul(rung, dtype, c):
     import simt_tiles as st
 
-    from .reference import check_within, matmul_reference
+    from .bounds import check_within
+    from .kernels.matmul.reference import matmul_reference
 
     m, n, k = c.shape
     np = c.np
@@ -95,7 +96,7 @@ def _matmul(rung, dtype, c):
 def _softmax(rung, dtype, c):
     import simt_tiles as st
 
-    from .reference import softmax_reference
+    from .kernels.softmax.reference import softmax_reference
 
     x = c.rng.standard_normal((3, 37 * c.scale)).astype(dtype)
     ref, bound = softmax_reference(x)
@@ -105,7 +106,7 @@ def _softmax(rung, dtype, c):
 def _reduce(rung, dtype, c):
     import simt_tiles as st
 
-    from .reference import gamma, unit_roundoff
+    from .bounds import gamma, unit_roundoff
 
     np = c.np
     v = c.rng.standard_normal(1000 * c.scale).astype(dtype)
@@ -133,7 +134,7 @@ def _elementwise(rung, dtype, c):
 def _conv2d(rung, dtype, c):
     import simt_tiles as st
 
-    from .reference_conv import correlate2d_reference, correlate_separable_reference
+    from .kernels.conv2d.reference import correlate2d_reference, correlate_separable_reference
 
     img = c.rng.standard_normal((11 * c.scale, 13 * c.scale)).astype(dtype)
     if rung in st.SEPARABLE_VARIANTS:
@@ -151,7 +152,7 @@ def _conv2d(rung, dtype, c):
 def _conv_nchw(rung, dtype, c):
     import simt_tiles as st
 
-    from .reference_conv_nchw import conv2d_nchw_reference
+    from .kernels.conv_nchw.reference import conv2d_nchw_reference
 
     x = c.rng.standard_normal((2, 3, 5, 7 * c.scale)).astype(dtype)
     w = c.rng.standard_normal((4, 3, 3, 3)).astype(dtype)
@@ -243,7 +244,8 @@ class _Dots:
 def _cublas_row(h, ctx, dtype) -> None:
     """cuBLAS (the matmul group's baseline peer) on the same problem, timed beside the rungs."""
     from .bench.peers import baseline, peers
-    from .reference import check_within, matmul_reference
+    from .bounds import check_within
+    from .kernels.matmul.reference import matmul_reference
 
     base = next(p for p in peers("matmul") if p.name == baseline("matmul"))
     m, n, k = ctx.shape

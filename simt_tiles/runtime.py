@@ -9,11 +9,12 @@
   and each kernel's own divisibility rules) and raises :class:`ConfigError`
   naming the field, its value and the rule.
 * **Launch geometry** — :func:`cdiv` and :func:`grid_for`.
-* **Array interop** — :func:`device_operand` accepts NumPy arrays (copied to
-  the device), Numba device arrays, any ``__cuda_array_interface__`` object
-  (CuPy, PyTorch) and CUDA DLPack producers without host copies;
-  :func:`prepare_out` checks `out=` or makes the result in the caller's kind and
-  :func:`finish_result` hands it back.
+* **Rungs** — :class:`Rung` (a kernel factory plus its presets, geometry,
+  signature, jit options and how a call binds to it), the compile cache,
+  dynamic shared memory (:func:`allow_dynamic_smem`) and :func:`pick_rung`.
+
+Arrays in and out of the public functions (NumPy, Numba, CuPy, PyTorch,
+DLPack; ``out=``; streams) are :mod:`simt_tiles.interop`'s business.
 
 ``cuda`` is imported here at module level, once: the simulator and the real
 target are chosen by Numba at that import (see :mod:`simt_tiles._probe`).
@@ -30,6 +31,8 @@ import numba
 import numpy as np
 from numba import cuda
 
+from .interop import SUPPORTED_FLOATS
+
 __all__ = [
     "SIMULATOR",
     "SMEM_ALIGN",
@@ -40,15 +43,11 @@ __all__ = [
     "cdiv",
     "grid_for",
     "numba_dtype",
-    "Operand",
-    "device_operand",
-    "prepare_out",
-    "finish_result",
-    "as_stream",
     "SUPPORTED_FLOATS",
     "Rung",
     "pick_rung",
     "MAX_DYNAMIC_SMEM",
+    "allow_dynamic_smem",
 ]
 
 #: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
@@ -58,8 +57,6 @@ SIMULATOR: bool = bool(numba.config.ENABLE_CUDASIM)
 #: rejects any alignment other than None (RuntimeError), so kernels pass this.
 SMEM_ALIGN = None if SIMULATOR else 16
 
-#: dtypes every kernel claims; they are validated by the public functions.
-SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # ---------------------------------------------------------------------------
 # jit options
@@ -174,235 +171,6 @@ def grid_for(extents: tuple[int, ...], per_block: tuple[int, ...]) -> tuple[int,
 
 
 # ---------------------------------------------------------------------------
-# Array interop
-# ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Operand:
-    """An argument as the kernel sees it (``dev``) and as the caller gave it."""
-
-    name: str
-    dev: Any  # Numba device array (or simulator FakeCUDAArray)
-    kind: str  # "numpy", "numba", "cupy", "torch", "cai"
-    original: Any
-
-
-def _describe(x) -> str:
-    t = type(x)
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def _is_numba_device_array(x) -> bool:
-    # Numba's device arrays (and the simulator's stand-ins) carry this marker.
-    return bool(getattr(x, "__cuda_ndarray__", False))
-
-
-def _has_cai(x) -> bool:
-    try:
-        return hasattr(x, "__cuda_array_interface__")
-    except Exception:  # e.g. a CPU tensor raising something other than AttributeError
-        return False
-
-
-def _kind_of_cai(x) -> str:
-    mod = type(x).__module__.split(".")[0]
-    if mod == "cupy":
-        return "cupy"
-    if mod == "torch":
-        return "torch"
-    return "cai"
-
-
-def _is_cuda_dlpack(x) -> bool:
-    dev = getattr(x, "__dlpack_device__", None)
-    if dev is None or not hasattr(x, "__dlpack__"):
-        return False
-    try:
-        device_type, _ = dev()
-    except Exception:  # pragma: no cover - a producer with a broken protocol
-        return False
-    return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
-
-
-def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
-    """Turn a caller's array into a device array the kernels can take.
-
-    * NumPy arrays are checked, made C-contiguous and copied to the device.
-    * ``__cuda_array_interface__`` objects (Numba, CuPy, PyTorch CUDA tensors)
-      are used in place; they must be C-contiguous (no hidden copy is made).
-    * CUDA DLPack producers without the interface go through CuPy, zero-copy.
-
-    ``ndim=None`` accepts any number of dimensions from 1 up.
-    Raises TypeError/ValueError naming ``name``, the expectation and what came.
-    """
-    if isinstance(x, np.ndarray):
-        _check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
-        host = np.ascontiguousarray(x)
-        return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
-    if _is_numba_device_array(x):
-        kind, dev = "numba", x
-    elif _has_cai(x):
-        kind, dev = _kind_of_cai(x), _import_cai(x, stream)
-    elif _is_cuda_dlpack(x):
-        try:
-            import cupy
-        except ImportError as exc:
-            raise TypeError(
-                f"{name}: a DLPack array ({_describe(x)}) needs CuPy to be used "
-                "without a copy; install cupy or pass a CuPy/PyTorch/Numba array"
-            ) from exc
-        kind = "cupy"
-        x = cupy.from_dlpack(x)
-        dev = _import_cai(x, stream)
-    else:
-        where = ""
-        if hasattr(x, "device"):
-            where = f" on device {x.device}"
-        raise TypeError(
-            f"{name}: expected a NumPy array or a CUDA array (Numba device array, "
-            f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {_describe(x)}{where}"
-        )
-    _check_dtype_ndim(name, dev.dtype, dev.ndim, dev.shape, ndim)
-    if not dev.is_c_contiguous():
-        raise ValueError(
-            f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
-            f"with strides {dev.strides} (make a contiguous copy first, e.g. "
-            "cupy.ascontiguousarray / tensor.contiguous())"
-        )
-    return Operand(name, dev, kind, x)
-
-
-def _import_cai(x, stream):
-    """A zero-copy Numba view of a ``__cuda_array_interface__`` array, ordered after
-    the work its producer queued, without blocking the host.
-
-    Numba's own import (``sync=True``) calls ``synchronize()`` on the producer's
-    stream: the host waits for every queued kernel on each call (measured on
-    the H200: the public calls then cost the GPU 100–500 µs of idle time).
-    Here the launch stream waits instead: nothing to do when the producer's
-    stream is the one we launch on or a default stream that the legacy
-    default stream is ordered with; otherwise an event recorded on the
-    producer's stream that our stream waits on (no host blocking)."""
-    dev = cuda.as_cuda_array(x, sync=False)
-    producer = x.__cuda_array_interface__.get("stream")
-    if producer is None:  # the producer promises the data is ready
-        return dev
-    ours = stream_key(stream) if stream else None  # None: the legacy default stream
-    if producer == ours or (ours is None and producer in (1, 2)):  # 1: legacy, 2: per-thread default
-        return dev
-    event = cuda.event(timing=False)
-    event.record(cuda.external_stream(producer))
-    event.wait(stream)
-    return dev
-
-
-def stream_key(stream) -> int:
-    """The CUDA handle of a Numba stream as an int (0: the legacy default stream);
-    in the simulator, the stream object's id."""
-    if not stream:
-        return 0
-    handle = getattr(stream, "handle", None)  # a cuda-python CUstream (int() works) or a c_void_p
-    try:
-        return int(handle.value if hasattr(handle, "value") else handle)
-    except (TypeError, ValueError):
-        return id(stream)
-
-
-def _check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
-    if ndim is None and got_ndim < 1:
-        raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
-    if ndim is not None and got_ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D array; got {got_ndim}-D with shape {tuple(shape)}")
-    if np.dtype(dtype) not in SUPPORTED_FLOATS:
-        raise TypeError(
-            f"{name}: expected dtype float32 or float64; got {np.dtype(dtype)}"
-        )
-
-
-def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0) -> Operand:
-    """The output operand: the caller's ``out=`` checked, or a new array of the
-    caller's kind (the kind of ``like``).
-
-    ``out`` must have exactly ``shape`` and ``dtype`` and be C-contiguous (and
-    writeable, for NumPy); nothing is broadcast or cast silently.
-    """
-    dtype = np.dtype(dtype)
-    if out is None:
-        return _allocate(like, shape, dtype, stream)
-    if isinstance(out, np.ndarray):
-        _check_out_shape_dtype(out.shape, out.dtype, shape, dtype)
-        if not (out.flags.c_contiguous and out.flags.writeable):
-            raise ValueError(
-                "out: expected a writeable C-contiguous NumPy array; got strides "
-                f"{out.strides}, writeable={out.flags.writeable}"
-            )
-        return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
-    op = device_operand(out, "out", ndim=len(shape), stream=stream)
-    _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
-    return op
-
-
-def _check_out_shape_dtype(got_shape, got_dtype, shape, dtype) -> None:
-    if tuple(got_shape) != tuple(shape):
-        raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(got_shape)}")
-    if np.dtype(got_dtype) != np.dtype(dtype):
-        raise TypeError(f"out: expected dtype {np.dtype(dtype)}; got {np.dtype(got_dtype)}")
-
-
-def _allocate(like: Operand, shape, dtype, stream) -> Operand:
-    if like.kind == "cupy":
-        import cupy
-
-        obj = cupy.empty(shape, dtype=dtype)
-        return Operand("out", cuda.as_cuda_array(obj, sync=False), "cupy", obj)  # new: nothing to wait for
-    if like.kind == "torch":
-        import torch
-
-        tdtype = torch.float32 if dtype == np.float32 else torch.float64
-        obj = torch.empty(shape, dtype=tdtype, device=like.original.device)
-        return Operand("out", cuda.as_cuda_array(obj, sync=False), "torch", obj)
-    dev = cuda.device_array(shape, dtype=dtype, stream=stream)
-    if like.kind == "numpy":
-        return Operand("out", dev, "numpy", None)  # host copy made by finish_result
-    return Operand("out", dev, "numba", dev)
-
-
-def finish_result(out: Operand, stream=0):
-    """Hand the result back in the caller's kind (NumPy callers get a host array;
-    the copy is complete when this returns)."""
-    if out.kind != "numpy":
-        return out.original
-    if out.original is None:
-        host = out.dev.copy_to_host(stream=stream)
-    else:
-        host = out.dev.copy_to_host(out.original, stream=stream)
-    if stream:
-        stream.synchronize()
-    return host
-
-
-def as_stream(stream):
-    """A Numba stream (or 0 for the default stream) from what the caller passed.
-
-    Accepts None, a Numba stream, or a CuPy / PyTorch stream object (wrapped
-    with ``cuda.external_stream``, GPU only).
-    """
-    if stream is None or (isinstance(stream, int) and stream == 0):
-        return 0
-    if type(stream).__module__.startswith("numba"):
-        return stream
-    if not SIMULATOR:
-        for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
-            ptr = getattr(stream, attr, None)
-            if isinstance(ptr, int):
-                return cuda.external_stream(ptr)
-    raise TypeError(
-        f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {_describe(stream)}"
-    )
-
-
-# ---------------------------------------------------------------------------
 # Rungs: a kernel factory plus what is needed to configure, build and launch it
 # ---------------------------------------------------------------------------
 
@@ -435,6 +203,11 @@ class Rung:
     gate_params: tuple = ({},)
     #: bytes of dynamic shared memory a launch needs, per (config, dtype)
     dynamic_smem: Callable = lambda config, dtype: 0
+    #: how a call binds to this rung, for families whose rungs differ in calling convention:
+    #: ``bind(rung, config, dtype, call) -> (kernel, args)``, with ``call`` the family's
+    #: description of one call (e.g. :class:`simt_tiles.kernels.conv2d._bind.FilterCall`);
+    #: None where every rung of the family takes the same arguments
+    bind: Callable | None = None
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset

@@ -1,6 +1,6 @@
 """The conv2d ladder against scipy.ndimage.correlate / convolve semantics.
 
-* The long-double NumPy reference (simt_tiles.reference_conv) is checked
+* The long-double NumPy reference (simt_tiles.kernels.conv2d.reference) is checked
   against scipy.ndimage itself over ragged shapes, every mode, odd and even
   filter sizes and filters larger than the image.
 * Every rung is checked against that reference: both dtypes, random launch
@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 import simt_tiles
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv2d import (
     BEST_VARIANT,
     CONV2D_VARIANTS,
@@ -43,11 +44,10 @@ from simt_tiles.kernels.conv2d import (
     k09_async_copy,
 )
 from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, specialise
-from simt_tiles.reference import check_within
-from simt_tiles.reference_conv import correlate2d_reference, extend_indices
+from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

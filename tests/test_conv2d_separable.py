@@ -1,6 +1,6 @@
 """correlate1d, correlate_separable and the constant-filter rungs (k04, k05) of the conv2d ladder.
 
-* The long-double references (simt_tiles.reference_conv) are checked against
+* The long-double references (simt_tiles.kernels.conv2d.reference) are checked against
   scipy.ndimage itself: ``correlate1d`` on both axes, and the separable filter
   against ``correlate`` with the outer product — and against scipy's chained
   ``correlate1d``, which differs in mode "constant" (shown, not hidden).
@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 import simt_tiles
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv2d import (
     BEST_SEPARABLE_VARIANT,
     BEST_VARIANT,
@@ -47,17 +48,15 @@ from simt_tiles.kernels.conv2d import (
     k06_separable_fused,
 )
 from simt_tiles.kernels.conv2d._common import Mode, specialise
-from simt_tiles.reference import check_within
-from simt_tiles.reference_conv import (
+from simt_tiles.kernels.conv2d.reference import (
     correlate1d_reference,
     correlate2d_reference,
     correlate_separable_reference,
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
+from .common import DTYPES, poisoned
 from .test_conv2d import config_strategy
-
-from .helpers import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -392,7 +391,11 @@ def test_separable_float32_preset_chain():
     """On a GPU, float32 without a config tries the larger float32 tile first and keeps the
     default when the filters do not fit it (beyond 9 + 9 taps); float64, a given config, and
     the simulator use the resolved config alone."""
-    from simt_tiles.kernels.conv2d import SEPARABLE_FLOAT32_PRESET, _first_fitting, separable_configs
+    from simt_tiles.kernels.conv2d import (
+        SEPARABLE_FLOAT32_PRESET,
+        _first_fitting,
+        separable_configs,
+    )
 
     rung = SEPARABLE_RUNGS["k06_separable_fused"]
     default, fast = rung.presets["default"], rung.presets[SEPARABLE_FLOAT32_PRESET]

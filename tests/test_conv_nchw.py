@@ -1,6 +1,6 @@
 """The conv_nchw ladder against torch.nn.functional.conv2d semantics (stride 1, zero padding, bias).
 
-* The NumPy reference (simt_tiles.reference_conv_nchw, long double) is
+* The NumPy reference (simt_tiles.kernels.conv_nchw.reference, long double) is
   checked against a brute-force loop over the definition and, where torch is
   installed, against torch's CPU conv2d.
 * Every rung is checked against the reference: both dtypes, random valid
@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 import simt_tiles
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv_nchw import (
     BEST_VARIANT,
     CONV_NCHW_VARIANTS,
@@ -44,11 +45,13 @@ from simt_tiles.kernels.conv_nchw._common import (
     tiled_geometry,
     weight_staging,
 )
-from simt_tiles.reference import check_within
-from simt_tiles.reference_conv_nchw import conv2d_nchw_bruteforce, conv2d_nchw_reference
+from simt_tiles.kernels.conv_nchw.reference import (
+    conv2d_nchw_bruteforce,
+    conv2d_nchw_reference,
+)
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

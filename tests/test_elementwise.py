@@ -15,7 +15,7 @@ from simt_tiles.kernels.elementwise.bias_relu import Config as BiasReluConfig
 from simt_tiles.kernels.elementwise.bias_relu import boundary_waste
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, edge_sizes, poisoned
+from .common import DTYPES, edge_sizes, poisoned
 
 STREAM_CONFIGS = (
     st.builds(StreamConfig, st.sampled_from([1, 3, 8]), st.integers(1, 4), st.integers(1, 3)) if SIMULATOR

@@ -8,7 +8,7 @@ import os
 import numpy as np
 from numba import cuda, float32, int32
 
-from simt_tiles.reference import unit_roundoff
+from simt_tiles.bounds import unit_roundoff
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ from numba import cuda
 
 import simt_tiles
 
-from .helpers import assert_matmul_ok, poisoned, random_operands
+from .matmul_helpers import assert_matmul_ok, poisoned, random_operands
 
 
 @pytest.fixture

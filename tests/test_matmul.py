@@ -2,7 +2,7 @@
 
 Shapes come from the edge sizes of the drawn config's tile (0, 1, tile−1,
 tile, tile+1, 2·tile+1, primes); both dtypes; random launch configs; outputs
-poisoned with NaN; error bound γ_K(u)·|A|·|B| (simt_tiles.reference).
+poisoned with NaN; error bound γ_K(u)·|A|·|B| (simt_tiles.bounds).
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 import simt_tiles
-from simt_tiles.kernels.matmul import MATMUL_VARIANTS, RUNGS
-from simt_tiles.reference import check_within, matmul_reference
+from simt_tiles.bounds import check_within
+from simt_tiles.kernels.matmul import BEST_VARIANT, MATMUL_VARIANTS, RUNGS
+from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.runtime import Rung, numba_dtype
 
-from .helpers import (
+from .matmul_helpers import (
     CONFIG_STRATEGIES,
     DTYPES,
     assert_matmul_ok,
@@ -33,12 +34,13 @@ from .helpers import (
 def test_variants_are_in_ladder_order():
     assert MATMUL_VARIANTS[:3] == ("k01_naive", "k02_coalesced", "k03_smem_tiled")
     assert simt_tiles.MATMUL_VARIANTS == MATMUL_VARIANTS
-    assert simt_tiles.BEST_VARIANT in MATMUL_VARIANTS
+    assert BEST_VARIANT in MATMUL_VARIANTS
+    assert not hasattr(simt_tiles, "BEST_VARIANT")  # each family has its own
 
 
 def test_every_variant_has_a_config_strategy_and_both_presets():
     for v in MATMUL_VARIANTS:
-        assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/helpers.py"
+        assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/matmul_helpers.py"
         assert {"sim", "default"} <= set(RUNGS[v].presets)
 
 

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import simt_tiles
+from simt_tiles.bounds import gamma, unit_roundoff
 from simt_tiles.kernels.reduce import RUNGS
 from simt_tiles.kernels.reduce._common import ReduceConfig
-from simt_tiles.reference import gamma, unit_roundoff
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, edge_sizes
+from .common import DTYPES, edge_sizes
 
 CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3),
                      st.sampled_from([32, 64])) if SIMULATOR else

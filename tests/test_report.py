@@ -147,8 +147,9 @@ def harness(ms=2.0, **kw):
 
 
 def test_harness_checks_before_timing():
-    from simt_tiles.reference import check_within
     import numpy as np
+
+    from simt_tiles.bounds import check_within
 
     h = harness(reps=7)
     calls = []

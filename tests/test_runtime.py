@@ -83,7 +83,7 @@ class _FakeStream:
 
 def _record_cuda_calls(monkeypatch):
     """Replace the driver calls _import_cai makes with recorders (no GPU needed)."""
-    from simt_tiles import runtime
+    from simt_tiles import interop
 
     calls = []
 
@@ -98,10 +98,10 @@ def _record_cuda_calls(monkeypatch):
         calls.append(("import", sync))
         return "view"
 
-    monkeypatch.setattr(runtime.cuda, "as_cuda_array", as_cuda_array, raising=False)
-    monkeypatch.setattr(runtime.cuda, "event", lambda timing=True: Event(), raising=False)
-    monkeypatch.setattr(runtime.cuda, "external_stream", lambda ptr: ("external", ptr), raising=False)
-    return runtime._import_cai, calls
+    monkeypatch.setattr(cuda, "as_cuda_array", as_cuda_array, raising=False)
+    monkeypatch.setattr(cuda, "event", lambda timing=True: Event(), raising=False)
+    monkeypatch.setattr(cuda, "external_stream", lambda ptr: ("external", ptr), raising=False)
+    return interop._import_cai, calls
 
 
 @pytest.mark.parametrize("producer, ours", [(None, 0), (1, 0), (2, 0), (0xABC, _FakeStream(0xABC))])

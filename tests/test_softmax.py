@@ -14,10 +14,10 @@ from simt_tiles.kernels.softmax import RUNGS, SOFTMAX_VARIANTS
 from simt_tiles.kernels.softmax._common import RowConfig, WarpRowConfig
 from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowConfig
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
-from simt_tiles.reference import softmax_reference
+from simt_tiles.kernels.softmax.reference import softmax_reference
 from simt_tiles.runtime import SIMULATOR
 
-from .helpers import DTYPES, edge_sizes, poisoned
+from .common import DTYPES, edge_sizes, poisoned
 
 if SIMULATOR:
     CONFIGS = {

@@ -30,14 +30,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simt_tiles import tile
-from simt_tiles.reference import (
-    check_within,
-    gamma,
-    matmul_reference,
-    softmax_reference,
-    unit_roundoff,
-)
-from simt_tiles.reference_conv import correlate2d_reference
+from simt_tiles.bounds import check_within, gamma, unit_roundoff
+from simt_tiles.kernels.conv2d.reference import correlate2d_reference
+from simt_tiles.kernels.matmul.reference import matmul_reference
+from simt_tiles.kernels.softmax.reference import softmax_reference
 from simt_tiles.tile import _defaults as D
 from simt_tiles.tile import _index
 from simt_tiles.tile import _interop as io

@@ -21,13 +21,20 @@ import pytest
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 from simt_tiles import vector
-from simt_tiles.kernels.conv2d import (MODES, _staging, convolve2d, correlate2d, k07_vectorized, k08_prefetched,
-                                      k09_async_copy)
-from simt_tiles.reference import check_within
-from simt_tiles.reference_conv import correlate2d_reference
+from simt_tiles.bounds import check_within
+from simt_tiles.kernels.conv2d import (
+    MODES,
+    _staging,
+    convolve2d,
+    correlate2d,
+    k07_vectorized,
+    k08_prefetched,
+    k09_async_copy,
+)
+from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .helpers import DTYPES, poisoned
+from .common import DTYPES, poisoned
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sim_only = pytest.mark.skipif(not SIMULATOR, reason="the simulator's checks and call counts")

@@ -97,13 +97,13 @@ def filter2d(h, cp, tile, args) -> None:
     from cupyx.scipy import ndimage as cnd
 
     import simt_tiles
+    from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
     from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
     from simt_tiles.kernels.conv2d.k06_separable_fused import Config as K06Config
     from simt_tiles.kernels.conv2d.k07_vectorized import Config as K07Config
     from simt_tiles.kernels.conv2d.k08_prefetched import Config as K08Config
     from simt_tiles.kernels.conv2d.k09_async_copy import Config as K09Config
-    from simt_tiles.reference import BoundCheck, gamma, unit_roundoff
 
     torch.backends.cudnn.allow_tf32 = False
     s = args.size
@@ -181,7 +181,7 @@ def nchw(h, cp, args) -> None:
     import torch
     import torch.nn.functional as F
 
-    from simt_tiles.reference import TF32_U, BoundCheck, gamma, unit_roundoff
+    from simt_tiles.bounds import TF32_U, BoundCheck, gamma, unit_roundoff
 
     try:
         from simt_tiles.kernels.conv_nchw import CONV_NCHW_VARIANTS, conv2d_nchw

@@ -17,7 +17,7 @@ renders (older result files are converted on reading, ``report.load``)::
 of ``simt_tiles.registry``; ``kind`` "simt" rows are this project's rungs.
 
 Method (benchmarks/NOTES.md): each implementation first runs once and is
-checked (a :class:`~simt_tiles.reference.BoundCheck` or a bool); a failing
+checked (a :class:`~simt_tiles.bounds.BoundCheck` or a bool); a failing
 one is recorded and never timed.  Then ``warmup`` untimed calls and up to
 ``reps`` calls each between two CUDA events (fewer when one call is so slow
 that ``reps`` of them would exceed ``budget_s``); the median is the number.

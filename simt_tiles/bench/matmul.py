@@ -135,7 +135,8 @@ def measure(h, xp, sizes, impls, l2: int) -> None:
     import numpy as np
 
     from ..kernels.matmul import flops
-    from ..reference import TF32_U, check_within, gamma, matmul_reference, unit_roundoff
+    from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+    from ..kernels.matmul.reference import matmul_reference
 
     rng = xp.random.default_rng(2026)
     for m, n, k in sizes:

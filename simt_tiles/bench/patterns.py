@@ -62,9 +62,10 @@ def measure(h, cp, tile, args) -> None:
     from numba import cuda
 
     import simt_tiles
+    from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
     from simt_tiles.kernels.elementwise.bias_relu import Config as TileCfg
     from simt_tiles.kernels.elementwise.bias_relu import boundary_waste
-    from simt_tiles.reference import BoundCheck, gamma, softmax_reference, unit_roundoff
+    from simt_tiles.kernels.softmax.reference import softmax_reference
 
     from .common import copy_ceiling
 
@@ -78,10 +79,10 @@ def measure(h, cp, tile, args) -> None:
     if "softmax" in args.only:
         import torch
 
-        from simt_tiles.runtime import ConfigError
         from simt_tiles.kernels.softmax import RUNGS as SOFTMAX_RUNGS
         from simt_tiles.kernels.softmax.k04_register_row import Config as RegRowConfig
         from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
+        from simt_tiles.runtime import ConfigError
 
         # block size × values per thread: how many rows an SM holds in registers, and how many
         # loads each thread has in flight (k03 at 512/1024 threads was slower at every size: dropped)

@@ -151,11 +151,11 @@ def _fill(out: io.Operand, value: float, stream, like) -> None:
     rows, cols = out.shape
     bm, bn = min(32, D.next_pow2(rows)), min(128, D.next_pow2(cols))
     grid = (math.ceil(rows / bm) * math.ceil(cols / bn),)
-    _launch(stream, grid, K.fill2d, (out.obj, float(value), bm, bn), like)
+    _launch(stream, grid, K.fill2d, (out.dev, float(value), bm, bn), like)
 
 
 def _result(out, new: io.Operand | None):
-    return out if new is None else new.obj
+    return out if new is None else new.dev
 
 
 # ---------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def matmul(a, b, *, precision="fp32", out=None, block_m=None, block_n=None, bloc
             _fill(C, 0.0, s, A)
         else:
             grid = (math.ceil(m / bm) * math.ceil(n / bn),)
-            _launch(s, grid, K.matmul, (A.obj, B.obj, C.obj, bm, bn, bk, g, precision == "tf32"), A)
+            _launch(s, grid, K.matmul, (A.dev, B.dev, C.dev, bm, bn, bk, g, precision == "tf32"), A)
     return _result(out, new)
 
 
@@ -281,7 +281,7 @@ def correlate2d(image, weights, mode="reflect", cval=0.0, *, out=None, tile_h=No
     grid = (math.ceil(h / th) * math.ceil(w / tw),)
     code = K.MODE_REFLECT if mode == "reflect" else K.MODE_CONSTANT
     _launch(s, grid, K.correlate2d,
-            (X.obj, W.obj, O.obj, float(cval), th, tw, kh, kw, code, bool(fast_interior)), X)
+            (X.dev, W.dev, O.dev, float(cval), th, tw, kh, kw, code, bool(fast_interior)), X)
     return _result(out, new)
 
 
@@ -320,7 +320,7 @@ def softmax(x, *, out=None, block_rows=None, block_cols=None, single_pass_max=No
         bn = _tile_size("block_cols", block_cols, D.SOFTMAX_ONLINE_COLS)
         kernel = K.softmax_online
     if m and n:
-        _launch(s, (math.ceil(m / bm),), kernel, (X.obj, Y.obj, bm, bn), X)
+        _launch(s, (math.ceil(m / bm),), kernel, (X.dev, Y.dev, bm, bn), X)
     return _result(out, new)
 
 
@@ -374,10 +374,10 @@ def reduce_sum(x, *, out=None, accumulate="float64", block_rows=None, block_cols
     elif n == 0:
         _fill(R2, 0.0, s, X)
     elif split == 1:
-        _launch(s, (row_tiles, 1), K.sum_rows, (X2.obj, R2.obj, bm, bn, acc64), X)
+        _launch(s, (row_tiles, 1), K.sum_rows, (X2.dev, R2.dev, bm, bn, acc64), X)
     else:
         partials = io.empty(X, (m, split), np.float64 if acc64 else np.float32, s, name="partials")
-        _launch(s, (row_tiles, split), K.sum_rows, (X2.obj, partials.obj, bm, bn, acc64), X)
+        _launch(s, (row_tiles, split), K.sum_rows, (X2.dev, partials.dev, bm, bn, acc64), X)
         bn2 = min(bn, D.next_pow2(split))
-        _launch(s, (row_tiles, 1), K.sum_rows, (partials.obj, R2.obj, bm, bn2, acc64), X)
+        _launch(s, (row_tiles, 1), K.sum_rows, (partials.dev, R2.dev, bm, bn2, acc64), X)
     return _result(out, new)

@@ -7,82 +7,30 @@ This module reads an argument's shape, dtype, strides and address without
 launching anything, allocates results of the caller's kind (PyTorch → PyTorch,
 CuPy → CuPy, anything else → Numba device arrays), and picks the stream.
 
-Rules (each broken one raises TypeError/ValueError naming the argument):
-* arrays must be on a CUDA device; NumPy arrays are refused (copy them first:
-  ``cupy.asarray(x)`` / ``torch.as_tensor(x, device="cuda")``) — except the
-  small ``weights`` of correlate2d, which are copied for you;
-* dtype float32 (the tile kernels are float32 only);
-* ``out=`` must have exactly the result's shape and dtype, be C-contiguous,
-  and not overlap any input (cuTile requires kernel arrays not to alias).
+The operand model and the rules, and how they differ from the SIMT
+kernels' (NumPy refused, strides accepted, float32 only), are
+:mod:`simt_tiles.interop`'s; each broken rule raises TypeError/ValueError
+naming the argument.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import math
-from typing import Any
 
 import numpy as np
 
+from ..interop import Operand, check_no_overlap, describe
+
 FLOAT32 = np.dtype(np.float32)
 
-
-@dataclasses.dataclass
-class Operand:
-    """An argument as cuTile will see it, plus what the checks need."""
-
-    name: str
-    obj: Any  # what is passed to ct.launch
-    kind: str  # "torch", "cupy", "numba", "cai"
-    shape: tuple
-    dtype: np.dtype
-    strides: tuple  # in elements
-    ptr: int
-    device: Any  # torch.device / CuPy device id / None
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def c_contiguous(self) -> bool:
-        expect = 1
-        for n, s in zip(reversed(self.shape), reversed(self.strides)):
-            if n != 1 and s != expect:
-                return False
-            expect *= n
-        return True
-
-    def span(self) -> tuple[int, int]:
-        """[first byte, last byte + 1) this array can touch."""
-        if self.size == 0:
-            return (self.ptr, self.ptr)
-        lo = hi = 0
-        for n, s in zip(self.shape, self.strides):
-            (lo, hi) = (lo + (n - 1) * s, hi) if s < 0 else (lo, hi + (n - 1) * s)
-        item = self.dtype.itemsize
-        return (self.ptr + lo * item, self.ptr + (hi + 1) * item)
-
-
-def _describe(x) -> str:
-    t = type(x)
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def _torch_dtype_to_numpy(dt) -> np.dtype:
-    name = str(dt).replace("torch.", "")
-    try:
-        return np.dtype(name)
-    except TypeError:
-        return np.dtype("V")  # bfloat16 and friends: reported by name below
+__all__ = ["Operand", "operand", "same_device", "check_out", "device_context", "empty", "reshaped", "as_kind",
+           "default_stream"]
 
 
 def operand(x, name: str, *, ndims: tuple[int, ...], dtype=FLOAT32) -> Operand:
-    """Check ``x`` (a CUDA array of ``ndims`` dimensions and ``dtype``) and describe it."""
+    """Check ``x`` (a CUDA array of ``ndims`` dimensions and ``dtype``) and describe it
+    (the Tile side's rules: see :mod:`simt_tiles.interop`).  ``dev`` is what
+    ``ct.launch`` takes: the caller's array (a detached tensor for PyTorch)."""
     mod = type(x).__module__.split(".")[0]
     if isinstance(x, np.ndarray):
         raise TypeError(
@@ -94,9 +42,8 @@ def operand(x, name: str, *, ndims: tuple[int, ...], dtype=FLOAT32) -> Operand:
         if not x.is_cuda:
             raise TypeError(f"{name}: expected a CUDA tensor; got a PyTorch tensor on {x.device} (use .cuda())")
         t = x.detach()
-        dt = _torch_dtype_to_numpy(t.dtype)
+        op = Operand(name, t, "torch", x, t.device)
         shown = str(t.dtype).replace("torch.", "")
-        op = Operand(name, t, "torch", tuple(t.shape), dt, tuple(t.stride()), t.data_ptr(), t.device)
     else:
         try:
             cai = x.__cuda_array_interface__
@@ -106,22 +53,11 @@ def operand(x, name: str, *, ndims: tuple[int, ...], dtype=FLOAT32) -> Operand:
             where = f" on {x.device}" if hasattr(x, "device") else ""
             raise TypeError(
                 f"{name}: expected a CUDA array (PyTorch CUDA tensor, CuPy array, Numba device array, "
-                f"or any __cuda_array_interface__ object); got {_describe(x)}{where}"
+                f"or any __cuda_array_interface__ object); got {describe(x)}{where}"
             )
-        shape = tuple(int(n) for n in cai["shape"])
-        dt = np.dtype(cai["typestr"])
-        shown = dt.name
-        if cai.get("strides") is None:
-            strides, acc = [], 1
-            for n in reversed(shape):
-                strides.append(acc)
-                acc *= n
-            strides = tuple(reversed(strides))
-        else:
-            strides = tuple(int(s) // dt.itemsize for s in cai["strides"])
         kind = {"cupy": "cupy", "numba": "numba"}.get(mod, "cai")
-        device = x.device.id if kind == "cupy" else None
-        op = Operand(name, x, kind, shape, dt, strides, int(cai["data"][0]), device)
+        op = Operand(name, x, kind, x, x.device.id if kind == "cupy" else None)
+        shown = op.dtype.name
     if op.ndim not in ndims:
         want = " or ".join(f"{d}-D" for d in ndims)
         raise ValueError(f"{name}: expected a {want} array; got {op.ndim}-D with shape {op.shape}")
@@ -158,11 +94,7 @@ def check_out(out, shape: tuple, inputs: list[Operand]) -> Operand:
     if not op.c_contiguous():
         raise ValueError(f"out: expected a C-contiguous array; got shape {op.shape} with strides "
                          f"{op.strides} (elements)")
-    lo, hi = op.span()
-    for x in inputs:
-        xlo, xhi = x.span()
-        if lo < xhi and xlo < hi:
-            raise ValueError(f"out: overlaps {x.name} in memory; cuTile kernels need arrays that do not alias")
+    check_no_overlap(op, inputs)
     return op
 
 
@@ -222,7 +154,7 @@ def empty(like: Operand, shape: tuple, dtype, stream, name: str = "out") -> Oper
 
 def reshaped(op: Operand, shape: tuple, name: str | None = None) -> Operand:
     """A view (or, for a strided input, possibly a copy) of ``op`` with ``shape``."""
-    return operand(op.obj.reshape(shape), name or op.name, ndims=(len(shape),), dtype=op.dtype)
+    return operand(op.dev.reshape(shape), name or op.name, ndims=(len(shape),), dtype=op.dtype)
 
 
 def as_kind(x: np.ndarray, like: Operand, name: str, stream) -> Operand:

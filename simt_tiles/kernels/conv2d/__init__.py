@@ -73,18 +73,15 @@ import numbers
 import numpy as np
 from numba import cuda
 
-from ...runtime import (
-    SIMULATOR,
-    ConfigError,
+from ...interop import (
     Operand,
-    _check_dtype_ndim,
-    Rung,
     as_stream,
     device_operand,
     finish_result,
-    pick_rung,
+    host_operand,
     prepare_out,
 )
+from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import (
     k01_naive,
     k02_halo_tiled,
@@ -96,8 +93,8 @@ from . import (
     k08_prefetched,
     k09_async_copy,
 )
-from ...vector import aligned
-from ._common import MODES, Mode, anchors, constant_filter_kernel, flops, specialise
+from ._bind import CONSTANT_VECTOR, FilterCall, SeparableCall, host_filter
+from ._common import MODES, Mode, flops, specialise
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -125,13 +122,13 @@ BEST_VARIANT = "k03_register_blocked"
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
-#: see k04's docstring
-CONSTANT_FILTER_VARIANTS: tuple[str, ...] = ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
-                                              "k08_prefetched", "k09_async_copy")
+#: see k04's docstring.  Each rung declares its calling convention (``RUNG.bind``,
+#: :mod:`._bind`); these tuples are read from there.
+CONSTANT_FILTER_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind.compiles_filter)
 
 #: constant-filter rungs that compile the anchor in too and take ``aligned``
 #: (whether image and out start 16-byte aligned) instead of the anchors
-VECTOR_VARIANTS: tuple[str, ...] = ("k07_vectorized", "k08_prefetched", "k09_async_copy")
+VECTOR_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind is CONSTANT_VECTOR)
 
 #: the rung that takes any filter (no shared memory): ``variant=None`` falls
 #: back to it when a filter's halo does not fit in shared memory
@@ -200,6 +197,9 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         The value outside the image for mode "constant" (rounded to the image's dtype).
     out
         Optional C-contiguous array of the image's shape and dtype; it is returned.
+        It must not overlap ``image`` or ``weights`` in memory (ValueError naming
+        ``out``: blocks would read inputs another block already overwrote);
+        disjoint views of one buffer are fine.
     variant
         A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`,
         or :data:`FALLBACK_VARIANT` when the filter's halo does not fit in the
@@ -292,7 +292,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     wx_op = _weights_operand(wx, "wx", dtype, stream, axis=1)  # 1 x KW
     kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
     h, w = img_op.dev.shape
-    out_op = prepare_out(out, img_op, (h, w), dtype, stream)
+    out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(wy_op, wx_op))
     if not (h and w):
         return finish_result(out_op, stream)
 
@@ -311,22 +311,20 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
             cfg = rung.resolve_config(config)
     if name != "two_pass":
         grid, block = rung.geometry(spec, h, w)
-        kernel = rung.kernel(spec, dtype)
-        kernel[grid, block, stream](img_op.dev, wy_op.dev[:, 0], wx_op.dev[0], out_op.dev,
-                                    dtype.type(cval), kh // 2, kw // 2)
+        call = SeparableCall(img_op.dev, wy_op, wx_op, out_op.dev, cval, stream)
+        kernel, args = rung.bind(rung, spec, dtype, call)
+        kernel[grid, block, stream](*args)
         return finish_result(out_op, stream)
 
     # Two passes through an intermediate of the image's dtype.  The column pass pads
     # with cval; the 2-D filter's intermediate outside the image is cval * sum(wy), so
     # that is the row pass's padding (mode "constant" only; else cval is unused).
     mid = cuda.device_array((h, w), dtype, stream=stream)
-    _launch(rung, cfg, config, may_fall_back, img_op.dev, wy_op, mid, mode, cval, dtype, stream,
-            flipped=False)
+    _launch(rung, cfg, config, may_fall_back, mode, FilterCall(img_op.dev, wy_op, mid, cval, False, stream))
     cval_rows = cval
     if mode == Mode.CONSTANT and cval != 0:
-        cval_rows = float(cval) * math.fsum(_host_filter(wy_op, False, stream)[:, 0].tolist())
-    _launch(rung, cfg, config, may_fall_back, mid, wx_op, out_op.dev, mode, cval_rows, dtype, stream,
-            flipped=False)
+        cval_rows = float(cval) * math.fsum(host_filter(wy_op, False, stream)[:, 0].tolist())
+    _launch(rung, cfg, config, may_fall_back, mode, FilterCall(mid, wx_op, out_op.dev, cval_rows, False, stream))
     return finish_result(out_op, stream)
 
 
@@ -382,8 +380,7 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     if not upload and isinstance(weights, np.ndarray):
         # a constant-filter rung compiles the values in: NumPy weights stay on the host
         # (an upload on the default stream would wait for the GPU's queued work)
-        _check_dtype_ndim(name, weights.dtype, weights.ndim, weights.shape, ndim)
-        op = Operand(name, np.ascontiguousarray(weights), "numpy", weights)
+        op = host_operand(weights, name, ndim=ndim)
     else:
         op = device_operand(weights, name, ndim=ndim, stream=stream)
     if op.dev.dtype != dtype:
@@ -410,50 +407,27 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis,
-                            upload=rung.name not in CONSTANT_FILTER_VARIANTS)
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not rung.bind.compiles_filter)
     h, w = img_op.dev.shape
-    out_op = prepare_out(out, img_op, (h, w), dtype, stream)
+    out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         may_fall_back = variant is None and (config is None or isinstance(config, str))
-        _launch(rung, cfg, config, may_fall_back, img_op.dev, w_op, out_op.dev, mode, cval, dtype,
-                stream, flipped=flipped)
+        call = FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream)
+        _launch(rung, cfg, config, may_fall_back, mode, call)
     return finish_result(out_op, stream)
 
 
-def _launch(rung, cfg, config, may_fall_back, image, w_op, out, mode, cval, dtype, stream, *, flipped):
-    """Specialise ``cfg`` for the filter of ``w_op`` (2-D) and ``mode`` and launch
-    ``rung`` on the device arrays ``image`` → ``out`` (non-empty)."""
-    kh, kw = w_op.dev.shape
-    h, w = image.shape
-    rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, w_op.name)
+def _launch(rung, cfg, config, may_fall_back, mode, call: FilterCall):
+    """Specialise ``cfg`` for the call's filter and ``mode``, choose (the rung, or its
+    fallback), and launch as the chosen rung binds (``RUNG.bind``)."""
+    kh, kw = call.weights.dev.shape
+    h, w = call.image.shape
+    dtype = np.dtype(call.image.dtype)
+    rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, call.weights.name)
     grid, block = rung.geometry(spec, h, w)
-    anchor_h, anchor_w = anchors(kh, kw, flipped=flipped)
-    if rung.name in VECTOR_VARIANTS:  # filter and anchor compiled in; 128-bit access if aligned
-        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream),
-                                        (anchor_h, anchor_w))
-        kernel[grid, block, stream](image, out, dtype.type(cval), aligned(image) and aligned(out))
-    elif rung.name in CONSTANT_FILTER_VARIANTS:  # the values are compiled in: no weights argument
-        kernel = constant_filter_kernel(rung, spec, dtype, _host_filter(w_op, flipped, stream))
-        kernel[grid, block, stream](image, out, dtype.type(cval), anchor_h, anchor_w)
-    else:
-        kernel = rung.kernel(spec, dtype)
-        w_dev = w_op.dev[::-1, ::-1] if flipped else w_op.dev
-        kernel[grid, block, stream](image, w_dev, out, dtype.type(cval), anchor_h, anchor_w)
-
-
-def _host_filter(w_op, flipped, stream):
-    """The filter's values on the host, flipped for convolve (a constant-filter
-    rung compiles them in).  Device weights are copied back: a synchronising
-    copy of KH·KW values."""
-    if w_op.kind == "numpy":
-        w = w_op.original
-    else:
-        w = w_op.dev.copy_to_host(stream=stream)
-        if stream:
-            stream.synchronize()
-    return w[::-1, ::-1] if flipped else w
+    kernel, args = rung.bind(rung, spec, dtype, call)
+    kernel[grid, block, call.stream](*args)
 
 
 def _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="weights"):

@@ -40,6 +40,7 @@ import dataclasses
 from numba import cuda
 
 from ...runtime import Rung, TileConfig, grid_for, numba_dtype
+from ._bind import WEIGHTS_ARGUMENT
 from ._common import Mode, mode_rule, signature
 from ._staging import make_extend
 
@@ -101,4 +102,4 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), config.block()), config.block()
 
 
-RUNG = Rung("k01_naive", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = Rung("k01_naive", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)

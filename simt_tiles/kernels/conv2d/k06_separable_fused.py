@@ -38,7 +38,7 @@ Rounding
     dot products of KH and KW terms give
     |out − exact| ≤ (γ_KH + γ_KW + γ_KH·γ_KW)·Σ|wy_a|·|wx_b|·|x| ≤
     γ_{KH+KW}·Σ|wy_a|·|wx_b|·|x| (one more term for mode "constant", whose
-    cval is rounded to the dtype) — :func:`simt_tiles.reference_conv.
+    cval is rounded to the dtype) — :func:`simt_tiles.kernels.conv2d.reference.
     correlate_separable_reference`.
 
 Memory traffic (teaching number)
@@ -72,6 +72,7 @@ import dataclasses
 from numba import cuda, int64, uint32, void
 
 from ...runtime import Rung, cdiv, numba_dtype
+from ._bind import SEPARABLE
 from ._common import Mode
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
@@ -186,4 +187,4 @@ def make_kernel(config: Config, dtype):
     return conv2d_k06_separable_fused
 
 
-RUNG = Rung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = Rung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature, bind=SEPARABLE)

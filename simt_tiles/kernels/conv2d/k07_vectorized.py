@@ -75,6 +75,7 @@ import numpy as np
 from numba import boolean, cuda, uint32, uint64, void
 
 from ...runtime import ConfigError, Rung, SMEM_ALIGN, cdiv, numba_dtype
+from ._bind import CONSTANT_VECTOR
 from ...vector import load4, store4
 from . import k05_register_tile_2d as k05
 from ._common import Mode, gate_filter
@@ -235,5 +236,5 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks if np.dtype(dtype).itemsize == 4 else 1)}
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k07_vectorized", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+RUNG = Rung("k07_vectorized", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
 

@@ -45,6 +45,7 @@ import numpy as np
 from numba import cuda, uint32, uint64
 
 from ...runtime import Rung, SMEM_ALIGN, cdiv, numba_dtype
+from ._bind import CONSTANT_VECTOR
 from ...vector import commit_copies, copy4_async, wait_copies
 from . import k07_vectorized as k07
 from . import k08_prefetched as k08
@@ -165,4 +166,4 @@ signature = k08.signature  # k07's: void(image, out, cval, aligned)
 jit_options = k08.jit_options  # no min_blocks in modes nearest / mirror (their loader's registers)
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k09_async_copy", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+RUNG = Rung("k09_async_copy", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)

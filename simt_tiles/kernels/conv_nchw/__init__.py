@@ -47,16 +47,8 @@ import numbers
 
 import numpy as np
 
-from ...runtime import (
-    SIMULATOR,
-    ConfigError,
-    Rung,
-    as_stream,
-    device_operand,
-    finish_result,
-    pick_rung,
-    prepare_out,
-)
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import k01_direct, k02_smem_tiled, k03_double_buffered
 from ._common import MAX_ELEMENTS, flops, output_hw, specialise, tiled_geometry
 
@@ -120,6 +112,7 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         be ≥ 1 (as torch, a filter larger than the padded input is an error).
     out
         Optional C-contiguous array of the output's shape and dtype; it is returned.
+        It must not overlap ``x``, ``w`` or ``bias`` in memory (ValueError naming ``out``).
     variant
         A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
@@ -182,7 +175,7 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
                 f"{name}: {size} elements; the kernels index with 32-bit offsets, at most "
                 f"{MAX_ELEMENTS} (split the batch)"
             )
-    out_op = prepare_out(out, x_op, shape, dtype, stream)
+    out_op = prepare_out(out, x_op, shape, dtype, stream, inputs=(w_op, b_op))
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
         run, spec = _choose(rung, variant, config, shape, kh, kw, np.dtype(dtype))

@@ -9,22 +9,26 @@
 
 from __future__ import annotations
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, pick_rung
 from . import bias_relu as _bias_relu
-from . import k01_vector_add_grid_stride, k02_vector_add_multi
+from . import k01_grid_stride, k02_multi_element
 
-VECTOR_ADD_RUNGS: dict[str, Rung] = {
-    r.name: r for r in (k01_vector_add_grid_stride.RUNG, k02_vector_add_multi.RUNG)
-}
+VECTOR_ADD_RUNGS: dict[str, Rung] = {r.name: r for r in (k01_grid_stride.RUNG, k02_multi_element.RUNG)}
 VECTOR_ADD_VARIANTS = tuple(VECTOR_ADD_RUNGS)
+#: the rung ``vector_add(variant=None)`` uses
+BEST_VARIANT = "k02_multi_element"
 RUNGS: dict[str, Rung] = {**VECTOR_ADD_RUNGS, "bias_relu": _bias_relu.RUNG}
 
-__all__ = ["vector_add", "bias_relu", "VECTOR_ADD_VARIANTS", "RUNGS"]
+__all__ = ["vector_add", "bias_relu", "VECTOR_ADD_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
 def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
-    """c = a + b for 1-D float32/float64 arrays of one length and dtype (any length, 0 too)."""
-    rung = pick_rung(VECTOR_ADD_RUNGS, variant, "k02_multi_element")
+    """c = a + b for 1-D float32/float64 arrays of one length and dtype (any length, 0 too).
+
+    ``out`` (optional, shape and dtype of ``a``) must not overlap ``a`` or ``b`` in
+    memory: ValueError naming ``out`` (compute in place through a temporary)."""
+    rung = pick_rung(VECTOR_ADD_RUNGS, variant, BEST_VARIANT)
     cfg = rung.resolve_config(config)
     stream = as_stream(stream)
     a_op = device_operand(a, "a", ndim=1, stream=stream)
@@ -34,7 +38,7 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     if b_op.dev.shape != a_op.dev.shape:
         raise ValueError(f"b: expected shape {a_op.dev.shape} (the shape of a); got {b_op.dev.shape}")
     n = a_op.dev.shape[0]
-    c_op = prepare_out(out, a_op, (n,), a_op.dev.dtype, stream)
+    c_op = prepare_out(out, a_op, (n,), a_op.dev.dtype, stream, inputs=(b_op,))
     if n:
         grid, block = rung.geometry(cfg, n)
         rung.kernel(cfg, a_op.dev.dtype)[grid, block, stream](a_op.dev, b_op.dev, c_op.dev)
@@ -42,7 +46,10 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
 
 
 def bias_relu(x, bias, *, out=None, config=None, stream=None):
-    """y = max(x + bias, 0) for 2-D x (M, N) and 1-D bias (N,), float32/float64, NaN kept."""
+    """y = max(x + bias, 0) for 2-D x (M, N) and 1-D bias (N,), float32/float64, NaN kept.
+
+    ``out`` (optional, shape and dtype of ``x``) must not overlap ``x`` or ``bias`` in
+    memory: ValueError naming ``out``."""
     rung = _bias_relu.RUNG
     cfg = rung.resolve_config(config)
     stream = as_stream(stream)
@@ -53,7 +60,7 @@ def bias_relu(x, bias, *, out=None, config=None, stream=None):
         raise TypeError(f"bias: expected dtype {x_op.dev.dtype} (the dtype of x); got {b_op.dev.dtype}")
     if b_op.dev.shape != (n,):
         raise ValueError(f"bias: expected shape ({n},) (x has {n} columns); got {b_op.dev.shape}")
-    y_op = prepare_out(out, x_op, (m, n), x_op.dev.dtype, stream)
+    y_op = prepare_out(out, x_op, (m, n), x_op.dev.dtype, stream, inputs=(b_op,))
     if m and n:
         grid, block = rung.geometry(cfg, m, n)
         rung.kernel(cfg, x_op.dev.dtype)[grid, block, stream](x_op.dev, b_op.dev, y_op.dev)

@@ -18,14 +18,8 @@ The file tree is the lesson — read the rungs in order:
 
 from __future__ import annotations
 
-from ...runtime import (
-    Rung,
-    as_stream,
-    device_operand,
-    finish_result,
-    pick_rung,
-    prepare_out,
-)
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import Rung, pick_rung
 from . import (
     k01_naive,
     k02_coalesced,
@@ -81,7 +75,8 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
         result is of ``a``'s kind).  Device arrays must be C-contiguous.
     out
         Optional C-contiguous array of shape (M, N) and the inputs' dtype to
-        write into; it is returned.
+        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory
+        (ValueError naming ``out``); disjoint views of one buffer are fine.
     variant
         A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`.
     config
@@ -107,7 +102,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
             f"b: expected shape ({k}, N) since a has shape {(m, k)} "
             f"(inner dimensions must match); got {(kb, n)}"
         )
-    c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream)
+    c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream, inputs=(b_op,))
 
     if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
         kernel = rung.kernel(cfg, a_op.dev.dtype)

@@ -26,11 +26,12 @@ Headline (H200, benchmarks/results/patterns_h200.json, impl "simt_tiles.reduce")
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, uint64, void
 
 from ...runtime import Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import MAX, SUM, ReduceConfig, acc_dtype, identity
+from ._common import MAX, MIN, SUM, ReduceConfig, acc_dtype, identity
 
 Config = ReduceConfig
 PRESETS = {
@@ -123,4 +124,12 @@ def geometry(config: Config, rows: int, cols: int):
     return (rows,), config.block()
 
 
-RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature)
+#: the compile gate builds every (op, output dtype) kernel the launcher uses: sums write float64
+#: partials in pass 1 and round them to the input dtype in pass 2
+GATE_PARAMS = tuple(
+    {"op": code, "out_dtype": out}
+    for code in (SUM, MAX, MIN)
+    for out in ((np.float64, np.float32) if code == SUM else (None,))
+)
+
+RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS)

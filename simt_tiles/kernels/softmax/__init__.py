@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from ...runtime import ConfigError, Rung, as_stream, device_operand, finish_result, pick_rung, prepare_out
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...runtime import ConfigError, Rung, pick_rung
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
 
 RUNGS: dict[str, Rung] = {
@@ -31,7 +32,8 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     """``scipy.special.softmax(x, axis=-1)`` for a 2-D float32/float64 array, on the GPU.
 
     Only the last axis is supported (``axis`` -1 or 1).  Inputs and results
-    follow the same interop rules as :func:`simt_tiles.matmul`.
+    follow the same interop rules as :func:`simt_tiles.matmul`: ``out`` must not
+    overlap ``x`` (no in-place softmax; ValueError naming ``out``).
     """
     if axis not in (-1, 1):
         raise ValueError(f"axis: expected -1 or 1 (the last axis of a 2-D array); got {axis!r}")

@@ -22,7 +22,7 @@ from numba import cuda, uint32
 
 from ...runtime import Rung, numba_dtype
 from ._common import StreamConfig
-from .k01_vector_add_grid_stride import geometry, signature
+from .k01_grid_stride import geometry, signature
 
 Config = StreamConfig
 PRESETS = {"sim": Config(threads=8, items=3, max_blocks=2), "default": Config(items=16)}

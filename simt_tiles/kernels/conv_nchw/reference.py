@@ -3,7 +3,7 @@
 The operation is ``torch.nn.functional.conv2d(x, w, bias, stride=1,
 padding=p)`` (the conv_nchw ladder's docstring states it).  Each output is a
 sum of n = C_in·KH·KW products, plus the bias (n + 1 terms), so the classic
-dot-product bound applies (see :mod:`simt_tiles.reference`), in any order of
+dot-product bound applies (see :mod:`simt_tiles.bounds`), in any order of
 summation::
 
     |out − ref| ≤ (γ_n(u) + γ_n(u_ref)) · (Σ|w|·|x| + |bias|) · (1 + 2·γ_n(u_ref))
@@ -13,7 +13,7 @@ exact zeros (to the sum and to Σ|w|·|x|).
 
 The reference is computed in long double (x86: 64-bit significand) for
 problems up to ``PRECISE_MAX_WORK`` multiply-adds, in float64 beyond (its own
-γ_n(2^-53) is then part of the bound, as in :func:`~simt_tiles.reference.matmul_reference`).
+γ_n(2^-53) is then part of the bound, as in :func:`~simt_tiles.kernels.matmul.reference.matmul_reference`).
 ``tests/test_conv_nchw.py`` checks it against a brute-force loop and, where
 installed, against torch.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import gamma, unit_roundoff
+from ...bounds import gamma, unit_roundoff
 
 __all__ = ["conv2d_nchw_reference", "conv2d_nchw_bruteforce", "PRECISE_MAX_WORK"]
 

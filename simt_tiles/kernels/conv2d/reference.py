@@ -3,7 +3,7 @@
 The operation is scipy.ndimage.correlate / convolve on a 2-D image with
 origin 0 (the conv2d ladder's docstring states it).  Each output is a dot
 product of n = KH·KW terms — the filter against the window of the *extended*
-image — so the classic bound applies (see :mod:`simt_tiles.reference`)::
+image — so the classic bound applies (see :mod:`simt_tiles.bounds`)::
 
     |out − ref| ≤ (γ_n(u) + γ_n(u_ref)) · Σ|w|·|x| · (1 + 2·γ_n(u_ref))
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import gamma, unit_roundoff
+from ...bounds import gamma, unit_roundoff
 
 __all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference", "correlate1d_reference",
            "correlate_separable_reference"]

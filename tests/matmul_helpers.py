@@ -1,41 +1,25 @@
-"""Shared test machinery: shape and config strategies, poisoned outputs, the bound check."""
+"""Matmul test machinery: config strategies per rung, tile extents, operands, the bound check
+(the generic bits — DTYPES, edge_sizes, poisoned — are in :mod:`tests.common`)."""
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
-from numba import cuda
 
+from simt_tiles.bounds import check_within
 from simt_tiles.kernels.matmul import RUNGS
-from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul._blocked import BlockedConfig
+from simt_tiles.kernels.matmul.k01_naive import Config as BlockConfig
 from simt_tiles.kernels.matmul.k03_smem_tiled import Config as TileConfigK03
 from simt_tiles.kernels.matmul.k04_regblock_1d import Config as Config1D
 from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
 from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
 from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
 from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
-from simt_tiles.runtime import ConfigError
-from simt_tiles.reference import check_within, matmul_reference
-from simt_tiles.runtime import SIMULATOR
+from simt_tiles.kernels.matmul.reference import matmul_reference
+from simt_tiles.runtime import SIMULATOR, ConfigError
 
-DTYPES = (np.float32, np.float64)
-SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
-GPU_SIZES = (31, 97, 127, 257, 509, 1000, 1031)
-
-
-def edge_sizes(*tiles: int) -> list[int]:
-    """Sizes that break tiled code: 0, 1, around each tile size, around two tiles, primes."""
-    sizes = {0, 1, *SMALL_PRIMES}
-    for tile in tiles:
-        sizes |= {tile - 1, tile, tile + 1, 2 * tile + 1}
-        if not SIMULATOR:
-            sizes |= {4 * tile - 1}
-    if not SIMULATOR:
-        sizes |= set(GPU_SIZES)
-    return sorted(s for s in sizes if s >= 0)
-
+from .common import DTYPES, edge_sizes, poisoned  # noqa: F401 - re-exported for the matmul tests
 
 # Launch configurations drawn at random per rung.  Every rung must have one
 # (test_every_variant_has_a_config_strategy), so a new rung cannot go untested.
@@ -125,11 +109,6 @@ def tile_extents(config) -> tuple[int, ...]:
     if isinstance(config, BlockedConfig):
         return (config.bm, config.bn, config.bk)
     return tuple(config.block())
-
-
-def poisoned(shape, dtype):
-    """A device array full of NaN: any element the kernel fails to write fails the check."""
-    return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
 
 
 def random_operands(rng, m, n, k, dtype):

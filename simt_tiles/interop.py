@@ -267,16 +267,26 @@ def check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
         )
 
 
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` in the machine's byte order: a big-endian float64 NumPy array is a float64
+    (it is copied to the device anyway); other dtypes are left for the dtype check."""
+    if not x.dtype.isnative and x.dtype.newbyteorder("=") in SUPPORTED_FLOATS:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
+
+
 def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     """A NumPy argument kept on the host (e.g. a filter a kernel compiles in), checked."""
-    check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
-    return Operand(name, np.ascontiguousarray(x), "numpy", x)
+    host = _native(x)
+    check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+    return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
 def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
-    * NumPy arrays are checked, made C-contiguous and copied to the device.
+    * NumPy arrays are checked, made C-contiguous (and native byte order) and
+      copied to the device.
     * ``__cuda_array_interface__`` objects (Numba, CuPy, PyTorch CUDA tensors)
       are used in place; they must be C-contiguous (no hidden copy is made).
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
@@ -287,8 +297,9 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     from numba import cuda
 
     if isinstance(x, np.ndarray):
-        check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
-        host = np.ascontiguousarray(x)
+        host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
+        check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+        host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
     if _is_numba_device_array(x):
         kind, dev = "numba", x

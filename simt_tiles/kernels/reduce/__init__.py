@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from numba import cuda
@@ -61,6 +62,8 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     x_op = device_operand(x, "x", ndim=None, stream=stream)
     dev, dt = x_op.dev, x_op.dev.dtype
     shape = tuple(dev.shape)
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, numbers.Integral)):
+        raise TypeError(f"axis: expected None or an int (the last axis, -1 or {len(shape) - 1}); got {axis!r}")
     if axis is not None and axis not in (-1, len(shape) - 1):
         raise ValueError(
             f"axis: expected None or the last axis (-1 or {len(shape) - 1}) of a {len(shape)}-D array; got {axis!r}"

@@ -18,7 +18,8 @@ Tiny shapes and the "sim" presets: the whole file runs in well under a minute in
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import functools
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.kernels.softmax.reference import softmax_reference
+from tests.common import poisoned
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
@@ -81,6 +83,8 @@ APIS = {
     "softmax": Api(st.softmax, ("x",), lambda r, d: (_normal(r, d, 3, 7),), softmax_reference,
                    lambda x: x.shape, st.SOFTMAX_VARIANTS),
     "reduce": Api(st.reduce, ("x",), lambda r, d: (_normal(r, d, 3, 5),), _sum_reference, lambda x: ()),
+    "reduce_sum_rows": Api(lambda x, **kw: st.reduce(x, axis=-1, **kw), ("x",), lambda r, d: (_normal(r, d, 3, 5),),
+                           lambda x: _sum_reference(x, axis=-1), lambda x: x.shape[:-1]),
     "reduce_max_rows": Api(lambda x, **kw: st.reduce(x, "max", axis=-1, **kw), ("x",),
                            lambda r, d: (_normal(r, d, 3, 5),), lambda x: _exact(np.max(x, axis=-1)),
                            lambda x: x.shape[:-1]),
@@ -115,6 +119,15 @@ DTYPES = (np.float32, np.float64)
 
 def inputs(name, dtype=np.float64, seed=0):
     return APIS[name].make(np.random.default_rng(seed), dtype)
+
+
+@functools.cache
+def expected(name, dtype=np.float64):
+    """The call on C-contiguous NumPy inputs (checked against the reference below)."""
+    out = APIS[name].call(*inputs(name, dtype))
+    if isinstance(out, np.ndarray):
+        out.flags.writeable = False  # shared between tests
+    return out
 
 
 def host(result):
@@ -174,7 +187,7 @@ LAYOUTS = {
 def test_numpy_layouts_give_the_contiguous_answer(name, layout):
     api, dtype = APIS[name], (np.float32 if layout == "big_endian" else np.float64)
     arrays = inputs(name, dtype)
-    expect = api.call(*arrays)
+    expect = expected(name, dtype)
     views = [LAYOUTS[layout](x) for x in arrays]
     for v, x in zip(views, arrays):
         np.testing.assert_array_equal(v, x)  # same values, another layout
@@ -197,7 +210,7 @@ def test_device_arrays(name):
     answer as a device array; a non-contiguous device view is a ValueError naming it."""
     api = APIS[name]
     arrays = inputs(name)
-    expect = api.call(*arrays)
+    expect = expected(name)
     got = api.call(*[cuda.to_device(x) for x in arrays])
     assert not isinstance(got, np.ndarray) and hasattr(got, "copy_to_host")  # a device array
     np.testing.assert_array_equal(got.copy_to_host(), expect)
@@ -214,7 +227,7 @@ def test_numpy_and_device_inputs_mix(name):
     """The first argument decides the result's kind."""
     api = APIS[name]
     arrays = inputs(name)
-    expect = api.call(*arrays)
+    expect = expected(name)
     got = api.call(arrays[0], *[cuda.to_device(x) for x in arrays[1:]])
     assert isinstance(got, (np.ndarray, np.generic))
     np.testing.assert_array_equal(got, expect)
@@ -296,16 +309,16 @@ MATMUL_SHAPES = [(0, 4, 3), (3, 0, 4), (3, 4, 0), (0, 0, 0), (1, 1, 1), (1, 13, 
 def test_matmul_shapes(m, n, k):
     rng = np.random.default_rng(m * 100 + n * 10 + k)
     a, b = _normal(rng, np.float32, m, k), _normal(rng, np.float32, k, n)
-    got = st.matmul(a, b)
+    got = st.matmul(a, b, out=poisoned((m, n), np.float32))  # NaN: an element not written fails
     assert_matches(got, *matmul_reference(a, b), np.float32)
     if k == 0:
-        np.testing.assert_array_equal(got, np.zeros((m, n)))  # an empty sum is 0, as np.matmul
+        np.testing.assert_array_equal(host(got), np.zeros((m, n)))  # an empty sum is 0, as np.matmul
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0), (1, 1), (1, 13), (13, 1), (2, 97)], ids=str)
 def test_softmax_shapes(shape):
     x = _normal(np.random.default_rng(1), np.float32, *shape)
-    got = st.softmax(x)
+    got = st.softmax(x, out=poisoned(shape, np.float32)).copy_to_host()
     assert got.shape == shape and got.dtype == np.float32
     if x.size:
         assert_matches(got, *softmax_reference(x), np.float32)
@@ -335,14 +348,16 @@ def test_reduce_shapes(shape, axis, op):
 def test_vector_add_lengths(n, variant):
     a, b = inputs("vector_add", np.float32, seed=n)
     a, b = np.resize(a, n), np.resize(b, n)
-    np.testing.assert_array_equal(st.vector_add(a, b, variant=variant), a + b)
+    np.testing.assert_array_equal(st.vector_add(a, b, variant=variant, out=poisoned(n, np.float32)).copy_to_host(),
+                                  a + b)
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (5, 0), (1, 1), (1, 13), (13, 1)], ids=str)
 def test_bias_relu_shapes(shape):
     rng = np.random.default_rng(3)
     x, b = _normal(rng, np.float32, *shape), _normal(rng, np.float32, shape[1])
-    np.testing.assert_array_equal(st.bias_relu(x, b), np.maximum(x + b, 0))
+    got = st.bias_relu(x, b, out=poisoned(shape, np.float32)).copy_to_host()
+    np.testing.assert_array_equal(got, np.maximum(x + b, 0))
 
 
 CONV_SHAPES = [((1, 1), (1, 1)), ((1, 6), (3, 3)), ((7, 1), (2, 4)), ((4, 5), (2, 2)), ((2, 3), (7, 6)),
@@ -357,7 +372,7 @@ def test_correlate_convolve_shapes_and_modes(convolve, mode, image_shape, w_shap
     rng = np.random.default_rng(4)
     x, w = _normal(rng, np.float64, *image_shape), _normal(rng, np.float64, *w_shape)
     f, scipy_f = (st.convolve2d, ndi.convolve) if convolve else (st.correlate2d, ndi.correlate)
-    got = f(x, w, mode=mode, cval=-1.5)
+    got = f(x, w, mode=mode, cval=-1.5, out=poisoned(image_shape, np.float64)).copy_to_host()
     if x.size:
         assert_matches(got, *correlate2d_reference(x, w, mode, -1.5, convolve=convolve), np.float64)
         np.testing.assert_allclose(got, scipy_f(x, w, mode=mode, cval=-1.5), rtol=1e-12, atol=1e-12)
@@ -371,7 +386,7 @@ def test_correlate_convolve_shapes_and_modes(convolve, mode, image_shape, w_shap
 def test_correlate1d_axes_and_lengths(mode, axis, k):
     rng = np.random.default_rng(5)
     x, w = _normal(rng, np.float64, 3, 5), _normal(rng, np.float64, k)
-    got = st.correlate1d(x, w, axis=axis, mode=mode, cval=2.0)
+    got = st.correlate1d(x, w, axis=axis, mode=mode, cval=2.0, out=poisoned(x.shape, np.float64)).copy_to_host()
     assert_matches(got, *correlate1d_reference(x, w, int(axis), mode, 2.0), np.float64)
     np.testing.assert_allclose(got, ndi.correlate1d(x, w, axis=axis, mode=mode, cval=2.0), rtol=1e-12, atol=1e-12)
 
@@ -382,7 +397,8 @@ def test_correlate1d_axes_and_lengths(mode, axis, k):
 def test_correlate_separable_shapes_and_modes(variant, mode, shape):
     rng = np.random.default_rng(6)
     x, wy, wx = _normal(rng, np.float64, *shape), _normal(rng, np.float64, 4), _normal(rng, np.float64, 3)
-    got = st.correlate_separable(x, wy, wx, mode=mode, cval=0.5, variant=variant)
+    got = st.correlate_separable(x, wy, wx, mode=mode, cval=0.5, variant=variant,
+                                 out=poisoned(shape, np.float64)).copy_to_host()
     assert got.shape == shape
     if x.size:
         assert_matches(got, *correlate_separable_reference(x, wy, wx, mode, 0.5), np.float64)
@@ -402,7 +418,8 @@ def test_conv2d_nchw_shapes(x_shape, w_shape, padding):
     rng = np.random.default_rng(7)
     x, w, b = _normal(rng, np.float64, *x_shape), _normal(rng, np.float64, *w_shape), _normal(rng, np.float64,
                                                                                                w_shape[0])
-    got = st.conv2d_nchw(x, w, bias=b, padding=padding)
+    shape = (x_shape[0], w_shape[0], x_shape[2] + 2 * padding - w_shape[2] + 1, x_shape[3] + 2 * padding - w_shape[3] + 1)
+    got = st.conv2d_nchw(x, w, bias=b, padding=padding, out=poisoned(shape, np.float64)).copy_to_host()
     assert_matches(got, *conv2d_nchw_reference(x, w, b, padding), np.float64)
 
 
@@ -532,7 +549,7 @@ def test_bad_out(name):
     api = APIS[name]
     arrays = inputs(name)
     shape = api.out_shape(*arrays)
-    expect = api.call(*arrays)
+    expect = expected(name)
     with pytest.raises(ValueError, match=r"out: expected shape"):
         api.call(*arrays, out=np.empty(shape + (1,)))
     with pytest.raises(TypeError, match=r"out: expected dtype float64; got float32"):
@@ -564,7 +581,7 @@ def test_out_may_be_a_numpy_input_but_not_a_device_input(name):
     input would be read while it is written: ValueError naming out."""
     api = APIS[name]
     arrays = inputs(name)
-    expect = api.call(*arrays)
+    expect = expected(name)
     first = arrays[0].copy()
     assert api.call(first, *arrays[1:], out=first) is first
     np.testing.assert_array_equal(first, expect)

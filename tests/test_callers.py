@@ -607,6 +607,11 @@ def test_reduce_out_and_result_kinds():
     assert dev.copy_to_host()[()] == r
     with pytest.raises(ValueError, match=r"out: expected shape \(\); got \(1,\)"):
         st.reduce(x, out=np.empty(1))
+    v = x[0]
+    for axis in (-1, 0):  # the only axis of a 1-D array: a scalar too, as np.sum(v, axis=0)
+        r = st.reduce(v, axis=axis)
+        assert isinstance(r, np.float64)
+        assert_matches(np.asarray(r), *_sum_reference(v), np.float64)
 
 
 # ---------------------------------------------------------------------------

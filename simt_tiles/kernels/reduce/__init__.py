@@ -54,7 +54,8 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         overlap ``x`` in memory (ValueError naming ``out``).
     Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
     NumPy, and like NumPy raise ValueError on an empty reduction.  NumPy
-    callers get a NumPy scalar for ``axis=None``.
+    callers get a NumPy scalar for a 0-d result
+    (``axis=None``, or ``axis=-1`` of a 1-D ``x``).
     """
     code = op_code(op)
     cfg = RUNG.resolve_config(config)
@@ -92,6 +93,6 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
             kernel = RUNG.kernel(rcfg, dt, op=code, out_dtype=dt)
             kernel[rows, rcfg.threads, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
     result = finish_result(out_op, stream)
-    if axis is None and isinstance(result, np.ndarray) and out is None:
-        return result[()]
+    if isinstance(result, np.ndarray) and result.ndim == 0 and out is None:
+        return result[()]  # a NumPy scalar, as np.sum (axis=None, or the only axis of a 1-D x)
     return result

@@ -41,6 +41,9 @@ from tests.common import poisoned
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
+# the simulator runs kernel bodies as Python: inf - inf and overflowing adds warn as NumPy does
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 
 # ---------------------------------------------------------------------------
 # The public functions: how to call each, on what, and the answer it must give
@@ -621,18 +624,21 @@ def test_reduce_out_and_result_kinds():
 F32_MAX = float(np.finfo(np.float32).max)
 
 
+@pytest.mark.parametrize("variant", st.MATMUL_VARIANTS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_matmul_special_values(dtype):
+def test_matmul_special_values(dtype, variant):
     a = np.array([[np.nan, 1, 0], [np.inf, 1, 1], [1, 1, 1], [F32_MAX, F32_MAX, 0], [1e-40, 0, 0]], dtype)
     b = np.array([[1, 0], [0, 1], [0, 0]], dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         ref = a.astype(np.longdouble) @ b.astype(np.longdouble)  # row 1: inf·0 = NaN, as np.matmul
         np_ref = a @ b
     np.testing.assert_array_equal(np.isnan(ref), np.isnan(np_ref))
-    got = st.matmul(a, b)
+    got = st.matmul(a, b, variant=variant)
     assert_matches(got, np.where(np.abs(ref) > np.finfo(dtype).max, np.inf * np.sign(ref), ref),
                    gamma(3, unit_roundoff(dtype)) * np.abs(np.asarray(ref, np.float64)), dtype)
     assert got[4, 0] == dtype(1e-40)  # a subnormal float32 survives a product with 1
+    zeros, nan_b = np.zeros((2, 3), dtype), np.array([[1, np.nan], [np.inf, 1], [1, 1]], dtype)
+    np.testing.assert_array_equal(st.matmul(zeros, nan_b, variant=variant), np.full((2, 2), np.nan))  # 0·NaN, 0·inf
 
 
 @pytest.mark.parametrize("variant", st.SOFTMAX_VARIANTS)
@@ -689,8 +695,9 @@ def test_vector_add_and_bias_relu_special_values():
     np.testing.assert_array_equal(st.bias_relu(x, bias), np.maximum(x + bias, 0))  # NaN kept, like np.maximum
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_conv_nan_and_inf_placement(mode):
+@pytest.mark.parametrize("variant", st.CONV2D_VARIANTS)
+@pytest.mark.parametrize("mode", ["reflect", "constant", "wrap"])
+def test_conv_nan_and_inf_placement(mode, variant):
     """A NaN pixel poisons exactly the outputs whose window holds it (weights all non-zero);
     cval NaN poisons the border in mode "constant"; inf meets weights of both signs: NaN."""
     x = np.arange(30, dtype=np.float64).reshape(5, 6)
@@ -701,8 +708,10 @@ def test_conv_nan_and_inf_placement(mode):
         with np.errstate(invalid="ignore"):
             expect = ndi.correlate(x, w, mode=mode, cval=cval)
             expect_cv = ndi.convolve(x, w, mode=mode, cval=cval)
-        np.testing.assert_array_equal(np.isnan(st.correlate2d(x, w, mode=mode, cval=cval)), np.isnan(expect))
-        np.testing.assert_array_equal(np.isnan(st.convolve2d(x, w, mode=mode, cval=cval)), np.isnan(expect_cv))
+        got = st.correlate2d(x, w, mode=mode, cval=cval, variant=variant)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expect))
+        got = st.convolve2d(x, w, mode=mode, cval=cval, variant=variant)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expect_cv))
 
 
 def test_conv_nchw_nan_placement():

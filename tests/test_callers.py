@@ -704,7 +704,7 @@ def test_conv_nan_and_inf_placement(mode, variant):
     x[2, 3] = np.nan
     x[0, 0] = np.inf
     w = np.array([[1.0, -2.0], [0.5, 3.0], [-1.0, 1.5]])
-    for cval in (0.0, np.nan):
+    for cval in (0.0, np.nan) if mode == "constant" else (0.0,):
         with np.errstate(invalid="ignore"):
             expect = ndi.correlate(x, w, mode=mode, cval=cval)
             expect_cv = ndi.convolve(x, w, mode=mode, cval=cval)

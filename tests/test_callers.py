@@ -593,6 +593,15 @@ def test_out_may_be_a_numpy_input_but_not_a_device_input(name):
         api.call(dev, *arrays[1:], out=dev)
 
 
+def test_broadcast_and_zero_stride_numpy_inputs():
+    """np.broadcast_to gives read-only zero-stride views: copied like any other layout."""
+    b = inputs("vector_add")[1]
+    np.testing.assert_array_equal(st.vector_add(np.broadcast_to(np.float64(2.5), b.shape), b), 2.5 + b)
+    x, bias = inputs("bias_relu")
+    rows = np.broadcast_to(x[:1], x.shape)
+    np.testing.assert_array_equal(st.bias_relu(rows, bias), np.maximum(rows + bias, 0))
+
+
 def test_same_array_twice():
     a = inputs("vector_add")[0]
     d = cuda.to_device(a)

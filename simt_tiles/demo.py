@@ -134,7 +134,10 @@ def _elementwise(rung, dtype, c):
 def _conv2d(rung, dtype, c):
     import simt_tiles as st
 
-    from .kernels.conv2d.reference import correlate2d_reference, correlate_separable_reference
+    from .kernels.conv2d.reference import (
+        correlate2d_reference,
+        correlate_separable_reference,
+    )
 
     img = c.rng.standard_normal((11 * c.scale, 13 * c.scale)).astype(dtype)
     if rung in st.SEPARABLE_VARIANTS:

@@ -163,3 +163,50 @@ def test_ordered_after_the_producers_stream_without_blocking_the_host():
     cp.cuda.Device().synchronize()
     assert bool((c == 101).all())
     assert host_s < 0.005, f"the call blocked the host for {host_s * 1e3:.1f} ms"
+
+
+# --- the operand model: layouts and byte ranges (the aliasing check reads these) -----------------
+
+
+class _CAI:
+    """A bare ``__cuda_array_interface__`` producer at a made-up address."""
+
+    def __init__(self, shape, strides=None, ptr=4096, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def _op(x, name="x"):
+    from simt_tiles.interop import Operand
+
+    return Operand(name, x, "cai", x)
+
+
+def test_layout_of_contiguous_strided_reversed_and_empty():
+    from simt_tiles.interop import layout_of
+
+    lay = layout_of(_CAI((3, 5)))
+    assert lay.strides == (20, 4) and lay.span() == (4096, 4096 + 60)
+    assert layout_of(_CAI((3, 5), strides=(40, 8))).span() == (4096, 4096 + 2 * 40 + 4 * 8 + 4)
+    assert layout_of(_CAI((4,), strides=(-4,), ptr=4096 + 12)).span() == (4096, 4096 + 16)  # x[::-1]
+    assert layout_of(_CAI((0, 5))).span() == (4096, 4096)
+    host = np.arange(10.0)
+    lo, hi = layout_of(host[::-2]).span()
+    assert hi - lo == 9 * 8 and lo == host.__array_interface__["data"][0] + 8
+
+
+def test_check_no_overlap_by_byte_ranges():
+    from simt_tiles.interop import check_no_overlap
+
+    out = _op(_CAI((4,), ptr=4096), "out")
+    check_no_overlap(out, [_op(_CAI((4,), ptr=4096 + 16), "a")])  # adjacent: fine
+    check_no_overlap(out, [_op(_CAI((4,), ptr=4096 - 16), "a")])
+    check_no_overlap(out, [_op(_CAI((0,), ptr=4096), "a"), None])  # empty arrays touch nothing
+    with pytest.raises(ValueError, match="out: overlaps b in memory"):
+        check_no_overlap(out, [_op(_CAI((4,), ptr=4096 + 16), "a"), _op(_CAI((4,), ptr=4096 + 12), "b")])
+    with pytest.raises(ValueError, match="out: overlaps a in memory"):
+        check_no_overlap(out, [_op(_CAI((4,), ptr=4096 - 12), "a")])
+    # strided (Tile-side) arrays are compared by their hulls: interleaved views count as overlapping
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        interleaved = _op(_CAI((4,), strides=(8,), ptr=4100), "a")
+        check_no_overlap(_op(_CAI((4,), strides=(8,), ptr=4096), "out"), [interleaved])

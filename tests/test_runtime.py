@@ -116,3 +116,27 @@ def test_cai_import_orders_by_an_event_on_other_streams(monkeypatch, producer, o
     import_cai, calls = _record_cuda_calls(monkeypatch)
     assert import_cai(_FakeCAI(producer), ours) == "view"
     assert calls == [("import", False), ("record", ("external", producer)), ("wait", ours)]
+
+
+# --- rungs declare how a call binds to them ------------------------------------------------------
+
+
+def test_every_conv2d_rung_declares_its_calling_convention():
+    from simt_tiles.kernels import conv2d
+    from simt_tiles.kernels.conv2d import _bind
+
+    for name, rung in {**conv2d.RUNGS, **conv2d.SEPARABLE_RUNGS}.items():
+        assert isinstance(rung.bind, _bind.Binding), name
+    assert conv2d.CONSTANT_FILTER_VARIANTS == ("k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
+                                               "k08_prefetched", "k09_async_copy")
+    assert conv2d.VECTOR_VARIANTS == ("k07_vectorized", "k08_prefetched", "k09_async_copy")
+    assert conv2d.SEPARABLE_RUNGS["k06_separable_fused"].bind is _bind.SEPARABLE
+    assert conv2d.RUNGS[conv2d.FALLBACK_VARIANT].bind is _bind.WEIGHTS_ARGUMENT  # takes any filter
+
+
+def test_rungs_of_other_families_need_no_binding():
+    from simt_tiles import registry
+
+    for ladder, rungs in registry.ladders().items():
+        if ladder != "conv2d":
+            assert all(r.bind is None for r in rungs.values()), ladder

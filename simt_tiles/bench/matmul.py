@@ -134,8 +134,8 @@ def measure(h, xp, sizes, impls, l2: int) -> None:
     (``xp``: CuPy; NumPy in the tests) of at least three times ``l2`` bytes in all."""
     import numpy as np
 
-    from ..kernels.matmul import flops
     from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+    from ..kernels.matmul import flops
     from ..kernels.matmul.reference import matmul_reference
 
     rng = xp.random.default_rng(2026)

@@ -70,10 +70,36 @@ GPU_ONLY_JIT_OPTIONS = frozenset(
 
 
 def jit(pyfunc: Callable, **options: Any):
-    """``cuda.jit(**options)(pyfunc)``, minus the options the simulator rejects."""
-    if SIMULATOR:
-        options = {k: v for k, v in options.items() if k not in GPU_ONLY_JIT_OPTIONS}
-    return cuda.jit(**options)(pyfunc)
+    """``cuda.jit(**options)(pyfunc)``, minus the options the simulator rejects.
+
+    In the simulator a kernel's threads run under ``np.errstate(all="ignore")``
+    (:class:`_QuietThreads`): it evaluates the kernel on NumPy scalars, which warn
+    where the GPU silently computes inf or NaN (inf − inf in a softmax row of
+    infinities, 0·inf in a filter) — users would see kernel source lines as warnings."""
+    if not SIMULATOR:
+        return cuda.jit(**options)(pyfunc)
+    options = {k: v for k, v in options.items() if k not in GPU_ONLY_JIT_OPTIONS}
+    kernel = cuda.jit(**options)(pyfunc)
+    if not options.get("device") and hasattr(kernel, "fn"):
+        kernel.fn = _QuietThreads(kernel.fn)
+    return kernel
+
+
+class _QuietThreads:
+    """A simulated kernel's function, called under ``np.errstate(all="ignore")``.
+
+    NumPy's error state is per thread (a context variable) and every simulated
+    CUDA thread is a fresh Python thread, so it is set here, inside each one.
+    ``__globals__`` is the kernel's: the simulator swaps the ``cuda`` module in it."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.__globals__ = fn.__globals__
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        with np.errstate(all="ignore"):
+            return self.fn(*args)
 
 
 def numba_dtype(dtype) -> numba.types.Type:

@@ -56,6 +56,17 @@ mode but "constant": there the second pass pads the intermediate with
 ``cval·Σ wy``.  They agree when cval = 0 or Σ wy = 1; the two-pass variant
 passes ``cval·Σ wy`` to its second pass to keep the 2-D semantics.
 
+Zero weights, as scipy: ``correlate2d``/``convolve2d`` (and ``correlate_separable``)
+skip every tap whose weight has ``|w| <= 2**-52`` — scipy's ``correlate`` tests
+``fabs(w) > DBL_EPSILON`` — so a NaN or inf in the image (or a NaN ``cval``) spreads
+only along the other taps (a Laplacian's cross, not its 3 × 3 window);
+``correlate1d`` counts every tap (0·NaN = NaN), as scipy's ``correlate1d`` does.
+Rungs that compile the filter in drop those taps from the code; the others test
+each tap's weight once (a predicate on its multiply-adds).  ``correlate_separable``
+skips a tiny ``wy[a]`` or ``wx[b]``; scipy's ``correlate`` with ``outer(wy, wx)``
+decides per product, which differs only for tiny weights that are not zero (a
+factor below 2**-52 times one above 1, or two factors near 1e-8).
+
 One difference from scipy, on purpose: scipy's n-D ``correlate``/``convolve``
 (scipy 1.17) map a "reflect" coordinate that lies an exact multiple of 2n,
 at least 4n, before the start of an axis of length n to index −1 instead of
@@ -94,7 +105,7 @@ from . import (
     k09_async_copy,
 )
 from ._bind import CONSTANT_VECTOR, FilterCall, SeparableCall, host_filter
-from ._common import MODES, Mode, flops, specialise
+from ._common import MODES, Mode, flops, specialise, tap_counts
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -323,7 +334,8 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     _launch(rung, cfg, config, may_fall_back, mode, FilterCall(img_op.dev, wy_op, mid, cval, False, stream))
     cval_rows = cval
     if mode == Mode.CONSTANT and cval != 0:
-        cval_rows = float(cval) * math.fsum(host_filter(wy_op, False, stream)[:, 0].tolist())
+        cval_rows = float(cval) * math.fsum(v for v in host_filter(wy_op, False, stream)[:, 0].tolist()
+                                            if tap_counts(v))  # the taps the column pass counts
     _launch(rung, cfg, config, may_fall_back, mode, FilterCall(mid, wx_op, out_op.dev, cval_rows, False, stream))
     return finish_result(out_op, stream)
 
@@ -413,7 +425,8 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         may_fall_back = variant is None and (config is None or isinstance(config, str))
-        call = FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream)
+        # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
+        call = FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream, all_taps=axis is not None)
         _launch(rung, cfg, config, may_fall_back, mode, call)
     return finish_result(out_op, stream)
 

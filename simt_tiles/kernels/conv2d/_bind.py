@@ -40,6 +40,7 @@ class FilterCall:
     cval: float
     flipped: bool  # convolve: the filter flipped on both axes, scipy's anchor
     stream: Any
+    all_taps: bool = False  # count zero weights too (correlate1d; see _common.TINY_WEIGHT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,21 +87,23 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
         w = cuda.to_device(w, stream=call.stream)
     kh, kw = w.shape
     anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
-    return rung.kernel(spec, dtype), (call.image, w[::-1, ::-1] if call.flipped else w, call.out,
+    kernel = rung.kernel(spec, dtype, all_taps=True) if call.all_taps else rung.kernel(spec, dtype)
+    return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out,
                                       dtype.type(call.cval), anchor_h, anchor_w)
 
 
 def _constant_filter(rung, spec, dtype, call: FilterCall):
     kh, kw = call.weights.dev.shape
     anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
-    kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream))
+    kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
+                                    all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w)
 
 
 def _constant_vector(rung, spec, dtype, call: FilterCall):
     kh, kw = call.weights.dev.shape
     kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
-                                    anchors(kh, kw, flipped=call.flipped))
+                                    anchors(kh, kw, flipped=call.flipped), all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), aligned(call.image) and aligned(call.out))
 
 

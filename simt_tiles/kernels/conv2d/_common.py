@@ -116,12 +116,28 @@ def extend_index(p: int, n: int, mode: Mode) -> int:
     return -1  # CONSTANT
 
 
-def signature(dtype):
+#: scipy.ndimage's footprint rule: ``correlate``/``convolve`` skip every tap whose
+#: weight has ``|w| <= DBL_EPSILON`` (2**-52; ``ni_filters.c``: ``fabs(w) > DBL_EPSILON``),
+#: so a NaN or inf in the image spreads only along the other taps (a Laplacian's
+#: cross, not its whole window) — 0·NaN would be NaN.  ``correlate1d`` counts every
+#: tap (its 1-D loop has no such test): the kernels' ``all_taps=True``.  2**-52 is
+#: exact in float32 too, so the test is the same in both dtypes.  A NaN weight fails
+#: the test: skipped too, as scipy's correlate does.
+TINY_WEIGHT = float(np.finfo(np.float64).eps)
+
+
+def tap_counts(w, all_taps: bool = False):
+    """Whether a tap of weight ``w`` contributes (plain-Python twin of the kernels' test)."""
+    return all_taps or abs(w) > TINY_WEIGHT
+
+
+def signature(dtype, all_taps: bool = False):
     """``void(image, weights, out, cval, anchor_h, anchor_w)``.
 
     image and out are C-contiguous; weights may be any strided 2-D view (the
     flipped filter of ``convolve2d`` has negative strides).  cval has the
-    image's dtype."""
+    image's dtype.  ``all_taps`` (a compile-time parameter of the factories,
+    see :data:`TINY_WEIGHT`) does not change the signature."""
     t = numba_dtype(dtype)
     return void(t[:, ::1], t[:, :], t[:, ::1], t, int64, int64)
 
@@ -146,21 +162,25 @@ def gate_filter(kh: int, kw: int, dtype) -> np.ndarray:
 FILTER_KERNEL_CACHE = 64
 
 
-def constant_filter_kernel(rung, config, dtype, weights: np.ndarray, anchor=None):
+def constant_filter_kernel(rung, config, dtype, weights: np.ndarray, anchor=None, all_taps=False):
     """The compiled kernel of a constant-filter rung for ``config`` (already
     specialised), ``dtype`` and the host filter ``weights`` (any layout, the
     image's dtype) — and ``anchor`` ``(row, column)`` for a rung that compiles
-    that in too (k07).  Cached on the filter's bytes, dtype and shape, the
-    anchor, the mode and tiles (:data:`FILTER_KERNEL_CACHE` kernels)."""
+    that in too (k07), and ``all_taps`` (:data:`TINY_WEIGHT`).  Cached on the
+    filter's bytes, dtype and shape, the anchor, the tap rule, the mode and
+    tiles (:data:`FILTER_KERNEL_CACHE` kernels)."""
     w = np.ascontiguousarray(weights, dtype=dtype)
-    return _filter_kernel(rung, config, np.dtype(dtype), w.shape, w.tobytes(), anchor)
+    return _filter_kernel(rung, config, np.dtype(dtype), w.shape, w.tobytes(), anchor, bool(all_taps))
 
 
 @functools.lru_cache(maxsize=FILTER_KERNEL_CACHE)
-def _filter_kernel(rung, config, dtype: np.dtype, shape: tuple, data: bytes, anchor):
+def _filter_kernel(rung, config, dtype: np.dtype, shape: tuple, data: bytes, anchor, all_taps=False):
     config.check_smem(dtype)
     w = np.frombuffer(data, dtype).reshape(shape)  # read-only: frozen into the kernel
-    pyfunc = rung.factory(config, dtype, w) if anchor is None else rung.factory(config, dtype, w, anchor)
+    if anchor is None:
+        pyfunc = rung.factory(config, dtype, w, all_taps=all_taps)
+    else:
+        pyfunc = rung.factory(config, dtype, w, anchor, all_taps=all_taps)
     return jit(pyfunc, func_or_sig=rung.signature(dtype), **rung.jit_options(config, dtype))
 
 

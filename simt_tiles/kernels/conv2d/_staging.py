@@ -15,12 +15,13 @@ the same as with the statements written out in the kernel.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, int64, uint32, uint64
 
 from ...vector import store4
 
 from ...runtime import cdiv
-from ._common import Mode
+from ._common import TINY_WEIGHT, Mode
 
 #: Numba inlines these at the call site, before typing: no device function is compiled
 inline = cuda.jit(device=True, inline="always")
@@ -181,7 +182,7 @@ def make_output_store(config):
     return store_outputs
 
 
-def make_window_accumulator(config, shift=0, win=None):
+def make_window_accumulator(config, shift=0, win=None, all_taps=False):
     """``accumulate(patch, w_c, acc, win, r0, c0)``: k05's inner loop (also k07's).
 
     The thread's ``RY × RX`` outputs start at tile row ``r0``, column ``c0``
@@ -193,11 +194,15 @@ def make_window_accumulator(config, shift=0, win=None):
     oy.  Window value ``shift + i + b`` meets filter column b for output column
     i (k07's patch starts ``shift`` columns left of k05's).  ``w_c``: the filter
     (a constant array: each weight's address is a constant, folded into its FMA).
+    Taps with ``|w| <= 2**-52`` are skipped unless ``all_taps`` (scipy's rule,
+    ``_common.TINY_WEIGHT``): the test folds with the weight, so they emit no code.
     """
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     ROWS = RY + KH - 1  # patch rows one thread reads
     WIN = shift + RX + KW - 1 if win is None else win
     SHIFT = shift
+    ALL_TAPS = bool(all_taps)
+    TINY = np.float32(TINY_WEIGHT)  # 2**-52 is exact in float32: one constant for both dtypes
 
     @inline
     def patch_row(patch, w_c, acc, win, r0, c0, p):
@@ -210,8 +215,9 @@ def make_window_accumulator(config, shift=0, win=None):
             if a >= 0 and a < KH:
                 for b in range(KW):
                     wv = w_c[a, b]
-                    for i in range(RX):
-                        acc[oy * RX + i] += wv * win[SHIFT + i + b]
+                    if ALL_TAPS or abs(wv) > TINY:
+                        for i in range(RX):
+                            acc[oy * RX + i] += wv * win[SHIFT + i + b]
 
     @inline
     def accumulate(patch, w_c, acc, win, r0, c0):

@@ -41,7 +41,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 from ._bind import WEIGHTS_ARGUMENT
-from ._common import Mode, mode_rule, signature
+from ._common import TINY_WEIGHT, Mode, mode_rule, signature
 from ._staging import make_extend
 
 
@@ -70,8 +70,10 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype):
+def make_kernel(config: Config, dtype, all_taps=False):
     DT = numba_dtype(dtype)
+    TINY = DT(TINY_WEIGHT)  # scipy skips taps with |w| <= 2**-52 (_common.TINY_WEIGHT)
+    ALL_TAPS = bool(all_taps)  # correlate1d: every tap counts (0·NaN = NaN, as scipy)
     MODE = int(config.mode)
     CONSTANT = int(Mode.CONSTANT)
 
@@ -86,12 +88,14 @@ def make_kernel(config: Config, dtype):
             for a in range(kh):
                 r = extend(row + a - anchor_h, h)
                 for b in range(kw):
-                    c = extend(col + b - anchor_w, w)
-                    if MODE == CONSTANT:
-                        x = cval if r < 0 or c < 0 else image[r, c]
-                    else:
-                        x = image[r, c]
-                    acc += weights[a, b] * x
+                    wv = weights[a, b]  # the same for the whole warp: a uniform branch
+                    if ALL_TAPS or abs(wv) > TINY:  # a zero tap reads nothing, adds nothing
+                        c = extend(col + b - anchor_w, w)
+                        if MODE == CONSTANT:
+                            x = cval if r < 0 or c < 0 else image[r, c]
+                        else:
+                            x = image[r, c]
+                        acc += wv * x
             out[row, col] = acc
 
     return conv2d_k01_naive

@@ -45,7 +45,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
 from ._bind import WEIGHTS_ARGUMENT
-from ._common import Mode, mode_rule, signature
+from ._common import TINY_WEIGHT, Mode, mode_rule, signature
 from ._staging import inline, make_extend
 
 
@@ -114,13 +114,15 @@ def make_patch_loader(sh: int, sw: int, threads: int, mode):
     return load_patch
 
 
-def make_kernel(config: Config, dtype):
+def make_kernel(config: Config, dtype, all_taps=False):
     TW, TH, KH, KW = config.tile_w, config.tile_h, config.kh, config.kw
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
     THREADS = config.threads
     TAPS = KH * KW
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
+    TINY = DT(TINY_WEIGHT)  # scipy skips taps with |w| <= 2**-52 (_common.TINY_WEIGHT)
+    ALL_TAPS = bool(all_taps)  # correlate1d: every tap counts (0·NaN = NaN, as scipy)
     load_patch = make_patch_loader(SH, SW, THREADS, config.mode)
 
     def conv2d_k02_halo_tiled(image, weights, out, cval, anchor_h, anchor_w):
@@ -150,7 +152,9 @@ def make_kernel(config: Config, dtype):
             acc = DT(0)
             for a in range(KH):
                 for b in range(KW):
-                    acc += w_s[a, b] * patch[ty + a, tx + b]
+                    wv = w_s[a, b]
+                    if ALL_TAPS or abs(wv) > TINY:  # a zero tap adds nothing (not 0·NaN)
+                        acc += wv * patch[ty + a, tx + b]
             out[row, col] = acc
 
     return conv2d_k02_halo_tiled

@@ -46,7 +46,7 @@ from numba import cuda
 
 from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
 from ._bind import WEIGHTS_ARGUMENT
-from ._common import Mode, mode_rule, signature
+from ._common import TINY_WEIGHT, Mode, mode_rule, signature
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -89,7 +89,7 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype):
+def make_kernel(config: Config, dtype, all_taps=False):
     BX, RX, KH, KW = config.block_x, config.rx, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
@@ -98,6 +98,8 @@ def make_kernel(config: Config, dtype):
     TAPS = KH * KW
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
+    TINY = DT(TINY_WEIGHT)  # scipy skips taps with |w| <= 2**-52 (_common.TINY_WEIGHT)
+    ALL_TAPS = bool(all_taps)  # correlate1d: every tap counts (0·NaN = NaN, as scipy)
 
     load_patch = make_patch_loader(SH, SW, THREADS, config.mode)  # k02's cooperative halo load
 
@@ -131,8 +133,9 @@ def make_kernel(config: Config, dtype):
                 win[q] = patch[ty + a, c0 + q]
             for b in range(KW):
                 wv = w_s[a, b]  # one broadcast load, reused RX times from a register
-                for i in range(RX):
-                    acc[i] += wv * win[i + b]
+                if ALL_TAPS or abs(wv) > TINY:  # one test per tap, not per output
+                    for i in range(RX):
+                        acc[i] += wv * win[i + b]
 
         row = row0 + ty
         if row < h:

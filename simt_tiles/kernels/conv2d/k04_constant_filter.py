@@ -9,7 +9,8 @@ What changed versus k03
     loops are unrolled, so every ``w_c[a, b]`` has a constant address: the
     compiler folds the value into the multiply-add itself (PTX
     ``fma.rn.f32 %f, %f, 0f3E124925, %f``: the weight is an immediate operand,
-    no load at all; a weight of 1 becomes an add).  Per output that leaves
+    no load at all; a weight of 1 becomes an add, a zero weight's tap vanishes —
+    scipy skips it, see ``_common.TINY_WEIGHT``).  Per output that leaves
     KH·(RX + KW − 1)/RX shared loads for KH·KW multiply-adds (5 × 5, RX = 3:
     11.7 instead of k03's 20) and no weight staging, no weight registers.
     (The compile gate's PTX for the default 5 × 5 float32 kernel: 75 FMAs
@@ -68,7 +69,7 @@ from numba import cuda, uint32
 
 from ...runtime import Rung, TileConfig, grid_for, numba_dtype
 from ._bind import CONSTANT_FILTER
-from ._common import Mode, constant_filter_signature, gate_filter, mode_rule
+from ._common import TINY_WEIGHT, Mode, constant_filter_signature, gate_filter, mode_rule
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -111,16 +112,19 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, weights=None):
+def make_kernel(config: Config, dtype, weights=None, all_taps=False):
     """The kernel for ``config``, ``dtype`` and the filter ``weights`` (a
     ``kh × kw`` NumPy array of ``dtype``; None: :func:`~._common.gate_filter`,
-    for the compile gate).  The values are compiled in."""
+    for the compile gate).  The values are compiled in; so is the zero-tap rule
+    (``all_taps``, see ``_common.TINY_WEIGHT``): a zero weight's taps vanish."""
     BX, RX, KH, KW = config.block_x, config.rx, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
     WIN = RX + KW - 1  # image values one thread needs per filter row (register array length)
     THREADS = config.threads
     DT = numba_dtype(dtype)
+    TINY = DT(TINY_WEIGHT)
+    ALL_TAPS = bool(all_taps)
     load_patch = make_patch_loader(SH, SW, THREADS, config.mode)  # k02's cooperative halo load
     UNROLLED = 9  # filter rows unrolled by hand in the kernel (its `if KH > a` lines)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
@@ -157,8 +161,9 @@ def make_kernel(config: Config, dtype, weights=None):
                 win[q] = patch[ty_u + uint32(a), c0 + uint32(q)]
             for b in range(KW):
                 wv = w_c[a, b]  # a constant: folded into the FMA as an immediate
-                for i in range(RX):
-                    acc[i] += wv * win[i + b]
+                if ALL_TAPS or abs(wv) > TINY:  # folded too: a zero tap emits no code
+                    for i in range(RX):
+                        acc[i] += wv * win[i + b]
 
         # Unrolled by hand (see the docstring): each call is inlined with a constant a;
         # the conditions are compile-time constants, so the untaken calls are removed.

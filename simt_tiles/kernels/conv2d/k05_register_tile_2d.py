@@ -107,7 +107,7 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, weights=None):
+def make_kernel(config: Config, dtype, weights=None, all_taps=False):
     """The kernel for ``config``, ``dtype`` and the filter ``weights`` (a
     ``kh × kw`` NumPy array of ``dtype``; None: :func:`~._common.gate_filter`,
     for the compile gate).  The values are compiled in."""
@@ -120,7 +120,7 @@ def make_kernel(config: Config, dtype, weights=None):
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config)  # inlined (see _staging)
     store_tile = make_tile_store(config)
-    accumulate = make_window_accumulator(config)
+    accumulate = make_window_accumulator(config, all_taps=all_taps)  # skips zero taps (_common)
     W = gate_filter(KH, KW, dtype) if weights is None else weights  # frozen into the kernel
     if W.shape != (KH, KW) or W.dtype != dtype:
         raise ValueError(f"weights: expected a {KH}x{KW} {dtype} array; got {W.shape} {W.dtype}")

@@ -73,7 +73,7 @@ from numba import cuda, int64, uint32, void
 
 from ...runtime import Rung, cdiv, numba_dtype
 from ._bind import SEPARABLE
-from ._common import Mode
+from ._common import TINY_WEIGHT, Mode
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
 
@@ -127,6 +127,9 @@ def make_kernel(config: Config, dtype):
     TAPS = KH + KW  # wy and wx, staged together
     W_LOADS = cdiv(TAPS, THREADS)
     DT = numba_dtype(dtype)
+    # scipy's correlate with outer(wy, wx) skips zero taps: skipping a zero wy[a] in the
+    # column pass and a zero wx[b] in the row pass skips them all (_common.TINY_WEIGHT)
+    TINY = DT(TINY_WEIGHT)
     load_patch = make_patch_loader(config)  # k05's, inlined (see _staging)
     store_tile = make_tile_store(config)
 
@@ -163,7 +166,9 @@ def make_kernel(config: Config, dtype):
                 for oy in range(RY):
                     s = DT(0)
                     for a in range(KH):
-                        s += w_s[a] * col[oy + a]
+                        wv = w_s[a]
+                        if abs(wv) > TINY:
+                            s += wv * col[oy + a]
                     mid[r0 + uint32(oy), c] = s
         cuda.syncthreads()  # RAW: mid complete (and WAR: the patch is free to reuse below)
 
@@ -178,8 +183,9 @@ def make_kernel(config: Config, dtype):
                 acc[oy * RX + i] = DT(0)
             for b in range(KW):
                 wv = w_s[KH + b]  # one broadcast load, reused RX times
-                for i in range(RX):
-                    acc[oy * RX + i] += wv * win[i + b]
+                if abs(wv) > TINY:
+                    for i in range(RX):
+                        acc[oy * RX + i] += wv * win[i + b]
 
         # --- 4. stage the results over the patch, then store whole rows (k05) -----------
         store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # barrier, then whole rows

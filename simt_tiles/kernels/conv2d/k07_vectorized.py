@@ -159,7 +159,7 @@ def patch_layout(config: Config, dtype, weights=None, anchor=None) -> PatchLayou
                        WIN=VEC * cdiv(S + config.rx + KW - 1, VEC), W=W)
 
 
-def make_kernel(config: Config, dtype, weights=None, anchor=None):
+def make_kernel(config: Config, dtype, weights=None, anchor=None, all_taps=False):
     """The kernel for ``config``, ``dtype``, the filter ``weights`` (a
     ``kh × kw`` NumPy array of ``dtype``) and its ``anchor`` ``(row, column)``,
     both compiled in; None: the compile gate's filter, centred."""
@@ -174,7 +174,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)  # edge blocks (scalar, mapped)
     store_outputs = make_output_store(config)  # vectors from registers, or staged (edge blocks)
-    accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    accumulate = make_window_accumulator(config, shift=S, win=WIN, all_taps=all_taps)
 
     def conv2d_k07_vectorized(image, out, cval, aligned):
         w_c = cuda.const.array_like(W)

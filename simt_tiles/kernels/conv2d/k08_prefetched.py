@@ -79,7 +79,7 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), (tw, th * config.tiles)), config.block()
 
 
-def make_kernel(config: Config, dtype, weights=None, anchor=None):
+def make_kernel(config: Config, dtype, weights=None, anchor=None, all_taps=False):
     """As :func:`k07_vectorized.make_kernel` (filter and anchor compiled in)."""
     lay = k07.patch_layout(config, dtype, weights, anchor)
     RX, RY, KW = config.rx, config.ry, config.kw
@@ -93,7 +93,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     DT = numba_dtype(dtype)
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
-    accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    accumulate = make_window_accumulator(config, shift=S, win=WIN, all_taps=all_taps)
     slot = make_vector_slots(T, NVEC, VROW, VEC)
 
     @inline

@@ -79,7 +79,7 @@ PRESETS = {
 geometry = k08.geometry
 
 
-def make_kernel(config: Config, dtype, weights=None, anchor=None):
+def make_kernel(config: Config, dtype, weights=None, anchor=None, all_taps=False):
     """As :func:`k07_vectorized.make_kernel` (filter and anchor compiled in)."""
     lay = k07.patch_layout(config, dtype, weights, anchor)
     RX, RY, KW = config.rx, config.ry, config.kw
@@ -94,7 +94,7 @@ def make_kernel(config: Config, dtype, weights=None, anchor=None):
     ASYNC = NB == 2  # a 16-byte copy is 4 elements of 4 bytes
     load_patch = make_patch_loader(config, sw=S + TW + KW - 1)
     store_outputs = make_output_store(config)
-    accumulate = make_window_accumulator(config, shift=S, win=WIN)
+    accumulate = make_window_accumulator(config, shift=S, win=WIN, all_taps=all_taps)
     slot = make_vector_slots(T, NVEC, VROW, VEC)
 
     @inline

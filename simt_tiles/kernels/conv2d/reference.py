@@ -12,6 +12,14 @@ image).  In mode "constant" one more term counts in γ (n + 1): a kernel
 rounds ``cval`` to the image's dtype once before using it, while the
 reference uses it exactly, as scipy does.
 
+Zero weights: scipy's ``correlate``/``convolve`` skip every tap with
+``|w| <= DBL_EPSILON`` (2**-52), so a NaN or inf in the image spreads only
+along the other taps; ``correlate1d`` counts every tap (0·NaN = NaN).  The
+references do the same (``all_taps``), and :func:`correlate_separable_reference`
+skips the taps of a tiny ``wy[a]`` or ``wx[b]`` — what a two-pass computation
+can skip; scipy's correlate with ``outer(wy, wx)`` would also skip products
+``|wy[a]·wx[b]| <= 2**-52`` of two larger factors (weights near 1e-8).
+
 The reference is computed in long double (x86: 64-bit significand) from the
 same index mapping the kernels use (:func:`extend_indices`, vectorised), and
 ``tests/test_conv2d.py`` checks it against scipy.ndimage itself.
@@ -22,6 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...bounds import gamma, unit_roundoff
+
+#: scipy.ndimage's footprint test (``ni_filters.c``): a tap counts if ``|w| > DBL_EPSILON``
+TINY_WEIGHT = float(np.finfo(np.float64).eps)
 
 __all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference", "correlate1d_reference",
            "correlate_separable_reference"]
@@ -60,9 +71,10 @@ def extend_indices(p: np.ndarray, n: int, mode: str) -> np.ndarray:
 
 
 def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "reflect",
-                          cval: float = 0.0, *, convolve: bool = False):
+                          cval: float = 0.0, *, convolve: bool = False, all_taps: bool = False):
     """``(ref, bound)`` for scipy.ndimage.correlate (or ``convolve``) of a 2-D
-    image, origin 0, both long double arrays of the image's shape."""
+    image, origin 0, both long double arrays of the image's shape.  Taps with
+    ``|w| <= 2**-52`` are skipped, as scipy does, unless ``all_taps``."""
     rdt = np.longdouble
     w = np.asarray(weights, dtype=rdt)
     kh, kw = w.shape
@@ -71,7 +83,8 @@ def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "r
         ah, aw = (kh - 1) // 2, (kw - 1) // 2
     else:
         ah, aw = kh // 2, kw // 2
-    ref, absref = _window_sums(image, w, ah, aw, mode, cval)
+    keep = np.ones(w.shape, bool) if all_taps else abs(w) > TINY_WEIGHT
+    ref, absref = _window_sums(image, w, ah, aw, mode, cval, keep)
     n = kh * kw + (1 if mode == "constant" else 0)
     u_ref = unit_roundoff(rdt)
     g_ref = gamma(n, u_ref)
@@ -83,10 +96,12 @@ def correlate1d_reference(image: np.ndarray, weights: np.ndarray, axis: int = -1
                           mode: str = "reflect", cval: float = 0.0):
     """``(ref, bound)`` for scipy.ndimage.correlate1d of a 2-D image along
     ``axis``, origin 0: the 2-D correlation with the K × 1 (axis 0) or 1 × K
-    (axis 1) filter — K terms per output, so γ_K (γ_{K+1} in mode "constant")."""
+    (axis 1) filter — K terms per output, so γ_K (γ_{K+1} in mode "constant").
+    Every tap counts, zero weights too, as in scipy's correlate1d."""
     w = np.asarray(weights)
     k = w.shape[0]
-    return correlate2d_reference(image, w.reshape((k, 1) if axis % 2 == 0 else (1, k)), mode, cval)
+    return correlate2d_reference(image, w.reshape((k, 1) if axis % 2 == 0 else (1, k)), mode, cval,
+                                 all_taps=True)
 
 
 def correlate_separable_reference(image: np.ndarray, wy: np.ndarray, wx: np.ndarray,
@@ -107,16 +122,19 @@ def correlate_separable_reference(image: np.ndarray, wy: np.ndarray, wx: np.ndar
     wy_r, wx_r = np.asarray(wy, dtype=rdt), np.asarray(wx, dtype=rdt)
     kh, kw = wy_r.shape[0], wx_r.shape[0]
     w = wy_r[:, None] * wx_r[None, :]
-    ref, absref = _window_sums(image, w, kh // 2, kw // 2, mode, cval)
+    keep = (abs(wy_r) > TINY_WEIGHT)[:, None] & (abs(wx_r) > TINY_WEIGHT)[None, :]
+    ref, absref = _window_sums(image, w, kh // 2, kw // 2, mode, cval, keep)
     extra = 1 if mode == "constant" else 0
     g_ref = gamma(kh * kw + 1 + extra, unit_roundoff(rdt))
     factor = (gamma(kh + kw + extra, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
     return ref, absref * factor
 
 
-def _window_sums(image: np.ndarray, w: np.ndarray, ah: int, aw: int, mode: str, cval: float):
+def _window_sums(image: np.ndarray, w: np.ndarray, ah: int, aw: int, mode: str, cval: float,
+                 keep: np.ndarray):
     """``(Σ w·x, Σ |w|·|x|)`` over each output's window of the extended image, in
-    long double; ``w`` is the (long double) filter, ``(ah, aw)`` its anchor."""
+    long double, over the taps where ``keep`` is True; ``w`` is the (long double)
+    filter, ``(ah, aw)`` its anchor."""
     rdt = np.longdouble
     img = np.asarray(image, dtype=rdt)
     h, wd = img.shape
@@ -128,6 +146,8 @@ def _window_sums(image: np.ndarray, w: np.ndarray, ah: int, aw: int, mode: str, 
         for a in range(kh):
             rows = extend_indices(np.arange(h) + a - ah, h, mode)
             for b in range(kw):
+                if not keep[a, b]:
+                    continue
                 cols = extend_indices(np.arange(wd) + b - aw, wd, mode)
                 x = img[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))]
                 outside = (rows < 0)[:, None] | (cols < 0)[None, :]

@@ -14,12 +14,20 @@ import numbers
 import numpy as np
 from numba import cuda
 
-from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
-from ...runtime import Rung
+from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out, stream_key
 from . import k01_warp_shuffle
-from ._common import OPS, SUM, acc_dtype, op_code
+from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
 
 RUNG = k01_warp_shuffle.RUNG
+RUNG = Rung(
+    RUNG.name, RUNG.config_type, RUNG.presets, RUNG.factory, RUNG.geometry, RUNG.signature,
+    gate_params=tuple(
+        {"op": code, "out_dtype": out}
+        for code in (SUM, MAX, MIN)
+        # sums: pass 1 writes float64 partials, pass 2 rounds them to the input dtype
+        for out in ((np.float64, np.float32) if code == SUM else (None,))
+    ),
+)
 RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
 REDUCE_OPS = OPS
 
@@ -49,13 +57,12 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     axis
         None (the whole array; the result has shape ()) or the last axis
         (-1 or ``x.ndim - 1``; the result has shape ``x.shape[:-1]``).
-    out
-        Optional array of the result's shape and ``x``'s dtype; it must not
-        overlap ``x`` in memory (ValueError naming ``out``).
     Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
-    NumPy, and like NumPy raise ValueError on an empty reduction.  NumPy
-    callers get a NumPy scalar for a 0-d result
-    (``axis=None``, or ``axis=-1`` of a 1-D ``x``).
+    NumPy, and like NumPy raise ValueError whenever the reduced axis is empty —
+    even when the result would be empty too (``max`` of a (0, 0) array along
+    -1); an empty *other* axis gives an empty result.  NumPy callers get a
+    NumPy scalar where NumPy does: for a result of shape () (``axis=None``, or
+    the last axis of a 1-D array).
     """
     code = op_code(op)
     cfg = RUNG.resolve_config(config)
@@ -64,7 +71,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     dev, dt = x_op.dev, x_op.dev.dtype
     shape = tuple(dev.shape)
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, numbers.Integral)):
-        raise TypeError(f"axis: expected None or an int (the last axis, -1 or {len(shape) - 1}); got {axis!r}")
+        raise TypeError(f"axis: expected None or an int; got {type(axis).__name__} {axis!r}")
     if axis is not None and axis not in (-1, len(shape) - 1):
         raise ValueError(
             f"axis: expected None or the last axis (-1 or {len(shape) - 1}) of a {len(shape)}-D array; got {axis!r}"
@@ -85,7 +92,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
     else:
         rows, cols = math.prod(shape[:-1]), shape[-1]
-        if cols == 0 and rows and code != SUM:
+        if cols == 0 and code != SUM:  # NumPy raises even if the result is empty (rows == 0)
             raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
         out_op = prepare_out(out, x_op, shape[:-1], dt, stream)
         if rows:
@@ -93,6 +100,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
             kernel = RUNG.kernel(rcfg, dt, op=code, out_dtype=dt)
             kernel[rows, rcfg.threads, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
     result = finish_result(out_op, stream)
-    if isinstance(result, np.ndarray) and result.ndim == 0 and out is None:
-        return result[()]  # a NumPy scalar, as np.sum (axis=None, or the only axis of a 1-D x)
+    scalar = axis is None or len(shape) == 1  # a result of shape (): NumPy gives a scalar
+    if scalar and isinstance(result, np.ndarray) and out is None:
+        return result[()]
     return result

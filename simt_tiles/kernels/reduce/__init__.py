@@ -14,20 +14,12 @@ import numbers
 import numpy as np
 from numba import cuda
 
-from ...runtime import Rung, as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...runtime import Rung
 from . import k01_warp_shuffle
-from ._common import MAX, MIN, OPS, SUM, acc_dtype, op_code
+from ._common import OPS, SUM, acc_dtype, op_code
 
 RUNG = k01_warp_shuffle.RUNG
-RUNG = Rung(
-    RUNG.name, RUNG.config_type, RUNG.presets, RUNG.factory, RUNG.geometry, RUNG.signature,
-    gate_params=tuple(
-        {"op": code, "out_dtype": out}
-        for code in (SUM, MAX, MIN)
-        # sums: pass 1 writes float64 partials, pass 2 rounds them to the input dtype
-        for out in ((np.float64, np.float32) if code == SUM else (None,))
-    ),
-)
 RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
 REDUCE_OPS = OPS
 
@@ -57,6 +49,9 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     axis
         None (the whole array; the result has shape ()) or the last axis
         (-1 or ``x.ndim - 1``; the result has shape ``x.shape[:-1]``).
+    out
+        Optional array of the result's shape and ``x``'s dtype; it must not
+        overlap ``x`` in memory (ValueError naming ``out``).
     Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
     NumPy, and like NumPy raise ValueError whenever the reduced axis is empty —
     even when the result would be empty too (``max`` of a (0, 0) array along

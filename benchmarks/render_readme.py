@@ -10,6 +10,8 @@ names them), and each (problem, implementation) pair appears in one block only:
                                               (TFLOP/s and × cuBLAS FP32 at 4096³, geometric mean),
                                               with the summary sentence, and docs/img/matmul_<device>.png
     matmul_peers  matmul_peers_<device>.json  the context peers (torch, TF32, cuTile) not in "ladder"
+    matmul_fast   matmul_fast_<device>.json   the default ``simt_tiles.matmul``, the fast rungs (k11, k12) and
+                                              Triton's FP32 matmul on the size list, × cuBLAS FP32 of that run
     conv          conv_<device>.json          the fastest rung per problem beside its peers
     patterns      patterns_<device>.json      the same for softmax, reduce, elementwise
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
@@ -78,7 +80,7 @@ def ladder_block(path: str, img: str | None) -> tuple[str, set[str]]:
                      f"{at4k['tflops']:.2f}" if at4k and "tflops" in at4k else "-",
                      f"{ratio4k[name]:.3f}" if ratio4k[name] else "-", f"{geo[name]:.3f}" if geo[name] else "-"])
     top = [n for n in names if n in lessons][-1]
-    summary = (f"The top rung, `{top}`, reaches **{ratio4k[top]:.2f}× cuBLAS FP32 at 4096³** and {geo[top]:.2f}× "
+    summary = (f"In this run the top rung, `{top}`, reaches **{ratio4k[top]:.2f}× cuBLAS FP32 at 4096³** and {geo[top]:.2f}× "
                "as a geometric mean over the sizes of the run.")
     if img:
         plot_rates(data, os.path.join(ROOT, img))
@@ -99,6 +101,36 @@ def peers_block(path: str, shown: set[str]) -> str:
             + "; TFLOP/s (× cuBLAS FP32 of that run). TF32 rows are checked against the TF32 bound.", "",
             ratio_table({**data, "results": rows})]
     return _block("matmul_peers", body)
+
+
+#: the rows of the fast-matmul run the README shows (its split-K sweeps stay in the results file)
+FAST_IMPLS = {"default": "`simt_tiles.matmul(a, b)` (default)", "k11_vectorized_bk16": "`k11_vectorized_bk16`",
+              "k12_async_copy": "`k12_async_copy` (Aᵀ copy counted)", "Triton FP32": "Triton FP32 (`ieee`)",
+              "cuBLAS": "cuBLAS FP32"}
+
+
+def fast_block(path: str) -> str:
+    """The default matmul and the fast rungs on the size list beside cuBLAS and Triton (one run)."""
+    from simt_tiles.report import load, ratio_table
+
+    data = load(path)
+    rows = [{**r, "impl": FAST_IMPLS[r["impl"]]} for r in data["results"] if r["impl"] in FAST_IMPLS]
+
+    def geo(impl, over):
+        ratios = []
+        for r in rows:
+            if r["impl"] == impl and r.get("passed"):
+                base = next(b for b in rows if b["impl"] == over and b["problem"] == r["problem"])
+                ratios.append(r["tflops"] / base["tflops"])
+        return math.exp(sum(map(math.log, ratios)) / len(ratios))
+
+    default = FAST_IMPLS["default"]
+    summary = (f"Geometric mean over these sizes: the default is {geo(default, 'cuBLAS FP32'):.3f}× cuBLAS FP32 "
+               f"and {geo(default, FAST_IMPLS['Triton FP32']):.2f}× Triton's FP32 matmul.")
+    body = [_measured_on(data, path, "simt-tiles bench matmul --sizes ... --variants k11_vectorized_bk16 "
+                         "k12_async_copy") + "; float32, TFLOP/s (× cuBLAS FP32 of that run); GPU time, cold L2.",
+            "", ratio_table({**data, "results": rows}), "", summary]
+    return _block("matmul_fast", body)
 
 
 def groups_block(name: str, path: str, img: str, *, exclude=(), draw: bool = True) -> str:
@@ -151,6 +183,7 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     ladder, shown = ladder_block(path("matmul"), f"docs/img/matmul_{device}.png" if plots else None)
     text = put(text, "ladder", ladder)
     text = put(text, "matmul_peers", peers_block(path("matmul_peers"), shown))
+    text = put(text, "matmul_fast", fast_block(path("matmul_fast")))
     text = put(text, "conv", groups_block("conv", path("conv"), f"docs/img/conv_{device}.png", draw=plots))
     text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
                                               exclude=("bias_tiles",), draw=plots))

@@ -29,7 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, dict]] = {
     # listed only where their module exists
     "analyze": ("simt_tiles.analyze", "bank conflicts, coalescing and races of one rung, in the simulator",
                 {"NUMBA_ENABLE_CUDASIM": "1"}),
-    "exercise": ("simt_tiles.exercise", "course exercises: a rung with a hole to fill, and its checks", {}),
+    "exercise": ("simt_tiles.exercises", "graded course exercises, run in the simulator", {"NUMBA_ENABLE_CUDASIM": "1"}),
     "tune": ("simt_tiles.tune", "search a rung's configs for the fastest on this GPU", {}),
     "codegen": ("simt_tiles.codegen", "kernels written out as source files (the generated rungs)", {}),
 }

@@ -190,3 +190,80 @@ else:
 
     commit_copies = _asm_statement("cp.async.commit_group;")
     wait_copies = _asm_statement("cp.async.wait_group 0;")  # every committed group has landed
+
+
+# ---------------------------------------------------------------------------
+# Global loads issued where they are written (added for the generated matmul rungs)
+# ---------------------------------------------------------------------------
+#
+#     x0, x1, x2, x3 = load4_global(ary, i)   # like load4, from global memory
+#     x = load1_global(ary, i)                # ary.flat[i], one scalar
+#
+# ``load4`` is an ordinary LLVM load, and LLVM may move an ordinary load to just
+# before its first use.  A prefetch whose value is only stored to shared memory
+# after a tile's arithmetic then waits at the end of that arithmetic: the
+# latency it was meant to hide is exposed at every tile (seen in a probe's SASS:
+# LDG.128 sunk past the last FFMA).  These two are *side-effecting inline PTX*
+# (``ld.global.v4.f32`` / ``ld.global.f32``, or ``.f64``), which nothing may move.
+# The caller's promises are ``load4``'s (alignment for the 4-wide one, bounds
+# for both); the simulator versions check them the same way.
+
+if SIMULATOR:
+    def load4_global(ary, i):
+        return load4(ary, i)
+
+    def load1_global(ary, i):
+        flat = getattr(ary, "_ary", ary).reshape(-1)
+        i = int(i)
+        if i < 0 or i >= flat.shape[0]:
+            raise ValueError(f"load1_global: element {i} of an array of {flat.shape[0]}: out of bounds")
+        return flat[i]
+
+else:
+    def _global_load_asm(context, builder, aryty, ary, index_type, index, width):
+        """``width`` consecutive elements from ``ary.flat[index]`` as one inline-PTX statement."""
+        ptr = _element_pointer(context, builder, aryty, ary, index_type, index)
+        i64 = ir.IntType(64)
+        elem = context.get_value_type(aryty.dtype)
+        bits = aryty.dtype.bitwidth
+        reg, cons = ("f32", "=f") if bits == 32 else ("f64", "=d")
+        outs = ", ".join(f"${k}" for k in range(width))
+        if width == 1:
+            text = f"ld.global.{reg} $0, [$1];"
+        elif bits == 32:
+            text = f"ld.global.v4.f32 {{{outs}}}, [$4];"
+        else:  # 4 doubles: two 16-byte loads
+            text = "ld.global.v2.f64 {$0, $1}, [$4]; ld.global.v2.f64 {$2, $3}, [$4+16];"
+        ret = elem if width == 1 else ir.LiteralStructType([elem] * width)
+        asm = ir.InlineAsm(ir.FunctionType(ret, [i64]), text, ",".join([cons] * width + ["l"]),
+                           side_effect=True)
+        return builder.call(asm, [builder.ptrtoint(ptr, i64)])
+
+    def _float_array(ary, i):
+        return _check_types(ary, i) and isinstance(ary.dtype, types.Float)
+
+    @intrinsic
+    def load4_global(typingctx, ary, i):
+        if not _float_array(ary, i):
+            return None
+        sig = types.UniTuple(ary.dtype, 4)(ary, i)
+
+        def codegen(context, builder, sig, args):
+            r = _global_load_asm(context, builder, sig.args[0], args[0], sig.args[1], args[1], 4)
+            vals = [builder.extract_value(r, k) for k in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def load1_global(typingctx, ary, i):
+        if not _float_array(ary, i):
+            return None
+        sig = ary.dtype(ary, i)
+
+        def codegen(context, builder, sig, args):
+            return _global_load_asm(context, builder, sig.args[0], args[0], sig.args[1], args[1], 1)
+
+        return sig, codegen
+
+__all__ += ["load4_global", "load1_global"]

@@ -16,6 +16,7 @@ from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
 from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
 from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
 from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
+from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config as FastConfig
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
@@ -81,6 +82,17 @@ def warp_configs(draw):
         assume(False)
 
 
+@st.composite
+def fast_configs(draw):
+    """k11/k12: one warp row or 2×2 warps, K split 1–3 ways (the GPU: the default tile)."""
+    if SIMULATOR:
+        base = draw(st.sampled_from([FastConfig(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
+                                     FastConfig(bm=64, bn=64, bk=16, wm=32, wn=32, tm=8, tn=4)]))
+    else:
+        base = FastConfig()
+    return FastConfig(**{**base.__dict__, "splits": draw(st.integers(1, 3))})
+
+
 CONFIG_STRATEGIES = {
     "k01_naive": _block,
     "k02_coalesced": _block,
@@ -93,6 +105,8 @@ CONFIG_STRATEGIES = {
     "k08_swizzled": swizzled_configs(),
     "k09_double_buffered": swizzled_configs(PipelinedConfig, groups_of_4=True),
     "k10_warptiled": warp_configs(),
+    "k11_vectorized_bk16": fast_configs(),
+    "k12_async_copy": fast_configs(),
 }
 
 
@@ -104,6 +118,8 @@ def config_strategy(variant: str):
 
 def tile_extents(config) -> tuple[int, ...]:
     """The sizes (in elements) a config tiles M, N and K by, for choosing edge sizes."""
+    if isinstance(config, FastConfig):
+        return (config.bm, config.bn, config.bk)
     if isinstance(config, WarpConfig):
         return (config.bm, config.bn, config.bk, config.wm, config.wn)
     if isinstance(config, BlockedConfig):

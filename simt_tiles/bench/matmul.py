@@ -111,7 +111,9 @@ def run(args) -> int:
         text = config_text(cfg)
         impls.append(Impl(f"{variant} [{text}]" if custom else variant, launcher(variant, cfg), "simt", "fp32",
                           {"config": text, "custom": custom}))
-    with common.session("matmul", args.reps, flush=False, with_tile=False, budget_s=args.budget_s) as (h, _, _t):
+    # flush=True: an L2 flush before each timed call keeps the Python launch path (tens of µs; two
+    # launches with split-K) out of the events, so small sizes are timed as GPU time
+    with common.session("matmul", args.reps, flush=True, with_tile=False, budget_s=args.budget_s) as (h, _, _t):
         measure(h, cp, args.sizes, impls, l2_bytes() or FALLBACK_L2_BYTES)
         return common.finish(h, args, group="matmul", title="matmul ladder vs cuBLAS FP32", method=__doc__,
                              ceilings={}, peers={"matmul": base})

@@ -40,7 +40,8 @@ class FilterCall:
     cval: float
     flipped: bool  # convolve: the filter flipped on both axes, scipy's anchor
     stream: Any
-    all_taps: bool = False  # count zero weights too (correlate1d; see _common.TINY_WEIGHT)
+    #: count zero taps too (correlate1d, as scipy's; ``_common.TINY_WEIGHT``)
+    all_taps: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,8 +89,8 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
     kh, kw = w.shape
     anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
     kernel = rung.kernel(spec, dtype, all_taps=True) if call.all_taps else rung.kernel(spec, dtype)
-    return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out,
-                                      dtype.type(call.cval), anchor_h, anchor_w)
+    return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out, dtype.type(call.cval),
+                    anchor_h, anchor_w)
 
 
 def _constant_filter(rung, spec, dtype, call: FilterCall):

@@ -12,8 +12,13 @@ The file tree is the lesson — read the rungs in order:
 ``k07_padded``         padded rows remove the conflicts (PAD = 4 keeps alignment)
 ``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
 ``k09_double_buffered`` two smem stages: next tile's loads overlap this tile's math
-``k10_warptiled``      warp tiles, strided lane slices, launch bounds (top rung)
+``k10_warptiled``      warp tiles, strided lane slices, launch bounds
+``k11_vectorized_bk16`` generated tile code, BK=16, 128-bit loads, split-K
+``k12_async_copy``     cp.async for both operands (A transposed first)
 =====================  ====================================================
+
+``variant=None, config=None`` picks the rung and its split of K per problem
+size (``_common.FAST_TABLE``).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from . import (
     k08_swizzled,
     k09_double_buffered,
     k10_warptiled,
+    k11_vectorized_bk16,
+    k12_async_copy,
 )
-from ._common import flops
+from ._common import fast_choice, flops
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -48,6 +55,8 @@ RUNGS: dict[str, Rung] = {
         k08_swizzled.RUNG,
         k09_double_buffered.RUNG,
         k10_warptiled.RUNG,
+        k11_vectorized_bk16.RUNG,
+        k12_async_copy.RUNG,
     )
 }
 
@@ -55,14 +64,30 @@ RUNGS: dict[str, Rung] = {
 MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
 #: the rung ``variant=None`` uses: the fastest one shipped (see benchmarks/NOTES.md)
-BEST_VARIANT = "k10_warptiled"
+BEST_VARIANT = "k11_vectorized_bk16"
 
-__all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops"]
+__all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops", "choose"]
 
 
 def get_rung(variant: str | None) -> Rung:
     """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
     return pick_rung(RUNGS, variant, BEST_VARIANT)
+
+
+def choose(variant, config, m: int, n: int, k: int, dtype):
+    """``(rung, config)`` for one problem: the caller's choice, or with both None the
+    fastest measured for its size and dtype (:func:`._common.fast_choice`: rung and split-K)."""
+    import dataclasses
+
+    if variant is None and config is None:
+        variant, splits = fast_choice(m, n, k, dtype)
+        rung = get_rung(variant)
+        cfg = rung.resolve_config(None)
+        if splits > 1:
+            cfg = dataclasses.replace(cfg, splits=splits)
+        return rung, cfg
+    rung = get_rung(variant)
+    return rung, rung.resolve_config(config)
 
 
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
@@ -78,7 +103,9 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
         write into; it is returned.  It must not overlap ``a`` or ``b`` in memory
         (ValueError naming ``out``); disjoint views of one buffer are fine.
     variant
-        A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`.
+        A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`,
+        or, with ``config=None`` too, the fastest rung and split of K measured
+        for this size and dtype (:func:`choose`).
     config
         A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
         config object; None means ``"sim"`` in the simulator, else ``"default"``.
@@ -86,8 +113,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
         None (default stream), a Numba stream, or a CuPy/PyTorch stream.
         Device results are asynchronous on that stream, like any CUDA library.
     """
-    rung = get_rung(variant)
-    cfg = rung.resolve_config(config)
+    get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream)
 
     a_op = device_operand(a, "a", ndim=2, stream=stream)
@@ -102,10 +128,10 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
             f"b: expected shape ({k}, N) since a has shape {(m, k)} "
             f"(inner dimensions must match); got {(kb, n)}"
         )
+    rung, cfg = choose(variant, config, m, n, k, a_op.dev.dtype)
     c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream, inputs=(b_op,))
 
     if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
-        kernel = rung.kernel(cfg, a_op.dev.dtype)
         grid, block = rung.geometry(cfg, m, n, k)
-        kernel[grid, block, stream](a_op.dev, b_op.dev, c_op.dev)
+        rung.launch(cfg, a_op.dev.dtype, grid, block, stream, a_op.dev, b_op.dev, c_op.dev)
     return finish_result(c_op, stream)

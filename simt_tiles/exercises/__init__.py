@@ -1,0 +1,146 @@
+"""Graded exercises for a course on SIMT tiling, run in Numba's CUDA simulator (no GPU needed).
+
+    python -m simt_tiles.exercises list                 # the exercises
+    python -m simt_tiles.exercises show NAME            # its statement and hints
+    python -m simt_tiles.exercises start NAME [DIR]     # copy the stub to DIR/NAME.py
+    python -m simt_tiles.exercises check NAME [FILE]    # grade FILE (default ./NAME.py)
+
+Each stub (``simt_tiles/exercises/stubs/NAME.py``) states the task and gives hints in its
+docstring. ``check`` imports the student's file, runs it on ragged shapes in float32 and
+float64 with NaN-poisoned outputs, compares with the project's references within their
+error bounds (exact where the arithmetic is exact) and prints a verdict naming the case that
+failed, the element, what was expected and what came, and finally compiles the kernels for
+sm_90 with Numba's real compiler (the simulator runs any Python; a GPU does not). Where :mod:`simt_tiles.analyze` is
+installed, launches are race-checked, so a missing barrier is reported as a race with its two
+source lines; the bank-conflict exercise measures wavefronts with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+from pathlib import Path
+
+__all__ = ["EXERCISES", "Exercise", "Verdict", "check", "main", "stub_path"]
+
+STUBS = Path(__file__).resolve().parent / "stubs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """One exercise: its name, a one-line title and the lesson (a rung page) it practises."""
+
+    name: str
+    title: str
+    lesson: str
+
+    @property
+    def stub(self) -> Path:
+        return STUBS / f"{self.name}.py"
+
+    @property
+    def statement(self) -> str:
+        """The stub's docstring: the statement and the hints."""
+        import ast
+
+        return ast.get_docstring(ast.parse(self.stub.read_text())) or ""
+
+
+EXERCISES: dict[str, Exercise] = {e.name: e for e in (
+    Exercise("vector_add", "c = a + b for n = 0, one element and a ragged last block", "elementwise/k01_grid_stride"),
+    Exercise("bias_relu", "y = max(x + bias, 0) over a 2-D tile shape you choose", "elementwise/bias_relu"),
+    Exercise("stable_softmax", "a softmax that does not overflow: subtract the row maximum", "softmax/k02_warp_shuffle"),
+    Exercise("tiled_matmul", "the shared-memory tiled matmul and its two barriers", "matmul/k03_smem_tiled"),
+    Exercise("padded_transpose", "one word of padding against a 32-way bank conflict", "matmul/k07_padded"),
+    Exercise("halo_tile", "a shared-memory tile with its halo for a 3×3 filter", "conv2d/k02_halo_tiled"),
+)}
+
+
+def _exercise(name: str) -> Exercise:
+    try:
+        return EXERCISES[name]
+    except KeyError:
+        raise ValueError(f"exercise: expected one of {list(EXERCISES)}; got {name!r}") from None
+
+
+def stub_path(name: str) -> Path:
+    """The stub file of exercise ``name`` (ValueError names the choices)."""
+    return _exercise(name).stub
+
+
+@dataclasses.dataclass
+class Verdict:
+    """The outcome of grading: passed, the cases run, and the first failure's explanation."""
+
+    name: str
+    passed: bool
+    cases: int
+    message: str
+
+    def __str__(self) -> str:
+        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}"
+        return f"{head}: {self.message}"
+
+
+def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Verdict:
+    """Grade the student's file ``path`` for exercise ``name`` in the simulator; then, with
+    ``compile_gpu``, compile its kernels to sm_90 PTX with Numba's real compiler (a subprocess,
+    a few seconds; skipped with a note where that compiler is unavailable)."""
+    ex = _exercise(name)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"file: expected your solution of {name!r} at {path}; there is no such file "
+                                f"(python -m simt_tiles.exercises start {name} makes one)")
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
+    from . import _grading
+
+    return _grading.grade(ex, path, compile_gpu=compile_gpu)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: ``list``, ``show NAME``, ``start NAME [DIR]``, ``check NAME [FILE]``."""
+    via_cli = os.path.basename(sys.argv[0]) == "simt-tiles" or sys.argv[0].endswith(
+        os.path.join("simt_tiles", "__main__.py"))
+    p = argparse.ArgumentParser(prog="simt-tiles exercise" if via_cli else "python -m simt_tiles.exercises",
+                                description="Graded SIMT tiling exercises (run in the CUDA simulator).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="the exercises")
+    s = sub.add_parser("show", help="print an exercise's statement and hints")
+    s.add_argument("name")
+    s = sub.add_parser("start", help="copy an exercise's stub into DIR (default: .)")
+    s.add_argument("name")
+    s.add_argument("dir", nargs="?", default=".")
+    s = sub.add_parser("check", help="grade FILE (default: ./NAME.py)")
+    s.add_argument("name")
+    s.add_argument("file", nargs="?")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            width = max(map(len, EXERCISES))
+            for ex in EXERCISES.values():
+                print(f"{ex.name:<{width}}  {ex.title}")
+            return 0
+        ex = _exercise(args.name)
+        if args.cmd == "show":
+            print(ex.statement)
+            return 0
+        if args.cmd == "start":
+            dest = Path(args.dir) / f"{ex.name}.py"
+            if dest.exists():
+                print(f"error: {dest} exists; not overwriting your work", file=sys.stderr)
+                return 2
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ex.stub, dest)
+            print(f"{dest}: the stub of {ex.name} — {ex.title}\n")
+            print(ex.statement)
+            print(f"\nWhen done: {p.prog} check {ex.name} {dest}")
+            return 0
+        verdict = check(ex.name, args.file or f"{ex.name}.py")
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(verdict)
+    return 0 if verdict.passed else 1

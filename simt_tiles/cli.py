@@ -1,7 +1,7 @@
 """The ``simt-tiles`` command (also ``python -m simt_tiles``).
 
     simt-tiles demo            run every rung of every ladder once, check it, print a table
-    simt-tiles compile-gate    compile every shipped config to sm_90 PTX + ptxas report (no GPU needed)
+    simt-tiles compile-gate    compile every shipped config to sm_90 PTX, assemble it (nvJitLink) and report (no GPU needed)
     simt-tiles bench GROUP     verify, then time on a GPU (matmul, conv, patterns, softmax, ...)
 
 Each subcommand lives in its own module (:data:`SUBCOMMANDS`).  A module with
@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, dict]] = {
     "demo": ("simt_tiles.demo", "run, check (and on a GPU time) every rung of every ladder once", {}),
     # compile_ptx needs Numba's real CUDA target (no GPU is needed for it)
     "compile-gate": ("simt_tiles.compile_gate",
-                     "compile every shipped config to PTX (sm_90) and run ptxas -v; no GPU needed",
+                     "compile every shipped config to PTX (sm_90), assemble it with nvJitLink; no GPU needed",
                      {"NUMBA_ENABLE_CUDASIM": "0"}),
     "bench": ("simt_tiles.bench", "GPU benchmarks: verify, then time (refuses to run without a GPU)", {}),
     # listed only where their module exists

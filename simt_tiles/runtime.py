@@ -229,6 +229,9 @@ class Rung:
     gate_params: tuple = ({},)
     #: bytes of dynamic shared memory a launch needs, per (config, dtype)
     dynamic_smem: Callable = lambda config, dtype: 0
+    #: the compile gate requires the assembler's static shared memory to equal the config's
+    #: ``smem_bytes``; a rung where they differ on purpose says why here (empty: they must match)
+    smem_exception: str = ""
     #: how a call binds to this rung, for families whose rungs differ in calling convention:
     #: ``bind(rung, config, dtype, call) -> (kernel, args)``, with ``call`` the family's
     #: description of one call (e.g. :class:`simt_tiles.kernels.conv2d._bind.FilterCall`);

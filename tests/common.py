@@ -1,8 +1,10 @@
-"""Test machinery every ladder uses: the dtypes, sizes that break tiled code, poisoned outputs."""
+"""Test machinery every ladder uses: the dtypes, sizes that break tiled code, poisoned outputs,
+the launch configs a property test draws."""
 
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 from numba import cuda
 
 from simt_tiles.runtime import SIMULATOR
@@ -27,3 +29,41 @@ def edge_sizes(*tiles: int) -> list[int]:
 def poisoned(shape, dtype):
     """A device array full of NaN: any element the kernel fails to write fails the check."""
     return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
+
+
+def configs(rung, random_configs, n_drawn: int = 2):
+    """Launch configs for a property test of ``rung``.
+
+    Simulator: its "sim" preset or a random valid config (a simulated "compile" is free).
+    GPU: a fixed pool — the shipped presets (all but "sim") and ``n_drawn`` random valid
+    configs drawn once per run — so each (rung, config, dtype) compiles once (0.5–3 s) and the
+    examples vary the problem instead; the pool differs from run to run."""
+    if SIMULATOR:
+        return st.one_of(st.just(rung.presets["sim"]), random_configs)
+    return st.sampled_from(gpu_pool(rung, random_configs, n_drawn))
+
+
+_POOLS: dict = {}
+
+
+def gpu_pool(rung, random_configs, n_drawn: int = 2) -> list:
+    """The shipped presets of ``rung`` (but "sim") and ``n_drawn`` configs drawn from
+    ``random_configs`` (once per run and rung)."""
+    key = (id(rung), id(random_configs))
+    if key not in _POOLS:
+        import warnings
+
+        from hypothesis.errors import NonInteractiveExampleWarning
+
+        pool = [c for name, c in rung.presets.items() if name != "sim"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+            target = len(pool) + n_drawn
+            for _ in range(8 * n_drawn):  # .example() may repeat a config
+                if len(pool) >= target:
+                    break
+                cfg = random_configs.example()
+                if cfg not in pool:
+                    pool.append(cfg)
+        _POOLS[key] = pool
+    return _POOLS[key]

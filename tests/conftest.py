@@ -1,9 +1,26 @@
-"""Test set-up: choose GPU or simulator *before* Numba is imported, and pick the
-hypothesis profile (few, tiny examples in the slow simulator; more, larger on a GPU)."""
+"""Test set-up: choose GPU or simulator *before* Numba is imported, pick the hypothesis
+profile, and (on a GPU) count the kernels the session compiles.
+
+Hypothesis profiles (``SIMT_TILES_HYPOTHESIS_PROFILE=<name>``; default ``sim`` in the
+simulator, ``gpu`` on a GPU):
+
+* ``sim``  — the simulator default: few, tiny examples (every thread runs in Python).
+* ``ci``   — what ``scripts/test`` runs (CI, 2 cores): the same tests and strategies with
+  fewer examples per property test, derandomized (a CI verdict can be re-run).
+* ``dev``  — the simulator default without the shrink phase and stopping at the first
+  failure: reports a failing example in seconds instead of minutes (then re-run with
+  ``sim`` for the minimal one).
+* ``full`` — a deeper run (~7× ``sim``'s examples): before a release, or after touching a
+  kernel's index arithmetic.
+* ``gpu``  — on a GPU: configs come from the shipped presets (each distinct kernel compiles
+  once per run), ``gpu-quick`` the same with fewer examples.
+
+Tests that fix their own example count scale it with :func:`tests.profiles.examples`.
+"""
 
 from __future__ import annotations
 
-import os
+import time
 
 from simt_tiles import _probe
 
@@ -12,21 +29,13 @@ SIM = _probe.select_backend()  # must precede any import of numba.cuda
 import pytest  # noqa: E402
 
 pytest_plugins = ["simt_tiles._pytest_racecheck"]  # --racecheck / SIMT_TILES_RACECHECK=1
-from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile(
-    "sim", max_examples=30, deadline=None, derandomize=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile("gpu", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-# for the lent H200's time budget: every drawn config is a new compilation (0.5–3 s each), so the
-# full "gpu" profile takes longer than one device call; benchmarks/gpu_pass.sh uses this one
-settings.register_profile("gpu-quick", max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE", "sim" if SIM else "gpu"))
+from .profiles import PROFILE  # noqa: E402  (registers and loads the hypothesis profiles)
 
 
 def pytest_report_header(config):
-    return f"simt_tiles backend: {'Numba CUDA simulator' if SIM else 'real GPU'}"
+    return (f"simt_tiles backend: {'Numba CUDA simulator' if SIM else 'real GPU'}; "
+            f"hypothesis profile {PROFILE}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,3 +46,41 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if not SIM and "sim" in item.keywords:
             item.add_marker(skip_sim)
+
+
+# --- on a GPU: how many kernels did this session compile, and how long did that take? ---------
+
+_COMPILES: dict = {"kernels": 0, "seconds": 0.0, "by_kernel": {}}
+
+
+def _count_compiles() -> None:
+    """Wrap CUDADispatcher.compile: count the calls that add an overload (a real compilation)."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    original = CUDADispatcher.compile
+
+    def compile(self, sig):
+        before = len(self.overloads)
+        t0 = time.perf_counter()
+        out = original(self, sig)
+        if len(self.overloads) > before:
+            _COMPILES["kernels"] += 1
+            _COMPILES["seconds"] += time.perf_counter() - t0
+            name = getattr(self.py_func, "__name__", "?")
+            _COMPILES["by_kernel"][name] = _COMPILES["by_kernel"].get(name, 0) + 1
+        return out
+
+    CUDADispatcher.compile = compile
+
+
+if not SIM:
+    _count_compiles()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SIM or not _COMPILES["kernels"]:
+        return
+    top = sorted(_COMPILES["by_kernel"].items(), key=lambda kv: -kv[1])[:12]
+    terminalreporter.write_line(
+        f"kernels compiled this session: {_COMPILES['kernels']} distinct (kernel, config, dtype) in "
+        f"{_COMPILES['seconds']:.0f} s; most: " + ", ".join(f"{k} {n}" for k, n in top))

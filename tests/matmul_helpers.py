@@ -20,7 +20,7 @@ from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config as FastConfig
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .common import DTYPES, edge_sizes, poisoned  # noqa: F401 - re-exported for the matmul tests
+from .common import DTYPES, configs, edge_sizes, gpu_pool, poisoned  # noqa: F401 - re-exported for the matmul tests
 
 # Launch configurations drawn at random per rung.  Every rung must have one
 # (test_every_variant_has_a_config_strategy), so a new rung cannot go untested.
@@ -111,9 +111,8 @@ CONFIG_STRATEGIES = {
 
 
 def config_strategy(variant: str):
-    """The rung's shipped preset for this backend, or a random valid config."""
-    preset = RUNGS[variant].presets["sim" if SIMULATOR else "default"]
-    return st.one_of(st.just(preset), CONFIG_STRATEGIES[variant])
+    """The rung's shipped preset or a random valid config (on a GPU: from a fixed pool, :func:`configs`)."""
+    return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])
 
 
 def tile_extents(config) -> tuple[int, ...]:

@@ -10,13 +10,12 @@ import os
 import subprocess
 import sys
 import json
-import textwrap
 
 import pytest
 
-from simt_tiles.compile_gate import parse_ptxas
+from simt_tiles.compile_gate import _first_error, parse_ptxas, release_for_isa
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .gate_subprocess import ROOT, run_real_target
 
 REPORT = """\
 ptxas info    : 8 bytes gmem
@@ -36,19 +35,111 @@ def test_parse_ptxas_rejects_garbage():
         parse_ptxas("hello")
 
 
-def _gate(code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+NVJITLINK_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3k07' for 'sm_90'
+ptxas info    : Function properties for _Z3k07
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 142 registers, used 1 barriers
+info    : used 142 registers, used 1 barriers, 0 stack, 9344 bytes smem, 744 bytes cmem[0], 0 bytes lmem
+ptxas info    : 8320 bytes smem (the cubin's static)
+"""
+
+
+def test_parse_nvjitlink_log_takes_the_cubins_static_shared_memory():
+    """nvJitLink's link summary counts the 1 KiB sm_90 reserves per block; the gate appends the
+    cubin's own figure last, and that is the one parsed."""
+    assert parse_ptxas(NVJITLINK_LOG) == {"registers": 142, "smem": 8320, "stack": 0, "spill_stores": 0,
+                                          "spill_loads": 0}
+
+
+def test_first_error_line_is_the_cause_not_the_summary():
+    log = ("ptxas application ptx input, line 9; fatal   : Unsupported .version 9.5; current version is '9.0'\n"
+           "ptxas fatal   : Ptx assembly aborted due to errors\n")
+    assert _first_error(log).endswith("Unsupported .version 9.5; current version is '9.0'")
+
+
+def test_release_for_isa():
+    assert release_for_isa((9, 5)) == (13, 5) and release_for_isa((9, 0)) == (13, 0)
+    assert release_for_isa((8, 8)) == (12, 9) and release_for_isa((8, 5)) == (12, 5)
+
+
+GATE_LOG = os.environ.get("SIMT_TILES_GATE_LOG")
 
 
 def test_every_shipped_config_compiles_spill_free():
-    proc = _gate("import sys; from simt_tiles.compile_gate import main; sys.exit(main())")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """The whole gate (scripts/test runs it once before pytest and points SIMT_TILES_GATE_LOG at its
+    output; anywhere else this runs it): it passes, and each matmul rung has its 4 rows."""
+    if GATE_LOG:
+        with open(GATE_LOG) as f:
+            out = f.read()
+    else:
+        proc = run_real_target(args=["-m", "simt_tiles", "compile-gate"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = proc.stdout
     from simt_tiles.kernels.matmul import MATMUL_VARIANTS
+    from simt_tiles.registry import ladders
 
+    total = sum(len(r.presets) * 2 * len(r.gate_params) for rs in ladders().values() for r in rs.values()
+                ) - sum(len(r.gate_params) for rs in ladders().values() for r in rs.values()
+                        for p in r.presets if p.endswith("_float32"))
+    assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
     for v in MATMUL_VARIANTS:
-        rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
-        assert len(rows) == 4, proc.stdout  # 2 presets x 2 dtypes
+        rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
+        assert len(rows) == 4 and all("  ok  " in r for r in rows), out  # 2 presets x 2 dtypes
+
+
+FAKE_PTXAS = """#!/bin/sh
+# a ptxas from an older CUDA than the NVVM that writes the PTX
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release {release}, V{release}.0"; exit 0; fi
+echo "ptxas application ptx input, line 9; fatal   : Unsupported .version 9.5; current version is '9.0'" >&2
+echo "ptxas fatal   : Ptx assembly aborted due to errors" >&2
+exit 255
+"""
+
+
+def _fake_ptxas(tmp_path, release: str) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ptxas"
+    fake.write_text(FAKE_PTXAS.format(release=release))
+    fake.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_gate_refuses_a_too_old_ptxas_saying_what_to_install(tmp_path):
+    """An old ptxas first on PATH, asked for: refused before any row, naming the PTX version, the
+    release found and needed, and what to install (not 149 rows of "aborted due to errors")."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ptxas", "ptxas", "--variant", "k01_naive"],
+                           env=_fake_ptxas(tmp_path, "13.0"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert "PTX .version 9." in err and "CUDA 13.0" in err and "too old" in err, err
+    assert "pip install 'nvidia-nvjitlink==" in err and "nvidia-cuda-nvcc==" in err, err
+    assert "configs ok" not in proc.stdout, proc.stdout
+
+
+def test_gate_reports_the_first_error_line_of_a_failing_assembler(tmp_path):
+    """A ptxas that claims a new enough release but fails: the refusal quotes the cause line."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ptxas", "ptxas", "--variant", "k01_naive"],
+                           env=_fake_ptxas(tmp_path, "99.9"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Unsupported .version 9.5; current version is '9.0'" in proc.stderr, proc.stderr
+    assert "aborted due to errors" not in proc.stderr, proc.stderr
+
+
+def test_gate_by_default_ignores_an_old_ptxas_on_path(tmp_path):
+    """The issue's case (a system ptxas 13.0 first on PATH, PTX from NVVM 13.5): the default
+    assembler is nvJitLink of numba-cuda's toolkit, so the gate passes, streaming its rows."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ladder", "elementwise",
+                                 "--variant", "k01_grid_stride", "-j", "1"], env=_fake_ptxas(tmp_path, "13.0"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "assembled by nvJitLink" in proc.stdout and "compile gate: 4 of 4 configs ok" in proc.stdout, proc.stdout
+
+
+def test_gate_rejects_unknown_filters():
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ladder", "matmull"])
+    assert proc.returncode == 2 and "ladder: expected some of" in proc.stderr and "matmull" in proc.stderr, proc.stderr
 
 
 BAD_RUNGS = """
@@ -57,8 +148,9 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 from simt_tiles import compile_gate
-from simt_tiles.runtime import Rung, numba_dtype
-from simt_tiles.kernels.matmul import k03_smem_tiled as k03
+from simt_tiles.runtime import numba_dtype
+from simt_tiles.kernels.matmul import k03_smem_tiled as k03, k07_padded as k07
+from simt_tiles.kernels.matmul._transposed import make_transposed_kernel
 
 def shape_expr(cfg, dtype):
     T = cfg.tile; DT = numba_dtype(dtype)
@@ -77,22 +169,30 @@ def dynamic_local(cfg, dtype):
         c[0, 0] = acc[int(b[0, 0]) % 64]
     return k
 
-base = k03.RUNG
-rows = []
-for name, factory in [("shape_expr", shape_expr), ("dynamic_local", dynamic_local)]:
-    rung = Rung(name, base.config_type, base.presets, factory, base.geometry, base.signature)
-    rows.append(compile_gate.compile_one(rung, "default", np.float32, compile_gate.find_ptxas(), Path("."), "test"))
+def k07_unpadded(cfg, dtype):                   # k07 with its padding removed (k06's width)
+    return make_transposed_kernel(cfg, dtype, cfg.bm, False, "matmul_k07_unpadded")
+
+items = [(dataclasses.replace(k03.RUNG, name="shape_expr", factory=shape_expr), "default"),
+         (dataclasses.replace(k03.RUNG, name="dynamic_local", factory=dynamic_local), "default"),
+         (dataclasses.replace(k07.RUNG, name="k07_unpadded", factory=k07_unpadded), "default"),
+         (dataclasses.replace(k07.RUNG, name="k07_unpadded_excused", factory=k07_unpadded,
+                              smem_exception="test: declared with its padding"), "default")]
+rows = compile_gate.compile_configs([(r, p, r.presets[p], np.float32) for r, p in items], "test")
 for r in rows:
-    print(r.rung, r.ok, r.error, r.stack, r.spills)
+    print(r.rung, r.ok, r.problem)
 """
 
 
-def test_gate_fails_on_gpu_only_compile_errors_and_local_memory(tmp_path):
-    proc = _gate(f"import os; os.chdir({str(tmp_path)!r})\n" + BAD_RUNGS)
+def test_gate_fails_on_gpu_only_compile_errors_local_memory_and_undeclared_shared_memory(tmp_path):
+    proc = run_real_target(BAD_RUNGS, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
     assert lines["shape_expr"].startswith("False TypingError:"), proc.stdout
-    assert lines["dynamic_local"].startswith("False None"), proc.stdout
+    assert lines["dynamic_local"].startswith("False local memory:"), proc.stdout
+    # 128·(8 + 4)·4 + 8·128·4 declared; k06's width assembles to 8192 B
+    assert lines["k07_unpadded"] == ("False static shared memory: the assembler reports 8192 B, the config "
+                                     "declares 8320 B (smem_bytes)"), proc.stdout
+    assert lines["k07_unpadded_excused"] == "True None", proc.stdout
 
 
 @pytest.mark.parametrize("variant,expect", [("k04_register_row", "(cfg.group, cfg.vpt) == (512, 64)"),
@@ -102,7 +202,7 @@ def test_softmax_largest_float32_fit_does_not_spill(tmp_path, variant, expect):
 
     k04: 32768 columns with max_vpt=64 (512 threads × 64 registers of values); k05 (default):
     46080 columns, 84 values in registers + 96 in shared memory within launch_bounds (256, 2)."""
-    proc = _gate(f"""
+    proc = run_real_target(f"""
         import dataclasses, os; os.chdir({str(tmp_path)!r})
         from pathlib import Path
         import numpy as np
@@ -115,8 +215,7 @@ def test_softmax_largest_float32_fit_does_not_spill(tmp_path, variant, expect):
         else:
             cfg = preset.for_problem(16384, 46080, 4)
         assert {expect}, cfg
-        rung.presets["largest"] = cfg
-        r = compile_gate.compile_one(rung, "largest", np.float32, compile_gate.find_ptxas(), Path("."), "t")
+        r, = compile_gate.compile_configs([(rung, "largest", cfg, np.float32)], "t")
         print(r.ok, r.error, r.registers, r.stack, r.spills)
     """)
     assert proc.returncode == 0, proc.stderr
@@ -130,7 +229,7 @@ def test_softmax_register_row_loads_share_one_base_address():
     With signed subscripts Numba adds a negative-index wraparound to each access and every load
     got its own 64-bit address (85 SASS instructions per value, 47% of the copy on the H200);
     unsigned ones let LLVM fold ``t + i·G`` (38 per value, 96%).  This fails if that regresses."""
-    proc = _gate("""
+    proc = run_real_target("""
         import re
         from collections import Counter
         import numpy as np

@@ -12,11 +12,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -47,16 +42,16 @@ from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, speci
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .common import DTYPES, poisoned
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .common import DTYPES, configs, poisoned
+from .gate_subprocess import run_real_target
+from .profiles import examples
 
 #: examples per property test (the simulator runs every thread in Python: keep shapes tiny); on the
 #: GPU the hypothesis profile's — each example compiles a kernel with its filter unrolled (up to
 #: 40 × 40 taps): 20 examples of one k07–k09 test outran a 250 s device call (session 6)
-EXAMPLES = 50 if SIMULATOR else settings.default.max_examples
+EXAMPLES = examples(50) if SIMULATOR else settings.default.max_examples
 #: largest filter side drawn (the simulator runs H·W·KH·KW taps in Python)
-KMAX = 13 if SIMULATOR else 40
+KMAX = 13 if SIMULATOR else 17  # GPU: each drawn filter compiles (unrolled); 40-tap sides: test_larger_images_on_gpu
 #: largest H·W·KH·KW drawn (the long-double reference costs that much too)
 MAX_WORK = 5000 if SIMULATOR else 3_000_000
 
@@ -112,9 +107,8 @@ else:
 
 def config_strategy(variant: str):
     """The rung's preset for this backend, or a random valid config (its kh/kw/mode
-    are left at their defaults: the launcher must replace them)."""
-    preset = RUNGS[variant].presets["sim" if SIMULATOR else "default"]
-    return st.one_of(st.just(preset), CONFIG_STRATEGIES[variant])
+    are left at their defaults: the launcher must replace them); on a GPU from a fixed pool."""
+    return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])
 
 
 def output_tile(config) -> tuple[int, int]:
@@ -212,7 +206,7 @@ def test_extend_index_twins_agree():
 # --- the reference is scipy.ndimage ----------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(data=st.data())
 def test_reference_matches_scipy(data):
     h, w = data.draw(st.integers(1, 9), "H"), data.draw(st.integers(1, 9), "W")
@@ -247,9 +241,10 @@ def test_scipy_nd_reflect_quirk_follows_the_1d_path(variant):
     assert got[0, 0] == 10.0
 
 
+@pytest.mark.parametrize("variant", CONV2D_VARIANTS)
 @pytest.mark.parametrize("convolve", [False, True], ids=["correlate", "convolve"])
 @pytest.mark.parametrize("mode", MODES)
-def test_filters_much_larger_than_the_image_keep_folding(mode, convolve):
+def test_filters_much_larger_than_the_image_keep_folding(mode, convolve, variant):
     """A 2×3 image under a 13×14 filter: reflect and mirror fold several times.
     Rank-1 weights u·vᵀ make the 2-D filter two 1-D ones, so scipy's (correct)
     1-D path is the reference for every mode."""
@@ -261,25 +256,23 @@ def test_filters_much_larger_than_the_image_keep_folding(mode, convolve):
     expected = f1(f1(image, u, axis=0, mode=mode, cval=0.5), v, axis=1, mode=mode, cval=0.5)
     if mode == "constant":  # not separable: the second 1-D pass would pad with cval, not u·cval
         expected = None
-    for variant in CONV2D_VARIANTS:
-        got = _run(variant, image, weights, mode, 0.5, convolve)
-        _assert_ok(got, image, weights, mode, 0.5, convolve)
-        if expected is not None:
-            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=variant)
+    got = _run(variant, image, weights, mode, 0.5, convolve)
+    _assert_ok(got, image, weights, mode, 0.5, convolve)
+    if expected is not None:
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=variant)
 
 
+@pytest.mark.parametrize("variant", CONV2D_VARIANTS)
 @pytest.mark.parametrize("kh, kw", [(2, 2), (4, 1), (1, 6), (3, 4)])
-def test_even_sizes_match_scipy(kh, kw):
+def test_even_sizes_match_scipy(kh, kw, variant):
     """Even sizes: correlate centres at size//2, convolve (flipped) at (size−1)//2."""
     rng = np.random.default_rng(kh * 10 + kw)
     image = rng.standard_normal((5, 6))
     weights = rng.standard_normal((kh, kw))
     for convolve in (False, True):
         expected = _scipy(image, weights, "reflect", 0.0, convolve)
-        for variant in CONV2D_VARIANTS:
-            got = _run(variant, image, weights, "reflect", 0.0, convolve)
-            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12,
-                                       err_msg=f"{variant} convolve={convolve}")
+        got = _run(variant, image, weights, "reflect", 0.0, convolve)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{variant} convolve={convolve}")
 
 
 # --- every rung against the reference ------------------------------------------------
@@ -506,29 +499,17 @@ def test_every_mode_of_every_rung_compiles_spill_free():
     """The compile gate builds the presets (each mode in some rung, both dtypes);
     this builds every mode of every rung with the presets' tiles and filter
     shapes (float32), PTX for sm_90 + ptxas."""
-    code = textwrap.dedent("""
-        import sys, tempfile
-        from pathlib import Path
+    proc = run_real_target("""
+        import sys
         import numpy as np
         from simt_tiles import compile_gate as g
-        from simt_tiles.runtime import Rung
         from simt_tiles.kernels.conv2d import RUNGS
         from simt_tiles.kernels.conv2d._common import Mode, specialise
-        ptxas = g.find_ptxas()
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in RUNGS.values():
-                for name, cfg in r.presets.items():
-                    for mode in Mode:
-                        spec = specialise(cfg, getattr(cfg, "kh", 3), getattr(cfg, "kw", 3), mode)
-                        one = Rung(r.name, r.config_type, {f"{name}-{mode}": spec}, r.factory,
-                                   r.geometry, r.signature, r.jit_options, r.spill_free)
-                        rows.append(g.compile_one(one, f"{name}-{mode}", np.float32, ptxas, Path(tmp), "conv2d"))
-        print(g.format_table(rows, ptxas))
+        rows = g.compile_configs([(r, f"{name}-{mode}", specialise(cfg, getattr(cfg, "kh", 3), getattr(cfg, "kw", 3), mode),
+                                   np.float32)
+                                  for r in RUNGS.values() for name, cfg in r.presets.items() for mode in Mode], "conv2d")
+        print(g.format_table(rows))
         sys.exit(0 if all(row.ok for row in rows) else 1)
     """)
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == len(RUNGS) * 2 * len(MODES), proc.stdout
+    assert proc.stdout.count("  ok  ") == len(RUNGS) * 2 * len(MODES), proc.stdout

@@ -16,10 +16,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -55,15 +51,15 @@ from simt_tiles.kernels.conv2d.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .common import DTYPES, poisoned
+from .common import DTYPES, gpu_pool, poisoned
+from .gate_subprocess import run_real_target
+from .profiles import examples
 from .test_conv2d import config_strategy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 #: examples per kernel property test (every simulated thread runs in Python: keep them tiny)
-EXAMPLES = 40 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
+EXAMPLES = examples(40) if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: longest filter drawn
-KMAX = 13 if SIMULATOR else 40
+KMAX = 13 if SIMULATOR else 17  # GPU: each drawn filter compiles; longer ones: the gpu-marked tests
 
 
 # --- strategies -------------------------------------------------------------------
@@ -106,7 +102,7 @@ def _ok(got, ref, bound, what):
 # --- the references are scipy.ndimage ------------------------------------------------
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data())
 def test_correlate1d_reference_matches_scipy(data):
     h, w = data.draw(st.integers(1, 9), "H"), data.draw(st.integers(1, 9), "W")
@@ -128,7 +124,7 @@ def scipy_nd_misreads(n: int, k: int, anchor: int) -> bool:
     return any(p < -2 * n and p % (2 * n) == 0 for p in range(lo, min(hi, -1) + 1))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data())
 def test_separable_reference_matches_scipy_correlate_of_the_outer_product(data):
     """In every mode: scipy.ndimage.correlate(x, outer(wy, wx)).  And scipy's chained
@@ -213,7 +209,8 @@ def test_correlate1d_equals_scipy(mode):
 def separable_config(variant: str):
     if variant == "two_pass":
         return st.just(None)
-    return st.one_of(st.just(None), K06_CONFIGS)
+    return st.one_of(st.just(None), K06_CONFIGS if SIMULATOR else  # GPU: a fixed pool, each compiled once
+                     st.sampled_from(gpu_pool(k06_separable_fused.RUNG, K06_CONFIGS)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -241,16 +238,16 @@ def test_correlate_separable_matches_reference(variant, dtype, data):
     note(repr(_ok(out.copy_to_host(), ref, bound, f"{variant} image{image.shape} KH={kh} KW={kw} {mode}")))
 
 
-def test_separable_is_correlate2d_of_the_outer_product():
-    """Both variants against correlate2d with the outer product (k03), every mode."""
+@pytest.mark.parametrize("variant", SEPARABLE_VARIANTS)
+@pytest.mark.parametrize("mode", MODES)
+def test_separable_is_correlate2d_of_the_outer_product(mode, variant):
+    """Each variant against correlate2d with the outer product (k03), every mode."""
     rng = np.random.default_rng(8)
     image = rng.standard_normal((6, 7))
     wy, wx = rng.standard_normal(4), rng.standard_normal(3)
-    for mode in MODES:
-        full = correlate2d(image, np.outer(wy, wx), mode=mode, cval=-0.75)
-        for variant in SEPARABLE_VARIANTS:
-            got = correlate_separable(image, wy, wx, mode=mode, cval=-0.75, variant=variant)
-            np.testing.assert_allclose(got, full, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {mode}")
+    full = correlate2d(image, np.outer(wy, wx), mode=mode, cval=-0.75)
+    got = correlate_separable(image, wy, wx, mode=mode, cval=-0.75, variant=variant)
+    np.testing.assert_allclose(got, full, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {mode}")
 
 
 def test_separable_default_and_fallback():
@@ -497,46 +494,38 @@ def test_bad_configs():
 
 # --- the GPU compile gate -----------------------------------------------------------------
 
-GATE = textwrap.dedent("""
+GATE = """
     import re, sys, tempfile
     from pathlib import Path
     import numpy as np
     from simt_tiles import compile_gate as g
-    from simt_tiles.runtime import Rung
     from simt_tiles.kernels.conv2d import RUNGS, SEPARABLE_RUNGS
     from simt_tiles.kernels.conv2d._common import Mode, specialise
-    ptxas = g.find_ptxas()
-    rows = []
+    asm = g.find_assembler()
+    r = SEPARABLE_RUNGS["k06_separable_fused"]
+    rows = g.compile_configs([(r, f"{name}-{mode}", specialise(cfg, cfg.kh, cfg.kw, mode), np.float32)
+                              for name, cfg in r.presets.items() for mode in Mode], "conv2d", asm)
     with tempfile.TemporaryDirectory() as tmp:
-        r = SEPARABLE_RUNGS["k06_separable_fused"]
-        for name, cfg in r.presets.items():
-            for mode in Mode:
-                spec = specialise(cfg, cfg.kh, cfg.kw, mode)
-                one = Rung(r.name, r.config_type, {f"{name}-{mode}": spec}, r.factory, r.geometry,
-                           r.signature, r.jit_options, r.spill_free)
-                rows.append(g.compile_one(one, f"{name}-{mode}", np.float32, ptxas, Path(tmp), "conv2d"))
         # k04 and k05 default presets: every tap's weight is an FMA immediate
         k05 = RUNGS["k05_register_tile_2d"].presets["default"]  # KH·KW taps for each of RY·RX outputs
         for v, taps in [("k04_constant_filter", 25 * 3),
                         ("k05_register_tile_2d", k05.kh * k05.kw * k05.ry * k05.rx)]:
             r = RUNGS[v]
-            rows.append(g.compile_one(r, "default", np.float32, ptxas, Path(tmp), "conv2d"))
+            rows.append(g.compile_one(r, "default", np.float32, asm, Path(tmp), "conv2d"))
             ptx = (Path(tmp) / f"{v}-default-float32.ptx").read_text()
             imm = len(re.findall(r"fma\\.rn\\.f32\\s+%f\\d+, %f\\d+, 0f[0-9A-F]{8}, (%f\\d+|0f0{8});", ptx))
             print(v, "immediate-weight FMAs:", imm, "ld.const:", ptx.count("ld.const"))
             assert imm == taps and "ld.const" not in ptx, (v, imm)
-    print(g.format_table(rows, ptxas))
+    print(g.format_table(rows))
     sys.exit(0 if all(row.ok for row in rows) else 1)
-""")
+"""
 
 
 def test_fused_kernel_compiles_every_mode_and_weights_fold():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", GATE], env=env, capture_output=True, text=True)
+    proc = run_real_target(GATE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     presets = len(SEPARABLE_RUNGS["k06_separable_fused"].presets)  # sim, default, fast_float32
-    assert proc.stdout.count(" ok") == presets * len(MODES) + 2, proc.stdout
+    assert proc.stdout.count("  ok  ") == presets * len(MODES) + 2, proc.stdout
 
 
 def test_compile_gate_builds_the_new_rungs():

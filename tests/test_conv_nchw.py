@@ -13,11 +13,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
@@ -51,13 +46,13 @@ from simt_tiles.kernels.conv_nchw.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .common import DTYPES, poisoned
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .common import DTYPES, configs, poisoned
+from .gate_subprocess import run_real_target
+from .profiles import examples
 
 #: examples per (rung, dtype) property test: the simulator runs every thread in
 #: Python and pays ~10 ms per block, so few and tiny
-EXAMPLES = 25 if SIMULATOR else settings.default.max_examples  # GPU: the profile's
+EXAMPLES = examples(25) if SIMULATOR else settings.default.max_examples  # GPU: the profile's
 #: simulator budget per example: blocks launched, and threads launched in all
 MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 
@@ -100,9 +95,7 @@ CONFIG_STRATEGIES = {
 def config_strategy(variant: str):
     """The rung's preset for this backend, or a random valid config (its kh/kw
     are left at their defaults: the launcher must replace them)."""
-    presets = RUNGS[variant].presets
-    names = ["sim"] if SIMULATOR else [n for n in presets if n != "sim"]
-    return st.one_of(st.sampled_from([presets[n] for n in names]), CONFIG_STRATEGIES[variant])
+    return configs(RUNGS[variant], CONFIG_STRATEGIES[variant])  # on a GPU: the presets and a fixed pool
 
 
 @st.composite
@@ -191,7 +184,7 @@ def test_padded_layouts():
         assert len({(k * p + o) % 32 for k in range(4) for o in range(8)}) == 32
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(cfg=st.one_of(CONFIG_STRATEGIES["k02_smem_tiled"], CONFIG_STRATEGIES["k03_double_buffered"],
                      st.sampled_from([c for v in TILED for c in RUNGS[v].presets.values()])),
        kh=st.integers(1, 7), kw=st.integers(1, 7))
@@ -223,7 +216,7 @@ def test_weight_staging_covers_each_weight_once(cfg, kh, kw):
 # --- the reference ----------------------------------------------------------------------
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(layer=layers(kmax=4, cmax=3, hmax=6), dtype=st.sampled_from(DTYPES), bias=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
 def test_reference_matches_the_definition(layer, dtype, bias, seed):
@@ -583,28 +576,19 @@ def test_variant_none_kernels_compile_spill_free_for_common_filters():
     """The compile gate builds the presets (3x3 and the sim shapes); this builds
     what ``variant=None`` runs for 1x1, 5x5, 7x7 and 1x7 filters with the GPU
     presets (float32): PTX for sm_90 + ptxas, no local memory."""
-    code = textwrap.dedent("""
-        import sys, tempfile
-        from pathlib import Path
+    proc = run_real_target("""
+        import sys
         import numpy as np
         from simt_tiles import compile_gate as g
-        from simt_tiles.runtime import Rung
         from simt_tiles.kernels.conv_nchw import BEST_VARIANT, RUNGS, _choose
-        ptxas = g.find_ptxas()
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for preset in ("default", "small"):
-                for kh, kw in ((1, 1), (5, 5), (7, 7), (1, 7)):
-                    r, spec = _choose(RUNGS[BEST_VARIANT], None, preset, (1, 1, 1, 1), kh, kw, np.float32)
-                    name = f"{preset}-{kh}x{kw}"
-                    one = Rung(r.name, r.config_type, {name: spec}, r.factory, r.geometry, r.signature,
-                               r.jit_options, r.spill_free)
-                    rows.append(g.compile_one(one, name, np.float32, ptxas, Path(tmp), "conv_nchw"))
-        print(g.format_table(rows, ptxas))
+        items = []
+        for preset in ("default", "small"):
+            for kh, kw in ((1, 1), (5, 5), (7, 7), (1, 7)):
+                r, spec = _choose(RUNGS[BEST_VARIANT], None, preset, (1, 1, 1, 1), kh, kw, np.float32)
+                items.append((r, f"{preset}-{kh}x{kw}", spec, np.float32))
+        rows = g.compile_configs(items, "conv_nchw")
+        print(g.format_table(rows))
         sys.exit(0 if all(row.ok for row in rows) else 1)
     """)
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
-           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == 8, proc.stdout
+    assert proc.stdout.count("  ok  ") == 8, proc.stdout

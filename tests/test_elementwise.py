@@ -15,7 +15,7 @@ from simt_tiles.kernels.elementwise.bias_relu import Config as BiasReluConfig
 from simt_tiles.kernels.elementwise.bias_relu import boundary_waste
 from simt_tiles.runtime import SIMULATOR
 
-from .common import DTYPES, edge_sizes, poisoned
+from .common import DTYPES, configs, edge_sizes, poisoned
 
 STREAM_CONFIGS = (
     st.builds(StreamConfig, st.sampled_from([1, 3, 8]), st.integers(1, 4), st.integers(1, 3)) if SIMULATOR
@@ -30,7 +30,7 @@ TILE_CONFIGS = (st.builds(BiasReluConfig, st.integers(1, 5), st.integers(1, 3), 
 @pytest.mark.parametrize("variant", VECTOR_ADD_VARIANTS)
 @given(data=st.data())
 def test_vector_add_exact(variant, dtype, data):
-    config = data.draw(st.one_of(st.just(RUNGS[variant].resolve_config(None)), STREAM_CONFIGS), "config")
+    config = data.draw(configs(RUNGS[variant], STREAM_CONFIGS), "config")
     n = data.draw(st.sampled_from(edge_sizes(config.threads, config.threads * config.items,
                                              config.threads * config.items * config.max_blocks)), "n")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
@@ -43,7 +43,7 @@ def test_vector_add_exact(variant, dtype, data):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @given(data=st.data())
 def test_bias_relu_exact(dtype, data):
-    config = data.draw(st.one_of(st.just(RUNGS["bias_relu"].resolve_config(None)), TILE_CONFIGS), "config")
+    config = data.draw(configs(RUNGS["bias_relu"], TILE_CONFIGS), "config")
     m = data.draw(st.sampled_from(edge_sizes(config.tile_m * config.rows_per_thread)), "M")
     n = data.draw(st.sampled_from(edge_sizes(config.tile_n)), "N")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))

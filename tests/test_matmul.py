@@ -22,6 +22,7 @@ from simt_tiles.runtime import Rung, numba_dtype
 from .matmul_helpers import (
     CONFIG_STRATEGIES,
     DTYPES,
+    WarpConfig,
     assert_matmul_ok,
     config_strategy,
     edge_sizes,
@@ -60,6 +61,28 @@ def test_matmul_matches_reference(variant, dtype, data):
     assert got is out
     chk = assert_matmul_ok(a, b, out.copy_to_host())
     note(repr(chk))
+
+
+#: k10 block shapes with more than one warp row and more than one warp column: a warp's offset in
+#: the block (warp // WARPS_N rows of WM, warp % WARPS_N columns of WN) is only exercised there
+K10_WARP_GRIDS = {
+    "2x1_warps": WarpConfig(bm=64, bn=16, bk=4, wm=32, wn=16, tm=4, tn=4),   # 64 threads
+    "1x2_warps": WarpConfig(bm=32, bn=32, bk=4, wm=32, wn=16, tm=4, tn=4),   # 64 threads
+    "2x2_warps": WarpConfig(bm=64, bn=32, bk=4, wm=32, wn=16, tm=4, tn=4),   # 128 threads
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("grid", K10_WARP_GRIDS)
+def test_k10_every_warp_of_a_warp_grid_lands_on_its_tile(grid, dtype):
+    """One ragged problem over two blocks each way: every warp row and column of the block writes
+    its own WM×WN tile (a wrong warp offset leaves NaN or overwrites a neighbour's)."""
+    config = K10_WARP_GRIDS[grid]
+    m, n, k = config.bm + 5, config.bn + 3, 2 * config.bk + 1
+    a, b = random_operands(np.random.default_rng(1), m, n, k, dtype)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(a, b, out=out, variant="k10_warptiled", config=config)
+    assert_matmul_ok(a, b, out.copy_to_host())
 
 
 @pytest.mark.parametrize("variant", MATMUL_VARIANTS)

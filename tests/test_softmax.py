@@ -17,7 +17,7 @@ from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.reference import softmax_reference
 from simt_tiles.runtime import SIMULATOR
 
-from .common import DTYPES, edge_sizes, poisoned
+from .common import DTYPES, configs, edge_sizes, poisoned
 
 if SIMULATOR:
     CONFIGS = {
@@ -63,7 +63,7 @@ def test_every_variant_has_a_config_strategy_and_presets():
 @pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
 @given(data=st.data())
 def test_softmax_matches_scipy(variant, dtype, data):
-    config = data.draw(st.one_of(st.just(RUNGS[variant].resolve_config(None)), CONFIGS[variant]), "config")
+    config = data.draw(configs(RUNGS[variant], CONFIGS[variant]), "config")
     rows = data.draw(st.sampled_from([1, 2, 3, 5] if SIMULATOR else [1, 7, 64, 129]), "rows")
     cols = data.draw(st.sampled_from(edge_sizes(config.threads)), "cols")
     assume(cols > 0)

@@ -132,4 +132,5 @@ GATE_PARAMS = tuple(
     for out in ((np.float64, np.float32) if code == SUM else (None,))
 )
 
-RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS)
+RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
+            smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of float32 keep 4")

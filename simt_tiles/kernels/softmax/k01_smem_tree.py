@@ -77,4 +77,5 @@ def make_kernel(config: Config, dtype):
     return softmax_k01_smem_tree
 
 
-RUNG = Rung("k01_smem_tree", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = Rung("k01_smem_tree", Config, PRESETS, make_kernel, geometry, signature,
+            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; the tree uses threads")

@@ -80,4 +80,5 @@ def make_kernel(config: Config, dtype):
     return softmax_k02_warp_shuffle
 
 
-RUNG = Rung("k02_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = Rung("k02_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature,
+            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; two per-warp arrays use 2·threads/32")

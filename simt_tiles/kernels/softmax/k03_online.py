@@ -85,4 +85,5 @@ def make_kernel(config: Config, dtype):
     return softmax_k03_online
 
 
-RUNG = Rung("k03_online", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = Rung("k03_online", Config, PRESETS, make_kernel, geometry, signature,
+            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; two per-warp arrays use 2·threads/32")

@@ -267,16 +267,26 @@ def check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
         )
 
 
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` in the machine's byte order: a big-endian float64 NumPy array is a float64
+    (it is copied to the device anyway); other dtypes are left for the dtype check."""
+    if not x.dtype.isnative and x.dtype.newbyteorder("=") in SUPPORTED_FLOATS:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
+
+
 def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     """A NumPy argument kept on the host (e.g. a filter a kernel compiles in), checked."""
-    check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
-    return Operand(name, np.ascontiguousarray(x), "numpy", x)
+    host = _native(x)
+    check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+    return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
 def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
-    * NumPy arrays are checked, made C-contiguous and copied to the device.
+    * NumPy arrays are checked, made C-contiguous (and native byte order) and
+      copied to the device.
     * ``__cuda_array_interface__`` objects (Numba, CuPy, PyTorch CUDA tensors)
       are used in place; they must be C-contiguous (no hidden copy is made).
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
@@ -287,9 +297,11 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     from numba import cuda
 
     if isinstance(x, np.ndarray):
-        check_dtype_ndim(name, x.dtype, x.ndim, x.shape, ndim)
-        host = np.ascontiguousarray(x)
+        host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
+        check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+        host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
+    _check_torch(x, name)
     if _is_numba_device_array(x):
         kind, dev = "numba", x
     elif _has_cai(x):
@@ -321,6 +333,21 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
             "cupy.ascontiguousarray / tensor.contiguous())"
         )
     return Operand(name, dev, kind, x)
+
+
+def _check_torch(x, name: str) -> None:
+    """A PyTorch CUDA tensor's dtype and autograd state, checked before its interfaces
+    are read: torch refuses to export a bfloat16 tensor or one that requires grad with
+    errors that do not name the argument (and the DLPack route would then blame CuPy)."""
+    if type(x).__module__.split(".")[0] != "torch" or not getattr(x, "is_cuda", False):
+        return
+    if _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
+        raise TypeError(f"{name}: expected dtype float32 or float64; got {x.dtype}")
+    if getattr(x, "requires_grad", False):
+        raise ValueError(
+            f"{name}: expected a tensor that does not require grad (simt_tiles computes no "
+            f"gradients); got requires_grad=True (pass {name}.detach())"
+        )
 
 
 def _import_cai(x, stream):

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...runtime import ConfigError, Rung, pick_rung
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
@@ -35,6 +37,8 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     follow the same interop rules as :func:`simt_tiles.matmul`: ``out`` must not
     overlap ``x`` (no in-place softmax; ValueError naming ``out``).
     """
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis: expected an int (-1 or 1, the last axis of a 2-D array); got {axis!r}")
     if axis not in (-1, 1):
         raise ValueError(f"axis: expected -1 or 1 (the last axis of a 2-D array); got {axis!r}")
     rung = pick_rung(RUNGS, variant, BEST_VARIANT)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole check-and-benchmark pass on the GPU machine, in one call:
-#   source .gpu-carry/setup.sh && bash benchmarks/gpu_pass.sh [steps...]
+#   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns.
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail

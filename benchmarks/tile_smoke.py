@@ -1,6 +1,6 @@
 """One-shot smoke run of simt_tiles.tile (the cuTile kernels) on a GPU.
 
-    source .gpu-carry/setup.sh && python3 benchmarks/tile_smoke.py [--lib torch|cupy]
+    python3 benchmarks/tile_smoke.py [--lib torch|cupy]
 
 Runs every tile function once on a small ragged input, compares with a NumPy
 (long double) reference under the same error bounds as tests/test_tile.py,

@@ -87,8 +87,9 @@ def test_calling_without_cuda_tile_says_what_to_install(no_cuda_tile, call):
         CALLS[call]()
     assert isinstance(info.value, ImportError)
     msg = str(info.value)
-    for needed in ("cuda.tile", "cuda-tile", "tileiras", "13.4", "prepare-carry.sh --tile", "pip install cuda-tile"):
+    for needed in ("cuda.tile", "cuda-tile", "tileiras", "13.4", "r580", "pip install cuda-tile"):
         assert needed in msg, f"{needed!r} missing from: {msg}"
+    assert "../shared" not in msg and "carry" not in msg  # the product speaks only of itself
     assert not tile.available()
 
 

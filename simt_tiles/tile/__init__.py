@@ -74,8 +74,7 @@ PRECISIONS = ("fp32", "tf32")
 INSTALL_HINT = (
     "simt_tiles.tile needs NVIDIA cuTile Python (import name cuda.tile, PyPI package cuda-tile) "
     "plus the CUDA 13.4 tileiras compiler (with its ptxas and libnvvm) for sm_90, and a GPU with "
-    "driver r580+. For this project's H200 runs: `../shared/device/prepare-carry.sh --tile` here, "
-    "then `source .gpu-carry/setup.sh` on the GPU machine. Elsewhere: `pip install cuda-tile` "
+    "driver r580+: `pip install cuda-tile` "
     "(or `pip install 'simt-tiles[tile]'`) and CUDA 13.4 tileiras "
     "(`pip install 'cuda-toolkit[tileiras,nvcc,nvvm]==13.4.*'` or a system CUDA 13.4 toolkit)."
 )

@@ -111,10 +111,10 @@ def test_gate_refuses_a_too_old_ptxas_saying_what_to_install(tmp_path):
     """An old ptxas first on PATH, asked for: refused before any row, naming the PTX version, the
     release found and needed, and what to install (not 149 rows of "aborted due to errors")."""
     proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ptxas", "ptxas", "--variant", "k01_naive"],
-                           env=_fake_ptxas(tmp_path, "13.0"))
+                           env=_fake_ptxas(tmp_path, "12.0"))  # older than any CUDA 13 NVVM's PTX
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = proc.stderr
-    assert "PTX .version 9." in err and "CUDA 13.0" in err and "too old" in err, err
+    assert "PTX .version 9." in err and "CUDA 12.0" in err and "too old" in err, err
     assert "pip install 'nvidia-nvjitlink==" in err and "nvidia-cuda-nvcc==" in err, err
     assert "configs ok" not in proc.stdout, proc.stdout
 
@@ -132,7 +132,7 @@ def test_gate_by_default_ignores_an_old_ptxas_on_path(tmp_path):
     """The issue's case (a system ptxas 13.0 first on PATH, PTX from NVVM 13.5): the default
     assembler is nvJitLink of numba-cuda's toolkit, so the gate passes, streaming its rows."""
     proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ladder", "elementwise",
-                                 "--variant", "k01_grid_stride", "-j", "1"], env=_fake_ptxas(tmp_path, "13.0"))
+                                 "--variant", "k01_grid_stride", "-j", "1"], env=_fake_ptxas(tmp_path, "12.0"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "assembled by nvJitLink" in proc.stdout and "compile gate: 4 of 4 configs ok" in proc.stdout, proc.stdout
 

@@ -237,6 +237,9 @@ class Rung:
     #: description of one call (e.g. :class:`simt_tiles.kernels.conv2d._bind.FilterCall`);
     #: None where every rung of the family takes the same arguments
     bind: Callable | None = None
+    #: dtypes the compile gate builds; a rung whose kernel for a dtype *is* another rung's (and is
+    #: gated there) leaves it out, saying so in its RUNG line
+    gate_dtypes: tuple = ("float32", "float64")
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset

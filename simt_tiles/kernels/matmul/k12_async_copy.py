@@ -221,4 +221,6 @@ class AsyncCopyRung(k11.SplitKRung):
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
-RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options)
+# float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only
+RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options,
+                     gate_dtypes=("float32",))

@@ -38,8 +38,16 @@ def select_backend() -> bool:
     """Turn the simulator on when no GPU is present and the user has not chosen.
 
     Must run before ``numba.cuda`` is imported.  Returns True when the
-    simulator will be used.  An explicit ``NUMBA_ENABLE_CUDASIM`` wins.
+    simulator will be used.  An explicit ``NUMBA_ENABLE_CUDASIM`` wins — unless
+    ``numba.cuda`` is already imported: then the target it loaded is the answer
+    (the variable may have changed since; it no longer decides anything).
     """
+    import sys
+
+    if "numba.cuda" in sys.modules:
+        import numba
+
+        return bool(numba.config.ENABLE_CUDASIM)
     chosen = os.environ.get("NUMBA_ENABLE_CUDASIM")
     if chosen is None:
         chosen = "0" if gpu_present() else "1"

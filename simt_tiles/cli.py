@@ -86,9 +86,17 @@ def _call_main(mod, name: str, rest: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
-    args, rest = parser.parse_known_args(argv)
-    if rest and not getattr(args, "_passthrough", False):
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    args.rest = rest
-    return int(args._run(args) or 0)
+    before = dict(os.environ)
+    try:
+        parser = build_parser(argv)  # sets the chosen subcommand's environment (e.g. the simulator)
+        args, rest = parser.parse_known_args(argv)
+        if rest and not getattr(args, "_passthrough", False):
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        args.rest = rest
+        return int(args._run(args) or 0)
+    finally:  # a caller in the same process (a test, a notebook) gets its environment back
+        for key, value in (("NUMBA_ENABLE_CUDASIM", before.get("NUMBA_ENABLE_CUDASIM")),):
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -267,3 +267,102 @@ else:
         return sig, codegen
 
 __all__ += ["load4_global", "load1_global"]
+
+
+# ---------------------------------------------------------------------------
+# A 128-bit load at a base index plus a constant (added for the generated matmul rungs)
+# ---------------------------------------------------------------------------
+#
+#     x0, x1, x2, x3 = load4_at(ary, i, OFFSET)   # load4(ary, i + OFFSET), OFFSET a literal
+#
+# ``ary[s, kk, U(i + U(r))]`` adds in uint32 (which may wrap) and only then widens, so
+# the compiler cannot split the constant off: every read gets its own IADD3 + LEA.
+# Here ``i`` is widened first and the constant added in 64 bits, which cannot wrap,
+# so it folds into the instruction as an immediate (SASS ``LDS.128 R, [R_base+0x...]``):
+# one address register per base, reused by every k-step and stage.  (A 32-bit base goes
+# through an opaque ``mov``: where LLVM can bound its value it would fold the constant back
+# into a 32-bit add before widening, the very thing this avoids.)  Same promises as
+# ``load4`` (16-byte aligned, in bounds), checked the same way in the simulator.
+
+#     store_at(ary, i, OFFSET, x)                  # ary.flat[i + OFFSET] = x
+#     store4_at(ary, i, OFFSET, x0, x1, x2, x3)    # store4(ary, i + OFFSET, ...)
+
+if SIMULATOR:
+    def load4_at(ary, i, offset):
+        return load4(ary, int(i) + int(offset))
+
+    def store4_at(ary, i, offset, a, b, c, d):
+        store4(ary, int(i) + int(offset), a, b, c, d)
+
+    def store_at(ary, i, offset, x):
+        flat = getattr(ary, "_ary", ary).reshape(-1)
+        j = int(i) + int(offset)
+        if j < 0 or j >= flat.shape[0]:
+            raise ValueError(f"store_at: element {j} of an array of {flat.shape[0]}: out of bounds")
+        flat[j] = x
+
+else:
+    def _pointer_at(context, builder, aryty, ary, ity, i, oty, offset, width):
+        """Pointer to ``ary.flat[i + offset]`` (as ``<width x T>*`` when width > 1), the
+        offset added after widening so that it folds into the access as an immediate."""
+        arr = context.make_array(aryty)(context, builder, ary)
+        if ity.bitwidth == 32:  # hide the base's value range: else LLVM narrows the add back to
+            i32 = ir.IntType(32)  # 32 bits (it can prove no wrap) and the immediate is lost again
+            i = builder.call(ir.InlineAsm(ir.FunctionType(i32, [i32]), "mov.b32 $0, $1;", "=r,r"), [i])
+        idx = builder.add(context.cast(builder, i, ity, types.intp),
+                          context.cast(builder, offset, oty, types.intp), flags=["nsw"])
+        ptr = builder.gep(arr.data, [idx], inbounds=True)
+        if width == 1:
+            return ptr
+        vec = ir.VectorType(context.get_value_type(aryty.dtype), width)
+        return builder.bitcast(ptr, vec.as_pointer(ptr.type.addrspace))
+
+    def _at_types(ary, i, offset):
+        return _check_types(ary, i) and isinstance(offset, types.Integer)
+
+    @intrinsic
+    def load4_at(typingctx, ary, i, offset):
+        if not _at_types(ary, i, offset):
+            return None
+        sig = types.UniTuple(ary.dtype, 4)(ary, i, offset)
+
+        def codegen(context, builder, sig, args):
+            v = builder.load(_pointer_at(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                                         sig.args[2], args[2], 4), align=VECTOR_BYTES)
+            values = [builder.extract_element(v, ir.Constant(ir.IntType(32), k)) for k in range(4)]
+            return context.make_tuple(builder, sig.return_type, values)
+
+        return sig, codegen
+
+    @intrinsic
+    def store4_at(typingctx, ary, i, offset, a, b, c, d):
+        if not _at_types(ary, i, offset):
+            return None
+        sig = types.void(ary, i, offset, ary.dtype, ary.dtype, ary.dtype, ary.dtype)
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer_at(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                              sig.args[2], args[2], 4)
+            v = ir.Constant(ptr.type.pointee, ir.Undefined)
+            for k in range(4):
+                v = builder.insert_element(v, args[3 + k], ir.Constant(ir.IntType(32), k))
+            builder.store(v, ptr, align=VECTOR_BYTES)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def store_at(typingctx, ary, i, offset, x):
+        if not _at_types(ary, i, offset):
+            return None
+        sig = types.void(ary, i, offset, ary.dtype)
+
+        def codegen(context, builder, sig, args):
+            ptr = _pointer_at(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                              sig.args[2], args[2], 1)
+            builder.store(args[3], ptr)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+__all__ += ["load4_at", "store4_at", "store_at"]

@@ -117,13 +117,18 @@ def test_k12_copies_asynchronously():
 # --- the default API's choice ----------------------------------------------------------------
 
 
-def test_small_problems_split_k_until_the_sms_are_full():
-    f32 = np.float32
-    assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 4)  # 64 tiles
-    assert _common.fast_choice(1031, 997, 1013, f32) == ("k11_vectorized_bk16", 3)  # 72 tiles
-    assert _common.fast_choice(2048, 2048, 2048, f32) == ("k11_vectorized_bk16", 1)  # 256 tiles
-    assert _common.fast_choice(1000, 1000, 200, f32)[1] == 1  # K too short to split
-    assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
+def test_small_problems_get_small_tiles_or_split_k():
+    f32, k11 = np.float32, "k11_vectorized_bk16"
+    pick = _common.fast_pick
+    assert pick(1000, 1000, 1000, f32) == (k11, "64x64", 1)  # 64 tiles of 128×128
+    assert pick(1031, 997, 1013, f32) == (k11, "64x64", 1)  # 72 tiles
+    assert pick(1400, 1400, 1400, f32) == (k11, "default", 2)  # 121 tiles
+    assert pick(2048, 2048, 2048, f32) == (k11, "default", 1)  # 256 tiles
+    assert pick(1400, 1400, 200, f32)[2] == 1  # K too short to split
+    assert pick(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, "default", 1)
+    assert _common.fast_choice(1400, 1400, 1400, f32) == (k11, 2)  # (variant, splits), as before
+    for row in _common.FAST_TABLE:  # every preset the table names exists and is valid
+        RUNGS[row[2]].resolve_config(row[3] if len(row) > 3 else "default").check_smem(np.float64)
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 5])
@@ -172,14 +177,40 @@ def test_unaligned_device_operands(variant):
 
 
 def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch):
-    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split as 1000³ does
+    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split as 1400³ does
+    monkeypatch.setattr(_common, "FAST_TABLE", ((None, 4, "k11_vectorized_bk16", "64x64"),))
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 21, 45, np.float32)
     from simt_tiles.kernels.matmul import choose
 
     rung, cfg = choose(None, None, 19, 21, 45, np.float32)
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
+    assert (cfg.bm, cfg.bn) == ((32, 32) if SIMULATOR else (64, 64))  # the simulator keeps "sim" tiles
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
+
+
+#: the small-tile presets FAST_TABLE may pick (2×2 warps of 32 lanes, 128 threads)
+SMALL_PRESETS = ("64x64", "64x128", "128x64")
+
+
+@settings(max_examples=3 if SIMULATOR else 10, deadline=None)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("preset", SMALL_PRESETS)
+@given(data=st.data())
+def test_small_tile_presets_match_reference(preset, dtype, data):
+    """The shipped presets themselves (not the simulator's stand-ins): ragged M, N, K around the
+    tile and the K depth, both dtypes, split K, NaN-poisoned outputs, the γ_K bound."""
+    cfg = RUNGS["k11_vectorized_bk16"].presets[preset]
+    assert cfg.wm < cfg.bm and cfg.wn < cfg.bn  # several warps in each direction
+    d = cfg.depth(np.dtype(dtype).itemsize)
+    m = data.draw(st.sampled_from([1, 3, cfg.bm - 1, cfg.bm + 1]), "M")
+    n = data.draw(st.sampled_from([1, 5, cfg.bn - 1, cfg.bn + 1]), "N")
+    k = data.draw(st.sampled_from([1, d - 1, d + 1, 2 * d + 3]), "K")
+    cfg = dataclasses.replace(cfg, splits=data.draw(st.integers(1, 2), "splits"))
+    a, b = random_operands(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed")), m, n, k, dtype)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
+    note(repr(assert_matmul_ok(a, b, out.copy_to_host())))
 
 
 # --- the rules that keep the gains: SASS of the shipped float32 kernels ----------------------

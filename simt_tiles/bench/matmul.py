@@ -63,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", nargs="*", default=[], metavar="RUNG:FIELD=V,...",
                    help="extra configs, e.g. k03_smem_tiled:tile=16")
     p.add_argument("--budget-s", type=float, default=3.0, help="max timed seconds per entry (fewer reps for slow ones)")
+    p.add_argument("--default", action="store_true",
+                   help="time the default simt_tiles.matmul (its choice per size) beside --variants too")
     p.add_argument("--no-extra-peers", action="store_true",
                    help="only the FP32 peers (cuBLAS, Triton) beside the rungs: no TF32, torch or cuTile")
     common.add_output_arguments(p)
@@ -104,7 +106,7 @@ def run(args) -> int:
 
         return make
 
-    if hasattr(matmul_ladder, "choose") and not args.variants:  # the public call's own choice per size
+    if hasattr(matmul_ladder, "choose") and (args.default or not args.variants):  # the public call's own choice per size
         impls.append(Impl("default", launcher(None, None), "simt", "fp32", {"config": "variant=None"}))
     for variant, cfg, custom in ([(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
                                  + [(v, cfg, True) for v, cfg in map(parse_config, args.config)]):

@@ -17,14 +17,14 @@ The file tree is the lesson — read the rungs in order:
 ``k12_async_copy``     cp.async for both operands (A transposed first)
 =====================  ====================================================
 
-``variant=None, config=None`` picks the rung and its split of K per problem
-size (``_common.FAST_TABLE``).
+``variant=None, config=None`` picks the rung, its tile preset and its split of K
+per problem size (``_common.FAST_TABLE``).
 """
 
 from __future__ import annotations
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
-from ...runtime import Rung, pick_rung
+from ...runtime import SIMULATOR, Rung, pick_rung
 from . import (
     k01_naive,
     k02_coalesced,
@@ -39,7 +39,7 @@ from . import (
     k11_vectorized_bk16,
     k12_async_copy,
 )
-from ._common import fast_choice, flops
+from ._common import fast_pick, flops
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -76,13 +76,14 @@ def get_rung(variant: str | None) -> Rung:
 
 def choose(variant, config, m: int, n: int, k: int, dtype):
     """``(rung, config)`` for one problem: the caller's choice, or with both None the
-    fastest measured for its size and dtype (:func:`._common.fast_choice`: rung and split-K)."""
+    fastest measured for its size and dtype (:func:`._common.fast_pick`: rung, preset and split-K)."""
     import dataclasses
 
     if variant is None and config is None:
-        variant, splits = fast_choice(m, n, k, dtype)
+        variant, preset, splits = fast_pick(m, n, k, dtype)
         rung = get_rung(variant)
-        cfg = rung.resolve_config(None)
+        # the simulator runs the rung's "sim" preset (tiny tiles) whatever the table's GPU preset
+        cfg = rung.resolve_config(None if preset == "default" or SIMULATOR else preset)
         if splits > 1:
             cfg = dataclasses.replace(cfg, splits=splits)
         return rung, cfg

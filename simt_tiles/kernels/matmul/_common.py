@@ -21,18 +21,16 @@ def flops(m: int, n: int, k: int) -> int:
 
 
 #: What ``matmul(variant=None, config=None)`` runs for a float32 problem, by shape class:
-#: how many 128×128 tiles C has.  Two blocks fit per SM and the H200 has 132 SMs, so a
-#: grid of fewer than 264 blocks leaves slots idle: K is then split (deterministically:
-#: partials, then one sum kernel) so that tiles × splits ≤ 264.  Rows are
-#: ``(most tiles, splits, variant)``, first match wins.  Measured on the H200
-#: (benchmarks/results/matmul_fast_h200.md): 1000³ and 1024³ (64 tiles) best with 4 splits
-#: (29.3 and 31.2 TFLOP/s, against 17.1 and 18.2 unsplit), 1031×997×1013 (72 tiles) with 3,
-#: 2048³ (256 tiles) unsplit (43.5; 2 splits: 40.4).
+#: how many 128×128 tiles C has.  Rows are ``(most tiles, splits, variant, preset)``, first
+#: match wins (a three-field row means the ``"default"`` preset).  Two 128×128 blocks fit per
+#: SM and the H200 has 132 SMs, so a grid of fewer than 264 blocks leaves slots idle: small
+#: problems take smaller block tiles (the ``"64x64"`` preset: 4 times the blocks, up to 4 per
+#: SM) and/or split K (deterministically: partials, then one sum kernel).  Measured on the
+#: H200 (benchmarks/results/matmul_fast_h200.md, benchmarks/NOTES.md "Session 8").
 FAST_TABLE = (
-    (66, 4, "k11_vectorized_bk16"),
-    (88, 3, "k11_vectorized_bk16"),
-    (132, 2, "k11_vectorized_bk16"),
-    (None, 1, "k11_vectorized_bk16"),
+    (88, 1, "k11_vectorized_bk16", "64x64"),
+    (132, 2, "k11_vectorized_bk16", "default"),
+    (None, 1, "k11_vectorized_bk16", "default"),
 )
 #: float64 problems: no FP64 measurement of the generated rung yet
 FLOAT64_VARIANT = "k10_warptiled"
@@ -40,14 +38,21 @@ FLOAT64_VARIANT = "k10_warptiled"
 MIN_SPLIT_K = 128
 
 
-def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
-    """``(variant, splits)`` for ``matmul(variant=None)`` from :data:`FAST_TABLE`."""
+def fast_pick(m: int, n: int, k: int, dtype) -> tuple[str, str, int]:
+    """``(variant, preset, splits)`` for ``matmul(variant=None, config=None)`` from :data:`FAST_TABLE`."""
     import numpy as np
 
     if np.dtype(dtype) != np.float32:
-        return FLOAT64_VARIANT, 1
+        return FLOAT64_VARIANT, "default", 1
     tiles = -(-m // 128) * -(-n // 128)
-    for most, splits, variant in FAST_TABLE:
+    for row in FAST_TABLE:
+        most, splits, variant = row[:3]
         if most is None or tiles <= most:
-            return variant, max(1, min(splits, k // MIN_SPLIT_K))
+            return variant, (row[3] if len(row) > 3 else "default"), max(1, min(splits, k // MIN_SPLIT_K))
     raise AssertionError("FAST_TABLE ends with a catch-all row")
+
+
+def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
+    """``(variant, splits)`` of :func:`fast_pick` (its preset left out)."""
+    variant, _, splits = fast_pick(m, n, k, dtype)
+    return variant, splits

@@ -107,6 +107,11 @@ def _compiled_config(config: Config) -> Config:
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
+    # smaller blocks for small problems (more blocks than 128×128 tiles give, without split-K's
+    # second pass); 128 threads = 2×2 warps, launch bounds keep ≥ 12 warps per SM
+    "64x64": Config(bm=64, bn=64, wm=32, wn=32, tm=8, tn=4, min_blocks=4),
+    "64x128": Config(bm=64, bn=128, wm=32, wn=64, tm=8, tn=8, min_blocks=3),
+    "128x64": Config(bm=128, bn=64, wm=64, wn=32, tm=8, tn=8, min_blocks=3),
 }
 
 
@@ -125,7 +130,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     name = f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}{'_v4' if vec else '_v1'}"
     header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
               "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import load1_global, load4_global, store4\n"
+              "from simt_tiles.vector import load1_global, load4_at, load4_global, store4, store4_at, store_at\n"
               f"DT = {dt}\n")
     s = codegen.Source()
     with s.block(f"def {name}(a, b, c, k_chunk, flags):"):
@@ -176,6 +181,11 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
             s.line("; ".join(f"pb{p}_{q} = DT(0)" for q in range(4)))
         for mi in range(TM // 4):
             s.line(f"am{mi} = U(m_base + U({mi * LM * 4}))")
+        s.line("# where this thread stores in a stage (the stage, k and pass are constant offsets)",
+               f"sa = U(U(a_kq * U({BM})) + U(a_r ^ a_sw)); sb = U(U(b_r * U({BN})) + b_c)")
+        for p in range(A_VEC):
+            if (p * RA) % 32:  # a pass that is not a multiple of 32 rows may carry into the swizzled bits
+                s.line(f"sa{p} = U(U(a_kq * U({BM})) + U(U(a_r + U({p * RA})) ^ a_sw))")
         for ni in range(TN // 4):
             s.line(f"bn{ni} = U(n_base + U({ni * LN * 4}))")
 
@@ -209,13 +219,15 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                            f"if kr < k_end and col < n else DT(0)")
 
         def store(stage):
-            """Prefetch registers → shared stage: A transposed and swizzled, B with one 128-bit store."""
+            """Prefetch registers → shared stage: A transposed and swizzled, B with one 128-bit store;
+            one base index per operand, the stage, k and pass as immediate offsets (``store_at``)."""
+            # a pass of RA rows, a multiple of 32, leaves the swizzled bits 3-4 alone: a constant
             for p in range(A_VEC):
-                s.line(f"r = U(U(a_r + U({p * RA})) ^ a_sw)")
+                base, off = ("sa", p * RA) if (p * RA) % 32 == 0 else (f"sa{p}", 0)
                 for q in range(4):
-                    s.line(f"a_s[{stage}, U(a_kq + U({q})), r] = pa{p}_{q}")
+                    s.line(f"store_at(a_s, {base}, {stage * BK * BM + q * BM + off}, pa{p}_{q})")
             for p in range(B_VEC):
-                s.line(f"store4(b_s, U(U({stage * BK * BN}) + U(U(b_r + U({p * RB})) * U({BN})) + b_c), "
+                s.line(f"store4_at(b_s, sb, {stage * BK * BN + p * RB * BN}, "
                        + ", ".join(f"pb{p}_{q}" for q in range(4)) + ")")
 
         s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
@@ -252,18 +264,38 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     return name, header, s.text()
 
 
-def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int) -> None:
-    """One tile from shared stage ``stage``: per k-step TM + TN fragment reads (128-bit: groups
-    of 4 from 16-byte aligned addresses) and TM·TN FMAs into the scalar accumulators.  A is
-    k-major; ``swizzled``: its columns are XOR-ed by k's quarter (k11's register stores)."""
-    TM, TN = config.tm, config.tn
-    for kk in range(depth):
-        sw = ((kk >> 2) << 3) if swizzled else 0
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,
+                 immediate: bool = True) -> None:
+    """One tile from shared stage ``stage``: per k-step TM/4 + TN/4 128-bit fragment reads and
+    TM·TN FMAs into the scalar accumulators.  A is k-major; ``swizzled``: its columns are XOR-ed
+    by k's quarter (k11's register stores).  Each read is ``load4_at(tile, base, constant)``:
+    the stage and k-step are an immediate offset on one base register per fragment group
+    (per k-quarter for swizzled A), not an address computed per read.  ``immediate=False``:
+    the plain indexed reads (``a_s[stage, kk, U(am + U(r))]``; k12, see its header)."""
+    TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
+    step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
+    # a multiple of 32 leaves the swizzled bits 3-4 alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
+    # so one base per k-quarter serves every group (the others are immediate offsets)
+    one_base = step % 32 == 0
+    for kk in range(depth) if not immediate else ():
         for mi in range(TM // 4):
-            s.line(f"ab = U(am{mi} ^ U({sw}))" if sw else f"ab = am{mi}")
-            s.line("; ".join(f"fa{mi * 4 + r} = a_s[{stage}, {kk}, U(ab + U({r}))]" for r in range(4)))
+            s.line("; ".join(f"fa{mi * 4 + r} = a_s[{stage}, {kk}, U(am{mi} + U({r}))]" for r in range(4)))
         for ni in range(TN // 4):
             s.line("; ".join(f"fb{ni * 4 + c} = b_s[{stage}, {kk}, U(bn{ni} + U({c}))]" for c in range(4)))
+        for i in range(TM):
+            s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
+    for kk in range(depth) if immediate else ():
+        sw = ((kk >> 2) << 3) if swizzled else 0
+        for mi in range(TM // 4):
+            if sw and kk % 4 == 0 and (mi == 0 or not one_base):  # a new k-quarter: its column
+                s.line(f"ab{mi} = U(am{mi} ^ U({sw}))")
+            g, off = (0, mi * step) if one_base else (mi, 0)
+            base = f"ab{g}" if sw else f"am{g}"
+            s.line(", ".join(f"fa{mi * 4 + r}" for r in range(4))
+                   + f" = load4_at(a_s, {base}, {(stage * depth + kk) * BM + off})")
+        for ni in range(TN // 4):  # B is not swizzled: one base, the groups are offsets too
+            s.line(", ".join(f"fb{ni * 4 + c}" for c in range(4))
+                   + f" = load4_at(b_s, bn0, {(stage * depth + kk) * BN + ni * (config.wn // TN) * 4})")
         for i in range(TM):
             s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
 

@@ -136,7 +136,9 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
                 with s.block("if has_next:"):
                     issue(1 - half)  # the stage read in the previous step, which ended in a barrier
                     s.line(f"a_idx = {X}(a_idx + a_step); b_idx = {X}(b_idx + b_step)")
-                emit_compute(s, config, half, swizzled=False, depth=BK)
+                # plain indexed fragment reads: with k11's immediate offsets (load4_at) ptxas
+                # spills here (20 B, outside the loop; benchmarks/NOTES.md, session 8)
+                emit_compute(s, config, half, swizzled=False, depth=BK, immediate=False)
                 with s.block("if has_next:"):
                     s.line("wait_copies()  # this thread's copies have landed ...")
                 s.line("cuda.syncthreads()  # ... and everyone's; the stage just read may be overwritten",

@@ -1,0 +1,62 @@
+"""One checked launch per (fast-rung preset, shape) through ``simt_tiles.matmul``: the workload
+for Nsight Compute and compute-sanitizer on the generated rungs (k11/k12, any preset, split-K).
+
+    compute-sanitizer --tool racecheck python3 benchmarks/run_fast_once.py --shapes 131x97x67 260x132x100
+    ncu --kernel-name regex:matmul_k11 --metrics ... python3 benchmarks/run_fast_once.py --shapes 4096 --cases default
+
+A case is ``variant:preset[:splits]`` (``default`` alone: ``variant=None, config=None``, the
+table's choice).  Every output starts NaN and is checked against a float64 product with the
+γ_K bound; exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CASES = ["k11_vectorized_bk16:64x64", "k11_vectorized_bk16:64x128", "k11_vectorized_bk16:128x64",
+         "k11_vectorized_bk16:64x64:2", "k11_vectorized_bk16:default:2", "default"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", nargs="+", default=["131x97x67", "260x132x100"])
+    p.add_argument("--cases", nargs="+", default=CASES)
+    p.add_argument("--dtype", default="float32")
+    args = p.parse_args(argv)
+    import cupy as cp
+
+    import simt_tiles
+    from simt_tiles.bench.matmul import parse_size
+    from simt_tiles.bounds import check_within
+    from simt_tiles.kernels.matmul import RUNGS
+    from simt_tiles.kernels.matmul.reference import matmul_reference
+
+    rng = cp.random.default_rng(0)
+    bad = 0
+    for m, n, k in map(parse_size, args.shapes):
+        a = rng.standard_normal((m, k)).astype(args.dtype)
+        b = rng.standard_normal((k, n)).astype(args.dtype)
+        ref, bound = matmul_reference(a, b, xp=cp, precise=False)
+        for case in args.cases:
+            variant, config = None, None
+            if case != "default":
+                variant, preset, *splits = case.split(":")
+                config = RUNGS[variant].presets[preset]
+                if splits:
+                    config = dataclasses.replace(config, splits=int(splits[0]))
+            c = cp.full((m, n), cp.nan, dtype=args.dtype)
+            simt_tiles.matmul(a, b, out=c, variant=variant, config=config)
+            chk = check_within(c, ref, bound, xp=cp)
+            bad += not chk.passed
+            print(f"{case:<32} {m}x{n}x{k} {args.dtype} {'ok' if chk.passed else 'FAIL'} {chk!r}", flush=True)
+    print(f"run_fast_once: {bad} failures")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
-# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns.
+# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; fast (on request).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -29,6 +29,27 @@ for step in $steps; do
         | grep -v '^|' | tail -80 ;;
     tile)
       timeout 300 python3 benchmarks/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
+    fast)
+      # the fast matmul rungs (issue 14): the README's matmul_fast table plus the small-tile / split-K
+      # sweep that FAST_TABLE is chosen from (custom rows, kept in the results file), in one run with
+      # Triton; then Nsight Compute on the default at 4096³ and 1024³, and the three sanitizers on
+      # ragged shapes for every small-tile preset and split (benchmarks/run_fast_once.py)
+      python3 benchmarks/warm_kernel_cache.py -j 16 2>&1 | tee "$out/warm_cache.log" | tail -1
+      K=k11_vectorized_bk16; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K k12_async_copy --default \
+        --no-extra-peers --config $K:$c64 $K:$c64,splits=2 $K:$c64x128 $K:$c64x128,splits=2 $K:$c128x64 \
+        $K:$c128x64,splits=2 $K:splits=2 $K:splits=3 $K:splits=4 \
+        --json "$out/matmul_fast_h200.json" --md "$out/matmul_fast_h200.md" 2>&1 | tee "$out/fast.log" | grep -v '^|'
+      m=sm__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread
+      timeout 120 ncu --clock-control none -k regex:matmul_k11 --metrics "$m" --csv \
+        python3 benchmarks/run_fast_once.py --shapes 4096 1024 --cases default \
+        > "$out/ncu_matmul_fast_h200.csv" 2> "$out/ncu_fast.err"; echo "ncu rc=$?"
+      for tool in memcheck racecheck synccheck; do
+        timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
+          --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
+        echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
+      done ;;
     ncu)
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
       timeout 300 ncu --clock-control none --metrics "$m" --csv \

@@ -117,18 +117,21 @@ def test_k12_copies_asynchronously():
 # --- the default API's choice ----------------------------------------------------------------
 
 
-def test_small_problems_get_small_tiles_or_split_k():
+def test_small_problems_split_k_until_the_sms_are_full(monkeypatch):
     f32, k11 = np.float32, "k11_vectorized_bk16"
     pick = _common.fast_pick
-    assert pick(1000, 1000, 1000, f32) == (k11, "64x64", 1)  # 64 tiles of 128×128
-    assert pick(1031, 997, 1013, f32) == (k11, "64x64", 1)  # 72 tiles
-    assert pick(1400, 1400, 1400, f32) == (k11, "default", 2)  # 121 tiles
+    assert pick(1000, 1000, 1000, f32) == (k11, "default", 4)  # 64 tiles of 128×128
+    assert pick(1031, 997, 1013, f32) == (k11, "default", 3)  # 72 tiles
     assert pick(2048, 2048, 2048, f32) == (k11, "default", 1)  # 256 tiles
-    assert pick(1400, 1400, 200, f32)[2] == 1  # K too short to split
+    assert pick(1000, 1000, 200, f32)[2] == 1  # K too short to split
     assert pick(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, "default", 1)
-    assert _common.fast_choice(1400, 1400, 1400, f32) == (k11, 2)  # (variant, splits), as before
-    for row in _common.FAST_TABLE:  # every preset the table names exists and is valid
+    assert _common.fast_choice(1031, 997, 1013, f32) == (k11, 3)  # (variant, splits), as before
+    for row in _common.FAST_TABLE:  # every preset the table names exists, and fits in float64 too
         RUNGS[row[2]].resolve_config(row[3] if len(row) > 3 else "default").check_smem(np.float64)
+    # a row may name a preset (and a three-field row means "default")
+    monkeypatch.setattr(_common, "FAST_TABLE", ((88, 1, k11, "64x64"), (None, 2, k11)))
+    assert pick(1000, 1000, 1000, f32) == (k11, "64x64", 1)
+    assert pick(2048, 2048, 2048, f32) == (k11, "default", 2)
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 5])
@@ -262,9 +265,10 @@ def tile_loop(sass: str) -> collections.Counter:
     return best
 
 
-#: FFMA share of the tile loop's static SASS: the issue asks 90%; k11 and k12 are at 86%
-#: (the rest: 64 LDS.128 and ~70 address/branch instructions per tile; benchmarks/NOTES.md)
-MIN_FFMA_SHARE = 0.85
+#: FFMA share of the tile loop's static SASS (the issue asks 90%).  k11: 2048 of 2275 (90.0%),
+#: its shared-memory addresses one base register plus immediate offsets (``vector.load4_at``);
+#: k12 keeps indexed reads (86%: with the immediates ptxas spills it; benchmarks/NOTES.md, session 8)
+MIN_FFMA_SHARE = {"k11_vectorized_bk16": 0.90, "k12_async_copy": 0.85}
 
 
 def test_fast_rungs_sass_rules(tmp_path):
@@ -307,5 +311,5 @@ def test_fast_rungs_sass_rules(tmp_path):
         assert loop["LDS"] >= 2 * 16 * 4, (v, loop)  # 64 LDS.128 per tile (k12: a few scalar LDS more)
         wide = loop["LDGSTS"] if v == "k12_async_copy" else loop["LDG"]
         assert wide == 2 * 4, (v, loop)  # 4 16-byte loads (or copies) per tile
-        assert loop["FFMA"] / total >= MIN_FFMA_SHARE, (v, f"{loop['FFMA'] / total:.3f}", loop.most_common(12))
+        assert loop["FFMA"] / total >= MIN_FFMA_SHARE[v], (v, f"{loop['FFMA'] / total:.3f}", loop.most_common(12))
         assert "LDL" not in loop and "STL" not in loop

@@ -23,12 +23,16 @@ def flops(m: int, n: int, k: int) -> int:
 #: What ``matmul(variant=None, config=None)`` runs for a float32 problem, by shape class:
 #: how many 128×128 tiles C has.  Rows are ``(most tiles, splits, variant, preset)``, first
 #: match wins (a three-field row means the ``"default"`` preset).  Two 128×128 blocks fit per
-#: SM and the H200 has 132 SMs, so a grid of fewer than 264 blocks leaves slots idle: small
-#: problems take smaller block tiles (the ``"64x64"`` preset: 4 times the blocks, up to 4 per
-#: SM) and/or split K (deterministically: partials, then one sum kernel).  Measured on the
-#: H200 (benchmarks/results/matmul_fast_h200.md, benchmarks/NOTES.md "Session 8").
+#: SM and the H200 has 132 SMs, so a grid of fewer than 264 blocks leaves slots idle: K is
+#: then split (deterministically: partials, then one sum kernel) so that tiles × splits ≤ 264.
+#: Measured on the H200 (benchmarks/results/matmul_fast_h200.md): 1000³ and 1024³ (64 tiles)
+#: best with 4 splits (29.3 and 31.2 TFLOP/s, against 17.1 and 18.2 unsplit), 1031×997×1013
+#: (72 tiles) with 3, 2048³ (256 tiles) unsplit (43.5; 2 splits: 40.4).  The smaller-tile
+#: presets of k11 (``"64x64"``, ``"64x128"``, ``"128x64"``) are candidates for the small rows,
+#: not yet measured (benchmarks/NOTES.md, session 8): a row names one only once it is.
 FAST_TABLE = (
-    (88, 1, "k11_vectorized_bk16", "64x64"),
+    (66, 4, "k11_vectorized_bk16", "default"),
+    (88, 3, "k11_vectorized_bk16", "default"),
     (132, 2, "k11_vectorized_bk16", "default"),
     (None, 1, "k11_vectorized_bk16", "default"),
 )

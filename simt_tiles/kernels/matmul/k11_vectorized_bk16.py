@@ -8,7 +8,11 @@ What changed versus k10
     * **generates the kernel's source** (:mod:`simt_tiles.codegen`): every k-step
       written out, accumulators and fragments as scalar locals, the tile loop
       unrolled ×2 so the shared stage is a constant.  NVVM will not unroll a
-      16-deep k-loop of 64 FMAs; written out, 91% of the loop is FFMA;
+      16-deep k-loop of 64 FMAs; written out, 86% of the loop is FFMA;
+    * **shared addresses as one base register plus a constant**
+      (``vector.load4_at`` / ``store_at``): the stage, the k-step and the
+      fragment group are immediate offsets, where ``a_s[s, kk, U(am + U(r))]``
+      costs an add and a shift per read: the loop is 90% FFMA;
     * **BK=16 with 128-bit global loads** on flat indices advanced once per tile,
       as side-effecting inline PTX (``vector.load4_global``): an ordinary load
       would be sunk by LLVM past the FFMAs, exposing its latency every tile;
@@ -20,7 +24,9 @@ What changed versus k10
     * **uint32 indices throughout** (an int64 build for arrays ≥ 2³¹ elements);
     * **split-K** (``splits``): block z sums its own K range into a workspace,
       one small kernel adds the partials in a fixed order — deterministic, and
-      enough blocks to fill 132 SMs at 1024³ (64 tiles of 128×128 alone fill 24%).
+      enough blocks to fill 132 SMs at 1024³ (64 tiles of 128×128 alone fill 24%);
+      smaller block tiles (presets ``64x64``, ``64x128``, ``128x64``) are the
+      other way to more blocks.
 
 Shared memory: A transposed, XOR-swizzled by k's quarter (bits 3-4 of m):
 conflict-free for both the 4 scalar stores and the 128-bit reads; B as is.

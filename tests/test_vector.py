@@ -107,6 +107,78 @@ def test_gpu_target_emits_128_bit_accesses():
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
 
 
+# --- base + constant: load4_at / store4_at / store_at (the generated matmul rungs) ---------
+
+
+def _at_kernel(dt):
+    from numba import uint32
+
+    from simt_tiles.runtime import SMEM_ALIGN
+
+    def kernel(a, b):
+        """b[12 + 4t + q] = a[16 + 4(t ^ 1) + q] through a shared array, 4 threads: every access
+        a uint32 base plus a constant offset."""
+        s = cuda.shared.array(64, dt, alignment=SMEM_ALIGN)
+        t = cuda.threadIdx.x
+        i = uint32(t * 4)
+        x0, x1, x2, x3 = vector.load4_at(a, i, 16)
+        vector.store4_at(s, i, 32, x0, x1, x2, x3)
+        cuda.syncthreads()
+        y0, y1, y2, y3 = vector.load4_at(s, uint32(i ^ uint32(4)), 32)  # the neighbour's vector
+        vector.store_at(b, i, 12, y0)  # b[12 + 4t + q]
+        vector.store_at(b, i, 13, y1)
+        vector.store_at(b, i, 14, y2)
+        vector.store_at(b, i, 15, y3)
+
+    return cuda.jit(kernel)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_base_plus_constant_accesses(dtype):
+    from numba import float32, float64
+
+    a = np.arange(40, dtype=dtype)
+    b = poisoned((32,), dtype)
+    _at_kernel(float32 if np.dtype(dtype) == np.float32 else float64)[1, 4](cuda.to_device(a), b)
+    got, want = b.copy_to_host(), np.full(32, np.nan, dtype)
+    for t in range(4):  # thread t stores the vector thread t ^ 1 loaded, at 12 + 4t
+        want[12 + 4 * t:16 + 4 * t] = a[16 + 4 * (t ^ 1):20 + 4 * (t ^ 1)]
+    np.testing.assert_array_equal(got, want)
+
+
+PTX_AT = textwrap.dedent(r"""
+    import re
+    from numba import cuda, float32, uint32, void
+    from simt_tiles import vector
+
+    def k(a, b):
+        s = cuda.shared.array(256, float32, alignment=16)
+        i = uint32(cuda.threadIdx.x * 4)
+        x0, x1, x2, x3 = vector.load4_at(a, i, 0)
+        vector.store4_at(s, i, 64, x0, x1, x2, x3)
+        cuda.syncthreads()
+        y0, y1, y2, y3 = vector.load4_at(s, i, 128)
+        z0, z1, z2, z3 = vector.load4_at(s, i, 160)
+        vector.store_at(b, i, 0, y0 + z0 + y1 + z1 + y2 + z2 + y3 + z3)
+
+    ptx, _ = cuda.compile_ptx(k, void(float32[::1], float32[::1]), cc=(9, 0))
+    # the constants (bytes) are immediates in the address, not adds before each access
+    # (the base registers differ in PTX: one opaque mov each; ptxas merges them)
+    loads = re.findall(r"ld\.shared\.v4\.f32\s+\{[^}]*\},\s*\[%rd\d+\+(\d+)\]", ptx)
+    assert sorted(map(int, loads)) == [512, 640], ptx
+    assert re.search(r"st\.shared\.v4\.f32\s+\[%rd\d+\+256\]", ptx), ptx
+    print("ok")
+""")
+
+
+def test_gpu_target_folds_the_constant_into_the_address():
+    """load4_at / store4_at on the real target: ``[base+imm]`` (the tile loop's FFMA share rests on it)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
+           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", PTX_AT], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
+
+
 # --- k07 --------------------------------------------------------------------------------
 
 

@@ -115,7 +115,7 @@ def _tilecpp():
     try:
         from .. import tilecpp
     except ImportError as exc:
-        return None, f"simt_tiles.tilecpp not in this build ({exc})"
+        return None, f"not built in this run (simt_tiles.tilecpp absent: {exc})"
     ok, why = tilecpp.available()
     return (tilecpp, None) if ok else (None, why)
 
@@ -413,11 +413,13 @@ class Table:
 
         # float32 chains: all of the device's resident threads (132 SMs × 2048) share the array
         chain32 = math.ceil(n / (132 * 2048))
-        self.entry(key, "SIMT best rung", "k01_warp_shuffle", lambda: simt_tiles.reduce(x, op),
-                   lambda: check_with(simt_tiles.reduce(x, op)), kind="simt",
+        out = cp.full((), cp.nan, cp.float32)  # a device result: no copy to the host in the timed call
+        self.entry(key, "SIMT best rung", "k01_warp_shuffle", lambda: simt_tiles.reduce(x, op, out=out),
+                   lambda: check_with(out), kind="simt",
                    loc=lambda L: L.rung_lines("simt_tiles.kernels.reduce.k01_warp_shuffle"), **kw)
-        self.entry(key, "simt_tiles default", f"simt_tiles.reduce(x, {op!r})", lambda: simt_tiles.reduce(x, op),
-                   lambda: check_with(simt_tiles.reduce(x, op)), kind="simt", **kw)
+        out.fill(cp.nan)
+        self.entry(key, "simt_tiles default", f"simt_tiles.reduce(x, {op!r})",
+                   lambda: simt_tiles.reduce(x, op, out=out), lambda: check_with(out), kind="simt", **kw)
         if op == "sum":
             if self.tile is not None:
                 self.entry(key, "cuTile Python", "cuTile reduce_sum", lambda: self.tile.reduce_sum(x),
@@ -435,9 +437,8 @@ class Table:
             self.absent(key, cutile="simt_tiles.tile has sums only", tilecpp="simt_tiles.tilecpp has sums only")
         if self.triton is not None:
             fn, _ = self.triton.triton_reduce(op)
-            tx = self._torch(x)
-            parts = self._torch(cp.empty(self.triton.REDUCE_PROGRAMS, cp.float64))
-            tout = self._torch(cp.full(1, cp.nan, cp.float32))
+            parts_cp, tout_cp = cp.empty(self.triton.REDUCE_PROGRAMS, cp.float64), cp.full(1, cp.nan, cp.float32)
+            tx, parts, tout = self._torch(x), self._torch(parts_cp), self._torch(tout_cp)
             self.entry(key, "Triton", f"Triton {op}", lambda: fn(tx, parts, tout), lambda: check_with(cp.asarray(tout)),
                        loc=lambda L: L.function_lines(ROOT / "simt_tiles/bench/triton_peers.py", ["reduce_kernel"]),
                        **kw)

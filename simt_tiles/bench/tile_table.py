@@ -66,25 +66,28 @@ def run(args) -> int:
 
     from ..machine import describe
 
-    with common.session("tile", args.reps) as (h, cp, tile):
-        t = Table(h, cp, tile, QUICK if args.quick else FULL)
-        for key in args.problems:
-            getattr(t, key)(key)
-        rows = h.rows
-    data = {"machine": describe(), "title": "SIMT vs Tile", "method": __doc__, "problems": args.problems,
-            "problem_titles": {k: t.title(k) for k in args.problems}, "results": rows, "missing": t.missing,
-            "loc_method": _loc_doc()}
-    md = render(data)
-    print(md, flush=True)
     paths = {k: getattr(args, k, None) for k in ("json", "md")}
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         paths = {k: paths[k] or v for k, v in common.result_paths(args.out, "tile_table").items() if k != "plot"}
-    if paths.get("json"):
-        Path(paths["json"]).write_text(json.dumps(data, indent=2))
-    if paths.get("md"):
-        Path(paths["md"]).write_text(md + "\n")
-    return 0 if all(r["passed"] for r in rows) else 1
+
+    def write(t, rows, done):  # after every problem: a run cut short keeps what it measured
+        data = {"machine": describe(), "title": "SIMT vs Tile", "method": __doc__, "problems": done,
+                "problem_titles": {k: t.title(k) for k in done}, "results": rows, "missing": t.missing,
+                "loc_method": _loc_doc()}
+        if paths.get("json"):
+            Path(paths["json"]).write_text(json.dumps(data, indent=2))
+        if paths.get("md"):
+            Path(paths["md"]).write_text(render(data) + "\n")
+        return data
+
+    with common.session("tile", args.reps) as (h, cp, tile):
+        t = Table(h, cp, tile, QUICK if args.quick else FULL)
+        for i, key in enumerate(args.problems):
+            getattr(t, key)(key)
+            data = write(t, h.rows, args.problems[:i + 1])
+    print(render(data), flush=True)
+    return 0 if all(r["passed"] for r in data["results"]) else 1
 
 
 def main(argv=None) -> int:

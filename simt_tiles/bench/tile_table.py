@@ -293,7 +293,9 @@ class Table:
             return res
 
         def call(v):
-            wv = w_host if v in CONSTANT_FILTER_VARIANTS or v is None else w
+            # the rungs that compile the filter's values in get it as NumPy; the others (and the
+            # default, k03: the constant-filter rungs are opt-in) on the device, as users call them
+            wv = w_host if v in CONSTANT_FILTER_VARIANTS else w
             return simt_tiles.correlate2d(x, wv, mode="constant", out=out, variant=v)
 
         out.fill(cp.nan)
@@ -649,6 +651,19 @@ def cells(data: dict) -> list[dict]:
     return out
 
 
+def _short(why: str) -> str:
+    """A cell's reason: the text before its first parenthesis (the JSON keeps the whole)."""
+    if why.startswith("FAILED") or len(why) <= 60:
+        return why
+    return why.split(" (")[0]
+
+
+LOC_NOTE = ("lines: non-blank, non-comment, non-docstring lines of kernel code, counted from the sources by "
+            "`simt_tiles/bench/loc.py` — SIMT: the rung's device-code functions (kernel factory, device "
+            "helpers, code generators; not configs, geometry or launchers); Triton and cuTile: the kernel "
+            "functions; Tile C++: the `.cu` file; cuda.compute: the C++ operator (0 for a built-in one)")
+
+
 def render(data: dict) -> str:
     """The markdown table: per problem, per system ``rate (× library) · LOC · implementation``."""
     from .._table import markdown
@@ -661,16 +676,16 @@ def render(data: dict) -> str:
         for system in SYSTEMS:
             r = line["systems"][system]
             if "why" in r:
-                row.append(f"— ({r['why']})")
+                row.append(f"— {_short(r['why'])[:90]}")
                 continue
             ratio = f" ({_rate(r) / base:.2f}×)" if base else ""
             loc = f" · {r['loc']} lines" if r.get("loc") is not None else ""
             row.append(f"{_fmt_rate(r)}{ratio}{loc} · {r['impl']}")
         body.append(row)
     m = data.get("machine", {})
-    head = (f"On {m.get('gpu', '?')}: rate (× the library cell) · lines of kernel code · implementation. "
-            "Every cell was checked against its reference and bound before it was timed; a dash says why a "
-            "cell is empty. Lines: " + " ".join(data.get("loc_method", "").split()))
+    head = (f"On {m.get('gpu', '?')}, one run: rate (× the library cell of the row) · lines of kernel code · "
+            "implementation; every cell checked against its reference and bound before it was timed; a dash "
+            f"says why a cell is empty. TFLOP/s for matmul, GB/s otherwise; {LOC_NOTE}.")
     return head + "\n\n" + markdown(["problem", "precision", *SYSTEMS], body)
 
 

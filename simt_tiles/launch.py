@@ -73,8 +73,11 @@ def set_enabled(on: bool) -> bool:
 
 
 def clear() -> None:
-    """Forget every plan (the next call of each signature takes the checked path again)."""
+    """Forget every plan (the next call of each signature takes the checked path again) and
+    reset :func:`stats`."""
     _PLANS.clear()
+    for k in _COUNTS:
+        _COUNTS[k] = 0
 
 
 def stats() -> dict:

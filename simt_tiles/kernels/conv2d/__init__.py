@@ -85,7 +85,6 @@ import numpy as np
 from numba import cuda
 
 from ...interop import (
-from ...launch import planned
     Operand,
     as_stream,
     device_operand,
@@ -93,6 +92,7 @@ from ...launch import planned
     host_operand,
     prepare_out,
 )
+from ...launch import planned
 from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import (
     k01_naive,

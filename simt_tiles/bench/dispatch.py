@@ -1,10 +1,10 @@
 """Host time per call of every public function (the launch path, not the kernels), beside CuPy/PyTorch.
 
-    simt-tiles bench dispatch [--calls 300] [--out DIR]
+    simt-tiles bench dispatch [--calls 300] [--reps 3] [--out DIR]
 
 For each public function on a small problem, with CuPy, PyTorch and Numba device arrays and
 ``out=`` given: after three warm-up calls, ``--calls`` calls back to back, then one
-synchronisation.  ``host_us`` is the wall time of the calls divided by their number (the
+synchronisation (``--reps`` such loops, the median reported).  ``host_us`` is the wall time of the calls divided by their number (the
 launches are asynchronous, so this is what the caller's thread spends per call); ``wall_us``
 includes the final synchronisation (it exceeds ``host_us`` where the GPU is the slower side).
 Each function is timed with launch plans (the default, :mod:`simt_tiles.launch`) and on the
@@ -145,18 +145,23 @@ def sync():
     cuda.synchronize()
 
 
-def per_call(call: Callable, calls: int) -> tuple[float, float]:
-    """``(host µs, wall µs)`` per call over ``calls`` calls after three warm-up calls."""
+def per_call(call: Callable, calls: int, reps: int = 1) -> tuple[float, float]:
+    """``(host µs, wall µs)`` per call: ``reps`` loops of ``calls`` calls (after three warm-up
+    calls), one synchronisation after each loop; the median loop."""
     for _ in range(3):
         call()
     sync()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        call()
-    t1 = time.perf_counter()
-    sync()
-    t2 = time.perf_counter()
-    return (t1 - t0) / calls * 1e6, (t2 - t0) / calls * 1e6
+    host, wall = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) / calls * 1e6)
+        wall.append((t2 - t0) / calls * 1e6)
+    return float(np.median(host)), float(np.median(wall))
 
 
 def _peers(case: Case, kind: str, dpos, dkw, out):
@@ -233,10 +238,11 @@ def check(case: Case, kind: str) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--calls", type=int, default=300, help="timed calls per entry (default 300)")
-    p.add_argument("--out", metavar="DIR", help="write DIR/dispatch_<device>.{json,md}")
-    p.add_argument("--json", metavar="PATH", help="write the rows and the machine description as JSON")
-    p.add_argument("--md", metavar="PATH", help="write the table as markdown")
+    from .common import add_output_arguments
+
+    add_output_arguments(p)  # --reps: loops of --calls calls, the median loop reported; --plot is not drawn
+    p.set_defaults(reps=3)
+    p.add_argument("--calls", type=int, default=300, help="calls per timed loop (default 300)")
 
 
 def run(args) -> int:
@@ -257,23 +263,23 @@ def run(args) -> int:
             call, out, _, (dpos, dkw) = prepared(case, kind)
             for impl, on in ((f"simt_tiles.{case.function}", True), (f"simt_tiles.{case.function} checked path", False)):
                 launch.set_enabled(on)
-                host, wall = per_call(call, args.calls)
+                host, wall = per_call(call, args.calls, args.reps)
                 rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
                              "kind": kind, "function": case.function})
             launch.set_enabled(True)
             for impl, peer in _peers(case, kind, dpos, dkw, out).items():
-                host, wall = per_call(peer, args.calls)
+                host, wall = per_call(peer, args.calls, args.reps)
                 rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
                              "kind": kind, "function": case.function, "peer": True})
             for r in rows[-4:]:
                 if r["problem"] == problem:
                     print(f"{problem:44s} {r['impl']:48s} {r.get('host_us', '-'):>8} µs", flush=True)
     for kind, call in _bare_numba().items():
-        host, wall = per_call(call, args.calls)
+        host, wall = per_call(call, args.calls, args.reps)
         rows.append({"problem": f"vector_add 4096 ({kind})", "impl": "bare Numba launch", "host_us": round(host, 2),
                      "wall_us": round(wall, 2), "kind": kind, "peer": True})
         print(f"bare Numba launch ({kind}) {host:.2f} µs", flush=True)
-    data = {"machine": describe(), "title": "host time per call", "calls": args.calls,
+    data = {"machine": describe(), "title": "host time per call", "calls": args.calls, "reps": args.reps,
             "method": __doc__.split("\n\n")[2].replace("\n", " "), "plans": launch.stats(), "results": rows}
     table = markdown(data)
     print(table)

@@ -238,7 +238,7 @@ def planned(fn):
                     return fn(*args, **kwargs)  # not a stream: the checked path says so
             else:  # NumPy arrays (copied anyway), anything unhashable
                 return fn(*args, **kwargs)
-        if first is None:
+        if first is None or first[1] < 0:  # no device array (or a CPU tensor): the checked path
             return fn(*args, **kwargs)
         key.extend(kwargs)  # keyword names, in the caller's order
         stream = kwargs.get("stream")

@@ -99,24 +99,31 @@ def no_plan(reason: str) -> None:
 
 
 def _torch_sig(x):
-    ptr, dev = x.data_ptr(), x.get_device()
+    ptr, cuda_ = x.data_ptr(), x.is_cuda
+    dev = (x.get_device() if _MULTI_GPU else 0) if cuda_ else -1  # -1: a CPU tensor (the checked path)
     return (x.dtype, x.shape, x.stride(), dev, x.requires_grad, ptr & 15), ptr, dev
 
 
 def _cupy_sig(x):
-    ptr, dev = x.data.ptr, x.device.id
+    ptr = x.data.ptr
+    dev = x.device.id if _MULTI_GPU else 0
     return (x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
 
 
 def _numba_sig(x):
     ptr = x.device_ctypes_pointer.value or 0
-    dev = x.gpu_data.context.device.id if x.gpu_data is not None else -1
+    dev = x.gpu_data.context.device.id if _MULTI_GPU else 0
     return (x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
 
 
 def _sim_sig(x):
     ptr = x._ary.__array_interface__["data"][0]
     return (x.dtype, x.shape, x.strides, 0, ptr & 15), ptr, 0
+
+
+#: more than one GPU visible: arrays' devices are read and compared with the current one on every
+#: call; with one, every device array is on it (set when the first call is made, GPU only)
+_MULTI_GPU = True
 
 
 _SIGS: dict = {}
@@ -153,15 +160,35 @@ def array_signature(x):
 
 def _current_stream(kind: str, dev: int) -> int:
     """The handle of the current stream of ``kind``'s framework (0: the legacy default stream)."""
-    if kind == "torch":
-        import torch
+    return 0 if kind == "numba" else _CURRENT[kind](dev)
 
-        return int(torch._C._cuda_getCurrentRawStream(dev))
-    if kind == "cupy":
-        import cupy
 
-        return int(cupy.cuda.get_current_stream().ptr)
-    return 0
+def _framework_streams() -> dict:
+    """``kind → f(device) → current stream handle`` for the frameworks already imported."""
+    import sys
+
+    out = {}
+    if "cupy" in sys.modules:
+        get = sys.modules["cupy"].cuda.get_current_stream
+        out["cupy"] = lambda dev: get().ptr
+    if "torch" in sys.modules:
+        raw = getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
+        if raw is None:  # pragma: no cover - an older torch
+            cur = sys.modules["torch"].cuda.current_stream
+            out["torch"] = lambda dev: cur(dev).cuda_stream
+        else:
+            out["torch"] = raw
+    return out
+
+
+class _Current(dict):
+    def __missing__(self, kind):
+        found = _framework_streams()
+        self.update(found)
+        return found.get(kind)
+
+
+_CURRENT = _Current()
 
 
 def stream_handle(stream) -> int | None:
@@ -183,8 +210,8 @@ def stream_handle(stream) -> int | None:
 
 
 def _current_device() -> int:
-    """The device of the calling thread's current CUDA context (-1: none)."""
-    if SIMULATOR:
+    """The device of the calling thread's current CUDA context (-1: none; 0 with one GPU)."""
+    if SIMULATOR or not _MULTI_GPU:
         return 0
     err, dev = _drv().cuCtxGetDevice()
     return int(dev) if err == _SUCCESS else -1
@@ -200,6 +227,26 @@ def _drv():
 _SUCCESS = None if SIMULATOR else _drv().CUresult.CUDA_SUCCESS
 
 
+@functools.lru_cache(maxsize=None)
+def _setup() -> None:
+    """Once, at the first call: how many GPUs this process sees."""
+    global _MULTI_GPU
+    _MULTI_GPU = not SIMULATOR and len(cuda.gpus) > 1
+
+
+@functools.lru_cache(maxsize=None)
+def _c_launch():
+    """``cuLaunchKernel`` from the driver library through ctypes (fewer conversions per call than
+    cuda.bindings' wrapper), or None where the library cannot be opened by that name."""
+    try:
+        f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    except (OSError, AttributeError):
+        return None
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return f
+
+
 # ---------------------------------------------------------------------------
 # The decorator
 # ---------------------------------------------------------------------------
@@ -213,6 +260,8 @@ def planned(fn):
     def call(*args, **kwargs):
         if not _ENABLED or getattr(_tls, "rec", None) is not None:
             return fn(*args, **kwargs)
+        if _MULTI_GPU:
+            _setup()
         key = [ident]
         arrays, ptrs = [], []
         first = None
@@ -411,8 +460,7 @@ class _Plan:
                 else:
                     template.append(("value", v))
             self.launches.append((SimLaunch if SIMULATOR else GpuLaunch)(kernel, template, grid, block, shared,
-                                                                           len(arrays)))
-        self.stream = stream_object(self.key_stream)
+                                                                           self.key_stream))
 
     def replay(self, arrays, ptrs):
         if _current_device() != self.device:
@@ -430,19 +478,12 @@ class _Plan:
             ptrs = [*ptrs, _ptr_of(result) if SIMULATOR else array_signature(result)[2]]
         with self.lock:
             for launch in self.launches:
-                launch(arrays, ptrs, self.stream)
+                launch(arrays, ptrs)
         return result
 
 
 def _is_device_array(v) -> bool:
     return bool(getattr(v, "__cuda_ndarray__", False)) or hasattr(v, "__cuda_array_interface__")
-
-
-def stream_object(handle):
-    """What a replay launches on: a ``CUstream`` (GPU) or a Numba stream (simulator, 0: default)."""
-    if SIMULATOR:
-        return 0
-    return _drv().CUstream(handle)
 
 
 def _recipe(result):
@@ -519,41 +560,50 @@ def ctype_args(flat) -> list:
 
 
 class GpuLaunch:
-    """One kernel of a plan: its function handle, geometry and a prebuilt parameter buffer whose
-    ``data`` pointers are rewritten per call."""
+    """One kernel of a plan: its function handle, geometry, stream and a prebuilt parameter buffer
+    whose ``data`` pointers are rewritten per call; launched with the driver's ``cuLaunchKernel``."""
 
-    def __init__(self, kernel, template, grid, block, shared, n_arrays):
+    def __init__(self, kernel, template, grid, block, shared, stream: int):
         if kernel.debug or kernel.cooperative or kernel.extensions:
             raise _Refuse("a debug, cooperative or extended kernel")
-        drv = _drv()
-        self.func = drv.CUfunction(int(kernel._codelibrary.get_cufunc().handle))
         values = [t[3] if t[0] == "array" else t[1] for t in template]
         slots: list = []
         self.objs = ctype_args(flatten(kernel.argument_types, values, slots))
-        self.keep = [t[4] for t in template if t[0] == "array" and t[4] is not None]
+        self.keep = [t[4] for t in template if t[0] == "array" and t[4] is not None]  # buffers it holds
         arrays = [t for t in template if t[0] == "array"]
         self.patch = [(self.objs[s], t[1], t[2]) for s, t in zip(slots, arrays) if t[1] is not None]
         self.params = (ctypes.c_void_p * len(self.objs))(*(ctypes.addressof(o) for o in self.objs))
-        self.params_addr = ctypes.addressof(self.params)
-        self.dims = (*grid, *block, shared)
-        self.launch = drv.cuLaunchKernel
+        handle = int(kernel._codelibrary.get_cufunc().handle)  # a CUkernel, launched as a CUfunction
+        self.c_launch = _c_launch()
+        if self.c_launch is not None:
+            self.args = (handle, *grid, *block, shared, stream, ctypes.addressof(self.params), None)
+        else:
+            drv = _drv()
+            self.bindings_launch = drv.cuLaunchKernel
+            self.args = (drv.CUfunction(handle), *grid, *block, shared, drv.CUstream(stream),
+                         ctypes.addressof(self.params), 0)
 
-    def __call__(self, arrays, ptrs, stream):
+    def __call__(self, arrays, ptrs):
         for obj, src, off in self.patch:
             obj.value = ptrs[src] + off
-        err, = self.launch(self.func, *self.dims, stream, self.params_addr, 0)
-        if err != _SUCCESS:
-            raise RuntimeError(f"cuLaunchKernel failed: {err!r} (simt_tiles fast launch path; "
+        if self.c_launch is not None:
+            err = self.c_launch(*self.args)
+            ok = err == 0
+        else:
+            err, = self.bindings_launch(*self.args)
+            ok = err == _SUCCESS
+        if not ok:
+            raise RuntimeError(f"cuLaunchKernel failed: CUresult {err!r} (simt_tiles' fast launch path; "
                                "SIMT_TILES_FAST_LAUNCH=0 turns it off)")
 
 
 class SimLaunch:
     """One kernel of a plan in the simulator: the arrays rebuilt as views of the caller's."""
 
-    def __init__(self, kernel, template, grid, block, shared, n_arrays):
+    def __init__(self, kernel, template, grid, block, shared, stream):
         self.kernel, self.template, self.dims = kernel, template, (grid, block, 0, shared)
 
-    def __call__(self, arrays, ptrs, stream):
+    def __call__(self, arrays, ptrs):
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         args = []

@@ -254,7 +254,10 @@ def run(args) -> int:
     for case in CASES:
         for kind in KINDS:
             problem = f"{case.name} ({kind})"
-            error = check(case, kind)
+            try:
+                error = check(case, kind)
+            except Exception as exc:  # noqa: BLE001 - reported as a failed row, the others still run
+                error = f"{type(exc).__name__}: {exc}"
             if error:
                 failed += 1
                 rows.append({"problem": problem, "impl": f"simt_tiles.{case.function}", "error": error})

@@ -311,9 +311,6 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
         kind, dev = "numba", x
     elif _has_cai(x):
         kind, dev = _kind_of_cai(x), _import_cai(x, stream)
-        shape = layout_of(x).shape
-        if tuple(dev.shape) != shape and math.prod(shape) == dev.size:
-            dev = dev.reshape(shape)  # Numba imports a 0-D PyTorch tensor as shape (1,)
     elif _is_cuda_dlpack(x):
         try:
             import cupy

@@ -8,8 +8,11 @@ synchronisation (``--reps`` such loops, the median reported).  ``host_us`` is th
 launches are asynchronous, so this is what the caller's thread spends per call); ``wall_us``
 includes the final synchronisation (it exceeds ``host_us`` where the GPU is the slower side).
 Each function is timed with launch plans (the default, :mod:`simt_tiles.launch`) and on the
-checked path (``SIMT_TILES_FAST_LAUNCH=0``), beside CuPy/PyTorch calls doing the same work and
-a bare Numba launch of a one-line kernel.  Every simt_tiles result is compared with its NumPy
+checked path (``SIMT_TILES_FAST_LAUNCH=0``), beside CuPy/PyTorch calls doing the same work (named
+``cupy.<function>`` / ``torch.<function>``: ``cupy.add``, ``torch.relu(x + b)``, ``cupy.sum``,
+``cupyx.scipy.ndimage.correlate``, ``torch.nn.functional.conv2d``, ... see :func:`_peers`) and a bare
+Numba launch of a one-line kernel.  At 256³ the matmul rows (and the NCHW layer's) are paced by
+the GPU, not the host: their peers take as long.  Every simt_tiles result is compared with its NumPy
 reference, and the plan's result with the checked path's (bit for bit), before it is timed.
 """
 
@@ -108,7 +111,7 @@ def to_kind(x: np.ndarray, kind: str):
     if kind == "torch":
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+        return torch.from_numpy(x.copy(order="C")).cuda()  # (np.ascontiguousarray makes a 0-D array 1-D)
     from numba import cuda
 
     return cuda.to_device(x)
@@ -283,7 +286,7 @@ def run(args) -> int:
                      "wall_us": round(wall, 2), "kind": kind, "peer": True})
         print(f"bare Numba launch ({kind}) {host:.2f} µs", flush=True)
     data = {"machine": describe(), "title": "host time per call", "calls": args.calls, "reps": args.reps,
-            "method": __doc__.split("\n\n")[2].replace("\n", " "), "plans": launch.stats(), "results": rows}
+            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
     table = markdown(data)
     print(table)
     paths = {"json": args.json, "md": args.md}

@@ -478,17 +478,16 @@ def as_stream(stream, like=None):
     arrays.  Otherwise a Numba stream, or a CuPy / PyTorch / cuda.core stream object
     (wrapped with ``cuda.external_stream``, GPU only).
     """
+    import numba
     from numba import cuda
 
     if stream is None:
-        ptr = current_stream_ptr(like)
+        ptr = 0 if numba.config.ENABLE_CUDASIM else current_stream_ptr(like)  # the simulator: one stream
         return cuda.external_stream(ptr) if ptr else 0
-    if isinstance(stream, int) and not isinstance(stream, bool) and stream == 0:
+    if isinstance(stream, int) and stream == 0:
         return 0
     if type(stream).__module__.startswith("numba"):
         return stream
-    import numba
-
     if not numba.config.ENABLE_CUDASIM:
         for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
             ptr = getattr(stream, attr, None)

@@ -443,7 +443,6 @@ class _Plan:
         if self.result_arg is None:
             self.recipe = _recipe(result)
             spans = [*spans, layout_of(result).span()]
-        self.out_arg = self.result_arg
         self.launches = []
         for kernel, args, grid, block, stream, shared in rec.launches:
             if stream != self.key_stream:

@@ -7,7 +7,7 @@ extern "C" __tile_global__ void bias_relu(const float* x, const float* bias, flo
   auto xv = ct::partition_view{ct::tensor_span{x, ct::extents{m, n}}, ct::shape<BM, BN>{}};
   auto yv = ct::partition_view{ct::tensor_span{y, ct::extents{m, n}}, ct::shape<BM, BN>{}};
   auto bv = ct::partition_view{ct::tensor_span{bias, ct::extents{n}}, ct::shape<BN>{}};
-  auto [i, j, _] = ct::bid();  // grid: (column tiles, row tiles)
-  auto v = xv.load_masked(j, i) + ct::reshape<ct::shape<1, BN>>(bv.load_masked(i));
-  yv.store_masked(ct::select(v < 0.0f, ct::zeros<decltype(v)>(), v), j, i);
+  int tiles_n = (n + BN - 1) / BN, i = ct::bid().x / tiles_n, j = ct::bid().x % tiles_n;
+  auto v = xv.load_masked(i, j) + ct::reshape<ct::shape<1, BN>>(bv.load_masked(j));
+  yv.store_masked(ct::select(v < 0.0f, ct::zeros<decltype(v)>(), v), i, j);
 }

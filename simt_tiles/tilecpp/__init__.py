@@ -57,7 +57,7 @@ PRECISIONS = ("fp32", "tf32")
 
 _INT32_MAX = 2**31 - 1
 _SUM_BLOCKS = 4 * 132  # sum_partials' grid: 4 blocks per SM of an H200
-_TILE = {"softmax_short": 16, "softmax_long": 1, "sum_rows": 4, "vector_add": 4096, "bias_relu": (16, 256),
+_TILE = {"softmax_short": 16, "softmax_mid": 4, "softmax_long": 1, "sum_rows": 4, "vector_add": 4096, "bias_relu": (16, 256),
          "matmul_fp32": (64, 64), "matmul_tf32": (128, 128), "correlate2d": (32, 64)}  # as in the sources
 
 
@@ -205,13 +205,13 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None):
 
 def softmax(x, *, out=None):
     """``scipy.special.softmax(x, axis=-1)`` for a 2-D float32 array: each row's maximum is
-    subtracted before ``exp``; rows of up to 128 columns take 16 rows per block, longer rows
-    one row per block in 4096-column tiles (online max and sum, then a second pass)."""
+    subtracted before ``exp``.  A block takes 16 rows of up to 128 columns, 4 rows of up to
+    1024, or one longer row in 4096-column tiles: an online max and sum, then a second pass."""
     X = _operand(x, "x", 2)
     m, n = X.shape
     Y = io.prepare_out(out, X, (m, n), np.float32)
     if m and n:
-        kernel = "softmax_short" if n <= 128 else "softmax_long"
+        kernel = "softmax_short" if n <= 128 else "softmax_mid" if n <= 1024 else "softmax_long"
         _launch_op(kernel, (_cdiv(m, _TILE[kernel]),), X.ptr, Y.ptr, m, n)
     return _finish(Y)
 

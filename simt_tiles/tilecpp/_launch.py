@@ -38,6 +38,7 @@ SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "vector_add": ("vector_add", (_PTR, _PTR, _PTR, _I32)),
     "bias_relu": ("bias_relu", (_PTR, _PTR, _PTR, _I32, _I32)),
     "softmax_short": ("softmax", (_PTR, _PTR, _I32, _I32)),
+    "softmax_mid": ("softmax", (_PTR, _PTR, _I32, _I32)),
     "softmax_long": ("softmax", (_PTR, _PTR, _I32, _I32)),
     "sum_rows_f32": ("reduce_sum", (_PTR, _PTR, _I32, _I32)),
     "sum_rows_f64": ("reduce_sum", (_PTR, _PTR, _I32, _I32)),
@@ -88,13 +89,30 @@ def param_buffer(kernel: str, *values) -> bytes:
     return bytes(buf)
 
 
+def _core():
+    """``cuda.core``'s namespace (``cuda.core.experimental`` before cuda-core 0.5)."""
+    try:
+        import cuda.core as core
+
+        core.ObjectCode  # noqa: B018 - older releases keep the API in .experimental
+    except (ImportError, AttributeError):
+        import cuda.core.experimental as core
+    return core
+
+
+class _LegacyDefaultStream:
+    """The legacy default stream (handle 0), by the ``__cuda_stream__`` protocol."""
+
+    def __cuda_stream__(self):
+        return (0, 0)
+
+
 @functools.lru_cache(maxsize=None)
 def _module(path: str):
     """The loaded cubin at ``path`` (``cuda.core`` ObjectCode), on the current device."""
-    from cuda.core import Device, ObjectCode
-
-    Device().set_current()  # the primary context, the one Numba, CuPy and PyTorch use
-    return ObjectCode.from_cubin(Path(path).read_bytes())
+    core = _core()
+    core.Device().set_current()  # the primary context, the one Numba, CuPy and PyTorch use
+    return core.ObjectCode.from_cubin(Path(path).read_bytes())
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,32 +122,39 @@ def _kernel(path: str, name: str):
     return kernel
 
 
+def _check(result, what: str):
+    err, *rest = result
+    from cuda.bindings import driver
+
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+    return rest[0] if rest else None
+
+
 def _allow_large_shared_memory(kernel) -> None:
     """Let the kernel have the device's opt-in shared memory, as cuTile Python's launcher
     does for every tile kernel (tileiras sizes the block's shared memory itself: 105 KiB for
     the TF32 matmul, more than the 48 KiB a kernel gets without opting in)."""
     from cuda.bindings import driver
-    from cuda.core import Device
 
-    dev = Device()
-    optin = dev.properties.max_shared_memory_per_block_optin
-    static = kernel.attributes.shared_size_bytes
+    dev = driver.CUdevice(_core().Device().device_id)
+    optin = _check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev), "cuDeviceGetAttribute")
+    static = _check(driver.cuKernelGetAttribute(
+        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel.handle, dev), "cuKernelGetAttribute")
     if optin > static:
-        err, = driver.cuKernelSetAttribute(
-            driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            optin - static, kernel.handle, driver.CUdevice(dev.device_id))
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) failed: {err}")
+        _check(driver.cuKernelSetAttribute(
+            driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - static,
+            kernel.handle, dev), "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
 
 def launch(cubin: Path, kernel: str, grid: tuple[int, ...], *values, block=BLOCK) -> None:
     """Launch ``kernel`` of ``cubin`` on the legacy default stream (the stream Numba's,
     CuPy's and PyTorch's default work is ordered with)."""
-    from cuda.core import LEGACY_DEFAULT_STREAM, LaunchConfig
-    from cuda.core import launch as cuda_launch
-
+    core = _core()
     args = pack(kernel, *values)
-    cuda_launch(LEGACY_DEFAULT_STREAM, LaunchConfig(grid=tuple(grid), block=block), _kernel(str(cubin), kernel), *args)
+    stream = getattr(core, "LEGACY_DEFAULT_STREAM", None) or _LegacyDefaultStream()
+    core.launch(stream, core.LaunchConfig(grid=tuple(grid), block=block), _kernel(str(cubin), kernel), *args)
 
 
 def cubin_kernels(cubin: Path) -> dict[str, _cubin.KernelInfo]:

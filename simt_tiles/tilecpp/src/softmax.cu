@@ -27,6 +27,9 @@ __tile__ void softmax_rows(const float* x, float* y, int m, int n) {
 extern "C" __tile_global__ void softmax_short(const float* x, float* y, int m, int n) {
   softmax_rows<16, 128>(x, y, m, n);
 }
+extern "C" __tile_global__ void softmax_mid(const float* x, float* y, int m, int n) {
+  softmax_rows<4, 1024>(x, y, m, n);
+}
 extern "C" __tile_global__ void softmax_long(const float* x, float* y, int m, int n) {
   softmax_rows<1, 4096>(x, y, m, n);
 }

@@ -150,7 +150,13 @@ def main(path):
     a, b = cp.random.standard_normal(n, dtype=cp.float32), cp.random.standard_normal(n, dtype=cp.float32)
     infos = _launch.cubin_kernels(_build.cubin_path(d, "vector_add"))
     k = _launch._kernel(str(_build.cubin_path(d, "vector_add")), "vector_add")
-    maxt = k.attributes.max_threads_per_block
+    try:
+        maxt = k.attributes.max_threads_per_block
+        maxt = maxt() if callable(maxt) else int(maxt)
+    except Exception:  # noqa: BLE001 - an older cuda.core: ask the driver
+        from cuda.bindings import driver
+        maxt = _launch._check(driver.cuKernelGetAttribute(
+            driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.handle, driver.CUdevice(0)), "attr")
     for block in [(1, 1, 1), tuple(infos["vector_add"].reqntid), (maxt, 1, 1), (64, 1, 1)]:
         c = cp.full(n, cp.nan, cp.float32)
         try:

@@ -169,7 +169,9 @@ def test_build_matches_the_launcher(monkeypatch, tmp_path):
         info = _launch.cubin_kernels(_build.cubin_path(out, stem))[name]
         assert [(p.offset, p.size) for p in info.params] == _launch.param_layout(name), name
         last = _launch.param_layout(name)[-1]
-        assert info.param_bytes == last[0] + last[1] and info.reqntid and info.reqntid[0] >= 32
+        assert info.param_bytes >= last[0] + last[1] and info.reqntid and info.reqntid[0] >= 32
+        if name in _launch.ALIGNED_VARIANTS:  # the TMA needs the _a16 promises: only the general one has none
+            assert info.param_bytes == last[0] + last[1], name
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*.cubin")}
     tilecpp.build()
     assert stamps == {p: p.stat().st_mtime_ns for p in out.glob("*.cubin")}

@@ -127,6 +127,18 @@ def _operand(x, name: str, ndim: int | None) -> io.Operand:
     return op
 
 
+#: launch the "_a16" instantiations where they apply (False: always the general ones, to compare)
+USE_ALIGNED = True
+
+
+def _variant(kernel: str, ptrs, lengths) -> str:
+    """``kernel``, or its ``_a16`` instantiation when every pointer is 16-byte aligned and every
+    row length a multiple of 4 floats (what its ``ct::assume_*`` promise tileiras)."""
+    if USE_ALIGNED and all(p % 16 == 0 for p in ptrs) and all(n % 4 == 0 for n in lengths):
+        return f"{kernel}_a16"
+    return kernel
+
+
 def _launch_op(kernel: str, grid, *args) -> None:
     stem = _launch.SIGNATURES[kernel][0]
     _launch.launch(_build.cubin_path(_cubin_dir(), stem), kernel, tuple(int(g) for g in grid), *args)
@@ -165,8 +177,8 @@ def matmul(a, b, *, out=None, precision="fp32"):
         raise ValueError(f"b: expected {k} rows (a is {m}×{k}); got {kb}×{n}")
     C = io.prepare_out(out, A, (m, n), np.float32, inputs=(B,))
     if m and n:
-        kernel = f"matmul_{precision}"
-        bm, bn = _TILE[kernel]
+        bm, bn = _TILE[f"matmul_{precision}"]
+        kernel = _variant(f"matmul_{precision}", (A.ptr, B.ptr, C.ptr), (n, k))
         _launch_op(kernel, (_cdiv(m, bm) * _cdiv(n, bn),), A.ptr, B.ptr, C.ptr, m, n, k)
     return _finish(C)
 
@@ -212,7 +224,8 @@ def softmax(x, *, out=None):
     Y = io.prepare_out(out, X, (m, n), np.float32)
     if m and n:
         kernel = "softmax_short" if n <= 128 else "softmax_mid" if n <= 1024 else "softmax_long"
-        _launch_op(kernel, (_cdiv(m, _TILE[kernel]),), X.ptr, Y.ptr, m, n)
+        grid = (_cdiv(m, _TILE[kernel]),)
+        _launch_op(_variant(kernel, (X.ptr, Y.ptr), (n,)), grid, X.ptr, Y.ptr, m, n)
     return _finish(Y)
 
 
@@ -234,13 +247,13 @@ def reduce_sum(x, *, axis=None, out=None):
             from numba import cuda
 
             partials = cuda.device_array(blocks, np.float64)
-            _launch_op("sum_partials", (blocks,), X.ptr, io.layout_of(partials).ptr, n)
+            _launch_op(_variant("sum_partials", (X.ptr,), (n,)), (blocks,), X.ptr, io.layout_of(partials).ptr, n)
         _launch_op("sum_rows_f64", (1,), io.layout_of(partials).ptr if blocks else 0, R.ptr, 1, blocks)
         return _finish(R)
     rows, n = math.prod(X.shape[:-1]), X.shape[-1]
     R = io.prepare_out(out, X, X.shape[:-1], np.float32)
     if rows:
-        _launch_op("sum_rows_f32", (_cdiv(rows, _TILE["sum_rows"]),), X.ptr, R.ptr, rows, n)
+        _launch_op(_variant("sum_rows_f32", (X.ptr,), (n,)), (_cdiv(rows, _TILE["sum_rows"]),), X.ptr, R.ptr, rows, n)
     return _finish(R)
 
 
@@ -251,7 +264,8 @@ def vector_add(a, b, *, out=None):
         raise ValueError(f"b: expected shape {A.shape} (the shape of a); got {B.shape}")
     C = io.prepare_out(out, A, A.shape, np.float32, inputs=(B,))
     if A.size:
-        _launch_op("vector_add", (_cdiv(A.size, _TILE["vector_add"]),), A.ptr, B.ptr, C.ptr, A.size)
+        kernel = _variant("vector_add", (A.ptr, B.ptr, C.ptr), (A.size,))
+        _launch_op(kernel, (_cdiv(A.size, _TILE["vector_add"]),), A.ptr, B.ptr, C.ptr, A.size)
     return _finish(C)
 
 
@@ -264,5 +278,6 @@ def bias_relu(x, bias, *, out=None):
     Y = io.prepare_out(out, X, (m, n), np.float32, inputs=(Bv,))
     if m and n:
         bm, bn = _TILE["bias_relu"]
-        _launch_op("bias_relu", (_cdiv(m, bm) * _cdiv(n, bn),), X.ptr, Bv.ptr, Y.ptr, m, n)
+        kernel = _variant("bias_relu", (X.ptr, Bv.ptr, Y.ptr), (n,))
+        _launch_op(kernel, (_cdiv(m, bm) * _cdiv(n, bn),), X.ptr, Bv.ptr, Y.ptr, m, n)
     return _finish(Y)

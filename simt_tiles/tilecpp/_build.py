@@ -120,7 +120,11 @@ def sources() -> dict[str, Path]:
 
 
 def _digest(src: Path) -> str:
-    return hashlib.sha256(src.read_bytes()).hexdigest()
+    """The source's hash, with the shared headers' (src/*.cuh) it may include."""
+    h = hashlib.sha256(src.read_bytes())
+    for header in sorted(SRC_DIR.glob("*.cuh")):
+        h.update(header.read_bytes())
+    return h.hexdigest()
 
 
 def cubin_path(out_dir: Path, stem: str) -> Path:

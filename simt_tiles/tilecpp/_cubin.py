@@ -5,7 +5,9 @@ A cubin is an ELF file; each kernel ``K`` has a section ``.nv.info.K`` holding a
 attributes (``EIATTR_*``): a format byte, an attribute byte, then either a 2-byte value or a
 2-byte length and that many bytes.  Two of them matter here:
 
-* ``EIATTR_KPARAM_INFO`` (0x17), one per parameter: ordinal, byte offset and size.  The
+* ``EIATTR_KPARAM_INFO`` (0x17; 0x45 in kernels that use the TMA, whose parameter bank
+  also holds the tensor maps tileiras hoisted: ``param_bytes`` is then larger than the
+  parameters), one per parameter: ordinal, byte offset and size.  The
   tests compare them with :data:`simt_tiles.tilecpp._launch.SIGNATURES`, so a ``.cu`` edit
   that changes a signature fails on the CPU instead of corrupting a launch.
 * ``EIATTR_REQNTID`` (0x10): the (x, y, z) threads per block that ``tileiras`` compiled the
@@ -22,6 +24,7 @@ __all__ = ["KernelInfo", "Param", "kernels"]
 
 EIATTR_REQNTID = 0x10
 EIATTR_KPARAM_INFO = 0x17
+EIATTR_KPARAM_INFO_V2 = 0x45  # what tileiras writes for kernels whose tensor maps it hoists
 EIATTR_CBANK_PARAM_SIZE = 0x19
 _EIFMT_SVAL = 4  # the only format with a length and a payload; the others carry 2 bytes
 
@@ -37,7 +40,7 @@ class Param:
 class KernelInfo:
     name: str
     params: tuple[Param, ...]  # by ordinal
-    param_bytes: int | None  # the parameter bank's size
+    param_bytes: int | None  # the parameter bank's size (hoisted tensor maps included)
     reqntid: tuple[int, int, int] | None
 
 
@@ -81,6 +84,9 @@ def kernels(elf: bytes) -> dict[str, KernelInfo]:
             if attr == EIATTR_KPARAM_INFO:
                 _index, ordinal, offset, flags = struct.unpack("<IHHI", value)
                 params.append(Param(ordinal, offset, (flags >> 18) & 0x3FFF))
+            elif attr == EIATTR_KPARAM_INFO_V2:
+                _index, ordinal, offset, flags = struct.unpack("<IHHI", value)
+                params.append(Param(ordinal, offset, flags & 0xFFFF))
             elif attr == EIATTR_CBANK_PARAM_SIZE:
                 param_bytes, = struct.unpack("<H", value)
             elif attr == EIATTR_REQNTID:

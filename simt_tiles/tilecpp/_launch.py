@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _cubin
 
-__all__ = ["SIGNATURES", "pack", "param_buffer", "param_layout", "launch", "BLOCK"]
+__all__ = ["SIGNATURES", "ALIGNED_VARIANTS", "pack", "param_buffer", "param_layout", "launch", "BLOCK"]
 
 #: the block every tile kernel is launched with (see the module's docstring)
 BLOCK = (1, 1, 1)
@@ -47,6 +47,12 @@ SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "matmul_tf32": ("matmul", (_PTR, _PTR, _PTR, _I32, _I32, _I32)),
     "correlate2d": ("correlate2d", (_PTR, _PTR, _PTR, _I32, _I32, _I32, _I32, _I32, _F32)),
 }
+
+#: the kernels that also come as "<name>_a16": the same code told (src/aligned.cuh) that its
+#: pointers are 16-byte aligned and its row lengths multiples of 4 (vector loads, the TMA)
+ALIGNED_VARIANTS = ("vector_add", "bias_relu", "softmax_short", "softmax_mid", "softmax_long", "sum_rows_f32",
+                    "sum_partials", "matmul_fp32", "matmul_tf32")
+SIGNATURES.update({f"{name}_a16": SIGNATURES[name] for name in ALIGNED_VARIANTS})
 
 _INT32 = np.iinfo(np.int32)
 

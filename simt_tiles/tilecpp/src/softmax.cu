@@ -1,10 +1,10 @@
 // softmax along the rows of x (M, N), float32: an online pass (running max and sum over BN-column
 // tiles, -inf padding), then a pass that writes exp(x - max) / sum.  BM rows per block.
-#include "cuda_tile.h"
-namespace ct = cuda::tiles;
+#include "aligned.cuh"
 
-template <int BM, int BN>
+template <int BM, int BN, bool A16>
 __tile__ void softmax_rows(const float* x, float* y, int m, int n) {
+  x = aligned<A16>(x), y = aligned<A16>(y), n = by4<A16>(n);
   using Row = ct::tile<float, ct::shape<BM, 1>>;
   constexpr auto pad = ct::view_padding_negative_inf_t{};
   auto xv = ct::partition_view{ct::tensor_span{x, ct::extents{m, n}}, ct::shape<BM, BN>{}};
@@ -25,11 +25,20 @@ __tile__ void softmax_rows(const float* x, float* y, int m, int n) {
 }
 
 extern "C" __tile_global__ void softmax_short(const float* x, float* y, int m, int n) {
-  softmax_rows<16, 128>(x, y, m, n);
+  softmax_rows<16, 128, false>(x, y, m, n);
+}
+extern "C" __tile_global__ void softmax_short_a16(const float* x, float* y, int m, int n) {
+  softmax_rows<16, 128, true>(x, y, m, n);
 }
 extern "C" __tile_global__ void softmax_mid(const float* x, float* y, int m, int n) {
-  softmax_rows<4, 1024>(x, y, m, n);
+  softmax_rows<4, 1024, false>(x, y, m, n);
+}
+extern "C" __tile_global__ void softmax_mid_a16(const float* x, float* y, int m, int n) {
+  softmax_rows<4, 1024, true>(x, y, m, n);
 }
 extern "C" __tile_global__ void softmax_long(const float* x, float* y, int m, int n) {
-  softmax_rows<1, 4096>(x, y, m, n);
+  softmax_rows<1, 4096, false>(x, y, m, n);
+}
+extern "C" __tile_global__ void softmax_long_a16(const float* x, float* y, int m, int n) {
+  softmax_rows<1, 4096, true>(x, y, m, n);
 }

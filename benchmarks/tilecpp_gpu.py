@@ -29,6 +29,7 @@ from simt_tiles.kernels.softmax.reference import softmax_reference
 from simt_tiles.tilecpp import _build, _launch
 
 R: dict = {"env": {}, "launch_rule": {}, "params": {}, "checks": [], "timings": []}
+PATH = "tilecpp.json"
 U32 = unit_roundoff(np.float32)
 rng = np.random.default_rng(20261130)
 
@@ -36,6 +37,8 @@ rng = np.random.default_rng(20261130)
 def note(kind, **kw):
     R[kind].append(kw) if isinstance(R[kind], list) else R[kind].update(kw)
     print(kind, json.dumps(kw, default=str), flush=True)
+    with open(PATH, "w") as fh:  # as it goes: a run cut short still leaves its results
+        json.dump(R, fh, indent=1, default=str)
 
 
 def check(op, case, fn):
@@ -146,6 +149,8 @@ def relu_small(m, n):
 
 
 def main(path):
+    global PATH
+    PATH = path
     R["env"]["available"] = tilecpp.available()
     R["env"]["cubins"] = str(_build.built_dir())
     props = cp.cuda.runtime.getDeviceProperties(0)
@@ -193,7 +198,7 @@ def main(path):
     print("params ok:", all(v["ok"] for v in R["params"].values()), flush=True)
 
     # --- ragged shapes against the references, with and without the _a16 instantiations ------
-    for aligned in (True, False):
+    for aligned in [True, False][: 1 if "--quick" in sys.argv else 2]:
         tilecpp.USE_ALIGNED = aligned
         small_checks(aligned)
     tilecpp.USE_ALIGNED = True
@@ -355,4 +360,4 @@ def rest(bench, path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "tilecpp.json"))
+    sys.exit(main(next((a for a in sys.argv[1:] if not a.startswith("--")), "tilecpp.json")))

@@ -201,7 +201,7 @@ def main(path):
     for aligned in [True, False][: 1 if "--quick" in sys.argv else 2]:
         tilecpp.USE_ALIGNED = aligned
         small_checks(aligned)
-    tilecpp.USE_ALIGNED = True
+    tilecpp.USE_ALIGNED = False
     check("interop", "cupy and torch operands", kinds)
 
     # --- benchmark sizes: check, then time ---------------------------------------------------
@@ -220,7 +220,7 @@ def main(path):
             except Exception as exc:  # noqa: BLE001
                 row = dict(op=op, problem=problem, a16=aligned, ok=False, check=f"{type(exc).__name__}: {exc}")
             note("timings", **row)
-        tilecpp.USE_ALIGNED = True
+        tilecpp.USE_ALIGNED = False
 
     return rest(bench, path)
 

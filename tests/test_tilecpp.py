@@ -106,7 +106,8 @@ def test_every_kernel_is_in_a_source():
         text = (_build.SRC_DIR / f"{stem}.cu").read_text()
         assert f"__tile_global__ void {name}(" in text, (name, stem)
     assert set(tilecpp.SOURCES) == {"matmul", "correlate2d", "softmax", "reduce_sum", "vector_add", "bias_relu"}
-    assert all(p.is_file() for p in tilecpp.SOURCES.values())
+    assert all(p.is_file() for p in (*tilecpp.SOURCES.values(), *tilecpp.SHARED_HEADERS))
+    assert [p.name for p in tilecpp.SHARED_HEADERS] == ["aligned.cuh"]
 
 
 # ---------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from .. import interop as io
 from . import _build, _launch
 from ._build import INSTALL_HINT, ToolchainError
 
-__all__ = ["SOURCES", "MODES", "PRECISIONS", "INSTALL_HINT", "TilecppUnavailableError", "available", "build",
+__all__ = ["SOURCES", "SHARED_HEADERS", "MODES", "PRECISIONS", "INSTALL_HINT", "TilecppUnavailableError", "available", "build",
            "matmul", "correlate2d", "softmax", "reduce_sum", "vector_add", "bias_relu"]
 
 #: operation -> its CUDA Tile C++ source
@@ -51,6 +51,9 @@ SOURCES: dict[str, Path] = {
     for op, stem in (("matmul", "matmul"), ("correlate2d", "correlate2d"), ("softmax", "softmax"),
                      ("reduce_sum", "reduce_sum"), ("vector_add", "vector_add"), ("bias_relu", "bias_relu"))
 }
+#: the header every source includes (src/aligned.cuh: the 16-byte alignment promises of the
+#: "_a16" instantiations); count it once when comparing lines of kernel code
+SHARED_HEADERS: tuple[Path, ...] = tuple(sorted(_build.SRC_DIR.glob("*.cuh")))
 #: correlate2d's boundary modes (scipy.ndimage's names); their codes in correlate2d.cu
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 PRECISIONS = ("fp32", "tf32")

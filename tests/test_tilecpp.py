@@ -123,7 +123,7 @@ def _toolchain_or_none():
 
 
 def test_missing_toolchain_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(_build, "_pip_bins", lambda: [])
+    monkeypatch.setattr(_build, "_pip_bins", list)
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(_build.ToolchainError) as err:
         _build.toolchain()

@@ -42,8 +42,22 @@ from .. import interop as io
 from . import _build, _launch
 from ._build import INSTALL_HINT, ToolchainError
 
-__all__ = ["SOURCES", "SHARED_HEADERS", "MODES", "PRECISIONS", "INSTALL_HINT", "TilecppUnavailableError", "available", "build",
-           "matmul", "correlate2d", "softmax", "reduce_sum", "vector_add", "bias_relu"]
+__all__ = [
+    "INSTALL_HINT",
+    "MODES",
+    "PRECISIONS",
+    "SHARED_HEADERS",
+    "SOURCES",
+    "TilecppUnavailableError",
+    "available",
+    "bias_relu",
+    "build",
+    "correlate2d",
+    "matmul",
+    "reduce_sum",
+    "softmax",
+    "vector_add",
+]
 
 #: operation -> its CUDA Tile C++ source
 SOURCES: dict[str, Path] = {

@@ -23,8 +23,17 @@ from pathlib import Path
 
 from ..codegen import CACHE_ENV
 
-__all__ = ["ARCH", "SRC_DIR", "INSTALL_HINT", "ToolchainError", "Toolchain", "toolchain", "cache_dir",
-           "build", "cubin_path"]
+__all__ = [
+    "ARCH",
+    "INSTALL_HINT",
+    "SRC_DIR",
+    "Toolchain",
+    "ToolchainError",
+    "build",
+    "cache_dir",
+    "cubin_path",
+    "toolchain",
+]
 
 ARCH = "sm_90"
 SRC_DIR = Path(__file__).parent / "src"

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _cubin
 
-__all__ = ["SIGNATURES", "ALIGNED_VARIANTS", "pack", "param_buffer", "param_layout", "launch", "BLOCK"]
+__all__ = ["ALIGNED_VARIANTS", "BLOCK", "SIGNATURES", "launch", "pack", "param_buffer", "param_layout"]
 
 #: the block every tile kernel is launched with (see the module's docstring)
 BLOCK = (1, 1, 1)
@@ -98,7 +98,7 @@ def param_buffer(kernel: str, *values) -> bytes:
 def _core():
     """``cuda.core``'s namespace (``cuda.core.experimental`` before cuda-core 0.5)."""
     try:
-        import cuda.core as core
+        from cuda import core
 
         core.ObjectCode  # noqa: B018 - older releases keep the API in .experimental
     except (ImportError, AttributeError):
@@ -113,7 +113,7 @@ class _LegacyDefaultStream:
         return (0, 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(path: str):
     """The loaded cubin at ``path`` (``cuda.core`` ObjectCode), on the current device."""
     core = _core()
@@ -121,7 +121,7 @@ def _module(path: str):
     return core.ObjectCode.from_cubin(Path(path).read_bytes())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel(path: str, name: str):
     kernel = _module(path).get_kernel(name)
     _allow_large_shared_memory(kernel)

@@ -17,6 +17,9 @@ names them), and each (problem, implementation) pair appears in one block only:
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
     tile_table    tile_table_<device>.json    the SIMT-vs-Tile table: every system per problem, with lines
                                               of kernel code (``simt-tiles bench tile``)
+    dispatch      dispatch_<device>.json      host time per call of every public function (CuPy, PyTorch, Numba
+                                              arrays) with launch plans, on the checked path, and the peers
+                                              (rendered where README.md has the block)
 
 README prose carries no measured numbers: it points at these blocks.
 """
@@ -185,6 +188,20 @@ def tile_table_block(path: str) -> str:
                                  render(data)])
 
 
+def dispatch_block(path: str) -> str:
+    """Host µs per call of every public function, beside the checked path and CuPy/PyTorch calls."""
+    import json
+
+    from simt_tiles.bench.dispatch import markdown
+
+    with open(path) as fh:
+        data = json.load(fh)
+    note = (_measured_on(data, path, "simt-tiles bench dispatch --out benchmarks/results")
+            + f"; wall time of {data.get('calls', 300)} calls with `out=` given, before the one synchronisation,"
+            " median of the loops; every result checked against the checked path (bit for bit) and NumPy first.")
+    return _block("dispatch", [note, "", markdown(data)])
+
+
 def render_all(text: str, results: str, device: str, *, plots: bool = True) -> str:
     """``text`` (the README) with every block regenerated; ``plots=False`` leaves the PNGs alone."""
     def path(group):
@@ -204,6 +221,8 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
                                               exclude=("bias_tiles",), draw=plots))
     text = put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
+    if "<!-- dispatch-table:begin -->" in text and os.path.exists(path("dispatch")):
+        text = put(text, "dispatch", dispatch_block(path("dispatch")))
     return put(text, "tile_table", tile_table_block(path("tile_table")))
 
 

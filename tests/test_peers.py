@@ -109,6 +109,13 @@ def test_cpp_lines():
     assert loc.cpp_lines(src) == 4  # include, int f, return, }
 
 
+def test_cu_file_lines_follow_local_includes(tmp_path):
+    (tmp_path / "shared.cuh").write_text('#pragma once\n#include "cuda_tile.h"\nint helper();\n')
+    (tmp_path / "k.cu").write_text('#include "shared.cuh"\n#include "shared.cuh"\n// c\nint k() { return helper(); }\n')
+    # k.cu: 2 includes + 1 line; shared.cuh once: 3 lines; cuda_tile.h is not beside them
+    assert loc.cu_file_lines(tmp_path / "k.cu") == 3 + 3
+
+
 def test_rung_lines_follows_sibling_imports(tmp_path, monkeypatch):
     pkg = tmp_path / "fakeladder"
     pkg.mkdir()

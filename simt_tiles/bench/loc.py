@@ -11,7 +11,9 @@ A counted line is a non-blank line that is not only a comment (``#`` in Python, 
   are not counted.
 * **Triton / cuTile Python** (:func:`function_lines`): the named ``@triton.jit`` / ``@ct.kernel``
   functions (and any helper named with them).
-* **CUDA Tile C++ / C++ operators** (:func:`cpp_lines`): the whole ``.cu`` file or source string.
+* **CUDA Tile C++** (:func:`cu_file_lines`): the whole ``.cu`` file and the project headers it
+  includes (``#include "x.cuh"`` beside it; toolkit headers are not counted).
+* **C++ operators** (:func:`cpp_lines`): the whole source string.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import inspect
 import re
 from pathlib import Path
 
-__all__ = ["cpp_lines", "function_lines", "python_lines", "rung_lines"]
+__all__ = ["cpp_lines", "cu_file_lines", "function_lines", "python_lines", "rung_lines"]
 
 _CODEGEN = re.compile(r"^(make_\w+|generate|source|emit_\w+)$")
 
@@ -65,6 +67,21 @@ def cpp_lines(src: str) -> int:
     """Counted lines of C/C++ source text (``//`` and ``/* */`` comments removed)."""
     src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
     return sum(1 for ln in src.splitlines() if ln.split("//", 1)[0].strip())
+
+
+def cu_file_lines(path: str | Path, _seen: set | None = None) -> int:
+    """Counted lines of a ``.cu`` file plus those of the headers beside it that it includes (once each)."""
+    path = Path(path)
+    seen = set() if _seen is None else _seen
+    if path in seen:
+        return 0
+    seen.add(path)
+    src = path.read_text()
+    total = cpp_lines(src)
+    for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', src, flags=re.M):
+        if (path.parent / name).is_file():
+            total += cu_file_lines(path.parent / name, seen)
+    return total
 
 
 def _is_jit(node) -> bool:

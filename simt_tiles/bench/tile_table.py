@@ -262,7 +262,7 @@ class Table:
             return
         out.fill(self.cp.nan)
         self.entry(key, "CUDA Tile C++", f"Tile C++ {op}", fn, check, kind="tile",
-                   loc=lambda L: L.cpp_lines(Path(self.tilecpp.SOURCES[op]).read_text()), **kw)
+                   loc=lambda L: L.cu_file_lines(self.tilecpp.SOURCES[op]), **kw)
 
     # --- correlate2d -------------------------------------------------------------
 
@@ -435,7 +435,7 @@ class Table:
             if self.tilecpp is not None:
                 self.entry(key, "CUDA Tile C++", "Tile C++ reduce_sum", lambda: self.tilecpp.reduce_sum(x),
                            lambda: check_with(self.tilecpp.reduce_sum(x)), kind="tile",
-                           loc=lambda L: L.cpp_lines(Path(self.tilecpp.SOURCES["reduce_sum"]).read_text()), **kw)
+                           loc=lambda L: L.cu_file_lines(self.tilecpp.SOURCES["reduce_sum"]), **kw)
             else:
                 self.miss(key, "CUDA Tile C++", self.tilecpp_why)
         else:
@@ -661,7 +661,7 @@ def _short(why: str) -> str:
 LOC_NOTE = ("lines: non-blank, non-comment, non-docstring lines of kernel code, counted from the sources by "
             "`simt_tiles/bench/loc.py` — SIMT: the rung's device-code functions (kernel factory, device "
             "helpers, code generators; not configs, geometry or launchers); Triton and cuTile: the kernel "
-            "functions; Tile C++: the `.cu` file; cuda.compute: the C++ operator (0 for a built-in one)")
+            "functions; Tile C++: the `.cu` file and the project header it includes; cuda.compute: the C++ operator (0 for a built-in one)")
 
 
 def render(data: dict) -> str:

@@ -86,8 +86,7 @@ def cccl():
     try:
         import cupy as cp
         import numpy as np
-
-        import cuda.compute as compute
+        from cuda import compute
 
         compute.OpKind  # noqa: B018  (without CUDA bindings the module exposes nothing else)
     except (ImportError, AttributeError) as exc:  # optional peer

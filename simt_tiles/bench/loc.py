@@ -65,7 +65,7 @@ def function_lines(path: str | Path, names) -> int:
 
 def cpp_lines(src: str) -> int:
     """Counted lines of C/C++ source text (``//`` and ``/* */`` comments removed)."""
-    src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
+    src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.DOTALL)
     return sum(1 for ln in src.splitlines() if ln.split("//", 1)[0].strip())
 
 
@@ -78,7 +78,7 @@ def cu_file_lines(path: str | Path, _seen: set | None = None) -> int:
     seen.add(path)
     src = path.read_text()
     total = cpp_lines(src)
-    for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', src, flags=re.M):
+    for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', src, flags=re.MULTILINE):
         if (path.parent / name).is_file():
             total += cu_file_lines(path.parent / name, seen)
     return total

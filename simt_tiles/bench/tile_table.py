@@ -196,6 +196,7 @@ class Table:
     def _matmul(self, key, precision):
         cp, np = self.cp, self.np
         import simt_tiles
+
         from ..bounds import TF32_U, check_within, gamma, unit_roundoff
         from ..kernels.matmul.reference import matmul_reference
 
@@ -230,7 +231,7 @@ class Table:
             self.miss(key, "cuTile Python", self.tile_why)
         self._tilecpp(key, "matmul", lambda: self.tilecpp.matmul(a, b, out=c, precision=precision), check, c, **kw)
         if self.triton is not None:
-            fn, why = self.triton.triton_matmul(precision)
+            fn, _ = self.triton.triton_matmul(precision)
             ta, tb, tc = self._torch(a), self._torch(b), self._torch(c)
             c.fill(cp.nan)
             self.entry(key, "Triton", f"Triton {tag}", lambda: fn(ta, tb, tc), check,
@@ -273,6 +274,7 @@ class Table:
         from cupyx.scipy import ndimage as cnd
 
         import simt_tiles
+
         from ..bounds import BoundCheck, gamma, unit_roundoff
         from ..kernels.conv2d import CONSTANT_FILTER_VARIANTS
 
@@ -336,6 +338,7 @@ class Table:
         import torch
 
         import simt_tiles
+
         from ..bounds import BoundCheck
         from ..kernels.softmax import RUNGS
         from ..kernels.softmax.reference import softmax_reference
@@ -389,6 +392,7 @@ class Table:
     def _reduce(self, key, op):
         cp, np = self.cp, self.np
         import simt_tiles
+
         from ..bounds import BoundCheck, gamma, unit_roundoff
 
         n = self.s["n"]
@@ -470,6 +474,7 @@ class Table:
     def row_sum(self, key):
         cp, np = self.cp, self.np
         import simt_tiles
+
         from ..bounds import BoundCheck, gamma, unit_roundoff
 
         m = self.s["sq"]

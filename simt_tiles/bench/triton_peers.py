@@ -64,7 +64,7 @@ def _kernels():
         pa = a + rm[:, None] * sam + rk[None, :] * sak
         pb = b + rk[:, None] * sbk + rn[None, :] * sbn
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k0 in range(0, tl.cdiv(K, BK)):
+        for k0 in range(tl.cdiv(K, BK)):
             kleft = K - k0 * BK
             x = tl.load(pa, mask=(rm[:, None] < M) & (rk[None, :] < kleft), other=0.0)
             y = tl.load(pb, mask=(rk[:, None] < kleft) & (rn[None, :] < N), other=0.0)
@@ -164,7 +164,7 @@ def triton_matmul(precision: str = "fp32"):
         def matmul(a, b, c):
             m, kk = a.shape
             n = b.shape[1]
-            grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)  # noqa: E731
+            grid = lambda meta: (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
             kernel[grid](a, b, c, m, n, kk, *a.stride(), *b.stride(), *c.stride(), prec)
 
         return matmul

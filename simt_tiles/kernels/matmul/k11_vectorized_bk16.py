@@ -270,27 +270,18 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     return name, header, s.text()
 
 
-def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,
-                 immediate: bool = True) -> None:
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int) -> None:
     """One tile from shared stage ``stage``: per k-step TM/4 + TN/4 128-bit fragment reads and
     TM·TN FMAs into the scalar accumulators.  A is k-major; ``swizzled``: its columns are XOR-ed
     by k's quarter (k11's register stores).  Each read is ``load4_at(tile, base, constant)``:
     the stage and k-step are an immediate offset on one base register per fragment group
-    (per k-quarter for swizzled A), not an address computed per read.  ``immediate=False``:
-    the plain indexed reads (``a_s[stage, kk, U(am + U(r))]``; k12, see its header)."""
+    (per k-quarter for swizzled A), not an address computed per read."""
     TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
     step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
     # a multiple of 32 leaves the swizzled bits 3-4 alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
     # so one base per k-quarter serves every group (the others are immediate offsets)
     one_base = step % 32 == 0
-    for kk in range(depth) if not immediate else ():
-        for mi in range(TM // 4):
-            s.line("; ".join(f"fa{mi * 4 + r} = a_s[{stage}, {kk}, U(am{mi} + U({r}))]" for r in range(4)))
-        for ni in range(TN // 4):
-            s.line("; ".join(f"fb{ni * 4 + c} = b_s[{stage}, {kk}, U(bn{ni} + U({c}))]" for c in range(4)))
-        for i in range(TM):
-            s.line("; ".join(f"c{i}_{j} += fa{i} * fb{j}" for j in range(TN)))
-    for kk in range(depth) if immediate else ():
+    for kk in range(depth):
         sw = ((kk >> 2) << 3) if swizzled else 0
         for mi in range(TM // 4):
             if sw and kk % 4 == 0 and (mi == 0 or not one_base):  # a new k-quarter: its column

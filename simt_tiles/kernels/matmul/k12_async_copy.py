@@ -55,7 +55,7 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     name = f"matmul_k12_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
     header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
               "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import commit_copies, copy4_async, load1_global, store4, wait_copies\n"
+              "from simt_tiles.vector import commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies\n"
               f"DT = {dt}\n")
     s = codegen.Source()
     with s.block(f"def {name}(at, b, c, k_chunk, flags):"):
@@ -136,9 +136,7 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
                 with s.block("if has_next:"):
                     issue(1 - half)  # the stage read in the previous step, which ended in a barrier
                     s.line(f"a_idx = {X}(a_idx + a_step); b_idx = {X}(b_idx + b_step)")
-                # plain indexed fragment reads: with k11's immediate offsets (load4_at) ptxas
-                # spills here (20 B, outside the loop; benchmarks/NOTES.md, session 8)
-                emit_compute(s, config, half, swizzled=False, depth=BK, immediate=False)
+                emit_compute(s, config, half, swizzled=False, depth=BK)
                 with s.block("if has_next:"):
                     s.line("wait_copies()  # this thread's copies have landed ...")
                 s.line("cuda.syncthreads()  # ... and everyone's; the stage just read may be overwritten",

@@ -47,6 +47,7 @@ import numbers
 
 import numpy as np
 
+from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import k01_direct, k02_smem_tiled, k03_double_buffered
@@ -90,7 +91,7 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
-def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None):
+def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None, autotune=None):
     """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=padding)``.
 
     ``out[n, o, i, j] = bias[o] + Σ_c Σ_a Σ_b w[o, c, a, b] · xp[n, c, i + a, j + b]``
@@ -119,11 +120,17 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         shared memory, see the package docstring).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
-        ``"small"``) or the rung's config object; None: ``"sim"`` in the
-        simulator, else ``"default"`` or ``"small"`` by the size of the grid.
+        ``"small"``) or the rung's config object; None: the tuned config for
+        this GPU and layer when the autotune cache or the shipped table has one
+        (:mod:`simt_tiles.autotune`), else ``"sim"`` in the simulator, else
+        ``"default"`` or ``"small"`` by the size of the grid.
         Its filter-shape fields are replaced by this call's.
     stream
         None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+    autotune
+        True: with ``config=None``, a layer that neither the cache nor the shipped
+        table has is tuned now and stored; None: only when ``SIMT_TILES_AUTOTUNE=1``;
+        False: never.
 
     Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
     """
@@ -178,6 +185,12 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     out_op = prepare_out(out, x_op, shape, dtype, stream, inputs=(w_op, b_op))
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
+        if config is None:  # the tuned choice for this GPU and layer, if any (a dict lookup once seen)
+            hit = _autotune.choose("conv2d_nchw", (n, c_in, h, wd, c_out, kh, kw, padding, dtype.name), variant,
+                                   autotune)
+            if hit is not None:
+                variant, config = hit
+                rung = RUNGS[variant]
         run, spec = _choose(rung, variant, config, shape, kh, kw, np.dtype(dtype))
         kernel = run.kernel(spec, dtype)
         grid, block = run.geometry(spec, n, c_out, oh, ow)

@@ -89,7 +89,7 @@ def run(out_dir: str) -> int:
         dx, dw, db_ = cuda.to_device(x), cuda.to_device(w), cuda.to_device(bias)
         dout = cuda.device_array(ref.shape, np.float32)
         entries = [("default (tuned)", {})]
-        entries += [("untuned rule (autotune=False, empty cache)", None)]
+        entries += [("config=None rule, no autotune lookup", None)]
         for v in ("k02_smem_tiled", "k03_double_buffered"):
             for preset in ("default", "small"):
                 entries.append((f"{v} {preset}", {"variant": v, "config": preset}))

@@ -508,7 +508,8 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
             def fn(exc=exc):
                 raise exc
         case.poison()
-        row = h.entry(function, bucket(problem), f"{v} [{text}]", fn, check=case.check, flops=case.flops(pdict), config=text)
+        row = h.entry(function, bucket(problem), f"{v} [{text}]", fn, check=case.check, flops=case.flops(pdict),
+                      config=text)
         row.update(variant=v, cfg=cfg)
         if not row["passed"]:
             row["status"] = "FAIL"

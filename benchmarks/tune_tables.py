@@ -45,6 +45,14 @@ def run(out_dir: str) -> int:
 
     autotune.clear()
     tunes, rows = [], []
+    path = os.path.join(out_dir, f"autotune_{slug()}.json")
+
+    def dump():  # after every step: a run cut short keeps what it measured
+        data = {"machine": describe(), "tunes": tunes, "comparison": rows, "cache": autotune.entries()}
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1, default=str)
+        return data
+
     problems = [("matmul", (m, n, k, "float32")) for m, n, k in MATMUL]
     problems += [("conv2d_nchw", (n, c, h, w, c, 3, 3, 1, "float32")) for n, c, h, w in CONV]
     for function, problem in problems:
@@ -54,6 +62,7 @@ def run(out_dir: str) -> int:
                       {"variant": res.choice[0], "config": dataclasses.asdict(res.choice[1])},
                       "bucket": autotune.bucket(problem), "candidates": res.rows})
         print(f"TUNE {function} {problem}: {res.seconds:.1f} s -> {res.choice}", flush=True)
+        dump()
 
     # the comparison: defaults (tuned) vs hand-picked, one harness, flushed L2
     before = autotune._flush_before()
@@ -79,6 +88,7 @@ def run(out_dir: str) -> int:
             dc.copy_to_device(np.full((m, n), np.nan, np.float32))
             rows.append(h.entry("matmul", f"{m}x{n}x{k}", name, fn, flops=2 * m * n * k,
                                 check=lambda: check_within(dc.copy_to_host(), ref, bound)))
+        dump()
     for nn, c, hh, ww in CONV:
         x = rng.standard_normal((nn, c, hh, ww)).astype(np.float32)
         w = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
@@ -102,11 +112,8 @@ def run(out_dir: str) -> int:
             rows.append(h.entry("conv2d_nchw", f"N{nn} C{c} {hh}x{ww} 3x3 p1", name, fn,
                                 flops=2 * nn * c * hh * ww * c * 9,
                                 check=lambda: check_within(dout.copy_to_host(), ref, bound)))
-    data = {"machine": describe(), "tunes": tunes, "comparison": rows, "cache": autotune.entries()}
-    path = os.path.join(out_dir, f"autotune_{slug()}.json")
-    with open(path, "w") as fh:
-        json.dump(data, fh, indent=1, default=str)
-    print(summary(data))
+        dump()
+    print(summary(dump()))
     print(f"wrote {path}")
     return 0
 

@@ -34,13 +34,9 @@ CONV = [(32, 64, 56, 56), (8, 256, 14, 14)]
 def run(out_dir: str) -> int:
     os.environ.setdefault("SIMT_TILES_CACHE_DIR", os.path.join(out_dir, "cache"))
     import numpy as np
-    from numba import cuda
 
-    import simt_tiles
     from simt_tiles import autotune
     from simt_tiles.bench.harness import Harness
-    from simt_tiles.bounds import check_within
-    from simt_tiles.kernels import conv_nchw, matmul
     from simt_tiles.machine import describe, slug
 
     autotune.clear()
@@ -55,7 +51,10 @@ def run(out_dir: str) -> int:
 
     problems = [("matmul", (m, n, k, "float32")) for m, n, k in MATMUL]
     problems += [("conv2d_nchw", (n, c, h, w, c, 3, 3, 1, "float32")) for n, c, h, w in CONV]
-    for function, problem in problems:
+    before = autotune._flush_before()
+    h = Harness(reps=30, warmup=5, budget_s=1.0, before=before)
+    rng = np.random.default_rng(7)
+    for function, problem in problems:  # each problem tuned, then compared: a cut run keeps whole ones
         res = autotune.tune(function, problem, verbose=True, budget_s=30.0)
         tunes.append({"function": function, "problem": list(problem), "seconds": res.seconds,
                       "choice": None if res.choice is None else
@@ -63,59 +62,77 @@ def run(out_dir: str) -> int:
                       "bucket": autotune.bucket(problem), "candidates": res.rows})
         print(f"TUNE {function} {problem}: {res.seconds:.1f} s -> {res.choice}", flush=True)
         dump()
-
-    # the comparison: defaults (tuned) vs hand-picked, one harness, flushed L2
-    before = autotune._flush_before()
-    h = Harness(reps=30, warmup=5, budget_s=1.0, before=before)
-    rng = np.random.default_rng(7)
-    for m, n, k in MATMUL:
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        from simt_tiles.kernels.matmul.reference import matmul_reference
-
-        ref, bound = matmul_reference(a, b, precise=False)
-        da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((m, n), np.float32)
-        hand = [("split-K rule " + v, matmul.get_rung(v), c) for v, c in [_rule_choice(m, n, k)]]
-        for v in autotune.tunable("matmul").variants("float32"):
-            r = matmul.RUNGS[v]
-            hand.append((f"{v} default", r, r.presets["default"]))
-        entries = [("default (tuned)", lambda: simt_tiles.matmul(da, db, out=dc))]
-        for name, r, c in hand:
-            grid, block = r.geometry(c, m, n, k)
-            entries.append((name, lambda r=r, c=c, grid=grid, block=block:
-                            r.launch(c, np.float32, grid, block, 0, da, db, dc)))
-        for name, fn in entries:
-            dc.copy_to_device(np.full((m, n), np.nan, np.float32))
-            rows.append(h.entry("matmul", f"{m}x{n}x{k}", name, fn, flops=2 * m * n * k,
-                                check=lambda: check_within(dc.copy_to_host(), ref, bound)))
-        dump()
-    for nn, c, hh, ww in CONV:
-        x = rng.standard_normal((nn, c, hh, ww)).astype(np.float32)
-        w = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
-        bias = rng.standard_normal(c).astype(np.float32)
-        from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
-
-        ref, bound = conv2d_nchw_reference(x, w, bias, 1)
-        dx, dw, db_ = cuda.to_device(x), cuda.to_device(w), cuda.to_device(bias)
-        dout = cuda.device_array(ref.shape, np.float32)
-        entries = [("default (tuned)", {})]
-        entries += [("config=None rule, no autotune lookup", None)]
-        for v in ("k02_smem_tiled", "k03_double_buffered"):
-            for preset in ("default", "small"):
-                entries.append((f"{v} {preset}", {"variant": v, "config": preset}))
-        for name, kw in entries:
-            if kw is None:  # what config=None did before tuning: bypass the cache for one call
-                fn = _untuned_conv(conv_nchw, dx, dw, db_, dout)
-            else:
-                fn = (lambda kw=kw: conv_nchw.conv2d_nchw(dx, dw, bias=db_, padding=1, out=dout, **kw))
-            dout.copy_to_device(np.full(ref.shape, np.nan, np.float32))
-            rows.append(h.entry("conv2d_nchw", f"N{nn} C{c} {hh}x{ww} 3x3 p1", name, fn,
-                                flops=2 * nn * c * hh * ww * c * 9,
-                                check=lambda: check_within(dout.copy_to_host(), ref, bound)))
+        if function == "matmul":
+            compare_matmul(h, rng, rows, *problem[:3])
+        else:
+            compare_conv(h, rng, rows, *problem[:4])
         dump()
     print(summary(dump()))
     print(f"wrote {path}")
     return 0
+
+
+def compare_matmul(h, rng, rows, m, n, k):
+    """The public call with defaults (tuned) beside the hand-picked configs, one harness."""
+    import numpy as np
+    from numba import cuda
+
+    import simt_tiles
+    from simt_tiles import autotune
+    from simt_tiles.bounds import check_within
+    from simt_tiles.kernels import matmul
+
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    from simt_tiles.kernels.matmul.reference import matmul_reference
+
+    ref, bound = matmul_reference(a, b, precise=False)
+    da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((m, n), np.float32)
+    hand = [("split-K rule " + v, matmul.get_rung(v), c) for v, c in [_rule_choice(m, n, k)]]
+    for v in autotune.tunable("matmul").variants("float32"):
+        r = matmul.RUNGS[v]
+        hand.append((f"{v} default", r, r.presets["default"]))
+    entries = [("default (tuned)", lambda: simt_tiles.matmul(da, db, out=dc))]
+    for name, r, c in hand:
+        grid, block = r.geometry(c, m, n, k)
+        entries.append((name, lambda r=r, c=c, grid=grid, block=block:
+                        r.launch(c, np.float32, grid, block, 0, da, db, dc)))
+    for name, fn in entries:
+        dc.copy_to_device(np.full((m, n), np.nan, np.float32))
+        rows.append(h.entry("matmul", f"{m}x{n}x{k}", name, fn, flops=2 * m * n * k,
+                            check=lambda: check_within(dc.copy_to_host(), ref, bound)))
+
+
+def compare_conv(h, rng, rows, nn, c, hh, ww):
+    """``conv2d_nchw`` with defaults (tuned), the rule without the lookup, and every preset."""
+    import numpy as np
+    from numba import cuda
+
+    from simt_tiles.bounds import check_within
+    from simt_tiles.kernels import conv_nchw
+
+    x = rng.standard_normal((nn, c, hh, ww)).astype(np.float32)
+    w = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
+
+    ref, bound = conv2d_nchw_reference(x, w, bias, 1)
+    dx, dw, db_ = cuda.to_device(x), cuda.to_device(w), cuda.to_device(bias)
+    dout = cuda.device_array(ref.shape, np.float32)
+    entries = [("default (tuned)", {})]
+    entries += [("config=None rule, no autotune lookup", None)]
+    for v in ("k02_smem_tiled", "k03_double_buffered"):
+        for preset in ("default", "small"):
+            entries.append((f"{v} {preset}", {"variant": v, "config": preset}))
+    for name, kw in entries:
+        if kw is None:  # what config=None did before tuning: bypass the cache for one call
+            fn = _untuned_conv(conv_nchw, dx, dw, db_, dout)
+        else:
+            fn = (lambda kw=kw: conv_nchw.conv2d_nchw(dx, dw, bias=db_, padding=1, out=dout, **kw))
+        dout.copy_to_device(np.full(ref.shape, np.nan, np.float32))
+        rows.append(h.entry("conv2d_nchw", f"N{nn} C{c} {hh}x{ww} 3x3 p1", name, fn,
+                            flops=2 * nn * c * hh * ww * c * 9,
+                            check=lambda: check_within(dout.copy_to_host(), ref, bound)))
 
 
 def _rule_choice(m, n, k):

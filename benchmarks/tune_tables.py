@@ -185,14 +185,11 @@ def table(results: str) -> int:
     shipped = json.loads(path.read_text()) if path.exists() else {
         "format": autotune.SHIPPED_FORMAT, "gpu": gpu, "compute_capability": data["machine"]["compute_capability"],
         "rules": {}}
-    entries = {}
+    by_key: dict = {}
     for t in data["tunes"]:
-        if t["choice"] is None:
-            continue
-        key = "|".join([t["function"], "*", t["problem"][-1], t["bucket"]])
-        entries[key] = {"choice": t["choice"], "problem": t["problem"],
-                        "median_ms": min(r["median_ms"] for r in t["candidates"] if r.get("median_ms") is not None),
-                        "tune_seconds": round(t["seconds"], 1)}
+        if t["choice"] is not None:
+            by_key.setdefault("|".join([t["function"], "*", t["problem"][-1], t["bucket"]]), []).append(t)
+    entries = {key: _bucket_choice(ts) for key, ts in by_key.items()}
     shipped["entries"] = entries
     m = data["machine"]
     shipped["measured"] = {k: m.get(k) for k in ("gpu", "compute_capability", "driver_version", "numba_cuda",
@@ -202,6 +199,33 @@ def table(results: str) -> int:
     path.write_text(json.dumps(shipped, indent=1) + "\n")
     print(f"wrote {len(entries)} entries to {path}")
     return 0
+
+
+def _bucket_choice(tunes: list) -> dict:
+    """The entry for one bucket: its tune's winner, or where several problems of the run share
+    the bucket (1000³ and 1024³), the candidate whose worst time relative to each problem's
+    fastest is least (timed at every one of them)."""
+    if len(tunes) == 1:
+        t = tunes[0]
+        return {"choice": t["choice"], "problems": [t["problem"]], "worst_vs_best": 1.0,
+                "tune_seconds": round(t["seconds"], 1)}
+    times = [{r["impl"]: r["median_ms"] for r in t["candidates"] if r.get("median_ms") is not None} for t in tunes]
+    common = set.intersection(*(set(x) for x in times))
+    worst = {impl: max(x[impl] / min(x.values()) for x in times) for impl in common}
+    impl = min(worst, key=worst.get)
+    return {"choice": _choice_of(tunes[0]["function"], impl), "problems": [t["problem"] for t in tunes],
+            "worst_vs_best": round(worst[impl], 4), "tune_seconds": max(round(t["seconds"], 1) for t in tunes)}
+
+
+def _choice_of(function: str, impl: str) -> dict:
+    """``{"variant", "config"}`` from a tune row's name: ``"variant [field=v,...]"`` (fields that
+    differ from the rung's default preset, or ``default``)."""
+    from simt_tiles import autotune
+
+    variant, _, text = impl.partition(" [")
+    fields = {k: int(v) for k, v in (f.split("=") for f in text.rstrip("]").split(",") if "=" in f)}
+    rung = autotune._rungs(autotune.tunable(function).ladder)[variant]
+    return {"variant": variant, "config": dataclasses.asdict(dataclasses.replace(rung.presets["default"], **fields))}
 
 
 def main(argv=None) -> int:

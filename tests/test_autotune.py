@@ -342,3 +342,20 @@ def test_shapes_parse_or_name_the_argument():
             autotune.tunable("matmul").parse(bad, {})
     with pytest.raises(ValueError, match="function"):
         autotune.tunable("fft")
+
+
+def test_the_shipped_tables_are_valid(monkeypatch):
+    """Every entry of every shipped table decodes to a valid, fitting config of an existing rung."""
+    monkeypatch.setattr(autotune, "SHIPPED_DIR", REAL_SHIPPED_DIR)
+    tables = sorted(REAL_SHIPPED_DIR.glob("*.json"))
+    assert tables
+    for path in tables:
+        data = json.loads(path.read_text())
+        assert data["format"] == autotune.SHIPPED_FORMAT
+        monkeypatch.setattr(autotune, "_MACHINE", {**H200, "gpu": data["gpu"], "cc": data["compute_capability"]})
+        for key, rec in data["entries"].items():
+            function, variant, dtype, bkt = key.split("|")
+            for problem in rec["problems"]:
+                assert autotune.bucket(tuple(problem)) == bkt
+                hit = autotune.lookup(function, tuple(problem), None if variant == "*" else variant)
+                assert hit is not None and hit[2] == "shipped" and hit[0] == rec["choice"]["variant"]

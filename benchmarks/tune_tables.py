@@ -179,7 +179,8 @@ def table(results: str) -> int:
     from simt_tiles import autotune
     from simt_tiles.machine import slug_from_name
 
-    data = json.load(open(results))
+    with open(results) as fh:
+        data = json.load(fh)
     gpu = data["machine"]["gpu"]
     path = autotune.SHIPPED_DIR / f"{slug_from_name(gpu)}.json"
     shipped = json.loads(path.read_text()) if path.exists() else {

@@ -58,7 +58,7 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["choose", "lookup", "tune", "bucket", "cache_path", "clear", "entries", "register", "Tunable",
+__all__ = ["choose", "lookup", "tune", "bucket", "dtype_name", "cache_path", "clear", "entries", "register", "Tunable",
            "TuneResult", "AUTOTUNE_ENV", "VERBOSE_ENV", "FORMAT"]
 
 #: set to 1 to tune a problem on its first call when neither the cache nor the shipped table has it
@@ -189,6 +189,24 @@ def _short_key(function: str, variant, dtype: str, bkt: str) -> str:
     return "|".join([function, variant or "*", dtype, bkt])
 
 
+_DTYPE_NAMES: dict = {}
+
+
+def dtype_name(dtype) -> str:
+    """``np.dtype(dtype).name``, memoised (``.name`` costs microseconds on a hot launch path)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        import numpy as np
+
+        name = np.dtype(dtype).name
+        try:
+            _DTYPE_NAMES[dtype] = name
+        except TypeError:  # unhashable
+            pass
+        return name
+
+
 def _dtype_of(t: Tunable, problem: tuple) -> str:
     return str(problem[t.fields.index("dtype")])
 
@@ -205,8 +223,28 @@ def cache_path() -> Path:
     return cache_root() / "autotune" / "autotune.json"
 
 
+_FILES: dict = {}
+
+
 def _read_json(path: Path, fmt: str) -> dict:
-    """``entries`` of a file of format ``fmt``; {} (with a warning) when it is not one."""
+    """The file's object when it is of format ``fmt``; {} (with a warning) when it is not one.
+    Parsed once per state of the file (path, size, modification time)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        st = None
+    key = (str(path), fmt, st and (st.st_size, st.st_mtime_ns, st.st_ino))
+    if st is not None and key in _FILES:
+        return _FILES[key]
+    data = _parse_json(path, fmt)
+    if st is not None:
+        _FILES[key] = data
+    return data
+
+
+def _parse_json(path: Path, fmt: str) -> dict:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -221,8 +259,8 @@ def _read_json(path: Path, fmt: str) -> dict:
 
 
 def entries() -> dict:
-    """The user cache's records, by key (a bad file: {} with a warning)."""
-    return _read_json(cache_path(), FORMAT).get("entries", {})
+    """The user cache's records, by key (a bad file: {} with a warning).  A copy: change it freely."""
+    return dict(_read_json(cache_path(), FORMAT).get("entries", {}))
 
 
 def _write(entries_: dict) -> None:

@@ -186,8 +186,8 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
         if config is None:  # the tuned choice for this GPU and layer, if any (a dict lookup once seen)
-            hit = _autotune.choose("conv2d_nchw", (n, c_in, h, wd, c_out, kh, kw, padding, dtype.name), variant,
-                                   autotune)
+            problem = (n, c_in, h, wd, c_out, kh, kw, padding, _autotune.dtype_name(dtype))
+            hit = _autotune.choose("conv2d_nchw", problem, variant, autotune)
             if hit is not None:
                 variant, config = hit
                 rung = RUNGS[variant]

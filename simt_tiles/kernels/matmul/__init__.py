@@ -24,7 +24,8 @@ the rung and its split of K by size (``_common.fast_choice``), a named variant i
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+import functools
 
 from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
@@ -83,21 +84,25 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune=None):
     tuned choice for this GPU and size (:func:`simt_tiles.autotune.choose`: memoised, a dict
     lookup after the first call; ``autotune=True`` tunes a miss); else with ``variant=None``
     the split-K rule (:func:`._common.fast_choice`), with a variant its preset."""
-    import dataclasses
-
     if config is None:
-        hit = _autotune.choose("matmul", (m, n, k, np.dtype(dtype).name), variant, autotune)
+        dtype = _autotune.dtype_name(dtype)
+        hit = _autotune.choose("matmul", (m, n, k, dtype), variant, autotune)
         if hit is not None:
             return get_rung(hit[0]), hit[1]
-    if variant is None and config is None:
-        variant, splits = fast_choice(m, n, k, dtype)
-        rung = get_rung(variant)
-        cfg = rung.resolve_config(None)
-        if splits > 1:
-            cfg = dataclasses.replace(cfg, splits=splits)
-        return rung, cfg
+        if variant is None:
+            return _split_k_choice(m, n, k, dtype)
     rung = get_rung(variant)
     return rung, rung.resolve_config(config)
+
+
+@functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation
+def _split_k_choice(m: int, n: int, k: int, dtype: str):
+    variant, splits = fast_choice(m, n, k, dtype)
+    rung = get_rung(variant)
+    cfg = rung.resolve_config(None)
+    if splits > 1:
+        cfg = dataclasses.replace(cfg, splits=splits)
+    return rung, cfg
 
 
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None):

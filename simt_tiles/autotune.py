@@ -30,7 +30,8 @@ The cache
     {key: record}}``; a key joins the GPU name, compute capability, driver version,
     numba-cuda and simt_tiles versions, function, requested variant (``*`` for None), dtype
     and shape bucket, so another GPU's or another version's entry is never used.  Writes go
-    to a temporary file renamed over the old one (atomic).  A file that is not JSON or not
+    to a temporary file renamed over the old one (atomic: a reader sees the old file or the new
+    one; of two processes storing at once, the later rename wins).  A file that is not JSON or not
     of this format, and a record whose key does not match its own fields or whose config
     breaks its rung's rules, are ignored with a warning, never trusted.
 
@@ -510,11 +511,13 @@ def candidates(function: str, problem: tuple, variant=None) -> list:
     return out
 
 
-def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0, verbose=None, store_result=True,
-         reps: int = 20, warmup: int = 3, timer=None, sync=None, before=None, extra_candidates=()) -> TuneResult:
+def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0, verbose=None, progress=False,
+         store_result=True, reps: int = 20, warmup: int = 3, timer=None, sync=None, before=None,
+         extra_candidates=()) -> TuneResult:
     """Check, then time every candidate for ``problem`` (see the module docstring); store and
-    return the fastest that passed.  ``timer``/``sync``/``before`` replace the harness's CUDA
-    ones (tests); ``extra_candidates`` are ``(variant, config)`` pairs timed besides the space."""
+    return the fastest that passed.  ``verbose``: a line per candidate and the table at the end;
+    ``progress``: the lines only.  ``timer``/``sync``/``before`` replace the harness's CUDA ones
+    (tests); ``extra_candidates`` are ``(variant, config)`` pairs timed besides the space."""
     from .bench.harness import Harness
 
     t0 = time.perf_counter()
@@ -529,7 +532,7 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     if before is None and timer is None:
         before = _flush_before()
     rungs = _rungs(t.ladder)
-    progress = _Quiet(verbose, len(cands))
+    progress = _Quiet(verbose or progress, len(cands))
     per_entry = max(0.05, min(1.0, budget_s / max(1, 3 * len(cands))))
     h = Harness(reps=reps, warmup=warmup, budget_s=per_entry, timer=timer, sync=sync, before=before,
                 progress=progress)
@@ -632,7 +635,8 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"simt-tiles tune: {exc}", file=sys.stderr)
         return 2
-    res = tune(args.function, problem, args.variant, budget_s=args.budget_s, verbose=True if args.verbose else None)
+    res = tune(args.function, problem, args.variant, budget_s=args.budget_s, verbose=True if args.verbose else None,
+               progress=True)
     if res.choice is None:
         print("autotune: no candidate passed its check; nothing stored", file=sys.stderr)
         return 1

@@ -26,7 +26,11 @@ Presets
     grid has at least ``min_blocks`` blocks per SM (a full wave at the
     occupancy its launch bounds ask for), else ``"small"`` (4× more threads
     per output: N = 8, C = 256, 14 × 14 gives the default only 64 blocks).
-    This rule is a hypothesis until measured on the H200.
+    Measured on the H200 (benchmarks/results/autotune_h200.json): it picks
+    "small" for N8 C256 14×14, the fastest of the six tuned configs there
+    (16.1 TFLOP/s, "default" 10.5).  Before this rule, :mod:`simt_tiles.autotune`
+    is asked (the user's cache, then the shipped H200 table: for N32 C64 56×56
+    k03 with CK = 4, 3% faster than its preset).
 
 Filter shape and shared memory
     The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the

@@ -395,7 +395,8 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
     tuned now and stored.  None in the simulator.  Memoised: a repeated call is a dict lookup.
 
     ``problem`` is the function's problem tuple (hashable), e.g. ``(m, n, k, "float32")`` for
-    matmul; ``variant`` the caller's variant (None: any rung)."""
+    matmul; ``variant`` the caller's variant (None: any rung).  A function with no
+    :class:`Tunable` (neither built in nor :func:`register`-ed) gets None."""
     key = (function, problem, variant, autotune)
     try:
         return _MEMO[key]
@@ -404,7 +405,7 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
     from .runtime import SIMULATOR
 
     result = None
-    if not SIMULATOR:
+    if not SIMULATOR and (function in _TUNABLES or function in _TUNABLE_HOMES):  # else: not tunable (yet)
         hit = lookup(function, problem, variant)
         if hit is not None:
             result = hit[:2]

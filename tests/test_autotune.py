@@ -243,6 +243,15 @@ def test_matmul_defaults_ask_autotune_first(monkeypatch):
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
 
 
+def test_an_unknown_function_gets_the_default(monkeypatch):
+    from simt_tiles import runtime
+
+    monkeypatch.setattr(runtime, "SIMULATOR", False)
+    assert autotune.choose("conv2d", (64, 64, 3, 3, "reflect", "float32")) is None
+    with pytest.raises(ValueError, match="function"):
+        autotune.lookup("conv2d", (64, 64, 3, 3, "reflect", "float32"))
+
+
 def test_no_implicit_tuning_without_opting_in(monkeypatch):
     from simt_tiles import runtime
 

@@ -15,9 +15,9 @@ flush before each timed call keeps the Python launch path out of the events) wit
 per-problem budget (``budget_s``, 30 s: candidates past it are skipped, the default ones
 come first), and stores the winner.
 
-Where defaults come from (:func:`choose`, called by ``matmul`` and ``conv2d_nchw`` when
-``config`` is None)
-    (a) the user's cache, (b) the table shipped for this GPU (``simt_tiles/tuned/<gpu>.json``,
+Where defaults come from
+    :func:`choose`, which ``matmul`` and ``conv2d_nchw`` call when ``config`` is None, answers
+    from (a) the user's cache, (b) the table shipped for this GPU (``simt_tiles/tuned/<gpu>.json``,
     written by ``benchmarks/tune_tables.py`` from a tuning run), (c) None: the caller's own
     default.  Nothing is tuned implicitly: only ``autotune=True`` or ``SIMT_TILES_AUTOTUNE=1``
     tunes a problem that (a) and (b) miss.  In the simulator (c) always.  The answer is

@@ -109,7 +109,7 @@ _TUNABLES: dict = {}
 def register(tunable: Tunable) -> None:
     """Make ``tunable.function`` tunable (a family that is not in the built-in list)."""
     _TUNABLES[tunable.function] = tunable
-    _MEMO.clear()
+    _forget()
 
 
 def tunable(function: str) -> Tunable:
@@ -292,8 +292,17 @@ def clear() -> int:
     n = len(entries())
     with _suppress():
         cache_path().unlink()
-    _MEMO.clear()
+    _forget()
     return n
+
+
+def _forget() -> None:
+    """What ``config=None`` means may have changed: forget the memoised choices and the launch
+    plans recorded with them (:mod:`simt_tiles.launch`, when loaded)."""
+    _MEMO.clear()
+    launch = sys.modules.get("simt_tiles.launch")
+    if launch is not None:
+        launch.clear()
 
 
 def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
@@ -309,7 +318,7 @@ def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
     all_ = entries()
     all_[key] = rec
     _write(all_)
-    _MEMO.clear()
+    _forget()
     return key
 
 
@@ -411,6 +420,9 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
             result = hit[:2]
         elif _opted_in(autotune):
             result = tune(function, problem, variant).choice
+            launch = sys.modules.get("simt_tiles.launch")
+            if launch is not None:  # the tuner's launches are no part of this call's launch plan
+                launch.no_plan("autotune tuned this problem during the call")
     _MEMO[key] = result
     return result
 

@@ -29,6 +29,7 @@ import functools
 
 from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import Rung, pick_rung
 from . import (
     k01_naive,
@@ -105,6 +106,7 @@ def _split_k_choice(m: int, n: int, k: int, dtype: str):
     return rung, cfg
 
 
+@planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None):
     """C = A @ B for 2-D float32 or float64 arrays of the same dtype.
 
@@ -127,7 +129,9 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         autotune cache or the shipped table has one (:mod:`simt_tiles.autotune`),
         else ``"sim"`` in the simulator, ``"default"`` on a GPU.
     stream
-        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+        None (the current stream of the inputs' framework: CuPy's or PyTorch's current
+        stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
+        CuPy/PyTorch stream.
         Device results are asynchronous on that stream, like any CUDA library.
     autotune
         True: with ``config=None``, a size that neither the cache nor the shipped table
@@ -135,7 +139,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         when ``SIMT_TILES_AUTOTUNE=1``; False: never.
     """
     get_rung(variant)  # a bad name fails before any copy
-    stream = as_stream(stream)
+    stream = as_stream(stream, a)
 
     a_op = device_operand(a, "a", ndim=2, stream=stream)
     b_op = device_operand(b, "b", ndim=2, stream=stream)

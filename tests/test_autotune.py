@@ -368,3 +368,18 @@ def test_the_shipped_tables_are_valid(monkeypatch):
                 assert autotune.bucket(tuple(problem)) == bkt
                 hit = autotune.lookup(function, tuple(problem), None if variant == "*" else variant)
                 assert hit is not None and hit[2] == "shipped" and hit[0] == rec["choice"]["variant"]
+
+
+def test_storing_forgets_launch_plans_and_a_tuning_call_makes_none(monkeypatch):
+    from simt_tiles import launch, runtime
+
+    cleared, refused = [], []
+    monkeypatch.setattr(launch, "clear", lambda: cleared.append(1))
+    monkeypatch.setattr(launch, "no_plan", lambda reason: refused.append(reason))
+    store()
+    assert cleared  # config=None may mean another config now: recorded plans are stale
+    monkeypatch.setattr(runtime, "SIMULATOR", False)
+    monkeypatch.setattr(autotune, "tune", lambda *a, **k: autotune.TuneResult(
+        "matmul", a[1], ("k10_warptiled", SIM_K10), [], 0.0))
+    autotune.choose("matmul", (50, 50, 50, "float32"), autotune=True)
+    assert refused and "autotune" in refused[0]

@@ -15,6 +15,8 @@ names them), and each (problem, implementation) pair appears in one block only:
     conv          conv_<device>.json          the fastest rung per problem beside its peers
     patterns      patterns_<device>.json      the same for softmax, reduce, elementwise
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
+    tile_table    tile_table_<device>.json    the SIMT-vs-Tile table: every system per problem, with lines
+                                              of kernel code (``simt-tiles bench tile``)
     dispatch      dispatch_<device>.json      host time per call of every public function (CuPy, PyTorch, Numba
                                               arrays) with launch plans, on the checked path, and the peers
                                               (rendered where README.md has the block)
@@ -174,6 +176,18 @@ def bias_tiles_block(path: str) -> str:
                                  markdown(head, body)])
 
 
+def tile_table_block(path: str) -> str:
+    """The SIMT-vs-Tile table of one ``simt-tiles bench tile`` run (``simt_tiles.bench.tile_table.render``)."""
+    import json
+
+    from simt_tiles.bench.tile_table import render
+
+    with open(path) as fh:
+        data = json.load(fh)
+    return _block("tile_table", [_measured_on(data, path, "simt-tiles bench tile --reps 10 --out benchmarks/results") + ".", "",
+                                 render(data)])
+
+
 def dispatch_block(path: str) -> str:
     """Host µs per call of every public function, beside the checked path and CuPy/PyTorch calls."""
     import json
@@ -209,7 +223,7 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     text = put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
     if "<!-- dispatch-table:begin -->" in text and os.path.exists(path("dispatch")):
         text = put(text, "dispatch", dispatch_block(path("dispatch")))
-    return text
+    return put(text, "tile_table", tile_table_block(path("tile_table")))
 
 
 def main(argv=None) -> int:

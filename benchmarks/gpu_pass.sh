@@ -41,7 +41,8 @@ for step in $steps; do
       # sweep that FAST_TABLE is chosen from (custom rows, kept in the results file), in one run with
       # Triton; then Nsight Compute on the default at 4096³ and 1024³, and the three sanitizers on
       # ragged shapes for every small-tile preset and split (benchmarks/run_fast_once.py)
-      python3 benchmarks/warm_kernel_cache.py -j 16 2>&1 | tee "$out/warm_cache.log" | tail -1
+      python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 64x128 128x64 2>&1 \
+        | tee "$out/warm_cache.log" | tail -1
       K=k11_vectorized_bk16; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
       timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K k12_async_copy --default \

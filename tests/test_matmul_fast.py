@@ -105,6 +105,16 @@ def test_k11_tile_is_written_out(dtype, vec):
     assert "I64(" in generate(cfg, dtype, idx32=False, vec=vec)[2]
 
 
+def test_launch_bounds_make_a_distinct_source():
+    """Numba's disk cache is keyed by the source (not the jit options): two tiles that differ only
+    in their launch bounds must generate two sources, or one would load the other's cubin."""
+    cfg = RUNGS["k11_vectorized_bk16"].presets["128x64"]
+    other = dataclasses.replace(cfg, min_blocks=cfg.min_blocks + 1)
+    assert generate(cfg, np.float32)[0] != generate(other, np.float32)[0]
+    assert generate_k12(cfg, np.float32)[0] != generate_k12(other, np.float32)[0]
+    assert generate(cfg, np.float64)[0] == generate(other, np.float64)[0]  # float64: 1 block either way
+
+
 def test_k12_copies_asynchronously():
     cfg = RUNGS["k12_async_copy"].presets["default"]
     _, header, body = generate_k12(cfg, np.float32)
@@ -117,21 +127,13 @@ def test_k12_copies_asynchronously():
 # --- the default API's choice ----------------------------------------------------------------
 
 
-def test_small_problems_split_k_until_the_sms_are_full(monkeypatch):
-    f32, k11 = np.float32, "k11_vectorized_bk16"
-    pick = _common.fast_pick
-    assert pick(1000, 1000, 1000, f32) == (k11, "default", 4)  # 64 tiles of 128×128
-    assert pick(1031, 997, 1013, f32) == (k11, "default", 3)  # 72 tiles
-    assert pick(2048, 2048, 2048, f32) == (k11, "default", 1)  # 256 tiles
-    assert pick(1000, 1000, 200, f32)[2] == 1  # K too short to split
-    assert pick(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, "default", 1)
-    assert _common.fast_choice(1031, 997, 1013, f32) == (k11, 3)  # (variant, splits), as before
-    for row in _common.FAST_TABLE:  # every preset the table names exists, and fits in float64 too
-        RUNGS[row[2]].resolve_config(row[3] if len(row) > 3 else "default").check_smem(np.float64)
-    # a row may name a preset (and a three-field row means "default")
-    monkeypatch.setattr(_common, "FAST_TABLE", ((88, 1, k11, "64x64"), (None, 2, k11)))
-    assert pick(1000, 1000, 1000, f32) == (k11, "64x64", 1)
-    assert pick(2048, 2048, 2048, f32) == (k11, "default", 2)
+def test_small_problems_split_k_until_the_sms_are_full():
+    f32 = np.float32
+    assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 4)  # 64 tiles
+    assert _common.fast_choice(1031, 997, 1013, f32) == ("k11_vectorized_bk16", 3)  # 72 tiles
+    assert _common.fast_choice(2048, 2048, 2048, f32) == ("k11_vectorized_bk16", 1)  # 256 tiles
+    assert _common.fast_choice(1000, 1000, 200, f32)[1] == 1  # K too short to split
+    assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 5])
@@ -180,19 +182,17 @@ def test_unaligned_device_operands(variant):
 
 
 def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch):
-    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split as 1400³ does
-    monkeypatch.setattr(_common, "FAST_TABLE", ((None, 4, "k11_vectorized_bk16", "64x64"),))
+    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split as 1000³ does
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 21, 45, np.float32)
     from simt_tiles.kernels.matmul import choose
 
     rung, cfg = choose(None, None, 19, 21, 45, np.float32)
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
-    assert (cfg.bm, cfg.bn) == ((32, 32) if SIMULATOR else (64, 64))  # the simulator keeps "sim" tiles
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
 
-#: the small-tile presets FAST_TABLE may pick (2×2 warps of 32 lanes, 128 threads)
+#: the small-tile presets the autotuner's space tries (2×2 warps of 32 lanes, 128 threads)
 SMALL_PRESETS = ("64x64", "64x128", "128x64")
 
 

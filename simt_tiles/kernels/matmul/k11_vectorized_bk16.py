@@ -54,6 +54,7 @@ from ... import codegen
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
+from . import _tuning
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
 IDX32_LIMIT = 2**31
@@ -133,7 +134,10 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
     X = "U" if idx32 else "I64"  # global (flat) index type; shared indices are always uint32
     dt = np.dtype(dtype).name
-    name = f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}{'_v4' if vec else '_v1'}"
+    # the launch bounds are in the name: Numba's disk cache is keyed by the source, not the jit
+    # options, so two tiles that differ only in min_blocks must be two sources
+    name = (f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
+            f"{'_v4' if vec else '_v1'}_lb{launch_blocks(config, dtype)}")
     header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
               "from simt_tiles.runtime import SMEM_ALIGN\n"
               "from simt_tiles.vector import load1_global, load4_at, load4_global, store4, store4_at, store_at\n"
@@ -334,9 +338,13 @@ def signature(dtype, idx32: bool = True, vec: bool = True):
     return void(t, t, t, uint32 if idx32 else int64, uint32)
 
 
+def launch_blocks(config: Config, dtype) -> int:
+    """Blocks per SM the launch bounds ask for: ``min_blocks`` for float32, 1 for float64."""
+    return config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
+
+
 def jit_options(config: Config, dtype) -> dict:
-    blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
-    return {"launch_bounds": (config.threads, blocks), "cache": True}
+    return {"launch_bounds": (config.threads, launch_blocks(config, dtype)), "cache": True}
 
 
 def split_plan(config: Config, k: int) -> tuple[int, int]:
@@ -407,4 +415,5 @@ class SplitKRung(Rung):
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS))

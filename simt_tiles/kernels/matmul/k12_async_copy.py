@@ -26,12 +26,15 @@ Headline (H200, benchmarks/results/matmul_fast_h200.json): 44.7 TFLOP/s at 4096Â
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from ... import codegen
 from ...runtime import cdiv, jit
 from ...vector import aligned
+from . import _tuning
 from . import k11_vectorized_bk16 as k11
 from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
@@ -52,7 +55,8 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     RA, RB = T // (BM // 4), T // (BN // 4)  # k-rows of Aáµ€ / of B covered by one pass
     X = "U" if idx32 else "I64"
     dt = np.dtype(dtype).name
-    name = f"matmul_k12_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
+    name = (f"matmul_k12_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
+            f"_lb{k11.launch_blocks(config, dtype)}")  # launch bounds: k11's note
     header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
               "from simt_tiles.runtime import SMEM_ALIGN\n"
               "from simt_tiles.vector import commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies\n"
@@ -223,4 +227,4 @@ class AsyncCopyRung(k11.SplitKRung):
 
 # float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only
 RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options,
-                     gate_dtypes=("float32",))
+                     gate_dtypes=("float32",), tuning_space=functools.partial(_tuning.split_k_space, PRESETS))

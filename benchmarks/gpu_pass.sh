@@ -37,9 +37,8 @@ for step in $steps; do
     tile)
       timeout 300 python3 benchmarks/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
     fast)
-      # the fast matmul rungs (issue 14): the README's matmul_fast table plus the small-tile / split-K
-      # sweep that FAST_TABLE is chosen from (custom rows, kept in the results file), in one run with
-      # Triton; then Nsight Compute on the default at 4096³ and 1024³, and the three sanitizers on
+      # the fast matmul rungs (issue 14): the README's matmul_fast table plus a small-tile / split-K
+      # sweep (custom rows, kept in the results file) in one run with Triton; then Nsight Compute on the default at 4096³ and 1024³, and the three sanitizers on
       # ragged shapes for every small-tile preset and split (benchmarks/run_fast_once.py)
       python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 64x128 128x64 2>&1 \
         | tee "$out/warm_cache.log" | tail -1

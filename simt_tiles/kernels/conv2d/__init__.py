@@ -103,6 +103,7 @@ from . import (
     k07_vectorized,
     k08_prefetched,
     k09_async_copy,
+    k10_runtime_weights,
 )
 from ._bind import CONSTANT_VECTOR, FilterCall, SeparableCall, host_filter
 from ._common import MODES, Mode, flops, specialise, tap_counts
@@ -119,17 +120,25 @@ RUNGS: dict[str, Rung] = {
         k07_vectorized.RUNG,
         k08_prefetched.RUNG,
         k09_async_copy.RUNG,
+        k10_runtime_weights.RUNG,
     )
 }
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses: the fastest rung that compiles once per filter
-#: *shape*.  k05 is 1.7–2.6× faster on the H200 (benchmarks/results/conv_h200.json)
-#: but compiles once per filter *value* (2–3 s each): pass ``variant="k05_register_tile_2d"``
-#: for a filter you apply many times.
-BEST_VARIANT = "k03_register_blocked"
+#: the rung ``variant=None`` uses for filters up to :data:`BEST_MAX_SIZE` on each axis:
+#: k05's register tiles with the weights read at run time — one compilation per filter
+#: *shape*, mode and dtype, kept on disk (k10's docstring)
+BEST_VARIANT = "k10_runtime_weights"
+
+#: the largest filter side :data:`BEST_VARIANT` takes by default: beyond it its patch rows
+#: and filter columns are no longer all unrolled (long compiles, weights in local memory)
+BEST_MAX_SIZE = 7
+
+#: the rung ``variant=None`` uses for larger filters, and ``correlate_separable``'s
+#: "two_pass" for its two 1-D passes: register blocking, one small kernel per filter shape
+SHAPE_VARIANT = "k03_register_blocked"
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
@@ -169,6 +178,8 @@ __all__ = [
     "SEPARABLE_FLOAT32_PRESET",
     "RUNGS",
     "BEST_VARIANT",
+    "BEST_MAX_SIZE",
+    "SHAPE_VARIANT",
     "FALLBACK_VARIANT",
     "CONSTANT_FILTER_VARIANTS",
     "VECTOR_VARIANTS",
@@ -291,7 +302,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     if not isinstance(name, str) or name not in SEPARABLE_VARIANTS:
         raise ValueError(f"variant: expected one of {SEPARABLE_VARIANTS} or None; got {variant!r}")
     if name == "two_pass":
-        rung = get_rung(None)
+        rung = RUNGS[SHAPE_VARIANT]
     else:
         rung = SEPARABLE_RUNGS[name]
     cfg = rung.resolve_config(config)
@@ -318,7 +329,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
                     f"memory with this config (use variant='two_pass', variant=None, or smaller "
                     f"tiles): {exc}"
                 ) from exc
-            name, rung = "two_pass", get_rung(None)
+            name, rung = "two_pass", RUNGS[SHAPE_VARIANT]
             cfg = rung.resolve_config(config)
     if name != "two_pass":
         grid, block = rung.geometry(spec, h, w)
@@ -410,16 +421,35 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     return Operand(name, op.dev.reshape(as2d), op.kind, original)
 
 
+def default_rung(kh: int, kw: int, config=None) -> Rung:
+    """The rung ``variant=None`` uses for a ``kh × kw`` filter: :data:`BEST_VARIANT` up to
+    :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
+    else :data:`SHAPE_VARIANT`.  (The seam for a tuned choice: ``simt_tiles.autotune``.)"""
+    best = RUNGS[BEST_VARIANT]
+    if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
+        return best
+    return RUNGS[SHAPE_VARIANT]
+
+
 def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
     mode = Mode.parse(mode)
     _check_cval(cval)
     rung = get_rung(variant)
-    cfg = rung.resolve_config(config)
+    if variant is None:
+        rung.resolve_config(config)  # a bad config fails before any upload
+    else:
+        cfg = rung.resolve_config(config)
     stream = as_stream(stream)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not rung.bind.compiles_filter)
+    # NumPy weights stay on the host for a rung that compiles them in or passes them as
+    # kernel parameters (the default); the others upload them (``_bind``)
+    keep = variant is None or rung.bind.compiles_filter or rung.bind.host_weights
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not keep)
+    if variant is None:
+        rung = default_rung(*w_op.dev.shape, config)
+        cfg = rung.resolve_config(config)
     h, w = img_op.dev.shape
     out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
 

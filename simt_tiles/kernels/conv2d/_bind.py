@@ -129,8 +129,9 @@ def _runtime_weights(rung, spec, dtype, call: FilterCall):
         w = cuda.to_device(np.ascontiguousarray(w), stream=call.stream)
     spec = k10.for_source(spec, k10.PARAMS if isinstance(w, np.ndarray) else k10.STAGED)
     if isinstance(w, np.ndarray):  # the values travel with the launch: kernel parameters
-        values = tuple(w.ravel().tolist())
-        sparse = not call.all_taps and not bool(np.all(np.abs(w) > TINY_WEIGHT))  # NaN weights too
+        counted = call.all_taps | (np.abs(w) > TINY_WEIGHT)  # scipy skips |w| <= 2**-52 (and NaN)
+        values = tuple(np.where(counted, w, 0).ravel().tolist())  # a 0 adds nothing to finite values
+        sparse = not bool(np.all(counted))  # the kernel checks its blocks for NaN/inf
         kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=kh * kw)
         return kernel, (call.image, values, call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w,
                         sparse)

@@ -82,14 +82,14 @@ class Config(k05.Config):
         return super().smem_bytes(itemsize) + staged
 
 
-# A call replaces kh, kw, mode (and staged, min_blocks); the presets choose tiles and what the
-# compile gate builds — all 7 x 7: the gate's signature has 49 weight parameters
+# A call replaces kh, kw, mode (and source, min_blocks: for_source); the presets choose tiles and
+# what the compile gate builds — all 3 x 3 (the gate's signature has GATE_TAPS weight parameters)
 PRESETS = {
-    "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=7, kw=7, mode=Mode.REFLECT),
+    "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=3, mode=Mode.REFLECT),
     # k05's default: 32 × 4 threads of 6 × 4 outputs, 12 blocks per SM (≤ 40 registers)
-    "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT, min_blocks=12),
-    # the same with a device filter: its 49 weights held in registers too
-    "staged": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT, min_blocks=5,
+    "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.CONSTANT, min_blocks=12),
+    # the same with a device filter, staged in shared memory (its weights in registers too)
+    "staged": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.REFLECT, min_blocks=10,
                      source=STAGED),
 }
 
@@ -116,7 +116,7 @@ def make_unpack(kh: int, kw: int):
     return inline(codegen.load_function("unpack", src.text()))
 
 
-def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 49):
+def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
     """The kernel for ``config`` and ``dtype``.  ``taps``: the length of the weights tuple
     (KH·KW for :data:`PARAMS`; the staged kernel ignores it).  ``all_taps``: count zero taps
     too (``correlate1d``): no scan, one loop."""
@@ -141,10 +141,15 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 49):
     add_all = make_window_accumulator(config, all_taps=True)  # k05's loop, no test per tap
     add_counted = make_window_accumulator(config, all_taps=False)  # a test per tap (uniform)
     unpack = make_unpack(KH, KW)
+    # Numba keys a disk-cache entry on the kernel's code and the constants it closes over,
+    # not on its jit options: the kernel reads the launch bounds so that they are in the key
+    BOUNDS = jit_options(config, dtype)["launch_bounds"]
 
     def conv2d_k10_runtime_weights(image, wt, wa, out, cval, anchor_h, anchor_w, sparse):
         # the filter: wt, KH*KW kernel parameters (PARAMS; sparse: the host found a tap
         # with |w| <= 2**-52), or wa, a (KH, KW) device array of any strides (STAGED)
+        if BOUNDS[1] < 1:  # never (see BOUNDS above)
+            return
         tx = uint32(cuda.threadIdx.x)
         ty = uint32(cuda.threadIdx.y)
         t = ty * uint32(BX) + tx
@@ -163,9 +168,10 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 49):
                     a = i // uint32(KW)
                     b = i - a * uint32(KW)
                     v = wa[a, b]
-                    w_s[a, b] = v
-                    if not abs(v) > TINY:  # a NaN weight is skipped too (scipy)
+                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
+                        v = DT(0)  # adds exactly nothing to finite values
                         tiny = 1
+                    w_s[a, b] = v
         # RAW: the patch (and the staged filter) complete before anyone reads them; the
         # staged kernel learns on the way whether the filter has a tap to skip
         zero_tap = cuda.syncthreads_or(tiny) != 0
@@ -208,7 +214,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 49):
     return conv2d_k10_runtime_weights
 
 
-def signature(dtype, all_taps: bool = False, taps: int = 49):
+def signature(dtype, all_taps: bool = False, taps: int = 9):
     """``void(image, wt, wa, out, cval, anchor_h, anchor_w, sparse)``: ``wt`` a tuple of
     ``taps`` weights (kernel parameters), ``wa`` a strided 2-D weights array — each kernel
     reads one and is given a placeholder for the other (``_bind``)."""
@@ -222,8 +228,9 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, blocks), "cache": True}
 
 
-#: the compile gate builds each preset with the presets' 7 x 7 filter as 49 parameters
-GATE_PARAMS = ({"taps": 49},)
+#: the compile gate builds each preset with the presets' 3 x 3 filter as 9 parameters
+GATE_TAPS = 9
+GATE_PARAMS = ({"taps": GATE_TAPS},)
 
 RUNG = Rung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
             gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS)

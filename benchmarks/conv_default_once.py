@@ -43,11 +43,7 @@ def warm(jobs: int) -> None:
     for k in (3, 5, 7):
         for mode in ("constant", "reflect"):
             tasks += [(k, mode, kind, None, "float32") for kind in ("numpy", "device")]
-        tasks += [(k, "constant", "numpy", s, "float32") for s in ((32, 4, 4, 6, 1), (32, 4, 4, 6, 8), (32, 8, 4, 6, 1))]
-    for k in (3, 5):  # the sanitizer's other modes
-        for mode in ("nearest", "mirror", "wrap"):
-            tasks += [(k, mode, kind, None, "float32") for kind in ("numpy", "device")]
-    tasks += [(3, "reflect", kind, None, "float64") for kind in ("numpy", "device")]
+        tasks += [(k, "constant", "numpy", (32, 4, 4, 6, 1), "float32")]
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(jobs) as pool:
         for line in pool.imap_unordered(_one, tasks):
@@ -90,8 +86,7 @@ def sanitize() -> None:
     rng = np.random.default_rng(7)
     bad = 0
     cases = [(s, k, mode, kind, "float32") for s in SHAPES for k in (3, 5)
-             for mode in simt_tiles.kernels.conv2d.MODES for kind in ("numpy", "device")]
-    cases += [((97, 401), 3, "reflect", kind, "float64") for kind in ("numpy", "device")]
+             for mode in ("constant", "reflect") for kind in ("numpy", "device")]
     for (h, w), k, mode, kind, dtype in cases:
         x = rng.standard_normal((h, w)).astype(dtype)
         f = rng.standard_normal((k, k)).astype(dtype)

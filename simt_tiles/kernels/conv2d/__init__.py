@@ -31,14 +31,19 @@ Read the rungs in order:
                           patch loads into registers during this one's compute
 ``k09_async_copy``        k08 with cp.async (LDGSTS) into a second shared
                           buffer instead of registers
+``k10_runtime_weights``   k05 with the filter read at run time (kernel
+                          parameters, or staged from a device array): one
+                          compilation per filter *shape*, kept on disk
+                          (``variant=None`` up to 7 × 7)
 ========================  ====================================================
 
-``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
-k04 and k05 compile once per distinct filter (about a second or more on the
-host, see k04), which only pays off for a filter applied many times, and no
-H200 measurement says yet by how much they win.  ``correlate_separable``
-uses k06 (``variant="two_pass"``: two ``correlate1d`` calls through a
-global intermediate).
+``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
+filters up to 7 × 7 (NumPy filters as kernel parameters: no upload; device
+filters staged by each block: no copy back), k03 for larger ones (k10's loops
+stop unrolling there), k01 when the halo does not fit in shared memory.
+k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
+``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``
+calls with k03 through a global intermediate).
 
 1-D filters are 2-D filters of extent 1 on the other axis: ``correlate1d``
 along axis 1 is ``correlate2d`` with the 1 × K filter, along axis 0 with the
@@ -223,9 +228,13 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         ``out``: blocks would read inputs another block already overwrote);
         disjoint views of one buffer are fine.
     variant
-        A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`,
-        or :data:`FALLBACK_VARIANT` when the filter's halo does not fit in the
-        best rung's shared memory (only with ``config`` None or a preset name).
+        A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`
+        for filters up to :data:`BEST_MAX_SIZE` on each axis, else
+        :data:`SHAPE_VARIANT` (:func:`default_rung`), or :data:`FALLBACK_VARIANT`
+        when the filter's halo does not fit in that rung's shared memory (only
+        with ``config`` None or a preset name).  A new filter *value* never
+        compiles with None: the kernels depend on the filter's shape, mode and
+        dtype only, and are kept on disk (Numba's cache) across processes.
         The rungs of :data:`CONSTANT_FILTER_VARIANTS` compile the filter's
         values into the kernel: the first call with a new filter compiles
         (about a second or more); NumPy weights are used as they are (no upload),

@@ -16,8 +16,14 @@ What changed versus k05
     * **A device array staged in shared memory** (a CuPy/PyTorch/Numba
       filter, whose values are on the GPU: kernel parameters would need a
       copy back that waits for the stream).  Threads 0 … KH·KW − 1 copy it
-      beside the patch, under the patch's barrier; the window loop reads each
-      weight from there (a broadcast).
+      beside the patch, under the patch's barrier; each thread then reads the
+      weights into registers once (broadcasts) — one register per weight.
+    * **Kernel parameters at constant indices.**  A tuple read at a computed
+      index is a switch over all of its elements (and the loops around it
+      stop unrolling); so the kernel first copies the tuple into a local
+      array, one generated line per weight (``make_unpack``), and the window
+      loop indexes that with unrolled constants, as k05 indexes its constant
+      array.
 
     The filter *shape*, the mode, the dtype and which of the two the kernel
     takes stay compile-time, so a new filter of a known shape costs nothing,
@@ -30,17 +36,23 @@ Zero taps, at run time
     a NaN or inf in the image spreads only along the other taps.  k05 drops
     those taps from the code.  Here a skipped tap differs from an added one
     (``0·x``) only where x is not finite, so the kernel keeps k05's loop
-    without a test per tap and branches, uniformly for the block, to a copy
-    of it that tests each weight only when the filter has such a tap *and*
-    the block's patch holds a NaN or inf (each thread scans its share of the
-    patch; ``syncthreads_or`` combines).  Finite data never pays for the
-    test; a filter without zero taps not even for the scan.
+    with the skipped weights set to exactly 0 (the launcher for kernel
+    parameters, the staging threads for a device array) and no test per
+    tap, and branches, uniformly for the block, to a copy of it that tests
+    each weight only when the filter has such a tap *and* the block's patch
+    holds a NaN or inf (each thread scans its share of the patch;
+    ``syncthreads_or`` combines).  Finite data never pays for the test; a
+    filter without zero taps not even for the scan.  (Two copies of the
+    loop: twice k05's compile time, paid once per machine.)
 
 Memory traffic and banks
     As k05 (global: 1.10–1.31 loads per output; shared: its window rows).
     The staged weights are read as broadcasts: one address per warp.
 
-Headline (H200): see benchmarks/NOTES.md (k10) until measured.
+Registers: ptxas keeps weights in registers in both kernels, so ``min_blocks`` (the budget
+it is held to) is set per filter by :func:`for_source` — more weights, fewer blocks per SM.
+
+Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_weights (NumPy filter)"): 3.92 TB/s on 8192² 3x3 reflect, 92% of copy
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ simulator, ``gpu`` on a GPU):
 * ``full`` — a deeper run (~7× ``sim``'s examples): before a release, or after touching a
   kernel's index arithmetic.
 * ``gpu``  — on a GPU: configs come from the shipped presets (each distinct kernel compiles
-  once per run), ``gpu-quick`` the same with fewer examples.
+  once per run), ``gpu-quick`` the same with fewer examples, ``gpu-triage`` fewer and no shrinking
+  (every failing test named fast).
 
 Tests that fix their own example count scale it with :func:`tests.profiles.examples`.
 """

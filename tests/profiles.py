@@ -22,6 +22,8 @@ settings.register_profile("dev", max_examples=_BASE, deadline=None, phases=_NO_S
 settings.register_profile("full", max_examples=200, deadline=None, suppress_health_check=_QUIET)
 settings.register_profile("gpu", max_examples=10, deadline=None, suppress_health_check=_QUIET)
 settings.register_profile("gpu-quick", max_examples=4, deadline=None, suppress_health_check=_QUIET)
+settings.register_profile("gpu-triage", max_examples=4, deadline=None, phases=_NO_SHRINK,
+                          report_multiple_bugs=False, suppress_health_check=_QUIET)
 
 PROFILE = os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE", "sim" if SIMULATOR else "gpu")
 settings.load_profile(PROFILE)

@@ -125,3 +125,19 @@ def test_cli_bad_input(tmp_path, capsys):
     broken.write_text("def (:\n")
     assert exercises.main(["check", "vector_add", str(broken)]) == 1
     assert "failed to import" in capsys.readouterr().out
+
+
+def test_check_from_a_process_with_the_gpu_target_grades_in_the_simulator():
+    """A GPU user's process (Numba's real target already loaded) gets the same verdicts: the
+    grading runs in a simulator subprocess (race check, launch rules)."""
+    from .gate_subprocess import run_real_target
+
+    proc = run_real_target(f"""
+        from numba import cuda  # the real target, as in a GPU user's script
+        from simt_tiles import exercises
+        ok = exercises.check("vector_add", {str(SOLUTIONS / "vector_add.py")!r}, compile_gpu=False)
+        stub = exercises.check("vector_add", exercises.stub_path("vector_add"), compile_gpu=False)
+        print(ok.passed, ok.cases >= 4, stub.passed, str(stub).startswith("FAIL vector_add: "))
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-4:] == ["True", "True", "False", "True"], proc.stdout + proc.stderr[-2000:]

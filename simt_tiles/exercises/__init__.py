@@ -95,9 +95,46 @@ def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Ve
         raise FileNotFoundError(f"file: expected your solution of {name!r} at {path}; there is no such file "
                                 f"(python -m simt_tiles.exercises start {name} makes one)")
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
+    if _real_target_loaded():
+        return _check_in_simulator_process(name, path, compile_gpu)
     from . import _grading
 
     return _grading.grade(ex, path, compile_gpu=compile_gpu)
+
+
+def _real_target_loaded() -> bool:
+    """Whether this process already imported Numba's CUDA target for a GPU (a GPU user's script, a
+    test run on a GPU): Numba picks its target once per process, and the grading (race check,
+    unwritten shared memory, the GPU's launch rules) needs the simulator."""
+    if "numba.cuda" not in sys.modules:
+        return False
+    from numba import config
+
+    return not config.ENABLE_CUDASIM
+
+
+_VERDICT = "simt_tiles-exercise-verdict: "
+
+
+def _check_in_simulator_process(name: str, path: Path, compile_gpu: bool) -> Verdict:
+    """:func:`check` in a fresh process with the simulator (a few seconds more)."""
+    import json
+    import subprocess
+
+    code = ("import dataclasses, json, sys\n"
+            "from simt_tiles import exercises\n"
+            "v = exercises.check(sys.argv[1], sys.argv[2], compile_gpu=sys.argv[3] == '1')\n"
+            f"print({_VERDICT!r} + json.dumps(dataclasses.asdict(v)))\n")
+    here = str(Path(__file__).resolve().parents[2])  # this simt_tiles, whatever put it on sys.path
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", code, name, str(path.resolve()), "1" if compile_gpu else "0"],
+                          env=env, capture_output=True, text=True, check=False)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_VERDICT):
+            return Verdict(**json.loads(line[len(_VERDICT):]))
+    raise RuntimeError(f"exercise check of {name!r} in a simulator process failed (exit {proc.returncode}):\n"
+                       f"{proc.stderr[-2000:]}")
 
 
 def main(argv: list[str] | None = None) -> int:

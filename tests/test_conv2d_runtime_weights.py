@@ -160,3 +160,24 @@ def test_source_and_register_budget():
     assert s.smem_bytes(4) == p.smem_bytes(4) + 49 * 4
     with pytest.raises(ValueError, match="taps: expected 49"):
         k10.make_kernel(p, np.float32, taps=9)
+
+
+@pytest.mark.parametrize("on_device", [False, True], ids=["numpy-filter", "device-filter"])
+@pytest.mark.parametrize("block", [(64, 1, 1, 2), (32, 2, 2, 1)], ids=["2-warps-x", "2-warps-y"])
+def test_several_warps_with_zero_taps_and_nan(block, on_device):
+    """Blocks of two warps (across x, across y): the scan's syncthreads_or, the checked loop
+    and the staged filter under ``pytest --racecheck`` (a one-warp block hides cross-warp races:
+    the race checker reports only write-write pairs inside a warp)."""
+    bx, by, rx, ry = block
+    config = k10.Config(block_x=bx, block_y=by, rx=rx, ry=ry)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 67)).astype(np.float32)
+    x[2, 40], x[0, 3] = np.nan, np.inf
+    f = np.array([[0, 1, 0], [1, -4, EPS], [0.5, 1, 0]], np.float32)
+    out = poisoned(x.shape, np.float32)
+    correlate2d(x, cuda.to_device(f) if on_device else f, mode="nearest", out=out, variant=BEST_VARIANT,
+                config=config)
+    with np.errstate(invalid="ignore"):
+        expect = ndi.correlate(x, f, mode="nearest")
+        ref, bound = correlate2d_reference(x, f, "nearest", 0.0)
+    _assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{block} device={on_device}")

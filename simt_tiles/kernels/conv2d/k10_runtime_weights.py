@@ -234,9 +234,17 @@ def signature(dtype, all_taps: bool = False, taps: int = 9):
     return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
 
 
+#: blocks per SM at most in modes "mirror" and "wrap": their boundary code (a modulo per row
+#: and column) needs 48 registers — at k05's 40 ptxas spilled 16–36 B (3 x 3, kernel parameters)
+WRAPPING_BLOCKS = 10
+
+
 def jit_options(config: Config, dtype) -> dict:
-    """k05's launch bounds (float32; float64 holds twice the words), and the disk cache."""
+    """k05's launch bounds (float32; float64 holds twice the words), fewer blocks for "mirror"
+    and "wrap" (:data:`WRAPPING_BLOCKS`), and the disk cache."""
     blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
+    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
+        blocks = min(blocks, WRAPPING_BLOCKS)
     return {"launch_bounds": (config.threads, blocks), "cache": True}
 
 

@@ -15,6 +15,11 @@ names them), and each (problem, implementation) pair appears in one block only:
     conv          conv_<device>.json          the fastest rung per problem beside its peers
     patterns      patterns_<device>.json      the same for softmax, reduce, elementwise
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
+    tile_table    tile_table_<device>.json    the SIMT-vs-Tile table: every system per problem, with lines
+                                              of kernel code (``simt-tiles bench tile``)
+    dispatch      dispatch_<device>.json      host time per call of every public function (CuPy, PyTorch, Numba
+                                              arrays) with launch plans, on the checked path, and the peers
+                                              (rendered where README.md has the block)
 
 README prose carries no measured numbers: it points at these blocks.
 """
@@ -171,6 +176,32 @@ def bias_tiles_block(path: str) -> str:
                                  markdown(head, body)])
 
 
+def tile_table_block(path: str) -> str:
+    """The SIMT-vs-Tile table of one ``simt-tiles bench tile`` run (``simt_tiles.bench.tile_table.render``)."""
+    import json
+
+    from simt_tiles.bench.tile_table import render
+
+    with open(path) as fh:
+        data = json.load(fh)
+    return _block("tile_table", [_measured_on(data, path, "simt-tiles bench tile --reps 10 --out benchmarks/results") + ".", "",
+                                 render(data)])
+
+
+def dispatch_block(path: str) -> str:
+    """Host µs per call of every public function, beside the checked path and CuPy/PyTorch calls."""
+    import json
+
+    from simt_tiles.bench.dispatch import markdown
+
+    with open(path) as fh:
+        data = json.load(fh)
+    note = (_measured_on(data, path, "simt-tiles bench dispatch --out benchmarks/results")
+            + f"; wall time of {data.get('calls', 300)} calls with `out=` given, before the one synchronisation,"
+            " median of the loops; every result checked against the checked path (bit for bit) and NumPy first.")
+    return _block("dispatch", [note, "", markdown(data)])
+
+
 def render_all(text: str, results: str, device: str, *, plots: bool = True) -> str:
     """``text`` (the README) with every block regenerated; ``plots=False`` leaves the PNGs alone."""
     def path(group):
@@ -189,7 +220,10 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     text = put(text, "conv", groups_block("conv", path("conv"), f"docs/img/conv_{device}.png", draw=plots))
     text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
                                               exclude=("bias_tiles",), draw=plots))
-    return put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
+    text = put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
+    if "<!-- dispatch-table:begin -->" in text and os.path.exists(path("dispatch")):
+        text = put(text, "dispatch", dispatch_block(path("dispatch")))
+    return put(text, "tile_table", tile_table_block(path("tile_table")))
 
 
 def main(argv=None) -> int:

@@ -428,6 +428,7 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
            "(`pip install 'simt-tiles[tile]'` pulls in only `cuda-tile`), tile sizes that are powers of two, "
            "float32 only in this project's counterparts, and fewer knobs: when the compiler's choice is slow "
            "there is no barrier, bank or register to move by hand."), ""]
+    out += _tile_table()
     tile_rates: dict = {}
     for ladder, rungs in ladders.items():
         tile_fn, res, what = TILE[ladder]
@@ -485,13 +486,26 @@ def simt_vs_tile(outdir: Path, ladders: dict) -> None:
             ("* **FP32 arithmetic (no TF32 rounding)**: the SIMT top rungs or cuBLAS FP32; measure the tile kernel before "
             "assuming it is faster."),
             ("* **Memory-bound patterns** (elementwise, reductions, softmax, small stencils): the SIMT rungs reach "
-            "most of the device-copy bandwidth ([performance](performance.md)); no cuTile measurement of these "
-            "is committed, so measure both before switching."),
+            "most of the device-copy bandwidth ([performance](performance.md)); the table at the top of this "
+            "page has every system on the same problems, so compare there before switching."),
             ("* **Unusual boundary semantics, float64, or fused epilogues** the tile counterparts do not offer: "
             "SIMT, with this project's references and bounds as the safety net."),
             ("* **No CUDA 13.4 `tileiras` or driver r580**: SIMT (Numba runs on older stacks, and in the "
             "simulator on a laptop)."), ""]
     _write(outdir / "simt_vs_tile.md", "\n".join(out))
+
+
+def _tile_table() -> list[str]:
+    """The one-run SIMT-vs-Tile table (``simt-tiles bench tile``), from the file the README reads too."""
+    from simt_tiles.bench.tile_table import render
+
+    data = _load("tile_table_h200.json")
+    if not data:
+        return []
+    return ["## Every system, one run", "",
+            (f"`simt-tiles bench tile` (`{_rel(RESULTS / 'tile_table_h200.json')}`): per problem the fastest SIMT "
+             "rung and the default call beside cuTile Python, CUDA Tile C++, Triton, cuda.compute and the "
+             "library, with the lines of kernel code of each."), "", render(data), ""]
 
 
 def exercises_page(outdir: Path) -> None:

@@ -28,8 +28,10 @@ SIMT side: :func:`device_operand` takes NumPy arrays, Numba device arrays, any
 ``__cuda_array_interface__`` object (CuPy, PyTorch) and CUDA DLPack producers;
 :func:`prepare_out` checks ``out=`` or makes the result in the caller's kind,
 :func:`finish_result` hands it back; :func:`as_stream` turns the caller's
-stream into a Numba one.  The Tile side's checks and allocation are in
-:mod:`simt_tiles.tile._interop`.
+stream into a Numba one (``None``: the current stream of the inputs' framework), and
+:func:`check_device` refuses an array on another GPU than the current one.
+The Tile side's checks and allocation are in :mod:`simt_tiles.tile._interop`.
+Repeated calls skip all of this through :mod:`simt_tiles.launch`'s plans.
 
 Numba is imported by the SIMT functions when first called, not by importing
 this module (``simt_tiles.tile`` uses the operand model without Numba).
@@ -60,6 +62,9 @@ __all__ = [
     "prepare_out",
     "finish_result",
     "as_stream",
+    "current_stream_ptr",
+    "check_device",
+    "device_mismatch",
     "stream_key",
     "describe",
 ]
@@ -325,6 +330,7 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
             f"{name}: expected a NumPy array or a CUDA array (Numba device array, "
             f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {describe(x)}{where}"
         )
+    check_device(name, x, kind)
     check_dtype_ndim(name, dev.dtype, dev.ndim, dev.shape, ndim)
     if not dev.is_c_contiguous():
         raise ValueError(
@@ -370,6 +376,9 @@ def _import_cai(x, stream):
     ours = stream_key(stream) if stream else None  # None: the legacy default stream
     if producer == ours or (ours is None and producer in (1, 2)):  # 1: legacy, 2: per-thread default
         return dev
+    from .launch import no_plan
+
+    no_plan("ordered after the producer's stream with an event")
     event = cuda.event(timing=False)
     event.record(cuda.external_stream(producer))
     event.wait(stream)
@@ -436,6 +445,9 @@ def _allocate(like: Operand, shape, dtype, stream) -> Operand:
 
         tdtype = torch.float32 if dtype == np.float32 else torch.float64
         obj = torch.empty(shape, dtype=tdtype, device=like.original.device)
+        ptr = stream_key(stream)
+        if ptr != current_stream_ptr(obj):  # torch's allocator must not reuse it before we are done
+            obj.record_stream(torch.cuda.ExternalStream(ptr, device=obj.device))
         return Operand("out", cuda.as_cuda_array(obj, sync=False), "torch", obj)
     dev = cuda.device_array(shape, dtype=dtype, stream=stream)
     if like.kind == "numpy":
@@ -457,25 +469,104 @@ def finish_result(out: Operand, stream=0):
     return host
 
 
-def as_stream(stream):
-    """A Numba stream (or 0 for the default stream) from what the caller passed.
+def as_stream(stream, like=None):
+    """A Numba stream (or 0 for the legacy default stream) from what the caller passed.
 
-    Accepts None, a Numba stream, or a CuPy / PyTorch stream object (wrapped
-    with ``cuda.external_stream``, GPU only).
+    ``stream=None`` is the current stream of the framework of ``like`` (the call's first
+    array): CuPy's ``cupy.cuda.get_current_stream()``, PyTorch's
+    ``torch.cuda.current_stream(like.device)``; Numba's default stream for Numba and NumPy
+    arrays.  Otherwise a Numba stream, or a CuPy / PyTorch / cuda.core stream object
+    (wrapped with ``cuda.external_stream``, GPU only).
     """
+    import numba
     from numba import cuda
 
-    if stream is None or (isinstance(stream, int) and stream == 0):
+    if stream is None:
+        ptr = 0 if numba.config.ENABLE_CUDASIM else current_stream_ptr(like)  # the simulator: one stream
+        return cuda.external_stream(ptr) if ptr else 0
+    if isinstance(stream, int) and stream == 0:
         return 0
     if type(stream).__module__.startswith("numba"):
         return stream
-    import numba
-
     if not numba.config.ENABLE_CUDASIM:
         for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
             ptr = getattr(stream, attr, None)
             if isinstance(ptr, int):
-                return cuda.external_stream(ptr)
+                return cuda.external_stream(ptr) if ptr else 0
     raise TypeError(
         f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {describe(stream)}"
     )
+
+
+def current_stream_ptr(like) -> int:
+    """The handle of the current stream of ``like``'s framework: CuPy's current stream, PyTorch's
+    current stream on the tensor's device; 0 (Numba's default stream) for anything else."""
+    mod = type(like).__module__.split(".")[0]
+    if mod == "cupy" and _has_cai(like):
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if mod == "torch" and getattr(like, "is_cuda", False):
+        import torch
+
+        return int(torch.cuda.current_stream(like.device).cuda_stream)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Devices: every array on the current device, or a clear error
+# ---------------------------------------------------------------------------
+
+
+def array_device(x, kind: str):
+    """The GPU ordinal ``x`` lives on (None where it cannot be told cheaply)."""
+    if kind == "cupy":
+        return int(x.device.id)
+    if kind == "torch":
+        return x.device.index
+    if kind == "numba":
+        ctx = getattr(getattr(x, "gpu_data", None), "context", None)
+        return None if ctx is None else int(ctx.device.id)
+    return None
+
+
+def current_device(kind: str) -> int:
+    """The current device as ``kind``'s framework sees it (the one a launch now goes to)."""
+    if kind == "cupy":
+        import cupy
+
+        return int(cupy.cuda.runtime.getDevice())
+    if kind == "torch":
+        import torch
+
+        return int(torch.cuda.current_device())
+    from numba import cuda
+
+    return int(cuda.get_current_device().id)
+
+
+_SWITCH = {
+    "cupy": "with cupy.cuda.Device({d}):",
+    "torch": "with torch.cuda.device({d}):",
+}
+
+
+def device_mismatch(name: str, got, current: int, kind: str) -> str | None:
+    """The error message when an array on device ``got`` is passed while ``current`` is the
+    current device (None when they agree or ``got`` is unknown)."""
+    if got is None or got == current:
+        return None
+    switch = _SWITCH.get(kind, "with numba.cuda.gpus[{d}]:").format(d=got)
+    return (f"{name}: expected an array on the current device (GPU {current}); got one on GPU {got} "
+            f"(simt_tiles launches on the current device: call it inside `{switch}`, or move the array)")
+
+
+def check_device(name: str, x, kind: str) -> None:
+    """ValueError naming ``name`` unless ``x`` is on the current device (GPU only)."""
+    import numba
+
+    if numba.config.ENABLE_CUDASIM or kind == "numpy":
+        return
+    msg = device_mismatch(name, array_device(x, kind), current_device(kind), kind)
+    if msg:
+        raise ValueError(msg)

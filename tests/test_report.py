@@ -77,8 +77,9 @@ def test_every_committed_result_renders():
     rendered = 0
     for path in files:
         with open(path) as fh:
-            if "results" not in json.load(fh):
-                continue  # not a harness file (fma_peak's own format)
+            rows = json.load(fh).get("results")
+        if not rows or not any(key in rows[0] for key in ("group", "m", "shape")):
+            continue  # not a harness file (fma_peak's own format; dispatch's host times per call)
         data = report.load(path)
         assert "| problem | implementation |" in report.group_tables(data), path
         rendered += 1

@@ -6,6 +6,9 @@ Groups (``simt-tiles bench GROUP --help`` lists each one's options):
     conv          2-D filtering vs copy / cupyx / cuDNN; the NCHW layer vs cuDNN
     patterns      softmax, reduce, vector_add, bias_relu vs copy / torch / cupy
     softmax, reduce, elementwise, bias_tiles     one part of patterns
+    tile          the SIMT-vs-Tile table: best rung, default call, cuTile, Tile C++, Triton,
+                  cuda.compute and the library on each problem, with lines of kernel code
+    dispatch      host time per call of every public function, beside CuPy/PyTorch and a bare Numba launch
     all           matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}
 
 Every implementation is checked against its reference and bound before it is timed, with
@@ -26,6 +29,8 @@ GROUP_MODULES = {
     "conv": ("conv", "2-D filtering and the NCHW layer vs copy / cupyx / cuDNN"),
     "patterns": ("patterns", "softmax, reduce, vector_add, bias_relu vs copy / torch / cupy"),
     **{g: ("patterns", f"patterns, {g} only") for g in PATTERN_GROUPS},
+    "tile": ("tile_table", "the SIMT-vs-Tile table (every system per problem, lines of kernel code)"),
+    "dispatch": ("dispatch", "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"),
 }
 GROUPS = (*GROUP_MODULES, "all")
 NO_GPU = ("simt-tiles bench: no CUDA GPU found. Benchmarks report GPU timings only and never run in "

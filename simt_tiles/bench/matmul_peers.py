@@ -28,19 +28,26 @@ def cublas_fp32(a, b, c):
     cp.matmul(a, b, out=c)
 
 
-def _triton_matmul():
-    """``simt_tiles.bench.triton_peers.triton_matmul()``'s function, or None (no module, no Triton)."""
+def _triton_matmul(precision="fp32"):
+    """``simt_tiles.bench.triton_peers.triton_matmul(precision)``'s function, or None (no Triton)."""
     try:
         from . import triton_peers
     except ImportError:
         return None
-    return triton_peers.triton_matmul()[0]
+    return triton_peers.triton_matmul(precision)[0]
 
 
 @peer("matmul", "Triton FP32", available=lambda: has("triton")() and _triton_matmul() is not None, context=False)
 def triton_fp32(a, b, c):
     """Triton's FP32 matmul (``tl.dot(..., input_precision="ieee")``: the same arithmetic as the rungs)."""
     _triton_matmul()(_torch(a), _torch(b), _torch(c))
+
+
+@peer("matmul", "Triton TF32", available=lambda: has("triton")() and _triton_matmul("tf32") is not None,
+      precision="tf32")
+def triton_tf32(a, b, c):
+    """Triton's matmul with ``input_precision="tf32"`` (tensor cores; context, never the baseline)."""
+    _triton_matmul("tf32")(_torch(a), _torch(b), _torch(c))
 
 
 _views: dict = {}

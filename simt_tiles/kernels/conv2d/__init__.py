@@ -97,6 +97,7 @@ from ...interop import (
     host_operand,
     prepare_out,
 )
+from ...launch import planned
 from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import (
     k01_naive,
@@ -199,6 +200,7 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
+@planned
 def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
                 stream=None):
     """2-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``.
@@ -245,11 +247,14 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         config object; None means ``"sim"`` in the simulator, else ``"default"``.
         Its filter-shape and mode fields are replaced by this call's.
     stream
-        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+        None (the current stream of the inputs' framework: CuPy's or PyTorch's current
+        stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
+        CuPy/PyTorch stream.
     """
     return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False)
 
 
+@planned
 def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
                stream=None):
     """2-D convolution, as ``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``.
@@ -262,6 +267,7 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=No
     return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True)
 
 
+@planned
 def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, variant=None,
                 config=None, stream=None):
     """1-D correlation along ``axis`` of a 2-D image, as
@@ -278,6 +284,7 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, 
     return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis)
 
 
+@planned
 def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, variant=None,
                         config=None, stream=None):
     """2-D correlation with the separable filter ``wy[:, None] · wx[None, :]``,
@@ -315,7 +322,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     else:
         rung = SEPARABLE_RUNGS[name]
     cfg = rung.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, image)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
@@ -448,7 +455,7 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
         rung.resolve_config(config)  # a bad config fails before any upload
     else:
         cfg = rung.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, image)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)

@@ -28,6 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ...interop import Operand
+from ...launch import no_plan
 from ...vector import aligned
 from ._common import TINY_WEIGHT, anchors, constant_filter_kernel
 
@@ -77,6 +78,7 @@ def host_filter(w_op: Operand, flipped: bool, stream) -> np.ndarray:
     """The filter's values on the host, flipped for convolve (a constant-filter
     rung compiles them in).  Device weights are copied back: a synchronising
     copy of KH·KW values."""
+    no_plan("the filter's values are compiled in")  # a plan would keep this filter's kernel
     if w_op.kind == "numpy":
         w = w_op.original
     else:

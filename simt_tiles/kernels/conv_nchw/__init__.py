@@ -48,6 +48,7 @@ import numbers
 import numpy as np
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
 from . import k01_direct, k02_smem_tiled, k03_double_buffered
 from ._common import MAX_ELEMENTS, flops, output_hw, specialise, tiled_geometry
@@ -90,6 +91,7 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
+@planned
 def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None):
     """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=padding)``.
 
@@ -123,7 +125,9 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         simulator, else ``"default"`` or ``"small"`` by the size of the grid.
         Its filter-shape fields are replaced by this call's.
     stream
-        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+        None (the current stream of the inputs' framework: CuPy's or PyTorch's current
+        stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
+        CuPy/PyTorch stream.
 
     Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
     """
@@ -135,7 +139,7 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     rung = get_rung(variant)
     if config is not None:
         rung.resolve_config(config)  # a bad preset name or config type fails before any copy
-    stream = as_stream(stream)
+    stream = as_stream(stream, x)
 
     x_op = device_operand(x, "x", ndim=4, stream=stream)
     w_op = device_operand(w, "w", ndim=4, stream=stream)

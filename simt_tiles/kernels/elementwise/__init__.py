@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import Rung, pick_rung
 from . import bias_relu as _bias_relu
 from . import k01_grid_stride, k02_multi_element
@@ -23,6 +24,7 @@ RUNGS: dict[str, Rung] = {**VECTOR_ADD_RUNGS, "bias_relu": _bias_relu.RUNG}
 __all__ = ["vector_add", "bias_relu", "VECTOR_ADD_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
+@planned
 def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     """c = a + b for 1-D float32/float64 arrays of one length and dtype (any length, 0 too).
 
@@ -30,7 +32,7 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     memory: ValueError naming ``out`` (compute in place through a temporary)."""
     rung = pick_rung(VECTOR_ADD_RUNGS, variant, BEST_VARIANT)
     cfg = rung.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, a)
     a_op = device_operand(a, "a", ndim=1, stream=stream)
     b_op = device_operand(b, "b", ndim=1, stream=stream)
     if b_op.dev.dtype != a_op.dev.dtype:
@@ -45,6 +47,7 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     return finish_result(c_op, stream)
 
 
+@planned
 def bias_relu(x, bias, *, out=None, config=None, stream=None):
     """y = max(x + bias, 0) for 2-D x (M, N) and 1-D bias (N,), float32/float64, NaN kept.
 
@@ -52,7 +55,7 @@ def bias_relu(x, bias, *, out=None, config=None, stream=None):
     memory: ValueError naming ``out``."""
     rung = _bias_relu.RUNG
     cfg = rung.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, x)
     x_op = device_operand(x, "x", ndim=2, stream=stream)
     b_op = device_operand(bias, "bias", ndim=1, stream=stream)
     m, n = x_op.dev.shape

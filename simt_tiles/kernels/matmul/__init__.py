@@ -24,6 +24,7 @@ size (``_common.FAST_TABLE``).
 from __future__ import annotations
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import Rung, pick_rung
 from . import (
     k01_naive,
@@ -90,6 +91,7 @@ def choose(variant, config, m: int, n: int, k: int, dtype):
     return rung, rung.resolve_config(config)
 
 
+@planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
     """C = A @ B for 2-D float32 or float64 arrays of the same dtype.
 
@@ -110,11 +112,13 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
         A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
         config object; None means ``"sim"`` in the simulator, else ``"default"``.
     stream
-        None (default stream), a Numba stream, or a CuPy/PyTorch stream.
+        None (the current stream of the inputs' framework: CuPy's or PyTorch's current
+        stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
+        CuPy/PyTorch stream.
         Device results are asynchronous on that stream, like any CUDA library.
     """
     get_rung(variant)  # a bad name fails before any copy
-    stream = as_stream(stream)
+    stream = as_stream(stream, a)
 
     a_op = device_operand(a, "a", ndim=2, stream=stream)
     b_op = device_operand(b, "b", ndim=2, stream=stream)

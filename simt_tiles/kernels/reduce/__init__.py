@@ -15,6 +15,7 @@ import numpy as np
 from numba import cuda
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...launch import planned
 from ...runtime import Rung
 from . import k01_warp_shuffle
 from ._common import OPS, SUM, acc_dtype, op_code
@@ -43,6 +44,7 @@ def _workspace(n: int, dtype, stream):
     return buf
 
 
+@planned
 def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     """``numpy.sum/max/min(x, axis=axis)`` for float32/float64 arrays, on the GPU.
 
@@ -61,7 +63,7 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
     """
     code = op_code(op)
     cfg = RUNG.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, x)
     x_op = device_operand(x, "x", ndim=None, stream=stream)
     dev, dt = x_op.dev, x_op.dev.dtype
     shape = tuple(dev.shape)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numbers
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import ConfigError, Rung, pick_rung
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
 
@@ -30,6 +31,7 @@ LONG_ROW_VARIANTS = ("k05_split_row", "k03_online")
 __all__ = ["softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
+@planned
 def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     """``scipy.special.softmax(x, axis=-1)`` for a 2-D float32/float64 array, on the GPU.
 
@@ -43,7 +45,7 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
         raise ValueError(f"axis: expected -1 or 1 (the last axis of a 2-D array); got {axis!r}")
     rung = pick_rung(RUNGS, variant, BEST_VARIANT)
     cfg = rung.resolve_config(config)
-    stream = as_stream(stream)
+    stream = as_stream(stream, x)
     x_op = device_operand(x, "x", ndim=2, stream=stream)
     rows, cols = x_op.dev.shape
     out_op = prepare_out(out, x_op, (rows, cols), x_op.dev.dtype, stream)

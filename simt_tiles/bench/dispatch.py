@@ -1,0 +1,329 @@
+"""Host time per call of every public function (the launch path, not the kernels), beside CuPy/PyTorch.
+
+    simt-tiles bench dispatch [--calls 300] [--reps 3] [--out DIR]
+
+For each public function on a small problem, with CuPy, PyTorch and Numba device arrays and
+``out=`` given: after three warm-up calls, ``--calls`` calls back to back, then one
+synchronisation (``--reps`` such loops, the median reported).  ``host_us`` is the wall time of the calls divided by their number (the
+launches are asynchronous, so this is what the caller's thread spends per call); ``wall_us``
+includes the final synchronisation (it exceeds ``host_us`` where the GPU is the slower side).
+Each function is timed with launch plans (the default, :mod:`simt_tiles.launch`) and on the
+checked path (``SIMT_TILES_FAST_LAUNCH=0``), beside CuPy/PyTorch calls doing the same work (named
+``cupy.<function>`` / ``torch.<function>``: ``cupy.add``, ``torch.relu(x + b)``, ``cupy.sum``,
+``cupyx.scipy.ndimage.correlate``, ``torch.nn.functional.conv2d``, ... see :func:`_peers`) and a bare
+Numba launch of a one-line kernel.  At 256³ the matmul rows (and the NCHW layer's) are paced by
+the GPU, not the host: their peers take as long.  Every simt_tiles result is compared with its NumPy
+reference, and the plan's result with the checked path's (bit for bit), before it is timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+KINDS = ("cupy", "torch", "numba")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One public function on one small problem: NumPy inputs, keyword arguments, the output's
+    shape and the NumPy reference."""
+
+    name: str
+    function: str  # attribute of simt_tiles
+    inputs: Callable  # rng -> tuple of NumPy arrays (positional), dict of NumPy keyword arrays
+    kwargs: dict
+    reference: Callable  # (*inputs, **kw arrays) -> NumPy result
+    rtol: float = 1e-4
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _conv_nchw(x, w, bias):
+    n, c, h, wd = x.shape
+    co, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, co, h + 2 - kh + 1, wd + 2 - kw + 1), x.dtype)
+    for a in range(kh):
+        for b in range(kw):
+            out += np.einsum("oc,nchw->nohw", w[:, :, a, b], xp[:, :, a:a + out.shape[2], b:b + out.shape[3]])
+    return out + bias[None, :, None, None]
+
+
+def _ndimage(name):
+    def ref(image, weights=None, wy=None, wx=None, **kw):
+        import scipy.ndimage as ndi
+
+        if name == "separable":
+            return ndi.correlate(image, np.outer(wy, wx), mode="reflect")
+        if name == "correlate1d":
+            return ndi.correlate1d(image, weights, axis=0, mode="reflect")
+        return getattr(ndi, name)(image, weights, mode="reflect")
+
+    return ref
+
+
+def _f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+#: small problems: the host path is what is measured
+CASES: tuple[Case, ...] = (
+    Case("vector_add 4096", "vector_add", lambda r: ((_f32(r, 4096), _f32(r, 4096)), {}), {},
+         lambda a, b: a + b),
+    Case("bias_relu 256x256", "bias_relu", lambda r: ((_f32(r, 256, 256), _f32(r, 256)), {}), {},
+         lambda x, b: np.maximum(x + b, 0)),
+    Case("softmax 256x256", "softmax", lambda r: ((_f32(r, 256, 256),), {}), {}, _softmax),
+    Case("reduce sum 4096", "reduce", lambda r: ((_f32(r, 4096),), {}), {}, lambda x: np.sum(x, dtype=np.float64)),
+    Case("reduce max 256x256 axis -1", "reduce", lambda r: ((_f32(r, 256, 256),), {}), {"op": "max", "axis": -1},
+         lambda x: x.max(axis=-1)),
+    Case("matmul 256^3 (split-K)", "matmul", lambda r: ((_f32(r, 256, 256), _f32(r, 256, 256)), {}), {},
+         lambda a, b: a.astype(np.float64) @ b, rtol=1e-3),
+    Case("correlate2d 256^2 3x3", "correlate2d", lambda r: ((_f32(r, 256, 256), _f32(r, 3, 3)), {}), {},
+         _ndimage("correlate")),
+    Case("convolve2d 256^2 3x3", "convolve2d", lambda r: ((_f32(r, 256, 256), _f32(r, 3, 3)), {}), {},
+         _ndimage("convolve")),
+    Case("correlate1d 256^2 5 axis 0", "correlate1d", lambda r: ((_f32(r, 256, 256), _f32(r, 5)), {}),
+         {"axis": 0}, _ndimage("correlate1d")),
+    Case("correlate_separable 256^2 3+3", "correlate_separable",
+         lambda r: ((_f32(r, 256, 256),), {"wy": _f32(r, 3), "wx": _f32(r, 3)}), {}, _ndimage("separable")),
+    Case("conv2d_nchw 2x8x16x16 3x3 pad 1", "conv2d_nchw",
+         lambda r: ((_f32(r, 2, 8, 16, 16), _f32(r, 8, 8, 3, 3)), {"bias": _f32(r, 8)}), {"padding": 1},
+         _conv_nchw, rtol=1e-3),
+)
+
+
+def to_kind(x: np.ndarray, kind: str):
+    """A device copy of ``x`` as a CuPy array, a PyTorch CUDA tensor or a Numba device array."""
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    if kind == "torch":
+        import torch
+
+        return torch.from_numpy(x.copy(order="C")).cuda()  # (np.ascontiguousarray makes a 0-D array 1-D)
+    from numba import cuda
+
+    return cuda.to_device(x)
+
+
+def to_host(x) -> np.ndarray:
+    if type(x).__module__.startswith("torch"):
+        return x.cpu().numpy()
+    if hasattr(x, "get"):
+        return x.get()
+    return x.copy_to_host()
+
+
+def empty_like_kind(shape, dtype, kind: str):
+    return to_kind(np.full(shape, np.nan, dtype), kind)
+
+
+def prepared(case: Case, kind: str, seed: int = 0):
+    """``(call, out, host inputs)``: ``call()`` runs the case on ``kind`` arrays into ``out``."""
+    import simt_tiles
+
+    pos, kw = case.inputs(np.random.default_rng(seed))
+    ref = case.reference(*pos, **kw)
+    dpos = tuple(to_kind(x, kind) for x in pos)
+    dkw = {k: to_kind(v, kind) for k, v in kw.items()}
+    out = empty_like_kind(np.shape(ref), pos[0].dtype, kind)
+    fn = getattr(simt_tiles, case.function)
+    return (lambda: fn(*dpos, **dkw, **case.kwargs, out=out)), out, (pos, kw, ref), (dpos, dkw)
+
+
+def sync():
+    from numba import cuda
+
+    cuda.synchronize()
+
+
+def per_call(call: Callable, calls: int, reps: int = 1) -> tuple[float, float]:
+    """``(host µs, wall µs)`` per call: ``reps`` loops of ``calls`` calls (after three warm-up
+    calls), one synchronisation after each loop; the median loop."""
+    for _ in range(3):
+        call()
+    sync()
+    host, wall = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) / calls * 1e6)
+        wall.append((t2 - t0) / calls * 1e6)
+    return float(np.median(host)), float(np.median(wall))
+
+
+def _peers(case: Case, kind: str, dpos, dkw, out):
+    """``{name: call}``: what a CuPy or PyTorch user calls for the same work (where one exists)."""
+    fn = case.function
+    if kind == "cupy":
+        import cupy
+        import cupyx.scipy.ndimage as cndi
+
+        p = {
+            "vector_add": lambda: cupy.add(*dpos, out=out),
+            "softmax": None,
+            "matmul": lambda: cupy.matmul(*dpos, out=out),
+            "reduce": (lambda: cupy.sum(dpos[0], out=out)) if not case.kwargs else
+                      (lambda: cupy.max(dpos[0], axis=-1, out=out)),
+            "correlate2d": lambda: cndi.correlate(dpos[0], dpos[1], output=out, mode="reflect"),
+            "convolve2d": lambda: cndi.convolve(dpos[0], dpos[1], output=out, mode="reflect"),
+            "correlate1d": lambda: cndi.correlate1d(dpos[0], dpos[1], axis=0, output=out, mode="reflect"),
+        }.get(fn)
+        return {f"cupy.{fn}": p} if p else {}
+    if kind == "torch":
+        import torch
+        import torch.nn.functional as F
+
+        p = {
+            "vector_add": lambda: torch.add(*dpos, out=out),
+            "bias_relu": lambda: torch.relu(dpos[0] + dpos[1]),
+            "softmax": lambda: torch.softmax(dpos[0], -1),
+            "matmul": lambda: torch.matmul(*dpos, out=out),
+            "reduce": (lambda: torch.sum(dpos[0])) if not case.kwargs else (lambda: torch.amax(dpos[0], -1)),
+            "conv2d_nchw": lambda: F.conv2d(dpos[0], dpos[1], dkw["bias"], padding=1),
+        }.get(fn)
+        return {f"torch.{fn}": p} if p else {}
+    return {}
+
+
+def _bare_numba():
+    """A one-line Numba kernel's launch with Numba and with CuPy arrays (4096 floats)."""
+    import cupy
+    from numba import cuda
+
+    @cuda.jit
+    def add(a, b, c):
+        i = cuda.grid(1)
+        if i < c.size:
+            c[i] = a[i] + b[i]
+
+    rows = {}
+    for kind in ("numba", "cupy"):
+        a, b, c = (to_kind(np.ones(4096, np.float32), kind) for _ in range(3))
+        rows[kind] = lambda a=a, b=b, c=c: add[16, 256](a, b, c)
+    del cupy
+    return rows
+
+
+def check(case: Case, kind: str) -> str:
+    """'' when the plan's result equals the checked path's bit for bit and the reference within
+    tolerance; else what differs."""
+    from .. import launch
+
+    call, out, (pos, kw, ref), _ = prepared(case, kind)
+    launch.set_enabled(False)
+    call()
+    slow = to_host(out).copy()
+    launch.set_enabled(True)
+    for _ in range(3):  # record, then replay twice
+        call()
+    fast = to_host(out)
+    if not np.array_equal(slow, fast, equal_nan=True):
+        return f"plan result differs from the checked path's (max |Δ| {np.nanmax(np.abs(slow - fast))})"
+    if not np.allclose(fast, ref, rtol=case.rtol, atol=case.rtol * max(1.0, float(np.abs(ref).max()))):
+        return f"differs from the reference (max |Δ| {np.max(np.abs(fast - ref))})"
+    return ""
+
+
+def add_arguments(p) -> None:
+    from .common import add_output_arguments
+
+    add_output_arguments(p)  # --reps: loops of --calls calls, the median loop reported; --plot is not drawn
+    p.set_defaults(reps=3)
+    p.add_argument("--calls", type=int, default=300, help="calls per timed loop (default 300)")
+
+
+def run(args) -> int:
+    from .. import launch
+    from ..machine import describe
+    from .common import result_paths
+
+    rows, failed = [], 0
+    for case in CASES:
+        for kind in KINDS:
+            problem = f"{case.name} ({kind})"
+            try:
+                error = check(case, kind)
+            except Exception as exc:  # noqa: BLE001 - reported as a failed row, the others still run
+                error = f"{type(exc).__name__}: {exc}"
+            if error:
+                failed += 1
+                rows.append({"problem": problem, "impl": f"simt_tiles.{case.function}", "error": error})
+                print(f"FAIL {problem}: {error}", flush=True)
+                continue
+            call, out, _, (dpos, dkw) = prepared(case, kind)
+            for impl, on in ((f"simt_tiles.{case.function}", True), (f"simt_tiles.{case.function} checked path", False)):
+                launch.set_enabled(on)
+                host, wall = per_call(call, args.calls, args.reps)
+                rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
+                             "kind": kind, "function": case.function})
+            launch.set_enabled(True)
+            for impl, peer in _peers(case, kind, dpos, dkw, out).items():
+                host, wall = per_call(peer, args.calls, args.reps)
+                rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
+                             "kind": kind, "function": case.function, "peer": True})
+            for r in rows[-4:]:
+                if r["problem"] == problem:
+                    print(f"{problem:44s} {r['impl']:48s} {r.get('host_us', '-'):>8} µs", flush=True)
+    for kind, call in _bare_numba().items():
+        host, wall = per_call(call, args.calls, args.reps)
+        rows.append({"problem": f"vector_add 4096 ({kind})", "impl": "bare Numba launch", "host_us": round(host, 2),
+                     "wall_us": round(wall, 2), "kind": kind, "peer": True})
+        print(f"bare Numba launch ({kind}) {host:.2f} µs", flush=True)
+    data = {"machine": describe(), "title": "host time per call", "calls": args.calls, "reps": args.reps,
+            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
+    table = markdown(data)
+    print(table)
+    paths = {"json": args.json, "md": args.md}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        found = result_paths(args.out, "dispatch")
+        paths = {k: paths[k] or found[k] for k in paths}
+    if paths["json"]:
+        with open(paths["json"], "w") as fh:
+            json.dump(data, fh, indent=2)
+    if paths["md"]:
+        with open(paths["md"], "w") as fh:
+            fh.write(table + "\n")
+    return 1 if failed else 0
+
+
+def markdown(data: dict) -> str:
+    """One row per function and array kind: µs per call with plans, on the checked path, and the peers."""
+    by: dict = {}
+    for r in data["results"]:
+        by.setdefault(r["problem"], {})[r["impl"]] = r
+    lines = ["| call (arrays) | simt_tiles µs | checked path µs | peer µs |", "|---|---|---|---|"]
+    for problem, impls in by.items():
+        mine = [r for k, r in impls.items() if k.startswith("simt_tiles") and "checked" not in k]
+        slow = [r for k, r in impls.items() if "checked" in k]
+        peers = [f"{k} {r['host_us']:.1f}" for k, r in impls.items() if r.get("peer")]
+        fmt = (lambda rs: f"{rs[0]['host_us']:.1f}" if rs and "host_us" in rs[0] else
+               ("FAIL" if rs else "–"))
+        lines.append(f"| {problem} | {fmt(mine)} | {fmt(slow)} | {'; '.join(peers) or '–'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from .common import main_of
+
+    return main_of("dispatch", add_arguments, run, __doc__, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""The fast launch path (:mod:`simt_tiles.launch`), the current-stream rule and device selection.
+
+* Plans: a repeated call replays its plan (a hit) and gives the checked path's result, for every
+  public function; any change of shape, dtype, strides, alignment, config, variant or array
+  kind makes a new plan or none; calls a plan cannot express (aliased inputs, a filter compiled
+  in, an overlapping ``out=``) stay on the checked path.  In the simulator the replay rebuilds
+  the arrays from the plan's offsets and launches through the simulator.
+* Numba's kernel ABI: :func:`simt_tiles.launch.flatten` equals Numba's own ``_prepare_args``
+  for every rung's signature (a subprocess with Numba's real CUDA target; no GPU needed).
+* ``stream=None`` and devices: the framework's current stream, and the error for an array on
+  another GPU, with stand-ins for CuPy and PyTorch.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import simt_tiles as st
+from simt_tiles import interop, launch
+
+from .test_aliasing import CASES, FUNCTIONS, _host_inputs
+
+
+@pytest.fixture
+def plans():
+    before = launch.set_enabled(True)
+    launch.clear()
+    yield launch
+    launch.set_enabled(before)
+    launch.clear()
+
+
+def _dev(hosts):
+    return [cuda.to_device(h) for h in hosts]
+
+
+def _count(key):
+    return launch.stats()[key]
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS)
+def test_replay_gives_the_checked_paths_result(plans, fn):
+    call, _, _, out_shape, _ = CASES[fn]
+    out = cuda.device_array(out_shape, np.float32)
+    call(*_dev(_host_inputs(fn, 0)), out=out)
+    assert _count("recorded") == 1
+    hosts = _host_inputs(fn, 1)
+    call(*_dev(hosts), out=out)  # new arrays, new pointers: the plan's replay
+    assert _count("hit") == 1
+    got = out.copy_to_host()
+    launch.set_enabled(False)
+    np.testing.assert_array_equal(got, np.asarray(call(*hosts)))
+
+
+def test_a_new_result_per_call(plans):
+    a, b = _dev([np.arange(7, dtype=np.float32)] * 2)
+    first, second = st.vector_add(a, b), st.vector_add(a, b)
+    assert _count("hit") == 1 and first is not second
+    np.testing.assert_array_equal(second.copy_to_host(), 2 * np.arange(7, dtype=np.float32))
+
+
+def _vadd(n=9, dtype=np.float32, **kw):
+    a, b = _dev([np.arange(n, dtype=dtype), np.ones(n, dtype)])
+    return st.vector_add(a, b, out=cuda.device_array(n, dtype), **kw)
+
+
+def test_plan_cache_hits_and_misses(plans):
+    _vadd()
+    _vadd()
+    assert (_count("recorded"), _count("hit")) == (1, 1)
+    for change in ({"n": 10}, {"dtype": np.float64}, {"variant": "k01_grid_stride"}, {"config": "sim"}):
+        _vadd(**change)  # shape, dtype, variant, config (None and "sim" are not the same argument)
+    assert (_count("recorded"), _count("hit")) == (5, 1)
+    st.vector_add(np.ones(9, np.float32), np.ones(9, np.float32))  # another kind: NumPy, never a plan
+    assert (_count("recorded"), _count("hit")) == (5, 1)
+
+
+def test_strides_and_alignment_are_part_of_the_signature(plans):
+    buf = cuda.to_device(np.arange(20, dtype=np.float32))
+    b, out = _dev([np.ones(9, np.float32), np.zeros(9, np.float32)])
+    st.vector_add(buf[:9], b, out=out)
+    with pytest.raises(ValueError, match="C-contiguous"):  # same shape, other strides: not the plan
+        st.vector_add(buf[::2][:9], b, out=out)
+    st.vector_add(buf[1:10], b, out=out)  # 4 bytes off a 16-byte boundary: a plan of its own
+    assert (_count("recorded"), _count("hit")) == (2, 0)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(1, 10, dtype=np.float32) + 1)
+
+
+def test_aliased_inputs_make_no_plan_but_replay_correctly(plans):
+    a, b, o = _dev([np.arange(9, dtype=np.float32), np.ones(9, np.float32), np.zeros(9, np.float32)])
+    st.vector_add(a, a, out=o)
+    assert (_count("refused"), _count("plans")) == (1, 0)
+    st.vector_add(a, b, out=o)
+    st.vector_add(a, a, out=o)  # the plan of (a, b) fits (a, a) too
+    assert _count("hit") == 1
+    np.testing.assert_array_equal(o.copy_to_host(), 2 * np.arange(9, dtype=np.float32))
+
+
+def test_replay_still_refuses_an_overlapping_out(plans):
+    a, b, o = _dev([np.ones(9, np.float32)] * 3)
+    st.vector_add(a, b, out=o)
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        st.vector_add(a, b, out=a)
+    with pytest.raises(ValueError, match="out: overlaps b"):
+        st.vector_add(a, b, out=b[:])
+
+
+def test_compiled_in_filter_makes_no_plan(plans):
+    image = cuda.to_device(np.arange(30, dtype=np.float32).reshape(5, 6))
+    for w in (np.ones((3, 3), np.float32), 2 * np.ones((3, 3), np.float32)):
+        got = st.correlate2d(image, cuda.to_device(w), variant="k04_constant_filter")
+        launch.set_enabled(False)
+        np.testing.assert_array_equal(got.copy_to_host(), st.correlate2d(image.copy_to_host(), w))
+        launch.set_enabled(True)
+    assert _count("hit") == 0
+
+
+def test_no_replay_on_another_current_device(plans, monkeypatch):
+    _vadd()
+    monkeypatch.setattr(launch, "_current_device", lambda: 1)
+    _vadd()  # the plan was made on device 0: the checked path runs (and decides)
+    assert _count("hit") == 0
+
+
+# --- Numba's kernel ABI ---------------------------------------------------------------------
+
+_ABI_SCRIPT = r"""
+import ctypes, numpy as np
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+from numba.cuda.dispatcher import _Kernel
+from numba.np.numpy_support import as_dtype
+from numba import types
+from simt_tiles import launch, registry
+
+class Memory:
+    def __init__(self, ptr): self.device_ctypes_pointer = ctypes.c_void_p(ptr)
+
+class Stub:
+    extensions = ()
+    _prepare_args = _Kernel._prepare_args
+
+def value(ty, i):
+    if isinstance(ty, types.Array):
+        dt = as_dtype(ty.dtype)
+        shape = (3, 5, 7, 2)[: ty.ndim]
+        strides = [dt.itemsize]
+        for n in reversed(shape[1:]):
+            strides.insert(0, strides[0] * n)
+        if ty.layout != "C":
+            strides = [2 * s for s in strides]
+        return DeviceNDArray(shape, tuple(strides), dt, gpu_data=Memory(4096 * (i + 1)))
+    if isinstance(ty, types.Integer):
+        return 7 + i
+    if isinstance(ty, types.Float):
+        return 1.25 + i
+    if ty == types.boolean:
+        return True
+    raise AssertionError(ty)
+
+def same(x, y):
+    return type(x) is type(y) and (x == y if isinstance(x, (int, bool)) else x.value == y.value)
+
+checked = 0
+for lad, rungs in registry.ladders().items():
+    for name, rung in rungs.items():
+        for dt in rung.gate_dtypes:
+            for params in rung.gate_params:
+                sig = rung.signature(np.dtype(dt), **params)
+                vals = [value(t, i) for i, t in enumerate(sig.args)]
+                numba_flat = []
+                for t, v in zip(sig.args, vals):
+                    Stub()._prepare_args(t, v, 0, [], numba_flat)
+                ours = launch.flatten(sig.args, vals)
+                assert len(ours) == len(numba_flat) and all(map(same, ours, numba_flat)), (lad, name, dt, params)
+                assert all(type(c) is type(v) if not isinstance(v, int) else True
+                           for c, v in zip(launch.ctype_args(ours), ours))
+                checked += 1
+print("checked", checked)
+"""
+
+
+def test_flatten_matches_numbas_prepare_args_for_every_rung():
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "SIMT_TILES_FAST_LAUNCH": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-c", _ABI_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert int(res.stdout.split()[-1]) >= 40  # every rung of every ladder, each gated dtype and parameter set
+
+
+def test_ctype_args_pack_as_cuda_core_does():
+    import ctypes
+
+    objs = launch.ctype_args([0, 2**40, True, ctypes.c_float(1.5), ctypes.c_uint32(7)])
+    assert [type(o) for o in objs] == [ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_bool, ctypes.c_float,
+                                       ctypes.c_uint32]
+    assert [o.value for o in objs] == [0, 2**40, True, 1.5, 7]
+
+
+# --- streams and devices, with stand-ins for CuPy and PyTorch ----------------------------------
+
+
+def _fake_module(monkeypatch, name, **attrs):
+    mod = types.ModuleType(name)
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    monkeypatch.setitem(sys.modules, name, mod)
+    return mod
+
+
+def _fake_array(module: str, **attrs):
+    cls = type("ndarray" if module == "cupy" else "Tensor", (), {"__module__": module,
+                                                               "__cuda_array_interface__": {}, **attrs})
+    return cls()
+
+
+def test_current_stream_of_the_inputs_framework(monkeypatch):
+    cuda_ns = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0xC0FFEE))
+    _fake_module(monkeypatch, "cupy", cuda=cuda_ns)
+    assert interop.current_stream_ptr(_fake_array("cupy")) == 0xC0FFEE
+    seen = []
+    torch_cuda = types.SimpleNamespace(current_stream=lambda dev: seen.append(dev) or
+                                       types.SimpleNamespace(cuda_stream=0xBEEF))
+    _fake_module(monkeypatch, "torch", cuda=torch_cuda)
+    assert interop.current_stream_ptr(_fake_array("torch", is_cuda=True, device="cuda:1")) == 0xBEEF
+    assert seen == ["cuda:1"]  # the tensor's own device's current stream
+    assert interop.current_stream_ptr(cuda.device_array(3)) == 0  # Numba: its default stream
+    assert interop.as_stream(None, cuda.device_array(3)) == 0
+
+
+def test_stream_handles():
+    assert launch.stream_handle(None) == 0 and launch.stream_handle(0) == 0
+    assert launch.stream_handle(types.SimpleNamespace(ptr=17)) == 17  # cupy.cuda.Stream
+    assert launch.stream_handle(types.SimpleNamespace(cuda_stream=18)) == 18  # torch.cuda.Stream
+    assert launch.stream_handle(types.SimpleNamespace(handle=19)) == 19  # Numba / cuda.core
+    assert launch.stream_handle("not a stream") is None
+
+
+@pytest.mark.parametrize("kind, switch", [("cupy", "cupy.cuda.Device(1)"), ("torch", "torch.cuda.device(1)"),
+                                          ("numba", "numba.cuda.gpus[1]")])
+def test_an_array_on_another_device_is_refused(monkeypatch, kind, switch):
+    assert interop.device_mismatch("x", 0, 0, kind) is None
+    assert interop.device_mismatch("x", None, 0, kind) is None  # unknown: Numba's launch decides
+    import numba
+
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(interop, "array_device", lambda x, k: 1)
+    monkeypatch.setattr(interop, "current_device", lambda k: 0)
+    with pytest.raises(ValueError, match=r"^weights: expected an array on the current device \(GPU 0\); "
+                                         r"got one on GPU 1 .*" + switch.replace("(", r"\(").replace(")", r"\)")
+                                         .replace("[", r"\[").replace("]", r"\]")):
+        interop.check_device("weights", object(), kind)

@@ -109,10 +109,14 @@ PRESETS = {
 def for_source(config: Config, source: int) -> Config:
     """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
-    plus one per staged weight (held in registers), or, for kernel parameters, about one per
-    two (ptxas keeps some in registers; 7 × 7 spilled at 48)."""
+    plus one per staged weight (held in registers), or, for kernel parameters, two per three
+    weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
+    none at 72); 8 more in modes "mirror" and "wrap" (a modulo per row and column: 5 × 5 and
+    7 × 7 spilled 24–28 B without them)."""
     taps = config.kh * config.kw
-    regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else taps // 2))
+    regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
+    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
+        regs += 8
     blocks = max(1, min(config.min_blocks, 65536 // (config.threads * regs)))
     return dataclasses.replace(config, source=source, min_blocks=blocks)
 

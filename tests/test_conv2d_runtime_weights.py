@@ -32,10 +32,15 @@ from simt_tiles.kernels.conv2d import (
     correlate1d,
     correlate2d,
     default_rung,
+)
+from simt_tiles.kernels.conv2d import (
     k10_runtime_weights as k10,
 )
 from simt_tiles.kernels.conv2d._common import Mode, specialise
-from simt_tiles.kernels.conv2d.reference import correlate1d_reference, correlate2d_reference
+from simt_tiles.kernels.conv2d.reference import (
+    correlate1d_reference,
+    correlate2d_reference,
+)
 from simt_tiles.runtime import SIMULATOR
 
 from .common import DTYPES, configs, poisoned

@@ -64,12 +64,16 @@ from numba import boolean, cuda, int64, types, uint32, void
 
 from ... import codegen
 from ...runtime import Rung, cdiv, numba_dtype
+from . import k05_register_tile_2d as k05
 from ._bind import RUNTIME_WEIGHTS
 from ._common import TINY_WEIGHT, Mode
 from ._register_tile import geometry
-from ._staging import inline, make_patch_loader, make_tile_store, make_window_accumulator
-from . import k05_register_tile_2d as k05
-
+from ._staging import (
+    inline,
+    make_patch_loader,
+    make_tile_store,
+    make_window_accumulator,
+)
 
 #: ``Config.source``: where the kernel reads the filter
 PARAMS = 1  # a tuple of KH·KW kernel parameters (a NumPy filter)
@@ -86,8 +90,8 @@ class Config(k05.Config):
 
     def rules(self):
         yield from super().rules()
-        yield ("source", self.source in (PARAMS, STAGED), f"source is {PARAMS} (kernel parameters) "
-               f"or {STAGED} (a device array staged in shared memory)")
+        yield ("source", self.source in (PARAMS, STAGED),
+               f"source is {PARAMS} (kernel parameters) or {STAGED} (a device array staged in shared memory)")
 
     def smem_bytes(self, itemsize):
         staged = self.kh * self.kw * itemsize if self.source == STAGED else 0

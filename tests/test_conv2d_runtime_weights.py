@@ -47,7 +47,7 @@ from .common import DTYPES, configs, poisoned
 from .profiles import examples
 
 EPS = 2.0**-52  # scipy skips |w| <= EPS
-EXAMPLES = examples(30) if SIMULATOR else settings.default.max_examples
+EXAMPLES = examples(20) if SIMULATOR else settings.default.max_examples
 
 if SIMULATOR:
     RANDOM = st.builds(k10.Config, block_x=st.integers(1, 3), block_y=st.integers(1, 3),

@@ -3,6 +3,7 @@
     simt-tiles demo            run every rung of every ladder once, check it, print a table
     simt-tiles compile-gate    compile every shipped config to sm_90 PTX, assemble it (nvJitLink) and report (no GPU needed)
     simt-tiles bench GROUP     verify, then time on a GPU (matmul, conv, patterns, softmax, ...)
+    simt-tiles tune FUNCTION   check and time a function's candidate configs, cache the fastest (--show, --clear)
     simt-tiles tilecpp build   compile the CUDA Tile C++ counterparts (no GPU needed)
 
 Each subcommand lives in its own module (:data:`SUBCOMMANDS`).  A module with
@@ -31,7 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, dict]] = {
     "analyze": ("simt_tiles.analyze", "bank conflicts, coalescing and races of one rung, in the simulator",
                 {"NUMBA_ENABLE_CUDASIM": "1"}),
     "exercise": ("simt_tiles.exercises", "graded course exercises, run in the simulator", {"NUMBA_ENABLE_CUDASIM": "1"}),
-    "tune": ("simt_tiles.tune", "search a rung's configs for the fastest on this GPU", {}),
+    "tune": ("simt_tiles.autotune", "time a function's candidate configs on this GPU, cache the fastest", {}),
     "codegen": ("simt_tiles.codegen", "kernels written out as source files (the generated rungs)", {}),
     "tilecpp": ("simt_tiles.tilecpp._cli", "CUDA Tile C++ counterparts: build their cubins (no GPU needed), info", {}),
 }

@@ -39,7 +39,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["Source", "cache_dir", "load_function", "CACHE_ENV"]
+__all__ = ["Source", "cache_root", "cache_dir", "load_function", "CACHE_ENV"]
 
 #: environment variable naming the directory generated sources (and Numba's cache of them) go to
 CACHE_ENV = "SIMT_TILES_CACHE_DIR"
@@ -76,14 +76,20 @@ class Source:
         return "\n".join(self.lines) + "\n"
 
 
-def cache_dir() -> Path:
-    """Where generated sources are written (created if missing)."""
+def cache_root() -> Path:
+    """simt_tiles' cache directory: ``$SIMT_TILES_CACHE_DIR`` if set, else ``simt_tiles`` in the
+    user's cache directory (``$XDG_CACHE_HOME`` or ``~/.cache``).  Not created here."""
     env = os.environ.get(CACHE_ENV)
     if env:
-        path = Path(env)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "simt_tiles" / "generated"
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "simt_tiles"
+
+
+def cache_dir() -> Path:
+    """Where generated sources are written (created if missing): ``$SIMT_TILES_CACHE_DIR`` itself
+    if set, else ``generated`` in :func:`cache_root`."""
+    path = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else cache_root() / "generated"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

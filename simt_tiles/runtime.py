@@ -10,8 +10,9 @@
   naming the field, its value and the rule.
 * **Launch geometry** — :func:`cdiv` and :func:`grid_for`.
 * **Rungs** — :class:`Rung` (a kernel factory plus its presets, geometry,
-  signature, jit options and how a call binds to it), the compile cache,
-  dynamic shared memory (:func:`allow_dynamic_smem`) and :func:`pick_rung`.
+  signature, jit options, how a call binds to it and its tuning space), the
+  compile cache, dynamic shared memory (:func:`allow_dynamic_smem`),
+  :func:`fits` (the limits a tuning candidate must keep) and :func:`pick_rung`.
 
 Arrays in and out of the public functions (NumPy, Numba, CuPy, PyTorch,
 DLPack; ``out=``; streams) are :mod:`simt_tiles.interop`'s business.
@@ -46,6 +47,8 @@ __all__ = [
     "SUPPORTED_FLOATS",
     "Rung",
     "pick_rung",
+    "fits",
+    "SM_SMEM",
     "MAX_DYNAMIC_SMEM",
     "allow_dynamic_smem",
 ]
@@ -240,6 +243,10 @@ class Rung:
     #: dtypes the compile gate builds; a rung whose kernel for a dtype *is* another rung's (and is
     #: gated there) leaves it out, saying so in its RUNG line
     gate_dtypes: tuple = ("float32", "float64")
+    #: the configs :mod:`simt_tiles.autotune` times for one problem: a tuple, or a function
+    #: ``(problem: dict, dtype) -> iterable`` of preset names (skipped where this rung has no such
+    #: preset), dicts of fields replacing the "default" preset's, or config objects; see :meth:`candidates`
+    tuning_space: Callable | tuple = ()
 
     def resolve_config(self, config) -> TileConfig:
         """A config object from ``None`` (the preset for this target), a preset
@@ -260,6 +267,30 @@ class Rung:
                 f"{self.config_type.__qualname__} for {self.name}; got {config!r}"
             )
         return config
+
+    def candidates(self, problem: dict, dtype) -> list:
+        """The valid configs of :attr:`tuning_space` for one ``problem`` (the family's fields, e.g.
+        ``{"m": .., "n": .., "k": .., "sms": ..}``), in declared order, without duplicates.
+
+        An entry that breaks the config's own rules (ConfigError) or :func:`fits` is left out,
+        as is a preset name this rung does not have: a space may name presets another branch adds."""
+        space = self.tuning_space(problem, dtype) if callable(self.tuning_space) else self.tuning_space
+        out: list = []
+        for entry in space:
+            try:
+                if isinstance(entry, str):
+                    if entry not in self.presets:
+                        continue
+                    cfg = self.presets[entry]
+                elif isinstance(entry, dict):
+                    cfg = dataclasses.replace(self.presets["default"], **entry)
+                else:
+                    cfg = self.resolve_config(entry)
+            except (ConfigError, TypeError):
+                continue
+            if fits(cfg, dtype, self.dynamic_smem(cfg, np.dtype(dtype))) is None and cfg not in out:
+                out.append(cfg)
+        return out
 
     def kernel(self, config: TileConfig, dtype, **params):
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
@@ -307,6 +338,33 @@ def allow_dynamic_smem(kernel, nbytes: int) -> None:
         cufunc = overload.library.get_cufunc()
         driver.cuKernelSetAttribute(attr, nbytes, cufunc.handle, cufunc.device.id)
     _OPTED_IN[key] = nbytes
+
+
+#: shared memory of one SM of sm_90 that blocks may use (228 KiB, less 1 KiB reserved per block)
+SM_SMEM = 228 * 1024
+
+
+def fits(config: TileConfig, dtype, dynamic: int = 0) -> str | None:
+    """Why ``config`` cannot run well for ``dtype`` (None: it can): static shared memory over
+    48 KiB, or the shared memory of the ``min_blocks`` blocks per SM its launch bounds ask for
+    (when it has that field) over :data:`SM_SMEM`, or more registers per thread than those
+    blocks leave (65536 / (threads · blocks), at most 255) by the config's own
+    ``registers(itemsize)`` estimate, when it has one.  Tuning spaces are pruned with it."""
+    dtype = np.dtype(dtype)
+    try:
+        config.check_smem(dtype)
+    except ConfigError as exc:
+        return str(exc)
+    blocks = getattr(config, "min_blocks", 1)
+    smem = config.smem_bytes(dtype.itemsize) + dynamic
+    if blocks * (smem + 1024) > SM_SMEM:
+        return f"{blocks} blocks of {smem} B shared memory exceed an SM's {SM_SMEM} B"
+    estimate = getattr(config, "registers", None)
+    if estimate is not None:
+        budget = min(255, 65536 // (config.threads * blocks))
+        if estimate(dtype.itemsize) > budget:
+            return f"~{estimate(dtype.itemsize)} registers per thread; {blocks} blocks leave {budget}"
+    return None
 
 
 def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:

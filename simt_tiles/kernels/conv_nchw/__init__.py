@@ -26,7 +26,11 @@ Presets
     grid has at least ``min_blocks`` blocks per SM (a full wave at the
     occupancy its launch bounds ask for), else ``"small"`` (4× more threads
     per output: N = 8, C = 256, 14 × 14 gives the default only 64 blocks).
-    This rule is a hypothesis until measured on the H200.
+    Measured on the H200 (benchmarks/results/autotune_h200.json): it picks
+    "small" for N8 C256 14×14, the fastest of the six tuned configs there
+    (16.1 TFLOP/s, "default" 10.5).  Before this rule, :mod:`simt_tiles.autotune`
+    is asked (the user's cache, then the shipped H200 table: for N32 C64 56×56
+    k03 with CK = 4, 3% faster than its preset).
 
 Filter shape and shared memory
     The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the
@@ -47,6 +51,7 @@ import numbers
 
 import numpy as np
 
+from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
@@ -92,7 +97,7 @@ def get_rung(variant: str | None) -> Rung:
 
 
 @planned
-def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None):
+def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None, autotune=None):
     """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=padding)``.
 
     ``out[n, o, i, j] = bias[o] + Σ_c Σ_a Σ_b w[o, c, a, b] · xp[n, c, i + a, j + b]``
@@ -121,13 +126,19 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         shared memory, see the package docstring).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
-        ``"small"``) or the rung's config object; None: ``"sim"`` in the
-        simulator, else ``"default"`` or ``"small"`` by the size of the grid.
+        ``"small"``) or the rung's config object; None: the tuned config for
+        this GPU and layer when the autotune cache or the shipped table has one
+        (:mod:`simt_tiles.autotune`), else ``"sim"`` in the simulator, else
+        ``"default"`` or ``"small"`` by the size of the grid.
         Its filter-shape fields are replaced by this call's.
     stream
         None (the current stream of the inputs' framework: CuPy's or PyTorch's current
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
         CuPy/PyTorch stream.
+    autotune
+        True: with ``config=None``, a layer that neither the cache nor the shipped
+        table has is tuned now and stored; None: only when ``SIMT_TILES_AUTOTUNE=1``;
+        False: never.
 
     Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
     """
@@ -182,6 +193,12 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     out_op = prepare_out(out, x_op, shape, dtype, stream, inputs=(w_op, b_op))
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
+        if config is None:  # the tuned choice for this GPU and layer, if any (a dict lookup once seen)
+            problem = (n, c_in, h, wd, c_out, kh, kw, padding, _autotune.dtype_name(dtype))
+            hit = _autotune.choose("conv2d_nchw", problem, variant, autotune)
+            if hit is not None:
+                variant, config = hit
+                rung = RUNGS[variant]
         run, spec = _choose(rung, variant, config, shape, kh, kw, np.dtype(dtype))
         kernel = run.kernel(spec, dtype)
         grid, block = run.geometry(spec, n, c_out, oh, ow)

@@ -17,12 +17,17 @@ The file tree is the lesson — read the rungs in order:
 ``k12_async_copy``     cp.async for both operands (A transposed first)
 =====================  ====================================================
 
-``variant=None, config=None`` picks the rung and its split of K per problem
-size (``_common.FAST_TABLE``).
+``config=None`` asks :func:`simt_tiles.autotune.choose` first (the user's autotune
+cache, then the table shipped for this GPU); without an answer ``variant=None`` picks
+the rung and its split of K by size (``_common.fast_choice``), a named variant its preset.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...runtime import Rung, pick_rung
@@ -75,24 +80,34 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
-def choose(variant, config, m: int, n: int, k: int, dtype):
-    """``(rung, config)`` for one problem: the caller's choice, or with both None the
-    fastest measured for its size and dtype (:func:`._common.fast_choice`: rung and split-K)."""
-    import dataclasses
-
-    if variant is None and config is None:
-        variant, splits = fast_choice(m, n, k, dtype)
-        rung = get_rung(variant)
-        cfg = rung.resolve_config(None)
-        if splits > 1:
-            cfg = dataclasses.replace(cfg, splits=splits)
-        return rung, cfg
+def choose(variant, config, m: int, n: int, k: int, dtype, autotune=None):
+    """``(rung, config)`` for one problem: the caller's config; else, with ``config=None``, the
+    tuned choice for this GPU and size (:func:`simt_tiles.autotune.choose`: memoised, a dict
+    lookup after the first call; ``autotune=True`` tunes a miss); else with ``variant=None``
+    the split-K rule (:func:`._common.fast_choice`), with a variant its preset."""
+    if config is None:
+        dtype = _autotune.dtype_name(dtype)
+        hit = _autotune.choose("matmul", (m, n, k, dtype), variant, autotune)
+        if hit is not None:
+            return get_rung(hit[0]), hit[1]
+        if variant is None:
+            return _split_k_choice(m, n, k, dtype)
     rung = get_rung(variant)
     return rung, rung.resolve_config(config)
 
 
+@functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation
+def _split_k_choice(m: int, n: int, k: int, dtype: str):
+    variant, splits = fast_choice(m, n, k, dtype)
+    rung = get_rung(variant)
+    cfg = rung.resolve_config(None)
+    if splits > 1:
+        cfg = dataclasses.replace(cfg, splits=splits)
+    return rung, cfg
+
+
 @planned
-def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
+def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None):
     """C = A @ B for 2-D float32 or float64 arrays of the same dtype.
 
     a, b
@@ -110,12 +125,18 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
         for this size and dtype (:func:`choose`).
     config
         A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
-        config object; None means ``"sim"`` in the simulator, else ``"default"``.
+        config object; None means the tuned config for this GPU and size when the
+        autotune cache or the shipped table has one (:mod:`simt_tiles.autotune`),
+        else ``"sim"`` in the simulator, ``"default"`` on a GPU.
     stream
         None (the current stream of the inputs' framework: CuPy's or PyTorch's current
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
         CuPy/PyTorch stream.
         Device results are asynchronous on that stream, like any CUDA library.
+    autotune
+        True: with ``config=None``, a size that neither the cache nor the shipped table
+        has is tuned now (seconds, once per GPU and size bucket) and stored; None: only
+        when ``SIMT_TILES_AUTOTUNE=1``; False: never.
     """
     get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream, a)
@@ -132,7 +153,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None):
             f"b: expected shape ({k}, N) since a has shape {(m, k)} "
             f"(inner dimensions must match); got {(kb, n)}"
         )
-    rung, cfg = choose(variant, config, m, n, k, a_op.dev.dtype)
+    rung, cfg = choose(variant, config, m, n, k, a_op.dev.dtype, autotune)
     c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream, inputs=(b_op,))
 
     if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)

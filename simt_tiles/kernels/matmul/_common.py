@@ -4,6 +4,8 @@ shape conventions.  C[M, N] = A[M, K] @ B[K, N], all row-major (C-contiguous).
 
 from __future__ import annotations
 
+import functools
+
 from numba import void
 
 from ...runtime import numba_dtype
@@ -20,20 +22,15 @@ def flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
-#: What ``matmul(variant=None, config=None)`` runs for a float32 problem, by shape class:
-#: how many 128×128 tiles C has.  Two blocks fit per SM and the H200 has 132 SMs, so a
-#: grid of fewer than 264 blocks leaves slots idle: K is then split (deterministically:
-#: partials, then one sum kernel) so that tiles × splits ≤ 264.  Rows are
-#: ``(most tiles, splits, variant)``, first match wins.  Measured on the H200
-#: (benchmarks/results/matmul_fast_h200.md): 1000³ and 1024³ (64 tiles) best with 4 splits
-#: (29.3 and 31.2 TFLOP/s, against 17.1 and 18.2 unsplit), 1031×997×1013 (72 tiles) with 3,
-#: 2048³ (256 tiles) unsplit (43.5; 2 splits: 40.4).
-FAST_TABLE = (
-    (66, 4, "k11_vectorized_bk16"),
-    (88, 3, "k11_vectorized_bk16"),
-    (132, 2, "k11_vectorized_bk16"),
-    (None, 1, "k11_vectorized_bk16"),
-)
+#: What ``matmul(variant=None, config=None)`` runs for a float32 problem that neither the
+#: autotune cache nor the shipped table (:mod:`simt_tiles.autotune`) has, by shape class: how
+#: many 128×128 tiles C has.  Two blocks fit per SM and the H200 has 132 SMs, so a grid of fewer
+#: than 264 blocks leaves slots idle: K is then split (deterministically: partials, then one sum
+#: kernel).  The rows ``(most tiles, splits, variant)``, first match wins, live in the shipped
+#: table ``simt_tiles/tuned/h200.json`` (``rules.matmul_split_k``: one source of truth, with its
+#: measurements) and apply on every GPU (:func:`fast_table`).
+
+
 #: float64 problems: no FP64 measurement of the generated rung yet
 FLOAT64_VARIANT = "k10_warptiled"
 #: fewest K elements per split: shorter chunks cost more in partial sums than they gain
@@ -41,13 +38,25 @@ MIN_SPLIT_K = 128
 
 
 def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
-    """``(variant, splits)`` for ``matmul(variant=None)`` from :data:`FAST_TABLE`."""
+    """``(variant, splits)`` for ``matmul(variant=None)`` from :func:`fast_table`."""
     import numpy as np
 
     if np.dtype(dtype) != np.float32:
         return FLOAT64_VARIANT, 1
     tiles = -(-m // 128) * -(-n // 128)
-    for most, splits, variant in FAST_TABLE:
+    for most, splits, variant in fast_table():
         if most is None or tiles <= most:
             return variant, max(1, min(splits, k // MIN_SPLIT_K))
-    raise AssertionError("FAST_TABLE ends with a catch-all row")
+    raise AssertionError("the split-K rows end with a catch-all row")
+
+
+@functools.lru_cache(maxsize=1)
+def fast_table() -> tuple:
+    """The split-K rows of the shipped H200 table (read once)."""
+    from ...autotune import shipped_rules
+
+    rule = shipped_rules("matmul_split_k")
+    rows = tuple(tuple(r) for r in (rule or {}).get("rows", ()))
+    if not rows or rows[-1][0] is not None:
+        raise RuntimeError("simt_tiles/tuned/h200.json: rules.matmul_split_k must end with a catch-all row")
+    return rows

@@ -201,4 +201,8 @@ def make_kernel(config: Config, dtype):
     return matmul_k10_warptiled
 
 
-RUNG = Rung("k10_warptiled", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+#: what the autotuner times (simt_tiles.autotune): the default and a 128×64 block of 4 warps
+TUNING_SPACE = ("default", {"bn": 64, "min_blocks": 4})
+
+RUNG = Rung("k10_warptiled", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+            tuning_space=TUNING_SPACE)

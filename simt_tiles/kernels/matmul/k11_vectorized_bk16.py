@@ -48,6 +48,7 @@ from ... import codegen
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
+from . import _tuning
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
 IDX32_LIMIT = 2**31
@@ -378,4 +379,5 @@ class SplitKRung(Rung):
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS))

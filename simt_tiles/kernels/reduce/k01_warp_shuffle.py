@@ -132,5 +132,11 @@ GATE_PARAMS = tuple(
     for out in ((np.float64, np.float32) if code == SUM else (None,))
 )
 
+#: what simt_tiles.autotune may time (declared; reduce is not wired to the tuner yet): the default,
+#: and whole-array blocks of 256 and 1024 threads keeping 4 × 132 SMs' worth of threads in flight
+TUNING_SPACE = ("default", {"threads": 256, "max_blocks": 1056}, {"threads": 1024, "max_blocks": 264},
+                {"row_threads": 512}, {"loads": 4})
+
 RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
-            smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of float32 keep 4")
+            smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of float32 keep 4",
+            tuning_space=TUNING_SPACE)

@@ -68,6 +68,7 @@ HAZARDS = {
     "check alignment (simt_tiles.vector's promise) or fall back.",
     ("conv2d", "k08_prefetched"): "Registers hold the next patch while this one computes: more live registers, "
     "and a WAR barrier before the prefetched patch overwrites shared memory.",
+    ("conv2d", "k10_runtime_weights"): "A block-uniform branch chosen by `syncthreads_or` (a zero tap and a NaN/inf in the patch take the tested loop); staged weights are read only after the patch's barrier; every staged weight costs a register.",
     ("conv2d", "k09_async_copy"): "`cp.async` writes shared memory behind the threads' backs: after `wait_copies` one barrier per tile both publishes the copies and guarantees that nobody still reads the buffer the next copies overwrite. Shared memory doubles, so fewer warps fit an SM.",
     ("conv2d", "k06_separable_fused"): 'Three phases share shared memory: a barrier after staging the patch, one between the column pass writing the intermediate `mid` and the row pass reading it, and two around the staged output.',
     ("conv_nchw", "k01_direct"): "None: a thread per output, KH·KW·C global reads each.",

@@ -12,7 +12,10 @@ the ratio "× peer" is against it), ``torch.nn.functional.conv2d`` (cuDNN, TF32
 off; zero padding = mode "constant" only) and, when cuda.tile is importable,
 ``simt_tiles.tile.correlate2d``.  k04/k05/k07–k09 compile the filter's values in and get
 the filter as a NumPy array (a device filter would be copied back, synchronising,
-on every call); the other rungs get it on the device.  Check: float64 ``cupyx`` reference with
+on every call); the other rungs get it on the device, and k10 (the default rung) both ways.
+What a user gets: ``correlate2d(x, w)`` with no variant or config, a CuPy and a NumPy
+filter ("default, … filter" rows), and after the tables each one's rate over the best
+rung's for the same problem.  Check: float64 ``cupyx`` reference with
 the bound (γ_n(2⁻²⁴) + γ_n(2⁻⁵³))·Σ|w|·|x|, n = KH·KW + 1.
 
 nchw: ResNet-like layers, float32, 3×3, padding 1: (N, C, H, W) = (32, 64, 56, 56)
@@ -51,6 +54,11 @@ K09_SWEEP = ((32, 4, 4, 6, 6, 1), (32, 4, 4, 6, 6, 4))
 SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
 #: the fused separable kernel's shapes timed besides its default 32×8, rx=3, ry=2 (mode constant)
 K06_SWEEP = ((32, 8, 3, 4), (32, 4, 5, 6), (32, 8, 5, 4))
+#: k10 shapes (block_x, block_y, rx, ry, min_blocks) timed besides its default, NumPy filter: the
+#: register budget (ptxas holds the kernel-parameter weights in registers too), k05's 7×7 best
+K10_SWEEP = ((32, 4, 4, 6, 1), (32, 4, 4, 6, 8), (32, 8, 4, 6, 1))
+#: the rows ``default_summary`` compares with the best rung
+DEFAULT_ROWS = ("default, CuPy filter", "default, NumPy filter")
 
 
 def add_arguments(p) -> None:
@@ -69,6 +77,8 @@ def add_arguments(p) -> None:
                    help="k08 shapes to time besides its default, as for --k05-shapes with xTILES after MINBLOCKS")
     p.add_argument("--k09-shapes", nargs="*", default=["x".join(map(str, t)) for t in K09_SWEEP],
                    help="k09 shapes to time besides its default, as for --k08-shapes")
+    p.add_argument("--k10-shapes", nargs="*", default=["x".join(map(str, t)) for t in K10_SWEEP],
+                   help="k10 shapes to time besides its default (NumPy filter), as for --k05-shapes")
     p.add_argument("--k05-all-modes", action="store_true", help="time the k05, k07, k08 and k09 shapes in every mode")
     common.add_output_arguments(p)
 
@@ -80,9 +90,42 @@ def run(args) -> int:
             filter2d(h, cp, tile, args)
         if "nchw" in args.only:
             nchw(h, cp, args)
-        return common.finish(h, args, group="conv", title="convolution", method=__doc__,
-                             ceilings={"filter2d": "device copy"},
-                             peers={"filter2d": "cupyx correlate", "nchw": "torch conv2d (cuDNN)"})
+        status = common.finish(h, args, group="conv", title="convolution", method=__doc__,
+                               ceilings={"filter2d": "device copy"},
+                               peers={"filter2d": "cupyx correlate", "nchw": "torch conv2d (cuDNN)"})
+        summary = default_summary(h.rows)
+        if summary:
+            print(summary, flush=True)
+            md = args.md or (common.result_paths(args.out, "conv")["md"] if args.out else None)
+            if md:
+                with open(md, "a") as fh:
+                    fh.write("\n" + summary + "\n")
+        return status
+
+
+def default_summary(rows) -> str:
+    """Markdown: per filter2d problem, the best rung's rate and each default row's share of it."""
+    problems = {}
+    for r in rows:
+        if r.get("group") == "filter2d" and r.get("passed") and "gbps" in r:
+            problems.setdefault(r["problem"], []).append(r)
+    lines = []
+    for problem, rs in problems.items():
+        rungs = [r for r in rs if r["kind"] == "simt" and r["impl"] not in DEFAULT_ROWS
+                 and not r["impl"].startswith("separable")]
+        defaults = {r["impl"]: r for r in rs if r["impl"] in DEFAULT_ROWS}
+        if not rungs or not defaults:
+            continue
+        best = max(rungs, key=lambda r: r["gbps"])
+        cells = " | ".join(f"{100 * defaults[d]['gbps'] / best['gbps']:.0f}%" if d in defaults else "-"
+                           for d in DEFAULT_ROWS)
+        lines.append(f"| {problem} | {best['impl']} | {best['gbps']:.0f} | {cells} |")
+    if not lines:
+        return ""
+    head = ("### filter2d: the default path against the best rung (same run)\n\n"
+            "| problem | best rung | GB/s | " + " | ".join(f"{d} (of best)" for d in DEFAULT_ROWS) + " |\n"
+            "|---|---|---|" + "---|" * len(DEFAULT_ROWS))
+    return head + "\n" + "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -99,11 +142,13 @@ def filter2d(h, cp, tile, args) -> None:
     import simt_tiles
     from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
     from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
+    from simt_tiles.kernels.conv2d import RUNGS as CONV2D_RUNGS
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
     from simt_tiles.kernels.conv2d.k06_separable_fused import Config as K06Config
     from simt_tiles.kernels.conv2d.k07_vectorized import Config as K07Config
     from simt_tiles.kernels.conv2d.k08_prefetched import Config as K08Config
     from simt_tiles.kernels.conv2d.k09_async_copy import Config as K09Config
+    from simt_tiles.kernels.conv2d.k10_runtime_weights import Config as K10Config
 
     torch.backends.cudnn.allow_tf32 = False
     s = args.size
@@ -126,6 +171,10 @@ def filter2d(h, cp, tile, args) -> None:
             def check(y=out):
                 return BoundCheck(y, ref, bound, xp=cp)
 
+            for label, wv in zip(DEFAULT_ROWS, (w, w_host)):  # what a user gets: no variant, no config
+                out.fill(cp.nan)
+                h.entry("filter2d", problem, label, lambda wv=wv: simt_tiles.correlate2d(x, wv, mode=mode, out=out),
+                        check=check, **kw)
             for v in args.variants or simt_tiles.CONV2D_VARIANTS:
                 # the rungs that compile the filter's values in get them as NumPy (from a device
                 # filter they would copy it back: a synchronising transfer every call)
@@ -133,11 +182,16 @@ def filter2d(h, cp, tile, args) -> None:
                 out.fill(cp.nan)
                 h.entry("filter2d", problem, v, lambda v=v, wv=wv: simt_tiles.correlate2d(
                     x, wv, mode=mode, out=out, variant=v), check=check, **kw)
+                if CONV2D_RUNGS[v].bind.host_weights:  # k10: kernel parameters too
+                    out.fill(cp.nan)
+                    h.entry("filter2d", problem, f"{v} (NumPy filter)", lambda v=v: simt_tiles.correlate2d(
+                        x, w_host, mode=mode, out=out, variant=v), check=check, **kw)
             if mode == "constant" or args.k05_all_modes:  # register tiles: loads per output vs registers
                 for rung, Config, shapes in (("k05_register_tile_2d", K05Config, args.k05_shapes),
                                              ("k07_vectorized", K07Config, args.k07_shapes),
                                              ("k08_prefetched", K08Config, args.k08_shapes),
-                                             ("k09_async_copy", K09Config, args.k09_shapes)):
+                                             ("k09_async_copy", K09Config, args.k09_shapes),
+                                             ("k10_runtime_weights", K10Config, args.k10_shapes)):
                     for shape in shapes:
                         fields = dict(zip(SHAPE_FIELDS, map(int, shape.split("x"))))
                         cfg = Config(**fields)

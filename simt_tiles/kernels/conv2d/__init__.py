@@ -31,14 +31,19 @@ Read the rungs in order:
                           patch loads into registers during this one's compute
 ``k09_async_copy``        k08 with cp.async (LDGSTS) into a second shared
                           buffer instead of registers
+``k10_runtime_weights``   k05 with the filter read at run time (kernel
+                          parameters, or staged from a device array): one
+                          compilation per filter *shape*, kept on disk
+                          (``variant=None`` up to 7 × 7)
 ========================  ====================================================
 
-``variant=None`` keeps k03 for ``correlate2d``/``convolve2d``/``correlate1d``:
-k04 and k05 compile once per distinct filter (about a second or more on the
-host, see k04), which only pays off for a filter applied many times, and no
-H200 measurement says yet by how much they win.  ``correlate_separable``
-uses k06 (``variant="two_pass"``: two ``correlate1d`` calls through a
-global intermediate).
+``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
+filters up to 7 × 7 (NumPy filters as kernel parameters: no upload; device
+filters staged by each block: no copy back), k03 for larger ones (k10's loops
+stop unrolling there), k01 when the halo does not fit in shared memory.
+k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
+``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``
+calls with k03 through a global intermediate).
 
 1-D filters are 2-D filters of extent 1 on the other axis: ``correlate1d``
 along axis 1 is ``correlate2d`` with the 1 × K filter, along axis 0 with the
@@ -104,6 +109,7 @@ from . import (
     k07_vectorized,
     k08_prefetched,
     k09_async_copy,
+    k10_runtime_weights,
 )
 from ._bind import CONSTANT_VECTOR, FilterCall, SeparableCall, host_filter
 from ._common import MODES, Mode, flops, specialise, tap_counts
@@ -120,17 +126,25 @@ RUNGS: dict[str, Rung] = {
         k07_vectorized.RUNG,
         k08_prefetched.RUNG,
         k09_async_copy.RUNG,
+        k10_runtime_weights.RUNG,
     )
 }
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses: the fastest rung that compiles once per filter
-#: *shape*.  k05 is 1.7–2.6× faster on the H200 (benchmarks/results/conv_h200.json)
-#: but compiles once per filter *value* (2–3 s each): pass ``variant="k05_register_tile_2d"``
-#: for a filter you apply many times.
-BEST_VARIANT = "k03_register_blocked"
+#: the rung ``variant=None`` uses for filters up to :data:`BEST_MAX_SIZE` on each axis:
+#: k05's register tiles with the weights read at run time — one compilation per filter
+#: *shape*, mode and dtype, kept on disk (k10's docstring)
+BEST_VARIANT = "k10_runtime_weights"
+
+#: the largest filter side :data:`BEST_VARIANT` takes by default: beyond it its patch rows
+#: and filter columns are no longer all unrolled (long compiles, weights in local memory)
+BEST_MAX_SIZE = 7
+
+#: the rung ``variant=None`` uses for larger filters, and ``correlate_separable``'s
+#: "two_pass" for its two 1-D passes: register blocking, one small kernel per filter shape
+SHAPE_VARIANT = "k03_register_blocked"
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
@@ -170,6 +184,8 @@ __all__ = [
     "SEPARABLE_FLOAT32_PRESET",
     "RUNGS",
     "BEST_VARIANT",
+    "BEST_MAX_SIZE",
+    "SHAPE_VARIANT",
     "FALLBACK_VARIANT",
     "CONSTANT_FILTER_VARIANTS",
     "VECTOR_VARIANTS",
@@ -214,9 +230,13 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         ``out``: blocks would read inputs another block already overwrote);
         disjoint views of one buffer are fine.
     variant
-        A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`,
-        or :data:`FALLBACK_VARIANT` when the filter's halo does not fit in the
-        best rung's shared memory (only with ``config`` None or a preset name).
+        A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`
+        for filters up to :data:`BEST_MAX_SIZE` on each axis, else
+        :data:`SHAPE_VARIANT` (:func:`default_rung`), or :data:`FALLBACK_VARIANT`
+        when the filter's halo does not fit in that rung's shared memory (only
+        with ``config`` None or a preset name).  A new filter *value* never
+        compiles with None: the kernels depend on the filter's shape, mode and
+        dtype only, and are kept on disk (Numba's cache) across processes.
         The rungs of :data:`CONSTANT_FILTER_VARIANTS` compile the filter's
         values into the kernel: the first call with a new filter compiles
         (about a second or more); NumPy weights are used as they are (no upload),
@@ -298,7 +318,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     if not isinstance(name, str) or name not in SEPARABLE_VARIANTS:
         raise ValueError(f"variant: expected one of {SEPARABLE_VARIANTS} or None; got {variant!r}")
     if name == "two_pass":
-        rung = get_rung(None)
+        rung = RUNGS[SHAPE_VARIANT]
     else:
         rung = SEPARABLE_RUNGS[name]
     cfg = rung.resolve_config(config)
@@ -325,7 +345,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
                     f"memory with this config (use variant='two_pass', variant=None, or smaller "
                     f"tiles): {exc}"
                 ) from exc
-            name, rung = "two_pass", get_rung(None)
+            name, rung = "two_pass", RUNGS[SHAPE_VARIANT]
             cfg = rung.resolve_config(config)
     if name != "two_pass":
         grid, block = rung.geometry(spec, h, w)
@@ -417,16 +437,35 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     return Operand(name, op.dev.reshape(as2d), op.kind, original)
 
 
+def default_rung(kh: int, kw: int, config=None) -> Rung:
+    """The rung ``variant=None`` uses for a ``kh × kw`` filter: :data:`BEST_VARIANT` up to
+    :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
+    else :data:`SHAPE_VARIANT`.  (The seam for a tuned choice: ``simt_tiles.autotune``.)"""
+    best = RUNGS[BEST_VARIANT]
+    if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
+        return best
+    return RUNGS[SHAPE_VARIANT]
+
+
 def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
     mode = Mode.parse(mode)
     _check_cval(cval)
     rung = get_rung(variant)
-    cfg = rung.resolve_config(config)
+    if variant is None:
+        rung.resolve_config(config)  # a bad config fails before any upload
+    else:
+        cfg = rung.resolve_config(config)
     stream = as_stream(stream, image)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not rung.bind.compiles_filter)
+    # NumPy weights stay on the host for a rung that compiles them in or passes them as
+    # kernel parameters (the default); the others upload them (``_bind``)
+    keep = variant is None or rung.bind.compiles_filter or rung.bind.host_weights
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not keep)
+    if variant is None:
+        rung = default_rung(*w_op.dev.shape, config)
+        cfg = rung.resolve_config(config)
     h, w = img_op.dev.shape
     out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
 

@@ -1,0 +1,264 @@
+"""k10 — k05's register tiles with the filter read at run time: one compilation per filter *shape*, kept on disk.
+
+What changed versus k05
+    k05 compiles the filter's *values* in (each weight an immediate operand
+    of its FFMA): every new filter costs seconds of compilation, so it could
+    not be the default.  k10 keeps k05's kernel — patch loader, RY × RX
+    register tile, each patch row loaded once, staged coalesced stores — and
+    takes the values at launch instead.  Where they live decides the cost:
+
+    * **Kernel parameters** (a NumPy filter).  The KH·KW weights are passed
+      as a tuple of scalars: each is a kernel parameter, and parameters sit
+      in constant bank 0.  An FFMA can read one operand straight from a
+      constant bank (``FFMA R1, R2, c[0x0][0x390], R1``), so a weight costs
+      no load and no register: the same instruction count as k05.  No upload
+      either — the values travel with the launch.
+    * **A device array staged in shared memory** (a CuPy/PyTorch/Numba
+      filter, whose values are on the GPU: kernel parameters would need a
+      copy back that waits for the stream).  Threads 0 … KH·KW − 1 copy it
+      beside the patch, under the patch's barrier; each thread then reads the
+      weights into registers once (broadcasts) — one register per weight.
+    * **Kernel parameters at constant indices.**  A tuple read at a computed
+      index is a switch over all of its elements (and the loops around it
+      stop unrolling); so the kernel first copies the tuple into a local
+      array, one generated line per weight (``make_unpack``), and the window
+      loop indexes that with unrolled constants, as k05 indexes its constant
+      array.
+
+    The filter *shape*, the mode, the dtype and which of the two the kernel
+    takes stay compile-time, so a new filter of a known shape costs nothing,
+    and ``cache=True`` keeps each compiled kernel on disk (Numba keys it on
+    the kernel's code and the constants it closes over): a fresh process
+    loads it instead of compiling.
+
+Zero taps, at run time
+    scipy skips every tap with ``|w| <= 2**-52`` (``_common.TINY_WEIGHT``):
+    a NaN or inf in the image spreads only along the other taps.  k05 drops
+    those taps from the code.  Here a skipped tap differs from an added one
+    (``0·x``) only where x is not finite, so the kernel keeps k05's loop
+    with the skipped weights set to exactly 0 (the launcher for kernel
+    parameters, the staging threads for a device array) and no test per
+    tap, and branches, uniformly for the block, to a copy of it that tests
+    each weight only when the filter has such a tap *and* the block's patch
+    holds a NaN or inf (each thread scans its share of the patch;
+    ``syncthreads_or`` combines).  Finite data never pays for the test; a
+    filter without zero taps not even for the scan.  (Two copies of the
+    loop: twice k05's compile time, paid once per machine.)
+
+Memory traffic and banks
+    As k05 (global: 1.10–1.31 loads per output; shared: its window rows).
+    The staged weights are read as broadcasts: one address per warp.
+
+Registers: ptxas keeps weights in registers in both kernels, so ``min_blocks`` (the budget
+it is held to) is set per filter by :func:`for_source` — more weights, fewer blocks per SM.
+
+Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_weights (NumPy filter)"): 3.92 TB/s on 8192² 3x3 reflect, 92% of copy
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from numba import boolean, cuda, int64, types, uint32, void
+
+from ... import codegen
+from ...runtime import Rung, cdiv, numba_dtype
+from . import k05_register_tile_2d as k05
+from ._bind import RUNTIME_WEIGHTS
+from ._common import TINY_WEIGHT, Mode
+from ._register_tile import geometry
+from ._staging import (
+    inline,
+    make_patch_loader,
+    make_tile_store,
+    make_window_accumulator,
+)
+
+#: ``Config.source``: where the kernel reads the filter
+PARAMS = 1  # a tuple of KH·KW kernel parameters (a NumPy filter)
+STAGED = 2  # a (KH, KW) device array, staged in shared memory by each block
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(k05.Config):
+    """k05's fields, and ``source``: :data:`PARAMS` — the filter comes as kernel parameters;
+    :data:`STAGED` — as a device array each block stages in shared memory.  The launcher
+    sets ``source`` (and, for STAGED, ``min_blocks``: :func:`staged_blocks`) from the filter."""
+
+    source: int = 1
+
+    def rules(self):
+        yield from super().rules()
+        yield ("source", self.source in (PARAMS, STAGED),
+               f"source is {PARAMS} (kernel parameters) or {STAGED} (a device array staged in shared memory)")
+
+    def smem_bytes(self, itemsize):
+        staged = self.kh * self.kw * itemsize if self.source == STAGED else 0
+        return super().smem_bytes(itemsize) + staged
+
+
+# A call replaces kh, kw, mode (and source, min_blocks: for_source); the presets choose tiles and
+# what the compile gate builds — all 3 x 3 (the gate's signature has GATE_TAPS weight parameters)
+PRESETS = {
+    "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=3, mode=Mode.REFLECT),
+    # k05's default: 32 × 4 threads of 6 × 4 outputs, 12 blocks per SM (≤ 40 registers)
+    "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.CONSTANT, min_blocks=12),
+    # the same with a device filter, staged in shared memory (its weights in registers too)
+    "staged": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.REFLECT, min_blocks=10,
+                     source=STAGED),
+}
+
+
+def for_source(config: Config, source: int) -> Config:
+    """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
+    ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
+    plus one per staged weight (held in registers), or, for kernel parameters, two per three
+    weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
+    none at 72); 8 more in modes "mirror" and "wrap" (a modulo per row and column: 5 × 5 and
+    7 × 7 spilled 24–28 B without them)."""
+    taps = config.kh * config.kw
+    regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
+    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
+        regs += 8
+    blocks = max(1, min(config.min_blocks, 65536 // (config.threads * regs)))
+    return dataclasses.replace(config, source=source, min_blocks=blocks)
+
+
+def make_unpack(kh: int, kw: int):
+    """``unpack(wt, wl)``: the tuple ``wt`` of KH·KW weights into the (KH, KW) local array
+    ``wl``, one line per weight (generated source, :mod:`simt_tiles.codegen`): a tuple read at
+    a constant index is a kernel parameter, at a computed one a switch over all of them."""
+    src = codegen.Source()
+    with src.block("def unpack(wt, wl):"):
+        for a in range(kh):
+            src.line("; ".join(f"wl[{a}, {b}] = wt[{a * kw + b}]" for b in range(kw)))
+    return inline(codegen.load_function("unpack", src.text()))
+
+
+def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
+    """The kernel for ``config`` and ``dtype``.  ``taps``: the length of the weights tuple
+    (KH·KW for :data:`PARAMS`; the staged kernel ignores it).  ``all_taps``: count zero taps
+    too (``correlate1d``): no scan, one loop."""
+    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
+    FROM_ARRAY = config.source == STAGED
+    if not FROM_ARRAY and taps != KH * KW:
+        raise ValueError(f"taps: expected {KH * KW} (a {KH}x{KW} filter); got {taps}")
+    TH, TW = config.tile()
+    SH, SW = TH + KH - 1, TW + KW - 1  # the patch (plain constants)
+    SWP = 4 * cdiv(SW, 4)
+    WIN, OUTS, KK = RX + KW - 1, RY * RX, KH * KW
+    BX, T = config.block_x, config.threads
+    NS = SH * SW  # patch values; each thread scans NSCAN of them for NaN/inf
+    NSCAN, NSTAGE = cdiv(NS, T), cdiv(KK, T)  # per thread: patch values scanned, taps staged
+    WSH = (KH, KW) if FROM_ARRAY else (1, 1)  # the staged filter's shared array (plain constants)
+    DT = numba_dtype(dtype)
+    ALL_TAPS = bool(all_taps)
+    TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
+    INF = np.dtype(dtype).type(np.inf)
+    load_patch = make_patch_loader(config)
+    store_tile = make_tile_store(config)
+    add_all = make_window_accumulator(config, all_taps=True)  # k05's loop, no test per tap
+    add_counted = make_window_accumulator(config, all_taps=False)  # a test per tap (uniform)
+    unpack = make_unpack(KH, KW)
+    # Numba keys a disk-cache entry on the kernel's code and the constants it closes over,
+    # not on its jit options: the kernel reads the launch bounds so that they are in the key
+    BOUNDS = jit_options(config, dtype)["launch_bounds"]
+
+    def conv2d_k10_runtime_weights(image, wt, wa, out, cval, anchor_h, anchor_w, sparse):
+        # the filter: wt, KH*KW kernel parameters (PARAMS; sparse: the host found a tap
+        # with |w| <= 2**-52), or wa, a (KH, KW) device array of any strides (STAGED)
+        if BOUNDS[1] < 1:  # never (see BOUNDS above)
+            return
+        tx = uint32(cuda.threadIdx.x)
+        ty = uint32(cuda.threadIdx.y)
+        t = ty * uint32(BX) + tx
+        h, w = image.shape
+        row0 = cuda.blockIdx.y * TH
+        col0 = cuda.blockIdx.x * TW
+
+        patch = cuda.shared.array((SH, SWP), DT)
+        w_s = cuda.shared.array(WSH, DT)
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
+        tiny = 0
+        if FROM_ARRAY:
+            for k in range(NSTAGE):  # thread t stages taps t, t + T, ...
+                i = t + uint32(k * T)
+                if (k + 1) * T <= KK or i < KK:
+                    a = i // uint32(KW)
+                    b = i - a * uint32(KW)
+                    v = wa[a, b]
+                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
+                        v = DT(0)  # adds exactly nothing to finite values
+                        tiny = 1
+                    w_s[a, b] = v
+        # RAW: the patch (and the staged filter) complete before anyone reads them; the
+        # staged kernel learns on the way whether the filter has a tap to skip
+        zero_tap = cuda.syncthreads_or(tiny) != 0
+        if not FROM_ARRAY:
+            zero_tap = sparse
+
+        # a NaN/inf in this block's patch and a tap to skip: the loop that tests each weight
+        checked = 0
+        if not ALL_TAPS and zero_tap:  # uniform over the grid
+            bad = 0
+            for k in range(NSCAN):
+                v = t + uint32(k * T)
+                if (k + 1) * T <= NS or v < NS:
+                    r = v // uint32(SW)
+                    if not abs(patch[r, v - r * uint32(SW)]) < INF:
+                        bad = 1
+            checked = cuda.syncthreads_or(bad)  # block-uniform
+
+        acc = cuda.local.array(OUTS, DT)  # registers: indexed by unrolled constants only
+        win = cuda.local.array(WIN, DT)
+        wl = cuda.local.array((KH, KW), DT)  # the filter (constant indices: registers)
+        if FROM_ARRAY:
+            for a in range(KH):
+                for b in range(KW):
+                    wl[a, b] = w_s[a, b]
+        else:
+            unpack(wt, wl)  # kernel parameters: the compiler reads them from constant bank 0
+        for o in range(OUTS):
+            acc[o] = DT(0)
+        r0 = ty * uint32(RY)
+        c0 = tx * uint32(RX)
+        if checked != 0:
+            add_counted(patch, wl, acc, win, r0, c0)
+        else:
+            add_all(patch, wl, acc, win, r0, c0)
+
+        cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
+        store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # stage, barrier, store rows
+
+    return conv2d_k10_runtime_weights
+
+
+def signature(dtype, all_taps: bool = False, taps: int = 9):
+    """``void(image, wt, wa, out, cval, anchor_h, anchor_w, sparse)``: ``wt`` a tuple of
+    ``taps`` weights (kernel parameters), ``wa`` a strided 2-D weights array — each kernel
+    reads one and is given a placeholder for the other (``_bind``)."""
+    t = numba_dtype(dtype)
+    return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
+
+
+#: blocks per SM at most in modes "mirror" and "wrap": their boundary code (a modulo per row
+#: and column) needs 48 registers — at k05's 40 ptxas spilled 16–36 B (3 x 3, kernel parameters)
+WRAPPING_BLOCKS = 10
+
+
+def jit_options(config: Config, dtype) -> dict:
+    """k05's launch bounds (float32; float64 holds twice the words), fewer blocks for "mirror"
+    and "wrap" (:data:`WRAPPING_BLOCKS`), and the disk cache."""
+    blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
+    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
+        blocks = min(blocks, WRAPPING_BLOCKS)
+    return {"launch_bounds": (config.threads, blocks), "cache": True}
+
+
+#: the compile gate builds each preset with the presets' 3 x 3 filter as 9 parameters
+GATE_TAPS = 9
+GATE_PARAMS = ({"taps": GATE_TAPS},)
+
+RUNG = Rung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+            gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS)

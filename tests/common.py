@@ -76,3 +76,19 @@ def _draw_pool(rung, random_configs, n_drawn: int) -> list:
             if cfg not in pool:
                 pool.append(cfg)
     return pool
+
+
+def assert_like_scipy(got, expect, ref, bound, what):
+    """NaN / +inf / -inf exactly where scipy has them (and the reference too); every finite element
+    within the reference's bound.  Returns the bound check (for ``note``)."""
+    from simt_tiles.bounds import check_within
+
+    got = np.asarray(got)
+    assert got.dtype == expect.dtype, what
+    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        np.testing.assert_array_equal(test(ref), test(expect), err_msg=f"reference's {name} differ: {what}")
+        np.testing.assert_array_equal(test(got), test(expect), err_msg=f"{name} positions differ: {what}")
+    finite = np.isfinite(expect)
+    chk = check_within(got[finite], ref[finite], bound[finite])
+    assert chk.passed, f"{chk}: {what}"
+    return chk

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
 from simt_tiles import runtime
-from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv2d import (
     BEST_MAX_SIZE,
     BEST_VARIANT,
@@ -43,7 +42,7 @@ from simt_tiles.kernels.conv2d.reference import (
 )
 from simt_tiles.runtime import SIMULATOR
 
-from .common import DTYPES, configs, poisoned
+from .common import DTYPES, assert_like_scipy, configs, poisoned
 from .profiles import examples
 
 EPS = 2.0**-52  # scipy skips |w| <= EPS
@@ -55,16 +54,6 @@ if SIMULATOR:
 else:
     RANDOM = st.builds(k10.Config, block_x=st.sampled_from([8, 32]), block_y=st.sampled_from([1, 4]),
                        rx=st.integers(1, 5), ry=st.integers(1, 6), min_blocks=st.sampled_from([1, 12]))
-
-
-def _assert_like_scipy(got, expect, ref, bound, what):
-    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        np.testing.assert_array_equal(test(ref), test(expect), err_msg=f"reference's {name}: {what}")
-        np.testing.assert_array_equal(test(got), test(expect), err_msg=f"{name} positions differ: {what}")
-    finite = np.isfinite(expect)
-    chk = check_within(got[finite], ref[finite], bound[finite])
-    assert chk.passed, f"{chk}: {what}"
-    return chk
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -110,7 +99,7 @@ def test_matches_scipy_with_zero_taps_and_nonfinite_values(dtype, data):
         else:
             expect = (ndi.convolve if op == "convolve" else ndi.correlate)(x, f, mode=mode, cval=cval)
             ref, bound = correlate2d_reference(x, f, mode, cval, convolve=op == "convolve")
-    note(repr(_assert_like_scipy(got, expect, ref, bound, f"{op} {mode} {np.dtype(dtype)}")))
+    note(repr(assert_like_scipy(got, expect, ref, bound, f"{op} {mode} {np.dtype(dtype)}")))
 
 
 def _compiles():
@@ -185,4 +174,4 @@ def test_several_warps_with_zero_taps_and_nan(block, on_device):
     with np.errstate(invalid="ignore"):
         expect = ndi.correlate(x, f, mode="nearest")
         ref, bound = correlate2d_reference(x, f, "nearest", 0.0)
-    _assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{block} device={on_device}")
+    assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{block} device={on_device}")

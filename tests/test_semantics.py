@@ -24,7 +24,6 @@ import pytest
 import scipy.ndimage as ndi
 from numba import cuda  # module level: the simulator swaps this global inside kernels
 
-from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv2d import (
     CONV2D_VARIANTS,
     SEPARABLE_VARIANTS,
@@ -41,7 +40,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.reduce import REDUCE_OPS, reduce
 from simt_tiles.kernels.softmax import SOFTMAX_VARIANTS, softmax
 
-from .common import DTYPES
+from .common import DTYPES, assert_like_scipy
 
 EPS = 2.0**-52  # DBL_EPSILON: scipy skips |w| <= EPS, counts anything larger
 SENTINEL = -7.75e7  # the output's initial value: an element a kernel forgets to write shows up
@@ -58,18 +57,6 @@ def _image(dtype, shape=(7, 5)):
 
 def _out(shape, dtype):
     return cuda.to_device(np.full(shape, SENTINEL, dtype))
-
-
-def assert_like_scipy(got, expect, ref, bound, what):
-    """NaN / +inf / -inf exactly where scipy has them; the rest within the reference's bound."""
-    got = np.asarray(got)
-    assert got.dtype == expect.dtype, what
-    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        np.testing.assert_array_equal(test(ref), test(expect), err_msg=f"reference's {name} differ: {what}")
-        np.testing.assert_array_equal(test(got), test(expect), err_msg=f"{name} positions differ: {what}")
-    finite = np.isfinite(expect)
-    chk = check_within(got[finite], ref[finite], bound[finite])
-    assert chk.passed, f"{chk}: {what}"
 
 
 def _quietly(fn, *args, **kwargs):

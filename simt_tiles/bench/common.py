@@ -37,6 +37,22 @@ def result_paths(out_dir: str, group: str, slug: str | None = None) -> dict[str,
     return {"json": f"{stem}.json", "md": f"{stem}.md", "plot": f"{stem}.png"}
 
 
+def write_outputs(args, group: str, data: dict, table: str) -> dict[str, str | None]:
+    """Write ``data`` (JSON) and ``table`` (markdown) where ``args`` says: ``--json``/``--md``, else
+    ``--out DIR``'s ``<group>_<device>.*``; returns the paths (``plot`` included, for the caller)."""
+    paths = {k: getattr(args, k, None) for k in ("json", "md", "plot")}
+    if getattr(args, "out", None):
+        os.makedirs(args.out, exist_ok=True)
+        paths = {k: paths[k] or v for k, v in result_paths(args.out, group).items()}
+    if paths["json"]:
+        with open(paths["json"], "w") as fh:
+            json.dump(data, fh, indent=2)
+    if paths["md"]:
+        with open(paths["md"], "w") as fh:
+            fh.write(table + "\n")
+    return paths
+
+
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
     """The options every group takes: repetitions and where the results go."""
     p.add_argument("--reps", type=int, default=20, help="timed runs per entry (median reported; default 20)")
@@ -118,16 +134,7 @@ def finish(h, args, *, group: str, title: str, method: str, ceilings: dict, peer
     data = {"machine": describe(), "title": title, "method": method, "results": rows}
     table = group_tables(data)
     print(table, flush=True)
-    paths = {k: getattr(args, k, None) for k in ("json", "md", "plot")}
-    if getattr(args, "out", None):
-        os.makedirs(args.out, exist_ok=True)
-        paths = {k: paths[k] or v for k, v in result_paths(args.out, group).items()}
-    if paths["json"]:
-        with open(paths["json"], "w") as fh:
-            json.dump(data, fh, indent=2)
-    if paths["md"]:
-        with open(paths["md"], "w") as fh:
-            fh.write(table + "\n")
+    paths = write_outputs(args, group, data, table)
     if paths["plot"]:
         plot(data, paths["plot"])
     written = [p for p in paths.values() if p]

@@ -19,8 +19,6 @@ reference, and the plan's result with the checked path's (bit for bit), before i
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -251,7 +249,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from .. import launch
     from ..machine import describe
-    from .common import result_paths
+    from .common import write_outputs
 
     rows, failed = [], 0
     for case in CASES:
@@ -289,17 +287,7 @@ def run(args) -> int:
             "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
     table = markdown(data)
     print(table)
-    paths = {"json": args.json, "md": args.md}
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        found = result_paths(args.out, "dispatch")
-        paths = {k: paths[k] or found[k] for k in paths}
-    if paths["json"]:
-        with open(paths["json"], "w") as fh:
-            json.dump(data, fh, indent=2)
-    if paths["md"]:
-        with open(paths["md"], "w") as fh:
-            fh.write(table + "\n")
+    write_outputs(args, "dispatch", data, table)
     return 1 if failed else 0
 
 

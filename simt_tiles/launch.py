@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import os
 import threading
 
@@ -101,24 +102,24 @@ def no_plan(reason: str) -> None:
 def _torch_sig(x):
     ptr, cuda_ = x.data_ptr(), x.is_cuda
     dev = (x.get_device() if _MULTI_GPU else 0) if cuda_ else -1  # -1: a CPU tensor (the checked path)
-    return (x.dtype, x.shape, x.stride(), dev, x.requires_grad, ptr & 15), ptr, dev
+    return ("torch", x.dtype, x.shape, x.stride(), dev, x.requires_grad, ptr & 15), ptr, dev
 
 
 def _cupy_sig(x):
     ptr = x.data.ptr
     dev = x.device.id if _MULTI_GPU else 0
-    return (x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
+    return ("cupy", x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
 
 
 def _numba_sig(x):
     ptr = x.device_ctypes_pointer.value or 0
     dev = x.gpu_data.context.device.id if _MULTI_GPU else 0
-    return (x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
+    return ("numba", x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
 
 
 def _sim_sig(x):
     ptr = x._ary.__array_interface__["data"][0]
-    return (x.dtype, x.shape, x.strides, 0, ptr & 15), ptr, 0
+    return ("numba", x.dtype, x.shape, x.strides, 0, ptr & 15), ptr, 0
 
 
 #: more than one GPU visible: arrays' devices are read and compared with the current one on every
@@ -242,8 +243,7 @@ def _c_launch():
         f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
     except (OSError, AttributeError):
         return None
-    f.restype = ctypes.c_int
-    f.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    f.restype = ctypes.c_int  # no argtypes: GpuLaunch passes ctypes objects (half the cost per call)
     return f
 
 
@@ -255,6 +255,9 @@ def _c_launch():
 def planned(fn):
     """Wrap a public function with the fast launch path (see the module docstring)."""
     ident = f"{fn.__module__}.{fn.__qualname__}"
+    #: the parameter whose framework's current stream ``stream=None`` means (``as_stream(stream,
+    #: <first parameter>)`` in every public function), however the caller passes it
+    primary = next(iter(inspect.signature(fn).parameters))
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -262,37 +265,51 @@ def planned(fn):
             return fn(*args, **kwargs)
         if _MULTI_GPU:
             _setup()
-        key = [ident]
+        key = [ident, len(args)]
+        append = key.append
         arrays, ptrs = [], []
-        first = None
-        for v in (*args, *kwargs.values()):
+        dev0 = None
+        for v in (*args, *kwargs.values()) if kwargs else args:
             t = type(v)
             if t in _SCALARS:
-                key.append((t, v))
+                append(t)
+                append(v.hex() if t is float else v)  # -0.0 is not 0.0; one key for NaN
                 continue
             f = _SIGS.get(t) or _sig_function(t)
             if f is not None:
                 sig, ptr, dev = f[1](v)
-                if first is None:
-                    first = (f[0], dev)
-                elif dev != first[1]:
+                if dev0 is None:
+                    dev0 = dev
+                elif dev != dev0:
                     return fn(*args, **kwargs)  # arrays on two devices: the checked path says so
-                key.append((f[0], sig))
+                append(sig)
                 arrays.append(v)
                 ptrs.append(ptr)
-            elif isinstance(v, (TileConfig, np.generic)):
-                key.append((t, v))
+            elif isinstance(v, TileConfig):
+                append(t)
+                append(v)
+            elif isinstance(v, np.generic):
+                append(t)
+                append(v.tobytes())  # the bits: -0.0 and NaN as for floats
             elif "stream" in kwargs and v is kwargs["stream"]:
                 if stream_handle(v) is None:
                     return fn(*args, **kwargs)  # not a stream: the checked path says so
             else:  # NumPy arrays (copied anyway), anything unhashable
                 return fn(*args, **kwargs)
-        if first is None or first[1] < 0:  # no device array (or a CPU tensor): the checked path
+        if dev0 is None or dev0 < 0:  # no device array (or a CPU tensor): the checked path
             return fn(*args, **kwargs)
-        key.extend(kwargs)  # keyword names, in the caller's order
+        if kwargs:
+            key.extend(kwargs)  # keyword names, in the caller's order
         stream = kwargs.get("stream")
-        handle = _current_stream(*first) if stream is None else stream_handle(stream)
-        key.append(handle)
+        if stream is None:  # the current stream of the primary array's framework
+            lead = args[0] if args else kwargs.get(primary)
+            f = _SIGS.get(type(lead))
+            if f is None:
+                return fn(*args, **kwargs)
+            handle = 0 if f[0] == "numba" else _CURRENT[f[0]](dev0)
+        else:
+            handle = stream_handle(stream)
+        append(handle)
         key = tuple(key)
         plan = _PLANS.get(key)
         if plan is not None:
@@ -300,7 +317,7 @@ def planned(fn):
             if result is not _MISS:
                 _COUNTS["hit"] += 1
                 return result
-        return _record(fn, key, args, kwargs, arrays, ptrs, first[1], handle)
+        return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle)
 
     call.__wrapped_planned__ = fn
     return call
@@ -441,7 +458,7 @@ class _Plan:
         self.result_arg = next((i for i, a in enumerate(arrays) if a is result), None)
         self.recipe = None
         if self.result_arg is None:
-            self.recipe = _recipe(result)
+            self.recipe = _recipe(result, handle)
             spans = [*spans, layout_of(result).span()]
         self.launches = []
         for kernel, args, grid, block, stream, shared in rec.launches:
@@ -458,18 +475,20 @@ class _Plan:
                     raise _Refuse("a host array argument")
                 else:
                     template.append(("value", v))
-            self.launches.append((SimLaunch if SIMULATOR else GpuLaunch)(kernel, template, grid, block, shared,
-                                                                           self.key_stream))
+            self.launches.append(_LAUNCH(kernel, template, grid, block, shared, self.key_stream))
 
     def replay(self, arrays, ptrs):
-        if _current_device() != self.device:
+        if _MULTI_GPU and _current_device() != self.device:
             return _MISS
-        if self.result_arg is not None:  # out=: the aliasing check, from the cached extents
-            out = self.result_arg
-            lo, hi = ptrs[out], ptrs[out] + self.extents[out]
-            for i, p in enumerate(ptrs):
-                if i != out and lo < p + self.extents[i] and p < hi and hi > lo:
-                    return _MISS  # the checked path raises, naming out
+        out = self.result_arg
+        if out is not None:  # out=: the aliasing check, from the cached extents
+            extents = self.extents
+            lo = ptrs[out]
+            hi = lo + extents[out]
+            if hi > lo:
+                for i, p in enumerate(ptrs):
+                    if lo < p + extents[i] and p < hi and i != out:
+                        return _MISS  # the checked path raises, naming out
             result = arrays[out]
         else:
             result = self.recipe()
@@ -477,7 +496,8 @@ class _Plan:
             ptrs = [*ptrs, _ptr_of(result) if SIMULATOR else array_signature(result)[2]]
         with self.lock:
             for launch in self.launches:
-                launch(arrays, ptrs)
+                if launch(arrays, ptrs) is _MISS:
+                    return _MISS  # (only ever the first launch: the checked path runs instead)
         return result
 
 
@@ -485,7 +505,7 @@ def _is_device_array(v) -> bool:
     return bool(getattr(v, "__cuda_ndarray__", False)) or hasattr(v, "__cuda_array_interface__")
 
 
-def _recipe(result):
+def _recipe(result, stream: int):
     """A function making a new result like ``result`` (the kind ``out=None`` gives)."""
     sig = array_signature(result)
     if sig is None:
@@ -499,7 +519,19 @@ def _recipe(result):
     if kind == "torch":
         import torch
 
-        return functools.partial(torch.empty, shape, dtype=dtype, device=result.device)
+        empty = functools.partial(torch.empty, shape, dtype=dtype, device=result.device)
+        dev = result.device.index or 0
+        ours = torch.cuda.ExternalStream(stream, device=result.device) if stream else None
+
+        def torch_result():
+            # as the checked path: torch's allocator made it on torch's current stream; launched on
+            # another, the tensor must not be reused before that stream is past our kernels
+            obj = empty()
+            if stream != _CURRENT["torch"](dev):
+                obj.record_stream(ours if ours is not None else torch.cuda.default_stream(result.device))
+            return obj
+
+        return torch_result
     return functools.partial(cuda.device_array, shape, dtype)
 
 
@@ -558,24 +590,36 @@ def ctype_args(flat) -> list:
     return objs
 
 
+#: cuLaunchKernel's CUDA_ERROR_INVALID_CONTEXT: a thread with no current context (a new thread
+#: whose framework has not made one current yet) — the checked path sets it up
+_INVALID_CONTEXT = 201
+
+
 class GpuLaunch:
     """One kernel of a plan: its function handle, geometry, stream and a prebuilt parameter buffer
-    whose ``data`` pointers are rewritten per call; launched with the driver's ``cuLaunchKernel``."""
+    whose ``data`` pointers are rewritten per call; launched with the driver's ``cuLaunchKernel``
+    (ctypes, every argument a prebuilt ctypes object: no conversion per call)."""
 
     def __init__(self, kernel, template, grid, block, shared, stream: int):
         if kernel.debug or kernel.cooperative or kernel.extensions:
             raise _Refuse("a debug, cooperative or extended kernel")
+        handle = int(kernel._codelibrary.get_cufunc().handle)  # a CUkernel, launched as a CUfunction
+        self.build(kernel.argument_types, template, handle, grid, block, shared, stream)
+        self.kernel = kernel  # its module stays loaded while the plan lives
+
+    def build(self, types, template, handle: int, grid, block, shared: int, stream: int) -> None:
         values = [t[3] if t[0] == "array" else t[1] for t in template]
         slots: list = []
-        self.objs = ctype_args(flatten(kernel.argument_types, values, slots))
+        self.objs = ctype_args(flatten(types, values, slots))
         self.keep = [t[4] for t in template if t[0] == "array" and t[4] is not None]  # buffers it holds
         arrays = [t for t in template if t[0] == "array"]
-        self.patch = [(self.objs[s], t[1], t[2]) for s, t in zip(slots, arrays) if t[1] is not None]
+        self.patch = tuple((self.objs[s], t[1], t[2]) for s, t in zip(slots, arrays) if t[1] is not None)
         self.params = (ctypes.c_void_p * len(self.objs))(*(ctypes.addressof(o) for o in self.objs))
-        handle = int(kernel._codelibrary.get_cufunc().handle)  # a CUkernel, launched as a CUfunction
         self.c_launch = _c_launch()
         if self.c_launch is not None:
-            self.args = (handle, *grid, *block, shared, stream, ctypes.addressof(self.params), None)
+            u = ctypes.c_uint
+            self.args = (ctypes.c_void_p(handle), *map(u, grid), *map(u, block), u(shared),
+                         ctypes.c_void_p(stream), self.params, None)
         else:
             drv = _drv()
             self.bindings_launch = drv.cuLaunchKernel
@@ -587,13 +631,17 @@ class GpuLaunch:
             obj.value = ptrs[src] + off
         if self.c_launch is not None:
             err = self.c_launch(*self.args)
-            ok = err == 0
+            if not err:
+                return None
         else:
             err, = self.bindings_launch(*self.args)
-            ok = err == _SUCCESS
-        if not ok:
-            raise RuntimeError(f"cuLaunchKernel failed: CUresult {err!r} (simt_tiles' fast launch path; "
-                               "SIMT_TILES_FAST_LAUNCH=0 turns it off)")
+            if err == _SUCCESS:
+                return None
+            err = int(err)
+        if err == _INVALID_CONTEXT:
+            return _MISS
+        raise RuntimeError(f"cuLaunchKernel failed: CUresult {err!r} (simt_tiles' fast launch path; "
+                           "SIMT_TILES_FAST_LAUNCH=0 turns it off)")
 
 
 class SimLaunch:
@@ -617,3 +665,8 @@ class SimLaunch:
                 view = np.ndarray(lay.shape, lay.dtype, buffer=flat, offset=t[2], strides=lay.strides)
                 args.append(FakeCUDAArray(view))
         self.kernel[self.dims](*args)
+
+
+#: how a plan launches a recorded kernel (benchmarks/host_overhead.py puts GpuLaunch here with a
+#: stand-in driver call, to time the GPU replay path without a GPU)
+_LAUNCH = SimLaunch if SIMULATOR else GpuLaunch

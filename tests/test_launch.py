@@ -124,6 +124,7 @@ def test_compiled_in_filter_makes_no_plan(plans):
 
 def test_no_replay_on_another_current_device(plans, monkeypatch):
     _vadd()
+    monkeypatch.setattr(launch, "_MULTI_GPU", True)  # (with one GPU the device is never read)
     monkeypatch.setattr(launch, "_current_device", lambda: 1)
     _vadd()  # the plan was made on device 0: the checked path runs (and decides)
     assert _count("hit") == 0

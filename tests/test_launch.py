@@ -260,3 +260,172 @@ def test_an_array_on_another_device_is_refused(monkeypatch, kind, switch):
                                          r"got one on GPU 1 .*" + switch.replace("(", r"\(").replace(")", r"\)")
                                          .replace("[", r"\[").replace("]", r"\]")):
         interop.check_device("weights", object(), kind)
+
+
+# --- holes found in review (session 8): each test fails on the code before its fix -------------
+
+
+def test_stream_none_follows_the_first_parameter_whatever_the_keyword_order(plans, monkeypatch):
+    """``stream=None`` is the current stream of ``a``'s framework (``as_stream(stream, a)``): with
+    the arrays passed by keyword in another order, the plan's key must still read ``a``'s."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    class CupyLike(FakeCUDAArray):  # a Numba array to the checked path, a CuPy array to the plans
+        pass
+
+    current = {"cupy": 0}
+    monkeypatch.setitem(launch._SIGS, CupyLike, ("cupy", launch._sim_sig))
+    monkeypatch.setitem(launch._CURRENT, "cupy", lambda dev: current["cupy"])
+    a = CupyLike(np.arange(9, dtype=np.float32))
+    b, out = _dev([np.ones(9, np.float32), np.zeros(9, np.float32)])
+    st.vector_add(b=b, a=a, out=out)
+    st.vector_add(b=b, a=a, out=out)
+    assert _count("hit") == 1
+    current["cupy"] = 0x5EED  # the caller switched CuPy's current stream: not the plan of stream 0
+    st.vector_add(b=b, a=a, out=out)
+    assert _count("hit") == 1
+
+
+def test_float_arguments_are_keyed_by_their_bits(plans):
+    image = cuda.to_device(np.arange(30, dtype=np.float32).reshape(5, 6))
+    w = cuda.to_device(np.ones((3, 3), np.float32))
+    out = cuda.device_array((5, 6), np.float32)
+    for cval in (0.0, -0.0):  # equal, but not the same kernel parameter: two plans
+        st.correlate2d(image, w, mode="constant", cval=cval, out=out)
+    assert (_count("recorded"), _count("hit")) == (2, 0)
+    for cval in (float("nan"), float("nan")):  # two NaN objects (never ==): one plan, not one per call
+        st.correlate2d(image, w, mode="constant", cval=cval, out=out)
+    assert (_count("recorded"), _count("hit")) == (3, 1)
+    np.testing.assert_array_equal(np.isnan(out.copy_to_host()), np.isnan(
+        st.correlate2d(image.copy_to_host(), w.copy_to_host(), mode="constant", cval=np.nan)))
+
+
+def test_byte_order_is_part_of_the_signature(plans):
+    a, b, o = _dev([np.arange(9, dtype=np.float32), np.ones(9, np.float32), np.zeros(9, np.float32)])
+    st.vector_add(a, b, out=o)
+    big = cuda.to_device(np.arange(9, dtype=">f4"))
+    with pytest.raises(TypeError, match="a: expected dtype float32 or float64"):
+        st.vector_add(big, b, out=o)
+
+
+def test_a_plan_holds_its_workspace(plans):
+    """reduce's partials buffer is the module's until it is dropped; the plan keeps its own."""
+    from simt_tiles.kernels import reduce as red
+
+    x = cuda.to_device(np.arange(50, dtype=np.float32))
+    out = cuda.device_array((), np.float32)
+    st.reduce(x, out=out)
+    red._WORKSPACES.clear()
+    y = cuda.to_device(np.arange(50, 100, dtype=np.float32))
+    st.reduce(y, out=out)
+    assert _count("hit") == 1
+    assert out.copy_to_host()[()] == np.arange(50, 100).sum()
+
+
+# --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------
+
+
+class _Kernel:
+    """What GpuLaunch reads of a Numba ``_Kernel``."""
+
+    debug = cooperative = False
+    extensions = ()
+
+    def __init__(self, types):
+        from numba import types as nt
+
+        self.argument_types = [nt.float32[::1] if t == "array" else nt.int64 for t in types]
+        self._codelibrary = type("Lib", (), {"get_cufunc": lambda s: type("F", (), {"handle": 0xF00})()})()
+
+
+def _gpu_launch(monkeypatch, driver):
+    """A GpuLaunch of ``k(x, y, 7)`` with x the caller's array 0, y array 1 at +16 bytes."""
+    import ctypes
+
+    monkeypatch.setattr(launch, "_c_launch", lambda: driver)
+    lay = interop.Layout((4,), np.dtype(np.float32), (4,), 0)
+    template = [("array", 0, 0, lay, None), ("array", 1, 16, lay, None), ("value", 7)]
+    kernel = _Kernel(["array", "array", "int"])
+    gl = launch.GpuLaunch(kernel, template, (2, 1, 1), (32, 1, 1), 0, 0xABC)
+    assert gl.kernel is kernel  # the plan keeps the kernel (and its module) alive
+
+    def params(args):  # the data pointers cuLaunchKernel sees: parameters 4 and 4 + 7
+        arr = args[9]
+        return [ctypes.c_ssize_t.from_address(arr[i]).value for i in (4, 11)]
+
+    return gl, params
+
+
+def test_gpu_launch_patches_pointers_and_passes_the_geometry(monkeypatch):
+    seen = []
+
+    def driver(*args):
+        seen.append((args[0].value, [a.value for a in args[1:8]], args[8].value, params(args)))
+        return 0
+
+    gl, params = _gpu_launch(monkeypatch, driver)
+    assert gl([None, None], [0x1000, 0x2000]) is None
+    assert seen == [(0xF00, [2, 1, 1, 32, 1, 1, 0], 0xABC, [0x1000, 0x2010])]
+
+
+def test_gpu_launch_without_a_context_falls_back_other_errors_raise(monkeypatch):
+    codes = iter([201, 700])
+    gl, _ = _gpu_launch(monkeypatch, lambda *a: next(codes))
+    assert gl([None, None], [0x1000, 0x2000]) is launch._MISS  # the checked path sets the context up
+    with pytest.raises(RuntimeError, match="cuLaunchKernel failed: CUresult 700"):
+        gl([None, None], [0x1000, 0x2000])
+
+
+def test_concurrent_replays_of_one_plan_launch_their_own_pointers(monkeypatch):
+    """A plan's parameter buffer is shared: two threads replaying it must not launch with each
+    other's pointers (the plan's lock; the driver call releases the GIL in real life)."""
+    import threading
+    import time
+
+    wrong = []
+
+    def driver(*args):
+        before = params(args)
+        time.sleep(0)  # let the other thread run between patching and the launch reading the buffer
+        after = params(args)
+        if before != after:
+            wrong.append((before, after))
+        return 0
+
+    gl, params = _gpu_launch(monkeypatch, driver)
+    plan = launch._Plan.__new__(launch._Plan)
+    plan.lock, plan.launches, plan.result_arg, plan.extents, plan.device = threading.Lock(), [gl], 0, [16, 32], 0
+
+    def worker(base):
+        for _ in range(300):
+            plan.replay([None, None], [base, base + 0x100])
+
+    threads = [threading.Thread(target=worker, args=(b,)) for b in (0x10000, 0x20000)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+
+
+def test_a_torch_result_made_by_a_replay_is_kept_for_the_launch_stream(monkeypatch):
+    """out=None with torch on a stream that is not torch's current one: the checked path calls
+    ``record_stream`` on the new tensor so the allocator does not reuse it early; so must a replay."""
+    recorded = []
+
+    class Tensor:
+        __module__ = "torch"
+        shape, dtype, device = (3,), "float32", types.SimpleNamespace(index=0)
+
+        def record_stream(self, s):
+            recorded.append(s)
+
+    torch_cuda = types.SimpleNamespace(ExternalStream=lambda h, device: ("stream", h),
+                                       default_stream=lambda d: ("stream", 0))
+    _fake_module(monkeypatch, "torch", Tensor=Tensor, empty=lambda *a, **k: Tensor(), cuda=torch_cuda)
+    monkeypatch.setitem(launch._SIGS, Tensor, ("torch", lambda x: (("torch",), 0x100, 0)))
+    monkeypatch.setitem(launch._CURRENT, "torch", lambda dev: 0xC0)
+    launch._recipe(Tensor(), 0xC0)()  # launched on torch's current stream: nothing to record
+    assert recorded == []
+    launch._recipe(Tensor(), 0x5E)()
+    assert recorded == [("stream", 0x5E)]

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
-# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; fast (on request).
+# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
+# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host time per call),
+# tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
+# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -57,6 +60,15 @@ for step in $steps; do
           --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
         echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
       done ;;
+    conv_default)
+      OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
+    dispatch)
+      timeout 300 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -50 ;;
+    tilecpp)
+      timeout 200 python3 benchmarks/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
+    tile_table)
+      timeout 400 python3 -m simt_tiles bench tile --reps 10 --out "$out" ${TILE_TABLE_ARGS:-} 2>&1 \
+        | tee "$out/tile_table.log" | tail -30 ;;
     ncu)
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
       timeout 300 ncu --clock-control none --metrics "$m" --csv \

@@ -73,9 +73,17 @@ def set_enabled(on: bool) -> bool:
     return before
 
 
+#: buffers that forgotten plans held (split-K partials, scratch), by id: a CUDA graph captured
+#: from a plan's launches keeps using them, so they are never freed
+_RETIRED: dict = {}
+
+
 def clear() -> None:
     """Forget every plan (the next call of each signature takes the checked path again) and
-    reset :func:`stats`."""
+    reset :func:`stats`.  The buffers the plans held stay allocated (a captured graph may use them)."""
+    for plan in _PLANS.values():
+        for buf in plan.held:
+            _RETIRED[id(buf)] = buf
     _PLANS.clear()
     for k in _COUNTS:
         _COUNTS[k] = 0
@@ -214,8 +222,12 @@ def _current_device() -> int:
     """The device of the calling thread's current CUDA context (-1: none; 0 with one GPU)."""
     if SIMULATOR or not _MULTI_GPU:
         return 0
-    err, dev = _drv().cuCtxGetDevice()
-    return int(dev) if err == _SUCCESS else -1
+    f = _c_function("cuCtxGetDevice")
+    if f is None:
+        err, dev = _drv().cuCtxGetDevice()
+        return int(dev) if err == _SUCCESS else -1
+    dev = ctypes.c_int()
+    return dev.value if f(ctypes.byref(dev)) == 0 else -1
 
 
 @functools.lru_cache(maxsize=None)
@@ -236,15 +248,21 @@ def _setup() -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _c_launch():
-    """``cuLaunchKernel`` from the driver library through ctypes (fewer conversions per call than
-    cuda.bindings' wrapper), or None where the library cannot be opened by that name."""
+def _c_function(name: str):
+    """A driver function through ctypes (fewer conversions per call than cuda.bindings' wrapper;
+    no argtypes: callers pass ctypes objects, half the cost of converting Python ints), or None
+    where the library cannot be opened by that name."""
     try:
-        f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        f = getattr(ctypes.CDLL("libcuda.so.1"), name)
     except (OSError, AttributeError):
         return None
-    f.restype = ctypes.c_int  # no argtypes: GpuLaunch passes ctypes objects (half the cost per call)
+    f.restype = ctypes.c_int
     return f
+
+
+def _c_launch():
+    """``cuLaunchKernel`` through ctypes, or None (then cuda.bindings' wrapper)."""
+    return _c_function("cuLaunchKernel")
 
 
 # ---------------------------------------------------------------------------
@@ -461,6 +479,7 @@ class _Plan:
             self.recipe = _recipe(result, handle)
             spans = [*spans, layout_of(result).span()]
         self.launches = []
+        self.held = []  # the buffers the recorded call made for itself (workspaces)
         for kernel, args, grid, block, stream, shared in rec.launches:
             if stream != self.key_stream:
                 raise _Refuse("a launch on another stream")
@@ -471,6 +490,8 @@ class _Plan:
                     src = _source(lay.ptr, spans)
                     off = 0 if src is None else lay.ptr - spans[src][0]
                     template.append(("array", src, off, lay, v if src is None else None))
+                    if src is None:
+                        self.held.append(v)
                 elif isinstance(v, np.ndarray):
                     raise _Refuse("a host array argument")
                 else:

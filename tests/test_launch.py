@@ -429,3 +429,23 @@ def test_a_torch_result_made_by_a_replay_is_kept_for_the_launch_stream(monkeypat
     assert recorded == []
     launch._recipe(Tensor(), 0x5E)()
     assert recorded == [("stream", 0x5E)]
+
+
+def test_clear_keeps_the_buffers_plans_held(plans):
+    """A CUDA graph captured from a plan's launches keeps using its workspace: forgetting the plans
+    (autotune storing a result, ``set_enabled(False)``) must not free it."""
+    import gc
+    import weakref
+
+    from simt_tiles.kernels import reduce as red
+
+    x, out = cuda.to_device(np.arange(50, dtype=np.float32)), cuda.device_array((), np.float32)
+    st.reduce(x, out=out)
+    (plan,) = launch._PLANS.values()
+    held = plan.held[0]  # the partials (pass 1 writes them, pass 2 reads a view)
+    ref = weakref.ref(held)
+    del plan, held
+    red._WORKSPACES.clear()
+    launch.clear()
+    gc.collect()
+    assert ref() is not None

@@ -9,12 +9,16 @@ the plan's prebuilt argument buffers (Numba's kernel ABI, :func:`flatten`) and l
 compiled kernel with ``cuLaunchKernel`` on the plan's stream.
 
 The signature is everything a call's checks and choices can depend on: the function; every
-non-array argument (type and value: variant, config, mode, cval, axis, ...); for each device
-array its kind (Numba, CuPy, PyTorch), dtype, shape, strides, device and whether its address is
-16-byte aligned (the vectorised rungs choose by it); the launch stream (``stream=None``: the
-inputs' current stream, :func:`simt_tiles.interop.as_stream`).  A call the checks would reject
-never makes a plan, so it is rejected again the next time.  Aliasing is checked on replay from
-the plan's cached byte extents (:func:`simt_tiles.interop.check_no_overlap`'s rule).
+non-array argument (type and value; floats by their bits, so -0.0 is not 0.0 and every NaN is one
+key: variant, config, mode, cval, axis, ...); the keyword names; for each device array its kind
+(Numba, CuPy, PyTorch), dtype (byte order included), shape, strides, device, whether its address
+is 16-byte aligned (the vectorised rungs choose by it) and, for torch, ``requires_grad``; the
+launch stream (``stream=None``: the current stream of the framework of the function's *first
+parameter*, however it was passed, as :func:`simt_tiles.interop.as_stream` reads it).  A call the
+checks would reject never makes a plan, so it is rejected again the next time.  Aliasing is
+checked on replay from the plan's cached byte extents (:func:`simt_tiles.interop.check_no_overlap`'s
+rule).  A replay on another current device, or in a thread with no current CUDA context
+(``cuLaunchKernel`` says so before launching anything), runs the checked path instead.
 
 No plan is made (the call stays on the checked path every time) when a call has NumPy
 arguments (they are copied anyway), when two input arrays share memory, when the slow path read
@@ -22,13 +26,22 @@ device data to decide something (a constant-filter rung compiling in the filter'
 it had to order the launch after another stream with an event, or when a launch went to another
 stream than the call's.  Buffers a recorded call allocated for itself (split-K partials, a
 separable filter's intermediate) are held by the plan and reused by its replays, which run in
-order on the plan's stream.
+order on the plan's stream; :func:`clear` keeps them allocated (a captured CUDA graph may use
+them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
+checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
+
+CUDA graphs: a call captured on a stream records (or replays) a plan; its first call on that
+stream may allocate a workspace, which recording allows by relaxing the thread's capture mode.
+With ``SIMT_TILES_FAST_LAUNCH=0`` nothing is relaxed or held: a workspace first needed inside a
+global-mode capture (``torch.cuda.graph``'s default) fails the capture with a CUDA error (warm up
+on the capture stream first), and a workspace later replaced (a larger problem on the same
+stream) is freed while the graph still writes it.  Capture with plans on.
 
 In the simulator plans are off unless ``SIMT_TILES_FAST_LAUNCH=1`` (tests): a replay then
 rebuilds the arrays from the recorded offsets and launches through the simulator, which checks
 the plan's bookkeeping everywhere but the driver call.  On a GPU they are on unless
 ``SIMT_TILES_FAST_LAUNCH=0``.  :func:`clear` forgets every plan (e.g. after tuning changed
-what ``config=None`` means).
+what ``config=None`` means, or after changing a rung's presets or a family's default).
 """
 
 from __future__ import annotations

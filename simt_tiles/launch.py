@@ -298,7 +298,7 @@ def planned(fn):
             _setup()
         key = [ident, len(args)]
         append = key.append
-        arrays, ptrs = [], []
+        arrays, ptrs, kinds = [], [], set()
         dev0 = None
         for v in (*args, *kwargs.values()) if kwargs else args:
             t = type(v)
@@ -314,6 +314,7 @@ def planned(fn):
                 elif dev != dev0:
                     return fn(*args, **kwargs)  # arrays on two devices: the checked path says so
                 append(sig)
+                kinds.add((f[0], dev))
                 arrays.append(v)
                 ptrs.append(ptr)
             elif isinstance(v, TileConfig):
@@ -332,14 +333,19 @@ def planned(fn):
         if kwargs:
             key.extend(kwargs)  # keyword names, in the caller's order
         stream = kwargs.get("stream")
+        lead = None
         if stream is None:  # the current stream of the primary array's framework
-            lead = args[0] if args else kwargs.get(primary)
-            f = _SIGS.get(type(lead))
+            f = _SIGS.get(type(args[0] if args else kwargs.get(primary)))
             if f is None:
                 return fn(*args, **kwargs)
-            handle = 0 if f[0] == "numba" else _CURRENT[f[0]](dev0)
+            lead = f[0]
+            handle = 0 if lead == "numba" else _CURRENT[lead](dev0)
         else:
             handle = stream_handle(stream)
+        if lead != "cupy" and ("cupy", dev0) in kinds and _CURRENT["cupy"](dev0) != handle:
+            # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
+            # wait for it (an event) and makes no plan — so every such call takes that path
+            return fn(*args, **kwargs)
         append(handle)
         key = tuple(key)
         plan = _PLANS.get(key)

@@ -449,3 +449,24 @@ def test_clear_keeps_the_buffers_plans_held(plans):
     launch.clear()
     gc.collect()
     assert ref() is not None
+
+
+def test_a_cupy_array_is_ordered_after_cupys_current_stream(plans, monkeypatch):
+    """CuPy's ``__cuda_array_interface__`` names its current stream as the producer: launched on
+    another stream (here the explicit ``stream=0``), the checked path makes the launch wait for it.
+    A plan recorded while the two were the same must not replay once they differ."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    class CupyLike(FakeCUDAArray):
+        pass
+
+    current = {"cupy": 0}
+    monkeypatch.setitem(launch._SIGS, CupyLike, ("cupy", launch._sim_sig))
+    monkeypatch.setitem(launch._CURRENT, "cupy", lambda dev: current["cupy"])
+    a, b, out = (CupyLike(np.full(9, v, np.float32)) for v in (1, 2, 0))
+    st.vector_add(a, b, out=out, stream=0)
+    st.vector_add(a, b, out=out, stream=0)
+    assert _count("hit") == 1
+    current["cupy"] = 0x5EED  # the inputs were produced on another stream now
+    st.vector_add(a, b, out=out, stream=0)
+    assert _count("hit") == 1

@@ -17,7 +17,9 @@ launch stream (``stream=None``: the current stream of the framework of the funct
 parameter*, however it was passed, as :func:`simt_tiles.interop.as_stream` reads it).  A call the
 checks would reject never makes a plan, so it is rejected again the next time.  Aliasing is
 checked on replay from the plan's cached byte extents (:func:`simt_tiles.interop.check_no_overlap`'s
-rule).  A replay on another current device, or in a thread with no current CUDA context
+rule).  A call with CuPy arrays launched on another stream than CuPy's current one (their
+producer, which the checked path waits for with an event) never replays.  A replay on another
+current device, or in a thread with no current CUDA context
 (``cuLaunchKernel`` says so before launching anything), runs the checked path instead.
 
 No plan is made (the call stays on the checked path every time) when a call has NumPy

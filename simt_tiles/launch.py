@@ -300,8 +300,8 @@ def planned(fn):
             _setup()
         key = [ident, len(args)]
         append = key.append
-        arrays, ptrs, kinds = [], [], set()
-        dev0 = None
+        arrays, ptrs = [], []
+        dev0, cupy = None, False
         for v in (*args, *kwargs.values()) if kwargs else args:
             t = type(v)
             if t in _SCALARS:
@@ -316,7 +316,8 @@ def planned(fn):
                 elif dev != dev0:
                     return fn(*args, **kwargs)  # arrays on two devices: the checked path says so
                 append(sig)
-                kinds.add((f[0], dev))
+                if f[0] == "cupy":
+                    cupy = True
                 arrays.append(v)
                 ptrs.append(ptr)
             elif isinstance(v, TileConfig):
@@ -344,7 +345,7 @@ def planned(fn):
             handle = 0 if lead == "numba" else _CURRENT[lead](dev0)
         else:
             handle = stream_handle(stream)
-        if lead != "cupy" and ("cupy", dev0) in kinds and _CURRENT["cupy"](dev0) != handle:
+        if cupy and lead != "cupy" and _CURRENT["cupy"](dev0) != handle:
             # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
             # wait for it (an event) and makes no plan — so every such call takes that path
             return fn(*args, **kwargs)

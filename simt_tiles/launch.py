@@ -496,6 +496,7 @@ class _Plan:
         #: the caller's arrays as operands for the aliasing check on replay (out is an argument)
         self.extents = [hi - lo for lo, hi in spans]
         self.result_arg = next((i for i, a in enumerate(arrays) if a is result), None)
+        self.others = tuple((i, e) for i, e in enumerate(self.extents) if i != self.result_arg)
         self.recipe = None
         if self.result_arg is None:
             self.recipe = _recipe(result, handle)
@@ -525,12 +526,12 @@ class _Plan:
             return _MISS
         out = self.result_arg
         if out is not None:  # out=: the aliasing check, from the cached extents
-            extents = self.extents
             lo = ptrs[out]
-            hi = lo + extents[out]
+            hi = lo + self.extents[out]
             if hi > lo:
-                for i, p in enumerate(ptrs):
-                    if lo < p + extents[i] and p < hi and i != out:
+                for i, extent in self.others:
+                    p = ptrs[i]
+                    if lo < p + extent and p < hi:
                         return _MISS  # the checked path raises, naming out
             result = arrays[out]
         else:

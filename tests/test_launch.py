@@ -395,6 +395,7 @@ def test_concurrent_replays_of_one_plan_launch_their_own_pointers(monkeypatch):
     gl, params = _gpu_launch(monkeypatch, driver)
     plan = launch._Plan.__new__(launch._Plan)
     plan.lock, plan.launches, plan.result_arg, plan.extents, plan.device = threading.Lock(), [gl], 0, [16, 32], 0
+    plan.others = ((1, 32),)
 
     def worker(base):
         for _ in range(300):

@@ -23,7 +23,13 @@ from numba import cuda  # module level: the simulator swaps this global inside k
 
 from simt_tiles import autotune, cli, runtime
 from simt_tiles.kernels import conv2d
-from simt_tiles.kernels.conv2d import RUNGS, _tuning, correlate2d, default_choice, default_rung
+from simt_tiles.kernels.conv2d import (
+    RUNGS,
+    _tuning,
+    correlate2d,
+    default_choice,
+    default_rung,
+)
 from simt_tiles.kernels.conv2d import k10_runtime_weights as k10
 from simt_tiles.kernels.conv2d._common import MODES, Mode
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference

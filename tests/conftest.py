@@ -47,6 +47,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if not SIM and "sim" in item.keywords:
             item.add_marker(skip_sim)
+    # the tests that run for minutes go first: with pytest-xdist (scripts/test: --dist worksteal) they
+    # start at once on their own workers instead of leaving the other cores idle at the end
+    items.sort(key=lambda item: "long" not in item.keywords)
 
 
 # --- on a GPU: how many kernels did this session compile, and how long did that take? ---------

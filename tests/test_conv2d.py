@@ -502,6 +502,7 @@ def test_bad_configs(make, pattern):
 # --- the GPU compile gate for every mode, not only the presets' ------------------------------
 
 
+@pytest.mark.long
 def test_every_mode_of_every_rung_compiles_spill_free():
     """The compile gate builds the presets (each mode in some rung, both dtypes);
     this builds every mode of every rung with the presets' tiles and filter

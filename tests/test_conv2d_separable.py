@@ -521,6 +521,7 @@ GATE = """
 """
 
 
+@pytest.mark.long
 def test_fused_kernel_compiles_every_mode_and_weights_fold():
     proc = run_real_target(GATE)
     assert proc.returncode == 0, proc.stdout + proc.stderr

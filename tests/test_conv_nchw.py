@@ -572,6 +572,7 @@ def test_outputs_beyond_32_bit_offsets_are_refused():
 # --- the GPU compile gate for the filters the launcher sends to each rung ---------------------
 
 
+@pytest.mark.long
 def test_variant_none_kernels_compile_spill_free_for_common_filters():
     """The compile gate builds the presets (3x3 and the sim shapes); this builds
     what ``variant=None`` runs for 1x1, 5x5, 7x7 and 1x7 filters with the GPU

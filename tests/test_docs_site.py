@@ -13,6 +13,8 @@ import pytest
 
 from simt_tiles import registry
 
+pytestmark = pytest.mark.long  # the site build (a module fixture) takes half a minute: start it first
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 EXAMPLES = DOCS / "examples"

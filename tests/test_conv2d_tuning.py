@@ -130,7 +130,7 @@ def test_the_register_estimate_prunes_and_caps(monkeypatch):
     small = {**p, "kh": 3, "kw": 3}
     monkeypatch.setattr(_tuning, "TILES", ({},))  # that tile only
     assert list(_tuning.register_tile_space(greedy, small, "float64")) == []
-    assert len(list(_tuning.register_tile_space(greedy, small, "float32"))) == 1  # 164 registers: fits
+    assert len({repr(c) for c in _tuning.register_tile_space(greedy, small, "float32")}) == 1  # 164: fits
 
 
 def test_problems_parse_or_name_the_argument(capsys):

@@ -23,10 +23,12 @@ The space (:func:`register_tile_space`; no cartesian product)
     ``min_blocks`` (the launch bounds' budget) is capped by :func:`registers` (k10's own
     per-filter rule plus the tile's accumulators and window), by shared memory
     (:func:`simt_tiles.runtime.fits`' rule) and by k10's ``for_source`` and ``jit_options``,
-    so the config timed is the config the launcher runs.  Filters of more than 9 taps (whose
-    weights ptxas keeps in registers, where the estimate is least sure) also get each tile
-    with :data:`LOOSER` more registers (fewer blocks).  float64 kernels are built for one
-    block per SM whatever ``min_blocks`` says (``jit_options``): one candidate per tile.
+    so the config timed is the config the launcher runs.  The estimate is a few registers off
+    either way (sm_90 ptxas 13: 3 × 3 reflect, 4 × 4 outputs at 12 blocks spilled 8 B; 7 × 7,
+    8 × 4 outputs at 6 blocks 4 B; the 18 other candidates of those two filters none), so each
+    tile comes again with :data:`LOOSER` more registers (fewer blocks; none of those spilled).
+    float64 kernels are built for one block per SM whatever ``min_blocks`` says
+    (``jit_options``): one candidate per tile.
 
 The check
     Each candidate runs on the whole problem into a NaN-poisoned output; every row with a value
@@ -61,7 +63,7 @@ TILES = (
 #: registers a thread of the default tile keeps for its accumulators and window (6 × 4 + 4),
 #: inside k10's calibrated 40
 DEFAULT_TILE_REGISTERS = 28
-#: the second candidate per tile for filters of more than 9 taps: this many more registers
+#: the second candidate per tile (float32): this many more registers
 LOOSER = 8
 #: the check's sample of a large image: the first and last rows, and every ROW_STRIDE-th
 EDGE_ROWS, ROW_STRIDE = 8, 97
@@ -82,10 +84,11 @@ def source_of(weights: str) -> int:
 def registers(config, source: int, itemsize: int = 4) -> int:
     """A k10 thread's registers, estimated: k10's per-filter rule for the default tile
     (``k10.registers``) plus the accumulators and window values beyond the default tile's
-    (two registers a word for float64)."""
+    (two registers a word for float64).  A smaller tile counts as the default (ptxas gave
+    4 × 4 outputs the default's 40 registers at 3 × 3, 71 of its 72 at 7 × 7)."""
     from . import k10_runtime_weights as k10
 
-    tile = config.ry * config.rx + config.rx - DEFAULT_TILE_REGISTERS
+    tile = max(0, config.ry * config.rx + config.rx - DEFAULT_TILE_REGISTERS)
     return (itemsize // 4) * (k10.registers(config, source) + tile)
 
 
@@ -105,7 +108,7 @@ def register_tile_space(presets: dict, problem: dict, dtype):
     dtype = np.dtype(dtype)
     source = source_of(problem["weights"])
     mode = Mode.parse(problem["mode"])
-    looser = (0, LOOSER) if problem["kh"] * problem["kw"] > 9 and dtype.itemsize == 4 else (0,)
+    looser = (0, LOOSER) if dtype.itemsize == 4 else (0,)
     for tile in TILES:
         try:
             cfg = specialise(dataclasses.replace(presets["default"], **tile), problem["kh"], problem["kw"], mode)

@@ -4,7 +4,7 @@
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
 # k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host time per call),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
-# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable).
+# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -69,6 +69,11 @@ for step in $steps; do
     tile_table)
       timeout 400 python3 -m simt_tiles bench tile --reps 10 --out "$out" ${TILE_TABLE_ARGS:-} 2>&1 \
         | tee "$out/tile_table.log" | tail -30 ;;
+    conv_tune)
+      # the shipped conv2d entries: tune the 12 benchmark problems, then write them into simt_tiles/tuned/
+      python3 benchmarks/warm_kernel_cache.py -j 15 --conv-tuning 2>&1 | tail -1
+      timeout 400 python3 benchmarks/tune_tables.py run --functions conv2d --out "$out" 2>&1 | tee "$out/conv_tune.log" | tail -20
+      python3 benchmarks/tune_tables.py table "$out/autotune_h200.json" ;;
     ncu)
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
       timeout 300 ncu --clock-control none --metrics "$m" --csv \

@@ -1,7 +1,7 @@
 """Tune the benchmark problems on this GPU, compare the tuned defaults with the hand-picked configs,
 and (from the results) write the tuned table the package ships for this GPU.
 
-    python benchmarks/tune_tables.py run [--out DIR]          # on the GPU: tune, then compare
+    python benchmarks/tune_tables.py run [--out DIR] [--functions matmul conv2d_nchw conv2d]   # on the GPU
     python benchmarks/tune_tables.py table RESULTS.json       # anywhere: results -> simt_tiles/tuned/<gpu>.json
 
 ``run`` tunes (:func:`simt_tiles.autotune.tune`, into a fresh cache under DIR) matmul at
@@ -10,10 +10,13 @@ and N8 C256 14×14, 3×3, padding 1), recording each tune's seconds and candidat
 in the same process, it times with the bench harness (L2 flush before each call, median of
 CUDA events) the public call with defaults — which now reads the tuned cache — beside every
 hand-picked config: each tuned rung's presets and the split-K rule's choice (matmul), the
-presets and the ``config=None`` rule (conv).  ``autotune_<gpu>.json`` holds it all.
+presets and the ``config=None`` rule (conv).  ``conv2d`` (with ``--functions ... conv2d``): 8192²
+float32, 3×3/5×5/7×7, modes constant and reflect, NumPy and device filters, each tuned default
+beside k10's default preset (the rule).  ``autotune_<gpu>.json`` holds it all.
 
-``table`` keeps the shipped file's rules and replaces its entries with the run's winners
-(keyed without the driver and versions: a shipped table is a measured default, not a cache).
+``table`` keeps the shipped file's rules and replaces its entries of the run's functions with the
+run's winners (keyed without the driver and versions: a shipped table is a measured default, not a
+cache); other functions' entries stay.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MATMUL = [(1000, 1000, 1000), (1024, 1024, 1024), (2048, 2048, 2048)]
 CONV = [(32, 64, 56, 56), (8, 256, 14, 14)]
+CONV2D = [(8192, 8192, k, k, mode, "float32", weights) for k in (3, 5, 7) for mode in ("constant", "reflect")
+          for weights in ("host", "device")]
+FUNCTIONS = ("matmul", "conv2d_nchw", "conv2d")
 
 
-def run(out_dir: str) -> int:
+def run(out_dir: str, functions=FUNCTIONS[:2]) -> int:
     os.environ.setdefault("SIMT_TILES_CACHE_DIR", os.path.join(out_dir, "cache"))
     import numpy as np
 
@@ -51,6 +57,8 @@ def run(out_dir: str) -> int:
 
     problems = [("matmul", (m, n, k, "float32")) for m, n, k in MATMUL]
     problems += [("conv2d_nchw", (n, c, h, w, c, 3, 3, 1, "float32")) for n, c, h, w in CONV]
+    problems += [("conv2d", p) for p in CONV2D]
+    problems = [(f, p) for f, p in problems if f in functions]
     before = autotune._flush_before()
     h = Harness(reps=30, warmup=5, budget_s=1.0, before=before)
     rng = np.random.default_rng(7)
@@ -64,6 +72,8 @@ def run(out_dir: str) -> int:
         dump()
         if function == "matmul":
             compare_matmul(h, rng, rows, *problem[:3])
+        elif function == "conv2d":
+            compare_conv2d(h, rows, problem)
         else:
             compare_conv(h, rng, rows, *problem[:4])
         dump()
@@ -135,6 +145,27 @@ def compare_conv(h, rng, rows, nn, c, hh, ww):
                             check=lambda: check_within(dout.copy_to_host(), ref, bound)))
 
 
+def compare_conv2d(h, rows, problem):
+    """``correlate2d`` with defaults (tuned) beside k10's default preset (the rule), one harness."""
+    import numpy as np
+
+    import simt_tiles
+    from simt_tiles import autotune
+    from simt_tiles.kernels.conv2d import BEST_VARIANT, RUNGS, _tuning
+
+    p = dict(zip(autotune.tunable("conv2d").fields, problem))
+    case = _tuning.Case(p)
+    w = case.w_op.original if p["weights"] == "host" else case.w_op.dev
+    rung = RUNGS[BEST_VARIANT]
+    entries = [("default (tuned)", lambda: simt_tiles.correlate2d(case.image, w, mode=p["mode"], out=case.out)),
+               (f"{BEST_VARIANT} default (the rule)", case.launcher(rung, rung.presets["default"]))]
+    for name, fn in entries:
+        case.poison()
+        rows.append(h.entry("conv2d", autotune.bucket(problem), name, fn, check=case.check,
+                            nbytes=2 * p["h"] * p["w"] * np.dtype(p["dtype"]).itemsize,
+                            flops=_tuning.Case.flops(p)))
+
+
 def _rule_choice(m, n, k):
     from simt_tiles.kernels.matmul import _common, get_rung
 
@@ -189,8 +220,11 @@ def table(results: str) -> int:
     by_key: dict = {}
     for t in data["tunes"]:
         if t["choice"] is not None:
-            by_key.setdefault("|".join([t["function"], "*", t["problem"][-1], t["bucket"]]), []).append(t)
-    entries = {key: _bucket_choice(ts) for key, ts in by_key.items()}
+            dtype = autotune._dtype_of(autotune.tunable(t["function"]), tuple(t["problem"]))
+            by_key.setdefault("|".join([t["function"], "*", dtype, t["bucket"]]), []).append(t)
+    run_functions = {t["function"] for t in data["tunes"]}
+    entries = {k: v for k, v in shipped.get("entries", {}).items() if k.split("|")[0] not in run_functions}
+    entries.update({key: _bucket_choice(ts) for key, ts in by_key.items()})
     shipped["entries"] = entries
     m = data["machine"]
     shipped["measured"] = {k: m.get(k) for k in ("gpu", "compute_capability", "driver_version", "numba_cuda",
@@ -234,11 +268,12 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--out", default=".")
+    r.add_argument("--functions", nargs="+", default=list(FUNCTIONS[:2]), choices=FUNCTIONS)
     t = sub.add_parser("table")
     t.add_argument("results")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    rc = run(args.out) if args.cmd == "run" else table(args.results)
+    rc = run(args.out, args.functions) if args.cmd == "run" else table(args.results)
     print(f"({time.perf_counter() - t0:.0f} s)")
     return rc
 

@@ -1,7 +1,8 @@
-"""Compile the generated matmul rungs' shipped kernels into Numba's disk cache, in parallel.
+"""Compile the generated matmul rungs' shipped kernels and conv2d's default (k10) into Numba's disk cache, in parallel.
 
     python benchmarks/warm_kernel_cache.py [-j 8] [--variants k11_vectorized_bk16 k12_async_copy]
                                            [--dtypes float32] [--tuning-sizes 1024 2048]
+                                           [--no-conv] [--conv-tuning]
 
 k11/k12 are generated as source files (``simt_tiles.codegen``) and compiled with ``cache=True``:
 a cold compile takes tens of seconds per kernel, a cached one about a second.  A fresh GPU machine
@@ -10,6 +11,13 @@ The kernels: the ``"default"`` preset × float32/float64 × the vector and scala
 (what ``simt_tiles.matmul`` launches); with ``--tuning-sizes``, also the float32 vector builds of
 every tile the autotuner's space holds at those sizes (``kernels/matmul/_tuning.py``: one kernel
 per tile, whatever its split of K).  ``SIMT_TILES_CACHE_DIR`` chooses the cache directory.
+
+conv2d (unless ``--no-conv``): k10_runtime_weights, ``correlate2d``'s default up to 7 × 7, float32,
+NumPy and device filters, for the filters ``bench conv`` times (3×3, 5×5, 7×7 × modes constant
+and reflect) and the GPU tests' fixed ones (:data:`CONV_TEST_FILTERS`), each built by one real call
+(the launcher's own path); with ``--conv-tuning`` also every candidate of the autotuner's space for
+the bench filters at 8192² (``kernels/conv2d/_tuning.py``), so a first ``simt-tiles tune conv2d``
+times instead of compiling.
 """
 
 from __future__ import annotations
@@ -30,7 +38,50 @@ KERNELS = {
 }
 
 
+#: conv2d filters (kh, kw, mode) that ``bench conv`` calls with defaults, and the GPU tests' fixed ones
+CONV_BENCH_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]
+CONV_TEST_FILTERS = [(3, 3, "reflect"), (3, 2, "reflect")]
+
+
+def _compile_conv(job) -> tuple[str, float]:
+    """One k10 kernel, built by a ``correlate2d`` call with that config (the path a user's call takes)."""
+    kh, kw, mode, weights, dtype, fields = job
+    import numpy as np
+    from numba import cuda
+
+    import simt_tiles
+    from simt_tiles.kernels.conv2d import k10_runtime_weights as k10
+
+    t0 = time.perf_counter()
+    x = cuda.to_device(np.ones((40, 140), dtype))
+    w = np.full((kh, kw), 0.5, dtype)
+    cfg = k10.Config(**fields) if fields else k10.PRESETS["default"]
+    simt_tiles.correlate2d(x, cuda.to_device(w) if weights == "device" else w, mode=mode, config=cfg)
+    cuda.synchronize()
+    return f"conv2d k10 {kh}x{kw} {mode} {weights} {dtype} {fields or 'default'}", time.perf_counter() - t0
+
+
+def conv_jobs(tuning: bool) -> list:
+    """``(kh, kw, mode, weights, "float32", fields)`` of the k10 kernels to build (fields {}: the default)."""
+    import dataclasses
+
+    from simt_tiles.kernels.conv2d import RUNGS
+
+    jobs = [(kh, kw, mode, weights, "float32", {}) for kh, kw, mode in CONV_BENCH_FILTERS + CONV_TEST_FILTERS
+            for weights in ("host", "device")]
+    if tuning:
+        rung = RUNGS["k10_runtime_weights"]
+        for kh, kw, mode in CONV_BENCH_FILTERS:
+            for weights in ("host", "device"):
+                p = {"h": 8192, "w": 8192, "kh": kh, "kw": kw, "mode": mode, "weights": weights}
+                jobs += [(kh, kw, mode, weights, "float32", dataclasses.asdict(c))
+                         for c in rung.candidates(p, "float32")[1:]]  # [0]: the default, above
+    return jobs
+
+
 def _compile(job) -> tuple[str, float]:
+    if len(job) == 6:
+        return _compile_conv(job)
     variant, dtype, params, fields = job
     import dataclasses
 
@@ -86,10 +137,15 @@ def main(argv=None) -> int:
                    help="also the autotuner's tiles for these square sizes (float32)")
     p.add_argument("--presets", nargs="*", default=[],
                    help="also these k11 presets, float32, vector and scalar builds (e.g. 64x64)")
+    p.add_argument("--no-conv", action="store_true", help="leave out conv2d's k10 kernels")
+    p.add_argument("--conv-tuning", action="store_true",
+                   help="also every k10 candidate the autotuner times for the bench filters at 8192^2")
     args = p.parse_args(argv)
     jobs = [(v, dt, params, {}) for v in args.variants for dt, params in KERNELS[v] if dt in args.dtypes]
     jobs += tuning_jobs(args.variants, args.tuning_sizes)
     jobs += preset_jobs(args.presets)
+    if not args.no_conv:
+        jobs += conv_jobs(args.conv_tuning)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs)))) as pool:
         for fut in as_completed([pool.submit(_compile, j) for j in jobs]):

@@ -2,10 +2,11 @@
 
     simt-tiles tune matmul --shape 1024x1024x1024 [--dtype float32] [--verbose]
     simt-tiles tune conv2d_nchw --shape 32x64x56x56 --filter 64x3x3 --padding 1
+    simt-tiles tune conv2d --shape 8192x8192 --filter 7x7 --mode reflect [--weights device]
     simt-tiles tune --show            # list the cache
     simt-tiles tune --clear           # empty it
 
-:func:`tune` takes a function (``"matmul"``, ``"conv2d_nchw"``) and one problem, builds
+:func:`tune` takes a function (``"matmul"``, ``"conv2d_nchw"``, ``"conv2d"``) and one problem, builds
 the candidates — every rung's :attr:`~simt_tiles.runtime.Rung.tuning_space` for it,
 valid by the config's rules and pruned by :func:`~simt_tiles.runtime.fits` — checks each
 against the family's reference and its error bound on a NaN-poisoned output (a wrong
@@ -16,7 +17,8 @@ per-problem budget (``budget_s``, 30 s: candidates past it are skipped, the defa
 come first), and stores the winner.
 
 Where defaults come from
-    :func:`choose`, which ``matmul`` and ``conv2d_nchw`` call when ``config`` is None, answers
+    :func:`choose`, which ``matmul``, ``conv2d_nchw`` and (``variant=None``, up to 7 × 7) ``correlate2d``,
+    ``convolve2d`` and ``correlate1d`` call when ``config`` is None, answers
     from (a) the user's cache, (b) the table shipped for this GPU (``simt_tiles/tuned/<gpu>.json``,
     written by ``benchmarks/tune_tables.py`` from a tuning run), (c) None: the caller's own
     default.  Nothing is tuned implicitly: only ``autotune=True`` or ``SIMT_TILES_AUTOTUNE=1``
@@ -102,6 +104,7 @@ class Tunable:
 _TUNABLE_HOMES = {
     "matmul": "simt_tiles.kernels.matmul._tuning:TUNABLE",
     "conv2d_nchw": "simt_tiles.kernels.conv_nchw._tuning:TUNABLE",
+    "conv2d": "simt_tiles.kernels.conv2d._tuning:TUNABLE",
 }
 _TUNABLES: dict = {}
 
@@ -598,9 +601,12 @@ def _config_text(rung, cfg) -> str:
 
 def add_arguments(p) -> None:
     p.add_argument("function", nargs="?", help=f"what to tune: {', '.join(_TUNABLE_HOMES)}")
-    p.add_argument("--shape", help="the problem: matmul N or MxNxK; conv2d_nchw NxCxHxW (with --filter)")
-    p.add_argument("--filter", help="conv2d_nchw: C_OUTxKHxKW (default: C_in x 3 x 3)")
+    p.add_argument("--shape", help="the problem: matmul N or MxNxK; conv2d_nchw NxCxHxW (with --filter); conv2d HxW")
+    p.add_argument("--filter", help="conv2d_nchw: C_OUTxKHxKW (default: C_in x 3 x 3); conv2d: KHxKW (default 3x3)")
     p.add_argument("--padding", type=int, default=None, help="conv2d_nchw: zero padding on each side (default KH//2)")
+    p.add_argument("--mode", default=None, help="conv2d: the boundary mode (default reflect)")
+    p.add_argument("--weights", default=None, choices=["host", "device"],
+                   help="conv2d: a NumPy filter (host, the default) or a device array's")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--variant", default=None, help="tune this rung's configs only (default: the function's rungs)")
     p.add_argument("--budget-s", type=float, default=30.0, help="seconds for one tune (default 30)")
@@ -644,7 +650,8 @@ def run(args) -> int:
         return 2
     try:
         t = tunable(args.function)
-        problem = t.parse(args.shape, {"filter": args.filter, "padding": args.padding, "dtype": args.dtype})
+        problem = t.parse(args.shape, {"filter": args.filter, "padding": args.padding, "dtype": args.dtype,
+                                       "mode": args.mode, "weights": args.weights})
     except ValueError as exc:
         print(f"simt-tiles tune: {exc}", file=sys.stderr)
         return 2

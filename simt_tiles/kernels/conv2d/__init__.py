@@ -89,6 +89,7 @@ import numbers
 import numpy as np
 from numba import cuda
 
+from ... import autotune as _autotune
 from ...interop import (
     Operand,
     as_stream,
@@ -232,7 +233,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
     variant
         A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`
         for filters up to :data:`BEST_MAX_SIZE` on each axis, else
-        :data:`SHAPE_VARIANT` (:func:`default_rung`), or :data:`FALLBACK_VARIANT`
+        :data:`SHAPE_VARIANT` (:func:`default_rung`; with ``config`` None a tuned config
+        first, :func:`default_choice`), or :data:`FALLBACK_VARIANT`
         when the filter's halo does not fit in that rung's shared memory (only
         with ``config`` None or a preset name).  A new filter *value* never
         compiles with None: the kernels depend on the filter's shape, mode and
@@ -438,13 +440,30 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
 
 
 def default_rung(kh: int, kw: int, config=None) -> Rung:
-    """The rung ``variant=None`` uses for a ``kh × kw`` filter: :data:`BEST_VARIANT` up to
+    """The rung ``variant=None`` uses for a ``kh × kw`` filter by rule: :data:`BEST_VARIANT` up to
     :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
-    else :data:`SHAPE_VARIANT`.  (The seam for a tuned choice: ``simt_tiles.autotune``.)"""
+    else :data:`SHAPE_VARIANT`.  A tuned choice comes first: :func:`default_choice`."""
     best = RUNGS[BEST_VARIANT]
     if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
         return best
     return RUNGS[SHAPE_VARIANT]
+
+
+def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, config=None):
+    """``(rung, config)`` for ``variant=None``: with ``config`` None and a filter up to
+    :data:`BEST_MAX_SIZE` on each axis, the autotuner's choice for the problem
+    ``(h, w, kh, kw, mode, dtype, weights)`` — ``weights`` "host" (a NumPy filter) or "device" —
+    from the user's cache, then the table shipped for this GPU (:func:`simt_tiles.autotune.choose`
+    with function ``"conv2d"``: a dict lookup after the first call; nothing in the simulator;
+    ``SIMT_TILES_AUTOTUNE=1`` tunes a miss); else :func:`default_rung` with ``config`` resolved.
+    Its candidates read the filter at run time (``_tuning``): a new filter value still compiles
+    nothing."""
+    if config is None and kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE:
+        hit = _autotune.choose("conv2d", (h, w, kh, kw, str(mode), _autotune.dtype_name(dtype), weights))
+        if hit is not None:
+            return RUNGS[hit[0]], hit[1]
+    rung = default_rung(kh, kw, config)
+    return rung, rung.resolve_config(config)
 
 
 def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
@@ -463,10 +482,10 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
     # kernel parameters (the default); the others upload them (``_bind``)
     keep = variant is None or rung.bind.compiles_filter or rung.bind.host_weights
     w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not keep)
-    if variant is None:
-        rung = default_rung(*w_op.dev.shape, config)
-        cfg = rung.resolve_config(config)
     h, w = img_op.dev.shape
+    if variant is None:
+        weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
+        rung, cfg = default_choice(h, w, *w_op.dev.shape, mode, dtype, weights_at, config)
     out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)

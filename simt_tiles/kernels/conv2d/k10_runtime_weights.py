@@ -58,12 +58,14 @@ Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_wei
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 from numba import boolean, cuda, int64, types, uint32, void
 
 from ... import codegen
 from ...runtime import Rung, cdiv, numba_dtype
+from . import _tuning
 from . import k05_register_tile_2d as k05
 from ._bind import RUNTIME_WEIGHTS
 from ._common import TINY_WEIGHT, Mode
@@ -116,13 +118,19 @@ def for_source(config: Config, source: int) -> Config:
     plus one per staged weight (held in registers), or, for kernel parameters, two per three
     weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
     none at 72); 8 more in modes "mirror" and "wrap" (a modulo per row and column: 5 × 5 and
-    7 × 7 spilled 24–28 B without them)."""
+    7 × 7 spilled 24–28 B without them) — :func:`registers`."""
+    blocks = max(1, min(config.min_blocks, 65536 // (config.threads * registers(config, source))))
+    return dataclasses.replace(config, source=source, min_blocks=blocks)
+
+
+def registers(config: Config, source: int) -> int:
+    """Registers a thread of the default tile needs for ``config``'s filter read from ``source``
+    (float32): :func:`for_source`'s rule (the autotuner's space adds the tile's own, ``_tuning``)."""
     taps = config.kh * config.kw
     regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
     if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
         regs += 8
-    blocks = max(1, min(config.min_blocks, 65536 // (config.threads * regs)))
-    return dataclasses.replace(config, source=source, min_blocks=blocks)
+    return regs
 
 
 def make_unpack(kh: int, kw: int):
@@ -261,4 +269,5 @@ GATE_TAPS = 9
 GATE_PARAMS = ({"taps": GATE_TAPS},)
 
 RUNG = Rung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS)
+            gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS,
+            tuning_space=functools.partial(_tuning.register_tile_space, PRESETS))

@@ -29,12 +29,12 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba is imported
 os.environ["SIMT_TILES_FAST_LAUNCH"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # noqa: E402
+import numba
+import numpy as np
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-import simt_tiles as st  # noqa: E402
-from simt_tiles import launch  # noqa: E402
+import simt_tiles as st
+from simt_tiles import launch
 
 _STUB = "int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, " \
         "unsigned bz, unsigned shared, void *stream, void **params, void **extra) { return 0; }\n"
@@ -186,7 +186,7 @@ CASES = (
 
 
 def prepared(case, kind):
-    name, function, pos, kw, other, out_shape = case
+    _, function, pos, kw, other, out_shape = case
     rng = np.random.default_rng(0)
     cls = KINDS[kind]
     args = tuple(cls(x) for x in pos(rng))

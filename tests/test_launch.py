@@ -193,7 +193,8 @@ def test_flatten_matches_numbas_prepare_args_for_every_rung():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "SIMT_TILES_FAST_LAUNCH": "0"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    res = subprocess.run([sys.executable, "-c", _ABI_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run([sys.executable, "-c", _ABI_SCRIPT], env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert int(res.stdout.split()[-1]) >= 40  # every rung of every ladder, each gated dtype and parameter set
 

@@ -349,7 +349,8 @@ def planned(fn):
             # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
             # wait for it (an event) and makes no plan — so every such call takes that path
             return fn(*args, **kwargs)
-        append(handle)
+        # the per-thread default stream (handle 2) is another stream in every thread: so is the plan
+        append(handle if handle != 2 else (2, threading.get_ident()))
         key = tuple(key)
         plan = _PLANS.get(key)
         if plan is not None:

@@ -105,3 +105,26 @@ def test_sum_bound_can_fail():
     ref, bound = sum_bound(x, None)
     assert abs(np.float32(ref) - ref) <= bound
     assert not abs(np.float32(ref) + 4 * np.spacing(np.float32(ref)) - ref) <= bound
+
+
+def test_workspaces_are_per_host_thread():
+    """Two host threads' calls would interleave their kernels on a shared stream (and the
+    per-thread default stream is one handle for many streams): each thread gets its own partials
+    buffer; one thread reuses its own (reduce's and the split-K matmul's)."""
+    import threading
+
+    from simt_tiles.kernels import reduce as red
+    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+
+    got = {}
+
+    def grab(name):
+        got[name] = (red._workspace(64, np.float64, 0), k11.workspace((4, 8), np.float32, 0))
+
+    grab("main")
+    assert red._workspace(64, np.float64, 0) is got["main"][0]
+    assert k11.workspace((4, 8), np.float32, 0) is got["main"][1]
+    t = threading.Thread(target=grab, args=("other",))
+    t.start()
+    t.join()
+    assert got["other"][0] is not got["main"][0] and got["other"][1] is not got["main"][1]

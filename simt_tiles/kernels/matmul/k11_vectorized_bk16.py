@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 
 import numpy as np
 from numba import cuda, int64, uint32, void
@@ -380,8 +381,10 @@ _WORKSPACE: dict = {}
 
 
 def workspace(shape, dtype, stream, name: str = "partials"):
-    """A grow-only scratch array per (name, device, stream, dtype): split-K partials, copies."""
-    key = (name, 0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), np.dtype(dtype).str)
+    """A grow-only scratch array per (name, device, stream, host thread, dtype): split-K partials,
+    copies (two threads' calls would interleave on a shared stream; see reduce's workspace)."""
+    key = (name, 0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
+           np.dtype(dtype).str)
     size = int(np.prod(shape))
     buf, views = _WORKSPACE.get(key, (None, {}))
     if buf is None or buf.size < size:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 
 import numpy as np
 from numba import cuda
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
 from ...launch import planned
-from ...runtime import Rung
+from ...runtime import SIMULATOR, Rung
 from . import k01_warp_shuffle
 from ._common import OPS, SUM, acc_dtype, op_code
 
@@ -27,15 +28,18 @@ REDUCE_OPS = OPS
 __all__ = ["reduce", "REDUCE_OPS", "RUNGS"]
 
 
-#: per (stream, dtype, length): the partials buffer of whole-array reductions, kept between
-#: calls.  A fresh cuda.device_array per call costs a cudaMalloc and, later, a cudaFree
-#: that synchronises the device.  Work on one stream runs in order, so calls sharing a
-#: stream can share its buffer.
+#: per (device, stream, host thread, dtype, length): the partials buffer of whole-array
+#: reductions, kept between calls.  A fresh cuda.device_array per call costs a cudaMalloc and,
+#: later, a cudaFree that synchronises the device.  Work on one stream runs in order, so calls
+#: sharing a stream can share its buffer — from one host thread: two threads' calls interleave
+#: their kernels on a shared stream, and the per-thread default stream is one handle for many
+#: streams.
 _WORKSPACES: dict = {}
 
 
 def _workspace(n: int, dtype, stream):
-    key = (stream_key(stream), np.dtype(dtype), n)
+    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
+           np.dtype(dtype), n)
     buf = _WORKSPACES.get(key)
     if buf is None:
         if len(_WORKSPACES) > 64:  # many streams come and go: start over rather than grow

@@ -497,9 +497,9 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
             if variant and rung.name not in variant:
                 continue
             for preset in rung.presets:
-                for dtype in getattr(rung, "gate_dtypes", ("float32", "float64")):
-                    if preset.endswith("_float32") and dtype != "float32":
-                        continue  # a float32-only preset (its float64 tiles would not fit)
+                for dtype in ("float32", "float64"):
+                    if not rung.gates(preset, dtype):
+                        continue  # a float32-only preset, or a dtype whose kernel is another rung's
                     for params in rung.gate_params:
                         out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))
     return out

@@ -243,6 +243,9 @@ class Rung:
     #: dtypes the compile gate builds; a rung whose kernel for a dtype *is* another rung's (and is
     #: gated there) leaves it out, saying so in its RUNG line
     gate_dtypes: tuple = ("float32", "float64")
+    #: presets the gate builds for float32 only (besides those named ``*_float32``): e.g. tuning
+    #: candidates of a rung whose float64 default is another rung's; the RUNG line says why
+    gate_float32_only: tuple = ()
     #: the configs :mod:`simt_tiles.autotune` times for one problem: a tuple, or a function
     #: ``(problem: dict, dtype) -> iterable`` of preset names (skipped where this rung has no such
     #: preset), dicts of fields replacing the "default" preset's, or config objects; see :meth:`candidates`
@@ -267,6 +270,12 @@ class Rung:
                 f"{self.config_type.__qualname__} for {self.name}; got {config!r}"
             )
         return config
+
+    def gates(self, preset: str, dtype: str) -> bool:
+        """Whether the compile gate builds ``preset`` in ``dtype``."""
+        if dtype not in self.gate_dtypes:
+            return False
+        return dtype == "float32" or not (preset.endswith("_float32") or preset in self.gate_float32_only)
 
     def candidates(self, problem: dict, dtype) -> list:
         """The valid configs of :attr:`tuning_space` for one ``problem`` (the family's fields, e.g.

@@ -80,14 +80,13 @@ def test_every_shipped_config_compiles_spill_free():
     from simt_tiles.kernels.matmul import RUNGS
     from simt_tiles.registry import ladders
 
-    total = sum(len(r.gate_params) * sum(1 for p in r.presets for d in r.gate_dtypes
-                                         if not (p.endswith("_float32") and d != "float32"))
+    total = sum(len(r.gate_params) * sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
                 for rs in ladders().values() for r in rs.values())
     assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
     for v, r in RUNGS.items():
         rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
         # each preset x its gated dtypes (both, but k12's float64 kernel is k11's)
-        expect = sum(1 for p in r.presets for d in r.gate_dtypes if not (p.endswith("_float32") and d != "float32"))
+        expect = sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
         assert len(rows) == len(r.gate_params) * expect and all("  ok  " in r for r in rows), out
 
 

@@ -418,5 +418,7 @@ class SplitKRung(Rung):
             sum_splits[cdiv(m * n, 256), 256, stream](target, c)
 
 
+# the small tiles are float32 tuning candidates (float64's default is k10): gated for float32 only
 RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS))
+                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS),
+                  gate_float32_only=("64x64", "64x128", "128x64"))

@@ -36,24 +36,14 @@ from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 from simt_tiles.runtime import fits
 
 K10 = RUNGS["k10_runtime_weights"]
-H200 = {"gpu": "NVIDIA H200", "cc": "9.0", "driver": "13.0", "numba_cuda": "0.30.4", "simt_tiles": "0.1.0"}
+# the autotune tests' fixture (autouse: a fresh cache, an H200 as this machine, no shipped table)
+from .test_autotune import H200, isolated  # noqa: E402, F401
 PROBLEM = (7, 9, 3, 3, "reflect", "float32", "host")
 # two small, correct configs (the simulator runs every thread in Python): tiles 6 × 4 and 2 × 6
 SIM_A = dataclasses.replace(k10.PRESETS["sim"], min_blocks=1)
 SIM_B = dataclasses.replace(SIM_A, block_x=3, rx=2, ry=1)
 
 
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """A fresh cache directory, an H200 as this machine, no shipped table, nothing memoised."""
-    monkeypatch.setenv("SIMT_TILES_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(autotune.AUTOTUNE_ENV, raising=False)
-    monkeypatch.delenv(autotune.VERBOSE_ENV, raising=False)
-    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
-    monkeypatch.setattr(autotune, "SHIPPED_DIR", tmp_path / "shipped")
-    autotune._MEMO.clear()
-    yield
-    autotune._MEMO.clear()
 
 
 @pytest.fixture

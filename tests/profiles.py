@@ -21,7 +21,11 @@ settings.register_profile("ci", max_examples=10, deadline=None, derandomize=True
 settings.register_profile("dev", max_examples=_BASE, deadline=None, phases=_NO_SHRINK,
                           report_multiple_bugs=False, suppress_health_check=_QUIET)
 settings.register_profile("full", max_examples=200, deadline=None, suppress_health_check=_QUIET)
-settings.register_profile("gpu", max_examples=10, deadline=None, suppress_health_check=_QUIET)
+# gpu: the H200 pass; no shrinking (each shrink step compiles kernels: a failure is reproduced and
+# shrunk in the simulator from the printed example), derandomized so a rerun draws the same examples
+settings.register_profile("gpu", max_examples=10, deadline=None, derandomize=True, database=None,
+                          phases=_NO_SHRINK, report_multiple_bugs=False, print_blob=True,
+                          suppress_health_check=_QUIET)
 settings.register_profile("gpu-quick", max_examples=4, deadline=None, suppress_health_check=_QUIET)
 settings.register_profile("gpu-triage", max_examples=4, deadline=None, phases=_NO_SHRINK,
                           report_multiple_bugs=False, suppress_health_check=_QUIET)

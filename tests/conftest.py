@@ -89,3 +89,14 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(
         f"kernels compiled this session: {_COMPILES['kernels']} distinct (kernel, config, dtype) in "
         f"{_COMPILES['seconds']:.0f} s; most: " + ", ".join(f"{k} {n}" for k, n in top))
+
+
+@pytest.fixture(autouse=True)
+def _gpu_faults_blame_their_own_test():
+    """On a GPU, synchronise after each test: an asynchronous fault (illegal address) then fails
+    the test that launched it, not the next test of the same worker (a poisoned context fails all)."""
+    yield
+    if not SIM:
+        from numba import cuda
+
+        cuda.synchronize()

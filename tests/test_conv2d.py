@@ -318,7 +318,11 @@ def test_larger_images_on_gpu(mode):
         weights = rng.standard_normal((kh, kw)).astype(np.float32)
         ref, bound = correlate2d_reference(image, weights, mode, 0.25, convolve=True)
         for variant in (*CONV2D_VARIANTS, None):
-            got = _run(variant, image, weights, mode, 0.25, True)
+            try:
+                got = _run(variant, image, weights, mode, 0.25, True)
+            except ConfigError as exc:  # a named rung's preset may not hold a 40-row halo: said, not wrong
+                assert variant is not None and "does not fit" in str(exc), exc
+                continue
             chk = check_within(got, ref, bound)
             assert chk.passed, f"{chk} {variant} image{image.shape} weights{weights.shape}"
 

@@ -266,6 +266,7 @@ def test_an_array_on_another_device_is_refused(monkeypatch, kind, switch):
 # --- holes found in review (session 8): each test fails on the code before its fix -------------
 
 
+@pytest.mark.sim  # a FakeCUDAArray holds host memory: a GPU replay would launch on host pointers
 def test_stream_none_follows_the_first_parameter_whatever_the_keyword_order(plans, monkeypatch):
     """``stream=None`` is the current stream of ``a``'s framework (``as_stream(stream, a)``): with
     the arrays passed by keyword in another order, the plan's key must still read ``a``'s."""
@@ -453,6 +454,7 @@ def test_clear_keeps_the_buffers_plans_held(plans):
     assert ref() is not None
 
 
+@pytest.mark.sim  # a FakeCUDAArray holds host memory: a GPU replay would launch on host pointers
 def test_a_cupy_array_is_ordered_after_cupys_current_stream(plans, monkeypatch):
     """CuPy's ``__cuda_array_interface__`` names its current stream as the producer: launched on
     another stream (here the explicit ``stream=0``), the checked path makes the launch wait for it.

@@ -131,7 +131,7 @@ def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
     assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 4)  # 64 tiles
     assert _common.fast_choice(1031, 997, 1013, f32) == ("k11_vectorized_bk16", 3)  # 72 tiles
-    assert _common.fast_choice(2048, 2048, 2048, f32) == ("k11_vectorized_bk16", 1)  # 256 tiles
+    assert _common.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
     assert _common.fast_choice(1000, 1000, 200, f32)[1] == 1  # K too short to split
     assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
 

@@ -130,10 +130,13 @@ def fast_block(path: str) -> str:
         return math.exp(sum(map(math.log, ratios)) / len(ratios))
 
     default = FAST_IMPLS["default"]
-    summary = (f"Geometric mean over these sizes: the default is {geo(default, 'cuBLAS FP32'):.3f}× cuBLAS FP32. "
-               "Triton's autotune set in this run had no tile smaller than 64×128; with 64×64 and 32×64 "
-               "tiles added (a later run, `benchmarks/results/matmul_triton_small_h200.json`, "
-               "and `benchmarks/NOTES.md`) Triton is faster than the default at 1024³ and 1031×997×1013.")
+    tri = {r["problem"]: r["tflops"] for r in rows if r["impl"] == "Triton FP32 (`ieee`)" and r.get("passed")}
+    behind = [r["problem"].replace("x", "×") for r in rows
+              if r["impl"] == default and r.get("passed") and r["problem"] in tri and r["tflops"] < tri[r["problem"]]]
+    summary = (f"Geometric mean over these sizes: the default is {geo(default, 'cuBLAS FP32'):.3f}× cuBLAS FP32 "
+               f"and {geo(default, 'Triton FP32 (`ieee`)'):.3f}× Triton FP32. "
+               + (f"Triton is ahead of the default at {', '.join(behind)} (`benchmarks/NOTES.md`)." if behind
+                  else "The default is ahead of Triton at every size."))
     body = [_measured_on(data, path, "simt-tiles bench matmul --sizes ... --variants k11_vectorized_bk16 "
                          "k12_async_copy") + "; float32, TFLOP/s (× cuBLAS FP32 of that run); GPU time, cold L2.",
             "", ratio_table({**data, "results": rows}), "", summary]

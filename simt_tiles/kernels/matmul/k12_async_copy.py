@@ -17,9 +17,9 @@ What changed versus k11
 Shared memory: both operands k-major, unswizzled: the copies of a warp write
 512 consecutive bytes, and the fragment reads are those of B in k11.
 
-The lesson is a negative one on this chip: with the transposition counted, it is
-slower than k11 at every size of the benchmark list (benchmarks/NOTES.md), so
-``matmul(variant=None)`` keeps k11.
+The lesson is a narrow win on this chip: with the transposition counted it is 1-2%
+ahead of k11 from 2048³ up and behind on small problems (benchmarks/NOTES.md), so
+``matmul(variant=None)`` takes it for unsplit float32 sizes and k11 elsewhere.
 
 Headline (H200, benchmarks/results/matmul_fast_h200.json): 48.3 TFLOP/s at 4096x4096x4096, 0.94× cuBLAS
 """

@@ -109,7 +109,19 @@ PRESETS = {
     # the same with a device filter, staged in shared memory (its weights in registers too)
     "staged": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.REFLECT, min_blocks=10,
                      source=STAGED),
+    # the default in mode "mirror", the most registers of the modes: its launch bounds are capped
+    # (jit_options: 9 blocks, not 12) — a gate row for the cap
+    "mirror": Config(block_x=32, block_y=4, rx=4, ry=6, kh=3, kw=3, mode=Mode.MIRROR, min_blocks=12),
 }
+
+
+#: registers a thread of k05's default tile needs (3 × 3, mode "constant"): its 12 blocks per SM
+K05_REGISTERS = 40
+#: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8
+#: (5 × 5 and 7 × 7 spilled 24–28 B without them); "mirror" 16 — its fold (period 2n − 2, then a
+#: reflection) spilled 16 B (8 B stack) with 8 at 3 × 3 under CUDA 13.0's toolchain (CUDA 13.5's
+#: fits 48): 8 more than the 4 words it spilled
+MODE_REGISTERS = {int(Mode.MIRROR): 16, int(Mode.WRAP): 8}
 
 
 def for_source(config: Config, source: int) -> Config:
@@ -117,8 +129,7 @@ def for_source(config: Config, source: int) -> Config:
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
     plus one per staged weight (held in registers), or, for kernel parameters, two per three
     weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
-    none at 72); 8 more in modes "mirror" and "wrap" (a modulo per row and column: 5 × 5 and
-    7 × 7 spilled 24–28 B without them) — :func:`registers`."""
+    none at 72); more in modes "mirror" and "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
     blocks = max(1, min(config.min_blocks, 65536 // (config.threads * registers(config, source))))
     return dataclasses.replace(config, source=source, min_blocks=blocks)
 
@@ -127,10 +138,8 @@ def registers(config: Config, source: int) -> int:
     """Registers a thread of the default tile needs for ``config``'s filter read from ``source``
     (float32): :func:`for_source`'s rule (the autotuner's space adds the tile's own, ``_tuning``)."""
     taps = config.kh * config.kw
-    regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
-    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
-        regs += 8
-    return regs
+    regs = K05_REGISTERS + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
+    return regs + MODE_REGISTERS.get(int(config.mode), 0)
 
 
 def make_unpack(kh: int, kw: int):
@@ -250,17 +259,17 @@ def signature(dtype, all_taps: bool = False, taps: int = 9):
     return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
 
 
-#: blocks per SM at most in modes "mirror" and "wrap": their boundary code (a modulo per row
-#: and column) needs 48 registers — at k05's 40 ptxas spilled 16–36 B (3 x 3, kernel parameters)
-WRAPPING_BLOCKS = 10
+#: blocks per SM at most in modes "mirror" and "wrap" (float32, the default tile's 128 threads): their
+#: boundary code needs :data:`MODE_REGISTERS` more than k05's 40 (3 × 3, kernel parameters) — mirror 9
+#: blocks (56 registers), wrap 10 (48)
+WRAPPING_BLOCKS = {mode: 65536 // (128 * (K05_REGISTERS + extra)) for mode, extra in MODE_REGISTERS.items()}
 
 
 def jit_options(config: Config, dtype) -> dict:
     """k05's launch bounds (float32; float64 holds twice the words), fewer blocks for "mirror"
     and "wrap" (:data:`WRAPPING_BLOCKS`), and the disk cache."""
     blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else 1
-    if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
-        blocks = min(blocks, WRAPPING_BLOCKS)
+    blocks = min(blocks, WRAPPING_BLOCKS.get(int(config.mode), blocks))
     return {"launch_bounds": (config.threads, blocks), "cache": True}
 
 

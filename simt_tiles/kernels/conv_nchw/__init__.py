@@ -40,7 +40,9 @@ Filter shape and shared memory
     falls back to k01 and an explicit variant raises ConfigError naming ``w``.
     ``variant=None`` also uses k02 instead of k03 for filters whose prefetch
     would need more than ``k03_double_buffered.PREFETCH_MAX`` registers (5 × 5
-    and larger with the default tiles): those would land in local memory.
+    and larger with the default tiles) or whose filter rows are long (1 × 7 with the
+    default tiles): ``k03_double_buffered.prefetch_stays_in_registers``; those would
+    land in local memory.
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ def _choose(rung: Rung, variant, config, shape, kh: int, kw: int, dtype):
     spec, error = _fit(rung, rung.resolve_config(preset if preset is not None else config), kh, kw, dtype,
                        shrink=preset is not None)
     if spec is not None and variant is None and rung is RUNGS["k03_double_buffered"]:
-        if k03_double_buffered.prefetch_registers(spec) > k03_double_buffered.PREFETCH_MAX:
+        if not k03_double_buffered.prefetch_stays_in_registers(spec):
             k02 = RUNGS["k02_smem_tiled"]
             spec02, _ = _fit(k02, k02.resolve_config(preset), kh, kw, dtype, shrink=True)
             if spec02 is not None:

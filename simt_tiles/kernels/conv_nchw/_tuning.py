@@ -4,7 +4,7 @@ A space is the rung's presets (``"default"``, ``"small"``) and a few explicit va
 of them, each specialised for the call's filter (``_common.specialise``; a staging that does
 not fit in shared memory gets a smaller CK, as the launcher does for presets) and pruned by
 :func:`simt_tiles.runtime.fits`; k03 candidates whose prefetch would leave registers
-(``k03_double_buffered.PREFETCH_MAX``) are left out.
+(``k03_double_buffered.prefetch_stays_in_registers``) are left out.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def tiled_space(presets: dict, space: tuple, problem: dict, dtype):
         if spec is None:
             continue
         if type(spec).STAGES == 2:  # k03: its prefetch must stay in registers
-            from .k03_double_buffered import PREFETCH_MAX, prefetch_registers
+            from .k03_double_buffered import prefetch_stays_in_registers
 
-            if prefetch_registers(spec) > PREFETCH_MAX:
+            if not prefetch_stays_in_registers(spec):
                 continue
         yield {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
 

@@ -32,7 +32,8 @@ Cost
     X_LOADS + W_LOADS prefetch registers per thread (default, 3 × 3 filter:
     3 + 10).  They stay registers only if LLVM fully unrolls the loops that
     index them, which stops at ~25 elements (7 × 7 with the default tiles: 29,
-    in local memory), so ``variant=None`` uses k02 beyond :data:`PREFETCH_MAX`.
+    in local memory), so ``variant=None`` uses k02 beyond :data:`PREFETCH_MAX`
+    (and for long filter rows: :func:`prefetch_stays_in_registers`).
     The default halves CK (2 instead of k02's 4), so shared memory per block
     (13.6 KiB float32) and barriers per input channel stay k02's.
 
@@ -263,6 +264,19 @@ PREFETCH_MAX = 24
 def prefetch_registers(config: Config) -> int:
     """Elements one thread holds in registers between (1) and (3) of a step."""
     return config.x_loads + config.w_loads
+
+
+#: multiply-adds a thread unrolls per filter row (KW · RCO · RP) at most beside the prefetch: with
+#: the default tiles a 1 × 7 filter (392) left the prefetch and its offsets (14 words) in a 56 B
+#: stack frame under CUDA 13.0's compiler (13.5's kept them in registers); 3 × 3 (168) did not
+ROW_FMAS_MAX = 168
+
+
+def prefetch_stays_in_registers(config: Config) -> bool:
+    """Whether ``config``'s prefetch stays in registers: at most :data:`PREFETCH_MAX` elements,
+    beside at most :data:`ROW_FMAS_MAX` unrolled multiply-adds per filter row."""
+    return (prefetch_registers(config) <= PREFETCH_MAX
+            and config.kw * config.rco * config.rp <= ROW_FMAS_MAX)
 
 
 RUNG = Rung("k03_double_buffered", Config, PRESETS, make_kernel, tiled_geometry, signature,

@@ -16,7 +16,8 @@ for step in $steps; do
     tests)
       # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
       # (beside the compile gate, which assembles PTX and does not touch Numba's disk cache)
-      python3 benchmarks/warm_kernel_cache.py -j 6 > "$out/warm_cache.log" 2>&1 &
+      # (and the default-path conv2d kernels that several tests call with the same fixed filters)
+      python3 benchmarks/warm_kernel_cache.py -j 6 --conv-tests > "$out/warm_cache.log" 2>&1 &
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
       # kernels were compiled and in how long, --durations where the time went
@@ -27,7 +28,8 @@ for step in $steps; do
       python3 -m simt_tiles compile-gate -j 10 > "$SIMT_TILES_GATE_LOG" 2>&1
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
-      timeout -s INT ${TEST_TIMEOUT:-420} python3 -m pytest -q -n "${TEST_JOBS:-15}" --tb=short -rfE \
+      # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
+      timeout -s INT ${TEST_TIMEOUT:-420} python3 -m pytest -q -n "${TEST_JOBS:-15}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=40 tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
       echo "pytest rc=$? ($(date +%T))"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
     bench)

@@ -41,6 +41,28 @@ KERNELS = {
 #: conv2d filters (kh, kw, mode) that ``bench conv`` calls with defaults, and the GPU tests' fixed ones
 CONV_BENCH_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]
 CONV_TEST_FILTERS = [(3, 3, "reflect"), (3, 2, "reflect")]
+MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
+
+
+def callers_jobs() -> list:
+    """``(kh, kw, mode, weights, dtype, None)``: the default-path kernels (no config argument) that
+    the GPU tests of ``tests/test_callers.py`` call with fixed filters, several tests each — built
+    here once, in parallel, instead of by two workers at once.  ``CONV_SHAPES`` is read from the
+    tests; the filters of their ``APIS`` are written out here (checked by name)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests import test_callers as tc
+
+    jobs = set()
+    for name, (shape, mode) in {"correlate2d": ((3, 2), "wrap"), "convolve2d": ((2, 3), "constant"),
+                                "correlate1d": ((4, 1), "mirror")}.items():
+        assert name in tc.APIS, name
+        jobs |= {(*shape, mode, weights, dtype, None) for weights in ("host", "device")
+                 for dtype in ("float32", "float64")}
+    for _, (kh, kw) in tc.CONV_SHAPES:  # test_correlate_convolve_shapes_and_modes: float64 NumPy filters
+        jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES}
+    for k in (1, 4, 9):  # test_correlate1d_axes_and_lengths
+        jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES for kh, kw in ((k, 1), (1, k))}
+    return sorted(jobs, key=lambda j: -j[0] * j[1])  # the longest compilations first
 
 
 def _compile_conv(job) -> tuple[str, float]:
@@ -53,10 +75,14 @@ def _compile_conv(job) -> tuple[str, float]:
     from simt_tiles.kernels.conv2d import k10_runtime_weights as k10
 
     t0 = time.perf_counter()
-    x = cuda.to_device(np.ones((40, 140), dtype))
+    x = cuda.to_device(np.ones((40, 140) if fields is not None else (5, 6), dtype))  # the tests': small
     w = np.full((kh, kw), 0.5, dtype)
-    cfg = k10.Config(**fields) if fields else k10.PRESETS["default"]
-    simt_tiles.correlate2d(x, cuda.to_device(w) if weights == "device" else w, mode=mode, config=cfg)
+    w = cuda.to_device(w) if weights == "device" else w
+    if fields is None:  # the default path, config chosen by the launcher (what the tests call)
+        simt_tiles.correlate2d(x, w, mode=mode)
+    else:
+        cfg = k10.Config(**fields) if fields else k10.PRESETS["default"]
+        simt_tiles.correlate2d(x, w, mode=mode, config=cfg)
     cuda.synchronize()
     return f"conv2d k10 {kh}x{kw} {mode} {weights} {dtype} {fields or 'default'}", time.perf_counter() - t0
 
@@ -138,6 +164,8 @@ def main(argv=None) -> int:
     p.add_argument("--presets", nargs="*", default=[],
                    help="also these k11 presets, float32, vector and scalar builds (e.g. 64x64)")
     p.add_argument("--no-conv", action="store_true", help="leave out conv2d's k10 kernels")
+    p.add_argument("--conv-tests", action="store_true",
+                   help="also the default-path k10 kernels the GPU tests call with fixed filters")
     p.add_argument("--conv-tuning", action="store_true",
                    help="also every k10 candidate the autotuner times for the bench filters at 8192^2")
     args = p.parse_args(argv)
@@ -146,6 +174,8 @@ def main(argv=None) -> int:
     jobs += preset_jobs(args.presets)
     if not args.no_conv:
         jobs += conv_jobs(args.conv_tuning)
+        if args.conv_tests:
+            jobs = callers_jobs() + jobs
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs)))) as pool:
         for fut in as_completed([pool.submit(_compile, j) for j in jobs]):

@@ -78,6 +78,47 @@ def _draw_pool(rung, random_configs, n_drawn: int) -> list:
     return pool
 
 
+#: filter sides a GPU property test draws from (each (config, filter shape, mode, dtype) compiles
+#: once); 17 is longer than 4n + 2 for the image sides n ≤ 3 (reflect and mirror fold more than once)
+GPU_FILTER_SIDES = (1, 2, 3, 4, 5, 17)
+_CASES: dict = {}
+
+
+def kernel_cases(key, config_strategy, fits=lambda config, kh, kw, mode: True, modes=None,
+                 sides=GPU_FILTER_SIDES) -> list:
+    """A GPU conv test's kernels: one ``(config, kh, kw, mode, convolve, weights_seed)`` per mode,
+    drawn once per run and ``key`` (the config from ``config_strategy``, the filter sides from
+    ``sides``, ``fits`` to refuse a case), so its examples compile one kernel per mode and vary
+    what costs no compilation (image sides, values, cval).  The weights come from
+    ``weights_seed``: a rung that compiles the filter's values in (k04, k05) compiles once per case."""
+    if key not in _CASES:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as one:  # .example() outside the test's hypothesis context
+            _CASES[key] = one.submit(_draw_cases, config_strategy, fits, modes, sides).result()
+    return _CASES[key]
+
+
+def _draw_cases(config_strategy, fits, modes, sides) -> list:
+    import random
+    import warnings
+
+    from hypothesis.errors import NonInteractiveExampleWarning
+
+    from simt_tiles.kernels.conv2d._common import MODES
+
+    rnd, cases = random.Random(), []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NonInteractiveExampleWarning)
+        for mode in modes or MODES:
+            for _ in range(50):
+                config, kh, kw = config_strategy.example(), rnd.choice(sides), rnd.choice(sides)
+                if fits(config, kh, kw, mode):
+                    cases.append((config, kh, kw, mode, rnd.random() < 0.5, rnd.randrange(2**32)))
+                    break
+    return cases
+
+
 def assert_like_scipy(got, expect, ref, bound, what):
     """NaN / +inf / -inf exactly where scipy has them (and the reference too); every finite element
     within the reference's bound.  Returns the bound check (for ``note``)."""

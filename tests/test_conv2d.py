@@ -43,7 +43,7 @@ from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, speci
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .common import DTYPES, configs, poisoned
+from .common import DTYPES, configs, kernel_cases, poisoned
 from .gate_subprocess import run_real_target
 from .profiles import PROFILE, examples
 
@@ -124,6 +124,14 @@ def output_tile(config) -> tuple[int, int]:
         return config.tile()
     bx, by = config.block()
     return by, bx
+
+
+def _fits(dtype):
+    """A :func:`kernel_cases` predicate: the config's shared memory holds the filter's halo."""
+    def fits(config, kh, kw, mode):
+        spec = specialise(config, kh, kw, Mode.parse(mode))
+        return spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM
+    return fits
 
 
 def image_sides(tile: int) -> list[int]:
@@ -248,10 +256,16 @@ def test_scipy_nd_reflect_quirk_follows_the_1d_path(variant):
     assert got[0, 0] == 10.0
 
 
+#: correlate and convolve as parameters (simulator) or both in one test (GPU: a rung that takes its
+#: weights at run time compiles one kernel for both, once, in the test's own process)
+BOTH_OPS = (pytest.param((False,), id="correlate"), pytest.param((True,), id="convolve")) if SIMULATOR \
+    else (pytest.param((False, True), id="correlate+convolve"),)
+
+
 @pytest.mark.parametrize("variant", CONV2D_VARIANTS)
-@pytest.mark.parametrize("convolve", [False, True], ids=["correlate", "convolve"])
+@pytest.mark.parametrize("ops", BOTH_OPS)
 @pytest.mark.parametrize("mode", MODES)
-def test_filters_much_larger_than_the_image_keep_folding(mode, convolve, variant):
+def test_filters_much_larger_than_the_image_keep_folding(mode, ops, variant):
     """A 2×3 image under a 13×14 filter: reflect and mirror fold several times.
     Rank-1 weights u·vᵀ make the 2-D filter two 1-D ones, so scipy's (correct)
     1-D path is the reference for every mode."""
@@ -259,14 +273,15 @@ def test_filters_much_larger_than_the_image_keep_folding(mode, convolve, variant
     image = rng.standard_normal((2, 3))
     u, v = rng.standard_normal(13), rng.standard_normal(14)
     weights = np.outer(u, v)
-    f1 = ndi.convolve1d if convolve else ndi.correlate1d
-    expected = f1(f1(image, u, axis=0, mode=mode, cval=0.5), v, axis=1, mode=mode, cval=0.5)
-    if mode == "constant":  # not separable: the second 1-D pass would pad with cval, not u·cval
-        expected = None
-    got = _run(variant, image, weights, mode, 0.5, convolve)
-    _assert_ok(got, image, weights, mode, 0.5, convolve)
-    if expected is not None:
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=variant)
+    for convolve in ops:
+        f1 = ndi.convolve1d if convolve else ndi.correlate1d
+        expected = f1(f1(image, u, axis=0, mode=mode, cval=0.5), v, axis=1, mode=mode, cval=0.5)
+        if mode == "constant":  # not separable: the second 1-D pass would pad with cval, not u·cval
+            expected = None
+        got = _run(variant, image, weights, mode, 0.5, convolve)
+        _assert_ok(got, image, weights, mode, 0.5, convolve)
+        if expected is not None:
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {convolve=}")
 
 
 @pytest.mark.parametrize("variant", CONV2D_VARIANTS)
@@ -290,41 +305,50 @@ def test_even_sizes_match_scipy(kh, kw, variant):
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_conv2d_matches_reference(variant, dtype, data):
-    config = data.draw(config_strategy(variant), label="config")
-    th, tw = output_tile(config)
-    h = data.draw(st.sampled_from(image_sides(th)), "H")
-    w = data.draw(st.sampled_from(image_sides(tw)), "W")
-    kh, kw = data.draw(filter_side(h), "KH"), data.draw(filter_side(w), "KW")
+    if SIMULATOR:
+        config = data.draw(config_strategy(variant), label="config")
+        th, tw = output_tile(config)
+        h = data.draw(st.sampled_from(image_sides(th)), "H")
+        w = data.draw(st.sampled_from(image_sides(tw)), "W")
+        kh, kw = data.draw(filter_side(h), "KH"), data.draw(filter_side(w), "KW")
+        mode = data.draw(st.sampled_from(MODES), "mode")
+        convolve = data.draw(st.booleans(), "convolve")
+        wseed = None
+    else:  # one kernel per mode (drawn once per run: kernel_cases); the examples vary the image
+        config, kh, kw, mode, convolve, wseed = data.draw(st.sampled_from(
+            kernel_cases(("conv2d", variant, dtype), config_strategy(variant), _fits(dtype))), "kernel")
+        th, tw = output_tile(config)
+        h = data.draw(st.sampled_from(image_sides(th)), "H")
+        w = data.draw(st.sampled_from(image_sides(tw)), "W")
     assume(h * w * kh * kw <= MAX_WORK)
-    mode = data.draw(st.sampled_from(MODES), "mode")
-    convolve = data.draw(st.booleans(), "convolve")
     cval = data.draw(st.sampled_from([0.0, 1.5, -0.1]), "cval")  # -0.1: rounded to float32
     spec = specialise(config, kh, kw, Mode.parse(mode))
     assume(spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     image = rng.standard_normal((h, w)).astype(dtype)
-    weights = rng.standard_normal((kh, kw)).astype(dtype)
+    weights = np.random.default_rng(wseed if wseed is not None else rng).standard_normal((kh, kw)).astype(dtype)
     got = _run(variant, image, weights, mode, cval, convolve, config=config)
     assert got.dtype == dtype
     note(repr(_assert_ok(got, image, weights, mode, cval, convolve)))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", (*CONV2D_VARIANTS, None))
 @pytest.mark.parametrize("mode", MODES)
-def test_larger_images_on_gpu(mode):
+def test_larger_images_on_gpu(mode, variant):
+    """Parametrised by rung too: each compiles its three filters on a worker of its own."""
     rng = np.random.default_rng(11)
     for (h, w), (kh, kw) in [((257, 1031), (7, 7)), ((1000, 97), (4, 6)), ((31, 5), (40, 3))]:
         image = rng.standard_normal((h, w)).astype(np.float32)
         weights = rng.standard_normal((kh, kw)).astype(np.float32)
         ref, bound = correlate2d_reference(image, weights, mode, 0.25, convolve=True)
-        for variant in (*CONV2D_VARIANTS, None):
-            try:
-                got = _run(variant, image, weights, mode, 0.25, True)
-            except ConfigError as exc:  # a named rung's preset may not hold a 40-row halo: said, not wrong
-                assert variant is not None and "does not fit" in str(exc), exc
-                continue
-            chk = check_within(got, ref, bound)
-            assert chk.passed, f"{chk} {variant} image{image.shape} weights{weights.shape}"
+        try:
+            got = _run(variant, image, weights, mode, 0.25, True)
+        except ConfigError as exc:  # a named rung's preset may not hold a 40-row halo: said, not wrong
+            assert variant is not None and "does not fit" in str(exc), exc
+            continue
+        chk = check_within(got, ref, bound)
+        assert chk.passed, f"{chk} {variant} image{image.shape} weights{weights.shape}"
 
 
 @pytest.mark.gpu

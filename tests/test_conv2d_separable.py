@@ -51,10 +51,10 @@ from simt_tiles.kernels.conv2d.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .common import DTYPES, gpu_pool, poisoned
+from .common import DTYPES, gpu_pool, kernel_cases, poisoned
 from .gate_subprocess import run_real_target
 from .profiles import examples
-from .test_conv2d import config_strategy
+from .test_conv2d import _fits, config_strategy
 
 #: examples per kernel property test (every simulated thread runs in Python: keep them tiny)
 EXAMPLES = examples(40) if SIMULATOR else settings.default.max_examples  # GPU: the profile's
@@ -301,19 +301,26 @@ def test_empty_images():
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_constant_filter_rungs_match_reference(variant, dtype, data):
-    config = data.draw(config_strategy(variant), "config")  # test_conv2d's strategies
-    th, tw = config.tile()
-    h, w = data.draw(sides(th), "H"), data.draw(sides(tw), "W")
-    kh, kw = data.draw(filter_length(h), "KH"), data.draw(filter_length(w), "KW")
+    if SIMULATOR:
+        config = data.draw(config_strategy(variant), "config")  # test_conv2d's strategies
+        th, tw = config.tile()
+        h, w = data.draw(sides(th), "H"), data.draw(sides(tw), "W")
+        kh, kw = data.draw(filter_length(h), "KH"), data.draw(filter_length(w), "KW")
+        mode = data.draw(st.sampled_from(MODES), "mode")
+        convolve = data.draw(st.booleans(), "convolve")
+        wseed = None
+    else:  # the weights are compiled in: one filter per mode, drawn once per run (kernel_cases)
+        config, kh, kw, mode, convolve, wseed = data.draw(st.sampled_from(kernel_cases(
+            ("constant filter", variant, dtype), config_strategy(variant), _fits(dtype))), "kernel")
+        th, tw = config.tile()
+        h, w = data.draw(sides(th), "H"), data.draw(sides(tw), "W")
     assume(h * w * kh * kw <= 3000 or not SIMULATOR)
-    mode = data.draw(st.sampled_from(MODES), "mode")
-    convolve = data.draw(st.booleans(), "convolve")
     cval = data.draw(st.sampled_from([0.0, 1.5, -0.1]), "cval")
     spec = specialise(config, kh, kw, Mode.parse(mode))
     assume(spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
     image = rng.standard_normal((h, w)).astype(dtype)
-    weights = rng.standard_normal((kh, kw)).astype(dtype)
+    weights = np.random.default_rng(wseed if wseed is not None else rng).standard_normal((kh, kw)).astype(dtype)
     out = poisoned((h, w), dtype)
     f = convolve2d if convolve else correlate2d
     assert f(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config) is out

@@ -46,9 +46,9 @@ MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 def callers_jobs() -> list:
     """``(kh, kw, mode, weights, dtype, None)``: the default-path kernels (no config argument) that
-    the GPU tests of ``tests/test_callers.py`` call with fixed filters, several tests each — built
-    here once, in parallel, instead of by two workers at once.  ``CONV_SHAPES`` is read from the
-    tests; the filters of their ``APIS`` are written out here (checked by name)."""
+    the GPU tests of ``tests/test_callers.py`` and ``tests/test_aliasing.py`` call with fixed filters,
+    several tests each — built here once, in parallel, instead of by two workers at once.
+    ``CONV_SHAPES`` is read from the tests; the other filters are written out here."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests import test_callers as tc
 
@@ -60,6 +60,9 @@ def callers_jobs() -> list:
                  for dtype in ("float32", "float64")}
     for _, (kh, kw) in tc.CONV_SHAPES:  # test_correlate_convolve_shapes_and_modes: float64 NumPy filters
         jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES}
+    # tests/test_aliasing.py's CASES (float32; NumPy and device filters)
+    jobs |= {(kh, kw, mode, weights, "float32", None) for kh, kw, mode in
+             ((3, 2, "reflect"), (2, 3, "wrap"), (3, 1, "reflect")) for weights in ("host", "device")}
     for k in (1, 4, 9):  # test_correlate1d_axes_and_lengths
         jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES for kh, kw in ((k, 1), (1, k))}
     return sorted(jobs, key=lambda j: -j[0] * j[1])  # the longest compilations first

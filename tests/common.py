@@ -4,6 +4,7 @@ the launch configs a property test draws."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from numba import cuda
 
@@ -77,6 +78,12 @@ def _draw_pool(rung, random_configs, n_drawn: int) -> list:
                 pool.append(cfg)
     return pool
 
+
+#: correlate and convolve (``ops``: the ``convolve`` flags a test runs): two parameters in the
+#: simulator, one test for both on a GPU — a rung that takes its weights at run time compiles one
+#: kernel for both, once, in the test's own process (not twice, on two workers at once)
+BOTH_OPS = ((pytest.param((False,), id="correlate"), pytest.param((True,), id="convolve")) if SIMULATOR
+            else (pytest.param((False, True), id="correlate+convolve"),))
 
 #: filter sides a GPU property test draws from (each (config, filter shape, mode, dtype) compiles
 #: once); 17 is longer than 4n + 2 for the image sides n ≤ 3 (reflect and mirror fold more than once)

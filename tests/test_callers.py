@@ -37,8 +37,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.kernels.softmax.reference import softmax_reference
-from simt_tiles.runtime import SIMULATOR
-from tests.common import poisoned
+from tests.common import BOTH_OPS, poisoned
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
@@ -367,12 +366,6 @@ def test_bias_relu_shapes(shape):
 
 CONV_SHAPES = [((1, 1), (1, 1)), ((1, 6), (3, 3)), ((7, 1), (2, 4)), ((4, 5), (2, 2)), ((2, 3), (7, 6)),
                ((0, 5), (3, 3)), ((5, 0), (1, 2))]
-
-
-#: correlate and convolve as parameters (simulator) or both in one test (GPU: the default rung takes
-#: its weights at run time and compiles one kernel for both, once, in the test's own process)
-BOTH_OPS = (pytest.param((False,), id="correlate"), pytest.param((True,), id="convolve")) if SIMULATOR \
-    else (pytest.param((False, True), id="correlate+convolve"),)
 
 
 @pytest.mark.parametrize("image_shape, w_shape", CONV_SHAPES, ids=str)

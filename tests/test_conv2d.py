@@ -43,7 +43,7 @@ from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, speci
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .common import DTYPES, configs, kernel_cases, poisoned
+from .common import BOTH_OPS, DTYPES, configs, kernel_cases, poisoned
 from .gate_subprocess import run_real_target
 from .profiles import PROFILE, examples
 
@@ -254,12 +254,6 @@ def test_scipy_nd_reflect_quirk_follows_the_1d_path(variant):
     one_d = ndi.correlate1d(image, weights[0], axis=1, mode="reflect", cval=cval)
     np.testing.assert_array_equal(got, one_d)
     assert got[0, 0] == 10.0
-
-
-#: correlate and convolve as parameters (simulator) or both in one test (GPU: a rung that takes its
-#: weights at run time compiles one kernel for both, once, in the test's own process)
-BOTH_OPS = (pytest.param((False,), id="correlate"), pytest.param((True,), id="convolve")) if SIMULATOR \
-    else (pytest.param((False, True), id="correlate+convolve"),)
 
 
 @pytest.mark.parametrize("variant", CONV2D_VARIANTS)

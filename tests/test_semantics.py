@@ -40,7 +40,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.reduce import REDUCE_OPS, reduce
 from simt_tiles.kernels.softmax import SOFTMAX_VARIANTS, softmax
 
-from .common import DTYPES, assert_like_scipy
+from .common import BOTH_OPS, DTYPES, assert_like_scipy
 
 EPS = 2.0**-52  # DBL_EPSILON: scipy skips |w| <= EPS, counts anything larger
 SENTINEL = -7.75e7  # the output's initial value: an element a kernel forgets to write shows up
@@ -87,21 +87,22 @@ FILTER_CASES = [
 
 
 @pytest.mark.parametrize("case", FILTER_CASES, ids=lambda c: c[0])
-@pytest.mark.parametrize("convolve", [False, True], ids=["correlate", "convolve"])
+@pytest.mark.parametrize("ops", BOTH_OPS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("variant", CONV2D_VARIANTS)
-def test_zero_taps_do_not_spread_nan_or_inf(variant, dtype, convolve, case):
+def test_zero_taps_do_not_spread_nan_or_inf(variant, dtype, ops, case):
     name, weights, mode, cval = case
     x = _image(dtype)
     w = np.array(weights, dtype)
-    fn, sp = (convolve2d, ndi.convolve) if convolve else (correlate2d, ndi.correlate)
-    out = _out(x.shape, dtype)
-    _quietly(fn, cuda.to_device(x), cuda.to_device(w), mode=mode, cval=cval, out=out, variant=variant,
-             config="sim")
-    with np.errstate(invalid="ignore"):
-        expect = sp(x, w, mode=mode, cval=cval)
-        ref, bound = correlate2d_reference(x, w, mode, cval, convolve=convolve)
-    assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{variant} {name} {np.dtype(dtype)}")
+    for convolve in ops:
+        fn, sp = (convolve2d, ndi.convolve) if convolve else (correlate2d, ndi.correlate)
+        out = _out(x.shape, dtype)
+        _quietly(fn, cuda.to_device(x), cuda.to_device(w), mode=mode, cval=cval, out=out, variant=variant,
+                 config="sim")
+        with np.errstate(invalid="ignore"):
+            expect = sp(x, w, mode=mode, cval=cval)
+            ref, bound = correlate2d_reference(x, w, mode, cval, convolve=convolve)
+        assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{variant} {name} {np.dtype(dtype)} {convolve=}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -14,6 +14,8 @@ for step in $steps; do
   echo "=== $step ($(date +%T))"
   case $step in
     tests)
+      # one Numba disk cache for the run: what the warm step builds, every xdist worker then loads
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
       # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
       # (beside the compile gate, which assembles PTX and does not touch Numba's disk cache)
       # (and the default-path conv2d kernels that several tests call with the same fixed filters)
@@ -27,8 +29,8 @@ for step in $steps; do
       export SIMT_TILES_GATE_LOG="$out/compile-gate.log" SIMT_TILES_GATE_CUBINS=/tmp/simt-tiles-cubins
       python3 -m simt_tiles compile-gate -j 10 > "$SIMT_TILES_GATE_LOG" 2>&1
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
-      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
       timeout -s INT ${TEST_TIMEOUT:-420} python3 -m pytest -q -n "${TEST_JOBS:-15}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=40 tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
       echo "pytest rc=$? ($(date +%T))"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;

@@ -177,8 +177,9 @@ def main(argv=None) -> int:
     jobs += preset_jobs(args.presets)
     if not args.no_conv:
         jobs += conv_jobs(args.conv_tuning)
-        if args.conv_tests:
-            jobs = callers_jobs() + jobs
+        if args.conv_tests:  # read in a child: this process forks the compilers, so it imports no Numba
+            with ProcessPoolExecutor(1) as one:
+                jobs = one.submit(callers_jobs).result() + jobs
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs)))) as pool:
         for fut in as_completed([pool.submit(_compile, j) for j in jobs]):

@@ -13,8 +13,10 @@ simulator, ``gpu`` on a GPU):
 * ``full`` — a deeper run (~7× ``sim``'s examples): before a release, or after touching a
   kernel's index arithmetic.
 * ``gpu``  — on a GPU: configs come from the shipped presets plus a pool drawn once per run (each
-  distinct kernel compiles once per run); derandomized and without the shrink phase (every shrink
-  step compiles kernels: a failure is shrunk in the simulator from the printed example).
+  distinct kernel compiles once per run), the conv property tests draw one kernel per mode once per
+  run (``tests.common.kernel_cases``) and run correlate and convolve in one test (``BOTH_OPS``);
+  derandomized and without the shrink phase (every shrink step compiles kernels: a failure is
+  shrunk in the simulator from the printed example).
   ``gpu-quick`` and ``gpu-triage`` take fewer examples.
 
 Tests that fix their own example count scale it with :func:`tests.profiles.examples`.

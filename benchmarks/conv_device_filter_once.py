@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -45,7 +46,8 @@ def warm(probs, jobs: int) -> None:
         if host is not None:
             todo.append((p[2], p[3], p[4], "host", "float32", dataclasses.asdict(host[1])))
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max(1, min(jobs, len(todo)))) as pool:
+    # spawn: this process has talked to the driver (the shipped table's GPU key)
+    with ProcessPoolExecutor(max(1, min(jobs, len(todo))), mp_context=multiprocessing.get_context("spawn")) as pool:
         for fut in as_completed([pool.submit(_compile_conv, j) for j in todo]):
             name, seconds = fut.result()
             print(f"compiled {name} in {seconds:.1f} s", flush=True)

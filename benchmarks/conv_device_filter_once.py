@@ -27,10 +27,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def problems(filters, modes, size: int = 8192) -> list:
-    return [(size, size, k, k, mode, "float32", "device") for k in filters for mode in modes]
+    return [(size, size, k, k, mode, "float32", "device") for mode in modes for k in filters]
 
 
-def warm(probs, jobs: int) -> None:
+def picked(rung, p, ry) -> list:
+    """The device-filter candidates of the space for problem ``p`` (those of tile heights ``ry`` only,
+    and the shipped device entry, where ``ry`` is given)."""
+    from simt_tiles import autotune
+
+    cands = rung.candidates(dict(zip(autotune.tunable("conv2d").fields, p)), "float32")
+    if not ry:
+        return cands
+    shipped = autotune.lookup("conv2d", p, sources=("shipped",))
+    return ([shipped[1]] if shipped is not None else []) + [c for c in cands if c.ry in ry]
+
+
+def warm(probs, jobs: int, ry=()) -> None:
     """Every device-filter candidate and the NumPy filter's shipped choice, compiled in parallel."""
     from warm_kernel_cache import _compile_conv
 
@@ -40,8 +52,7 @@ def warm(probs, jobs: int) -> None:
     rung = RUNGS["k10_runtime_weights"]
     todo = []
     for p in probs:
-        d = dict(zip(autotune.tunable("conv2d").fields, p))
-        todo += [(p[2], p[3], p[4], "device", "float32", dataclasses.asdict(c)) for c in rung.candidates(d, "float32")]
+        todo += [(p[2], p[3], p[4], "device", "float32", dataclasses.asdict(c)) for c in picked(rung, p, ry)]
         host = autotune.lookup("conv2d", p[:-1] + ("host",), sources=("shipped",))
         if host is not None:
             todo.append((p[2], p[3], p[4], "host", "float32", dataclasses.asdict(host[1])))
@@ -60,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", nargs="+", default=["constant", "reflect"])
     ap.add_argument("-j", "--jobs", type=int, default=15)
     ap.add_argument("--size", type=int, default=8192, help="the image side")
+    ap.add_argument("--ry", nargs="*", type=int, default=[],
+                    help="no tune: time the space's candidates of these tile heights beside the shipped entry")
     args = ap.parse_args(argv)
     out_dir = os.environ.get("OUT", ".")
     os.environ.setdefault("SIMT_TILES_CACHE_DIR", os.path.join(out_dir, "cache"))
@@ -73,29 +86,37 @@ def main(argv=None) -> int:
 
     autotune.clear()
     probs = problems(args.filters, args.modes, args.size)
-    warm(probs, args.jobs)
+    warm(probs, args.jobs, args.ry)
     h = Harness(reps=30, warmup=5, budget_s=1.0, before=autotune._flush_before())
     data = {"machine": describe(), "tunes": [], "comparison": []}
     path = os.path.join(out_dir, "conv_device_filter.json")
     k10, k05 = RUNGS["k10_runtime_weights"], RUNGS["k05_register_tile_2d"]
     for p in probs:
         shipped = autotune.lookup("conv2d", p, sources=("shipped",))
-        res = autotune.tune("conv2d", p, verbose=True, budget_s=40.0)
-        data["tunes"].append({"function": "conv2d", "problem": list(p), "seconds": res.seconds,
-                              "choice": None if res.choice is None else
-                              {"variant": res.choice[0], "config": dataclasses.asdict(res.choice[1])},
-                              "bucket": autotune.bucket(p), "candidates": res.rows})
         pd = dict(zip(autotune.tunable("conv2d").fields, p))
         case = _tuning.Case(pd)
         host = _tuning.Case(dict(pd, weights="host"))
-        entries = [
-            ("default, device filter (tuned)",
-             case, lambda: simt_tiles.correlate2d(case.image, case.w_op.dev, mode=p[4], out=case.out)),
+        if args.ry:  # candidates timed here, no tune
+            choice = "none (no tune)"
+            entries = [(f"k10 [{autotune._config_text(k10, c)}]", case, case.launcher(k10, c))
+                       for c in picked(k10, p, args.ry)]
+        else:
+            res = autotune.tune("conv2d", p, verbose=True, budget_s=40.0)
+            choice = res.choice
+            data["tunes"].append({"function": "conv2d", "problem": list(p), "seconds": res.seconds,
+                                  "choice": None if res.choice is None else
+                                  {"variant": res.choice[0], "config": dataclasses.asdict(res.choice[1])},
+                                  "bucket": autotune.bucket(p), "candidates": res.rows})
+            entries = []
+        if not args.ry:
+            entries.append(("default, device filter (tuned)", case,
+                            lambda: simt_tiles.correlate2d(case.image, case.w_op.dev, mode=p[4], out=case.out)))
+        entries += [
             ("default, NumPy filter", host,
              lambda: simt_tiles.correlate2d(host.image, host.w_op.original, mode=p[4], out=host.out)),
             ("k05_register_tile_2d", case, case.launcher(k05, k05.presets["default"])),
         ]
-        if shipped is not None:
+        if shipped is not None and not args.ry:
             entries.insert(1, ("shipped device entry (before)", case, case.launcher(k10, shipped[1])))
         rows = []
         for name, c, fn in entries:
@@ -105,7 +126,7 @@ def main(argv=None) -> int:
             rows.append(row)
         data["comparison"] += rows
         best = min(r["median_ms"] for r in rows if r.get("median_ms") is not None)
-        print(f"== {p[2]}x{p[3]} {p[4]}: tuned {res.choice}")
+        print(f"== {p[2]}x{p[3]} {p[4]}: tuned {choice}")
         for r in rows:
             ms = r.get("median_ms")
             print(f"   {r['impl']:<34} {'FAIL' if ms is None else f'{ms:.4f} ms  {100 * best / ms:5.1f}% of best'}"

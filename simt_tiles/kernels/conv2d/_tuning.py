@@ -61,6 +61,8 @@ TILES = (
     {"ry": 8, "min_blocks": 10},  # 32 × 128: less halo per output
     {"block_y": 8, "ry": 4, "min_blocks": 8},  # 256 threads, 32 × 128
     {"block_y": 8, "min_blocks": 6},  # 256 threads, 48 × 128
+    {"ry": 12, "min_blocks": 8},  # 48 × 128: less halo still (a device filter's weights in registers)
+    {"ry": 16, "min_blocks": 6},  # 64 × 128
 )
 #: registers a thread of the default tile keeps for its accumulators and window (6 × 4 + 4),
 #: inside k10's calibrated 40

@@ -3,13 +3,15 @@
     OUT=dir python benchmarks/conv_device_filter_once.py [--filters 5 7] [--modes constant reflect] [-j 15]
 
 For 8192² float32, each filter size and mode: compiles every k10 candidate of the autotuner's
-space for a device filter (STAGED: weights held in registers; SHARED: read from shared memory
-at each use) into Numba's disk cache, in parallel; tunes the problem (``simt_tiles.autotune.tune``,
-into a fresh cache under OUT); then times, with one harness (L2 flush, median of CUDA events),
-the default call with the device filter (now the tuned choice), the shipped device entry it
-replaces, the default call with a NumPy filter (kernel parameters) and k05 (the filter's values
-compiled in).  Writes ``OUT/conv_device_filter.json`` (tunes and comparison rows) and prints
-each comparison as % of the fastest row.
+space for a device filter (k10's STAGED source) into Numba's disk cache, in parallel; tunes the
+problem (``simt_tiles.autotune.tune``, into a fresh cache under OUT); then times, with one
+harness (L2 flush, median of CUDA events), the default call with the device filter (now the
+tuned choice), the shipped device entry, the default call with a NumPy filter (kernel
+parameters) and k05 (the filter's values compiled in).  ``--ry 12 16``: no tune; the space's
+candidates of those tile heights beside the shipped entry (e.g. a tile height not in the space
+yet, after adding it to ``_tuning.TILES``).  Writes ``OUT/conv_device_filter.json`` (tunes and
+comparison rows) and prints each comparison as % of the fastest row.  Session 10's two runs:
+``benchmarks/results/conv_device_filter*_h200.*`` (benchmarks/NOTES.md).
 """
 
 from __future__ import annotations

@@ -129,11 +129,7 @@ def _runtime_weights(rung, spec, dtype, call: FilterCall):
         w = w[::-1, ::-1]
     if isinstance(w, np.ndarray) and w.nbytes > MAX_PARAM_BYTES:
         w = cuda.to_device(np.ascontiguousarray(w), stream=call.stream)
-    if isinstance(w, np.ndarray):
-        source = k10.PARAMS
-    else:  # a device filter: the config's way of reading it (a tuned choice), else staged
-        source = spec.source if spec.source in k10.DEVICE_SOURCES else k10.STAGED
-    spec = k10.for_source(spec, source)
+    spec = k10.for_source(spec, k10.PARAMS if isinstance(w, np.ndarray) else k10.STAGED)
     if isinstance(w, np.ndarray):  # the values travel with the launch: kernel parameters
         counted = call.all_taps | (np.abs(w) > TINY_WEIGHT)  # scipy skips |w| <= 2**-52 (and NaN)
         values = tuple(np.where(counted, w, 0).ravel().tolist())  # a 0 adds nothing to finite values

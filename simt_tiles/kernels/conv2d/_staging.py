@@ -182,7 +182,7 @@ def make_output_store(config):
     return store_outputs
 
 
-def make_window_accumulator(config, shift=0, win=None, all_taps=False, per_row=False):
+def make_window_accumulator(config, shift=0, win=None, all_taps=False):
     """``accumulate(patch, w_c, acc, win, r0, c0)``: k05's inner loop (also k07's).
 
     The thread's ``RY × RX`` outputs start at tile row ``r0``, column ``c0``
@@ -196,9 +196,6 @@ def make_window_accumulator(config, shift=0, win=None, all_taps=False, per_row=F
     (a constant array: each weight's address is a constant, folded into its FMA).
     Taps with ``|w| <= 2**-52`` are skipped unless ``all_taps`` (scipy's rule,
     ``_common.TINY_WEIGHT``): the test folds with the weight, so they emit no code.
-    ``per_row``: ``w_c`` is a (rows, KH, ≥KW) array holding one copy of the filter per
-    patch row, read as ``w_c[p, a, b]`` (k10's device filter read from shared memory at
-    its use: distinct addresses, so the compiler cannot merge the reads into registers).
     """
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     ROWS = RY + KH - 1  # patch rows one thread reads
@@ -206,15 +203,6 @@ def make_window_accumulator(config, shift=0, win=None, all_taps=False, per_row=F
     SHIFT = shift
     ALL_TAPS = bool(all_taps)
     TINY = np.float32(TINY_WEIGHT)  # 2**-52 is exact in float32: one constant for both dtypes
-
-    if per_row:
-        @inline
-        def weight(w_c, p, a, b):
-            return w_c[p, a, b]
-    else:
-        @inline
-        def weight(w_c, p, a, b):
-            return w_c[a, b]
 
     @inline
     def patch_row(patch, w_c, acc, win, r0, c0, p):
@@ -226,7 +214,7 @@ def make_window_accumulator(config, shift=0, win=None, all_taps=False, per_row=F
             a = p - oy
             if a >= 0 and a < KH:
                 for b in range(KW):
-                    wv = weight(w_c, p, a, b)
+                    wv = w_c[a, b]
                     if ALL_TAPS or abs(wv) > TINY:
                         for i in range(RX):
                             acc[oy * RX + i] += wv * win[SHIFT + i + b]

@@ -8,9 +8,7 @@ The problem
     ``(h, w, kh, kw, mode, dtype, weights)``: the image and filter shapes, the mode's name,
     the dtype's name and where the filter's values come from — ``"host"`` (a NumPy filter:
     kernel parameters) or ``"device"`` (a CuPy/PyTorch/Numba array: staged in shared memory).
-    The two are different kernels with different register budgets (k10's ``for_source``);
-    a device filter has two: its weights held in registers (STAGED) or read from shared memory
-    at each use (SHARED), both in the space.
+    The two are different kernels with different register budgets (k10's ``for_source``).
 
 Only rungs that read the filter at run time are searched
     A tuned choice must not make every new filter recompile: :func:`variants` keeps the
@@ -61,8 +59,6 @@ TILES = (
     {"ry": 8, "min_blocks": 10},  # 32 × 128: less halo per output
     {"block_y": 8, "ry": 4, "min_blocks": 8},  # 256 threads, 32 × 128
     {"block_y": 8, "min_blocks": 6},  # 256 threads, 48 × 128
-    {"ry": 12, "min_blocks": 8},  # 48 × 128: less halo still (a device filter's weights in registers)
-    {"ry": 16, "min_blocks": 6},  # 64 × 128
 )
 #: registers a thread of the default tile keeps for its accumulators and window (6 × 4 + 4),
 #: inside k10's calibrated 40
@@ -75,8 +71,6 @@ EDGE_ROWS, ROW_STRIDE = 8, 97
 FULL_CHECK = 2**22
 
 _SOURCES = {"host": 1, "device": 2}  # k10.PARAMS, k10.STAGED
-#: the ways a device filter is read that the space holds (k10.STAGED, k10.SHARED)
-DEVICE_SOURCES = (2, 3)
 
 
 def source_of(weights: str) -> int:
@@ -112,12 +106,10 @@ def register_tile_space(presets: dict, problem: dict, dtype):
     from ._common import Mode, specialise
 
     dtype = np.dtype(dtype)
-    sources = (source_of(problem["weights"]),)
-    if sources[0] in DEVICE_SOURCES:  # a device filter: held in registers, or read at each use
-        sources = DEVICE_SOURCES
+    source = source_of(problem["weights"])
     mode = Mode.parse(problem["mode"])
     looser = (0, LOOSER) if dtype.itemsize == 4 else (0,)
-    for source, tile in ((s, t) for s in sources for t in TILES):
+    for tile in TILES:
         try:
             cfg = specialise(dataclasses.replace(presets["default"], **tile), problem["kh"], problem["kw"], mode)
             cfg = dataclasses.replace(cfg, source=source)

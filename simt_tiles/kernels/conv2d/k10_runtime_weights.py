@@ -64,7 +64,7 @@ import numpy as np
 from numba import boolean, cuda, int64, types, uint32, void
 
 from ... import codegen
-from ...runtime import SMEM_ALIGN, Rung, cdiv, numba_dtype
+from ...runtime import Rung, cdiv, numba_dtype
 from . import _tuning
 from . import k05_register_tile_2d as k05
 from ._bind import RUNTIME_WEIGHTS
@@ -79,10 +79,7 @@ from ._staging import (
 
 #: ``Config.source``: where the kernel reads the filter
 PARAMS = 1  # a tuple of KH·KW kernel parameters (a NumPy filter)
-STAGED = 2  # a (KH, KW) device array, staged in shared memory by each block, held in registers
-SHARED = 3  # the same, read from shared memory at each use (one copy per patch row)
-#: the sources that take a device array
-DEVICE_SOURCES = (STAGED, SHARED)
+STAGED = 2  # a (KH, KW) device array, staged in shared memory by each block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,19 +92,11 @@ class Config(k05.Config):
 
     def rules(self):
         yield from super().rules()
-        yield ("source", self.source in (PARAMS, STAGED, SHARED),
-               f"source is {PARAMS} (kernel parameters), {STAGED} (a device array staged in shared memory, "
-               f"held in registers) or {SHARED} (staged, read from shared memory at each use)")
-
-    def weights_shape(self) -> tuple:
-        """The staged filter's shared array: (KH, KW) for STAGED; for SHARED one copy per patch
-        row a thread reads (RY + KH − 1), rows padded to 4 words (vector loads)."""
-        if self.source == SHARED:
-            return (self.ry + self.kh - 1, self.kh, 4 * cdiv(self.kw, 4))
-        return (self.kh, self.kw) if self.source == STAGED else (1, 1)
+        yield ("source", self.source in (PARAMS, STAGED),
+               f"source is {PARAMS} (kernel parameters) or {STAGED} (a device array staged in shared memory)")
 
     def smem_bytes(self, itemsize):
-        staged = int(np.prod(self.weights_shape())) * itemsize if self.source in DEVICE_SOURCES else 0
+        staged = self.kh * self.kw * itemsize if self.source == STAGED else 0
         return super().smem_bytes(itemsize) + staged
 
 
@@ -136,8 +125,7 @@ def for_source(config: Config, source: int) -> Config:
 
 def registers(config: Config, source: int) -> int:
     """Registers a thread of the default tile needs for ``config``'s filter read from ``source``
-    (float32): :func:`for_source`'s rule (the autotuner's space adds the tile's own, ``_tuning``).
-    SHARED holds a filter row or two at a time: counted as kernel parameters."""
+    (float32): :func:`for_source`'s rule (the autotuner's space adds the tile's own, ``_tuning``)."""
     taps = config.kh * config.kw
     regs = 40 + (taps if source == STAGED else (0 if taps <= 9 else 2 * taps // 3))
     if int(config.mode) in (int(Mode.MIRROR), int(Mode.WRAP)):
@@ -161,8 +149,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
     (KH·KW for :data:`PARAMS`; the staged kernel ignores it).  ``all_taps``: count zero taps
     too (``correlate1d``): no scan, one loop."""
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
-    FROM_ARRAY = config.source in DEVICE_SOURCES
-    AT_USE = config.source == SHARED  # read each weight from shared memory where it is used
+    FROM_ARRAY = config.source == STAGED
     if not FROM_ARRAY and taps != KH * KW:
         raise ValueError(f"taps: expected {KH * KW} (a {KH}x{KW} filter); got {taps}")
     TH, TW = config.tile()
@@ -172,16 +159,15 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
     BX, T = config.block_x, config.threads
     NS = SH * SW  # patch values; each thread scans NSCAN of them for NaN/inf
     NSCAN, NSTAGE = cdiv(NS, T), cdiv(KK, T)  # per thread: patch values scanned, taps staged
-    WSH = config.weights_shape()  # the staged filter's shared array (plain constants)
-    COPIES = WSH[0] if AT_USE else 1
+    WSH = (KH, KW) if FROM_ARRAY else (1, 1)  # the staged filter's shared array (plain constants)
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
     TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
     INF = np.dtype(dtype).type(np.inf)
     load_patch = make_patch_loader(config)
     store_tile = make_tile_store(config)
-    add_all = make_window_accumulator(config, all_taps=True, per_row=AT_USE)  # k05's loop, no test per tap
-    add_counted = make_window_accumulator(config, all_taps=False, per_row=AT_USE)  # a test per tap (uniform)
+    add_all = make_window_accumulator(config, all_taps=True)  # k05's loop, no test per tap
+    add_counted = make_window_accumulator(config, all_taps=False)  # a test per tap (uniform)
     unpack = make_unpack(KH, KW)
     # Numba keys a disk-cache entry on the kernel's code and the constants it closes over,
     # not on its jit options: the kernel reads the launch bounds so that they are in the key
@@ -200,7 +186,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
         col0 = cuda.blockIdx.x * TW
 
         patch = cuda.shared.array((SH, SWP), DT)
-        w_s = cuda.shared.array(WSH, DT, alignment=SMEM_ALIGN)
+        w_s = cuda.shared.array(WSH, DT)
         load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
         tiny = 0
         if FROM_ARRAY:
@@ -213,11 +199,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
                     if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
                         v = DT(0)  # adds exactly nothing to finite values
                         tiny = 1
-                    if AT_USE:
-                        for c in range(COPIES):
-                            w_s[c, a, b] = v
-                    else:
-                        w_s[a, b] = v
+                    w_s[a, b] = v
         # RAW: the patch (and the staged filter) complete before anyone reads them; the
         # staged kernel learns on the way whether the filter has a tap to skip
         zero_tap = cuda.syncthreads_or(tiny) != 0
@@ -239,9 +221,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
         acc = cuda.local.array(OUTS, DT)  # registers: indexed by unrolled constants only
         win = cuda.local.array(WIN, DT)
         wl = cuda.local.array((KH, KW), DT)  # the filter (constant indices: registers)
-        if AT_USE:
-            pass  # the loop reads w_s itself
-        elif FROM_ARRAY:
+        if FROM_ARRAY:
             for a in range(KH):
                 for b in range(KW):
                     wl[a, b] = w_s[a, b]
@@ -251,12 +231,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
             acc[o] = DT(0)
         r0 = ty * uint32(RY)
         c0 = tx * uint32(RX)
-        if AT_USE:
-            if checked != 0:
-                add_counted(patch, w_s, acc, win, r0, c0)
-            else:
-                add_all(patch, w_s, acc, win, r0, c0)
-        elif checked != 0:
+        if checked != 0:
             add_counted(patch, wl, acc, win, r0, c0)
         else:
             add_all(patch, wl, acc, win, r0, c0)

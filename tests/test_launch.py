@@ -311,17 +311,20 @@ def test_byte_order_is_part_of_the_signature(plans):
 
 
 def test_a_plan_holds_its_workspace(plans):
-    """reduce's partials buffer is the module's until it is dropped; the plan keeps its own."""
+    """reduce's partials buffer is the module's until it is dropped; the plan keeps its own.
+    (200 elements: more than one block's first step of the "sim" preset, so two passes.)"""
     from simt_tiles.kernels import reduce as red
 
-    x = cuda.to_device(np.arange(50, dtype=np.float32))
+    x = cuda.to_device(np.arange(200, dtype=np.float32))
     out = cuda.device_array((), np.float32)
     st.reduce(x, out=out)
+    (plan,) = launch._PLANS.values()
+    assert len(plan.launches) == 2 and plan.held  # pass 1 into the partials, pass 2 from them
     red._WORKSPACES.clear()
-    y = cuda.to_device(np.arange(50, 100, dtype=np.float32))
+    y = cuda.to_device(np.arange(200, 400, dtype=np.float32))
     st.reduce(y, out=out)
     assert _count("hit") == 1
-    assert out.copy_to_host()[()] == np.arange(50, 100).sum()
+    assert out.copy_to_host()[()] == np.arange(200, 400).sum()
 
 
 # --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------
@@ -442,7 +445,7 @@ def test_clear_keeps_the_buffers_plans_held(plans):
 
     from simt_tiles.kernels import reduce as red
 
-    x, out = cuda.to_device(np.arange(50, dtype=np.float32)), cuda.device_array((), np.float32)
+    x, out = cuda.to_device(np.arange(200, dtype=np.float32)), cuda.device_array((), np.float32)
     st.reduce(x, out=out)
     (plan,) = launch._PLANS.values()
     held = plan.held[0]  # the partials (pass 1 writes them, pass 2 reads a view)

@@ -64,7 +64,14 @@ for step in $steps; do
     conv_default)
       OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)
-      timeout 300 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -50 ;;
+      # host, wall and GPU µs per call; the k11 configs at 256³ (their kernels warmed first: a cold
+      # generated kernel compiles for tens of seconds); then the stream/graph GPU tests
+      python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 128x64 --no-conv 2>&1 \
+        | tail -1
+      timeout 420 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
+      timeout -s INT 300 python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
+        tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
+      echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;
     tilecpp)
       timeout 200 python3 benchmarks/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
     tile_table)

@@ -199,6 +199,36 @@ def test_flatten_matches_numbas_prepare_args_for_every_rung():
     assert int(res.stdout.split()[-1]) >= 40  # every rung of every ladder, each gated dtype and parameter set
 
 
+_POINTER_SCRIPT = r"""
+import numpy as np
+from numba.cuda.cudadrv import driver
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+from simt_tiles import launch
+
+launch._MULTI_GPU = False  # (the device is read only with several GPUs)
+base = driver.MemoryPointer(context=None, pointer=driver.binding.CUdeviceptr(0x7F0000001000), size=256)
+for gpu_data, shape, strides in ((base, (8, 8), (32, 4)), (base.view(72), (6, 7), (32, 4)),
+                                 (base.view(4), (3,), (8,))):
+    x = DeviceNDArray(shape, strides, np.float32, gpu_data=gpu_data)
+    sig, ptr, dev = launch._numba_sig(x)
+    assert ptr == x.device_ctypes_pointer.value == x.__cuda_array_interface__["data"][0], (ptr, shape)
+    assert sig[-1] == ptr & 15 and dev == 0
+print("ok")
+"""
+
+
+def test_numba_pointer_read_is_numbas_own():
+    """The plans read a Numba array's address as ``int(gpu_data.device_pointer)``: the value of
+    ``device_ctypes_pointer`` and of ``__cuda_array_interface__`` (real Numba arrays and views on
+    made-up memory; a subprocess with Numba's CUDA target, no GPU needed)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "SIMT_TILES_FAST_LAUNCH": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-c", _POINTER_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 0 and res.stdout.split()[-1] == "ok", res.stderr[-3000:]
+
+
 def test_ctype_args_pack_as_cuda_core_does():
     import ctypes
 

@@ -180,6 +180,8 @@ CASES = (
     ("reduce sum", "reduce", lambda r: (_f32(r, 64),), {}, {}, ()),
     ("reduce max axis -1", "reduce", lambda r: (_f32(r, 4, 8),), {}, {"op": "max", "axis": -1}, (4,)),
     ("matmul", "matmul", lambda r: (_f32(r, 8, 8), _f32(r, 8, 8)), {}, {}, (8, 8)),
+    ("matmul split-K", "matmul", lambda r: (_f32(r, 8, 40), _f32(r, 40, 8)), {},
+     {"variant": "k11_vectorized_bk16", "config": "split2"}, (8, 8)),
     ("correlate2d 3x3", "correlate2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("convolve2d 3x3", "convolve2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("correlate1d 5 axis 0", "correlate1d", lambda r: (_f32(r, 8, 8), _f32(r, 5)), {}, {"axis": 0}, (8, 8)),
@@ -197,6 +199,11 @@ def prepared(case, kind):
     args = tuple(cls(x) for x in pos(rng))
     kwargs = {k: cls(f(rng)) for k, f in kw.items()}
     out = cls(np.full(out_shape, np.nan, np.float32))
+    if other.get("config") == "split2":  # k11's simulator preset with K in two splits: two kernels
+        import dataclasses
+
+        rung = st.kernels.matmul.get_rung(other["variant"])
+        other = {**other, "config": dataclasses.replace(rung.presets["sim"], splits=2)}
     fn = getattr(st, function)
     return lambda: fn(*args, **kwargs, **other, out=out)
 

@@ -94,7 +94,7 @@ CASES: tuple[Case, ...] = (
     Case("reduce sum 4096", "reduce", lambda r: ((_f32(r, 4096),), {}), {}, lambda x: np.sum(x, dtype=np.float64)),
     Case("reduce max 256x256 axis -1", "reduce", lambda r: ((_f32(r, 256, 256),), {}), {"op": "max", "axis": -1},
          lambda x: x.max(axis=-1)),
-    Case("matmul 256^3 (split-K)", "matmul", lambda r: ((_f32(r, 256, 256), _f32(r, 256, 256)), {}), {},
+    Case("matmul 256^3 (default config)", "matmul", lambda r: ((_f32(r, 256, 256), _f32(r, 256, 256)), {}), {},
          lambda a, b: a.astype(np.float64) @ b, rtol=1e-3),
     Case("correlate2d 256^2 3x3", "correlate2d", lambda r: ((_f32(r, 256, 256), _f32(r, 3, 3)), {}), {},
          _ndimage("correlate")),
@@ -117,6 +117,7 @@ MATMUL_CONFIGS = (
     ("default, unsplit", "default", 1),
     ("64x64, unsplit", "64x64", 1),
     ("64x64, 2 splits", "64x64", 2),
+    ("64x64, 4 splits", "64x64", 4),  # (64 K per split: below the rule's MIN_SPLIT_K, timed anyway)
     ("128x64, unsplit", "128x64", 1),
 )
 
@@ -371,6 +372,12 @@ def run(args) -> int:
             "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
     table = markdown(data)
     print(table)
+    entry = matmul_entry(rows)
+    if entry:
+        import json
+
+        print("shipped-table entry for that choice (simt_tiles/tuned/h200.json, entries):")
+        print(json.dumps(entry, indent=1))
     write_outputs(args, "dispatch", data, table)
     return 1 if failed else 0
 
@@ -384,8 +391,8 @@ def _us(r, key):
     return "–" if v is None else f"{v:.1f}"
 
 
-def matmul_choice(results) -> str:
-    """Which :data:`MATMUL_CONFIGS` row keeps up best (least max(host, GPU) µs per call), or ''."""
+def _matmul_best(results):
+    """The :data:`MATMUL_CONFIGS` result row that keeps up best (least max(host, GPU) µs), or None."""
     best = None
     for r in results:
         if r["problem"].startswith("matmul ") and "[" in r["problem"] and r["impl"] == "simt_tiles.matmul" \
@@ -393,11 +400,36 @@ def matmul_choice(results) -> str:
             pace = max(r["host_us"], r["gpu_us"])
             if best is None or pace < best[0]:
                 best = (pace, r)
-    if best is None:
+    return None if best is None else best[1]
+
+
+def matmul_choice(results) -> str:
+    """One line naming :func:`_matmul_best`'s row, or ''."""
+    r = _matmul_best(results)
+    if r is None:
         return ""
-    r = best[1]
     return (f"matmul at 256³, least max(host, GPU) per call: {r['problem']} — {r['host_us']:.1f} µs host, "
             f"{r['gpu_us']:.1f} µs GPU")
+
+
+def matmul_entry(results, size: int = 256) -> dict:
+    """The shipped-table entry (``simt_tiles/tuned/<gpu>.json``'s ``entries``) that makes
+    ``matmul(config=None)`` at ``size``³ float32 run :func:`_matmul_best`'s config; {} if none."""
+    import dataclasses as dc
+
+    r = _matmul_best(results)
+    if r is None:
+        return {}
+    label = r["problem"].split("[", 1)[1].split("]", 1)[0]
+    _, preset, splits = next(c for c in MATMUL_CONFIGS if c[0] == label)
+    from ..kernels.matmul import get_rung
+
+    rung = get_rung("k11_vectorized_bk16")
+    cfg = dc.asdict(dc.replace(rung.presets[preset], splits=splits))
+    return {f"matmul|*|float32|{size}x{size}x{size}xfloat32": {
+        "choice": {"variant": rung.name, "config": cfg}, "problems": [[size, size, size, "float32"]],
+        "measured": f"benchmarks/results/dispatch_h200.json: {r['host_us']} µs host, {r['gpu_us']} µs GPU per call "
+                    f"({label}; least max(host, GPU) of the {len(MATMUL_CONFIGS)} configs timed)"}}
 
 
 def markdown(data: dict) -> str:

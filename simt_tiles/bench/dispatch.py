@@ -222,7 +222,8 @@ def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3)
     """GPU µs per call, the median of ``reps``: ``calls`` calls enqueued on the legacy default stream
     (every kind's current stream here) behind :func:`_sleeper`, held for three times the host's
     enqueueing time plus 2 ms, so the calls run back to back; CUDA events after the sleep and after
-    the last call.  None when a loop's enqueueing outlasted the sleep (the host paced it)."""
+    the last call.  A loop whose enqueueing outlasted the sleep (``nanosleep`` may wake early) is
+    run again with a 4× longer sleep, three times at most; then None (the host paced it)."""
     from numba import cuda
 
     sleep = _sleeper()
@@ -230,7 +231,8 @@ def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3)
     sync()
     hold = int(3 * calls * host_us) + 2000
     out = []
-    for _ in range(reps):
+    tries = 0
+    while len(out) < reps:
         start, e0, e1 = cuda.event(), cuda.event(), cuda.event()
         t0 = time.perf_counter()
         start.record()
@@ -242,7 +244,11 @@ def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3)
         enqueue_ms = (time.perf_counter() - t0) * 1e3
         e1.synchronize()
         if enqueue_ms >= cuda.event_elapsed_time(start, e0):
-            return None
+            tries += 1
+            if tries > 3:
+                return None
+            hold *= 4
+            continue
         out.append(cuda.event_elapsed_time(e0, e1) * 1e3 / calls)
     return float(np.median(out))
 

@@ -26,7 +26,6 @@ measurement that decides what the shipped rule should pick at that size (:func:`
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 import time
 from collections.abc import Callable
@@ -204,29 +203,16 @@ def per_call(call: Callable, calls: int, reps: int = 1) -> tuple[float, float]:
     return float(np.median(host)), float(np.median(wall))
 
 
-@functools.lru_cache(maxsize=None)
-def _sleeper():
-    """A kernel whose one thread sleeps ``us`` microseconds (in 1 µs naps): it holds the GPU."""
-    from numba import cuda
-
-    @cuda.jit
-    def sleep(us):
-        if cuda.threadIdx.x == 0:
-            for _ in range(us):
-                cuda.nanosleep(1000)
-
-    return sleep
-
-
 def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3) -> float | None:
     """GPU µs per call, the median of ``reps``: ``calls`` calls enqueued on the legacy default stream
-    (every kind's current stream here) behind :func:`_sleeper`, held for three times the host's
+    (every kind's current stream here) behind :func:`._sleep.sleep`, held for three times the host's
     enqueueing time plus 2 ms, so the calls run back to back; CUDA events after the sleep and after
     the last call.  A loop whose enqueueing outlasted the sleep (``nanosleep`` may wake early) is
     run again with a 4× longer sleep, three times at most; then None (the host paced it)."""
     from numba import cuda
 
-    sleep = _sleeper()
+    from ._sleep import sleep
+
     sleep[1, 32](1)  # compiled before timing
     sync()
     hold = int(3 * calls * host_us) + 2000
@@ -243,13 +229,13 @@ def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3)
         e1.record()
         enqueue_ms = (time.perf_counter() - t0) * 1e3
         e1.synchronize()
-        if enqueue_ms >= cuda.event_elapsed_time(start, e0):
+        if enqueue_ms >= start.elapsed_time(e0):
             tries += 1
             if tries > 3:
                 return None
             hold *= 4
             continue
-        out.append(cuda.event_elapsed_time(e0, e1) * 1e3 / calls)
+        out.append(e0.elapsed_time(e1) * 1e3 / calls)
     return float(np.median(out))
 
 

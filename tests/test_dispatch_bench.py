@@ -1,0 +1,83 @@
+"""``simt-tiles bench dispatch``'s GPU column and 256³ matmul choice, with stand-ins (the bench
+itself runs on a GPU: ``benchmarks/gpu_pass.sh dispatch``)."""
+
+from __future__ import annotations
+
+import pytest
+from numba import cuda
+
+from simt_tiles.bench import _sleep, dispatch
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    holds = []
+
+    class Sleep:
+        def __getitem__(self, dims):
+            return lambda us: holds.append(us)
+
+    monkeypatch.setattr(_sleep, "sleep", Sleep())
+    return holds
+
+
+def _patch_events(monkeypatch, held, calls_ms):
+    """cuda.event() → events: start→e0 reads held(number of sleeps so far) ms, e0→e1 calls_ms."""
+    made = []
+
+    class Event:
+        def record(self, stream=0):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            i = made.index(self)
+            return held() if i % 3 == 0 else calls_ms
+
+    def event():
+        made.append(Event())
+        return made[-1]
+
+    monkeypatch.setattr(cuda, "event", event)
+
+
+def test_gpu_time_from_events_behind_the_sleep(clock, monkeypatch):
+    _patch_events(monkeypatch, lambda: 1e6, 0.5)  # the sleep always outlasts the enqueueing
+    got = dispatch.gpu_per_call(lambda: None, host_us=10.0, calls=50, reps=3)
+    assert got == pytest.approx(0.5 * 1e3 / 50)  # 0.5 ms for 50 calls: 10 µs each
+    assert clock[1:] == [3 * 50 * 10 + 2000] * 3  # (the first sleep compiles the kernel)
+
+
+def test_gpu_time_sleeps_longer_then_gives_up(clock, monkeypatch):
+    _patch_events(monkeypatch, lambda: 0.0, 0.5)  # the sleep never covers the enqueueing
+    assert dispatch.gpu_per_call(lambda: None, host_us=10.0, calls=50, reps=3) is None
+    assert clock[1:] == [3500 * 4**i for i in range(4)]
+
+
+def test_matmul_choice_and_its_shipped_entry():
+    from simt_tiles import autotune
+
+    rows = [{"problem": "matmul 256^3 [default, 2 splits (the rule)] (numba)", "impl": "simt_tiles.matmul",
+             "host_us": 15.0, "wall_us": 20.0, "gpu_us": 19.0},
+            {"problem": "matmul 256^3 [64x64, unsplit] (numba)", "impl": "simt_tiles.matmul",
+             "host_us": 10.0, "wall_us": 11.0, "gpu_us": 11.0},
+            {"problem": "matmul 256^3 [64x64, 4 splits] (numba)", "impl": "simt_tiles.matmul",
+             "host_us": 15.0, "wall_us": 15.2, "gpu_us": 6.0},  # faster GPU, slower host: paced at 15
+            {"problem": "matmul 256^3 [128x64, unsplit] (numba)", "impl": "simt_tiles.matmul",
+             "host_us": 9.0, "wall_us": 9.0, "gpu_us": None}]  # no GPU time: not a candidate
+    assert "[64x64, unsplit]" in dispatch.matmul_choice(rows)
+    (key, rec), = dispatch.matmul_entry(rows).items()
+    assert key == "matmul|*|float32|256x256x256xfloat32"
+    variant, cfg = autotune._decode(autotune.tunable("matmul"), rec, "float32", "test")
+    assert variant == "k11_vectorized_bk16" and (cfg.bm, cfg.bn, cfg.splits) == (64, 64, 1)
+    assert dispatch.matmul_entry(rows[3:]) == {}
+
+
+def test_table_keeps_the_host_only_format_for_older_results():
+    old = {"results": [{"problem": "p (cupy)", "impl": "simt_tiles.f", "host_us": 9.66, "wall_us": 9.7},
+                       {"problem": "p (cupy)", "impl": "simt_tiles.f checked path", "host_us": 165.3, "wall_us": 166}]}
+    assert dispatch.markdown(old).splitlines()[2] == "| p (cupy) | 9.7 | 165.3 | – |"
+    old["results"][0]["gpu_us"] = 3.25
+    assert dispatch.markdown(old).splitlines()[2] == "| p (cupy) | 9.7 | 9.7 | 3.2 | 165.3 | – |"

@@ -3,6 +3,7 @@ itself runs on a GPU: ``benchmarks/gpu_pass.sh dispatch``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from numba import cuda
 
@@ -81,3 +82,18 @@ def test_table_keeps_the_host_only_format_for_older_results():
     assert dispatch.markdown(old).splitlines()[2] == "| p (cupy) | 9.7 | 165.3 | – |"
     old["results"][0]["gpu_us"] = 3.25
     assert dispatch.markdown(old).splitlines()[2] == "| p (cupy) | 9.7 | 9.7 | 3.2 | 165.3 | – |"
+
+
+def test_host_breakdown_takes_a_repeated_call_apart():
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    try:
+        case = dispatch.Case("reduce sum 200", "reduce", lambda r: ((dispatch._f32(r, 200),), {}), {},
+                             lambda x: np.sum(x, dtype=np.float64))
+        got = dispatch.host_breakdown(case, "numba", n=2)
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
+    assert set(got) == {"call", "signatures", "replay", "launch 1", "launch 2"}  # two passes at 200
+    assert all(v > 0 for v in got.values())

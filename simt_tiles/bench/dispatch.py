@@ -312,6 +312,47 @@ def check(case: Case, kind: str) -> str:
     return ""
 
 
+#: the cases whose repeated call is taken apart by :func:`host_breakdown`
+BREAKDOWN = ("reduce sum 4096", "matmul 256^3 (default config)")
+
+
+def host_breakdown(case: Case, kind: str, n: int = 2000) -> dict:
+    """Where a repeated call's host time goes (µs, the best of 5 loops of ``n``): the whole call;
+    reading every array's signature and pointer; the framework's current stream; the plan's
+    replay (aliasing check and launches); each launch alone (the driver call with its pointer
+    patches).  The rest of the call is the wrapper's own Python (the key, the plan lookup)."""
+    import timeit
+
+    from .. import launch
+
+    call, *_ = prepared(case, kind)
+    launch.clear()
+    call()
+    (plan,) = launch._PLANS.values()
+    sigs = [launch.array_signature(v) for v in (*_args_of(call),)]
+    arrays = [v for v, sg in zip(_args_of(call), sigs) if sg is not None]
+    ptrs = [launch.array_signature(a)[2] for a in arrays]
+
+    def best(fn):
+        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+
+    out = {"call": best(call), "signatures": best(lambda: [launch.array_signature(a) for a in arrays]),
+           "replay": best(lambda: plan.replay(arrays, ptrs))}
+    if kind != "numba":
+        cur = launch._CURRENT[kind]
+        out["current stream"] = best(lambda: cur(0))
+    for i, lc in enumerate(plan.launches):
+        out[f"launch {i + 1}"] = best(lambda lc=lc: lc(arrays, ptrs))
+    sync()
+    return {k: round(v, 2) for k, v in out.items()}
+
+
+def _args_of(call):
+    """The device arrays a :func:`prepared` call passes, in the order the wrapper reads them."""
+    cells = dict(zip(call.__code__.co_freevars, (c.cell_contents for c in call.__closure__)))
+    return (*cells["dpos"], *cells["dkw"].values(), cells["out"])
+
+
 def add_arguments(p) -> None:
     from .common import add_output_arguments
 
@@ -355,13 +396,21 @@ def run(args) -> int:
                 if r["problem"] == problem:
                     print(f"{problem:44s} {r['impl']:48s} {r.get('host_us', '-'):>8} µs host "
                           f"{r.get('wall_us', '-'):>8} wall {r.get('gpu_us', '-'):>8} GPU", flush=True)
+    breakdown = {}
+    for name in BREAKDOWN:
+        for kind in KINDS:
+            try:
+                breakdown[f"{name} ({kind})"] = b = host_breakdown(next(c for c in CASES if c.name == name), kind)
+            except Exception as exc:  # noqa: BLE001 - a diagnostic; the table still comes out
+                b = f"{type(exc).__name__}: {exc}"
+            print(f"host breakdown {name} ({kind}): {b}", flush=True)
     for kind, call in _bare_numba().items():
         host, wall = per_call(call, args.calls, args.reps)
         rows.append({"problem": f"vector_add 4096 ({kind})", "impl": "bare Numba launch", "host_us": round(host, 2),
                      "wall_us": round(wall, 2), "kind": kind, "peer": True})
         print(f"bare Numba launch ({kind}) {host:.2f} µs", flush=True)
     data = {"machine": describe(), "title": "host time per call", "calls": args.calls, "reps": args.reps,
-            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
+            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows, "host_breakdown": breakdown}
     table = markdown(data)
     print(table)
     entry = matmul_entry(rows)

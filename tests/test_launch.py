@@ -467,6 +467,41 @@ def test_a_torch_result_made_by_a_replay_is_kept_for_the_launch_stream(monkeypat
     assert recorded == [("stream", 0x5E)]
 
 
+def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypatch):
+    """A split-K matmul (two kernels: partials, then their sum) replays from one plan: both
+    launches, the partials buffer the plan holds, no allocation or workspace lookup per call."""
+    import dataclasses
+
+    from simt_tiles.kernels.matmul import get_rung
+    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+
+    rung = get_rung("k11_vectorized_bk16")
+    cfg = dataclasses.replace(rung.presets["sim"], splits=2)
+    rng = np.random.default_rng(3)
+    hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]
+    out = cuda.device_array((5, 6), np.float32)
+    st.matmul(*_dev(hosts), out=out, variant=rung.name, config=cfg)
+    (plan,) = launch._PLANS.values()
+    assert len(plan.launches) == 2 and len(plan.held) >= 1  # k11 into the partials, then sum_splits
+
+    def refuse(*a, **k):
+        raise AssertionError("allocated on replay")
+
+    monkeypatch.setattr(cuda, "device_array", refuse)
+    monkeypatch.setattr(k11, "workspace", refuse)
+    hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]
+    a, b = _dev(hosts)
+    st.matmul(a, b, out=out, variant=rung.name, config=cfg)
+    assert _count("hit") == 1
+    got = out.copy_to_host()
+    ref = hosts[0].astype(np.float64) @ hosts[1]
+    from simt_tiles.bounds import gamma, unit_roundoff
+
+    u = unit_roundoff(np.float32)  # dot products of length 40 and the final rounding to float32
+    bound = gamma(40, u) * (np.abs(hosts[0]).astype(np.float64) @ np.abs(hosts[1])) + u * np.abs(ref)
+    assert np.all(np.abs(got - ref) <= bound)
+
+
 def test_clear_keeps_the_buffers_plans_held(plans):
     """A CUDA graph captured from a plan's launches keeps using its workspace: forgetting the plans
     (autotune storing a result, ``set_enabled(False)``) must not free it."""

@@ -467,6 +467,8 @@ def test_a_torch_result_made_by_a_replay_is_kept_for_the_launch_stream(monkeypat
     assert recorded == [("stream", 0x5E)]
 
 
+@pytest.mark.sim  # (on a GPU the sim preset's generated kernel is a cold compile of tens of seconds;
+#                   test_streams_graphs checks the split-K replay there against Numba's launch)
 def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypatch):
     """A split-K matmul (two kernels: partials, then their sum) replays from one plan: both
     launches, the partials buffer the plan holds, no allocation or workspace lookup per call."""

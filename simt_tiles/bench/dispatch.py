@@ -394,8 +394,8 @@ def run(args) -> int:
                              "peer": True})
             for r in rows[-4:]:
                 if r["problem"] == problem:
-                    print(f"{problem:44s} {r['impl']:48s} {r.get('host_us', '-'):>8} µs host "
-                          f"{r.get('wall_us', '-'):>8} wall {r.get('gpu_us', '-'):>8} GPU", flush=True)
+                    print(f"{problem:44s} {r['impl']:48s} {_us(r, 'host_us'):>8} µs host "
+                          f"{_us(r, 'wall_us'):>8} wall {_us(r, 'gpu_us'):>8} GPU", flush=True)
     breakdown = {}
     for name in BREAKDOWN:
         for kind in KINDS:

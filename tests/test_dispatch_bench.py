@@ -97,3 +97,33 @@ def test_host_breakdown_takes_a_repeated_call_apart():
         launch.clear()
     assert set(got) == {"call", "signatures", "replay", "launch 1", "launch 2"}  # two passes at 200
     assert all(v > 0 for v in got.values())
+
+
+def test_run_writes_the_table(tmp_path, monkeypatch):
+    """``run`` end to end on one tiny case with Numba arrays (kinds without their framework are
+    reported, not fatal): rows, breakdown, JSON and markdown written."""
+    import json
+    import types
+
+    from simt_tiles import launch
+
+    tiny = dispatch.Case("reduce sum 40", "reduce", lambda r: ((dispatch._f32(r, 40),), {}), {},
+                         lambda x: np.sum(x, dtype=np.float64), kinds=("numba",))
+    monkeypatch.setattr(dispatch, "CASES", (tiny,))
+    monkeypatch.setattr(dispatch, "BREAKDOWN", (tiny.name,))
+    monkeypatch.setattr(dispatch, "matmul_cases", lambda: ())
+    monkeypatch.setattr(dispatch, "_bare_numba", dict)
+    monkeypatch.setattr(dispatch.host_breakdown, "__defaults__", (1,))
+    monkeypatch.setattr(dispatch, "gpu_per_call", lambda call, host: 1.5)  # (tested above)
+    args = types.SimpleNamespace(calls=2, reps=1, out=str(tmp_path), json=None, md=None, plot=None)
+    before = launch.enabled()
+    try:
+        assert dispatch.run(args) == 0
+    finally:
+        launch.set_enabled(before)
+    (path,) = tmp_path.glob("dispatch_*.json")
+    data = json.loads(path.read_text())
+    assert {r["impl"] for r in data["results"]} == {"simt_tiles.reduce", "simt_tiles.reduce checked path"}
+    assert set(data["host_breakdown"]["reduce sum 40 (numba)"]) >= {"call", "replay", "launch 1"}
+    assert data["results"][0]["gpu_us"] == 1.5 and data["results"][1]["gpu_us"] is None  # (checked path)
+    assert "| reduce sum 40 (numba) |" in next(tmp_path.glob("dispatch_*.md")).read_text()

@@ -2,7 +2,8 @@
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
-# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host time per call),
+# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.

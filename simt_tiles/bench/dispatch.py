@@ -316,8 +316,10 @@ def check(case: Case, kind: str) -> str:
 BREAKDOWN = ("reduce sum 4096", "matmul 256^3 (default config)")
 
 
-def host_breakdown(case: Case, kind: str, n: int = 2000) -> dict:
-    """Where a repeated call's host time goes (µs, the best of 5 loops of ``n``): the whole call;
+def host_breakdown(case: Case, kind: str, n: int = 100) -> dict:
+    """Where a repeated call's host time goes (µs, the best of 7 loops of ``n``, the device
+    synchronised before each: few enough launches that a full launch queue does not pace the
+    host with the GPU's time): the whole call;
     reading every array's signature and pointer; the framework's current stream; the plan's
     replay (aliasing check and launches); each launch alone (the driver call with its pointer
     patches).  The rest of the call is the wrapper's own Python (the key, the plan lookup)."""
@@ -334,7 +336,7 @@ def host_breakdown(case: Case, kind: str, n: int = 2000) -> dict:
     ptrs = [launch.array_signature(a)[2] for a in arrays]
 
     def best(fn):
-        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+        return min(timeit.repeat(fn, setup=sync, number=n, repeat=7)) / n * 1e6
 
     out = {"call": best(call), "signatures": best(lambda: [launch.array_signature(a) for a in arrays]),
            "replay": best(lambda: plan.replay(arrays, ptrs))}

@@ -412,3 +412,14 @@ def test_default_api_pads_ragged_problems_above_the_rule(nan_workspaces, monkeyp
     a, b = random_operands(np.random.default_rng(7), 7, 13, 9, np.float32)  # 819 < 1000: masked
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
     assert _padded(nan_workspaces) == []
+
+
+def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
+    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy's rows stride."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    a, b = random_operands(np.random.default_rng(8), 37, 5, 19, np.float32)
+    cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+    out = poisoned((37, 5), np.float32)
+    simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
+    assert_matmul_ok(a, b, out.copy_to_host())
+    assert _padded(nan_workspaces) == [(37, 20), (20, 8)]

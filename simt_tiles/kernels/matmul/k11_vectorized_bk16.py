@@ -20,7 +20,9 @@ What changed versus k10
       are *clamped* (they load real data into outputs nobody stores), so edge
       blocks run the fast path; only the K tail tile (and rows that are not
       16-byte aligned: a scalar path) pays for bounds checks — a block-uniform
-      branch per tile;
+      branch per tile.  Above a size (``Config.pad``, a shipped rule) ragged or
+      unaligned A and B are first copied into zero-padded, aligned workspaces:
+      two cheap copies buy the 128-bit path;
     * **uint32 indices throughout** (an int64 build for arrays ≥ 2³¹ elements);
     * **split-K** (``splits``): block z sums its own K range into a workspace,
       one small kernel adds the partials in a fixed order — deterministic, and
@@ -62,6 +64,8 @@ from ._common import pad_rule
 IDX32_LIMIT = 2**31
 #: ``Config.pad``: ragged or unaligned operands by the shipped rule / never copied / always copied
 PAD_RULE, PAD_NEVER, PAD_ALWAYS = 1, 2, 3
+#: most blocks a grid has along y (CUDA's limit)
+MAX_GRID_Y = 65535
 
 
 @dataclasses.dataclass(frozen=True)
@@ -415,13 +419,16 @@ def pads(config: Config, m: int, n: int, k: int) -> bool:
 
 @jit
 def pad_copy(src, dst):
-    """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows."""
+    """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; the
+    grid's rows stride over dst's (a grid is at most 65535 blocks high)."""
     col, r = cuda.grid(2)
-    if r < dst.shape[0] and col < dst.shape[1]:
+    rows, cols = dst.shape
+    while r < rows and col < cols:
         if r < src.shape[0] and col < src.shape[1]:
             dst[r, col] = src[r, col]
         else:
             dst[r, col] = 0
+        r += cuda.gridDim.y * cuda.blockDim.y
 
 
 def padded_operands(a, b, dtype, stream):
@@ -432,8 +439,8 @@ def padded_operands(a, b, dtype, stream):
     kp, np_ = cdiv(k, 4) * 4, cdiv(n, 4) * 4
     ap = workspace((m, kp), dtype, stream, "a_padded")
     bp = workspace((kp, np_), dtype, stream, "b_padded")
-    pad_copy[(cdiv(kp, 32), cdiv(m, 8)), (32, 8), stream](a, ap)
-    pad_copy[(cdiv(np_, 32), cdiv(kp, 8)), (32, 8), stream](b, bp)
+    pad_copy[(cdiv(kp, 32), min(cdiv(m, 8), MAX_GRID_Y)), (32, 8), stream](a, ap)
+    pad_copy[(cdiv(np_, 32), min(cdiv(kp, 8), MAX_GRID_Y)), (32, 8), stream](b, bp)
     return ap, bp
 
 

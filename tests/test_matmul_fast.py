@@ -423,3 +423,24 @@ def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
     simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
     assert_matmul_ok(a, b, out.copy_to_host())
     assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
+
+
+def test_launch_plan_replays_the_padded_path():
+    """A launch plan records the two copies and the kernel (and holds the padded workspaces): its
+    replay on new operands of the same signature copies them again and stays within the bound."""
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+        out = cuda.device_array((13, 11), np.float32)
+        for seed in (1, 2):
+            a, b = random_operands(np.random.default_rng(seed), 13, 11, 21, np.float32)
+            simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant="k11_vectorized_bk16",
+                              config=cfg)
+            assert_matmul_ok(a, b, out.copy_to_host())
+        assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 1
+    finally:
+        launch.set_enabled(before)
+        launch.clear()

@@ -444,3 +444,25 @@ def test_launch_plan_replays_the_padded_path():
     finally:
         launch.set_enabled(before)
         launch.clear()
+
+
+def test_ragged_rule_reads_the_sweep():
+    """benchmarks/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
+    ragged size down; aligned sizes and unpaired rows ignored; None when the largest loses."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import ragged_rule
+
+    def row(problem, pad, ms, impl="k11_vectorized_bk16"):
+        m, n, k = map(int, problem.split("x"))
+        return {"problem": problem, "m": m, "n": n, "k": k, "kind": "simt", "passed": True, "impl": impl,
+                "config": f"bm=64,splits=1,pad={pad}", "median_ms": ms}
+
+    big, mid, small, aligned = "1031x997x1013", "509x503x521", "251x263x257", "1000x1000x1000"
+    rows = [row(big, 2, 0.100), row(big, 3, 0.070), row(mid, 2, 0.020), row(mid, 3, 0.015),
+            row(small, 2, 0.005), row(small, 3, 0.006), row(aligned, 2, 0.061), row(aligned, 3, 0.062),
+            {**row(small, 3, 0.001), "config": "bm=128,splits=2,pad=3"}]  # unpaired: ignored
+    assert ragged_rule.min_mnk(rows) == 509 * 503 * 521
+    rows[3]["median_ms"] = 0.030  # the middle size loses: only the largest stays padded
+    assert ragged_rule.min_mnk(rows) == 1031 * 997 * 1013
+    rows[1]["median_ms"] = 0.2
+    assert ragged_rule.min_mnk(rows) is None

@@ -61,6 +61,7 @@ for step in $steps; do
         --sizes 1024 1000 1031x997x1013 509x503x521 251x263x257 --config $ragged \
         --json "$out/matmul_ragged_h200.json" --md "$out/matmul_ragged_h200.md" 2>&1 | tee "$out/ragged.log" \
         | grep -v '^|'
+      python3 benchmarks/ragged_rule.py "$out/matmul_ragged_h200.json" | tee "$out/ragged_rule.txt"
       m=sm__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread
       timeout 120 ncu --clock-control none -k regex:matmul_k11 --metrics "$m" --csv \
         python3 benchmarks/run_fast_once.py --shapes 4096 1024 --cases default \
@@ -69,7 +70,10 @@ for step in $steps; do
         timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
           --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
         echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
-      done ;;
+      done
+      # one file holding every output of the step (a caller may get only a few files back)
+      tar czf "$out/fast_outputs.tgz" -C "$out" $(cd "$out" && ls matmul_fast_h200.* matmul_ragged_h200.* fast.log \
+        ragged.log ragged_rule.txt warm_cache.log ncu_matmul_fast_h200.csv ncu_fast.err sanitize_fast_*.log 2>/dev/null) ;;
     conv_default)
       OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)

@@ -78,8 +78,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out_dir = os.environ.get("OUT", ".")
     os.environ.setdefault("SIMT_TILES_CACHE_DIR", os.path.join(out_dir, "cache"))
-    import numpy as np
-
     import simt_tiles
     from simt_tiles import autotune
     from simt_tiles.bench.harness import Harness
@@ -112,10 +110,10 @@ def main(argv=None) -> int:
             entries = []
         if not args.ry:
             entries.append(("default, device filter (tuned)", case,
-                            lambda: simt_tiles.correlate2d(case.image, case.w_op.dev, mode=p[4], out=case.out)))
+                            lambda c=case, m=p[4]: simt_tiles.correlate2d(c.image, c.w_op.dev, mode=m, out=c.out)))
         entries += [
             ("default, NumPy filter", host,
-             lambda: simt_tiles.correlate2d(host.image, host.w_op.original, mode=p[4], out=host.out)),
+             lambda c=host, m=p[4]: simt_tiles.correlate2d(c.image, c.w_op.original, mode=m, out=c.out)),
             ("k05_register_tile_2d", case, case.launcher(k05, k05.presets["default"])),
         ]
         if shipped is not None and not args.ry:

@@ -342,19 +342,27 @@ def test_byte_order_is_part_of_the_signature(plans):
 
 def test_a_plan_holds_its_workspace(plans):
     """reduce's partials buffer is the module's until it is dropped; the plan keeps its own.
-    (200 elements: more than one block's first step of the "sim" preset, so two passes.)"""
+    (More elements than one block's first step of the default preset, so two passes.)"""
     from simt_tiles.kernels import reduce as red
 
-    x = cuda.to_device(np.arange(200, dtype=np.float32))
+    n = _two_pass_length(red)
+    x = cuda.to_device(np.arange(n, dtype=np.float32) % 7)
     out = cuda.device_array((), np.float32)
     st.reduce(x, out=out)
     (plan,) = launch._PLANS.values()
     assert len(plan.launches) == 2 and plan.held  # pass 1 into the partials, pass 2 from them
     red._WORKSPACES.clear()
-    y = cuda.to_device(np.arange(200, 400, dtype=np.float32))
-    st.reduce(y, out=out)
+    y = np.arange(n, dtype=np.float32) % 5  # small integers: every partial sum exact in float32
+    st.reduce(cuda.to_device(y), out=out)
     assert _count("hit") == 1
-    assert out.copy_to_host()[()] == np.arange(200, 400).sum()
+    assert out.copy_to_host()[()] == y.astype(np.float64).sum()
+
+
+def _two_pass_length(red) -> int:
+    """An array length that reduce sums in two passes: more than one block's first step
+    (threads × loads of the default config: the "sim" preset in the simulator)."""
+    cfg = red.RUNG.resolve_config(None)
+    return max(200, cfg.threads * cfg.loads + 1)
 
 
 # --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------
@@ -512,7 +520,8 @@ def test_clear_keeps_the_buffers_plans_held(plans):
 
     from simt_tiles.kernels import reduce as red
 
-    x, out = cuda.to_device(np.arange(200, dtype=np.float32)), cuda.device_array((), np.float32)
+    n = _two_pass_length(red)
+    x, out = cuda.to_device(np.arange(n, dtype=np.float32)), cuda.device_array((), np.float32)
     st.reduce(x, out=out)
     (plan,) = launch._PLANS.values()
     held = plan.held[0]  # the partials (pass 1 writes them, pass 2 reads a view)

@@ -402,6 +402,9 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     ``assembler``: from :func:`find_assembler`, or the path of a ptxas executable."""
     from numba import cuda
 
+    from ._numba_fixes import apply as apply_numba_fixes
+
+    apply_numba_fixes()  # the generated rungs' long blocks: a linear lowering scan (same PTX)
     t0 = time.perf_counter()
     if isinstance(assembler, str):
         assembler = Assembler("ptxas", None, assembler)

@@ -2,7 +2,8 @@
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
-# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host time per call),
+# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
@@ -41,17 +42,27 @@ for step in $steps; do
     tile)
       timeout 300 python3 benchmarks/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
     fast)
-      # the fast matmul rungs (issue 14): the README's matmul_fast table plus a small-tile / split-K
-      # sweep (custom rows, kept in the results file) in one run with Triton; then Nsight Compute on the default at 4096³ and 1024³, and the three sanitizers on
-      # ragged shapes for every small-tile preset and split (benchmarks/run_fast_once.py)
-      python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 64x128 128x64 2>&1 \
-        | tee "$out/warm_cache.log" | tail -1
-      K=k11_vectorized_bk16; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      # the fast matmul rungs (issue 14): the README's matmul_fast table plus the session-9 small-tile /
+      # split-K rows that won somewhere (custom rows, kept in the results file) in one run with Triton; then
+      # the ragged / 1024 sweep (matmul_ragged_h200.*): k11 masked (pad=2) against padded copies (pad=3)
+      # at ragged sizes from 251x263x257 to 1031x997x1013 (decides tuned/h200.json rules.matmul_pad), and
+      # k12 tiles that might pass Triton at 1024^3; then Nsight Compute on the default at 4096^3 and
+      # 1024^3, and the three sanitizers on ragged shapes for every small-tile preset, split and the
+      # padded path (benchmarks/run_fast_once.py)
+      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
-      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K k12_async_copy --default \
-        --no-extra-peers --config $K:$c64 $K:$c64,splits=2 $K:$c64x128 $K:$c64x128,splits=2 $K:$c128x64 \
-        $K:$c128x64,splits=2 $K:splits=2 $K:splits=3 $K:splits=4 \
+      ragged="$K:$c64,pad=2 $K:$c64,pad=3 $K:splits=3,pad=2 $K:splits=3,pad=3 $K:splits=4,pad=3
+        $K:$c64x128,splits=2,pad=3 $K12:$c64 $K12:$c64x128 $K12:$c128x64 $K12:splits=2"
+      python3 benchmarks/warm_kernel_cache.py -j 16 --no-conv --dtypes float32 --presets 64x64 64x128 128x64 \
+        --configs $ragged 2>&1 | tee "$out/warm_cache.log" | tail -1
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K $K12 --default \
+        --no-extra-peers --config $K:$c64 $K:$c64,splits=2 $K:$c64x128,splits=2 $K:splits=2 $K:splits=4 \
         --json "$out/matmul_fast_h200.json" --md "$out/matmul_fast_h200.md" 2>&1 | tee "$out/fast.log" | grep -v '^|'
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --sizes 1024 1000 1031x997x1013 509x503x521 251x263x257 --config $ragged \
+        --json "$out/matmul_ragged_h200.json" --md "$out/matmul_ragged_h200.md" 2>&1 | tee "$out/ragged.log" \
+        | grep -v '^|'
+      python3 benchmarks/ragged_rule.py "$out/matmul_ragged_h200.json" | tee "$out/ragged_rule.txt"
       m=sm__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread
       timeout 120 ncu --clock-control none -k regex:matmul_k11 --metrics "$m" --csv \
         python3 benchmarks/run_fast_once.py --shapes 4096 1024 --cases default \
@@ -60,11 +71,21 @@ for step in $steps; do
         timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
           --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
         echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
-      done ;;
+      done
+      # one file holding every output of the step (a caller may get only a few files back)
+      tar czf "$out/fast_outputs.tgz" -C "$out" $(cd "$out" && ls matmul_fast_h200.* matmul_ragged_h200.* fast.log \
+        ragged.log ragged_rule.txt warm_cache.log ncu_matmul_fast_h200.csv ncu_fast.err sanitize_fast_*.log 2>/dev/null) ;;
     conv_default)
       OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)
-      timeout 300 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -50 ;;
+      # host, wall and GPU µs per call; the k11 configs at 256³ (their kernels warmed first: a cold
+      # generated kernel compiles for tens of seconds); then the stream/graph GPU tests
+      python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 128x64 --no-conv 2>&1 \
+        | tail -1
+      timeout 420 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
+      timeout -s INT 300 python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
+        tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
+      echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;
     tilecpp)
       timeout 200 python3 benchmarks/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
     tile_table)

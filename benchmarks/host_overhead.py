@@ -5,7 +5,7 @@
 Every public function is called on a tiny problem with stand-ins for CuPy arrays, PyTorch CUDA
 tensors and Numba device arrays (Numba's simulator arrays that answer the attributes
 :mod:`simt_tiles.launch` reads of the real ones: ``data.ptr``/``device.id``; ``data_ptr()``,
-``stride()``, ``is_cuda``, ``requires_grad``; ``device_ctypes_pointer``), ``out=`` given.  The first
+``stride()``, ``is_cuda``, ``requires_grad``; ``gpu_data.device_pointer``), ``out=`` given.  The first
 call runs the checked path in the simulator and records the plan; its launches are built as
 :class:`simt_tiles.launch.GpuLaunch` (the GPU path: Numba's kernel ABI, a prebuilt parameter buffer)
 with ``cuLaunchKernel`` replaced by a C function that returns 0 (compiled here with ``cc``).  The
@@ -101,16 +101,21 @@ class TorchLike(_Plain):
 
 
 class _Memory:
+    """Numba's ``MemoryPointer`` as the plans read it: ``device_pointer``, a cuda.bindings
+    ``CUdeviceptr`` (its ``int()`` is the real conversion's cost)."""
+
     def __init__(self, ptr):
-        self.ptr = ptr
+        from cuda.bindings import driver
+
+        self.device_pointer = driver.CUdeviceptr(ptr)
 
     @property
     def device_ctypes_pointer(self):  # Numba's MemoryPointer: c_size_t(int(self.device_pointer))
-        return ctypes.c_size_t(self.ptr)
+        return ctypes.c_size_t(int(self.device_pointer))
 
 
 class NumbaLike(_Plain):
-    """A Numba device array as the plans read it: ``device_ctypes_pointer`` through ``gpu_data``."""
+    """A Numba device array as the plans read it: ``gpu_data.device_pointer``."""
 
     def __init__(self, ary):
         super().__init__(ary)
@@ -175,6 +180,8 @@ CASES = (
     ("reduce sum", "reduce", lambda r: (_f32(r, 64),), {}, {}, ()),
     ("reduce max axis -1", "reduce", lambda r: (_f32(r, 4, 8),), {}, {"op": "max", "axis": -1}, (4,)),
     ("matmul", "matmul", lambda r: (_f32(r, 8, 8), _f32(r, 8, 8)), {}, {}, (8, 8)),
+    ("matmul split-K", "matmul", lambda r: (_f32(r, 8, 40), _f32(r, 40, 8)), {},
+     {"variant": "k11_vectorized_bk16", "config": "split2"}, (8, 8)),
     ("correlate2d 3x3", "correlate2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("convolve2d 3x3", "convolve2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("correlate1d 5 axis 0", "correlate1d", lambda r: (_f32(r, 8, 8), _f32(r, 5)), {}, {"axis": 0}, (8, 8)),
@@ -192,6 +199,11 @@ def prepared(case, kind):
     args = tuple(cls(x) for x in pos(rng))
     kwargs = {k: cls(f(rng)) for k, f in kw.items()}
     out = cls(np.full(out_shape, np.nan, np.float32))
+    if other.get("config") == "split2":  # k11's simulator preset with K in two splits: two kernels
+        import dataclasses
+
+        rung = st.kernels.matmul.get_rung(other["variant"])
+        other = {**other, "config": dataclasses.replace(rung.presets["sim"], splits=2)}
     fn = getattr(st, function)
     return lambda: fn(*args, **kwargs, **other, out=out)
 

@@ -4,9 +4,10 @@ for Nsight Compute and compute-sanitizer on the generated rungs (k11/k12, any pr
     compute-sanitizer --tool racecheck python3 benchmarks/run_fast_once.py --shapes 131x97x67 260x132x100
     ncu --kernel-name regex:matmul_k11 --metrics ... python3 benchmarks/run_fast_once.py --shapes 4096 --cases default
 
-A case is ``variant:preset[:splits]`` (``default`` alone: ``variant=None, config=None``, the
-table's choice).  Every output starts NaN and is checked against a float64 product with the
-γ_K bound; exits non-zero on any failure.
+A case is ``variant:preset[:splits[:pad]]`` (``default`` alone: ``variant=None, config=None``, the
+table's choice; ``pad`` 3: A and B copied into padded, aligned buffers first, 2: the masked path).
+Every output starts NaN and is checked against a float64 product with the γ_K bound; exits
+non-zero on any failure.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CASES = ["k11_vectorized_bk16:64x64", "k11_vectorized_bk16:64x128", "k11_vectorized_bk16:128x64",
-         "k11_vectorized_bk16:64x64:2", "k11_vectorized_bk16:default:2", "default"]
+         "k11_vectorized_bk16:64x64:2", "k11_vectorized_bk16:default:2", "k11_vectorized_bk16:64x64:1:3",
+         "k11_vectorized_bk16:default:3:3", "default"]
 
 
 def main(argv=None) -> int:
@@ -45,10 +47,9 @@ def main(argv=None) -> int:
         for case in args.cases:
             variant, config = None, None
             if case != "default":
-                variant, preset, *splits = case.split(":")
+                variant, preset, *launch = case.split(":")
                 config = RUNGS[variant].presets[preset]
-                if splits:
-                    config = dataclasses.replace(config, splits=int(splits[0]))
+                config = dataclasses.replace(config, **dict(zip(("splits", "pad"), map(int, launch))))
             c = cp.full((m, n), cp.nan, dtype=args.dtype)
             simt_tiles.matmul(a, b, out=c, variant=variant, config=config)
             chk = check_within(c, ref, bound, xp=cp)

@@ -2,7 +2,7 @@
 
     python benchmarks/warm_kernel_cache.py [-j 8] [--variants k11_vectorized_bk16 k12_async_copy]
                                            [--dtypes float32] [--tuning-sizes 1024 2048]
-                                           [--no-conv] [--conv-tuning]
+                                           [--configs RUNG:FIELD=V,...] [--no-conv] [--conv-tuning]
 
 k11/k12 are generated as source files (``simt_tiles.codegen``) and compiled with ``cache=True``:
 a cold compile takes tens of seconds per kernel, a cached one about a second.  A fresh GPU machine
@@ -128,6 +128,26 @@ def preset_jobs(names) -> list:
             for name in names for vec in (True, False)]
 
 
+def config_jobs(texts) -> list:
+    """float32 vector builds of ``--config``-style rows (``RUNG:FIELD=V,...``, as ``bench matmul``
+    takes them), launch-only fields (``splits``, ``pad``) left out: one kernel per tile."""
+    import dataclasses
+
+    from simt_tiles.bench.matmul import parse_config
+    from simt_tiles.kernels.matmul import RUNGS
+
+    jobs = []
+    for text in texts:
+        variant, cfg = parse_config(text)
+        base, compiled = RUNGS[variant].presets["default"], cfg.compiled()
+        fields = {f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)
+                  if getattr(compiled, f.name) != getattr(base, f.name)}
+        params = {"idx32": True, "vec": True} if variant == "k11_vectorized_bk16" else {"idx32": True}
+        if (variant, "float32", params, fields) not in jobs:
+            jobs.append((variant, "float32", params, fields))
+    return jobs
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
@@ -137,6 +157,8 @@ def main(argv=None) -> int:
                    help="also the autotuner's tiles for these square sizes (float32)")
     p.add_argument("--presets", nargs="*", default=[],
                    help="also these k11 presets, float32, vector and scalar builds (e.g. 64x64)")
+    p.add_argument("--configs", nargs="*", default=[], metavar="RUNG:FIELD=V,...",
+                   help="also these configs' float32 vector builds (bench matmul's --config rows)")
     p.add_argument("--no-conv", action="store_true", help="leave out conv2d's k10 kernels")
     p.add_argument("--conv-tuning", action="store_true",
                    help="also every k10 candidate the autotuner times for the bench filters at 8192^2")
@@ -144,6 +166,7 @@ def main(argv=None) -> int:
     jobs = [(v, dt, params, {}) for v in args.variants for dt, params in KERNELS[v] if dt in args.dtypes]
     jobs += tuning_jobs(args.variants, args.tuning_sizes)
     jobs += preset_jobs(args.presets)
+    jobs += [j for j in config_jobs(args.configs) if j not in jobs]
     if not args.no_conv:
         jobs += conv_jobs(args.conv_tuning)
     t0 = time.perf_counter()

@@ -135,7 +135,12 @@ def _cupy_sig(x):
 
 
 def _numba_sig(x):
-    ptr = x.device_ctypes_pointer.value or 0
+    # what ``device_ctypes_pointer.value`` reads (``c_size_t(int(gpu_data.device_pointer))``), without
+    # the two properties and the ctypes object: 0.3 µs instead of 1.5 on the dev box, per array
+    try:
+        ptr = int(x.gpu_data.device_pointer)
+    except (AttributeError, TypeError):  # no gpu_data (Numba then says 0), or a pointer of another kind
+        ptr = x.device_ctypes_pointer.value or 0
     dev = x.gpu_data.context.device.id if _MULTI_GPU else 0
     return ("numba", x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
 

@@ -199,6 +199,36 @@ def test_flatten_matches_numbas_prepare_args_for_every_rung():
     assert int(res.stdout.split()[-1]) >= 40  # every rung of every ladder, each gated dtype and parameter set
 
 
+_POINTER_SCRIPT = r"""
+import numpy as np
+from numba.cuda.cudadrv import driver
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+from simt_tiles import launch
+
+launch._MULTI_GPU = False  # (the device is read only with several GPUs)
+base = driver.MemoryPointer(context=None, pointer=driver.binding.CUdeviceptr(0x7F0000001000), size=256)
+for gpu_data, shape, strides in ((base, (8, 8), (32, 4)), (base.view(72), (6, 7), (32, 4)),
+                                 (base.view(4), (3,), (8,))):
+    x = DeviceNDArray(shape, strides, np.float32, gpu_data=gpu_data)
+    sig, ptr, dev = launch._numba_sig(x)
+    assert ptr == x.device_ctypes_pointer.value == x.__cuda_array_interface__["data"][0], (ptr, shape)
+    assert sig[-1] == ptr & 15 and dev == 0
+print("ok")
+"""
+
+
+def test_numba_pointer_read_is_numbas_own():
+    """The plans read a Numba array's address as ``int(gpu_data.device_pointer)``: the value of
+    ``device_ctypes_pointer`` and of ``__cuda_array_interface__`` (real Numba arrays and views on
+    made-up memory; a subprocess with Numba's CUDA target, no GPU needed)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "SIMT_TILES_FAST_LAUNCH": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-c", _POINTER_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 0 and res.stdout.split()[-1] == "ok", res.stderr[-3000:]
+
+
 def test_ctype_args_pack_as_cuda_core_does():
     import ctypes
 
@@ -311,17 +341,20 @@ def test_byte_order_is_part_of_the_signature(plans):
 
 
 def test_a_plan_holds_its_workspace(plans):
-    """reduce's partials buffer is the module's until it is dropped; the plan keeps its own."""
+    """reduce's partials buffer is the module's until it is dropped; the plan keeps its own.
+    (200 elements: more than one block's first step of the "sim" preset, so two passes.)"""
     from simt_tiles.kernels import reduce as red
 
-    x = cuda.to_device(np.arange(50, dtype=np.float32))
+    x = cuda.to_device(np.arange(200, dtype=np.float32))
     out = cuda.device_array((), np.float32)
     st.reduce(x, out=out)
+    (plan,) = launch._PLANS.values()
+    assert len(plan.launches) == 2 and plan.held  # pass 1 into the partials, pass 2 from them
     red._WORKSPACES.clear()
-    y = cuda.to_device(np.arange(50, 100, dtype=np.float32))
+    y = cuda.to_device(np.arange(200, 400, dtype=np.float32))
     st.reduce(y, out=out)
     assert _count("hit") == 1
-    assert out.copy_to_host()[()] == np.arange(50, 100).sum()
+    assert out.copy_to_host()[()] == np.arange(200, 400).sum()
 
 
 # --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------
@@ -434,6 +467,43 @@ def test_a_torch_result_made_by_a_replay_is_kept_for_the_launch_stream(monkeypat
     assert recorded == [("stream", 0x5E)]
 
 
+@pytest.mark.sim  # (on a GPU the sim preset's generated kernel is a cold compile of tens of seconds;
+#                   test_streams_graphs checks the split-K replay there against Numba's launch)
+def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypatch):
+    """A split-K matmul (two kernels: partials, then their sum) replays from one plan: both
+    launches, the partials buffer the plan holds, no allocation or workspace lookup per call."""
+    import dataclasses
+
+    from simt_tiles.kernels.matmul import get_rung
+    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+
+    rung = get_rung("k11_vectorized_bk16")
+    cfg = dataclasses.replace(rung.presets["sim"], splits=2)
+    rng = np.random.default_rng(3)
+    hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]
+    out = cuda.device_array((5, 6), np.float32)
+    st.matmul(*_dev(hosts), out=out, variant=rung.name, config=cfg)
+    (plan,) = launch._PLANS.values()
+    assert len(plan.launches) == 2 and len(plan.held) >= 1  # k11 into the partials, then sum_splits
+
+    def refuse(*a, **k):
+        raise AssertionError("allocated on replay")
+
+    monkeypatch.setattr(cuda, "device_array", refuse)
+    monkeypatch.setattr(k11, "workspace", refuse)
+    hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]
+    a, b = _dev(hosts)
+    st.matmul(a, b, out=out, variant=rung.name, config=cfg)
+    assert _count("hit") == 1
+    got = out.copy_to_host()
+    ref = hosts[0].astype(np.float64) @ hosts[1]
+    from simt_tiles.bounds import gamma, unit_roundoff
+
+    u = unit_roundoff(np.float32)  # dot products of length 40 and the final rounding to float32
+    bound = gamma(40, u) * (np.abs(hosts[0]).astype(np.float64) @ np.abs(hosts[1])) + u * np.abs(ref)
+    assert np.all(np.abs(got - ref) <= bound)
+
+
 def test_clear_keeps_the_buffers_plans_held(plans):
     """A CUDA graph captured from a plan's launches keeps using its workspace: forgetting the plans
     (autotune storing a result, ``set_enabled(False)``) must not free it."""
@@ -442,7 +512,7 @@ def test_clear_keeps_the_buffers_plans_held(plans):
 
     from simt_tiles.kernels import reduce as red
 
-    x, out = cuda.to_device(np.arange(50, dtype=np.float32)), cuda.device_array((), np.float32)
+    x, out = cuda.to_device(np.arange(200, dtype=np.float32)), cuda.device_array((), np.float32)
     st.reduce(x, out=out)
     (plan,) = launch._PLANS.values()
     held = plan.held[0]  # the partials (pass 1 writes them, pass 2 reads a view)
@@ -484,4 +554,4 @@ def test_host_overhead_benchmark_runs():
     res = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "host_overhead.py"), "--calls", "20",
                           "--repeat", "1"], capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "no plan" not in res.stdout and res.stdout.count("µs") == 33, res.stdout
+    assert "no plan" not in res.stdout and res.stdout.count("µs") == 36, res.stdout  # 12 calls × 3 kinds

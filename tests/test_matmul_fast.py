@@ -19,7 +19,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from numba import cuda  # noqa: F401  (module level: the simulator swaps this global)
 
@@ -315,3 +315,154 @@ def test_fast_rungs_sass_rules(tmp_path):
         assert wide == 2 * 4, (v, loop)  # 4 16-byte loads (or copies) per tile
         assert loop["FFMA"] / total >= MIN_FFMA_SHARE[v], (v, f"{loop['FFMA'] / total:.3f}", loop.most_common(12))
         assert "LDL" not in loop and "STL" not in loop
+
+
+# --- ragged operands: the padded-copy path (k11 ``Config.pad``) --------------------------------
+
+from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11  # noqa: E402
+
+
+@pytest.fixture
+def nan_workspaces(monkeypatch):
+    """Every k11 workspace (padded copies, split-K partials) fresh and NaN-filled, so padding left
+    unwritten fails the bound; records the padded shapes asked for."""
+    asked = []
+
+    def workspace(shape, dtype, stream, name="partials"):
+        asked.append((name, tuple(shape)))
+        return cuda.to_device(np.full(shape, np.nan, dtype))
+
+    monkeypatch.setattr(k11, "workspace", workspace)
+    return asked
+
+
+def _padded(asked):
+    return [shape for name, shape in asked if name in ("a_padded", "b_padded")]
+
+
+# the fixture's monkeypatch holds for every example; the test clears its record per example
+@settings(max_examples=6 if SIMULATOR else 10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@given(data=st.data())
+def test_padded_path_matches_reference(nan_workspaces, dtype, data):
+    """pad=PAD_ALWAYS on every odd shape (0, 1, primes, tile and depth ±1), split K 1–3, NaN
+    workspaces and output: within the γ_K bound, as the masked path is on the same operands."""
+    cfg = dataclasses.replace(data.draw(fast_configs(), label="config"), pad=k11.PAD_ALWAYS)
+    sizes = st.sampled_from(_sizes(cfg))
+    m, n, k = data.draw(sizes, "M"), data.draw(sizes, "N"), data.draw(sizes, "K")
+    a, b = random_operands(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed")), m, n, k, dtype)
+    nan_workspaces.clear()
+    out = poisoned((m, n), dtype)
+    assert simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg) is out
+    note(repr(assert_matmul_ok(a, b, out.copy_to_host())))
+    ragged = k % 4 or n % 4
+    kp, np_ = -(-k // 4) * 4, -(-n // 4) * 4
+    assert _padded(nan_workspaces) == ([(m, kp), (kp, np_)] if ragged and m and n and k else [])
+    masked = poisoned((m, n), dtype)
+    simt_tiles.matmul(a, b, out=masked, variant="k11_vectorized_bk16",
+                      config=dataclasses.replace(cfg, pad=k11.PAD_NEVER))
+    assert_matmul_ok(a, b, masked.copy_to_host())
+
+
+def test_padded_path_takes_misaligned_and_noncontiguous_operands(nan_workspaces):
+    """Rows of aligned length but a misaligned start (device), and a transposed NumPy view: copied
+    into aligned buffers of the same shape; float64 too."""
+    m, n, k = 9, 8, 20
+    for dtype in DTYPES:
+        a, b = random_operands(np.random.default_rng(4), m, n, k, dtype)
+        a_buf, b_buf = cuda.to_device(np.zeros(m * k + 1, dtype)), cuda.to_device(np.zeros(k * n + 1, dtype))
+        a_dev, b_dev = a_buf[1:].reshape(m, k), b_buf[1:].reshape(k, n)  # one element past alignment
+        a_dev.copy_to_device(a)
+        b_dev.copy_to_device(b)
+        cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+        out = poisoned((m, n), dtype)
+        nan_workspaces.clear()
+        simt_tiles.matmul(a_dev, b_dev, out=out, variant="k11_vectorized_bk16", config=cfg)
+        assert_matmul_ok(a, b, out.copy_to_host())
+        assert _padded(nan_workspaces) == [(m, k), (k, n)]
+        at = np.ascontiguousarray(a.T).T  # a Fortran-ordered view of A: NumPy input, any layout
+        assert not at.flags.c_contiguous
+        assert_matmul_ok(a, b, simt_tiles.matmul(at, b, variant="k11_vectorized_bk16", config=cfg))
+
+
+def test_pad_rule_by_size(monkeypatch):
+    """PAD_NEVER / PAD_ALWAYS as asked; PAD_RULE from M·N·K ≥ the shipped ``rules.matmul_pad``."""
+    base = RUNGS["k11_vectorized_bk16"].presets["default"]
+    assert base.pad == k11.PAD_RULE and base.compiled() == dataclasses.replace(base, pad=k11.PAD_ALWAYS).compiled()
+    threshold = _common.pad_rule()
+    assert threshold == 512**3  # tuned/h200.json's estimate until the GPU sweep decides
+    assert k11.pads(base, 1031, 997, 1013) and not k11.pads(base, 131, 97, 67)
+    assert k11.pads(base, threshold, 1, 1) and not k11.pads(base, threshold - 1, 1, 1)
+    never, always = (dataclasses.replace(base, pad=p) for p in (k11.PAD_NEVER, k11.PAD_ALWAYS))
+    assert not k11.pads(never, 8192, 8192, 8191) and k11.pads(always, 3, 3, 3)
+    with pytest.raises(simt_tiles.runtime.ConfigError, match="pad"):
+        dataclasses.replace(base, pad=0)
+    monkeypatch.setattr(k11, "pad_rule", lambda: 10)  # the rule read through the module (a table edit)
+    assert k11.pads(base, 3, 2, 2) and not k11.pads(base, 3, 3, 1)
+
+
+def test_default_api_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
+    """variant=None on a ragged size: the table's split-K choice, padded once M·N·K passes the rule."""
+    monkeypatch.setattr(k11, "pad_rule", lambda: 1000)
+    a, b = random_operands(np.random.default_rng(6), 11, 13, 9, np.float32)  # 1287 ≥ 1000
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
+    assert _padded(nan_workspaces) == [(11, 12), (12, 16)]
+    nan_workspaces.clear()
+    a, b = random_operands(np.random.default_rng(7), 7, 13, 9, np.float32)  # 819 < 1000: masked
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
+    assert _padded(nan_workspaces) == []
+
+
+def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
+    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy's rows stride."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    a, b = random_operands(np.random.default_rng(8), 37, 5, 19, np.float32)
+    cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+    out = poisoned((37, 5), np.float32)
+    simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
+    assert_matmul_ok(a, b, out.copy_to_host())
+    assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
+
+
+def test_launch_plan_replays_the_padded_path():
+    """A launch plan records the two copies and the kernel (and holds the padded workspaces): its
+    replay on new operands of the same signature copies them again and stays within the bound."""
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+        out = cuda.device_array((13, 11), np.float32)
+        for seed in (1, 2):
+            a, b = random_operands(np.random.default_rng(seed), 13, 11, 21, np.float32)
+            simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant="k11_vectorized_bk16",
+                              config=cfg)
+            assert_matmul_ok(a, b, out.copy_to_host())
+        assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 1
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
+
+
+def test_ragged_rule_reads_the_sweep():
+    """benchmarks/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
+    ragged size down; aligned sizes and unpaired rows ignored; None when the largest loses."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import ragged_rule
+
+    def row(problem, pad, ms, impl="k11_vectorized_bk16"):
+        m, n, k = map(int, problem.split("x"))
+        return {"problem": problem, "m": m, "n": n, "k": k, "kind": "simt", "passed": True, "impl": impl,
+                "config": f"bm=64,splits=1,pad={pad}", "median_ms": ms}
+
+    big, mid, small, aligned = "1031x997x1013", "509x503x521", "251x263x257", "1000x1000x1000"
+    rows = [row(big, 2, 0.100), row(big, 3, 0.070), row(mid, 2, 0.020), row(mid, 3, 0.015),
+            row(small, 2, 0.005), row(small, 3, 0.006), row(aligned, 2, 0.061), row(aligned, 3, 0.062),
+            {**row(small, 3, 0.001), "config": "bm=128,splits=2,pad=3"}]  # unpaired: ignored
+    assert ragged_rule.min_mnk(rows) == 509 * 503 * 521
+    rows[3]["median_ms"] = 0.030  # the middle size loses: only the largest stays padded
+    assert ragged_rule.min_mnk(rows) == 1031 * 997 * 1013
+    rows[1]["median_ms"] = 0.2
+    assert ragged_rule.min_mnk(rows) is None

@@ -46,7 +46,8 @@ def pairwise_bound(x: np.ndarray, axis):
 def test_reduce_matches_numpy(op, dtype, data):
     config = data.draw(configs(RUNGS["k01_warp_shuffle"], CONFIGS), "config")
     axis = data.draw(st.sampled_from([None, -1]), "axis")
-    sizes = edge_sizes(config.threads, config.threads * config.max_blocks)
+    # around T·loads too: up to it a whole-array reduction is one launch, past it two passes
+    sizes = edge_sizes(config.threads, config.threads * config.loads, config.threads * config.max_blocks)
     shape = (data.draw(st.sampled_from([1, 2, 3] if SIMULATOR else [1, 5, 64])), data.draw(st.sampled_from(sizes)))
     if op != "sum" and shape[-1] == 0:
         with pytest.raises(ValueError, match="zero-size array"):
@@ -128,3 +129,37 @@ def test_workspaces_are_per_host_thread():
     t.start()
     t.join()
     assert got["other"][0] is not got["main"][0] and got["other"][1] is not got["main"][1]
+
+
+@pytest.mark.parametrize("n,launches", [(0, 1), (1, 1), (64, 1), (65, 2), (200, 2)])
+def test_one_launch_when_one_block_covers_the_array(n, launches, monkeypatch):
+    """A whole-array reduction of at most ``threads·loads`` elements (64 with these settings) is one
+    launch straight into the result (no partials, no second pass); a longer one is two."""
+    from simt_tiles.kernels import reduce as red
+
+    cfg = ReduceConfig(threads=32, max_blocks=3, loads=2, row_threads=32)
+    rung = red.RUNG
+    kernel = rung.kernel
+    grids = []
+
+    class Counting:
+        def __init__(self, compiled):
+            self.compiled = compiled
+
+        def __getitem__(self, dims):
+            grids.append(dims[0])
+            return self.compiled[dims]
+
+    def counting(*a, **k):
+        return Counting(kernel(*a, **k))
+
+    class Rung:  # the rung with its kernels' launches counted (a Rung is frozen)
+        def __getattr__(self, name):
+            return counting if name == "kernel" else getattr(rung, name)
+
+    monkeypatch.setattr(red, "RUNG", Rung())
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    got = simt_tiles.reduce(x, config=cfg)
+    assert len(grids) == launches and (launches == 2 or grids == [1])
+    ref, bound = sum_bound(x, None)
+    assert abs(np.longdouble(got) - ref) <= bound

@@ -186,3 +186,24 @@ def test_host_time_per_call_is_small():
         launch.set_enabled(True)
     print(f"vector_add (CuPy): {fast:.1f} µs per call with plans, {slow:.1f} µs on the checked path")
     assert fast < slow / 2
+
+
+def test_gpu_time_is_measured_behind_the_sleeper():
+    """``bench dispatch``'s GPU column: 50 calls queued behind a sleeping kernel run back to back,
+    so a call's GPU time is below its host time for a small kernel (vector_add), and a known
+    GPU-bound call (a 2048² copy, ~30 µs of DRAM traffic) reads at least its traffic's time."""
+    import cupy
+
+    case = CASES["vector_add 4096"]
+    call, *_ = dispatch.prepared(case, "cupy")
+    host, _ = dispatch.per_call(call, 300)
+    gpu = dispatch.gpu_per_call(call, host)
+    assert gpu is not None and 0 < gpu < host, (gpu, host)
+    src, dst = cupy.ones((2048, 2048, 8), cupy.float32), cupy.empty((2048, 2048, 8), cupy.float32)
+
+    def copy():  # 2 × 128 MiB: ≥ 50 µs at ≤ 5 TB/s
+        cupy.copyto(dst, src)
+
+    host, _ = dispatch.per_call(copy, 20)
+    gpu = dispatch.gpu_per_call(copy, host)
+    assert gpu is not None and gpu >= 2 * src.nbytes / 5e12 * 1e6, gpu

@@ -6,14 +6,21 @@ For each public function on a small problem, with CuPy, PyTorch and Numba device
 ``out=`` given: after three warm-up calls, ``--calls`` calls back to back, then one
 synchronisation (``--reps`` such loops, the median reported).  ``host_us`` is the wall time of the calls divided by their number (the
 launches are asynchronous, so this is what the caller's thread spends per call); ``wall_us``
-includes the final synchronisation (it exceeds ``host_us`` where the GPU is the slower side).
+includes the final synchronisation (it exceeds ``host_us`` where the GPU is the slower side, unless
+the launch queue filled and held the host back).  ``gpu_us`` is the device's own time per call:
+50 calls enqueued behind a kernel that keeps the GPU asleep for longer than enqueueing them takes,
+CUDA events after the sleep and after the last call (back to back on the GPU, whatever the host's
+pace; none where the sleep did not cover the enqueueing).  A call keeps up with a pipeline at
+max(host, GPU) µs.
 Each function is timed with launch plans (the default, :mod:`simt_tiles.launch`) and on the
 checked path (``SIMT_TILES_FAST_LAUNCH=0``), beside CuPy/PyTorch calls doing the same work (named
 ``cupy.<function>`` / ``torch.<function>``: ``cupy.add``, ``torch.relu(x + b)``, ``cupy.sum``,
 ``cupyx.scipy.ndimage.correlate``, ``torch.nn.functional.conv2d``, ... see :func:`_peers`) and a bare
-Numba launch of a one-line kernel.  At 256³ the matmul rows (and the NCHW layer's) are paced by
-the GPU, not the host: their peers take as long.  Every simt_tiles result is compared with its NumPy
+Numba launch of a one-line kernel.  Every simt_tiles result is compared with its NumPy
 reference, and the plan's result with the checked path's (bit for bit), before it is timed.
+The ``matmul 256^3 [...]`` rows (Numba arrays, no peers) time the candidate configs for a small
+product — the split-K rule's choice beside unsplit and smaller tiles — on host and GPU: the
+measurement that decides what the shipped rule should pick at that size (:func:`matmul_choice`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class Case:
     kwargs: dict
     reference: Callable  # (*inputs, **kw arrays) -> NumPy result
     rtol: float = 1e-4
+    kinds: tuple = KINDS  # the array kinds it is timed with
+    peers: bool = True  # time the CuPy/PyTorch equivalents beside it
 
 
 def _softmax(x):
@@ -84,7 +93,7 @@ CASES: tuple[Case, ...] = (
     Case("reduce sum 4096", "reduce", lambda r: ((_f32(r, 4096),), {}), {}, lambda x: np.sum(x, dtype=np.float64)),
     Case("reduce max 256x256 axis -1", "reduce", lambda r: ((_f32(r, 256, 256),), {}), {"op": "max", "axis": -1},
          lambda x: x.max(axis=-1)),
-    Case("matmul 256^3 (split-K)", "matmul", lambda r: ((_f32(r, 256, 256), _f32(r, 256, 256)), {}), {},
+    Case("matmul 256^3 (default config)", "matmul", lambda r: ((_f32(r, 256, 256), _f32(r, 256, 256)), {}), {},
          lambda a, b: a.astype(np.float64) @ b, rtol=1e-3),
     Case("correlate2d 256^2 3x3", "correlate2d", lambda r: ((_f32(r, 256, 256), _f32(r, 3, 3)), {}), {},
          _ndimage("correlate")),
@@ -98,6 +107,35 @@ CASES: tuple[Case, ...] = (
          lambda r: ((_f32(r, 2, 8, 16, 16), _f32(r, 8, 8, 3, 3)), {"bias": _f32(r, 8)}), {"padding": 1},
          _conv_nchw, rtol=1e-3),
 )
+
+
+#: k11 configs timed at 256³ (Numba arrays): ``(label, preset, splits)``; the first is the split-K rule's
+#: choice there (128×128 tiles, 4 of them, K in 2 splits: 8 blocks and a second kernel)
+MATMUL_CONFIGS = (
+    ("default, 2 splits (the rule)", "default", 2),
+    ("default, unsplit", "default", 1),
+    ("64x64, unsplit", "64x64", 1),
+    ("64x64, 2 splits", "64x64", 2),
+    ("64x64, 4 splits", "64x64", 4),  # (64 K per split: below the rule's MIN_SPLIT_K, timed anyway)
+    ("128x64, unsplit", "128x64", 1),
+)
+
+
+def matmul_cases(size: int = 256) -> tuple[Case, ...]:
+    """:data:`MATMUL_CONFIGS` at ``size``³ as cases (the variant and config passed explicitly)."""
+    import dataclasses as dc
+
+    from ..kernels.matmul import get_rung
+
+    rung = get_rung("k11_vectorized_bk16")
+    out = []
+    for label, preset, splits in MATMUL_CONFIGS:
+        cfg = dc.replace(rung.presets[preset], splits=splits)
+        out.append(Case(f"matmul {size}^3 [{label}]", "matmul",
+                        lambda r, size=size: ((_f32(r, size, size), _f32(r, size, size)), {}),
+                        {"variant": rung.name, "config": cfg}, lambda a, b: a.astype(np.float64) @ b,
+                        rtol=1e-3, kinds=("numba",), peers=False))
+    return tuple(out)
 
 
 def to_kind(x: np.ndarray, kind: str):
@@ -163,6 +201,42 @@ def per_call(call: Callable, calls: int, reps: int = 1) -> tuple[float, float]:
         host.append((t1 - t0) / calls * 1e6)
         wall.append((t2 - t0) / calls * 1e6)
     return float(np.median(host)), float(np.median(wall))
+
+
+def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3) -> float | None:
+    """GPU µs per call, the median of ``reps``: ``calls`` calls enqueued on the legacy default stream
+    (every kind's current stream here) behind :func:`._sleep.sleep`, held for three times the host's
+    enqueueing time plus 2 ms, so the calls run back to back; CUDA events after the sleep and after
+    the last call.  A loop whose enqueueing outlasted the sleep (``nanosleep`` may wake early) is
+    run again with a 4× longer sleep, three times at most; then None (the host paced it)."""
+    from numba import cuda
+
+    from ._sleep import sleep
+
+    sleep[1, 32](1)  # compiled before timing
+    sync()
+    hold = int(3 * calls * host_us) + 2000
+    out = []
+    tries = 0
+    while len(out) < reps:
+        start, e0, e1 = cuda.event(), cuda.event(), cuda.event()
+        t0 = time.perf_counter()
+        start.record()
+        sleep[1, 32](hold)
+        e0.record()
+        for _ in range(calls):
+            call()
+        e1.record()
+        enqueue_ms = (time.perf_counter() - t0) * 1e3
+        e1.synchronize()
+        if enqueue_ms >= start.elapsed_time(e0):
+            tries += 1
+            if tries > 3:
+                return None
+            hold *= 4
+            continue
+        out.append(e0.elapsed_time(e1) * 1e3 / calls)
+    return float(np.median(out))
 
 
 def _peers(case: Case, kind: str, dpos, dkw, out):
@@ -238,6 +312,49 @@ def check(case: Case, kind: str) -> str:
     return ""
 
 
+#: the cases whose repeated call is taken apart by :func:`host_breakdown`
+BREAKDOWN = ("reduce sum 4096", "matmul 256^3 (default config)")
+
+
+def host_breakdown(case: Case, kind: str, n: int = 100) -> dict:
+    """Where a repeated call's host time goes (µs, the best of 7 loops of ``n``, the device
+    synchronised before each: few enough launches that a full launch queue does not pace the
+    host with the GPU's time): the whole call;
+    reading every array's signature and pointer; the framework's current stream; the plan's
+    replay (aliasing check and launches); each launch alone (the driver call with its pointer
+    patches).  The rest of the call is the wrapper's own Python (the key, the plan lookup)."""
+    import timeit
+
+    from .. import launch
+
+    call, *_ = prepared(case, kind)
+    launch.clear()
+    call()
+    (plan,) = launch._PLANS.values()
+    sigs = [launch.array_signature(v) for v in (*_args_of(call),)]
+    arrays = [v for v, sg in zip(_args_of(call), sigs) if sg is not None]
+    ptrs = [launch.array_signature(a)[2] for a in arrays]
+
+    def best(fn):
+        return min(timeit.repeat(fn, setup=sync, number=n, repeat=7)) / n * 1e6
+
+    out = {"call": best(call), "signatures": best(lambda: [launch.array_signature(a) for a in arrays]),
+           "replay": best(lambda: plan.replay(arrays, ptrs))}
+    if kind != "numba":
+        cur = launch._CURRENT[kind]
+        out["current stream"] = best(lambda: cur(0))
+    for i, lc in enumerate(plan.launches):
+        out[f"launch {i + 1}"] = best(lambda lc=lc: lc(arrays, ptrs))
+    sync()
+    return {k: round(v, 2) for k, v in out.items()}
+
+
+def _args_of(call):
+    """The device arrays a :func:`prepared` call passes, in the order the wrapper reads them."""
+    cells = dict(zip(call.__code__.co_freevars, (c.cell_contents for c in call.__closure__)))
+    return (*cells["dpos"], *cells["dkw"].values(), cells["out"])
+
+
 def add_arguments(p) -> None:
     from .common import add_output_arguments
 
@@ -252,8 +369,8 @@ def run(args) -> int:
     from .common import write_outputs
 
     rows, failed = [], 0
-    for case in CASES:
-        for kind in KINDS:
+    for case in (*CASES, *matmul_cases()):
+        for kind in case.kinds:
             problem = f"{case.name} ({kind})"
             try:
                 error = check(case, kind)
@@ -268,34 +385,123 @@ def run(args) -> int:
             for impl, on in ((f"simt_tiles.{case.function}", True), (f"simt_tiles.{case.function} checked path", False)):
                 launch.set_enabled(on)
                 host, wall = per_call(call, args.calls, args.reps)
+                gpu = gpu_per_call(call, host) if on else None  # (the checked path: host-paced anyway)
                 rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
-                             "kind": kind, "function": case.function})
+                             "gpu_us": _round(gpu), "kind": kind, "function": case.function})
             launch.set_enabled(True)
-            for impl, peer in _peers(case, kind, dpos, dkw, out).items():
+            for impl, peer in (_peers(case, kind, dpos, dkw, out) if case.peers else {}).items():
                 host, wall = per_call(peer, args.calls, args.reps)
                 rows.append({"problem": problem, "impl": impl, "host_us": round(host, 2), "wall_us": round(wall, 2),
-                             "kind": kind, "function": case.function, "peer": True})
+                             "gpu_us": _round(gpu_per_call(peer, host)), "kind": kind, "function": case.function,
+                             "peer": True})
             for r in rows[-4:]:
                 if r["problem"] == problem:
-                    print(f"{problem:44s} {r['impl']:48s} {r.get('host_us', '-'):>8} µs", flush=True)
+                    print(f"{problem:44s} {r['impl']:48s} {_us(r, 'host_us'):>8} µs host "
+                          f"{_us(r, 'wall_us'):>8} wall {_us(r, 'gpu_us'):>8} GPU", flush=True)
+    breakdown = {}
+    for name in BREAKDOWN:
+        for kind in KINDS:
+            try:
+                breakdown[f"{name} ({kind})"] = b = host_breakdown(next(c for c in CASES if c.name == name), kind)
+            except Exception as exc:  # noqa: BLE001 - a diagnostic; the table still comes out
+                b = f"{type(exc).__name__}: {exc}"
+            print(f"host breakdown {name} ({kind}): {b}", flush=True)
     for kind, call in _bare_numba().items():
         host, wall = per_call(call, args.calls, args.reps)
         rows.append({"problem": f"vector_add 4096 ({kind})", "impl": "bare Numba launch", "host_us": round(host, 2),
                      "wall_us": round(wall, 2), "kind": kind, "peer": True})
         print(f"bare Numba launch ({kind}) {host:.2f} µs", flush=True)
     data = {"machine": describe(), "title": "host time per call", "calls": args.calls, "reps": args.reps,
-            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows}
+            "method": __doc__.split("\n\n")[2].replace("\n", " "), "results": rows, "host_breakdown": breakdown}
     table = markdown(data)
     print(table)
+    entry = matmul_entry(rows)
+    if entry:
+        import json
+
+        print("shipped-table entry for that choice (simt_tiles/tuned/h200.json, entries):")
+        print(json.dumps(entry, indent=1))
     write_outputs(args, "dispatch", data, table)
     return 1 if failed else 0
 
 
+def _round(x):
+    return None if x is None else round(x, 2)
+
+
+def _us(r, key):
+    v = r.get(key)
+    return "–" if v is None else f"{v:.1f}"
+
+
+def _matmul_best(results):
+    """The :data:`MATMUL_CONFIGS` result row that keeps up best (least max(host, GPU) µs), or None."""
+    best = None
+    for r in results:
+        if r["problem"].startswith("matmul ") and "[" in r["problem"] and r["impl"] == "simt_tiles.matmul" \
+                and r.get("gpu_us") is not None:
+            pace = max(r["host_us"], r["gpu_us"])
+            if best is None or pace < best[0]:
+                best = (pace, r)
+    return None if best is None else best[1]
+
+
+def matmul_choice(results) -> str:
+    """One line naming :func:`_matmul_best`'s row, or ''."""
+    r = _matmul_best(results)
+    if r is None:
+        return ""
+    return (f"matmul at 256³, least max(host, GPU) per call: {r['problem']} — {r['host_us']:.1f} µs host, "
+            f"{r['gpu_us']:.1f} µs GPU")
+
+
+def matmul_entry(results, size: int = 256) -> dict:
+    """The shipped-table entry (``simt_tiles/tuned/<gpu>.json``'s ``entries``) that makes
+    ``matmul(config=None)`` at ``size``³ float32 run :func:`_matmul_best`'s config; {} if none."""
+    import dataclasses as dc
+
+    r = _matmul_best(results)
+    if r is None:
+        return {}
+    label = r["problem"].split("[", 1)[1].split("]", 1)[0]
+    _, preset, splits = next(c for c in MATMUL_CONFIGS if c[0] == label)
+    from ..kernels.matmul import get_rung
+
+    rung = get_rung("k11_vectorized_bk16")
+    cfg = dc.asdict(dc.replace(rung.presets[preset], splits=splits))
+    return {f"matmul|*|float32|{size}x{size}x{size}xfloat32": {
+        "choice": {"variant": rung.name, "config": cfg}, "problems": [[size, size, size, "float32"]],
+        "measured": f"benchmarks/results/dispatch_h200.json: {r['host_us']} µs host, {r['gpu_us']} µs GPU per call "
+                    f"({label}; least max(host, GPU) of the {len(MATMUL_CONFIGS)} configs timed)"}}
+
+
 def markdown(data: dict) -> str:
-    """One row per function and array kind: µs per call with plans, on the checked path, and the peers."""
+    """One row per function and array kind: µs per call with plans (host, wall, GPU), on the checked
+    path (host), and the peers (host / GPU)."""
     by: dict = {}
     for r in data["results"]:
         by.setdefault(r["problem"], {})[r["impl"]] = r
+    if not any("gpu_us" in r for r in data["results"]):
+        return _markdown_host_only(by)  # results from before the GPU column
+    lines = ["| call (arrays) | simt_tiles host µs | wall µs | GPU µs | checked path host µs | peer host / GPU µs |",
+             "|---|---|---|---|---|---|"]
+    for problem, impls in by.items():
+        mine = [r for k, r in impls.items() if k.startswith("simt_tiles") and "checked" not in k]
+        slow = [r for k, r in impls.items() if "checked" in k]
+        peers = [f"{k} {_us(r, 'host_us')} / {_us(r, 'gpu_us')}" for k, r in impls.items() if r.get("peer")]
+        if mine and "host_us" not in mine[0]:
+            lines.append(f"| {problem} | FAIL | | | | |")
+            continue
+        m = mine[0] if mine else {}
+        lines.append(f"| {problem} | {_us(m, 'host_us')} | {_us(m, 'wall_us')} | {_us(m, 'gpu_us')} | "
+                     f"{_us(slow[0], 'host_us') if slow else '–'} | {'; '.join(peers) or '–'} |")
+    choice = matmul_choice(data["results"])
+    if choice:
+        lines += ["", choice]
+    return "\n".join(lines)
+
+
+def _markdown_host_only(by: dict) -> str:
     lines = ["| call (arrays) | simt_tiles µs | checked path µs | peer µs |", "|---|---|---|---|"]
     for problem, impls in by.items():
         mine = [r for k, r in impls.items() if k.startswith("simt_tiles") and "checked" not in k]

@@ -60,3 +60,19 @@ def fast_table() -> tuple:
     if not rows or rows[-1][0] is not None:
         raise RuntimeError("simt_tiles/tuned/h200.json: rules.matmul_split_k must end with a catch-all row")
     return rows
+
+
+#: when the shipped table has no ``rules.matmul_pad``: pad from this many multiply-adds (512³)
+PAD_MIN_MNK = 2**27
+
+
+@functools.lru_cache(maxsize=1)
+def pad_rule() -> int:
+    """Fewest M·N·K multiply-adds from which a ragged or unaligned problem is copied into padded,
+    16-byte aligned buffers (k11's ``pad=PAD_RULE``): ``rules.matmul_pad.min_mnk`` of the shipped
+    table (read once), else :data:`PAD_MIN_MNK`.  Below it the copies' launches cost more than
+    the scalar loads they save."""
+    from ...autotune import shipped_rules
+
+    rule = shipped_rules("matmul_pad") or {}
+    return int(rule.get("min_mnk", PAD_MIN_MNK))

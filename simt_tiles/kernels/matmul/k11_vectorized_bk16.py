@@ -20,7 +20,9 @@ What changed versus k10
       are *clamped* (they load real data into outputs nobody stores), so edge
       blocks run the fast path; only the K tail tile (and rows that are not
       16-byte aligned: a scalar path) pays for bounds checks — a block-uniform
-      branch per tile;
+      branch per tile.  Above a size (``Config.pad``, a shipped rule) ragged or
+      unaligned A and B are first copied into zero-padded, aligned workspaces:
+      two cheap copies buy the 128-bit path;
     * **uint32 indices throughout** (an int64 build for arrays ≥ 2³¹ elements);
     * **split-K** (``splits``): block z sums its own K range into a workspace,
       one small kernel adds the partials in a fixed order — deterministic, and
@@ -56,9 +58,14 @@ from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
 from . import _tuning
+from ._common import pad_rule
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
 IDX32_LIMIT = 2**31
+#: ``Config.pad``: ragged or unaligned operands by the shipped rule / never copied / always copied
+PAD_RULE, PAD_NEVER, PAD_ALWAYS = 1, 2, 3
+#: most blocks a grid has along y (CUDA's limit)
+MAX_GRID_Y = 65535
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +81,10 @@ class Config(TileConfig):
     tn: int = 8
     min_blocks: int = 2  # launch_bounds' second number for float32 (float64: 1)
     splits: int = 1  # K ranges summed by a second kernel (a launch choice: not compiled in)
+    # ragged or unaligned A/B rows (a launch choice): PAD_RULE asks the shipped rule by size,
+    # PAD_NEVER runs the scalar-load path, PAD_ALWAYS copies A and B into zero-padded, 16-byte
+    # aligned workspaces first (the 128-bit path)
+    pad: int = 1
 
     def block(self):
         return ((self.bm // self.wm) * (self.bn // self.wn) * 32,)
@@ -93,6 +104,7 @@ class Config(TileConfig):
         yield ("wn", self.bn % self.wn == 0 and self.wn % self.tn == 0, "bn % wn == 0 and wn % tn == 0")
         yield ("tm", self.tm % 4 == 0, "tm % 4 == 0 (rows are read in aligned groups of 4)")
         yield ("tn", self.tn % 4 == 0, "tn % 4 == 0 (columns are read in aligned groups of 4)")
+        yield ("pad", self.pad in (PAD_RULE, PAD_NEVER, PAD_ALWAYS), "pad in (1, 2, 3) (the shipped rule, masked, padded)")
         yield ("bk", self.bk in (8, 16, 32), "bk in (8, 16, 32) (vectors of 4 along k; float64 tiles bk/2)")
         yield ("bm", self.bm % (2 * self.bk) == 0, "bm % (2*bk) == 0 (the swizzle flips bits 3.. of m)")
         for itemsize in (4, 8):  # both dtypes' tile depths
@@ -103,13 +115,13 @@ class Config(TileConfig):
                    "bk*bn/4 (float64: bk*bn/8) a positive multiple of threads (equal B vectors per thread)")
 
     def compiled(self) -> "Config":
-        """The config with the launch-only fields reset: one kernel for every ``splits``."""
+        """The config with the launch-only fields reset: one kernel for every ``splits`` and ``pad``."""
         return _compiled_config(self)
 
 
 @functools.lru_cache(maxsize=None)
 def _compiled_config(config: Config) -> Config:
-    return dataclasses.replace(config, splits=1)  # validated once, not at every launch
+    return dataclasses.replace(config, splits=1, pad=PAD_RULE)  # validated once, not at every launch
 
 
 PRESETS = {
@@ -153,7 +165,8 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                f"a_r = U(tid // U({Q})); a_kq = U(U(tid % U({Q})) * U(4)); a_sw = U(U(tid % U({Q})) << U(3))",
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# --- the problem and this block's part of it (global index type) ---",
-               f"m = {X}(a.shape[0]); k_len = {X}(a.shape[1]); n = {X}(b.shape[1])",
+               "# C (or the split-K workspace) gives N; B's rows may be padded past it (ldb)",
+               f"m = {X}(a.shape[0]); k_len = {X}(a.shape[1]); n = {X}(c.shape[1]); ldb = {X}(b.shape[1])",
                f"row0 = {X}({X}(cuda.blockIdx.y) * {X}({BM})); col0 = {X}({X}(cuda.blockIdx.x) * {X}({BN}))",
                f"z = {X}(cuda.blockIdx.z); k_begin = {X}(z * {X}(k_chunk)); c_row0 = {X}(z * m)",
                f"k_end = {X}(k_begin + {X}(k_chunk))")
@@ -169,17 +182,17 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
             with s.block("if r >= m:"):
                 s.line(f"r = {X}(m - {X}(1))")
             s.line(f"a_base{p} = {X}({X}(r * k_len) + {X}(a_kq))")
-        if vec:  # n % 4 == 0 here: a vector is wholly in or wholly past N; past N, clamp it
+        if vec:  # ldb % 4 == 0 here: a vector is wholly in or wholly past B's row; past it, clamp it
             s.line(f"b_col = {X}(col0 + {X}(b_c))")
-            with s.block(f"if b_col > {X}(n - {X}(4)):"):
-                s.line(f"b_col = {X}(n - {X}(4))")
+            with s.block(f"if b_col > {X}(ldb - {X}(4)):"):
+                s.line(f"b_col = {X}(ldb - {X}(4))")
         else:  # scalar loads: each column past N clamped alone (a group of 4 may straddle N)
             s.line(f"b_col = {X}(0)")
             for q in range(4):
                 s.line(f"bcol{q} = {X}(col0 + {X}(b_c + U({q})))")
-                with s.block(f"if bcol{q} >= n:"):
-                    s.line(f"bcol{q} = {X}(n - {X}(1))")
-        s.line(f"b_step = {X}({X}({BK}) * n); b_pass = {X}({X}({RB}) * n)",
+                with s.block(f"if bcol{q} >= ldb:"):
+                    s.line(f"bcol{q} = {X}(ldb - {X}(1))")
+        s.line(f"b_step = {X}({X}({BK}) * ldb); b_pass = {X}({X}({RB}) * ldb)",
                "kt = k_begin  # first k of the tile being loaded",
                f"b_idx = {X}(0)",
                f"a_s = cuda.shared.array(({2}, {BK}, {BM}), DT, alignment=SMEM_ALIGN)",
@@ -226,8 +239,8 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 s.line(f"kr = {X}(kt + {X}(b_r + U({p * RB})))")
                 for q in range(4):
                     s.line(f"col = {X}(col0 + {X}(b_c + U({q})))",
-                           f"pb{p}_{q} = load1_global(b, {X}(kr * n + col)) "
-                           f"if kr < k_end and col < n else DT(0)")
+                           f"pb{p}_{q} = load1_global(b, {X}(kr * ldb + col)) "
+                           f"if kr < k_end and col < ldb else DT(0)")
 
         def store(stage):
             """Prefetch registers → shared stage: A transposed and swizzled, B with one 128-bit store;
@@ -247,10 +260,10 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
             s.line(f"kt = {X}(k_end - rem)")
             load_tail()
             s.line("kt = k_begin  # the next full tile")
-            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * n + b_col)  # B's flat index at (kt + b_r, b_col)")
+            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)  # B's flat index at (kt + b_r, b_col)")
         with s.block(f"elif n_tiles > {X}(0):"):
             s.line("kt = k_begin")
-            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * n + b_col)")
+            s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)")
             load_full()
             s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
         with s.block(f"if n_tiles > {X}(0):"):
@@ -395,6 +408,42 @@ def workspace(shape, dtype, stream, name: str = "partials"):
     return views[shape]
 
 
+def pads(config: Config, m: int, n: int, k: int) -> bool:
+    """Whether a problem whose A or B rows are ragged or unaligned is copied into padded buffers:
+    ``PAD_ALWAYS`` / ``PAD_NEVER`` as the config says, else the shipped rule by size
+    (``PAD_RULE``: :func:`._common.pad_rule`)."""
+    if config.pad != PAD_RULE:
+        return config.pad == PAD_ALWAYS
+    return m * n * k >= pad_rule()
+
+
+@jit
+def pad_copy(src, dst):
+    """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; the
+    grid's rows stride over dst's (a grid is at most 65535 blocks high)."""
+    col, r = cuda.grid(2)
+    rows, cols = dst.shape
+    while r < rows and col < cols:
+        if r < src.shape[0] and col < src.shape[1]:
+            dst[r, col] = src[r, col]
+        else:
+            dst[r, col] = 0
+        r += cuda.gridDim.y * cuda.blockDim.y
+
+
+def padded_operands(a, b, dtype, stream):
+    """A (M × K) and B (K × N) copied into workspaces of M × K₄ and K₄ × N₄ (K₄, N₄: the next
+    multiples of 4), zero-filled past K and N: 16-byte aligned rows for any shape or offset.
+    The zeros add nothing to C; columns past N feed outputs that are never stored."""
+    (m, k), n = a.shape, b.shape[1]
+    kp, np_ = cdiv(k, 4) * 4, cdiv(n, 4) * 4
+    ap = workspace((m, kp), dtype, stream, "a_padded")
+    bp = workspace((kp, np_), dtype, stream, "b_padded")
+    pad_copy[(cdiv(kp, 32), min(cdiv(m, 8), MAX_GRID_Y)), (32, 8), stream](a, ap)
+    pad_copy[(cdiv(np_, 32), min(cdiv(kp, 8), MAX_GRID_Y)), (32, 8), stream](b, bp)
+    return ap, bp
+
+
 class SplitKRung(Rung):
     """A rung whose launch may split K: partials in a workspace, then :func:`sum_splits`."""
 
@@ -407,9 +456,14 @@ class SplitKRung(Rung):
     def launch(self, config, dtype, grid, block, stream, a, b, c) -> None:
         m, k = a.shape
         n = b.shape[1]
-        splits, chunk = split_plan(config, k)
-        idx32 = max(m * k, k * n, splits * m * n) + 4 * config.bk * max(n, 1) < IDX32_LIMIT
         vec_ab = k % 4 == 0 and n % 4 == 0 and aligned(a) and aligned(b)
+        if not vec_ab and m and n and k and pads(config, m, n, k):
+            a, b = padded_operands(a, b, dtype, stream)  # the 128-bit path on zero-padded copies
+            k, vec_ab = a.shape[1], True
+        ldb = b.shape[1]
+        splits, chunk = split_plan(config, k)
+        grid = (grid[0], grid[1], splits)  # K may have grown by the padding
+        idx32 = max(m * k, k * ldb, splits * m * n) + 4 * config.bk * max(ldb, 1) < IDX32_LIMIT
         kernel = self.kernel(config, dtype, idx32=idx32, vec=vec_ab)
         target = c if splits == 1 else workspace((splits * m, n), dtype, stream)
         flags = uint32(n % 4 == 0 and aligned(target))  # C's rows 16-byte aligned

@@ -2,7 +2,8 @@
 
 =====================  ====================================================
 ``k01_warp_shuffle``   per-thread fold, warp butterfly, one shared step;
-                       whole arrays in two launches (blocks, then partials)
+                       whole arrays in two launches (blocks, then partials),
+                       one when a block's first step covers the array
 =====================  ====================================================
 """
 
@@ -83,14 +84,19 @@ def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
         if n == 0 and code != SUM:
             raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
         out_op = prepare_out(out, x_op, (), dt, stream)
-        acc = acc_dtype(code, dt)
-        blocks = min(cfg.max_blocks, max(1, -(-n // T)))
-        partials = _workspace(blocks, acc, stream)
-        # pass 1: every block folds its grid-stride slice; pass 2: one block folds the partials
-        first = RUNG.kernel(cfg, dt, op=code, out_dtype=acc)
-        first[blocks, T, stream](dev.reshape(1, n), partials)
-        second = RUNG.kernel(cfg, acc, op=code, out_dtype=dt)
-        second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
+        if n <= T * cfg.loads:
+            # one block's first step covers the array: one launch writes the result (a second
+            # pass would cost a launch, a workspace and, on the host, a few µs per call)
+            RUNG.kernel(cfg, dt, op=code, out_dtype=dt)[1, T, stream](dev.reshape(1, n), out_op.dev.reshape(1))
+        else:
+            acc = acc_dtype(code, dt)
+            blocks = min(cfg.max_blocks, -(-n // T))
+            partials = _workspace(blocks, acc, stream)
+            # pass 1: every block folds its grid-stride slice; pass 2: one block folds the partials
+            first = RUNG.kernel(cfg, dt, op=code, out_dtype=acc)
+            first[blocks, T, stream](dev.reshape(1, n), partials)
+            second = RUNG.kernel(cfg, acc, op=code, out_dtype=dt)
+            second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
     else:
         rows, cols = math.prod(shape[:-1]), shape[-1]
         if cols == 0 and code != SUM:  # NumPy raises even if the result is empty (rows == 0)

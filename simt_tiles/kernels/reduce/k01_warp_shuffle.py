@@ -5,7 +5,8 @@ One kernel body serves both shapes of the problem:
 * last axis: block b folds row b of a 2-D view;
 * whole array: the grid's blocks share the flat array, each folding its
   slice into ``partials[b]``; a second launch of the same kernel with one
-  block folds the G partials.
+  block folds the G partials (an array of at most T·``loads`` elements, which
+  one block's first step covers, is one launch of one block into the result).
 
 Which elements a thread reads: each warp takes ``32·loads`` consecutive
 elements per step (lane + 32·u for u < ``loads``: each load instruction of the

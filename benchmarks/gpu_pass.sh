@@ -19,8 +19,9 @@ for step in $steps; do
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
       # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
       # (beside the compile gate, which assembles PTX and does not touch Numba's disk cache)
-      # (and the default-path conv2d kernels that several tests call with the same fixed filters)
-      python3 benchmarks/warm_kernel_cache.py -j 6 --conv-tests > "$out/warm_cache.log" 2>&1 &
+      # (and the default-path conv2d kernels that several tests call with the same fixed filters);
+      # the cores split by work: the warm step ~1000 core-seconds cold, the gate ~600 (each ~100 s)
+      python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-10} --conv-tests > "$out/warm_cache.log" 2>&1 &
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
       # kernels were compiled and in how long, --durations where the time went
@@ -28,7 +29,7 @@ for step in $steps; do
       # the host's cores (compilation is CPU-bound; one GPU serves every worker). SIGINT at the limit,
       # not SIGTERM: pytest then still prints which tests failed and why.
       export SIMT_TILES_GATE_LOG="$out/compile-gate.log" SIMT_TILES_GATE_CUBINS=/tmp/simt-tiles-cubins
-      python3 -m simt_tiles compile-gate -j 10 > "$SIMT_TILES_GATE_LOG" 2>&1
+      python3 -m simt_tiles compile-gate -j ${GATE_JOBS:-6} > "$SIMT_TILES_GATE_LOG" 2>&1
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \

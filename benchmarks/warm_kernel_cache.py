@@ -202,7 +202,10 @@ def main(argv=None) -> int:
         jobs += conv_jobs(args.conv_tuning)
         if args.conv_tests:  # read in a child: this process forks the compilers, so it imports no Numba
             with ProcessPoolExecutor(1) as one:
-                jobs = one.submit(callers_jobs).result() + jobs
+                callers = one.submit(callers_jobs).result()
+            # the generated matmul kernels first (45-50 s each cold: the longest), then the callers'
+            # (largest filters first), then the rest: no long compilation starts last
+            jobs = [j for j in jobs if len(j) == 4] + callers + [j for j in jobs if len(j) == 6]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs)))) as pool:
         for fut in as_completed([pool.submit(_compile, j) for j in jobs]):

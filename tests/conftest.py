@@ -50,9 +50,64 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if not SIM and "sim" in item.keywords:
             item.add_marker(skip_sim)
-    # the tests that run for minutes go first: with pytest-xdist (scripts/test: --dist worksteal) they
-    # start at once on their own workers instead of leaving the other cores idle at the end
-    items.sort(key=lambda item: "long" not in item.keywords)
+    _long_first(config, items)
+
+
+#: tests that compile for 25-120 s each on a GPU (the H200 pass's ``--durations``: kernels with the
+#: filter's values compiled in, large unrolled filters, the generated matmul rungs): scheduled first
+#: there, like the ``long`` tests everywhere
+GPU_LONG = {
+    "test_conv2d.py": {"test_cupy_and_torch_in_same_kind_out", "test_filters_much_larger_than_the_image_keep_folding",
+                       "test_even_sizes_match_scipy", "test_larger_images_on_gpu"},
+    "test_vector.py": {"test_vector_rungs_on_gpu"},
+    "test_conv2d_separable.py": {"test_constant_filter_rungs_match_reference", "test_one_kernel_per_distinct_filter"},
+    "test_conv2d_runtime_weights.py": {"test_matches_scipy_with_zero_taps_and_nonfinite_values"},
+    "test_callers.py": {"test_numba_stream", "test_conv_nan_and_inf_placement", "test_correlate1d_axes_and_lengths"},
+    "test_aliasing.py": {"test_numpy_out_may_be_an_input"},
+    "test_matmul.py": {"test_matmul_matches_reference"},
+    "test_matmul_fast.py": {"test_small_tile_presets_match_reference"},
+    "test_conv_nchw.py": {"test_larger_layers_on_gpu"},
+}
+
+
+def _is_long(item) -> bool:
+    return "long" in item.keywords or (
+        not SIM and getattr(item, "originalname", item.name) in GPU_LONG.get(item.path.name, ()))
+
+
+def _long_first(config, items) -> None:
+    """Put the long tests at the head of every xdist worker's first batch, not all on one worker.
+
+    ``--dist worksteal`` hands worker i the i-th contiguous slice of the collection and an idle
+    worker steals from the *tail* of a busy one's queue: long tests sorted to the front would all
+    land in worker 0's slice and run one after another.  Here they are dealt round-robin to the
+    slices' heads (tests of a module marked ``long`` as a whole stay together: they share a module
+    fixture), so each starts at once on its own worker; without xdist they simply go first."""
+    long_groups: dict = {}
+    for item in items:
+        if _is_long(item):
+            whole = any(m.name == "long" for m in getattr(getattr(item, "module", None), "pytestmark", ()) or ())
+            long_groups.setdefault(item.path if whole else item.nodeid, []).append(item)
+    if not long_groups:
+        return
+    rest = [item for item in items if not _is_long(item)]
+    groups = sorted(long_groups.values(), key=len, reverse=True)
+    workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", 0) or 1
+    workers = workers if isinstance(workers, int) else 1
+    # worksteal's first hand-out: worker i gets len(pending) // (workers - i) of what is left
+    heads: list = [[] for _ in range(workers)]
+    for i, group in enumerate(groups):
+        heads[i % workers].extend(group)
+    slices, left = [], len(items)
+    for i in range(workers):
+        slices.append(left // (workers - i))
+        left -= slices[-1]
+    out = []
+    for i in range(workers):  # each slice: its long tests, then ordinary ones up to the slice's size
+        take = max(0, slices[i] - len(heads[i]))
+        out += heads[i] + rest[:take]
+        rest = rest[take:]
+    items[:] = out + rest
 
 
 # --- on a GPU: how many kernels did this session compile, and how long did that take? ---------

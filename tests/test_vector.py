@@ -290,21 +290,24 @@ def test_k07_config_rules():
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", list(VECTOR_RUNGS))
 @pytest.mark.parametrize("mode", ["constant", "reflect", "wrap"])
-def test_vector_rungs_on_gpu(mode, variant):
+@pytest.mark.parametrize("shape, filter_shape, convolve", [((200, 1028), (7, 7), False), ((97, 516), (4, 6), True),
+                                                           ((130, 1031), (5, 5), False)],
+                         ids=["1028-7x7", "516-4x6-convolve", "1031-5x5"])
+def test_vector_rungs_on_gpu(mode, variant, shape, filter_shape, convolve):
     """Widths that are and are not multiples of 4, odd and even filters, and CuPy arrays
     whose data start 4 bytes past a 16-byte boundary (the scalar paths).  Each filter,
-    anchor and mode is a compilation (≈ 3 s): few cases, so that the GPU pass fits a call."""
+    anchor and mode is a compilation (10-30 s with the filter compiled in): one test each,
+    so that they spread over the GPU pass's workers."""
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(31)
-    for (h, w), (kh, kw), convolve in [((200, 1028), (7, 7), False), ((97, 516), (4, 6), True),
-                                       ((130, 1031), (5, 5), False)]:
-        image = rng.standard_normal((h, w)).astype(np.float32)
-        weights = rng.standard_normal((kh, kw)).astype(np.float32)
-        f = convolve2d if convolve else correlate2d
-        _check(f(image, weights, mode=mode, cval=0.5, variant=variant),
-               image, weights, mode, 0.5, convolve, variant)
-        x = cp.empty(h * w + 1, np.float32)[1:].reshape(h, w)
-        x[...] = cp.asarray(image)
-        y = cp.full(h * w + 1, np.nan, np.float32)[1:].reshape(h, w)
-        f(x, weights, mode=mode, cval=0.5, out=y, variant=variant)  # same kernel, aligned=False
-        _check(cp.asnumpy(y), image, weights, mode, 0.5, convolve, f"{variant} misaligned")
+    (h, w), (kh, kw) = shape, filter_shape
+    image = rng.standard_normal((h, w)).astype(np.float32)
+    weights = rng.standard_normal((kh, kw)).astype(np.float32)
+    f = convolve2d if convolve else correlate2d
+    _check(f(image, weights, mode=mode, cval=0.5, variant=variant),
+           image, weights, mode, 0.5, convolve, variant)
+    x = cp.empty(h * w + 1, np.float32)[1:].reshape(h, w)
+    x[...] = cp.asarray(image)
+    y = cp.full(h * w + 1, np.nan, np.float32)[1:].reshape(h, w)
+    f(x, weights, mode=mode, cval=0.5, out=y, variant=variant)  # same kernel, aligned=False
+    _check(cp.asnumpy(y), image, weights, mode, 0.5, convolve, f"{variant} misaligned")

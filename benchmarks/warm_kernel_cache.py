@@ -45,9 +45,11 @@ MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 
 def callers_jobs() -> list:
-    """``(kh, kw, mode, weights, dtype, None)``: the default-path kernels (no config argument) that
-    the GPU tests of ``tests/test_callers.py`` and ``tests/test_aliasing.py`` call with fixed filters,
-    several tests each — built here once, in parallel, instead of by two workers at once.
+    """``(kh, kw, mode, weights, dtype, None, function)``: the default-path kernels (no config
+    argument) that the GPU tests of ``tests/test_callers.py`` and ``tests/test_aliasing.py`` call with
+    fixed filters, several tests each — built here once, in parallel, instead of by two workers at
+    once.  ``function`` "correlate1d" builds correlate1d's own kernels (every tap counts there, as in
+    scipy's correlate1d: a compile-time flag, so correlate2d's kernel for a K × 1 filter is another).
     ``CONV_SHAPES`` is read from the tests; the other filters are written out here."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tests import test_callers as tc
@@ -56,21 +58,30 @@ def callers_jobs() -> list:
     for name, (shape, mode) in {"correlate2d": ((3, 2), "wrap"), "convolve2d": ((2, 3), "constant"),
                                 "correlate1d": ((4, 1), "mirror")}.items():
         assert name in tc.APIS, name
-        jobs |= {(*shape, mode, weights, dtype, None) for weights in ("host", "device")
+        fn = "correlate1d" if name == "correlate1d" else "correlate2d"  # convolve2d: correlate2d's kernel
+        jobs |= {(*shape, mode, weights, dtype, None, fn) for weights in ("host", "device")
                  for dtype in ("float32", "float64")}
     for _, (kh, kw) in tc.CONV_SHAPES:  # test_correlate_convolve_shapes_and_modes: float64 NumPy filters
-        jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES}
+        jobs |= {(kh, kw, mode, "host", "float64", None, "correlate2d") for mode in MODES}
     # tests/test_aliasing.py's CASES (float32; NumPy and device filters)
-    jobs |= {(kh, kw, mode, weights, "float32", None) for kh, kw, mode in
-             ((3, 2, "reflect"), (2, 3, "wrap"), (3, 1, "reflect")) for weights in ("host", "device")}
-    for k in (1, 4, 9):  # test_correlate1d_axes_and_lengths
-        jobs |= {(kh, kw, mode, "host", "float64", None) for mode in MODES for kh, kw in ((k, 1), (1, k))}
+    jobs |= {(kh, kw, mode, weights, "float32", None, fn) for kh, kw, mode, fn in
+             ((3, 2, "reflect", "correlate2d"), (2, 3, "wrap", "correlate2d"), (3, 1, "reflect", "correlate1d"))
+             for weights in ("host", "device")}
+    for k in (1, 4, 9):  # test_correlate1d_axes_and_lengths (a 1 x 1 filter: one kernel for both axes)
+        jobs |= {(kh, kw, mode, "host", "float64", None, "correlate1d") for mode in MODES
+                 for kh, kw in ((k, 1), (1, k))}
+    # a filter longer than BEST_MAX_SIZE takes k03, which has no disk cache: nothing to warm
+    from simt_tiles.kernels.conv2d import BEST_MAX_SIZE
+
+    jobs = {j for j in jobs if max(j[0], j[1]) <= BEST_MAX_SIZE}
     return sorted(jobs, key=lambda j: -j[0] * j[1])  # the longest compilations first
 
 
 def _compile_conv(job) -> tuple[str, float]:
-    """One k10 kernel, built by a ``correlate2d`` call with that config (the path a user's call takes)."""
-    kh, kw, mode, weights, dtype, fields = job
+    """One k10 kernel, built by a ``correlate2d`` (or ``correlate1d``) call with that config (the path
+    a user's call takes)."""
+    kh, kw, mode, weights, dtype, fields, *fn = job  # fn: "correlate2d" (the default) or "correlate1d"
+    fn = fn[0] if fn else "correlate2d"
     import numpy as np
     from numba import cuda
 
@@ -79,37 +90,40 @@ def _compile_conv(job) -> tuple[str, float]:
 
     t0 = time.perf_counter()
     x = cuda.to_device(np.ones((40, 140) if fields is not None else (5, 6), dtype))  # the tests': small
-    w = np.full((kh, kw), 0.5, dtype)
+    w = np.full((kh, kw) if fn == "correlate2d" else max(kh, kw), 0.5, dtype)
     w = cuda.to_device(w) if weights == "device" else w
-    if fields is None:  # the default path, config chosen by the launcher (what the tests call)
+    if fn == "correlate1d":  # a K x 1 filter: along axis 0; 1 x K: axis 1
+        simt_tiles.correlate1d(x, w, axis=0 if kw == 1 else 1, mode=mode)
+    elif fields is None:  # the default path, config chosen by the launcher (what the tests call)
         simt_tiles.correlate2d(x, w, mode=mode)
     else:
         cfg = k10.Config(**fields) if fields else k10.PRESETS["default"]
         simt_tiles.correlate2d(x, w, mode=mode, config=cfg)
     cuda.synchronize()
-    return f"conv2d k10 {kh}x{kw} {mode} {weights} {dtype} {fields or 'default'}", time.perf_counter() - t0
+    return f"{fn} k10 {kh}x{kw} {mode} {weights} {dtype} {fields or 'default'}", time.perf_counter() - t0
 
 
 def conv_jobs(tuning: bool) -> list:
-    """``(kh, kw, mode, weights, "float32", fields)`` of the k10 kernels to build (fields {}: the default)."""
+    """``(kh, kw, mode, weights, "float32", fields, "correlate2d")`` of the k10 kernels to build
+    (fields {}: the default)."""
     import dataclasses
 
     from simt_tiles.kernels.conv2d import RUNGS
 
-    jobs = [(kh, kw, mode, weights, "float32", {}) for kh, kw, mode in CONV_BENCH_FILTERS + CONV_TEST_FILTERS
-            for weights in ("host", "device")]
+    jobs = [(kh, kw, mode, weights, "float32", {}, "correlate2d")
+            for kh, kw, mode in CONV_BENCH_FILTERS + CONV_TEST_FILTERS for weights in ("host", "device")]
     if tuning:
         rung = RUNGS["k10_runtime_weights"]
         for kh, kw, mode in CONV_BENCH_FILTERS:
             for weights in ("host", "device"):
                 p = {"h": 8192, "w": 8192, "kh": kh, "kw": kw, "mode": mode, "weights": weights}
-                jobs += [(kh, kw, mode, weights, "float32", dataclasses.asdict(c))
+                jobs += [(kh, kw, mode, weights, "float32", dataclasses.asdict(c), "correlate2d")
                          for c in rung.candidates(p, "float32")[1:]]  # [0]: the default, above
     return jobs
 
 
 def _compile(job) -> tuple[str, float]:
-    if len(job) == 6:
+    if len(job) == 7:
         return _compile_conv(job)
     variant, dtype, params, fields = job
     import dataclasses
@@ -205,7 +219,7 @@ def main(argv=None) -> int:
                 callers = one.submit(callers_jobs).result()
             # the generated matmul kernels first (45-50 s each cold: the longest), then the callers'
             # (largest filters first), then the rest: no long compilation starts last
-            jobs = [j for j in jobs if len(j) == 4] + callers + [j for j in jobs if len(j) == 6]
+            jobs = [j for j in jobs if len(j) == 4] + callers + [j for j in jobs if len(j) == 7]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(args.jobs, len(jobs)))) as pool:
         for fut in as_completed([pool.submit(_compile, j) for j in jobs]):

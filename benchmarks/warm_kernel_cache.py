@@ -157,18 +157,18 @@ def tuning_jobs(variants, sizes) -> list:
     return jobs
 
 
-def preset_jobs(names) -> list:
-    """k11's float32 kernels of the presets ``names`` (both load builds: ragged sizes take the scalar one)."""
+def preset_jobs(names, dtypes=("float32",)) -> list:
+    """k11's kernels of the presets ``names`` in ``dtypes`` (both load builds: ragged sizes take the scalar one)."""
     import dataclasses
 
     from simt_tiles.kernels.matmul import RUNGS
 
     presets = RUNGS["k11_vectorized_bk16"].presets
     base = presets["default"]
-    return [("k11_vectorized_bk16", "float32", {"idx32": True, "vec": vec},
+    return [("k11_vectorized_bk16", dt, {"idx32": True, "vec": vec},
              {f.name: getattr(presets[name], f.name) for f in dataclasses.fields(base)
               if getattr(presets[name], f.name) != getattr(base, f.name)})
-            for name in names for vec in (True, False)]
+            for name in names for dt in dtypes for vec in (True, False)]
 
 
 def config_jobs(texts) -> list:
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     p.add_argument("--tuning-sizes", nargs="*", type=int, default=[],
                    help="also the autotuner's tiles for these square sizes (float32)")
     p.add_argument("--presets", nargs="*", default=[],
-                   help="also these k11 presets, float32, vector and scalar builds (e.g. 64x64)")
+                   help="also these k11 presets (in --dtypes), vector and scalar builds (e.g. 64x64)")
     p.add_argument("--configs", nargs="*", default=[], metavar="RUNG:FIELD=V,...",
                    help="also these configs' float32 vector builds (bench matmul's --config rows)")
     p.add_argument("--no-conv", action="store_true", help="leave out conv2d's k10 kernels")
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     jobs = [(v, dt, params, {}) for v in args.variants for dt, params in KERNELS[v] if dt in args.dtypes]
     jobs += tuning_jobs(args.variants, args.tuning_sizes)
-    jobs += preset_jobs(args.presets)
+    jobs += preset_jobs(args.presets, args.dtypes)
     jobs += [j for j in config_jobs(args.configs) if j not in jobs]
     if not args.no_conv:
         jobs += conv_jobs(args.conv_tuning)

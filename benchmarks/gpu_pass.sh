@@ -2,7 +2,7 @@
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
-# k11/k12 sweep + ncu + sanitizers), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -79,6 +79,17 @@ for step in $steps; do
       # one file holding every output of the step (a caller may get only a few files back)
       tar czf "$out/fast_outputs.tgz" -C "$out" $(cd "$out" && ls matmul_fast_h200.* matmul_ragged_h200.* fast.log \
         ragged.log ragged_rule.txt warm_cache.log ncu_matmul_fast_h200.csv ncu_fast.err sanitize_fast_*.log 2>/dev/null) ;;
+    small)
+      # the split-K rule's small and ragged sizes (tuned/h200.json rules.matmul_split_k): 64x64 tiles with k12
+      # (cp.async zero-fill: any K tail, any alignment) at 1-4 splits and k11 padded, beside the default,
+      # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
+      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      cfgs="$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=3 $K12:$c64,splits=4 $K:$c64,pad=3"
+      python3 benchmarks/warm_kernel_cache.py -j 8 --no-conv --dtypes float32 --configs $cfgs 2>&1 | tail -1
+      timeout ${BENCH_TIMEOUT:-200} python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
+        --json "$out/matmul_small_h200.json" --md "$out/matmul_small_h200.md" 2>&1 | tee "$out/small.log" \
+        | grep -v '^|' | tail -3 ;;
     conv_default)
       OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)

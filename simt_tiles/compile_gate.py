@@ -397,11 +397,15 @@ def parse_ptxas(report: str) -> dict[str, int]:
 def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, workdir: Path | None = None,
                 ladder: str = "", params: dict | None = None, cubin_dir: Path | None = None) -> GateRow:
     """One gate row: ``rung.presets[preset]`` for ``dtype`` → PTX (kept in ``workdir``) → assembled
-    (the cubin kept in ``cubin_dir`` as ``<kernel>-<preset>-<dtype>.cubin``, for SASS checks).
+    (the cubin and the PTX kept in ``cubin_dir`` as ``<kernel>-<preset>-<dtype>.cubin``/``.ptx``, for
+    SASS and PTX checks).
 
     ``assembler``: from :func:`find_assembler`, or the path of a ptxas executable."""
     from numba import cuda
 
+    from ._numba_fixes import apply as apply_numba_fixes
+
+    apply_numba_fixes()  # the generated rungs' long blocks: a linear lowering scan (same PTX)
     t0 = time.perf_counter()
     if isinstance(assembler, str):
         assembler = Assembler("ptxas", None, assembler)
@@ -424,8 +428,9 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
         return row
     row.lds = len(re.findall(r"\bld\.shared\.", ptx))
     row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))
-    if workdir is not None:
-        (Path(workdir) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.ptx").write_text(ptx)
+    for where in (workdir, cubin_dir):  # cubin_dir keeps the PTX too: tests read it instead of compiling again
+        if where is not None:
+            (Path(where) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.ptx").write_text(ptx)
     keep = Path(cubin_dir) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.cubin" if cubin_dir else None
     ok, log = assembler.assemble(ptx, options.get("max_registers"), keep)
     if not ok:
@@ -617,8 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help=f"worker processes (default: the usable cores, {default_jobs()} here)")
     p.add_argument("--keep-cubins", metavar="DIR", default=os.environ.get("SIMT_TILES_GATE_CUBINS"),
-                   help="write every assembled cubin to DIR (default: $SIMT_TILES_GATE_CUBINS; the SASS tests "
-                        "read them there instead of compiling again)")
+                   help="write every assembled cubin and its PTX to DIR (default: $SIMT_TILES_GATE_CUBINS; "
+                        "the SASS and PTX tests read them there instead of compiling again)")
     p.add_argument("--ptxas", metavar="PATH",
                    help="assemble with this ptxas (checked against the PTX version) instead of nvJitLink")
     return p

@@ -52,7 +52,7 @@ Memory traffic and banks
 Registers: ptxas keeps weights in registers in both kernels, so ``min_blocks`` (the budget
 it is held to) is set per filter by :func:`for_source` — more weights, fewer blocks per SM.
 
-Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_weights (NumPy filter)"): 3.91 TB/s on 8192² 3x3 reflect, 92% of copy
+Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_weights (NumPy filter)"): 3.92 TB/s on 8192² 3x3 reflect, 92% of copy
 """
 
 from __future__ import annotations

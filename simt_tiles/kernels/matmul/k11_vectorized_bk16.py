@@ -41,7 +41,7 @@ bk ∈ {8, 16, 32} (float64 tiles hold the same bytes: bk/2 deep), bm % (2·bk) 
 Traffic: k10's (M·N·K·(1/BM + 1/BN) elements from global memory), now in 16-byte
 loads; shared reads per thread and k: TM + TN values (4 LDS.128) for TM·TN FFMAs.
 
-Headline (H200, benchmarks/results/matmul_fast_h200.json): 47.4 TFLOP/s at 4096x4096x4096, 0.93× cuBLAS
+Headline (H200, benchmarks/results/matmul_fast_h200.json): 47.5 TFLOP/s at 4096x4096x4096, 0.92× cuBLAS
 """
 
 from __future__ import annotations

@@ -132,8 +132,8 @@ _ROW_NUMBERS = ("resident", "partial_cost")
 
 def decode_row(i: int, row) -> SplitRow:
     """Row ``i`` of ``rules.matmul_split_k`` checked and decoded; ValueError naming the row."""
-    from . import RUNGS
     from ...runtime import fits
+    from . import RUNGS
 
     where = f"simt_tiles/tuned/h200.json: rules.matmul_split_k row {i} {row!r}"
     try:

@@ -298,7 +298,11 @@ def test_larger_layers_on_gpu(variant):
             ref, bound = conv2d_nchw_reference(x, wt, b, pad)
             configs = [None] if variant in (None, "k01_direct") else [None, "default", "small"]
             for config in configs:
-                got = run(variant, x, wt, b, pad, config=config)
+                try:
+                    got = run(variant, x, wt, b, pad, config=config)
+                except simt_tiles.ConfigError as exc:  # a named rung's staging may not fit (float64 7x7)
+                    assert variant is not None and "does not fit" in str(exc), exc
+                    continue
                 chk = check_within(got, ref, bound)
                 assert chk.passed, f"{chk} {variant} {config} layer {(n, c_in, c_out, h, w, kh, kw, pad)} {dtype}"
 

@@ -118,10 +118,10 @@ PRESETS = {
 #: registers a thread of k05's default tile needs (3 × 3, mode "constant"): its 12 blocks per SM
 K05_REGISTERS = 40
 #: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8
-#: (5 × 5 and 7 × 7 spilled 24–28 B without them); "mirror" 16 — its fold (period 2n − 2, then a
-#: reflection) spilled 16 B (8 B stack) with 8 at 3 × 3 under CUDA 13.0's toolchain (CUDA 13.5's
-#: fits 48): 8 more than the 4 words it spilled
-MODE_REGISTERS = {int(Mode.MIRROR): 16, int(Mode.WRAP): 8}
+#: (5 × 5 and 7 × 7 spilled 24–28 B without them); "mirror" 24 — its fold (period 2n − 2, then a
+#: reflection) spilled 16 B (8 B stack) at 3 × 3 with 8 *and* with 16 under the H200's nvJitLink
+#: 13.0 (CUDA 13.5's toolchain and the 13.0.88 ptxas fit 48 and 56): one more step of 8
+MODE_REGISTERS = {int(Mode.MIRROR): 24, int(Mode.WRAP): 8}
 
 
 def for_source(config: Config, source: int) -> Config:
@@ -260,8 +260,8 @@ def signature(dtype, all_taps: bool = False, taps: int = 9):
 
 
 #: blocks per SM at most in modes "mirror" and "wrap" (float32, the default tile's 128 threads): their
-#: boundary code needs :data:`MODE_REGISTERS` more than k05's 40 (3 × 3, kernel parameters) — mirror 9
-#: blocks (56 registers), wrap 10 (48)
+#: boundary code needs :data:`MODE_REGISTERS` more than k05's 40 (3 × 3, kernel parameters) — mirror 8
+#: blocks (64 registers), wrap 10 (48)
 WRAPPING_BLOCKS = {mode: 65536 // (128 * (K05_REGISTERS + extra)) for mode, extra in MODE_REGISTERS.items()}
 
 

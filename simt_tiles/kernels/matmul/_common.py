@@ -188,12 +188,13 @@ PAD_MIN_MNK = 2**27
 
 
 @functools.lru_cache(maxsize=1)
-def pad_rule() -> int:
+def pad_rule() -> int | None:
     """Fewest M·N·K multiply-adds from which a ragged or unaligned problem is copied into padded,
     16-byte aligned buffers (k11's ``pad=PAD_RULE``): ``rules.matmul_pad.min_mnk`` of the shipped
-    table (read once), else :data:`PAD_MIN_MNK`.  Below it the copies' launches cost more than
-    the scalar loads they save."""
+    table (read once; ``null``: never), else :data:`PAD_MIN_MNK`.  Below it the copies' launches
+    cost more than the scalar loads they save."""
     from ...autotune import shipped_rules
 
     rule = shipped_rules("matmul_pad") or {}
-    return int(rule.get("min_mnk", PAD_MIN_MNK))
+    value = rule.get("min_mnk", PAD_MIN_MNK)
+    return None if value is None else int(value)

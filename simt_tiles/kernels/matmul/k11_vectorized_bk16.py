@@ -414,7 +414,8 @@ def pads(config: Config, m: int, n: int, k: int) -> bool:
     (``PAD_RULE``: :func:`._common.pad_rule`)."""
     if config.pad != PAD_RULE:
         return config.pad == PAD_ALWAYS
-    return m * n * k >= pad_rule()
+    rule = pad_rule()
+    return rule is not None and m * n * k >= rule
 
 
 @jit

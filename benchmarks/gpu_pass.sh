@@ -2,7 +2,7 @@
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
-# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -93,6 +93,16 @@ for step in $steps; do
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
         --json "$out/matmul_small_h200.json" --md "$out/matmul_small_h200.md" 2>&1 | tee "$out/small.log" \
         | grep -v '^|' | tail -3 ;;
+    split_rule)
+      # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
+      # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton
+      python3 -c "import sys, numpy as np; from simt_tiles.kernels.matmul import choose
+for s in sys.argv[1:]:
+    m, n, k = (list(map(int, s.split('x'))) * 3)[:3]; r, c = choose(None, None, m, n, k, np.float32)
+    print(s, r.name, c)" ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} | tee "$out/split_rule.txt"
+      timeout ${BENCH_TIMEOUT:-200} python3 -m simt_tiles bench matmul --variants k12_async_copy --default \
+        --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} \
+        --json "$out/matmul_split_rule_h200.json" --md "$out/matmul_split_rule_h200.md" 2>&1 | tail -12 ;;
     conv_default)
       OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)

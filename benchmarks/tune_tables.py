@@ -169,9 +169,9 @@ def compare_conv2d(h, rows, problem):
 def _rule_choice(m, n, k):
     from simt_tiles.kernels.matmul import _common, get_rung
 
-    v, splits = _common.fast_choice(m, n, k, "float32")
+    v, splits, fields = _common.fast_plan(m, n, k, "float32")  # fields: the row's tile, if it names one
     cfg = get_rung(v).presets["default"]
-    return v, dataclasses.replace(cfg, splits=splits)
+    return v, dataclasses.replace(cfg, **fields, splits=splits)
 
 
 def _untuned_conv(conv_nchw, dx, dw, db_, dout):

@@ -468,3 +468,99 @@ def test_ragged_rule_reads_the_sweep():
     assert ragged_rule.min_mnk(rows) == 1031 * 997 * 1013
     rows[1]["median_ms"] = 0.2
     assert ragged_rule.min_mnk(rows) is None
+
+
+# --- split-K rows that name a tile, and "balance" ----------------------------------------------
+
+TILE64 = {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4}
+
+
+@pytest.fixture
+def split_rows(monkeypatch):
+    """Install ``rows`` as ``rules.matmul_split_k`` (caches cleared before and after)."""
+    from simt_tiles import autotune
+    from simt_tiles.kernels import matmul as matmul_pkg
+
+    def clear():
+        _common.fast_table.cache_clear()
+        _common.sm_count.cache_clear()
+        matmul_pkg._split_k_choice.cache_clear()
+
+    def install(rows):
+        monkeypatch.setattr(autotune, "shipped_rules", lambda name, gpu_slug="h200": {"rows": rows})
+        clear()
+
+    clear()
+    yield install
+    monkeypatch.undo()
+    clear()
+
+
+def test_balance_splits_the_h200_numbers():
+    bal = _common.balance_splits
+    assert bal(17 * 16, 1013, 132) in (3, 4)  # 1031×997, 64×64 tiles: 272 blocks on 264 slots
+    assert bal(16 * 16, 1024, 132) == 1  # 1024×1024, 64×64: 256 blocks, one full wave
+    assert bal(4 * 4, 256, 132) == 2  # 256×256: 16 blocks want 4 splits, K=256 allows 2
+    assert bal(4 * 4, 128, 132) == 1  # K/2 < MIN_SPLIT_K
+    assert bal(4 * 4, 4096, 132) == 4
+    assert bal(4 * 4, 4096, 132, partial_cost=10.0) == 1  # partials dearer than idle SMs
+    assert bal(0, 4096, 132) == 1  # an empty C
+
+
+def test_rows_without_a_tile_behave_as_before(split_rows):
+    split_rows([[66, 4, "k11_vectorized_bk16"], [None, 1, "k12_async_copy"]])
+    assert _common.fast_plan(1000, 1000, 1000, np.float32) == ("k11_vectorized_bk16", 4, {})
+    assert _common.fast_plan(1000, 1000, 200, np.float32) == ("k11_vectorized_bk16", 1, {})
+    assert _common.fast_plan(2048, 2048, 2048, np.float32) == ("k12_async_copy", 1, {})
+
+
+def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
+    from simt_tiles.kernels import matmul as matmul_pkg
+
+    split_rows([[88, "balance", "k11_vectorized_bk16", dict(TILE64, resident=2, partial_cost=0.05)],
+                [None, 1, "k12_async_copy"]])
+    # matched by 128×128 tiles of C (1031×997: 72 ≤ 88), balanced on the row's 64×64 tiles
+    variant, splits, fields = _common.fast_plan(1031, 997, 1013, np.float32)
+    assert (variant, fields) == ("k11_vectorized_bk16", TILE64) and splits in (3, 4)
+    assert _common.fast_plan(1024, 1024, 1024, np.float32)[1] == 1  # 256 blocks: one full wave
+    assert _common.fast_plan(1031, 997, 1013, np.float64) == (_common.FLOAT64_VARIANT, 1, {})
+    # on a GPU the choice runs the row's tile; the simulator keeps its "sim" tile, with the split
+    rung, cfg = simt_tiles.kernels.matmul.choose(None, None, 1031, 997, 1013, np.float32)
+    assert rung.name == "k11_vectorized_bk16" and cfg.splits == splits
+    assert cfg.bm == (rung.presets["sim"].bm if SIMULATOR else 64)
+    monkeypatch.setattr(matmul_pkg, "SIMULATOR", False)
+    matmul_pkg._split_k_choice.cache_clear()
+    _, cfg = matmul_pkg.choose(None, None, 1031, 997, 1013, np.float32)
+    assert cfg == dataclasses.replace(rung.presets["default"], **TILE64, splits=splits)
+
+
+@pytest.mark.parametrize("m,n,k", [(7, 13, 257), (33, 1, 300), (0, 5, 260)])
+def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
+    split_rows([[1, "balance", "k11_vectorized_bk16", TILE64],
+                [None, 3, "k11_vectorized_bk16", {"bm": 64, "bn": 128, "wm": 32, "wn": 64, "min_blocks": 3}]])
+    _, cfg = simt_tiles.kernels.matmul.choose(None, None, m, n, k, np.float32)
+    assert cfg.splits == (2 if m and n else 1)  # the split path runs (an empty C: 0 blocks, unsplit)
+    a, b = random_operands(np.random.default_rng(m + n + k), m, n, k, np.float32)
+    out = poisoned((m, n), np.float32)
+    simt_tiles.matmul(a, b, out=out)
+    assert_matmul_ok(a, b, out.copy_to_host())
+
+
+@pytest.mark.parametrize("row,names", [
+    ([5, 2], "expected [most, splits, variant]"),
+    ([-1, 2, "k11_vectorized_bk16"], "most"),
+    ([5, 0, "k11_vectorized_bk16"], "splits"),
+    ([5, "even", "k11_vectorized_bk16"], "splits"),
+    ([5, 2, "k99_nope"], "variant"),
+    ([5, 2, "k11_vectorized_bk16", [64]], "fields"),
+    ([5, 2, "k11_vectorized_bk16", {"wm": 48}], "wm"),  # the rung's own rules
+    ([5, 2, "k11_vectorized_bk16", {"splits": 2}], "not config fields"),
+    ([5, 2, "k11_vectorized_bk16", {"tile": 64}], "not config fields"),
+    ([5, "balance", "k11_vectorized_bk16", {"resident": 0}], "resident"),
+    ([5, "balance", "k11_vectorized_bk16", {"partial_cost": -1}], "partial_cost"),
+])
+def test_a_bad_row_is_named_when_the_table_is_read(split_rows, row, names):
+    split_rows([[1, 2, "k11_vectorized_bk16"], row, [None, 1, "k12_async_copy"]])
+    with pytest.raises(ValueError, match=re.escape("rules.matmul_split_k row 1 ")) as err:
+        _common.fast_table()
+    assert names in str(err.value)

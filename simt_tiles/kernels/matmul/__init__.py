@@ -19,7 +19,7 @@ The file tree is the lesson — read the rungs in order:
 
 ``config=None`` asks :func:`simt_tiles.autotune.choose` first (the user's autotune
 cache, then the table shipped for this GPU); without an answer ``variant=None`` picks
-the rung and its split of K by size (``_common.fast_choice``), a named variant its preset.
+the rung, its tile and its split of K by size (``_common.fast_plan``), a named variant its preset.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import functools
 from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from ...runtime import Rung, pick_rung
+from ...runtime import SIMULATOR, Rung, pick_rung
 from . import (
     k01_naive,
     k02_coalesced,
@@ -45,7 +45,7 @@ from . import (
     k11_vectorized_bk16,
     k12_async_copy,
 )
-from ._common import fast_choice, flops
+from ._common import fast_plan, flops
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = {
@@ -84,7 +84,7 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune=None):
     """``(rung, config)`` for one problem: the caller's config; else, with ``config=None``, the
     tuned choice for this GPU and size (:func:`simt_tiles.autotune.choose`: memoised, a dict
     lookup after the first call; ``autotune=True`` tunes a miss); else with ``variant=None``
-    the split-K rule (:func:`._common.fast_choice`), with a variant its preset."""
+    the split-K rule (:func:`._common.fast_plan`), with a variant its preset."""
     if config is None:
         dtype = _autotune.dtype_name(dtype)
         hit = _autotune.choose("matmul", (m, n, k, dtype), variant, autotune)
@@ -98,9 +98,13 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune=None):
 
 @functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation
 def _split_k_choice(m: int, n: int, k: int, dtype: str):
-    variant, splits = fast_choice(m, n, k, dtype)
+    """The split-K row's choice: its variant with the row's tile (the variant's ``"default"`` preset
+    and the row's fields) and split.  The simulator keeps its small ``"sim"`` tile, with the split."""
+    variant, splits, fields = fast_plan(m, n, k, dtype)
     rung = get_rung(variant)
     cfg = rung.resolve_config(None)
+    if fields and not SIMULATOR:
+        cfg = dataclasses.replace(rung.presets["default"], **fields)  # validated by fast_table
     if splits > 1:
         cfg = dataclasses.replace(cfg, splits=splits)
     return rung, cfg

@@ -112,7 +112,8 @@ def _long_first(config, items) -> None:
 
 # --- on a GPU: how many kernels did this session compile, and how long did that take? ---------
 
-_COMPILES: dict = {"kernels": 0, "seconds": 0.0, "by_kernel": {}}
+_COMPILES: dict = {"kernels": 0, "seconds": 0.0, "by_kernel": {}, "by_test": {}}
+_CURRENT_TEST: list = ["(collection)"]
 
 
 def _count_compiles() -> None:
@@ -126,8 +127,11 @@ def _count_compiles() -> None:
         t0 = time.perf_counter()
         out = original(self, sig)
         if len(self.overloads) > before:
+            seconds = time.perf_counter() - t0
             _COMPILES["kernels"] += 1
-            _COMPILES["seconds"] += time.perf_counter() - t0
+            _COMPILES["seconds"] += seconds
+            test = _CURRENT_TEST[0]
+            _COMPILES["by_test"][test] = _COMPILES["by_test"].get(test, 0.0) + seconds
             name = getattr(self.py_func, "__name__", "?")
             _COMPILES["by_kernel"][name] = _COMPILES["by_kernel"].get(name, 0) + 1
         return out
@@ -139,19 +143,42 @@ if not SIM:
     _count_compiles()
 
 
+def pytest_sessionfinish(session):
+    """An xdist worker hands its counts to the controller (:func:`pytest_testnodedown`)."""
+    if not SIM and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["simt_tiles_compiles"] = _COMPILES
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller adds up its workers' counts (each worker compiles its own kernels)."""
+    got = getattr(node, "workeroutput", {}).get("simt_tiles_compiles")
+    if not got:
+        return
+    _COMPILES["kernels"] += got["kernels"]
+    _COMPILES["seconds"] += got["seconds"]
+    for key in ("by_kernel", "by_test"):
+        for name, n in got[key].items():
+            _COMPILES[key][name] = _COMPILES[key].get(name, 0) + n
+
+
 def pytest_terminal_summary(terminalreporter):
     if SIM or not _COMPILES["kernels"]:
         return
     top = sorted(_COMPILES["by_kernel"].items(), key=lambda kv: -kv[1])[:12]
     terminalreporter.write_line(
         f"kernels compiled this session: {_COMPILES['kernels']} distinct (kernel, config, dtype) in "
-        f"{_COMPILES['seconds']:.0f} s; most: " + ", ".join(f"{k} {n}" for k, n in top))
+        f"{_COMPILES['seconds']:.0f} s (all workers); most: " + ", ".join(f"{k} {n}" for k, n in top))
+    terminalreporter.write_line("compile seconds by test (the GPU pass's schedule: tests/conftest.py GPU_LONG):")
+    for test, seconds in sorted(_COMPILES["by_test"].items(), key=lambda kv: -kv[1])[:25]:
+        terminalreporter.write_line(f"  {seconds:7.1f} s  {test}")
 
 
 @pytest.fixture(autouse=True)
-def _gpu_faults_blame_their_own_test():
+def _gpu_faults_blame_their_own_test(request):
     """On a GPU, synchronise after each test: an asynchronous fault (illegal address) then fails
     the test that launched it, not the next test of the same worker (a poisoned context fails all)."""
+    _CURRENT_TEST[0] = request.node.nodeid  # compile seconds are charged to it (on a GPU)
     yield
     if not SIM:
         from numba import cuda

@@ -86,7 +86,8 @@ def _long_first(config, items) -> None:
     long_groups: dict = {}
     for item in items:
         if _is_long(item):
-            whole = any(m.name == "long" for m in getattr(getattr(item, "module", None), "pytestmark", ()) or ())
+            marks = getattr(getattr(item, "module", None), "pytestmark", [])  # one mark or a list
+            whole = any(m.name == "long" for m in (marks if isinstance(marks, list) else [marks]))
             long_groups.setdefault(item.path if whole else item.nodeid, []).append(item)
     if not long_groups:
         return

@@ -129,8 +129,11 @@ def test_k12_copies_asynchronously():
 
 def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
+    assert _common.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 1)  # 16 tiles: 64x64 tiles
+    assert _common.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
     assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 4)  # 64 tiles
-    assert _common.fast_choice(1031, 997, 1013, f32) == ("k11_vectorized_bk16", 3)  # 72 tiles
+    assert _common.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
+    assert _common.fast_choice(1300, 1300, 1300, f32) == ("k11_vectorized_bk16", 2)  # 121 tiles
     assert _common.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
     assert _common.fast_choice(1000, 1000, 200, f32)[1] == 1  # K too short to split
     assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
@@ -181,8 +184,9 @@ def test_unaligned_device_operands(variant):
     assert_matmul_ok(a, b, out.copy_to_host())
 
 
-def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch):
-    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split as 1000³ does
+def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch, split_rows):
+    split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4, as 1000³ does
+    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split too
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 21, 45, np.float32)
     from simt_tiles.kernels.matmul import choose
@@ -404,8 +408,9 @@ def test_pad_rule_by_size(monkeypatch):
     assert k11.pads(base, 3, 2, 2) and not k11.pads(base, 3, 3, 1)
 
 
-def test_default_api_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
-    """variant=None on a ragged size: the table's split-K choice, padded once M·N·K passes the rule."""
+def test_default_api_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch, split_rows):
+    """variant=None on a ragged size where the rule's row is k11: padded once M·N·K passes the rule."""
+    split_rows([[None, 1, "k11_vectorized_bk16"]])
     monkeypatch.setattr(k11, "pad_rule", lambda: 1000)
     a, b = random_operands(np.random.default_rng(6), 11, 13, 9, np.float32)  # 1287 ≥ 1000
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))

@@ -19,11 +19,12 @@ for step in $steps; do
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
       # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
       # (beside the compile gate, which assembles PTX and does not touch Numba's disk cache)
-      # (and the default-path conv2d kernels that several tests call with the same fixed filters, and
-      # k11's small-tile presets, which test_matmul and test_matmul_fast both launch); the cores split
-      # by work: the warm step ~1250 core-seconds cold, the gate ~600 (each ~100-125 s)
+      # (and the default-path conv2d kernels that several tests call with the same fixed filters, k11's
+      # small-tile presets, which test_matmul and test_matmul_fast both launch, and k12 with 64x64 tiles:
+      # the float32 default up to 32 128x128 tiles, every small matmul(a, b) of every worker); the cores
+      # split by work: the warm step ~1300 core-seconds cold, the gate ~600 (each ~100-130 s)
       python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-10} --conv-tests --presets 64x64 64x128 128x64 \
-        > "$out/warm_cache.log" 2>&1 &
+        --configs k12_async_copy:bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4 > "$out/warm_cache.log" 2>&1 &
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
       # kernels were compiled and in how long, --durations where the time went

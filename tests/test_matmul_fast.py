@@ -486,13 +486,17 @@ def split_rows(monkeypatch):
     from simt_tiles import autotune
     from simt_tiles.kernels import matmul as matmul_pkg
 
+    shipped = autotune.shipped_rules
+
     def clear():
         _common.fast_table.cache_clear()
+        _common.pad_rule.cache_clear()
         _common.sm_count.cache_clear()
         matmul_pkg._split_k_choice.cache_clear()
 
-    def install(rows):
-        monkeypatch.setattr(autotune, "shipped_rules", lambda name, gpu_slug="h200": {"rows": rows})
+    def install(rows):  # the split-K rows only: every other rule stays the shipped one
+        monkeypatch.setattr(autotune, "shipped_rules", lambda name, gpu_slug="h200": (
+            {"rows": rows} if name == "matmul_split_k" else shipped(name, gpu_slug)))
         clear()
 
     clear()

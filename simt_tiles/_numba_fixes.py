@@ -1,4 +1,9 @@
-"""A compile-time fix for numba-cuda 0.30: the lowering's single-assignment scan, made linear.
+"""Fixes for numba-cuda 0.30, each installed only over the code it was written against.
+
+1. The simulator (:func:`apply_simulator_shared_lock`, installed by :mod:`simt_tiles.runtime` when
+   the simulator is on): a block's shared arrays are created under a lock.
+2. Compile time (:func:`apply`, the compile gate's processes): the lowering's single-assignment
+   scan, made linear.
 
 ``Lower._find_singly_assigned_variable`` rescans a variable's whole defining block for every
 variable defined there, quadratic in a block's length.  The generated matmul rungs (k11, k12)
@@ -65,4 +70,55 @@ def apply() -> bool:
     if known:
         L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
     _APPLIED.append(known)
+    return known
+
+
+# --- the simulator: a block's shared arrays created under a lock ------------------------------
+
+_SHARED_LOCK = __import__("threading").Lock()
+_SHARED_ORIGINAL: list = []
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """numba-cuda's ``FakeCUDAShared.array`` with the first allocation of a call site atomic:
+    the simulator runs a block's threads as Python threads and keys each shared array on the
+    caller's file and line, filling the dict on first use — two threads asking at once could
+    each create one, and a thread would then work on an array the others never see."""
+    import sys
+    import traceback
+
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if alignment is not None or shape == 0:  # an error, or the dynamic buffer: no allocation here
+        return _SHARED_ORIGINAL[0](self, shape, dtype, alignment)
+    caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # as numba-cuda: the caller's line
+    with _SHARED_LOCK:
+        res = self._allocations.get(caller)
+        if res is None:
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            res = self._allocations[caller] = np.empty(shape, dtype)
+    return res
+
+
+def apply_simulator_shared_lock() -> bool:
+    """Install :func:`_shared_array` in numba-cuda's CUDA simulator (once per process); whether it
+    is installed.  Seen once in CI before it: k07's staged store gave wrong values in the columns
+    of one thread — the thread had its own "shared" patch.  Left alone when the method is not the
+    one this was written against."""
+    if _SHARED_ORIGINAL:
+        return True
+    try:
+        from numba.cuda.simulator import kernelapi as K
+
+        src = inspect.getsource(K.FakeCUDAShared.array)
+        known = ("self._allocations.get(caller)" in src and "stack[-2][0:2]" in src
+                 and "self._allocations[caller] = res" in src)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if known:
+        _SHARED_ORIGINAL.append(K.FakeCUDAShared.array)
+        K.FakeCUDAShared.array = _shared_array
     return known

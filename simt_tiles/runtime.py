@@ -55,6 +55,10 @@ __all__ = [
 
 #: True when Numba runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
 SIMULATOR: bool = bool(numba.config.ENABLE_CUDASIM)
+if SIMULATOR:  # the simulator's shared arrays, first allocated under a lock (a race otherwise)
+    from ._numba_fixes import apply_simulator_shared_lock
+
+    apply_simulator_shared_lock()
 
 #: ``alignment=`` for shared arrays read with 128-bit loads.  The simulator
 #: rejects any alignment other than None (RuntimeError), so kernels pass this.

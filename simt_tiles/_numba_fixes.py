@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import collections
 import inspect
+import sys
+import threading
+import traceback
 
 _APPLIED: list = []
 
@@ -75,7 +78,7 @@ def apply() -> bool:
 
 # --- the simulator: a block's shared arrays created under a lock ------------------------------
 
-_SHARED_LOCK = __import__("threading").Lock()
+_SHARED_LOCK = threading.Lock()
 _SHARED_ORIGINAL: list = []
 
 
@@ -84,9 +87,6 @@ def _shared_array(self, shape, dtype, alignment=None):
     the simulator runs a block's threads as Python threads and keys each shared array on the
     caller's file and line, filling the dict on first use — two threads asking at once could
     each create one, and a thread would then work on an array the others never see."""
-    import sys
-    import traceback
-
     import numpy as np
     from numba.core import types
     from numba.np import numpy_support

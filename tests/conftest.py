@@ -24,6 +24,7 @@ Tests that fix their own example count scale it with :func:`tests.profiles.examp
 
 from __future__ import annotations
 
+import os
 import time
 
 from simt_tiles import _probe
@@ -115,6 +116,8 @@ def _long_first(config, items) -> None:
 
 _COMPILES: dict = {"kernels": 0, "seconds": 0.0, "by_kernel": {}, "by_test": {}}
 _CURRENT_TEST: list = ["(collection)"]
+#: SIMT_TILES_COMPILE_LOG=<file>: every worker appends "seconds<TAB>kernel<TAB>test" per compilation
+_COMPILE_LOG = os.environ.get("SIMT_TILES_COMPILE_LOG")
 
 
 def _count_compiles() -> None:
@@ -135,6 +138,9 @@ def _count_compiles() -> None:
             _COMPILES["by_test"][test] = _COMPILES["by_test"].get(test, 0.0) + seconds
             name = getattr(self.py_func, "__name__", "?")
             _COMPILES["by_kernel"][name] = _COMPILES["by_kernel"].get(name, 0) + 1
+            if _COMPILE_LOG:  # one line per compilation, written at once: a run cut at its limit keeps it
+                with open(_COMPILE_LOG, "a") as f:
+                    f.write(f"{seconds:.2f}\t{name}\t{test}\n")
         return out
 
     CUDADispatcher.compile = compile

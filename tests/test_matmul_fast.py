@@ -534,12 +534,14 @@ def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
     assert _common.fast_plan(1024, 1024, 1024, np.float32)[1] == 1  # 256 blocks: one full wave
     assert _common.fast_plan(1031, 997, 1013, np.float64) == (_common.FLOAT64_VARIANT, 1, {})
     # on a GPU the choice runs the row's tile; the simulator keeps its "sim" tile, with the split
-    rung, cfg = simt_tiles.kernels.matmul.choose(None, None, 1031, 997, 1013, np.float32)
+    # (the rule's own choice: on a GPU choose() asks the shipped tuned table first, which has this size)
+    matmul_pkg._split_k_choice.cache_clear()
+    rung, cfg = matmul_pkg._split_k_choice(1031, 997, 1013, "float32")
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == splits
     assert cfg.bm == (rung.presets["sim"].bm if SIMULATOR else 64)
     monkeypatch.setattr(matmul_pkg, "SIMULATOR", False)
     matmul_pkg._split_k_choice.cache_clear()
-    _, cfg = matmul_pkg.choose(None, None, 1031, 997, 1013, np.float32)
+    _, cfg = matmul_pkg._split_k_choice(1031, 997, 1013, "float32")
     assert cfg == dataclasses.replace(rung.presets["default"], **TILE64, splits=splits)
 
 

@@ -37,7 +37,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.kernels.softmax.reference import softmax_reference
-from tests.common import BOTH_OPS, poisoned
+from tests.common import BOTH_OPS, SEMANTICS_CONFIG, poisoned
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
@@ -730,9 +730,9 @@ def test_conv_nan_and_inf_placement(mode, variant):
         with np.errstate(invalid="ignore"):
             expect = ndi.correlate(x, w, mode=mode, cval=cval)
             expect_cv = ndi.convolve(x, w, mode=mode, cval=cval)
-        got = st.correlate2d(x, w, mode=mode, cval=cval, variant=variant)
+        got = st.correlate2d(x, w, mode=mode, cval=cval, variant=variant, config=SEMANTICS_CONFIG)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(expect))
-        got = st.convolve2d(x, w, mode=mode, cval=cval, variant=variant)
+        got = st.convolve2d(x, w, mode=mode, cval=cval, variant=variant, config=SEMANTICS_CONFIG)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(expect_cv))
 
 

@@ -43,7 +43,7 @@ from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, speci
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
 
-from .common import BOTH_OPS, DTYPES, configs, kernel_cases, poisoned
+from .common import BOTH_OPS, DTYPES, SEMANTICS_CONFIG, configs, kernel_cases, poisoned
 from .gate_subprocess import run_real_target
 from .profiles import PROFILE, examples
 
@@ -250,7 +250,7 @@ def test_scipy_nd_reflect_quirk_follows_the_1d_path(variant):
     weights = np.zeros((1, 17))
     weights[0, 0] = 1.0
     cval = -1.0
-    got = _run(variant, image, weights, "reflect", cval, False)
+    got = _run(variant, image, weights, "reflect", cval, False, SEMANTICS_CONFIG)
     one_d = ndi.correlate1d(image, weights[0], axis=1, mode="reflect", cval=cval)
     np.testing.assert_array_equal(got, one_d)
     assert got[0, 0] == 10.0
@@ -272,7 +272,7 @@ def test_filters_much_larger_than_the_image_keep_folding(mode, ops, variant):
         expected = f1(f1(image, u, axis=0, mode=mode, cval=0.5), v, axis=1, mode=mode, cval=0.5)
         if mode == "constant":  # not separable: the second 1-D pass would pad with cval, not u·cval
             expected = None
-        got = _run(variant, image, weights, mode, 0.5, convolve)
+        got = _run(variant, image, weights, mode, 0.5, convolve, SEMANTICS_CONFIG)
         _assert_ok(got, image, weights, mode, 0.5, convolve)
         if expected is not None:
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{variant} {convolve=}")
@@ -287,7 +287,7 @@ def test_even_sizes_match_scipy(kh, kw, variant):
     weights = rng.standard_normal((kh, kw))
     for convolve in (False, True):
         expected = _scipy(image, weights, "reflect", 0.0, convolve)
-        got = _run(variant, image, weights, "reflect", 0.0, convolve)
+        got = _run(variant, image, weights, "reflect", 0.0, convolve, SEMANTICS_CONFIG)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"{variant} convolve={convolve}")
 
 
@@ -373,7 +373,7 @@ def test_cupy_and_torch_in_same_kind_out(variant):
         else:
             img_d, w_d = xp.from_numpy(image).cuda(), xp.from_numpy(weights).cuda()
             back = lambda t: t.cpu().numpy()  # noqa: E731
-        got = convolve2d(img_d, w_d, mode="mirror", variant=variant)
+        got = convolve2d(img_d, w_d, mode="mirror", variant=variant, config=SEMANTICS_CONFIG)
         assert type(got) is type(img_d), lib
         _assert_ok(back(got), image, weights, "mirror", 0.0, True)
         np.testing.assert_array_equal(back(w_d), weights)

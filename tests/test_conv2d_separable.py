@@ -53,7 +53,7 @@ from simt_tiles.kernels.conv2d.reference import (
 )
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .common import DTYPES, gpu_pool, kernel_cases, poisoned
+from .common import DTYPES, SEMANTICS_CONFIG, gpu_pool, kernel_cases, poisoned
 from .gate_subprocess import run_real_target
 from .profiles import examples
 from .test_conv2d import _fits, config_strategy
@@ -387,21 +387,22 @@ def test_rows_past_the_hand_unrolled_ones(variant):
 @pytest.mark.parametrize("variant", CONSTANT_FILTER_VARIANTS)
 def test_one_kernel_per_distinct_filter(variant):
     """The filter's bytes are the cache key: the same values again reuse the kernel
-    (also from a device array, or a non-contiguous view), new values compile another."""
+    (also from a device array, or a non-contiguous view), new values compile another.  (The
+    small "sim" tile on a GPU too: the cache's behaviour does not depend on the tile.)"""
     cache = _common._filter_kernel
     rng = np.random.default_rng(2)
     image = rng.standard_normal((3, 4)).astype(np.float32)
     weights = rng.standard_normal((2, 3)).astype(np.float32)
-    correlate2d(image, weights, variant=variant)
+    correlate2d(image, weights, variant=variant, config=SEMANTICS_CONFIG)
     before = cache.cache_info()
-    correlate2d(image, weights.copy(), variant=variant)
-    correlate2d(image, cuda.to_device(weights), variant=variant)  # copied back to the host
+    correlate2d(image, weights.copy(), variant=variant, config=SEMANTICS_CONFIG)
+    correlate2d(image, cuda.to_device(weights), variant=variant, config=SEMANTICS_CONFIG)  # copied back to the host
     strided = np.zeros((2, 6), np.float32)
     strided[:, ::2] = weights
-    correlate2d(image, strided[:, ::2], variant=variant)
+    correlate2d(image, strided[:, ::2], variant=variant, config=SEMANTICS_CONFIG)
     after = cache.cache_info()
     assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)
-    correlate2d(image, weights + np.float32(1), variant=variant)
+    correlate2d(image, weights + np.float32(1), variant=variant, config=SEMANTICS_CONFIG)
     assert cache.cache_info().misses == after.misses + 1
     assert cache.cache_info().maxsize == _common.FILTER_KERNEL_CACHE
 

@@ -40,7 +40,7 @@ from simt_tiles.kernels.conv2d.reference import (
 from simt_tiles.kernels.reduce import REDUCE_OPS, reduce
 from simt_tiles.kernels.softmax import SOFTMAX_VARIANTS, softmax
 
-from .common import BOTH_OPS, DTYPES, assert_like_scipy
+from .common import BOTH_OPS, DTYPES, SEMANTICS_CONFIG, assert_like_scipy
 
 EPS = 2.0**-52  # DBL_EPSILON: scipy skips |w| <= EPS, counts anything larger
 SENTINEL = -7.75e7  # the output's initial value: an element a kernel forgets to write shows up
@@ -98,7 +98,7 @@ def test_zero_taps_do_not_spread_nan_or_inf(variant, dtype, ops, case):
         fn, sp = (convolve2d, ndi.convolve) if convolve else (correlate2d, ndi.correlate)
         out = _out(x.shape, dtype)
         _quietly(fn, cuda.to_device(x), cuda.to_device(w), mode=mode, cval=cval, out=out, variant=variant,
-                 config="sim")
+                 config=SEMANTICS_CONFIG)
         with np.errstate(invalid="ignore"):
             expect = sp(x, w, mode=mode, cval=cval)
             ref, bound = correlate2d_reference(x, w, mode, cval, convolve=convolve)

@@ -289,15 +289,17 @@ def test_k07_config_rules():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", list(VECTOR_RUNGS))
-@pytest.mark.parametrize("mode", ["constant", "reflect", "wrap"])
-@pytest.mark.parametrize("shape, filter_shape, convolve", [((200, 1028), (7, 7), False), ((97, 516), (4, 6), True),
-                                                           ((130, 1031), (5, 5), False)],
-                         ids=["1028-7x7", "516-4x6-convolve", "1031-5x5"])
+@pytest.mark.parametrize("mode, shape, filter_shape, convolve",
+                         [("constant", (200, 1028), (7, 7), False), ("reflect", (97, 516), (4, 6), True),
+                          ("wrap", (130, 1031), (5, 5), False)],
+                         ids=["constant-1028-7x7", "reflect-516-4x6-convolve", "wrap-1031-5x5"])
 def test_vector_rungs_on_gpu(mode, variant, shape, filter_shape, convolve):
-    """Widths that are and are not multiples of 4, odd and even filters, and CuPy arrays
-    whose data start 4 bytes past a 16-byte boundary (the scalar paths).  Each filter,
-    anchor and mode is a compilation (10-30 s with the filter compiled in): one test each,
-    so that they spread over the GPU pass's workers."""
+    """Widths that are and are not multiples of 4, odd and even filters, a mode of each kind
+    (constant's cval, reflect's fold, wrap's modulo), and CuPy arrays whose data start 4 bytes
+    past a 16-byte boundary (the scalar paths).  Each filter, anchor and mode is a compilation
+    (20-30 s on the GPU host with the filter compiled in): one test each, so that they spread over
+    the GPU pass's workers; every mode of every rung meets the shipped presets in test_conv2d's
+    property tests."""
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(31)
     (h, w), (kh, kw) = shape, filter_shape

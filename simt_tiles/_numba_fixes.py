@@ -2,16 +2,24 @@
 
 1. The simulator (:func:`apply_simulator_shared_lock`, installed by :mod:`simt_tiles.runtime` when
    the simulator is on): a block's shared arrays are created under a lock.
-2. Compile time (:func:`apply`, the compile gate's processes): the lowering's single-assignment
-   scan, made linear.
+2. Compile time (:func:`apply`: the compile gate's processes, and :mod:`simt_tiles.runtime` on the
+   real target): two quadratic steps of Numba's pipeline made linear; the same PTX byte for byte.
 
 ``Lower._find_singly_assigned_variable`` rescans a variable's whole defining block for every
 variable defined there, quadratic in a block's length.  The generated matmul rungs (k11, k12)
 are a few long unrolled blocks of ~10k statements: counting once cuts the CPU time of compiling
-one to PTX by 24–35% (k11 float32 default: 41.2 s → 26.9 s; 64x128: 38.1 s → 29.1 s; the same
-PTX byte for byte).  :func:`apply` replaces the method by the same computation with each block's assignment targets
-counted once; it leaves Numba alone when the method is not the one this was written against
-(then compiles are only slower).  The compile gate applies it in its processes.
+one to PTX by 24–35% (k11 float32 default: 41.2 s → 26.9 s; 64x128: 38.1 s → 29.1 s).
+
+``InlineWorker.inline_ir`` (every ``inline="always"`` device function, at every call site) copies
+the callee's IR block by block with ``copy.deepcopy(block)``, each with a fresh memo: every
+variable refers to the scope, the scope to every variable, so each block copies all the callee's
+variables again — blocks × variables.  The conv rungs inline their index and load helpers dozens
+of times per kernel: this copy was 16.5 of 43 s compiling k08's four gate configs.  Here the
+blocks of one copy share one memo (one scope copy, as the original IR has one scope; the inliner
+points every inlined block at the caller's scope afterwards anyway).
+
+Each is left alone when Numba's method is not the one it was written against (then compiles are
+only slower).
 """
 
 from __future__ import annotations
@@ -57,9 +65,49 @@ def _find_singly_assigned_variable(self):
     self._blk_local_varmap = {}
 
 
+class _BlockCopies:
+    """Stands in for the ``copy`` module inside numba-cuda's ``inline_closurecall``: the blocks of
+    one IR copied in a row (``copy_ir``: the same scope, no block twice) share one memo.  A block
+    of another scope, or one already copied (the same callee inlined again), starts a new copy."""
+
+    def __init__(self, block_type):
+        import copy
+
+        self._copy, self._block = copy, block_type
+        self._scope, self._memo, self._seen = None, {}, set()
+
+    def deepcopy(self, x, memo=None):
+        if memo is not None or type(x) is not self._block:
+            return self._copy.deepcopy(x, memo)
+        if x.scope is not self._scope or id(x) in self._seen:
+            self._scope, self._memo, self._seen = x.scope, {}, set()
+        self._seen.add(id(x))
+        return self._copy.deepcopy(x, self._memo)
+
+    def __getattr__(self, name):  # copy.copy and the rest: the real module's
+        return getattr(self._copy, name)
+
+
+def _apply_shared_block_memo() -> bool:
+    try:
+        from numba.cuda.core import inline_closurecall as IC
+        from numba.cuda.core import ir
+
+        src = inspect.getsource(IC.InlineWorker.inline_ir)
+        known = ("block_label: copy.deepcopy(block)" in src and "block.scope = scope" in src
+                 and getattr(IC, "copy", None) is sys.modules.get("copy"))
+    except (ImportError, AttributeError, OSError, TypeError):
+        known = False
+    if known:
+        IC.copy = _BlockCopies(ir.Block)
+    return known
+
+
 def apply() -> bool:
-    """Install the linear scan (once per process); whether it is installed.  Imports Numba's
-    CUDA lowering: call it where the real target is loaded (the compile gate's processes)."""
+    """Install both compile-time fixes (once per process); whether the lowering scan is installed
+    (the inliner's copy is installed where it matches).  Imports Numba's CUDA lowering: call it where
+    the real target is loaded (the compile gate's processes; :mod:`simt_tiles.runtime` off the
+    simulator)."""
     if _APPLIED:
         return _APPLIED[0]
     try:
@@ -72,6 +120,7 @@ def apply() -> bool:
         known = False
     if known:
         L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
+    _apply_shared_block_memo()
     _APPLIED.append(known)
     return known
 

@@ -84,12 +84,22 @@ def jit(pyfunc: Callable, **options: Any):
     where the GPU silently computes inf or NaN (inf − inf in a softmax row of
     infinities, 0·inf in a filter) — users would see kernel source lines as warnings."""
     if not SIMULATOR:
+        _compile_time_fixes()
         return cuda.jit(**options)(pyfunc)
     options = {k: v for k, v in options.items() if k not in GPU_ONLY_JIT_OPTIONS}
     kernel = cuda.jit(**options)(pyfunc)
     if not options.get("device") and hasattr(kernel, "fn"):
         kernel.fn = _QuietThreads(kernel.fn)
     return kernel
+
+
+@functools.cache
+def _compile_time_fixes() -> None:
+    """numba-cuda's two quadratic compile steps made linear, before the first real-target kernel
+    (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`."""
+    from ._numba_fixes import apply
+
+    apply()
 
 
 class _QuietThreads:

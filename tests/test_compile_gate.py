@@ -275,6 +275,47 @@ def test_fma_peak_times_an_unrolled_ffma_loop():
     assert integer <= 16, mix  # prologue and epilogue only: none per loop trip beyond the counter
 
 
+def test_inliner_block_copies_share_a_memo_and_give_the_same_ptx():
+    """simt_tiles._numba_fixes: the inliner's block copies share one memo per copy (one scope copy),
+    a block copied again starts a fresh copy, and a conv rung that inlines its helpers dozens of
+    times compiles to the same PTX as with numba-cuda's own copy."""
+    proc = run_real_target("""
+        import copy
+        import re
+        import numpy as np
+        from numba import cuda
+        from numba.cuda.core import inline_closurecall as IC
+        from numba.cuda.core import ir
+        from simt_tiles import _numba_fixes
+        assert IC.copy is copy
+        _numba_fixes.apply()
+        assert isinstance(IC.copy, _numba_fixes._BlockCopies), "numba-cuda's inliner changed: review _numba_fixes"
+        loc = ir.Loc("f", 1)
+        scope = ir.Scope(None, loc)
+        x = scope.define("x", loc)
+        a, b = ir.Block(scope, loc), ir.Block(scope, loc)
+        a.append(ir.Assign(ir.Const(1, loc), x, loc))
+        b.append(ir.Assign(ir.Const(2, loc), x, loc))
+        a1, b1 = IC.copy.deepcopy(a), IC.copy.deepcopy(b)  # one IR's blocks: one scope copy
+        assert a1.scope is b1.scope and a1.scope is not scope and a1.body[0].target.scope is a1.scope
+        a2 = IC.copy.deepcopy(a)  # the same callee again: a fresh copy
+        assert a2 is not a1 and a2.scope is not a1.scope
+        from simt_tiles.kernels.conv2d import RUNGS
+        from simt_tiles.kernels.conv2d._common import Mode, specialise
+        rung = RUNGS["k08_prefetched"]
+        cfg = specialise(rung.presets["sim"], 5, 4, Mode.MIRROR)
+        def ptx():  # each compilation numbers its symbols anew: named by order of first use
+            text = cuda.compile_ptx(rung.factory(cfg, np.float32), rung.signature(np.float32), cc=(9, 0))[0]
+            names = {}
+            return re.sub(r"_ZN\\w+|_cudapy_smem_\\d+", lambda m: names.setdefault(m.group(), f"sym{len(names)}"), text)
+        fixed = ptx()
+        IC.copy = copy
+        print("same" if ptx() == fixed else "DIFFERENT")
+    """)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "same", proc.stdout
+
+
 def test_linear_single_assignment_scan_matches_numbas():
     """simt_tiles._numba_fixes (applied by the gate: generated rungs compile 24–35% faster) computes
     the same singly-assigned variables as numba-cuda's own quadratic scan, on every function the

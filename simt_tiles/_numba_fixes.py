@@ -1,7 +1,9 @@
 """Fixes for numba-cuda 0.30, each installed only over the code it was written against.
 
-1. The simulator (:func:`apply_simulator_shared_lock`, installed by :mod:`simt_tiles.runtime` when
-   the simulator is on): a block's shared arrays are created under a lock.
+1. The simulator (:func:`apply_simulator_shared_lock` and :func:`apply_simulator_block_yield`,
+   installed by :mod:`simt_tiles.runtime` when the simulator is on): a block's shared arrays are
+   created under a lock; a block's driver gives its threads the GIL while it waits for them
+   (simulated kernels 3-4x faster: a matmul, a correlate2d and a softmax, 11.6 s → 3.2 s).
 2. Compile time (:func:`apply`: the compile gate's processes, and :mod:`simt_tiles.runtime` on the
    real target): two quadratic steps of Numba's pipeline made linear; the same PTX byte for byte.
 
@@ -170,4 +172,72 @@ def apply_simulator_shared_lock() -> bool:
     if known:
         _SHARED_ORIGINAL.append(K.FakeCUDAShared.array)
         K.FakeCUDAShared.array = _shared_array
+    return known
+
+
+# --- the simulator: a block's driver that waits instead of spinning --------------------------
+
+_BLOCK_RUN_ORIGINAL: list = []
+
+
+def _block_manager_run(self, grid_point, *args):
+    """numba-cuda's ``BlockManager.run`` (the simulator runs one block: a Python thread per CUDA
+    thread, released together at each ``syncthreads``) with one change: the driver's polling loop
+    gives the GIL up after each pass (``time.sleep(0)``).  numba-cuda's loop only asks its threads
+    ``is_alive()``, which keeps the GIL: the driver took a full switch interval (5 ms) in every
+    round of the threads it was waiting for — a large share of every simulated kernel's time."""
+    import time
+
+    import numpy as np
+    from numba.cuda.simulator.kernel import BlockThread
+
+    threads, livethreads, blockedthreads = set(), set(), set()
+    for block_point in np.ndindex(*self._block_dim):
+
+        def target():
+            self._f(*args)
+
+        t = BlockThread(target, self, grid_point, block_point, self._debug)
+        t.start()
+        threads.add(t)
+        livethreads.add(t)
+    while livethreads:
+        for t in livethreads:
+            if t.syncthreads_blocked:
+                blockedthreads.add(t)
+            elif t.exception:  # abort the others, do not join them (as numba-cuda: for debugging)
+                for t_other in threads:
+                    t_other.abort = True
+                    t_other.syncthreads_blocked = False
+                    t_other.syncthreads_event.set()
+                raise t.exception[0].with_traceback(t.exception[1])
+        if livethreads == blockedthreads:
+            for t in blockedthreads:
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+            blockedthreads = set()
+        livethreads = {t for t in livethreads if t.is_alive()}
+        time.sleep(0)  # the one change: the threads run while the driver waits
+    for t in threads:  # an exception set just before a thread finished
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+
+
+def apply_simulator_block_yield() -> bool:
+    """Install :func:`_block_manager_run` in numba-cuda's CUDA simulator (once per process); whether
+    it is installed.  Left alone when the method is not the one this was written against."""
+    if _BLOCK_RUN_ORIGINAL:
+        return True
+    try:
+        from numba.cuda.simulator import kernel as K
+
+        src = inspect.getsource(K.BlockManager.run)
+        known = ("livethreads = set([t for t in livethreads if t.is_alive()])" in src
+                 and "t.syncthreads_event.set()" in src and "BlockThread(" in src
+                 and "t.exception[0].with_traceback(t.exception[1])" in src)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if known:
+        _BLOCK_RUN_ORIGINAL.append(K.BlockManager.run)
+        K.BlockManager.run = _block_manager_run
     return known

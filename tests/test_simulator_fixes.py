@@ -1,5 +1,6 @@
-"""The simulator's shared arrays: one per call site and block, however the threads interleave
-(:func:`simt_tiles._numba_fixes.apply_simulator_shared_lock`)."""
+"""The simulator's fixes (:mod:`simt_tiles._numba_fixes`): shared arrays, one per call site and
+block however the threads interleave (:func:`~simt_tiles._numba_fixes.apply_simulator_shared_lock`);
+a block's driver that yields while it waits (:func:`~simt_tiles._numba_fixes.apply_simulator_block_yield`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import time
 import numpy as np
 import pytest
 
+from numba import cuda  # module level: the simulator swaps this global inside kernels
+
 from simt_tiles import _numba_fixes
+from simt_tiles.runtime import SIMULATOR
 
 
 def _race(array_method, monkeypatch) -> int:
@@ -49,3 +53,38 @@ def test_the_unlocked_original_races(monkeypatch):
     """numba-cuda's own method, under the same contention, hands out several arrays (the bug)."""
     assert _numba_fixes.apply_simulator_shared_lock() or pytest.skip("numba-cuda's simulator changed")
     assert _race(_numba_fixes._SHARED_ORIGINAL[0], monkeypatch) > 1
+
+
+@cuda.jit
+def _tree_sum(x, out):
+    """A block of 8 threads sums 8 values: 3 rounds, a barrier after each; thread 0 of a block
+    whose first value is negative indexes out of range (an error inside a kernel)."""
+    buf = cuda.shared.array(8, np.float64)
+    t = cuda.threadIdx.x
+    buf[t] = x[cuda.blockIdx.x * 8 + t]
+    cuda.syncthreads()
+    step = 4
+    while step > 0:
+        if t < step:
+            buf[t] += buf[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        if buf[0] < -1e300:
+            out[out.shape[0] + 5] = 1.0
+        out[cuda.blockIdx.x] = buf[0]
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's block driver")
+def test_the_yielding_block_driver_keeps_barriers_and_errors():
+    from numba.cuda.simulator import kernel
+
+    assert kernel.BlockManager.run is _numba_fixes._block_manager_run or \
+        kernel.BlockManager.run.__module__ == "simt_tiles._simhooks"  # installed by simt_tiles.runtime
+    x = np.arange(32, dtype=np.float64)
+    out = np.full(4, np.nan)
+    _tree_sum[4, 8](x, out)
+    np.testing.assert_array_equal(out, x.reshape(4, 8).sum(axis=1))
+    x[16] = -1e308 * 10  # -inf: block 2's thread 0 fails
+    with pytest.raises(IndexError):
+        _tree_sum[4, 8](x, np.full(4, np.nan))

@@ -37,7 +37,7 @@ for step in $steps; do
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
       SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT ${TEST_TIMEOUT:-420} python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
-        -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
+        -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
       echo "pytest rc=$? ($(date +%T))"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
     bench)
       timeout 400 python3 benchmarks/bench_matmul.py --json "$out/matmul_h200.json" --md "$out/matmul_h200.md" \

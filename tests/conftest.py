@@ -60,9 +60,9 @@ def pytest_collection_modifyitems(config, items):
 #: tile on a GPU too: ``tests.common.SEMANTICS_CONFIG``.)  (The correlate1d callers that were slow there load
 #: their k10 kernels from the disk cache the GPU pass's warm step fills.)
 GPU_LONG = {
-    "test_conv2d.py": {"test_larger_images_on_gpu"},
+    "test_conv2d.py": {"test_larger_images_on_gpu", "test_conv2d_matches_reference"},
     "test_vector.py": {"test_vector_rungs_on_gpu"},
-    "test_conv2d_separable.py": {"test_constant_filter_rungs_match_reference"},
+    "test_conv2d_separable.py": {"test_constant_filter_rungs_match_reference", "test_larger_images_on_gpu"},
     "test_conv2d_runtime_weights.py": {"test_matches_scipy_with_zero_taps_and_nonfinite_values"},
     "test_matmul.py": {"test_matmul_matches_reference"},
     "test_matmul_fast.py": {"test_small_tile_presets_match_reference"},

@@ -260,12 +260,13 @@ def test_scipy_nd_reflect_quirk_follows_the_1d_path(variant):
 @pytest.mark.parametrize("ops", BOTH_OPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_filters_much_larger_than_the_image_keep_folding(mode, ops, variant):
-    """A 2×3 image under a 13×14 filter: reflect and mirror fold several times.
-    Rank-1 weights u·vᵀ make the 2-D filter two 1-D ones, so scipy's (correct)
+    """A 2×3 image under a 9×10 filter: reading up to 4 rows and 5 columns past the image,
+    reflect and mirror fold at both ends of each axis (reflect: row −4 → −1 → 0, −2 → 1, −3 → 1,
+    −4 → 0).  Rank-1 weights u·vᵀ make the 2-D filter two 1-D ones, so scipy's (correct)
     1-D path is the reference for every mode."""
     rng = np.random.default_rng(7)
     image = rng.standard_normal((2, 3))
-    u, v = rng.standard_normal(13), rng.standard_normal(14)
+    u, v = rng.standard_normal(9), rng.standard_normal(10)
     weights = np.outer(u, v)
     for convolve in ops:
         f1 = ndi.convolve1d if convolve else ndi.correlate1d

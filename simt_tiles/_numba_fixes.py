@@ -5,7 +5,8 @@
    created under a lock; a block's driver gives its threads the GIL while it waits for them
    (simulated kernels 3-4x faster: a matmul, a correlate2d and a softmax, 11.6 s → 3.2 s).
 2. Compile time (:func:`apply`: the compile gate's processes, and :mod:`simt_tiles.runtime` on the
-   real target): two quadratic steps of Numba's pipeline made linear; the same PTX byte for byte.
+   real target): quadratic steps of Numba's pipeline made linear; the same PTX (up to the symbol
+   numbers each compilation draws anew).
 
 ``Lower._find_singly_assigned_variable`` rescans a variable's whole defining block for every
 variable defined there, quadratic in a block's length.  The generated matmul rungs (k11, k12)
@@ -19,6 +20,11 @@ variables again — blocks × variables.  The conv rungs inline their index and 
 of times per kernel: this copy was 16.5 of 43 s compiling k08's four gate configs.  Here the
 blocks of one copy share one memo (one scope copy, as the original IR has one scope; the inliner
 points every inlined block at the caller's scope afterwards anyway).
+
+Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's gate rows, 132.9 →
+120.8 s, the same PTX): the SSA rewrite's statement positions from a map instead of a scan per call
+(``_FixSSAVars._stmt_index``), and ``TargetConfig.values`` (built ~750k times a compile to hash and
+compare flags in typing's template cache) read from the option table instead of each property.
 
 Each is left alone when Numba's method is not the one it was written against (then compiles are
 only slower).
@@ -105,6 +111,58 @@ def _apply_shared_block_memo() -> bool:
     return known
 
 
+def _stmt_index(self, defstmt, block, stop=-1):
+    """numba-cuda's ``_FixSSAVars._stmt_index`` (a statement's position in ``block.body``, searched in
+    ``range(len(body))[:stop]``, else ``len(body)``) from a position map built once per body list
+    instead of a scan per call.  The SSA rewrite reads each block's body without changing it (it
+    builds new bodies); the map is checked against the list and its length, and every hit against
+    the statement itself, and falls back to the scan on any doubt."""
+    body = block.body
+    memo = self.__dict__.setdefault("_simt_tiles_positions", {})
+    entry = memo.get(id(body))
+    if entry is None or entry[0] is not body or entry[1] != len(body):
+        positions: dict = {}
+        for i, stmt in enumerate(body):
+            positions.setdefault(id(stmt), i)  # the first occurrence, as the scan finds it
+        entry = memo[id(body)] = (body, len(body), positions)
+    n = len(body)
+    i = entry[2].get(id(defstmt))
+    if i is not None and body[i] is not defstmt:  # changed under us: numba-cuda's scan
+        return _STMT_INDEX_ORIGINAL[0](self, defstmt, block, stop)
+    return i if i is not None and i < len(range(n)[:stop]) else n
+
+
+_STMT_INDEX_ORIGINAL: list = []
+
+
+def _flags_values(self):
+    """numba-cuda's ``TargetConfig.values`` (every option's value, its default where unset) read
+    from the option table instead of through each option's property: the same dict.  Typing looks
+    up its template cache by the flags (hash and equality build this dict) ~750k times in a
+    generated matmul's compile."""
+    values = self._values
+    return {k: values.get(k, opt.default) for k, opt in self.options.items()}
+
+
+def _apply_ssa_and_flags() -> None:
+    try:
+        from numba.cuda.core import ssa
+        from numba.cuda.core import targetconfig as TC
+
+        src = inspect.getsource(ssa._FixSSAVars._stmt_index)
+        if ("for i in range(len(block.body))[:stop]:" in src and "return len(block.body)" in src
+                and not _STMT_INDEX_ORIGINAL):
+            _STMT_INDEX_ORIGINAL.append(ssa._FixSSAVars._stmt_index)
+            ssa._FixSSAVars._stmt_index = _stmt_index
+        values_src = inspect.getsource(TC.TargetConfig.values)
+        getter_src = inspect.getsource(TC._MetaTargetConfig)
+        if ("return {k: getattr(self, k) for k in self.options}" in values_src
+                and "return self._values.get(name, option.default)" in getter_src):
+            TC.TargetConfig.values = _flags_values
+    except (ImportError, AttributeError, OSError, TypeError):
+        pass
+
+
 def apply() -> bool:
     """Install both compile-time fixes (once per process); whether the lowering scan is installed
     (the inliner's copy is installed where it matches).  Imports Numba's CUDA lowering: call it where
@@ -123,6 +181,7 @@ def apply() -> bool:
     if known:
         L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
     _apply_shared_block_memo()
+    _apply_ssa_and_flags()
     _APPLIED.append(known)
     return known
 

@@ -88,3 +88,32 @@ def test_the_yielding_block_driver_keeps_barriers_and_errors():
     x[16] = -1e308 * 10  # -inf: block 2's thread 0 fails
     with pytest.raises(IndexError):
         _tree_sum[4, 8](x, np.full(4, np.nan))
+
+
+def test_compile_time_ssa_position_and_flag_values_match_numbas():
+    """The compile-time fixes that replace a numba-cuda function outright compute what it computes:
+    a statement's position under every ``stop`` (first occurrence, a statement twice, one absent),
+    and a flags object's values with options set and unset."""
+    from numba.cuda.core import ir, ssa
+    from numba.cuda.core import targetconfig as TC
+    from numba.cuda.flags import CUDAFlags, Flags
+
+    original = (_numba_fixes._STMT_INDEX_ORIGINAL or [ssa._FixSSAVars._stmt_index])[0]
+    if "range(len(block.body))[:stop]" not in __import__("inspect").getsource(original):
+        pytest.skip("numba-cuda's SSA changed")
+    loc = ir.Loc("f", 1)
+    scope = ir.Scope(None, loc)
+    stmts = [ir.Assign(ir.Const(i, loc), scope.define(f"v{i}", loc), loc) for i in range(6)]
+    block = ir.Block(scope, loc)
+    block.body = stmts[:5] + [stmts[2]]  # stmts[2] twice, stmts[5] absent
+    for stop in (-2, -1, 0, 1, 2, 3, 5, 6, 9):
+        for s in stmts:
+            want = original(object(), s, block, stop)
+            handler = object.__new__(ssa._FixSSAVars)
+            assert _numba_fixes._stmt_index(handler, s, block, stop) == want, (stop, s)
+    for cls in (Flags, CUDAFlags):
+        flags = cls()
+        flags.enable_ssa = False
+        flags.nrt = True
+        assert _numba_fixes._flags_values(flags) == {k: getattr(flags, k) for k in flags.options}
+        assert TC.TargetConfig.values.__name__ in ("values", "_flags_values")

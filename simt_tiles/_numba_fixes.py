@@ -26,19 +26,25 @@ Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's 
 (``_FixSSAVars._stmt_index``), and ``TargetConfig.values`` (built ~750k times a compile to hash and
 compare flags in typing's template cache) read from the option table instead of each property.
 
-Each is left alone when Numba's method is not the one it was written against (then compiles are
+``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
+one it was written against (then compiles are
 only slower).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
+import os
 import sys
 import threading
 import traceback
 
 _APPLIED: list = []
+#: ``SIMT_TILES_NUMBA_FIXES=0`` leaves numba-cuda as it is (every fix here patches it process-wide:
+#: the compile-time ones apply to the caller's own kernels too, with the same PTX)
+ENABLED = os.environ.get("SIMT_TILES_NUMBA_FIXES", "1") != "0"
 
 
 def _find_singly_assigned_variable(self):
@@ -76,12 +82,17 @@ def _find_singly_assigned_variable(self):
 class _BlockCopies:
     """Stands in for the ``copy`` module inside numba-cuda's ``inline_closurecall``: the blocks of
     one IR copied in a row (``copy_ir``: the same scope, no block twice) share one memo.  A block
-    of another scope, or one already copied (the same callee inlined again), starts a new copy."""
+    of another scope, or one already copied (the same callee inlined again), starts a new copy;
+    every ``inline_ir`` call starts and ends with none (:meth:`reset`: nothing carries over from one
+    inlining to the next, and the memo holds nothing between them)."""
 
     def __init__(self, block_type):
         import copy
 
         self._copy, self._block = copy, block_type
+        self.reset()
+
+    def reset(self):
         self._scope, self._memo, self._seen = None, {}, set()
 
     def deepcopy(self, x, memo=None):
@@ -93,6 +104,8 @@ class _BlockCopies:
         return self._copy.deepcopy(x, self._memo)
 
     def __getattr__(self, name):  # copy.copy and the rest: the real module's
+        if name.startswith("__") or name in ("_copy", "_block"):
+            raise AttributeError(name)
         return getattr(self._copy, name)
 
 
@@ -103,11 +116,23 @@ def _apply_shared_block_memo() -> bool:
 
         src = inspect.getsource(IC.InlineWorker.inline_ir)
         known = ("block_label: copy.deepcopy(block)" in src and "block.scope = scope" in src
+                 and inspect.getsource(IC).count("copy.deepcopy(") == 1  # the module's only deep copy
                  and getattr(IC, "copy", None) is sys.modules.get("copy"))
     except (ImportError, AttributeError, OSError, TypeError):
         known = False
     if known:
-        IC.copy = _BlockCopies(ir.Block)
+        copies = IC.copy = _BlockCopies(ir.Block)
+        inline_ir = IC.InlineWorker.inline_ir
+
+        @functools.wraps(inline_ir)
+        def inline_ir_fresh_copies(self, *args, **kwargs):
+            copies.reset()
+            try:
+                return inline_ir(self, *args, **kwargs)
+            finally:
+                copies.reset()
+
+        IC.InlineWorker.inline_ir = inline_ir_fresh_copies
     return known
 
 
@@ -116,7 +141,7 @@ def _stmt_index(self, defstmt, block, stop=-1):
     ``range(len(body))[:stop]``, else ``len(body)``) from a position map built once per body list
     instead of a scan per call.  The SSA rewrite reads each block's body without changing it (it
     builds new bodies); the map is checked against the list and its length, and every hit against
-    the statement itself, and falls back to the scan on any doubt."""
+    the statement itself (a moved statement: the scan)."""
     body = block.body
     memo = self.__dict__.setdefault("_simt_tiles_positions", {})
     entry = memo.get(id(body))
@@ -128,7 +153,10 @@ def _stmt_index(self, defstmt, block, stop=-1):
     n = len(body)
     i = entry[2].get(id(defstmt))
     if i is not None and body[i] is not defstmt:  # changed under us: numba-cuda's scan
-        return _STMT_INDEX_ORIGINAL[0](self, defstmt, block, stop)
+        for j in range(n)[:stop]:
+            if body[j] is defstmt:
+                return j
+        return n
     return i if i is not None and i < len(range(n)[:stop]) else n
 
 
@@ -170,6 +198,9 @@ def apply() -> bool:
     simulator)."""
     if _APPLIED:
         return _APPLIED[0]
+    if not ENABLED:
+        _APPLIED.append(False)
+        return False
     try:
         from numba.cuda import lowering as L
 
@@ -218,6 +249,8 @@ def apply_simulator_shared_lock() -> bool:
     is installed.  Seen once in CI before it: k07's staged store gave wrong values in the columns
     of one thread — the thread had its own "shared" patch.  Left alone when the method is not the
     one this was written against."""
+    if not ENABLED:
+        return False
     if _SHARED_ORIGINAL:
         return True
     try:
@@ -285,6 +318,8 @@ def _block_manager_run(self, grid_point, *args):
 def apply_simulator_block_yield() -> bool:
     """Install :func:`_block_manager_run` in numba-cuda's CUDA simulator (once per process); whether
     it is installed.  Left alone when the method is not the one this was written against."""
+    if not ENABLED:
+        return False
     if _BLOCK_RUN_ORIGINAL:
         return True
     try:

@@ -83,7 +83,10 @@ def test_the_yielding_block_driver_keeps_barriers_and_errors():
         kernel.BlockManager.run.__module__ == "simt_tiles._simhooks"  # installed by simt_tiles.runtime
     x = np.arange(32, dtype=np.float64)
     out = np.full(4, np.nan)
-    _tree_sum[4, 8](x, out)
+    runner = threading.Thread(target=lambda: _tree_sum[4, 8](x, out), daemon=True)
+    runner.start()
+    runner.join(timeout=60)  # a driver that never releases a barrier hangs: fail, not wait forever
+    assert not runner.is_alive(), "the simulated kernel did not finish in 60 s"
     np.testing.assert_array_equal(out, x.reshape(4, 8).sum(axis=1))
     x[16] = -1e308 * 10  # -inf: block 2's thread 0 fails
     with pytest.raises(IndexError):
@@ -104,13 +107,22 @@ def test_compile_time_ssa_position_and_flag_values_match_numbas():
     loc = ir.Loc("f", 1)
     scope = ir.Scope(None, loc)
     stmts = [ir.Assign(ir.Const(i, loc), scope.define(f"v{i}", loc), loc) for i in range(6)]
-    block = ir.Block(scope, loc)
+    block, other = ir.Block(scope, loc), ir.Block(scope, loc)
     block.body = stmts[:5] + [stmts[2]]  # stmts[2] twice, stmts[5] absent
-    for stop in (-2, -1, 0, 1, 2, 3, 5, 6, 9):
-        for s in stmts:
-            want = original(object(), s, block, stop)
-            handler = object.__new__(ssa._FixSSAVars)
-            assert _numba_fixes._stmt_index(handler, s, block, stop) == want, (stop, s)
+    other.body = stmts[::-1]
+    handler = object.__new__(ssa._FixSSAVars)  # one handler, as a rewrite pass uses it: its maps reused
+
+    def check():
+        for stop in (-2, -1, 0, 1, 2, 3, 5, 6, 9):
+            for b in (block, other):
+                for s in stmts:
+                    assert _numba_fixes._stmt_index(handler, s, b, stop) == original(object(), s, b, stop), (stop, s)
+
+    check()
+    block.body[0], block.body[1] = block.body[1], block.body[0]  # changed in place: same list, same length
+    check()
+    block.body.append(stmts[5])  # grown in place
+    check()
     for cls in (Flags, CUDAFlags):
         flags = cls()
         flags.enable_ssa = False

@@ -249,22 +249,31 @@ def apply_simulator_shared_lock() -> bool:
     is installed.  Seen once in CI before it: k07's staged store gave wrong values in the columns
     of one thread — the thread had its own "shared" patch.  Left alone when the method is not the
     one this was written against."""
+    return _install_simulator("kernelapi", "FakeCUDAShared", "array", _shared_array, _SHARED_ORIGINAL,
+                              ("self._allocations.get(caller)", "stack[-2][0:2]",
+                               "self._allocations[caller] = res"))
+
+
+def _install_simulator(module: str, cls: str, name: str, replacement, saved: list, markers) -> bool:
+    """Put ``replacement`` in place of ``numba.cuda.simulator.<module>.<cls>.<name>`` (the original
+    kept in ``saved``) when that method's source holds every one of ``markers``; whether it is
+    installed (once per process; never with ``SIMT_TILES_NUMBA_FIXES=0``)."""
     if not ENABLED:
         return False
-    if _SHARED_ORIGINAL:
+    if saved:
         return True
     try:
-        from numba.cuda.simulator import kernelapi as K
+        import importlib
 
-        src = inspect.getsource(K.FakeCUDAShared.array)
-        known = ("self._allocations.get(caller)" in src and "stack[-2][0:2]" in src
-                 and "self._allocations[caller] = res" in src)
+        owner = getattr(importlib.import_module(f"numba.cuda.simulator.{module}"), cls)
+        src = inspect.getsource(getattr(owner, name))
     except (ImportError, AttributeError, OSError, TypeError):
         return False
-    if known:
-        _SHARED_ORIGINAL.append(K.FakeCUDAShared.array)
-        K.FakeCUDAShared.array = _shared_array
-    return known
+    if not all(m in src for m in markers):
+        return False
+    saved.append(getattr(owner, name))
+    setattr(owner, name, replacement)
+    return True
 
 
 # --- the simulator: a block's driver that waits instead of spinning --------------------------
@@ -318,20 +327,7 @@ def _block_manager_run(self, grid_point, *args):
 def apply_simulator_block_yield() -> bool:
     """Install :func:`_block_manager_run` in numba-cuda's CUDA simulator (once per process); whether
     it is installed.  Left alone when the method is not the one this was written against."""
-    if not ENABLED:
-        return False
-    if _BLOCK_RUN_ORIGINAL:
-        return True
-    try:
-        from numba.cuda.simulator import kernel as K
-
-        src = inspect.getsource(K.BlockManager.run)
-        known = ("livethreads = set([t for t in livethreads if t.is_alive()])" in src
-                 and "t.syncthreads_event.set()" in src and "BlockThread(" in src
-                 and "t.exception[0].with_traceback(t.exception[1])" in src)
-    except (ImportError, AttributeError, OSError, TypeError):
-        return False
-    if known:
-        _BLOCK_RUN_ORIGINAL.append(K.BlockManager.run)
-        K.BlockManager.run = _block_manager_run
-    return known
+    return _install_simulator("kernel", "BlockManager", "run", _block_manager_run, _BLOCK_RUN_ORIGINAL,
+                              ("livethreads = set([t for t in livethreads if t.is_alive()])",
+                               "t.syncthreads_event.set()", "BlockThread(",
+                               "t.exception[0].with_traceback(t.exception[1])"))

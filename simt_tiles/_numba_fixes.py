@@ -27,8 +27,7 @@ Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's 
 compare flags in typing's template cache) read from the option table instead of each property.
 
 ``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
-one it was written against (then compiles are
-only slower).
+one it was written against (then compiles are only slower).
 """
 
 from __future__ import annotations
@@ -192,8 +191,8 @@ def _apply_ssa_and_flags() -> None:
 
 
 def apply() -> bool:
-    """Install both compile-time fixes (once per process); whether the lowering scan is installed
-    (the inliner's copy is installed where it matches).  Imports Numba's CUDA lowering: call it where
+    """Install the four compile-time fixes (once per process); whether the lowering scan is installed
+    (the inliner's copy, the SSA positions and the flags' values are each installed where they match).  Imports Numba's CUDA lowering: call it where
     the real target is loaded (the compile gate's processes; :mod:`simt_tiles.runtime` off the
     simulator)."""
     if _APPLIED:

@@ -1,6 +1,7 @@
 """The simulator's fixes (:mod:`simt_tiles._numba_fixes`): shared arrays, one per call site and
 block however the threads interleave (:func:`~simt_tiles._numba_fixes.apply_simulator_shared_lock`);
-a block's driver that yields while it waits (:func:`~simt_tiles._numba_fixes.apply_simulator_block_yield`)."""
+a block's driver that yields while it waits (:func:`~simt_tiles._numba_fixes.apply_simulator_block_yield`);
+and the compile-time replacements that need no compiler to check (SSA positions, flags' values)."""
 
 from __future__ import annotations
 

@@ -36,9 +36,12 @@ for step in $steps; do
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
-      SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT ${TEST_TIMEOUT:-420} python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
+      # DEADLINE (epoch seconds, optional): the whole call's end; pytest then stops 20 s before it
+      t=${TEST_TIMEOUT:-420}; [ -n "${DEADLINE:-}" ] && t=$(( DEADLINE - $(date +%s) - 20 < t ? DEADLINE - $(date +%s) - 20 : t ))
+      echo "pytest limit ${t} s"; tests_start=$(date +%s)
+      SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT $t python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
-      echo "pytest rc=$? ($(date +%T))"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
+      echo "pytest rc=$? ($(date +%T), $(( $(date +%s) - tests_start )) s)"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
     bench)
       timeout 400 python3 benchmarks/bench_matmul.py --json "$out/matmul_h200.json" --md "$out/matmul_h200.md" \
         --plot "$out/matmul_h200.png" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^|' ;;
@@ -150,3 +153,7 @@ for s in sys.argv[1:]:
       done ;;
   esac
 done
+# BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it
+if [ -n "${BUNDLE:-}" ]; then
+  (cd "$out" && tar czf "../$BUNDLE.tgz" . && find . -mindepth 1 -delete && mv "../$BUNDLE.tgz" .)
+fi

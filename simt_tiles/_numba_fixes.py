@@ -26,6 +26,15 @@ Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's 
 (``_FixSSAVars._stmt_index``), and ``TargetConfig.values`` (built ~750k times a compile to hash and
 compare flags in typing's template cache) read from the option table instead of each property.
 
+3. The disk cache (:func:`apply_cache_lock`, with 2): Numba's on-disk kernel cache keeps one index
+   per function, mapping each (signature, closure, …) key to a numbered data file, and rewrites it
+   unlocked.  Two processes compiling two specialisations of one kernel factory at once (the
+   disk-cache warm-up's workers, pytest-xdist, a user's worker processes) could both take number N:
+   the index then maps one key to the other's kernel — the likely cause of two k10 launches on the
+   H200 whose cached kernel took another number of weights than the call; with the same signature
+   (another mode, say) it would run the wrong kernel silently.  Here the index's read-modify-write holds an exclusive lock (``flock`` on
+   ``<index>.lock``), loads a shared one, and the data is written before the index names it.
+
 ``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
 one it was written against (then compiles are only slower).
 """
@@ -33,8 +42,10 @@ one it was written against (then compiles are only slower).
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
+import itertools
 import os
 import sys
 import threading
@@ -212,8 +223,82 @@ def apply() -> bool:
         L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
     _apply_shared_block_memo()
     _apply_ssa_and_flags()
+    apply_cache_lock()
     _APPLIED.append(known)
     return known
+
+
+# --- the disk cache: a function's index written by one process at a time ---------------------
+
+_CACHE_ORIGINAL: dict = {}
+
+
+@contextlib.contextmanager
+def _index_lock(cache_file, exclusive: bool):
+    """``flock`` on ``<index>.lock`` beside the cache file's index for the ``with`` block; no lock
+    where the file cannot be made (a read-only cache: nothing is written there either)."""
+    try:
+        import fcntl
+
+        fd = os.open(cache_file._index_path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
+
+
+def _cache_save(self, key, data):
+    """numba-cuda's ``IndexDataCacheFile.save`` under the index's exclusive lock: the index is read
+    again inside it, so no two processes take one data file's number for two keys; the data is
+    written before the index names it (an index entry never names a file that holds another
+    kernel, even after a crash between the two)."""
+    with _index_lock(self, exclusive=True):
+        overloads = self._load_index()
+        data_name = overloads.get(key)
+        if data_name is None:  # a new key: the first number no entry uses
+            existing = set(overloads.values())
+            data_name = next(n for n in map(self._data_name, itertools.count(1)) if n not in existing)
+        self._save_data(data_name, data)
+        if overloads.get(key) != data_name:
+            overloads[key] = data_name
+            self._save_index(overloads)
+
+
+def _cache_load(self, key):
+    """numba-cuda's ``IndexDataCacheFile.load`` under the index's shared lock (never between another
+    process's data and index writes)."""
+    with _index_lock(self, exclusive=False):
+        return _CACHE_ORIGINAL["load"](self, key)
+
+
+def apply_cache_lock() -> bool:
+    """Install :func:`_cache_save` and :func:`_cache_load` over numba-cuda's disk cache (once per
+    process); whether they are installed.  Left alone when ``save`` is not the one this was
+    written against, or with ``SIMT_TILES_NUMBA_FIXES=0``."""
+    if not ENABLED:
+        return False
+    if _CACHE_ORIGINAL:
+        return True
+    try:
+        from numba.cuda.core import caching as C
+
+        cls = C.IndexDataCacheFile
+        src = inspect.getsource(cls.save)
+        known = (all(m in src for m in ("overloads = self._load_index()", "self._data_name(i)",
+                                         "self._save_index(overloads)", "self._save_data(data_name, data)"))
+                 and "overloads.get(key)" in inspect.getsource(cls.load)
+                 and all(hasattr(cls, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name")))
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if not known:
+        return False
+    _CACHE_ORIGINAL.update(save=cls.save, load=cls.load)
+    cls.save, cls.load = _cache_save, _cache_load
+    return True
 
 
 # --- the simulator: a block's shared arrays created under a lock ------------------------------

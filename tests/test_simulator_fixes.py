@@ -5,6 +5,7 @@ and the compile-time replacements that need no compiler to check (SSA positions,
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -130,3 +131,70 @@ def test_compile_time_ssa_position_and_flag_values_match_numbas():
         flags.nrt = True
         assert _numba_fixes._flags_values(flags) == {k: getattr(flags, k) for k in flags.options}
         assert TC.TargetConfig.values.__name__ in ("values", "_flags_values")
+
+
+# --- the disk cache's index (no compiler: the index and data files are plain pickles) ----------
+
+def _saver(save, root, proc, keys, start):
+    """One process: 3 entries saved to the index every process shares, each index write slowed."""
+    from numba.cuda.core import caching as C
+
+    cache_file = C.IndexDataCacheFile(root, "kernel-1", source_stamp=(1.0, 10))
+    write = cache_file._save_index
+
+    def slow_write(overloads):
+        time.sleep(0.05)  # another process reads the index meanwhile
+        write(overloads)
+
+    cache_file._save_index = slow_write
+    start.wait()
+    for key in keys:
+        save(cache_file, key, {"key": key, "proc": proc})
+
+
+def _save_race(save, root) -> list:
+    """4 processes save 3 keys each into one function's cache index at once; the keys whose entry
+    loads another key's data (or nothing)."""
+    import multiprocessing
+
+    from numba.cuda.core import caching as C
+
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Barrier(4)
+    keys = [[("sig", p, i) for i in range(3)] for p in range(4)]
+    procs = [ctx.Process(target=_saver, args=(save, str(root), p, keys[p], start)) for p in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    reader = C.IndexDataCacheFile(str(root), "kernel-1", source_stamp=(1.0, 10))
+    return [k for ks in keys for k in ks if (reader.load(k) or {}).get("key") != k]
+
+
+@pytest.fixture
+def cache_fix():
+    pytest.importorskip("numba.cuda.core.caching")
+    if sys.platform != "linux":
+        pytest.skip("fork and flock: Linux")
+    assert _numba_fixes.apply_cache_lock() or pytest.skip("numba-cuda's disk cache changed")
+    return _numba_fixes._CACHE_ORIGINAL
+
+
+def test_cache_index_saved_by_several_processes_maps_each_key_to_its_own_kernel(cache_fix, tmp_path):
+    assert _save_race(_numba_fixes._cache_save, tmp_path) == []
+
+
+def test_the_unlocked_cache_index_maps_keys_to_other_kernels(cache_fix, tmp_path):
+    """numba-cuda's own save, the same race: entries that load another process's kernel (the likely
+    cause of two k10 launches on the H200 whose cached kernel took another number of weights)."""
+    assert len(_save_race(cache_fix["save"], tmp_path)) > 0
+
+
+def test_cache_lock_is_installed_with_the_compile_fixes():
+    from numba.cuda.core import caching as C
+
+    if not _numba_fixes.apply_cache_lock():
+        pytest.skip("numba-cuda's disk cache changed")
+    assert C.IndexDataCacheFile.save is _numba_fixes._cache_save
+    assert C.IndexDataCacheFile.load is _numba_fixes._cache_load

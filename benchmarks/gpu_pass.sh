@@ -11,6 +11,8 @@ set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
+# limit T: T seconds, or less where DEADLINE (epoch seconds, optional: the whole call's end) leaves less
+limit() { local t=$1 r; [ -n "${DEADLINE:-}" ] && r=$(( DEADLINE - $(date +%s) - ${2:-15} )) && [ $r -lt $t ] && t=$r; echo $t; }
 for step in $steps; do
   echo "=== $step ($(date +%T))"
   case $step in
@@ -24,7 +26,7 @@ for step in $steps; do
       # the float32 default up to 32 128x128 tiles, every small matmul(a, b) of every worker); the cores
       # split by work: the warm step ~1300 core-seconds cold, the gate ~600 (each ~100-130 s)
       python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-12} --conv-tests --presets 64x64 64x128 128x64 \
-        --configs k12_async_copy:bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4 > "$out/warm_cache.log" 2>&1 &
+        --configs k12_async_copy:bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4 ${WARM_CONFIGS:-} > "$out/warm_cache.log" 2>&1 &
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
       # kernels were compiled and in how long, --durations where the time went
@@ -36,9 +38,7 @@ for step in $steps; do
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
-      # DEADLINE (epoch seconds, optional): the whole call's end; pytest then stops 20 s before it
-      t=${TEST_TIMEOUT:-420}; [ -n "${DEADLINE:-}" ] && t=$(( DEADLINE - $(date +%s) - 20 < t ? DEADLINE - $(date +%s) - 20 : t ))
-      echo "pytest limit ${t} s"; tests_start=$(date +%s)
+      t=$(limit ${TEST_TIMEOUT:-420} 20); echo "pytest limit ${t} s"; tests_start=$(date +%s)
       SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT $t python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
       echo "pytest rc=$? ($(date +%T), $(( $(date +%s) - tests_start )) s)"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
@@ -91,9 +91,11 @@ for step in $steps; do
       # (cp.async zero-fill: any K tail, any alignment) at 1-4 splits and k11 padded, beside the default,
       # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
       K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
-      cfgs="$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=3 $K12:$c64,splits=4 $K:$c64,pad=3"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
+      cfgs=${SMALL_CONFIGS:-"$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=3 $K12:$c64,splits=4 $K:$c64 $K:$c64,splits=2
+        $K12:$c128x64 $K12:$c128x64,splits=2 $K12:$c64x128,splits=2"}
       python3 benchmarks/warm_kernel_cache.py -j 8 --no-conv --dtypes float32 --configs $cfgs 2>&1 | tail -1
-      timeout ${BENCH_TIMEOUT:-200} python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+      timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
         --json "$out/matmul_small_h200.json" --md "$out/matmul_small_h200.md" 2>&1 | tee "$out/small.log" \
         | grep -v '^|' | tail -3 ;;
@@ -104,7 +106,7 @@ for step in $steps; do
 for s in sys.argv[1:]:
     m, n, k = (list(map(int, s.split('x'))) * 3)[:3]; r, c = choose(None, None, m, n, k, np.float32)
     print(s, r.name, c)" ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} | tee "$out/split_rule.txt"
-      timeout ${BENCH_TIMEOUT:-200} python3 -m simt_tiles bench matmul --variants k12_async_copy --default \
+      timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants k12_async_copy --default \
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} \
         --json "$out/matmul_split_rule_h200.json" --md "$out/matmul_split_rule_h200.md" 2>&1 | tail -12 ;;
     conv_default)
@@ -114,8 +116,8 @@ for s in sys.argv[1:]:
       # generated kernel compiles for tens of seconds); then the stream/graph GPU tests
       python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 128x64 --no-conv 2>&1 \
         | tail -1
-      timeout 420 python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
-      timeout -s INT 300 python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
+      timeout $(limit 420) python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
+      timeout -s INT $(limit 300) python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
         tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
       echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;
     tilecpp)

@@ -13,6 +13,13 @@ steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
 # limit T: T seconds, or less where DEADLINE (epoch seconds, optional: the whole call's end) leaves less
 limit() { local t=$1 r; [ -n "${DEADLINE:-}" ] && r=$(( DEADLINE - $(date +%s) - ${2:-15} )) && [ $r -lt $t ] && t=$r; echo $t; }
+# choices SIZE...: what matmul(a, b) picks at each size on this GPU (float32: rung, config)
+choices() {
+  python3 -c "import sys, numpy as np; from simt_tiles.kernels.matmul import choose
+for s in sys.argv[1:]:
+    m, n, k = (list(map(int, s.split('x'))) * 3)[:3]; r, c = choose(None, None, m, n, k, np.float32)
+    print(s, r.name, c)" "$@"
+}
 for step in $steps; do
   echo "=== $step ($(date +%T))"
   case $step in
@@ -94,6 +101,7 @@ for step in $steps; do
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
       cfgs=${SMALL_CONFIGS:-"$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=3 $K12:$c64,splits=4 $K:$c64 $K:$c64,splits=2
         $K12:$c128x64 $K12:$c128x64,splits=2 $K12:$c64x128,splits=2"}
+      choices ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} | tee "$out/small_choices.txt"
       python3 benchmarks/warm_kernel_cache.py -j 8 --no-conv --dtypes float32 --configs $cfgs 2>&1 | tail -1
       timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
@@ -102,10 +110,7 @@ for step in $steps; do
     split_rule)
       # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
       # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton
-      python3 -c "import sys, numpy as np; from simt_tiles.kernels.matmul import choose
-for s in sys.argv[1:]:
-    m, n, k = (list(map(int, s.split('x'))) * 3)[:3]; r, c = choose(None, None, m, n, k, np.float32)
-    print(s, r.name, c)" ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} | tee "$out/split_rule.txt"
+      choices ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} | tee "$out/split_rule.txt"
       timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants k12_async_copy --default \
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} \
         --json "$out/matmul_split_rule_h200.json" --md "$out/matmul_split_rule_h200.md" 2>&1 | tail -12 ;;
@@ -117,6 +122,7 @@ for s in sys.argv[1:]:
       python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 128x64 --no-conv 2>&1 \
         | tail -1
       timeout $(limit 420) python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
+      [ "${DISPATCH_TESTS:-1}" = 0 ] && continue  # (the tests step runs them too)
       timeout -s INT $(limit 300) python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
         tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
       echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;

@@ -129,13 +129,15 @@ def test_k12_copies_asynchronously():
 
 def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
-    assert _common.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 1)  # 16 tiles: 64x64 tiles
+    assert _common.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 2)  # 16 tiles: 64x64 tiles, 2 splits
     assert _common.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
-    assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 4)  # 64 tiles
+    assert _common.fast_choice(768, 768, 768, f32) == ("k12_async_copy", 2)  # 36 tiles
+    assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 1)  # 64 tiles: 64x64 tiles
+    assert _common.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
     assert _common.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
     assert _common.fast_choice(1300, 1300, 1300, f32) == ("k11_vectorized_bk16", 2)  # 121 tiles
     assert _common.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
-    assert _common.fast_choice(1000, 1000, 200, f32)[1] == 1  # K too short to split
+    assert _common.fast_choice(509, 503, 16, f32)[1] == 1  # K too short to split (one tile of 16)
     assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
 
 

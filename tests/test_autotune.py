@@ -242,8 +242,8 @@ def test_matmul_defaults_ask_autotune_first(monkeypatch):
     assert matmul_ladder.choose(None, "sim", 9, 10, 11, np.float32)[0].name == matmul_ladder.BEST_VARIANT
     monkeypatch.setattr(matmul_ladder._autotune, "choose", lambda f, p, v, a: None)
     monkeypatch.setattr(autotune, "SHIPPED_DIR", REAL_SHIPPED_DIR)
-    rung, cfg = matmul_ladder.choose(None, None, 1000, 1000, 1000, np.float32)  # the shipped split-K rule
-    assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
+    rung, cfg = matmul_ladder.choose(None, None, 768, 768, 768, np.float32)  # the shipped split-K rule
+    assert rung.name == "k12_async_copy" and cfg.splits == 2
 
 
 def test_an_unknown_function_gets_the_default(monkeypatch):

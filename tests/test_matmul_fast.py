@@ -187,7 +187,7 @@ def test_unaligned_device_operands(variant):
 
 
 def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch, split_rows):
-    split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4, as 1000³ does
+    split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4
     monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split too
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 21, 45, np.float32)

@@ -32,8 +32,9 @@ compare flags in typing's template cache) read from the option table instead of 
    disk-cache warm-up's workers, pytest-xdist, a user's worker processes) could both take number N:
    the index then maps one key to the other's kernel — the likely cause of two k10 launches on the
    H200 whose cached kernel took another number of weights than the call; with the same signature
-   (another mode, say) it would run the wrong kernel silently.  Here the index's read-modify-write holds an exclusive lock (``flock`` on
-   ``<index>.lock``), loads a shared one, and the data is written before the index names it.
+   (another mode, say) it would run the wrong kernel silently.  Here the index's read-modify-write
+   holds an exclusive lock (``flock`` on ``<index>.lock``), a load a shared one, and the data is
+   written before the index names it.
 
 ``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
 one it was written against (then compiles are only slower).

@@ -237,7 +237,8 @@ _CACHE_ORIGINAL: dict = {}
 @contextlib.contextmanager
 def _index_lock(cache_file, exclusive: bool):
     """``flock`` on ``<index>.lock`` beside the cache file's index for the ``with`` block; no lock
-    where the file cannot be made (a read-only cache: nothing is written there either)."""
+    where the file cannot be made (a read-only cache: nothing is written there either) or locked
+    (a file system without ``flock``): then numba-cuda's behaviour, unlocked."""
     try:
         import fcntl
 
@@ -246,7 +247,10 @@ def _index_lock(cache_file, exclusive: bool):
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)  # (closing releases the lock)

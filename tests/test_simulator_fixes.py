@@ -198,3 +198,19 @@ def test_cache_lock_is_installed_with_the_compile_fixes():
         pytest.skip("numba-cuda's disk cache changed")
     assert C.IndexDataCacheFile.save is _numba_fixes._cache_save
     assert C.IndexDataCacheFile.load is _numba_fixes._cache_load
+
+
+def test_cache_works_unlocked_where_the_file_system_refuses_locks(cache_fix, tmp_path, monkeypatch):
+    """A cache directory whose file system has no ``flock`` (ENOLCK) still saves and loads."""
+    import errno
+    import fcntl
+
+    from numba.cuda.core import caching as C
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    cache_file = C.IndexDataCacheFile(str(tmp_path), "kernel-1", source_stamp=(1.0, 10))
+    _numba_fixes._cache_save(cache_file, ("sig", 1), {"key": 1})
+    assert _numba_fixes._cache_load(cache_file, ("sig", 1)) == {"key": 1}

@@ -99,10 +99,12 @@ for step in $steps; do
       # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
       K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
-      # 32x128 / 128x32 (64 threads of 8x8): 33x8 = 264 blocks at 1031x997, two per SM (NOTES, session 12)
+      # tiles whose grid fills whole waves at 1031x997 (NOTES, session 12): 32x64 (64 threads of 8x4, cuBLAS's
+      # tile there) 33x16 = 528 blocks, four per SM; 32x128 / 128x32 (64 threads of 8x8) 264, two per SM
+      c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
       c32x128="bm=32,bn=128,wm=32,wn=64,tm=8,tn=8,min_blocks=4"; c128x32="bm=128,bn=32,wm=64,wn=32,tm=8,tn=8,min_blocks=4"
-      cfgs=${SMALL_CONFIGS:-"$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=4 $K:$c64 $K12:$c32x128 $K12:$c128x32
-        $K12:$c32x128,splits=2 $K12:$c128x64,splits=2 $K12:$c64x128,splits=2"}
+      cfgs=${SMALL_CONFIGS:-"$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=4 $K:$c64 $K12:$c32x64 $K12:$c32x64,splits=2
+        $K12:$c32x128 $K12:$c128x32 $K12:$c32x128,splits=2 $K12:$c128x64,splits=2 $K12:$c64x128,splits=2"}
       choices ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} | tee "$out/small_choices.txt"
       python3 benchmarks/warm_kernel_cache.py -j 8 --no-conv --dtypes float32 --configs $cfgs 2>&1 | tail -1
       timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \

@@ -2,7 +2,8 @@
 # The whole check-and-benchmark pass on the GPU machine, in one call:
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
-# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
+# default's kernel durations at ragged ~1000 sizes), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -111,6 +112,13 @@ for step in $steps; do
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
         --json "$out/matmul_small_h200.json" --md "$out/matmul_small_h200.md" 2>&1 | tee "$out/small.log" \
         | grep -v '^|' | tail -3 ;;
+    ncu_small)
+      # where the default's time goes at the ragged ~1000 sizes: every kernel's duration (A's transpose, B's
+      # padded copy, the tile kernel, the split sum) under Nsight Compute, one pass per kernel
+      timeout $(limit 180) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        python3 benchmarks/run_fast_once.py --shapes ${NCU_SIZES:-1031x997x1013 1024x997x1024 1024} --cases default \
+        > "$out/ncu_small_h200.csv" 2> "$out/ncu_small.err"; echo "ncu rc=$?"
+      grep -E 'simt_tiles|matmul_k1' "$out/ncu_small_h200.csv" | awk -F'","' '{print $5, $9, $NF}' | cut -c1-150 ;;
     split_rule)
       # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
       # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton

@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
 # k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
-# default's kernel durations at ragged ~1000 sizes), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# default's kernel durations at ragged ~1000 sizes), ncu_conv (stall reasons of the conv default's two
+# weight paths), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -119,6 +120,12 @@ for step in $steps; do
         python3 benchmarks/run_fast_once.py --shapes ${NCU_SIZES:-1031x997x1013 1024x997x1024 1024} --cases default \
         > "$out/ncu_small_h200.csv" 2> "$out/ncu_small.err"; echo "ncu rc=$?"
       grep -E 'simt_tiles|matmul_k1' "$out/ncu_small_h200.csv" | awk -F'","' '{print $5, $9, $NF}' | cut -c1-150 ;;
+    ncu_conv)
+      # the conv default's two weight paths at 8192² 5×5 / 7×7 constant (k10 PARAMS: a NumPy filter as kernel
+      # parameters; STAGED: a CuPy filter staged per block): warp stall reasons and issue rates side by side
+      timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
+        --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/ncu_conv_once.py \
+        > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
     split_rule)
       # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
       # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton

@@ -122,7 +122,7 @@ for step in $steps; do
       grep -E 'simt_tiles|matmul_k1' "$out/ncu_small_h200.csv" | awk -F'","' '{print $5, $9, $NF}' | cut -c1-150 ;;
     ncu_conv)
       # the conv default's two weight paths at 8192² 5×5 / 7×7 constant (k10 PARAMS: a NumPy filter as kernel
-      # parameters; STAGED: a CuPy filter staged per block): warp stall reasons and issue rates side by side
+      # parameters; STAGED: a device filter, as a CuPy one, staged per block): warp stall reasons and issue rates side by side
       timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
         --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/ncu_conv_once.py \
         > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;

@@ -296,6 +296,7 @@ def apply_cache_lock() -> bool:
         known = (all(m in src for m in ("overloads = self._load_index()", "self._data_name(i)",
                                          "self._save_index(overloads)", "self._save_data(data_name, data)"))
                  and "overloads.get(key)" in inspect.getsource(cls.load)
+                 and "self._index_path =" in inspect.getsource(cls.__init__)  # the lock file's name
                  and all(hasattr(cls, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name")))
     except (ImportError, AttributeError, OSError, TypeError):
         return False

@@ -4,7 +4,7 @@
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
 # k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
 # default's kernel durations at ragged ~1000 sizes), ncu_conv (stall reasons of the conv default's two
-# weight paths), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -126,6 +126,13 @@ for step in $steps; do
       timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
         --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/ncu_conv_once.py \
         > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
+    ncu_conv_stalls)
+      # the same launches, every warp-stall reason per issued instruction (the section's chart, as raw
+      # metrics), instructions issued and the kernel's duration: where STAGED's extra cycles go
+      timeout $(limit 240) ncu --clock-control none -k regex:k10 --csv --metrics \
+        "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,smsp__inst_executed.sum,gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active" \
+        python3 benchmarks/ncu_conv_once.py > "$out/ncu_conv_stalls_h200.csv" 2> "$out/ncu_conv_stalls.err"
+      echo "ncu rc=$?"; grep -c stalled "$out/ncu_conv_stalls_h200.csv" ;;
     split_rule)
       # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
       # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton

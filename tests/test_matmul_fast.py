@@ -190,10 +190,10 @@ def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch, split_rows
     split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4
     monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split too
     rng = np.random.default_rng(5)
-    a, b = random_operands(rng, 19, 21, 45, np.float32)
+    a, b = random_operands(rng, 19, 20, 44, np.float32)  # rows a multiple of 4: k11 stays (RAGGED_ROWS)
     from simt_tiles.kernels.matmul import choose
 
-    rung, cfg = choose(None, None, 19, 21, 45, np.float32)
+    rung, cfg = choose(None, None, 19, 20, 44, np.float32)
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
@@ -410,17 +410,38 @@ def test_pad_rule_by_size(monkeypatch):
     assert k11.pads(base, 3, 2, 2) and not k11.pads(base, 3, 3, 1)
 
 
-def test_default_api_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch, split_rows):
-    """variant=None on a ragged size where the rule's row is k11: padded once M·N·K passes the rule."""
-    split_rows([[None, 1, "k11_vectorized_bk16"]])
+def test_k11_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
+    """k11 by name (its preset's pad: the rule) on a ragged size: padded once M·N·K passes the rule."""
     monkeypatch.setattr(k11, "pad_rule", lambda: 1000)
     a, b = random_operands(np.random.default_rng(6), 11, 13, 9, np.float32)  # 1287 ≥ 1000
-    assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_vectorized_bk16"))
     assert _padded(nan_workspaces) == [(11, 12), (12, 16)]
     nan_workspaces.clear()
     a, b = random_operands(np.random.default_rng(7), 7, 13, 9, np.float32)  # 819 < 1000: masked
-    assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_vectorized_bk16"))
     assert _padded(nan_workspaces) == []
+
+
+def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypatch):
+    """variant=None: a k11 choice (a split-K row or the tuned table) on K % 4 or N % 4 runs k12 with
+    the same config; aligned sizes, float64, a named variant and a named config are left alone."""
+    from simt_tiles.kernels import matmul as matmul_pkg
+    from simt_tiles.kernels.matmul import RAGGED_ROWS, choose
+
+    assert RAGGED_ROWS == {"k11_vectorized_bk16": "k12_async_copy"}
+    split_rows([[None, 1, "k11_vectorized_bk16"]])
+    names = {s: choose(None, None, *s, np.float32)[0].name for s in [(16, 20, 44), (16, 21, 44), (16, 20, 45)]}
+    assert names == {(16, 20, 44): "k11_vectorized_bk16", (16, 21, 44): "k12_async_copy",
+                     (16, 20, 45): "k12_async_copy"}
+    assert choose(None, None, 16, 21, 44, np.float64)[0].name == _common.FLOAT64_VARIANT
+    assert choose("k11_vectorized_bk16", None, 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"
+    assert choose(None, "sim", 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"  # BEST_VARIANT, as named
+    tuned = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], splits=2)
+    monkeypatch.setattr(matmul_pkg._autotune, "choose", lambda f, p, v, a: ("k11_vectorized_bk16", tuned))
+    assert choose(None, None, 16, 21, 44, np.float32) == (RUNGS["k12_async_copy"], tuned)
+    assert choose(None, None, 16, 20, 44, np.float32) == (RUNGS["k11_vectorized_bk16"], tuned)
+    a, b = random_operands(np.random.default_rng(9), 16, 21, 45, np.float32)
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
 
 def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):

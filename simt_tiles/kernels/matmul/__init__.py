@@ -84,16 +84,25 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune=None):
     """``(rung, config)`` for one problem: the caller's config; else, with ``config=None``, the
     tuned choice for this GPU and size (:func:`simt_tiles.autotune.choose`: memoised, a dict
     lookup after the first call; ``autotune=True`` tunes a miss); else with ``variant=None``
-    the split-K rule (:func:`._common.fast_plan`), with a variant its preset."""
+    the split-K rule (:func:`._common.fast_plan`), with a variant its preset.  The default
+    (``variant=None``) takes k12 for a k11 choice whose rows are ragged (:data:`RAGGED_ROWS`)."""
     if config is None:
         dtype = _autotune.dtype_name(dtype)
         hit = _autotune.choose("matmul", (m, n, k, dtype), variant, autotune)
-        if hit is not None:
-            return get_rung(hit[0]), hit[1]
-        if variant is None:
-            return _split_k_choice(m, n, k, dtype)
+        if hit is not None or variant is None:
+            rung, cfg = (get_rung(hit[0]), hit[1]) if hit is not None else _split_k_choice(m, n, k, dtype)
+            if variant is None and rung.name in RAGGED_ROWS and (k % 4 or n % 4) and dtype == "float32":
+                rung = RUNGS[RAGGED_ROWS[rung.name]]  # a bucket or row holds aligned and ragged sizes
+            return rung, cfg
     rung = get_rung(variant)
     return rung, rung.resolve_config(config)
+
+
+#: the default's rung for rows of A or B that are not a multiple of 4 long (K % 4, N % 4), by the
+#: rung the table or the split-K rows chose: k11 reads such rows with scalar loads (1024×997×1024,
+#: 64×64 tiles: 83 µs in the kernel alone), k12 copies them into padded rows and keeps its 16-byte
+#: copies (benchmarks/NOTES.md, session 13).  Same config: k12 takes k11's.
+RAGGED_ROWS = {"k11_vectorized_bk16": "k12_async_copy"}
 
 
 @functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation

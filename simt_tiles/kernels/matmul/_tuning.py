@@ -7,10 +7,11 @@ against the launch bounds' budget).
 
 Tile shapes (float32; float64 tiles hold the same bytes)
     128×128 (the default: 256 threads of 8×8 outputs, 2 blocks per SM), 128×64 and
-    64×64 (128 and 64 threads of 8×8, 4 and 6 blocks per SM): a problem with few 128×128
-    tiles of C gets more, smaller blocks instead of (or besides) a split of K.  Preset
-    names that another version of a rung may add (``"small"``, ``"128x64"``, ``"64x64"``)
-    are tried as well and skipped where the rung has none.
+    64×64 (128 and 64 threads of 8×8, 4 and 6 blocks per SM), 64×64 and 32×64 (128 and 64
+    threads of 8×4, 4 and 6 blocks per SM): a problem with few 128×128 tiles of C gets more,
+    smaller blocks instead of (or besides) a split of K.  Preset names that another version
+    of a rung may add (``"small"``, ``"128x64"``) are tried as well and skipped where the
+    rung has none.
 
 Splits of K
     1, and for a grid of fewer than two blocks per SM also 2, 3, 4, 6, 8 while the split
@@ -32,7 +33,11 @@ TILES = (
     {},
     {"bn": 64, "wm": 64, "wn": 32, "min_blocks": 4},
     {"bm": 64, "bn": 64, "wm": 64, "wn": 32, "min_blocks": 6},
-    "small", "128x64", "64x64",
+    # 128 threads of 8×4 (k11's "64x64" preset) and 64 threads of 8×4: the H200's fastest tiles
+    # from 768³ to 1031×997×1013 (benchmarks/results/matmul_small_h200.md)
+    {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4},
+    {"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 6},
+    "small", "128x64",
 )
 #: splits of K tried when a grid has fewer than two blocks per SM
 SPLITS = (2, 3, 4, 6, 8)

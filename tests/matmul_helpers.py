@@ -82,12 +82,23 @@ def warp_configs(draw):
         assume(False)
 
 
+#: k11/k12 tiles of the other depths the rules allow (BK 8 and 32; float64: 4 and 16), small enough for
+#: the simulator; 32 and 64 threads.  k11's A swizzle spans 2·BK rows: "bk32" has A-fragment groups
+#: 32 rows apart (inside the span at BK=32), "bk32_wide" 64 apart (one base register serves both)
+BK_TILES = {
+    "bk8": FastConfig(bm=32, bn=32, bk=8, wm=32, wn=32, tm=8, tn=4),
+    "bk32": FastConfig(bm=64, bn=32, bk=32, wm=64, wn=16, tm=8, tn=4),
+    "bk32_wide": FastConfig(bm=64, bn=32, bk=32, wm=64, wn=16, tm=4, tn=8),
+}
+
+
 @st.composite
 def fast_configs(draw):
-    """k11/k12: one warp row or 2×2 warps, K split 1–3 ways (the GPU: the default tile)."""
+    """k11/k12: one warp row or 2×2 warps, or a tile of BK_TILES; K split 1–3 ways (the GPU: the default tile)."""
     if SIMULATOR:
         base = draw(st.sampled_from([FastConfig(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
-                                     FastConfig(bm=64, bn=64, bk=16, wm=32, wn=32, tm=8, tn=4)]))
+                                     FastConfig(bm=64, bn=64, bk=16, wm=32, wn=32, tm=8, tn=4),
+                                     *BK_TILES.values()]))
     else:
         base = FastConfig()
     return FastConfig(**{**base.__dict__, "splits": draw(st.integers(1, 3))})

@@ -30,7 +30,7 @@ What changed versus k10
       smaller block tiles (presets ``64x64``, ``64x128``, ``128x64``) are the
       other way to more blocks.
 
-Shared memory: A transposed, XOR-swizzled by k's quarter (bits 3-4 of m):
+Shared memory: A transposed, XOR-swizzled by k's quarter (bits 3-4 of m; BK=32: 3-5):
 conflict-free for both the 4 scalar stores and the 128-bit reads; B as is.
 Two stages, one barrier per tile (the argument of ``_pipelined``).
 
@@ -145,6 +145,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     Q = BK // 4  # vectors of 4 along k per row of the A tile
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
+    SPAN = 8 * Q  # the swizzle flips bits 3.. of m below SPAN: an offset that is a multiple leaves them alone
     X = "U" if idx32 else "I64"  # global (flat) index type; shared indices are always uint32
     dt = np.dtype(dtype).name
     # the launch bounds are in the name: Numba's disk cache is keyed by the source, not the jit
@@ -208,7 +209,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
         s.line("# where this thread stores in a stage (the stage, k and pass are constant offsets)",
                f"sa = U(U(a_kq * U({BM})) + U(a_r ^ a_sw)); sb = U(U(b_r * U({BN})) + b_c)")
         for p in range(A_VEC):
-            if (p * RA) % 32:  # a pass that is not a multiple of 32 rows may carry into the swizzled bits
+            if (p * RA) % SPAN:  # a pass that is not a multiple of SPAN rows may carry into the swizzled bits
                 s.line(f"sa{p} = U(U(a_kq * U({BM})) + U(U(a_r + U({p * RA})) ^ a_sw))")
         for ni in range(TN // 4):
             s.line(f"bn{ni} = U(n_base + U({ni * LN * 4}))")
@@ -245,9 +246,9 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
         def store(stage):
             """Prefetch registers → shared stage: A transposed and swizzled, B with one 128-bit store;
             one base index per operand, the stage, k and pass as immediate offsets (``store_at``)."""
-            # a pass of RA rows, a multiple of 32, leaves the swizzled bits 3-4 alone: a constant
+            # a pass of RA rows, a multiple of SPAN, leaves the swizzled bits alone: a constant
             for p in range(A_VEC):
-                base, off = ("sa", p * RA) if (p * RA) % 32 == 0 else (f"sa{p}", 0)
+                base, off = ("sa", p * RA) if (p * RA) % SPAN == 0 else (f"sa{p}", 0)
                 for q in range(4):
                     s.line(f"store_at(a_s, {base}, {stage * BK * BM + q * BM + off}, pa{p}_{q})")
             for p in range(B_VEC):
@@ -296,9 +297,10 @@ def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, 
     (per k-quarter for swizzled A), not an address computed per read."""
     TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
     step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
-    # a multiple of 32 leaves the swizzled bits 3-4 alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
-    # so one base per k-quarter serves every group (the others are immediate offsets)
-    one_base = step % 32 == 0
+    # a multiple of the swizzle's span (2·depth: bits 3-4 of m at depth 16, 3-5 at 32) leaves the
+    # swizzled bits alone: (am0 + c) ^ sw == (am0 ^ sw) + c, so one base per k-quarter serves every
+    # group (the others are immediate offsets)
+    one_base = step % (2 * depth) == 0
     for kk in range(depth):
         sw = ((kk >> 2) << 3) if swizzled else 0
         for mi in range(TM // 4):

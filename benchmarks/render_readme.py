@@ -10,8 +10,8 @@ names them), and each (problem, implementation) pair appears in one block only:
                                               (TFLOP/s and × cuBLAS FP32 at 4096³, geometric mean),
                                               with the summary sentence, and docs/img/matmul_<device>.png
     matmul_peers  matmul_peers_<device>.json  the context peers (torch, TF32, cuTile) not in "ladder"
-    matmul_fast   matmul_fast_<device>.json   the default ``simt_tiles.matmul``, the fast rungs (k11, k12) and
-                                              Triton's FP32 matmul on the size list, × cuBLAS FP32 of that run
+    matmul_fast   matmul_targets_<device>.json  the default ``simt_tiles.matmul``, the fast rungs (k11, k12) and
+                  (else matmul_fast_<device>)   Triton's FP32 matmul on the size list, × cuBLAS FP32 of that run
     conv          conv_<device>.json          the fastest rung per problem beside its peers
     patterns      patterns_<device>.json      the same for softmax, reduce, elementwise
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
@@ -114,6 +114,14 @@ FAST_IMPLS = {"default": "`simt_tiles.matmul(a, b)` (default)", "k11_vectorized_
               "cuBLAS": "cuBLAS FP32"}
 
 
+#: the command that wrote each results file the matmul_fast block may come from
+FAST_COMMANDS = {
+    "matmul_fast": "simt-tiles bench matmul --sizes ... --variants k11_vectorized_bk16 k12_async_copy",
+    "matmul_targets": "simt-tiles bench matmul --default --variants k12_async_copy --sizes 1000 1024 "
+                      "1031x997x1013 2048 4096 8192 4096x8192x1024 8192x1024x8192",
+}
+
+
 def fast_block(path: str) -> str:
     """The default matmul and the fast rungs on the size list beside cuBLAS and Triton (one run)."""
     from simt_tiles.report import load, ratio_table
@@ -137,8 +145,8 @@ def fast_block(path: str) -> str:
                f"and {geo(default, 'Triton FP32 (`ieee`)'):.3f}× Triton FP32. "
                + (f"Triton is ahead of the default at {', '.join(behind)} (`benchmarks/NOTES.md`)." if behind
                   else "The default is ahead of Triton at every size."))
-    body = [_measured_on(data, path, "simt-tiles bench matmul --sizes ... --variants k11_vectorized_bk16 "
-                         "k12_async_copy") + "; float32, TFLOP/s (× cuBLAS FP32 of that run); GPU time, cold L2.",
+    group = os.path.basename(path).rsplit("_", 1)[0]
+    body = [_measured_on(data, path, FAST_COMMANDS[group]) + "; float32, TFLOP/s (× cuBLAS FP32 of that run); GPU time, cold L2.",
             "", ratio_table({**data, "results": rows}), "", summary]
     return _block("matmul_fast", body)
 
@@ -219,7 +227,8 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     ladder, shown = ladder_block(path("matmul"), f"docs/img/matmul_{device}.png" if plots else None)
     text = put(text, "ladder", ladder)
     text = put(text, "matmul_peers", peers_block(path("matmul_peers"), shown))
-    text = put(text, "matmul_fast", fast_block(path("matmul_fast")))
+    fast = path("matmul_targets") if os.path.exists(path("matmul_targets")) else path("matmul_fast")
+    text = put(text, "matmul_fast", fast_block(fast))  # the newest same-run table of the issue's sizes
     text = put(text, "conv", groups_block("conv", path("conv"), f"docs/img/conv_{device}.png", draw=plots))
     text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
                                               exclude=("bias_tiles",), draw=plots))

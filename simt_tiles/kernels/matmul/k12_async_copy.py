@@ -19,7 +19,8 @@ Shared memory: both operands k-major, unswizzled: the copies of a warp write
 
 The lesson is a narrow win on this chip: with the transposition counted it is 1-2%
 ahead of k11 from 2048³ up and behind on small problems (benchmarks/NOTES.md), so
-``matmul(variant=None)`` takes it for unsplit float32 sizes and k11 elsewhere.
+``matmul(variant=None)`` takes it for unsplit float32 sizes, small tiles up to 88 tiles of 128×128,
+and rows that are not a multiple of 4 long; k11 elsewhere.
 
 Headline (H200, benchmarks/results/matmul_fast_h200.json): 48.3 TFLOP/s at 4096x4096x4096, 0.94× cuBLAS
 """

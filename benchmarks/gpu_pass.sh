@@ -4,7 +4,7 @@
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
 # k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
 # default's kernel durations at ragged ~1000 sizes), ncu_conv (stall reasons of the conv default's two
-# weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), sanitize_cases (the sanitizers on SANITIZE_CASES), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
@@ -126,6 +126,14 @@ for step in $steps; do
       timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
         --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/ncu_conv_once.py \
         > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
+    sanitize_cases)
+      # memcheck, racecheck and synccheck on ragged shapes for the matmul cases in SANITIZE_CASES
+      # (run_fast_once.py's "variant:preset[:splits[:pad]]" or "variant:field=value,...")
+      for tool in memcheck racecheck synccheck; do
+        timeout $(limit 150) compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
+          --shapes 131x97x67 260x132x100 --cases ${SANITIZE_CASES:-default} > "$out/sanitize_cases_$tool.log" 2>&1
+        echo "$tool rc=$?"; tail -2 "$out/sanitize_cases_$tool.log"
+      done ;;
     ncu_conv_stalls)
       # the same launches, every warp-stall reason per issued instruction (the section's chart, as raw
       # metrics), instructions issued and the kernel's duration: where STAGED's extra cycles go

@@ -48,7 +48,11 @@ def main(argv=None) -> int:
             variant, config = None, None
             if case != "default":
                 variant, preset, *launch = case.split(":")
-                config = RUNGS[variant].presets[preset]
+                if "=" in preset:  # fields over the default preset: "k11_vectorized_bk16:bm=64,bk=32"
+                    fields = {f: int(v) for f, v in (kv.split("=") for kv in preset.split(","))}
+                    config = dataclasses.replace(RUNGS[variant].presets["default"], **fields)
+                else:
+                    config = RUNGS[variant].presets[preset]
                 config = dataclasses.replace(config, **dict(zip(("splits", "pad"), map(int, launch))))
             c = cp.full((m, n), cp.nan, dtype=args.dtype)
             simt_tiles.matmul(a, b, out=c, variant=variant, config=config)

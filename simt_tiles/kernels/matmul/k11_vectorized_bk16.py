@@ -135,6 +135,13 @@ PRESETS = {
 }
 
 
+def swizzle_span(depth: int) -> int:
+    """Rows of m whose low bits A's swizzle flips: k's quarter (depth/4 of them) XOR-ed into bits 3..
+    of m, so 8·depth/4 = 2·depth (bits 3-4 at depth 16, 3-5 at 32).  An offset that is a multiple of
+    it leaves the swizzled bits alone; any other offset may carry into them."""
+    return 2 * depth
+
+
 def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tuple[str, str, str]:
     """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``; ``vec``: A's and
     B's rows are 16-byte aligned (128-bit loads), else scalar loads."""
@@ -145,7 +152,7 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     Q = BK // 4  # vectors of 4 along k per row of the A tile
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
-    SPAN = 8 * Q  # the swizzle flips bits 3.. of m below SPAN: an offset that is a multiple leaves them alone
+    SPAN = swizzle_span(BK)
     X = "U" if idx32 else "I64"  # global (flat) index type; shared indices are always uint32
     dt = np.dtype(dtype).name
     # the launch bounds are in the name: Numba's disk cache is keyed by the source, not the jit
@@ -297,10 +304,9 @@ def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, 
     (per k-quarter for swizzled A), not an address computed per read."""
     TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
     step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
-    # a multiple of the swizzle's span (2·depth: bits 3-4 of m at depth 16, 3-5 at 32) leaves the
-    # swizzled bits alone: (am0 + c) ^ sw == (am0 ^ sw) + c, so one base per k-quarter serves every
-    # group (the others are immediate offsets)
-    one_base = step % (2 * depth) == 0
+    # a multiple of the swizzle's span leaves the swizzled bits alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
+    # so one base per k-quarter serves every group (the others are immediate offsets)
+    one_base = step % swizzle_span(depth) == 0
     for kk in range(depth):
         sw = ((kk >> 2) << 3) if swizzled else 0
         for mi in range(TM // 4):

@@ -44,7 +44,7 @@ PRESETS = {
     "default": Config(),
     # the small tiles that matmul(variant=None) runs (tuned/h200.json), so the compile gate checks them:
     # 128 threads of 8×4 up to 48 tiles of 128×128, 64 threads of 8×4 up to 88 (cuBLAS's 32×64 grid)
-    "64x64": Config(bm=64, bn=64, wm=32, wn=32, tm=8, tn=4, min_blocks=4),
+    "64x64": k11.PRESETS["64x64"],
     "32x64": Config(bm=32, bn=64, wm=32, wn=32, tm=8, tn=4, min_blocks=6),
 }
 

@@ -79,3 +79,36 @@ class BoundCheck:
 
 def check_within(out, ref, bound, xp=np) -> BoundCheck:
     return BoundCheck(out, ref, bound, xp)
+
+
+# ---------------------------------------------------------------------------
+# Tensor-core products (simt_tiles.mma, matmul k13/k14): rounded operands, FP32 accumulation
+# ---------------------------------------------------------------------------
+
+#: unit roundoff of an operand rounded to nearest for the tensor cores: TF32 keeps 10 stored
+#: mantissa bits (cvt.rna: u = 2⁻¹¹), bfloat16 7 (u = 2⁻⁸), float16 10 (u = 2⁻¹¹)
+MMA_INPUT_U = {"tf32": 2.0**-11, "bf16": 2.0**-8, "fp16": 2.0**-11}
+#: the FP32 accumulation inside and across mma instructions: its rounding is not specified
+#: (measurements show truncation in the tensor cores' adders), so 2⁻²³ per addition: a directed
+#: rounding's error, twice round-to-nearest's
+MMA_ACC_U = 2.0**-23
+
+__all__ += ["MMA_INPUT_U", "MMA_ACC_U", "mma_error_factor"]
+
+
+def mma_error_factor(k: int, precision: str, *, rounds_inputs: bool = True, rounds_output: bool = False) -> float:
+    """The factor f with |C − A·B| ≤ f · (|A|·|B|) element-wise for a tensor-core product.
+
+    Each operand rounded to ``precision`` (u = MMA_INPUT_U: a'·b' = a·b·(1+δ), |δ| ≤ 2u + u²;
+    ``rounds_inputs=False`` where A and B already are of that type, e.g. bfloat16 inputs), then a
+    dot product of length K accumulated in FP32 in any order: γ_K(MMA_ACC_U)·|a'|·|b'| with
+    |a'|·|b'| ≤ (1 + u)²·|a|·|b| (Higham §3.1).  ``rounds_output``: C is then rounded once to the
+    operands' 16-bit type (relative u of that type, on |C| ≤ (1 + f)·|A|·|B|).  The reference's
+    own error (float64 or long double) is the caller's to add, as in ``matmul_reference``."""
+    if precision not in MMA_INPUT_U:
+        raise ValueError(f"precision: expected one of {tuple(MMA_INPUT_U)}; got {precision!r}")
+    u = MMA_INPUT_U[precision] if rounds_inputs else 0.0
+    f = (2 * u + u * u) + gamma(max(k, 1), MMA_ACC_U) * (1 + u) ** 2
+    if rounds_output:
+        f = f + MMA_INPUT_U[precision] * (1 + f)
+    return f

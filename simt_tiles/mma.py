@@ -17,7 +17,12 @@ in the tile loop::
     d0, d1, d2, d3 = mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # m16n8k8, float32 in
     d0, d1, d2, d3 = mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # m16n8k16, uint32 pairs in
     d0, d1, d2, d3 = mma_f16(...)                                       # m16n8k16, fp16 pairs
-    y = cvt_tf32(x)                         # cvt.rna.tf32.f32: round to nearest, ties away
+    y = cvt_tf32(x)                         # cvt.rna.tf32.f32: round to nearest, ties away (x: float32
+                                            # or uint32 bits, e.g. an ldmatrix register)
+    y = as_f32(u)                           # uint32 bits as float32
+    y = rna_add(x)                          # x's bits + half a TF32 ulp: what the tensor cores then
+                                            # truncate is x rounded to nearest, ties away (not NaN-safe
+                                            # for NaN payloads ≥ 0x7FF000: those wrap to −0)
     h = f32_to_bf16(x); h = f32_to_f16(x)   # round to nearest even, the uint16 bits
 
 ``OFF`` must be an integer literal (it becomes the PTX immediate).  16-bit data travels as
@@ -62,7 +67,7 @@ import numpy as np
 from .runtime import SIMULATOR
 
 __all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32",
-           "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "f32_to_bf16",
+           "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "f32_to_bf16",
            "f32_to_f16", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
            "fragment_a", "fragment_b", "fragment_c", "mma_reference"]
 
@@ -290,7 +295,16 @@ if SIMULATOR:
     def mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma("fp16", a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
 
+    def as_f32(u):
+        return np.uint32(u).view(np.float32)
+
+    def rna_add(x):
+        u = np.uint32(x) if isinstance(x, (np.uint32, np.integer)) else np.float32(x).view(np.uint32)
+        return np.uint32((int(u) + 0x1000) & 0xFFFFFFFF).view(np.float32)
+
     def cvt_tf32(x):
+        if isinstance(x, (np.uint32, np.integer)):
+            x = np.uint32(x).view(np.float32)
         return tf32_round(np.float32(x))[()]
 
     def f32_to_bf16(x):
@@ -442,11 +456,31 @@ else:
 
     @intrinsic
     def cvt_tf32(typingctx, x):
+        bits = x == types.uint32  # ldmatrix's registers: the float's bits
+
         def codegen(context, builder, sig, args):
-            r = _asm(builder, _I32, [args[0]], "cvt.rna.tf32.f32 $0, $1;", "=r,f")
+            v = builder.bitcast(args[0], _F32) if bits else args[0]
+            r = _asm(builder, _I32, [v], "cvt.rna.tf32.f32 $0, $1;", "=r,f")
             return builder.bitcast(r, _F32)
 
-        return types.float32(types.float32), codegen
+        return types.float32(types.uint32 if bits else types.float32), codegen
+
+    @intrinsic
+    def rna_add(typingctx, x):
+        bits = x == types.uint32
+
+        def codegen(context, builder, sig, args):
+            v = args[0] if bits else builder.bitcast(args[0], _I32)
+            return builder.bitcast(builder.add(v, ir.Constant(_I32, 0x1000)), _F32)
+
+        return types.float32(types.uint32 if bits else types.float32), codegen
+
+    @intrinsic
+    def as_f32(typingctx, u):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], _F32)
+
+        return types.float32(types.uint32), codegen
 
     def _to16(kind):
         @intrinsic

@@ -165,7 +165,9 @@ def test_simulated_addresses_are_checked():
 # --- the matmul rungs -----------------------------------------------------------------------
 
 #: small configs for the simulator: warps stacked along M (the "sim" presets) and along N
-TF32_CONFIGS = [k13.PRESETS["sim"], k13.Config(bm=16, bn=64, bk=16, wm=16, wn=32, stages=2, group=1)]
+TF32_CONFIGS = [k13.PRESETS["sim"], k13.Config(bm=16, bn=64, bk=16, wm=16, wn=32, stages=2, group=1),
+                k13.Config(bm=16, bn=64, bk=16, wm=16, wn=64, stages=2, group=1, rounding=2),
+                k13.Config(bm=32, bn=32, bk=16, wm=16, wn=32, stages=2, group=2, rounding=3)]
 BF16_CONFIGS = [k14.PRESETS["sim"], k14.Config(bm=16, bn=64, bk=32, wm=16, wn=32, stages=2, group=3)]
 SIZES = [0, 1, 7, 15, 16, 17, 31, 33]
 
@@ -186,7 +188,8 @@ def check_matmul(m, n, k, precision, cfg):
     """matmul_mma against a long-double reference, every element within the stated bound."""
     a, b, a32, b32 = _inputs(m, n, k, precision)
     out_dtype = np.float32 if precision == "tf32" else a.dtype
-    out = np.full((m, n), np.nan, np.float32).astype(out_dtype)
+    out = (np.full((m, n), 0x7FC0, np.uint16) if precision == "bf16"  # bfloat16 NaN bits
+           else np.full((m, n), np.nan, out_dtype))
     if precision == "bf16":  # uint16 bits travel through the bf16 rung as NumPy has no bfloat16
         c = _bf16_call(a, b, out, cfg)
         got = mma.bits_to_f32(c, "bf16")
@@ -195,7 +198,8 @@ def check_matmul(m, n, k, precision, cfg):
     rdt = ref_dtype()
     ref = a32.astype(rdt) @ b32.astype(rdt)
     absprod = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt))
-    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32")
+    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32",
+                         truncates=getattr(cfg, "rounding", 1) == 2)
     bound = absprod * (f + 2 * max(k, 1) * float(np.finfo(rdt).eps))
     err = np.abs(got.astype(rdt) - ref)
     assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
@@ -220,7 +224,7 @@ def _bf16_call(a_bits, b_bits, out_bits, cfg):
 
 @settings(max_examples=examples(4))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13]),
-       which=st.integers(0, 1))
+       which=st.integers(0, 3))
 def test_tf32_matmul_property(m, n, k, which):
     check_matmul(m, n, k, "tf32", TF32_CONFIGS[which])
 
@@ -263,6 +267,30 @@ def test_bad_arguments():
         matmul_mma(a.astype(np.float16), a.astype(np.float16), variant="k13_mma_tf32")
     with pytest.raises(ValueError, match="variant: expected one of"):
         matmul_mma(a, a, precision="tf32", variant="k99")
+
+
+def test_config_choice():
+    """config=None: the large tile on grids of at least LARGE_TILES of them, else the default."""
+    from simt_tiles.kernels.matmul import mma as mma_mod
+
+    for rung in MMA_RUNGS.values():
+        large = rung.presets["large"]
+        assert mma_mod.choose_config(rung, "default", 8192, 8192) == rung.presets["default"]
+        choose = lambda m, n: mma_mod.choose_config(rung, None, m, n, simulator=False)  # noqa: E731
+        assert choose(8192, 8192) == large and choose(4096, 4096) == large  # measured: 2048, 512 tiles
+        assert choose(1031, 997) == rung.presets["default"]  # measured: 36 tiles
+        edge = mma_mod.LARGE_TILES  # unmeasured: the threshold itself, from one row of tiles
+        assert choose(large.bm, edge * large.bn) == large
+        assert choose(large.bm, edge * large.bn - large.bn) == rung.presets["default"]
+        assert choose(1, 1) == rung.presets["default"]
+
+
+def test_rna_add_rounds_to_nearest():
+    """rounding=3: the bits plus half a TF32 ulp, then the tensor cores' truncation, is cvt.rna."""
+    x = RNG.standard_normal(1000).astype(np.float32)
+    x[:4] = [1 + 2.0**-11, -(1 + 2.0**-11), np.inf, 3.4e38]
+    added = (x.view(np.uint32) + np.uint32(0x1000)).view(np.float32)
+    np.testing.assert_array_equal(mma.tf32_truncate(added), mma.tf32_round(x))
 
 
 def test_fp16_output_dtype_and_empty():

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -152,7 +153,8 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             ref = a.double() @ b.double()
             absprod = a.double().abs() @ b.double().abs()
-            f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec != "tf32") + 2 * k * 2.0**-53
+            f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec != "tf32",
+                                 truncates=getattr(cfg, "rounding", 1) == 2) + 2 * k * 2.0**-53
             err = (c.double() - ref).abs()
             ratio = float((err / (f * absprod).clamp_min(1e-300)).max())
             rel = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
@@ -177,8 +179,9 @@ def main(argv=None) -> int:
             c = torch.empty(m, n, device=dev, dtype=tdt[prec])
 
             def record(impl, ms, extra=None):
-                row = {"impl": impl, "precision": prec, "shape": [m, n, k], "ms": ms,
-                       "tflops": flop / ms / 1e9, **(extra or {})}
+                row = {"impl": impl, "operands": prec, "shape": [m, n, k], "median_ms": ms,
+                       "problem": f"{m}³" if m == n == k else f"{m}x{n}x{k}", "tflops": flop / ms / 1e9,
+                       **(extra or {})}
                 rows.append(row)
                 print(f"{m}x{n}x{k} {prec} {impl:24s} {ms:8.4f} ms {row['tflops']:7.1f} TFLOP/s", flush=True)
 
@@ -186,33 +189,56 @@ def main(argv=None) -> int:
                 p2, rung, cfg = _rung_cfg(spec)
                 if p2 != prec or compiled[spec][1]:
                     continue
-                if m * n * k > 0 and (k * a.element_size()) % 16 == 0 and (n * a.element_size()) % 16 == 0:
-                    record(f"simt {spec}", bench(kernel_launcher(prec, rung, cfg, a, b, c)))
-                record(f"simt {spec} (call)", bench(lambda: matmul_mma(a, b, precision=prec, out=c, config=cfg)))
+                vec = 16 // a.element_size()
+                ap = torch.nn.functional.pad(a, (0, -k % vec)).contiguous()  # what the launcher copies to
+                bp = torch.nn.functional.pad(b, (0, -n % vec)).contiguous()
+                record(f"{rung.name}:{spec.split(':')[1]}", bench(kernel_launcher(prec, rung, cfg, ap, bp, c)),
+                       {"padded": bool(k % vec or n % vec), "config": dataclasses.asdict(cfg), "kind": "kernel"})
+                call = lambda: matmul_mma(a, b, precision=prec, out=c, config=cfg)  # noqa: E731
+                call()
+                torch.cuda.synchronize()
+                t_wall = time.perf_counter()
+                for _ in range(20):
+                    call()
+                torch.cuda.synchronize()
+                wall = (time.perf_counter() - t_wall) / 20 * 1e3
+                record(f"{rung.name}:{spec.split(':')[1]} (call)", bench(call),
+                       {"wall_ms_per_call": wall, "config": dataclasses.asdict(cfg), "kind": "call"})
+                print(f"   wall per call (20 back to back): {wall:.4f} ms", flush=True)
             if "cublas" in peers:
                 torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-                record("cuBLAS (torch)", bench(lambda: torch.matmul(a, b, out=c)))
+                record(f"cuBLAS {prec.upper()}", bench(lambda: torch.matmul(a, b, out=c)))
                 torch.backends.cuda.matmul.allow_tf32 = False
             if tri is not None and prec in ("tf32", "bf16"):
                 try:
-                    record("Triton tl.dot", bench(lambda: tri(a, b, c)))
+                    record(f"Triton {prec.upper()}", bench(lambda: tri(a, b, c)))
                 except Exception as exc:  # noqa: BLE001
                     print("triton failed:", exc)
             if cutile_ok and prec == "tf32":
                 try:
-                    record("cuTile", bench(lambda: cutile.matmul(a, b, precision="tf32", out=c)))
+                    record("cuTile TF32", bench(lambda: cutile.matmul(a, b, precision="tf32", out=c)))
                 except Exception as exc:  # noqa: BLE001
                     print("cuTile failed:", type(exc).__name__, str(exc)[:200])
                     cutile_ok = False
+    for r in rows:  # same-run ratios to the peers of the same operands and shape
+        for peer in ("cuBLAS", "Triton", "cuTile"):
+            p_ms = [q["median_ms"] for q in rows if q["impl"] == f"{peer} {r['operands'].upper()}"
+                    and q["shape"] == r["shape"]]
+            if p_ms and r["impl"].startswith("k1"):
+                r[f"vs_{peer.lower()}"] = p_ms[0] / r["median_ms"]
+        if "vs_cublas" in r:
+            r["peer"], r["vs_peer"] = f"cuBLAS {r['operands'].upper()}", r["vs_cublas"]
     result = {"device": torch.cuda.get_device_name(), "compile_s": {s: t for s, (t, e) in compiled.items()},
-              "checks": checks, "rows": rows}
+              "checks": checks, "results": rows}
     with open(os.path.join(args.out, "mma.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     with open(os.path.join(args.out, "mma.md"), "w") as fh:
-        fh.write("| shape | precision | implementation | ms | TFLOP/s |\n|---|---|---|---|---|\n")
+        fh.write("| shape | operands | implementation | ms | TFLOP/s | × cuBLAS | × Triton | × cuTile |\n"
+                 "|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            fh.write(f"| {'x'.join(map(str, r['shape']))} | {r['precision']} | {r['impl']} | {r['ms']:.4f} | "
-                     f"{r['tflops']:.1f} |\n")
+            ratios = " | ".join(f"{r[key]:.2f}" if key in r else "" for key in ("vs_cublas", "vs_triton", "vs_cutile"))
+            fh.write(f"| {r['problem']} | {r['operands']} | {r['impl']} | {r['median_ms']:.4f} | "
+                     f"{r['tflops']:.1f} | {ratios} |\n")
     print(open(os.path.join(args.out, "mma.md")).read())
     return 0 if all(c.get("ok", False) for c in checks) else 1
 

@@ -10,9 +10,14 @@ What changed versus k12
     * **S-stage cp.async pipeline** in dynamic shared memory: tiles t+1 … t+S−1 are in flight
       while tile t is multiplied; one ``cp.async.wait_group S−2`` + barrier per tile.  Edges are
       the copy's zero-fill (``src-size`` 0), so edge blocks run the same code.
+    * **fragments from shared memory**: an ``ldmatrix.x4`` of four 8×4-float blocks *is* the
+      TF32 A fragment (the instruction moves 16-bit pairs; without ``.trans`` a float is just two
+      of them), one instruction for 16×8; B's fragment is a transpose of 32-bit elements, which
+      ldmatrix cannot do, so each lane reads its two B elements with 32-bit loads.
     * **XOR swizzle on 16-byte chunks**, conflict-free for the copies and the fragment reads:
-      A (BM×BK, row-major) chunk c of row r is stored at c ^ (r mod 8); B (BK×BN) at
-      c ^ 2·(k mod 4), so the 32 scalar reads of a B fragment (lanes t read row t) hit 32 banks.
+      A (BM×BK, row-major) chunk c of row r is stored at c ^ (r mod 8), so the 8 rows an
+      ldmatrix reads hit 8 bank groups; B (BK×BN) at c ^ 2·(k mod 4), so the 32 scalar reads of
+      a B fragment (lane (g, t) reads row t, column g) hit 32 banks.
     * **byte addresses** in shared memory: one base register per fragment column, every
       stage/k-step/fragment an immediate; the tile loop is unrolled S times so the stage is a
       constant; fragments double-buffered in registers (k-step k+1 loads while k multiplies).
@@ -21,7 +26,7 @@ What changed versus k12
 Generated source (``python -m simt_tiles.codegen dump k13_mma_tf32``).  Rules: wm % 16, wn % 8,
 bk % 8 (bk/8 · stages even), the copies an equal number per thread.
 
-Headline (H200): see benchmarks/notes/mma.md
+Headline (H200, benchmarks/results/mma_h200.json): 174.7 TFLOP/s at 4096³, 0.44× cuBLAS TF32
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ class Config(TileConfig):
     stages: int = 3
     group: int = 8
     min_blocks: int = 1
+    #: 1: operands rounded by cvt.rna (TF32 to nearest, ties away); 2: as the tensor cores read float32
+    #: (truncated: u = 2⁻¹⁰); 3: rounded by one integer add of half a TF32 ulp to the bits, which the
+    #: tensor cores then truncate — rna for every finite value and inf (cvt.rna is 2 SASS instructions)
+    rounding: int = 1
 
     ES = 4  # bytes per element in shared memory
     KSTEP = 8  # k of one mma
@@ -72,6 +81,7 @@ class Config(TileConfig):
                 ("wn", self.wn % self.NSTEP == 0, f"wn % {self.NSTEP} == 0"),
                 ("bk", self.bk % self.KSTEP == 0 and pow2(wa), f"bk % {self.KSTEP} == 0, a power-of-two number of 16-byte chunks"),
                 ("bn", pow2(wb), "bn·itemsize/16 a power of two (the swizzle)"),
+                ("rounding", self.rounding in (1, 2, 3), "rounding 1 (cvt.rna), 2 (truncation) or 3 (add)"),
                 ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
                  "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
                 ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
@@ -86,8 +96,8 @@ class Config(TileConfig):
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, stages=2, group=2),
     "default": Config(),
-    "128x256": Config(bm=128, bn=256, wm=64, wn=64, stages=3),
-    "8warps": Config(bm=128, bn=128, wm=64, wn=32, stages=4),
+    # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles (benchmarks/notes/mma.md)
+    "large": Config(bm=128, bn=256, wm=64, wn=64, stages=3),
 }
 
 
@@ -121,12 +131,22 @@ class Pipeline:
     def f_b_py(self, r: int) -> int:
         return ((r & 3) << 1) & (self.WB - 1)
 
-    # ---- fragments (TF32): scalar 32-bit reads, rounded by cvt.rna ----
+    # ---- fragments (TF32): A by ldmatrix, B by scalar 32-bit reads; each rounded by cvt.rna ----
+    def tf32(self, x: str, bits: bool = False) -> str:
+        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register)."""
+        r = self.cfg.rounding
+        return f"cvt_tf32({x})" if r == 1 else f"rna_add({x})" if r == 3 else (f"as_f32({x})" if bits else x)
+
     def setup(self, s):
-        for cc in range(self.WA):  # A: one base per chunk column (the swizzle is lane-dependent)
-            s.line(f"fa{cc} = SA(s0 + SA(U(U(wm0 + g) * U({self.ROWA})) + U(U(U({cc}) ^ {self.f_a('g')}) * U(16))"
-                   f" + U(t4 * U(4))))")
-        for ni in range(self.NI):  # B: one base per 8-column fragment
+        # A: ldmatrix.x4 of 8x4-float blocks *is* the TF32 A fragment (a 32-bit element is two b16):
+        # lane L gives row L&7 (+8 for matrices 1, 3) of k-chunk 2kk (+1 for matrices 2, 3)
+        s.line("mrow = U(r8 + U(U(j8 & U(1)) * U(8)))")
+        for kk in range(self.KS):
+            s.line(f"fa{kk} = SA(s0 + SA(U(U(wm0 + mrow) * U({self.ROWA})) + "
+                   f"U(U(U(U({2 * kk}) + U(j8 >> U(1))) ^ {self.f_a('r8')}) * U(16))))")
+        # B: lane (g, t) reads B[t][g]; the swizzle c ^ 2t repeats every 4 fragments (32 columns)
+        self.nb = 4 if self.cfg.wn % 32 == 0 else self.NI
+        for ni in range(min(self.nb, self.NI)):
             s.line(f"fb{ni} = SA(s0 + SA(U({self.A_STAGE}) + U(t4 * U({self.ROWB})) + "
                    f"U(U(U(U(wn0 >> U(2)) + U({2 * ni}) + U(g >> U(2))) ^ {self.f_b('t4')}) * U(16)) + "
                    f"U(U(g & U(3)) * U(4))))")
@@ -134,12 +154,12 @@ class Pipeline:
     def load(self, s, stage: int, kk: int, buf: int):
         base = stage * self.STAGE
         for mi in range(self.MI):
-            for r in range(4):
-                cc = 2 * kk + (r >> 1)
-                s.line(f"a{buf}_{mi}_{r} = cvt_tf32(lds32(fa{cc}, {base + (mi * 16 + 8 * (r & 1)) * self.ROWA}))")
+            s.line(", ".join(f"q{r}" for r in range(4)) + f" = ldsm_x4(fa{kk}, {base + mi * 16 * self.ROWA})")
+            s.line("; ".join(f"a{buf}_{mi}_{r} = {self.tf32(f'q{r}', True)}" for r in range(4)))
         for ni in range(self.NI):
             for r in range(2):
-                s.line(f"b{buf}_{ni}_{r} = cvt_tf32(lds32(fb{ni}, {base + (kk * 8 + 4 * r) * self.ROWB}))")
+                off = base + (kk * 8 + 4 * r) * self.ROWB + (ni // self.nb) * self.nb * 32
+                s.line(f"b{buf}_{ni}_{r} = {self.tf32(f'lds32(fb{ni % self.nb}, {off})')}")
 
     def mma(self, s, buf: int):
         for mi in range(self.MI):
@@ -261,12 +281,12 @@ class Pipeline:
 
 HEADER = ("from numba import cuda, float32 as F32, uint32 as U, uint8 as U8, int64 as I64\n"
           "from simt_tiles.mma import SA, GA, smem_base, gaddr, cp_async16, commit_group, wait_group, lds32, "
-          "ldsm_x4, ldsm_x4_t, mma_tf32, mma_bf16, mma_f16, cvt_tf32, f32_to_bf16, f32_to_f16\n")
+          "ldsm_x4, ldsm_x4_t, mma_tf32, mma_bf16, mma_f16, cvt_tf32, as_f32, rna_add, f32_to_bf16, f32_to_f16\n")
 
 
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
-            f"_g{cfg.group}_lb{cfg.min_blocks}")
+            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}")
 
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:

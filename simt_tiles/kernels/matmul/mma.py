@@ -26,12 +26,25 @@ from ...vector import aligned
 from . import k13_mma_tf32, k14_mma_bf16
 from .k11_vectorized_bk16 import workspace
 
-__all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS"]
+__all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
 
 MMA_RUNGS = {r.name: r for r in (k13_mma_tf32.RUNG, k14_mma_bf16.RUNG)}
 PRECISIONS = ("tf32", "bf16", "fp16")
 #: the rung each precision runs
 RUNG_FOR = {"tf32": "k13_mma_tf32", "bf16": "k14_mma_bf16", "fp16": "k14_mma_bf16"}
+#: ``config=None`` takes the "large" preset (128×256 TF32, 256×128 BF16/FP16) when the grid has at
+#: least this many of its tiles, two per SM of the H200: measured faster at 512-2048 such tiles,
+#: slower at 36 (1031×997×1013), where the "default" 128×128 tile fills more SMs (benchmarks/notes/mma.md)
+LARGE_TILES = 2 * 132
+
+
+def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR):
+    """The caller's config, else "sim" in the simulator, else "large" on grids of ≥ LARGE_TILES of
+    its tiles, else "default"."""
+    if config is not None or simulator:
+        return rung.resolve_config(config)
+    large = rung.presets["large"]
+    return large if cdiv(m, large.bm) * cdiv(n, large.bn) >= LARGE_TILES else rung.presets["default"]
 
 
 @jit
@@ -159,7 +172,8 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         Optional C-contiguous (M, N) array of the inputs' dtype, not overlapping them.
     variant, config
         A rung of :data:`MMA_RUNGS` (None: the precision's) and a preset name or its Config
-        (None: ``"sim"`` in the simulator, ``"default"`` on a GPU).
+        (None: :func:`choose_config`'s: ``"large"`` on large grids, else ``"default"``; the
+        simulator's ``"sim"``).
     stream
         As :func:`simt_tiles.matmul`'s.
     """
@@ -173,7 +187,8 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     if name != RUNG_FOR[prec]:
         raise ValueError(f"variant: {name} does not compute {prec!r}; {RUNG_FOR[prec]} does")
     rung = MMA_RUNGS[name]
-    cfg = rung.resolve_config(config)
+    if config is not None:
+        rung.resolve_config(config)  # a bad preset fails before any copy
     stream = as_stream(stream, a)
     if prec == "tf32":
         a_op = device_operand(a, "a", ndim=2, stream=stream)
@@ -186,6 +201,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     if kb != k:
         raise ValueError(f"b: expected shape ({k}, N) since a has shape {(m, k)} "
                          f"(inner dimensions must match); got {(kb, n)}")
+    cfg = choose_config(rung, config, m, n)
     if prec == "tf32":
         c_op = prepare_out(out, a_op, (m, n), np.float32, stream, inputs=(b_op,))
     else:

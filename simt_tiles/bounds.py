@@ -96,18 +96,20 @@ MMA_ACC_U = 2.0**-23
 __all__ += ["MMA_INPUT_U", "MMA_ACC_U", "mma_error_factor"]
 
 
-def mma_error_factor(k: int, precision: str, *, rounds_inputs: bool = True, rounds_output: bool = False) -> float:
+def mma_error_factor(k: int, precision: str, *, rounds_inputs: bool = True, rounds_output: bool = False,
+                     truncates: bool = False) -> float:
     """The factor f with |C − A·B| ≤ f · (|A|·|B|) element-wise for a tensor-core product.
 
     Each operand rounded to ``precision`` (u = MMA_INPUT_U: a'·b' = a·b·(1+δ), |δ| ≤ 2u + u²;
-    ``rounds_inputs=False`` where A and B already are of that type, e.g. bfloat16 inputs), then a
+    ``rounds_inputs=False`` where A and B already are of that type, e.g. bfloat16 inputs;
+    ``truncates``: float32 given to the tensor cores unrounded, which keep its top bits: 2u), then a
     dot product of length K accumulated in FP32 in any order: γ_K(MMA_ACC_U)·|a'|·|b'| with
     |a'|·|b'| ≤ (1 + u)²·|a|·|b| (Higham §3.1).  ``rounds_output``: C is then rounded once to the
     operands' 16-bit type (relative u of that type, on |C| ≤ (1 + f)·|A|·|B|).  The reference's
     own error (float64 or long double) is the caller's to add, as in ``matmul_reference``."""
     if precision not in MMA_INPUT_U:
         raise ValueError(f"precision: expected one of {tuple(MMA_INPUT_U)}; got {precision!r}")
-    u = MMA_INPUT_U[precision] if rounds_inputs else 0.0
+    u = MMA_INPUT_U[precision] * (2 if truncates else 1) if rounds_inputs else 0.0
     f = (2 * u + u * u) + gamma(max(k, 1), MMA_ACC_U) * (1 + u) ** 2
     if rounds_output:
         f = f + MMA_INPUT_U[precision] * (1 + f)

@@ -31,6 +31,7 @@ class Ladder:
 
 LADDERS: tuple[Ladder, ...] = (
     Ladder("matmul", "simt_tiles.kernels.matmul"),
+    Ladder("matmul_mma", "simt_tiles.kernels.matmul.mma", ("MMA_RUNGS",)),
     Ladder("conv2d", "simt_tiles.kernels.conv2d", ("RUNGS", "SEPARABLE_RUNGS")),
     Ladder("conv_nchw", "simt_tiles.kernels.conv_nchw"),
     Ladder("softmax", "simt_tiles.kernels.softmax"),

@@ -235,9 +235,12 @@ if SIMULATOR:
         n = int(nbytes)
         if not 0 <= n <= 16:
             raise ValueError(f"cp_async16: source size {n}; expected 0..16")
-        src = _bytes("cp_async16 (global)", int(g), 16, 16) if n else None
-        dst[:n] = src[:n] if n else dst[:0]
-        dst[n:] = 0
+        data = np.zeros(16, np.uint8)
+        if n:
+            data[:n] = _bytes("cp_async16 (global)", int(g), 16, 16)[:n]
+        words, out = data.view(np.uint32), dst.view(np.uint32)
+        for i in range(4):  # element writes: simt_tiles.analyze records them (slices it does not)
+            out[i] = words[i]
 
     def commit_group():
         pass
@@ -251,6 +254,12 @@ if SIMULATOR:
     def _words(buf):
         return np.uint32(buf.view(np.uint32)[0])
 
+    def _half(name, addr):
+        """The 16-bit element at ``addr``, read as its aligned 32-bit word (the access the race
+        check pairs with the copies' 32-bit writes)."""
+        word = int(_words(_bytes(name, addr & ~3, 4, 4)))
+        return (word >> 16) if addr & 2 else (word & 0xFFFF)
+
     def _ldsm(name, s, off, trans):
         from .warp import FULL_MASK, _exchange
 
@@ -262,9 +271,8 @@ if SIMULATOR:
             else:  # elements (2(lane&3), lane>>2) and (2(lane&3)+1, lane>>2)
                 for row in (rows[8 * j + 2 * (lane & 3)], rows[8 * j + 2 * (lane & 3) + 1]):
                     _bytes(name, row, 16, 16)  # the row address must be valid and aligned
-                lo = _bytes(name, rows[8 * j + 2 * (lane & 3)] + 2 * (lane >> 2), 2, 2).view(np.uint16)[0]
-                hi = _bytes(name, rows[8 * j + 2 * (lane & 3) + 1] + 2 * (lane >> 2), 2, 2).view(np.uint16)[0]
-                out.append(np.uint32(int(lo) | (int(hi) << 16)))
+                lo, hi = (_half(name, rows[8 * j + 2 * (lane & 3) + h] + 2 * (lane >> 2)) for h in (0, 1))
+                out.append(np.uint32(lo | (hi << 16)))
             if not trans:
                 _bytes(name, rows[8 * j + (lane >> 2)], 16, 16)
         return tuple(out)

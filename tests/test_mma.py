@@ -15,7 +15,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numba import cuda
 
@@ -222,25 +222,28 @@ def _bf16_call(a_bits, b_bits, out_bits, cfg):
     return np.asarray(res).view(np.uint16)
 
 
-@settings(max_examples=examples(4))
+@settings(max_examples=examples(6))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13]),
        which=st.integers(0, 3))
+@example(m=17, n=65, k=13, which=1)  # 2 warps along N, 2×2 blocks, edges in every direction
+@example(m=1, n=40, k=17, which=2)  # one warp of 16×64: the B bases repeat every 4 fragments
 def test_tf32_matmul_property(m, n, k, which):
     check_matmul(m, n, k, "tf32", TF32_CONFIGS[which])
 
 
-@settings(max_examples=examples(4))
+@settings(max_examples=examples(6))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37]),
        which=st.integers(0, 1), precision=st.sampled_from(["bf16", "fp16"]))
+@example(m=31, n=65, k=37, which=1, precision="bf16")  # 2 warps along N, 2 k tiles, ragged K (padded)
 def test_16bit_matmul_property(m, n, k, which, precision):
     check_matmul(m, n, k, precision, BF16_CONFIGS[which])
 
 
-@pytest.mark.parametrize("precision", ["tf32", "fp16"])
-def test_several_k_tiles_and_blocks(precision):
-    """Three k tiles through a two-stage pipeline, 2×2 blocks with ragged edges, both warp layouts."""
-    cfgs = TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS
-    check_matmul(33, 17, 41, precision, cfgs[0])
+@pytest.mark.parametrize("precision, shape", [("tf32", (33, 17, 41)), ("fp16", (17, 20, 70))])
+def test_several_k_tiles_and_blocks(precision, shape):
+    """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
+    2×1 blocks with ragged edges (TF32)."""
+    check_matmul(*shape, precision, (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0])
 
 
 # --- the launcher's rules -------------------------------------------------------------------

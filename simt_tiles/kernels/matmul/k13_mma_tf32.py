@@ -250,7 +250,11 @@ class Pipeline:
                             s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...",
                                    "cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
                         nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
-                        self.load(s, nst, nkk, (step + 1) % 2)
+                        if kk + 1 < self.KS:
+                            self.load(s, nst, nkk, (step + 1) % 2)
+                        else:  # the next tile's first fragments, if there is a next tile (else its
+                            with s.block("if I64(t + I64(1)) < n_tiles:"):  # stage was never written)
+                                self.load(s, nst, nkk, (step + 1) % 2)
                         if kk == 0:
                             self.issue(s, (st + S - 1) % S)
                         self.mma(s, step % 2)

@@ -417,6 +417,7 @@ def disable_racecheck() -> None:
 #: per ladder: the shape the CLI uses when none is given (small, ragged)
 DEFAULT_SHAPES = {
     "matmul": "33x17x9",  # M x N x K
+    "matmul_mma": "33x17x9",  # M x N x K (k13: float32 as TF32; k14: bfloat16 bits)
     "conv2d": "13x11x3x3",  # H x W x KH x KW
     "conv_nchw": "1x3x7x6x5x3x3",  # N x C x H x W x C_out x KH x KW (padding KH // 2)
     "softmax": "3x77",  # rows x columns
@@ -424,7 +425,7 @@ DEFAULT_SHAPES = {
     "elementwise": "37",  # vector_add: N; bias_relu: M x N
 }
 SHAPE_HELP = {
-    "matmul": "MxNxK", "conv2d": "HxWxKHxKW", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
+    "matmul": "MxNxK", "matmul_mma": "MxNxK", "conv2d": "HxWxKHxKW", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
     "softmax": "ROWSxCOLS", "reduce": "ROWSxCOLS or N", "elementwise": "N (vector_add) or MxN (bias_relu)",
 }
 
@@ -443,6 +444,14 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         need(3)
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
+    elif ladder == "matmul_mma":
+        from .kernels.matmul import mma as fam
+        need(3)
+        m, n, k = dims
+        if name == "k13_mma_tf32":
+            fam.matmul_mma(rand(m, k).astype("float32"), rand(k, n).astype("float32"), precision="tf32", config=cfg)
+        else:
+            fam.matmul_mma(rand(m, k).astype("float16"), rand(k, n).astype("float16"), config=cfg)
     elif ladder == "conv2d":
         from .kernels import conv2d as fam
         need(4)

@@ -320,7 +320,7 @@ def _env_racecheck():
     return racecheck_requested()
 
 
-SHIPPED_SHAPES = {"matmul": "7x5x9", "conv2d": "7x6x3x2", "conv_nchw": "1x2x5x4x3x3x3", "softmax": "2x77",
+SHIPPED_SHAPES = {"matmul": "7x5x9", "matmul_mma": "7x5x9", "conv2d": "7x6x3x2", "conv_nchw": "1x2x5x4x3x3x3", "softmax": "2x77",
                   "reduce": "3x37"}
 SHIPPED = [(lad, name) for lad, rungs in registry.ladders().items() for name in rungs]
 

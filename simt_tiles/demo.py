@@ -165,9 +165,25 @@ def _conv_nchw(rung, dtype, c):
                        lambda: st.conv2d_nchw(x, w, bias=b, padding=1, variant=rung, config=c.preset), ref, bound)
 
 
+def _matmul_mma(rung, dtype, c):
+    """The tensor-core rungs: k13 on float32 as TF32, k14 on float16 (their own input types, whatever
+    the row's dtype), against a long-double reference with the TF32/FP16 bound."""
+    from .bounds import mma_error_factor, ref_dtype
+    from .kernels.matmul.mma import matmul_mma
+
+    m, n, k = c.shape
+    prec, dt = ("tf32", "float32") if rung == "k13_mma_tf32" else ("fp16", "float16")
+    a, b = c.rng.standard_normal((m, k)).astype(dt), c.rng.standard_normal((k, n)).astype(dt)
+    rdt = ref_dtype()
+    ref = a.astype(rdt) @ b.astype(rdt)
+    f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec == "fp16")
+    bound = (abs(a.astype(rdt)) @ abs(b.astype(rdt))) * (f + 2 * k * float(c.np.finfo(rdt).eps))
+    return _numpy_case(f"{m}x{n}x{k} {prec}", lambda: matmul_mma(a, b, precision=prec, config=c.preset), ref, bound)
+
+
 #: ladder → its demo case (every ladder of simt_tiles.registry needs one)
 CASES = {"matmul": _matmul, "softmax": _softmax, "reduce": _reduce, "elementwise": _elementwise,
-         "conv2d": _conv2d, "conv_nchw": _conv_nchw}
+         "conv2d": _conv2d, "conv_nchw": _conv_nchw, "matmul_mma": _matmul_mma}
 
 
 # ---------------------------------------------------------------------------

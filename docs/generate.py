@@ -56,6 +56,13 @@ HAZARDS = {
     ("matmul", "k12_async_copy"): ("`cp.async` copies land in shared memory behind the threads' backs: "
                                    "`wait_copies` plus the tile's barrier before reading; the copies cannot "
                                    "transpose, so Aᵀ is written first (an extra pass and K·M floats of workspace)."),
+    ("matmul_mma", "k13_mma_tf32"): ("A warp collective: all 32 lanes must issue each `mma.sync` / `ldmatrix` "
+                                     "(no divergence), each lane holding exactly its fragment; S cp.async stages "
+                                     "with one `wait_group S-2` + barrier per tile (a stage is refilled only after "
+                                     "every warp read it), and operands rounded to TF32 (an opt-in precision)."),
+    ("matmul_mma", "k14_mma_bf16"): ("`ldmatrix` takes each lane's row address and hands out other lanes' data: "
+                                     "every address of the warp must be valid and 16-byte aligned, and the XOR "
+                                     "swizzle of the copies and of the fragment reads must agree."),
     ("conv2d", "k01_naive"): "None: boundary modes are handled by index mapping per tap; the hazard is "
     "KH·KW global reads per output.",
     ("conv2d", "k02_halo_tiled"): "One barrier between staging the tile + halo and reading it; every thread must "
@@ -95,6 +102,8 @@ TILE = {
     "matmul": ("matmul", "matmul_peers_h200.json", ("`ct.mma` on whole tiles: the compiler picks the thread "
                "layout, the shared-memory swizzle, the tensor-core instructions and the pipeline depth (what k03–k10 "
                "do by hand).")),
+    "matmul_mma": ("matmul", "mma_h200.json", ("`ct.mma` with `precision=\"tf32\"` on whole tiles: the fragment "
+                   "layouts, ldmatrix, swizzles and the cp.async (or TMA) pipeline that k13/k14 write by hand.")),
     "conv2d": ("correlate2d", "conv_h200.json", ("tile loads with padding for the boundary modes; the halo and "
                "staging of k02–k09 are the compiler's choice.")),
     "conv_nchw": (None, "conv_h200.json", "no cuTile counterpart in simt_tiles.tile (PyTorch/cuDNN is the peer)."),
@@ -181,6 +190,7 @@ def _rows_for(impl: str, files: list[str]) -> list[tuple[str, dict]]:
 #: which results files measure each ladder (the rung rows are found by ``impl``)
 LADDER_RESULTS = {
     "matmul": ["matmul_h200.json", "matmul_fast_h200.json"],
+    "matmul_mma": ["mma_h200.json"],
     "conv2d": ["conv_h200.json", "conv_7x7_s6_h200.json"],
     "conv_nchw": ["conv_h200.json"],
     "softmax": ["patterns_h200.json", "softmax_k05_h200.json"],

@@ -324,13 +324,36 @@ def test_rungs_generate_their_presets():
 
 # --- SASS of the gated presets (the compile gate's cubins: SIMT_TILES_GATE_CUBINS) ------------
 
-#: HMMA share of the main loop's static SASS (the tensor pipe's instructions among all)
-MIN_HMMA_SHARE = {"k13_mma_tf32": 0.25, "k14_mma_bf16_precision=bf16": 0.2}
+#: HMMA share of the main loop's static SASS on the default presets (nvJitLink, CUDA 13.5): k13 384 of
+#: 2207 (17.4%: each TF32 operand's cvt.rna is FSETP + IMAD, 768 instructions), k14 256 of 808 (31.7%)
+MIN_HMMA_SHARE = {"k13_mma_tf32": 0.17, "k14_mma_bf16_precision=bf16": 0.30}
+
+
+def hmma_loop(sass: str):
+    """Opcode counts of the loop with the most HMMA: from a label to the backward branch to it."""
+    import collections
+
+    labels, ops, best = {}, [], collections.Counter()
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label[1]] = len(ops)
+            continue
+        op = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        if op:
+            ops.append((op[1], line))
+    for i, (op, line) in enumerate(ops):
+        target = re.search(r"\((\.L_x_\d+)\)", line) if op == "BRA" else None
+        if target and labels.get(target[1], i + 1) <= i:
+            body = collections.Counter(o for o, _ in ops[labels[target[1]]:i + 1])
+            if body["HMMA"] > best["HMMA"]:
+                best = body
+    return best, [o for o, _ in ops]
 
 
 @pytest.mark.parametrize("kernel", sorted(MIN_HMMA_SHARE))
 def test_mma_rungs_sass_rules(kernel):
-    """The default presets: no local memory, HMMA in the loop at the share the pipeline gives."""
+    """The default presets: no local memory, and HMMA at least MIN_HMMA_SHARE of the main loop."""
     gate = os.environ.get("SIMT_TILES_GATE_CUBINS")
     path = os.path.join(gate or "", f"{kernel}-default-float32.cubin")
     if not (gate and os.path.exists(path)):
@@ -342,6 +365,6 @@ def test_mma_rungs_sass_rules(kernel):
     if nvdisasm is None:
         pytest.skip("no nvdisasm")
     sass = subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
-    ops = [m[1] for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass)]
-    assert "LDL" not in ops and "STL" not in ops, kernel
-    assert ops.count("HMMA") / len(ops) >= MIN_HMMA_SHARE[kernel], (kernel, ops.count("HMMA"), len(ops))
+    loop, ops = hmma_loop(sass)
+    assert "LDL" not in ops and "STL" not in ops, (kernel, "local memory")
+    assert loop["HMMA"] > 0 and loop["HMMA"] / sum(loop.values()) >= MIN_HMMA_SHARE[kernel], (kernel, loop.most_common(10))

@@ -235,6 +235,13 @@ class Pipeline:
             for mi in range(self.MI):
                 for ni in range(self.NI):
                     s.line("; ".join(f"c{mi}_{ni}_{r} = F32(0)" for r in range(4)))
+            s.line("# the last tile prefetches fragments of the next stage (unused): with fewer tiles than",
+                   "# stages that stage is never copied to, so zero every stage first (zero-fill copies)")
+            with s.block(f"if n_tiles < I64({S}):"):
+                s.line("zi = U(tid)")
+                with s.block(f"while zi < U({S * self.STAGE // 16}):"):
+                    s.line("cp_async16(SA(s0 + SA(zi * U(16))), 0, a0p, U(0))", f"zi = U(zi + U({self.T}))")
+                s.line("commit_group()", "wait_group(0)", "cuda.syncthreads()")
             s.line(f"# --- prologue: tiles 0..{S - 2} in flight ---")
             for st in range(S - 1):
                 self.issue(s, st)
@@ -250,11 +257,7 @@ class Pipeline:
                             s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...",
                                    "cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
                         nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
-                        if kk + 1 < self.KS:
-                            self.load(s, nst, nkk, (step + 1) % 2)
-                        else:  # the next tile's first fragments, if there is a next tile (else its
-                            with s.block("if I64(t + I64(1)) < n_tiles:"):  # stage was never written)
-                                self.load(s, nst, nkk, (step + 1) % 2)
+                        self.load(s, nst, nkk, (step + 1) % 2)
                         if kk == 0:
                             self.issue(s, (st + S - 1) % S)
                         self.mma(s, step % 2)

@@ -127,7 +127,8 @@ def for_source(config: Config, source: int) -> Config:
     """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
     plus one per staged weight (held in registers), or, for kernel parameters, two per three
-    weights beyond 3 × 3 (ptxas keeps many of them in registers); more in modes "mirror" and "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
+    weights beyond 3 × 3 (ptxas keeps many of them in registers); more in modes "mirror" and
+    "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
     blocks = max(1, min(config.min_blocks, 65536 // (config.threads * registers(config, source))))
     return dataclasses.replace(config, source=source, min_blocks=blocks)
 

@@ -386,7 +386,7 @@ def performance(outdir: Path) -> None:
 
     out = ["# Performance", "",
            ("Generated at build time from `benchmarks/results/*.json` (the committed measurements; "
-           "`benchmarks/NOTES.md` records how each was taken). Every entry was checked against its "
+           "`benchmarks/notes/method.md` records how each was taken). Every entry was checked against its "
            "reference and error bound before it was timed."), ""]
     mm = RESULTS / "matmul_h200.json"
     if mm.is_file():

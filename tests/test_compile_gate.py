@@ -251,7 +251,7 @@ def test_softmax_register_row_loads_share_one_base_address():
 
 
 def test_sass_mix_prints_the_instruction_histogram():
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "sass_mix.py"), "softmax",
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "lab", "sass_mix.py"), "softmax",
                            "k04_register_row", "default", "float32", "vpt=16", "group=256"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -262,11 +262,11 @@ def test_sass_mix_prints_the_instruction_histogram():
 
 
 def test_fma_peak_times_an_unrolled_ffma_loop():
-    """benchmarks/fma_peak.py's ceiling is only a ceiling if its kernel issues FFMAs: the 16 unrolled
+    """benchmarks/lab/fma_peak.py's ceiling is only a ceiling if its kernel issues FFMAs: the 16 unrolled
     steps of 8 chains must be 128 FFMAs with a handful of other instructions around them (a
     Python ``range`` of int64 put ~4 integer instructions beside every 8 FFMAs and halved the rate)."""
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "fma_peak.py"), "--sass-mix"],
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "lab", "fma_peak.py"), "--sass-mix"],
                           env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     mix = json.loads(proc.stdout)

@@ -557,10 +557,10 @@ def test_a_cupy_array_is_ordered_after_cupys_current_stream(plans, monkeypatch):
 
 @pytest.mark.skipif(not __import__("shutil").which("cc"), reason="needs a C compiler for the driver stand-in")
 def test_host_overhead_benchmark_runs():
-    """benchmarks/host_overhead.py (the replay path built as on a GPU, every public function and
+    """benchmarks/lab/host_overhead.py (the replay path built as on a GPU, every public function and
     array kind) records and replays a plan for every row."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    res = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "host_overhead.py"), "--calls", "20",
+    res = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "lab", "host_overhead.py"), "--calls", "20",
                           "--repeat", "1"], capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "no plan" not in res.stdout and res.stdout.count("µs") == 36, res.stdout  # 12 calls × 3 kinds

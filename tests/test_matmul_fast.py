@@ -227,7 +227,7 @@ def test_small_tile_presets_match_reference(preset, dtype, data):
 
 _SASS = textwrap.dedent("""
     import sys
-    sys.path.insert(0, "benchmarks")
+    sys.path.insert(0, "benchmarks/lab")
     import numpy as np
     from numba import cuda
     from simt_tiles import compile_gate
@@ -253,7 +253,7 @@ _SASS = textwrap.dedent("""
 
 def tile_loop(sass: str) -> collections.Counter:
     """Opcode counts of the loop with the most FFMAs: from a label to the backward branch to it."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
     from sass_mix import opcode
 
     labels, ops, best = {}, [], collections.Counter()
@@ -275,8 +275,8 @@ def tile_loop(sass: str) -> collections.Counter:
 #: FFMA share of the tile loop's static SASS (the issue asks 90%): k11 2048 of 2275–2281 (90.0% with
 #: the pip ptxas, 89.8% with the nvJitLink a fresh install resolves: the assembler release moves it by
 #: a few instructions), k12 2048 of 2253 (90.9%), their shared-memory addresses one base register plus
-#: immediate offsets (``vector.load4_at``; before: 86%, an add and a shift per read;
-#: benchmarks/NOTES.md, session 8). k11's rule sits just under its measured share, not at the target.
+#: immediate offsets (``vector.load4_at``; an add and a shift per read cost 4 points:
+#: benchmarks/notes/matmul.md, "Shared-memory addresses as base + immediate"). k11's rule sits just under its measured share, not at the target.
 MIN_FFMA_SHARE = {"k11_vectorized_bk16": 0.895, "k12_async_copy": 0.90}
 
 
@@ -288,7 +288,7 @@ def test_fast_rungs_sass_rules(tmp_path):
     sass = {}
     gate = os.environ.get("SIMT_TILES_GATE_CUBINS")  # scripts/test: the gate's own cubins, not compiled twice
     if gate and all(os.path.exists(os.path.join(gate, f"{v}-default-float32.cubin")) for v in FAST):
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
         from sass_mix import find_nvdisasm
 
         # no NVVM probe here (this process may have the simulator loaded): nvdisasm beside a pip ptxas
@@ -478,9 +478,9 @@ def test_launch_plan_replays_the_padded_path():
 
 
 def test_ragged_rule_reads_the_sweep():
-    """benchmarks/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
+    """benchmarks/lab/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
     ragged size down; aligned sizes and unpaired rows ignored; None when the largest loses."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
     import ragged_rule
 
     def row(problem, pad, ms, impl="k11_vectorized_bk16"):

@@ -16,7 +16,7 @@ renders (older result files are converted on reading, ``report.load``)::
 ``group`` is a benchmark group (matmul, filter2d, softmax, …) or, for the demo, a ladder
 of ``simt_tiles.registry``; ``kind`` "simt" rows are this project's rungs.
 
-Method (benchmarks/NOTES.md): each implementation first runs once and is
+Method (benchmarks/notes/method.md): each implementation first runs once and is
 checked (a :class:`~simt_tiles.bounds.BoundCheck` or a bool); a failing
 one is recorded and never timed.  Then ``warmup`` untimed calls and up to
 ``reps`` calls each between two CUDA events (fewer when one call is so slow

@@ -3,7 +3,7 @@
     simt-tiles bench matmul [--sizes 4096 1000x1000x1000 ...] [--variants k03_smem_tiled ...]
                             [--config k03_smem_tiled:tile=16 ...] [--reps 20] [--out DIR]
 
-Method (benchmarks/NOTES.md): each implementation is first checked against a
+Method (benchmarks/notes/method.md): each implementation is first checked against a
 float64 cuBLAS reference with the γ_K·|A|·|B| bound on a NaN-poisoned output;
 only then timed (``simt_tiles.bench.harness``: CUDA events, warm-up, median).
 Input sets are rotated so that the bytes touched per size exceed three times the

@@ -85,7 +85,7 @@ def measure(h, cp, tile, args) -> None:
         from simt_tiles.runtime import ConfigError
 
         # block size × values per thread: how many rows an SM holds in registers, and how many
-        # loads each thread has in flight (k03 at 512/1024 threads was slower at every size: dropped)
+        # loads each thread has in flight (k03 is not swept: at 512/1024 threads it was slower at every size)
         SOFTMAX_SWEEP = [("k04_register_row", RegRowConfig(threads=t, vpt_target=v, max_vpt=64,
                                                                  min_threads=t))
                          for t, v in ((128, 16), (512, 16), (512, 32), (1024, 16), (1024, 32))]

@@ -38,7 +38,7 @@ The price: one compilation per filter
     (``_common.FILTER_KERNEL_CACHE`` = 64 kernels, least recently used
     dropped) on the filter's bytes, dtype and shape, the mode and the tiles.
     A new filter costs a Numba → NVVM → ptxas compile before its first
-    launch (about a second; timings in benchmarks/NOTES.md).  That is thousands of
+    launch (about a second; timings in benchmarks/notes/conv2d.md).  That is thousands of
     launches' worth of device time for an 8192² image, so these rungs pay
     off for a filter applied many times (a fixed blur, Sobel, a stencil in a
     time loop) and are wrong for a filter that changes every call (a learned

@@ -101,8 +101,8 @@ class Config(RegisterTileConfig):
 PRESETS = {
     "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=2, mode=Mode.REFLECT),
     # 32 × 4 threads of 6 × 4 outputs (tile 24 × 128): 4 columns per thread and 16-byte patch rows,
-    # so each window row is read with 128-bit shared loads; 5×5 88% of the copy on the H200 (6 × 5
-    # outputs, the previous default: 83%; 7×7 63% both); see the docstring
+    # so each window row is read with 128-bit shared loads; 5×5 88% of the copy on the H200 against
+    # 83% for 6 × 5 outputs (7×7 63% both; benchmarks/notes/conv2d.md); see the docstring
     "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT),
 }
 

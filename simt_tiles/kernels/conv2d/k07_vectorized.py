@@ -58,7 +58,7 @@ Alignment promise (simt_tiles.vector)
     (w % 4 == 0, checked in the kernel), a vector's column (a multiple of 4 by
     construction) and the patch (``alignment=16``, pitch a multiple of 4).  The
     simulator's ``load4``/``store4`` check every access.
-The lesson, measured (benchmarks/NOTES.md): k07 issues 7% fewer instructions
+The lesson, measured (benchmarks/notes/conv2d.md): k07 issues 7% fewer instructions
 than k05 for 7 × 7 but is no faster — the kernel is bounded by the latency of
 each block's patch load, not by instruction count.  Vector access is the right
 move for a memory-bound kernel; what this one needs is overlap (k08).

@@ -3,7 +3,7 @@
 What changed versus k07
     k07 (7 × 7) is bounded by latency: its warps often stall waiting for
     global loads, then at the barrier (Nsight Compute figures in
-    benchmarks/NOTES.md).  Every block is a load phase (its warps wait for
+    benchmarks/notes/conv2d.md).  Every block is a load phase (its warps wait for
     DRAM, then for each other) followed by a compute phase; fewer load
     instructions (k07) did not shorten the wait.  Here the wait overlaps
     work:
@@ -172,10 +172,8 @@ def signature(dtype):
 
 
 def jit_options(config: Config, dtype) -> dict:
-    """k07's launch bounds, except in modes "nearest" and "mirror": their boundary loader
-    needs more registers — at the default's 64 ptxas spilled 48–100 B (outside the FMA loop,
-    but the rung is declared spill-free), mirror still 24 B at 80 — so those are unbounded
-    (not measured on the H200)."""
+    """k07's launch bounds, except in modes "nearest" and "mirror", whose boundary loader
+    spills under them: those are unbounded (benchmarks/notes/conv2d.md, "Register rules")."""
     options = k07.jit_options(config, dtype)
     if int(config.mode) in (int(Mode.NEAREST), int(Mode.MIRROR)):
         options["launch_bounds"] = (config.threads,)

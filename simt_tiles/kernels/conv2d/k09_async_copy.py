@@ -28,7 +28,7 @@ What changed versus k08
     too (into the next buffer, synchronously).
 
 Memory traffic (teaching number): as k07/k08.
-The lesson, measured (benchmarks/NOTES.md): the copies' latency is hidden as
+The lesson, measured (benchmarks/notes/conv2d.md): the copies' latency is hidden as
 planned, but the copy addressing and fewer warps per SM (shared memory) cost
 more than that saves — k09 is slower than k08, and ``variant=None`` never picks
 it.  Measure before assuming a prefetch pays.

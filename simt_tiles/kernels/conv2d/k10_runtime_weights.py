@@ -117,10 +117,9 @@ PRESETS = {
 
 #: registers a thread of k05's default tile needs (3 × 3, mode "constant"): its 12 blocks per SM
 K05_REGISTERS = 40
-#: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8
-#: (5 × 5 and 7 × 7 spilled 24–28 B without them); "mirror" 24 — its fold (period 2n − 2, then a
-#: reflection) spilled 16 B (8 B stack) at 3 × 3 with 8 *and* with 16 under the H200's nvJitLink
-#: 13.0 (CUDA 13.5's toolchain and the 13.0.88 ptxas fit 48 and 56): one more step of 8
+#: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8,
+#: "mirror" 24 (its fold: period 2n − 2, then a reflection) — the fewest without spills under the
+#: H200's nvJitLink 13.0 (benchmarks/notes/conv2d.md, "Register rules")
 MODE_REGISTERS = {int(Mode.MIRROR): 24, int(Mode.WRAP): 8}
 
 
@@ -128,8 +127,8 @@ def for_source(config: Config, source: int) -> Config:
     """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
     plus one per staged weight (held in registers), or, for kernel parameters, two per three
-    weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
-    none at 72); more in modes "mirror" and "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
+    weights beyond 3 × 3 (ptxas keeps many of them in registers); more in modes "mirror" and
+    "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
     blocks = max(1, min(config.min_blocks, 65536 // (config.threads * registers(config, source))))
     return dataclasses.replace(config, source=source, min_blocks=blocks)
 

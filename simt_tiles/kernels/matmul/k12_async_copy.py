@@ -18,7 +18,7 @@ Shared memory: both operands k-major, unswizzled: the copies of a warp write
 512 consecutive bytes, and the fragment reads are those of B in k11.
 
 The lesson is a narrow win on this chip: with the transposition counted it is 1-2%
-ahead of k11 from 2048³ up and behind on small problems (benchmarks/NOTES.md), so
+ahead of k11 from 2048³ up and behind on small problems (benchmarks/notes/matmul.md), so
 ``matmul(variant=None)`` takes it for unsplit float32 sizes, small tiles up to 88 tiles of 128×128,
 and rows that are not a multiple of 4 long; k11 elsewhere.
 

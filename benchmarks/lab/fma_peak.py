@@ -1,7 +1,7 @@
 """The SIMT float32 FMA ceiling of this GPU, measured: what a 2-D filter with k×k taps can reach at best.
 
-    python3 benchmarks/fma_peak.py [--json FILE]     (on the GPU)
-    NUMBA_ENABLE_CUDASIM=0 python3 benchmarks/fma_peak.py --sass-mix    (no GPU: what the kernel issues)
+    python3 benchmarks/lab/fma_peak.py [--json FILE]     (on the GPU)
+    NUMBA_ENABLE_CUDASIM=0 python3 benchmarks/lab/fma_peak.py --sass-mix    (no GPU: what the kernel issues)
 
 A dense filter costs k² FMAs per output and moves 8 bytes per output (float32 in and out), so at
 7×7 its arithmetic (12.25 FLOP/byte) sits close to the H200's FP32 ridge (≈ 67 TFLOP/s nominal /
@@ -11,7 +11,7 @@ against the time the copy ceiling allows, i.e. the share of the FP32 pipe a filt
 loads, index arithmetic, barriers and stores included — to reach a given fraction of the copy
 bandwidth.  Timing: CUDA events after ≈ 1 s of warm-up (the clock ramps up), median of 50.
 
-Measured (H200, session 6, benchmarks/results/fma_peak_h200.*): 55.9 TFLOP/s — 83% of the nominal
+Measured (H200, benchmarks/results/fma_peak_h200.*): 55.9 TFLOP/s — 83% of the nominal
 66.9 (132 SMs × 128 lanes × 2 × 1.98 GHz; nvidia-smi read 1980 MHz during the run); cuBLAS SGEMM
 (49–50 TFLOP/s, shared/README.md) runs at 89% of it.  At 8192², 7×7: the FMAs alone take 117.6 µs,
 the copy ceiling allows 129.3 µs, so 85% of the copy (152 µs) needs FFMAs issuing at this rate for
@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sass_mix
 
 from numba import cuda, float32, int32  # noqa: E402

@@ -1,7 +1,7 @@
 """Run every non-matmul kernel once per ragged shape and check it: the workload for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck  python3 benchmarks/run_patterns_once.py
-    compute-sanitizer --tool racecheck python3 benchmarks/run_patterns_once.py [--only conv2d softmax]
+    compute-sanitizer --tool memcheck  python3 benchmarks/lab/run_patterns_once.py
+    compute-sanitizer --tool racecheck python3 benchmarks/lab/run_patterns_once.py [--only conv2d softmax]
 
 Covers softmax, reduce, vector_add, bias_relu, the conv2d ladder (every mode,
 odd/even/oversized filters), the separable path and the NCHW layer when
@@ -14,11 +14,9 @@ Exits non-zero on any failed check.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+import _once  # noqa: E402  (the checkout on sys.path)
 import numpy as np  # noqa: E402
 
 from simt_tiles import _probe  # noqa: E402
@@ -41,12 +39,8 @@ def main(argv=None) -> int:
     from simt_tiles.kernels.softmax.reference import softmax_reference
 
     rng = np.random.default_rng(0)
-    failures = []
-
-    def report(name, ok, detail=""):
-        print(f"{name:<60} {'ok' if ok else 'FAIL'} {detail}", flush=True)
-        if not ok:
-            failures.append(name)
+    tally = _once.Tally("run_patterns_once")
+    report = tally.check
 
     if "softmax" in args.only:
         # (3, 30001) and (3, 32768): k05 with > 48 KiB of dynamic shared memory (ragged and full)
@@ -155,8 +149,7 @@ def main(argv=None) -> int:
                 report(f"conv2d_nchw {v} {(n, ci, co, h, w_)} {(kh, kw)} p{pad}",
                        bool(np.all(np.abs(got - want) <= tol)))
 
-    print(f"run_patterns_once: {len(failures)} failures {failures[:10]}")
-    return 1 if failures else 0
+    return tally.exit_code()
 
 
 if __name__ == "__main__":

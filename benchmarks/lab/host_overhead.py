@@ -1,6 +1,6 @@
 """Host time of a repeated call (the launch-plan replay path) on any machine, no GPU needed.
 
-    python benchmarks/host_overhead.py [--calls 2000] [--repeat 5] [--json PATH]
+    python benchmarks/lab/host_overhead.py [--calls 2000] [--repeat 5] [--json PATH]
 
 Every public function is called on a tiny problem with stand-ins for CuPy arrays, PyTorch CUDA
 tensors and Numba device arrays (Numba's simulator arrays that answer the attributes
@@ -27,7 +27,7 @@ import timeit
 
 os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba is imported
 os.environ["SIMT_TILES_FAST_LAUNCH"] = "1"
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numba
 import numpy as np

@@ -1,6 +1,6 @@
 """Read the ragged sweep of ``gpu_pass.sh fast`` and say what the shipped table should hold.
 
-    python benchmarks/ragged_rule.py out/matmul_ragged_h200.json
+    python benchmarks/lab/ragged_rule.py out/matmul_ragged_h200.json
 
 For each problem: the k11 rows timed masked (``pad=2``) and padded (``pad=3``) for the same tile and
 split, their ratio, and the fastest SIMT row against Triton-ieee and cuBLAS.  The suggested

@@ -2,7 +2,7 @@
 parameter layout, every op checked against the family references and bounds on ragged shapes
 (NumPy, CuPy and PyTorch operands), then checked and timed at the benchmark sizes.
 
-    SIMT_TILES_CACHE_DIR=<folder holding tilecpp/<ver>-sm_90/*.cubin> python benchmarks/tilecpp_gpu.py OUT.json
+    SIMT_TILES_CACHE_DIR=<folder holding tilecpp/<ver>-sm_90/*.cubin> python benchmarks/lab/tilecpp_gpu.py OUT.json
 
 Timing: CuPy events around each call on the legacy default stream after an untimed 512 MiB fill
 (GPU time only, cold L2), 3 warm-ups, median of 20.  Each op runs twice where it has an "_a16"

@@ -1,7 +1,7 @@
 """One launch of each kernel worth profiling, at benchmark size: the workload for Nsight Compute.
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \\
-        --kernel-name regex:'k05_register|k07_vector|k06_separable|k04_register_row' python3 benchmarks/ncu_once.py
+        --kernel-name regex:'k05_register|k07_vector|k06_separable|k04_register_row' python3 benchmarks/lab/ncu_once.py
 
 A compile does not launch: each case is profiled once.  Cases: conv2d k05, k07, k08, k09
 (``--variants``, ``--filters``) and the separable path
@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 CONV_VARIANTS = ("k05_register_tile_2d", "k07_vectorized", "k08_prefetched", "k09_async_copy")

@@ -1,6 +1,6 @@
 """One-shot smoke run of simt_tiles.tile (the cuTile kernels) on a GPU.
 
-    python3 benchmarks/tile_smoke.py [--lib torch|cupy]
+    python3 benchmarks/lab/tile_smoke.py [--lib torch|cupy]
 
 Runs every tile function once on a small ragged input, compares with a NumPy
 (long double) reference under the same error bounds as tests/test_tile.py,
@@ -24,7 +24,7 @@ import traceback
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 def environment(libname):

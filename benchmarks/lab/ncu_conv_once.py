@@ -1,7 +1,7 @@
 """The conv default's two weight paths once each, for Nsight Compute (issue: the device-filter default).
 
     ncu --clock-control none --section WarpStateStats --section SchedulerStats -k regex:k10 --csv \\
-        python3 benchmarks/ncu_conv_once.py [--filters 5 7] [--side 8192]
+        python3 benchmarks/lab/ncu_conv_once.py [--filters 5 7] [--side 8192]
 
 For each filter size, ``correlate2d(image, w, mode="constant")`` with the defaults on Numba device
 arrays, the filter first as a NumPy array (k10 PARAMS: the weights are kernel parameters) and then as a
@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
 """The conv default with a device (CuPy/PyTorch/Numba) filter against the best rung, one GPU run.
 
-    OUT=dir python benchmarks/conv_device_filter_once.py [--filters 5 7] [--modes constant reflect] [-j 15]
+    OUT=dir python benchmarks/lab/conv_device_filter_once.py [--filters 5 7] [--modes constant reflect] [-j 15]
 
 For 8192² float32, each filter size and mode: compiles every k10 candidate of the autotuner's
 space for a device filter (k10's STAGED source) into Numba's disk cache, in parallel; tunes the
@@ -11,7 +11,7 @@ parameters) and k05 (the filter's values compiled in).  ``--ry 12 16``: no tune;
 candidates of those tile heights beside the shipped entry (e.g. a tile height not in the space
 yet, after adding it to ``_tuning.TILES``).  Writes ``OUT/conv_device_filter.json`` (tunes and
 comparison rows) and prints each comparison as % of the fastest row.  Session 10's two runs:
-``benchmarks/results/conv_device_filter*_h200.*`` (benchmarks/NOTES.md).
+``benchmarks/results/conv_device_filter*_h200.*`` (benchmarks/notes/conv2d.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def problems(filters, modes, size: int = 8192) -> list:

@@ -1,6 +1,6 @@
 """First call of ``simt_tiles.matmul`` in a fresh process: import, compile (or load from disk), run.
 
-    SIMT_TILES_CACHE_DIR=/tmp/fresh python benchmarks/matmul_first_call.py 512 [variant] [preset | splits=N]
+    SIMT_TILES_CACHE_DIR=/tmp/fresh python benchmarks/lab/matmul_first_call.py 512 [variant] [preset | splits=N]
 
 Run it twice with the same cache directory: the first run compiles the generated kernel and
 Numba writes it to disk beside the generated source; the second loads it (cold vs warm cache).

@@ -1,7 +1,7 @@
 """The SASS instruction mix of one kernel config, without a GPU: what the H200 will issue.
 
-    python benchmarks/sass_mix.py softmax k04_register_row default [float32] [field=value ...]
-    python benchmarks/sass_mix.py conv2d k05_register_tile_2d default float32 kh=7 kw=7 mode=2
+    python benchmarks/lab/sass_mix.py softmax k04_register_row default [float32] [field=value ...]
+    python benchmarks/lab/sass_mix.py conv2d k05_register_tile_2d default float32 kh=7 kw=7 mode=2
 
 Compiles the rung's preset (with ``field=value`` overrides of its config) to PTX for sm_90,
 assembles it with the pip ``ptxas`` and disassembles it with the pip ``nvdisasm`` (both from
@@ -9,7 +9,7 @@ nvidia-cuda-nvcc), then prints registers and a histogram of opcodes.  Counts are
 (instructions in the binary; a loop body counts once), so compare configs whose loops are fully
 unrolled, or read the listing (``--sass FILE``).  This is how the index tax was found: softmax k04
 had 85 instructions per row value with signed subscripts, 38 with unsigned ones
-(benchmarks/NOTES.md, session 3).  Constant-filter conv rungs compile the preset's gate filter.
+(benchmarks/notes/patterns.md, "The Numba index tax").  Constant-filter conv rungs compile the preset's gate filter.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # the real CUDA target: compile_ptx needs no GPU
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def find_nvdisasm(ptxas: str) -> str:

@@ -1,8 +1,8 @@
 """One device call for the conv default path (k10): warm its disk cache, first-call latency, sanitizer workload.
 
-    python benchmarks/conv_default_once.py warm [--jobs 14]      # compile k10's kernels in parallel (disk cache)
-    python benchmarks/conv_default_once.py first-call numpy|cupy  # a fresh process's first call, 8192² 3×3 reflect
-    python benchmarks/conv_default_once.py sanitize               # ragged shapes, every mode, both filter kinds
+    python benchmarks/lab/conv_default_once.py warm [--jobs 14]      # compile k10's kernels in parallel (disk cache)
+    python benchmarks/lab/conv_default_once.py first-call numpy|cupy  # a fresh process's first call, 8192² 3×3 reflect
+    python benchmarks/lab/conv_default_once.py sanitize               # ragged shapes, every mode, both filter kinds
 
 ``warm`` builds what ``bench conv`` and ``sanitize`` then load from the disk cache (k10's kernels
 are ``cache=True``): each (filter shape, mode, dtype, filter kind, tiles) once, in a process pool.

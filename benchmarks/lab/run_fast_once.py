@@ -1,8 +1,8 @@
 """One checked launch per (fast-rung preset, shape) through ``simt_tiles.matmul``: the workload
 for Nsight Compute and compute-sanitizer on the generated rungs (k11/k12, any preset, split-K).
 
-    compute-sanitizer --tool racecheck python3 benchmarks/run_fast_once.py --shapes 131x97x67 260x132x100
-    ncu --kernel-name regex:matmul_k11 --metrics ... python3 benchmarks/run_fast_once.py --shapes 4096 --cases default
+    compute-sanitizer --tool racecheck python3 benchmarks/lab/run_fast_once.py --shapes 131x97x67 260x132x100
+    ncu --kernel-name regex:matmul_k11 --metrics ... python3 benchmarks/lab/run_fast_once.py --shapes 4096 --cases default
 
 A case is ``variant:preset[:splits[:pad]]`` (``default`` alone: ``variant=None, config=None``, the
 table's choice; ``pad`` 3: A and B copied into padded, aligned buffers first, 2: the masked path).
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _once  # noqa: E402  (the checkout on sys.path)
 
 CASES = ["k11_vectorized_bk16:64x64", "k11_vectorized_bk16:64x128", "k11_vectorized_bk16:128x64",
          "k11_vectorized_bk16:64x64:2", "k11_vectorized_bk16:default:2", "k11_vectorized_bk16:64x64:1:3",
@@ -39,7 +38,7 @@ def main(argv=None) -> int:
     from simt_tiles.kernels.matmul.reference import matmul_reference
 
     rng = cp.random.default_rng(0)
-    bad = 0
+    tally = _once.Tally("run_fast_once")
     for m, n, k in map(parse_size, args.shapes):
         a = rng.standard_normal((m, k)).astype(args.dtype)
         b = rng.standard_normal((k, n)).astype(args.dtype)
@@ -57,10 +56,8 @@ def main(argv=None) -> int:
             c = cp.full((m, n), cp.nan, dtype=args.dtype)
             simt_tiles.matmul(a, b, out=c, variant=variant, config=config)
             chk = check_within(c, ref, bound, xp=cp)
-            bad += not chk.passed
-            print(f"{case:<32} {m}x{n}x{k} {args.dtype} {'ok' if chk.passed else 'FAIL'} {chk!r}", flush=True)
-    print(f"run_fast_once: {bad} failures")
-    return 1 if bad else 0
+            tally.check(f"{case:<32} {m}x{n}x{k} {args.dtype}", chk.passed, repr(chk))
+    return tally.exit_code()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Launch every matmul rung once per shape and check it: the workload for the GPU tools.
 
-    compute-sanitizer --tool memcheck  python3 benchmarks/run_rungs_once.py --shapes 131x67x45 1x1x1 ...
-    compute-sanitizer --tool racecheck python3 benchmarks/run_rungs_once.py ...
-    ncu --clock-control none --metrics <bank-conflict metrics> python3 benchmarks/run_rungs_once.py --shapes 1024
+    compute-sanitizer --tool memcheck  python3 benchmarks/lab/run_rungs_once.py --shapes 131x67x45 1x1x1 ...
+    compute-sanitizer --tool racecheck python3 benchmarks/lab/run_rungs_once.py ...
+    ncu --clock-control none --metrics <bank-conflict metrics> python3 benchmarks/lab/run_rungs_once.py --shapes 1024
 
 Kernels are compiled and run once before the measured launch (``--warm``) so
 that profilers see one launch per (rung, config, shape).  Exits non-zero if
@@ -12,10 +12,9 @@ any result breaks the error bound.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _once  # noqa: E402  (the checkout on sys.path)
 
 import numpy as np  # noqa: E402
 
@@ -41,7 +40,7 @@ def main(argv=None) -> int:
     entries = [(v, RUNGS[v].presets["default"]) for v in (args.variants or MATMUL_VARIANTS)]
     entries += [parse_config(c) for c in args.config]
     rng = np.random.default_rng(0)
-    bad = 0
+    tally = _once.Tally("run_rungs_once")
     for shape in map(parse_size, args.shapes):
         m, n, k = shape
         a = rng.standard_normal((m, k)).astype(args.dtype)
@@ -55,10 +54,8 @@ def main(argv=None) -> int:
             out = cuda.to_device(np.full((m, n), np.nan, args.dtype))
             kernel[grid, block](da, db, out)
             chk = check_within(out.copy_to_host(), ref, bound)
-            bad += not chk.passed
-            print(f"{variant:<20} {m}x{n}x{k} {'ok' if chk.passed else 'FAIL'} {chk!r}", flush=True)
-    print(f"run_rungs_once: {bad} failures")
-    return 1 if bad else 0
+            tally.check(f"{variant:<20} {m}x{n}x{k}", chk.passed, repr(chk))
+    return tally.exit_code()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # public name -> module that defines it (loaded on first access, PEP 562)
 _PUBLIC = {

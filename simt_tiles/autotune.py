@@ -61,6 +61,10 @@ import time
 import warnings
 from pathlib import Path
 
+from . import _probe, codegen, registry
+from ._version import __version__
+from .machine import device_name, l2_bytes, slug_from_name
+
 __all__ = ["choose", "lookup", "tune", "bucket", "dtype_name", "cache_path", "clear", "entries", "register", "Tunable",
            "TuneResult", "AUTOTUNE_ENV", "VERBOSE_ENV", "FORMAT"]
 
@@ -97,6 +101,14 @@ class Tunable:
     case: object
     parse: object = None
     shape_help: str = ""
+    #: rung name → its tuning space for this function (``(problem: dict, dtype) -> iterable``, as
+    #: :attr:`simt_tiles.runtime.Rung.tuning_space`, which a rung without an entry here uses)
+    spaces: dict = dataclasses.field(default_factory=dict)
+
+    def candidates(self, variant: str, problem: dict, dtype) -> list:
+        """The valid configs of ``variant``'s space for ``problem`` (its entry in :attr:`spaces`, else
+        the rung's own :attr:`~simt_tiles.runtime.Rung.tuning_space`): :meth:`Rung.candidates`."""
+        return _rungs(self.ladder)[variant].candidates(problem, dtype, self.spaces.get(variant))
 
 
 #: function name → "module:attribute" of its :class:`Tunable` (imported on first use);
@@ -126,9 +138,7 @@ def tunable(function: str) -> Tunable:
 
 
 def _rungs(ladder: str) -> dict:
-    from .registry import ladder as find
-
-    return find(ladder).rungs()
+    return registry.ladder(ladder).rungs()
 
 
 # ---------------------------------------------------------------------------
@@ -160,9 +170,6 @@ def machine() -> dict:
     """This process's GPU and software: what a cache entry is keyed by (memoised)."""
     global _MACHINE
     if _MACHINE is None:
-        from . import __version__
-        from .machine import device_name
-
         info = {"gpu": device_name(), "cc": "sim", "driver": "sim", "simt_tiles": __version__}
         try:
             from importlib.metadata import version
@@ -222,9 +229,7 @@ def _dtype_of(t: Tunable, problem: tuple) -> str:
 
 def cache_path() -> Path:
     """``<cache root>/autotune/autotune.json`` (see the module docstring)."""
-    from .codegen import cache_root
-
-    return cache_root() / "autotune" / "autotune.json"
+    return codegen.cache_root() / "autotune" / "autotune.json"
 
 
 _FILES: dict = {}
@@ -327,6 +332,7 @@ def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
 
 def _decode(t: Tunable, rec, dtype: str, where: str):
     """``(variant, config)`` from a record's choice, or None with a warning (never trusted blindly)."""
+    # deferred: loads Numba (backend choice first)
     from .runtime import ConfigError, fits
 
     try:
@@ -350,8 +356,6 @@ def _decode(t: Tunable, rec, dtype: str, where: str):
 
 def _shipped(mach: dict) -> dict:
     """The shipped table for this GPU (matched by name and compute capability), or {}."""
-    from .machine import slug_from_name
-
     path = SHIPPED_DIR / f"{slug_from_name(mach['gpu'])}.json"
     if not path.exists():
         return {}
@@ -414,6 +418,7 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
         return _MEMO[key]
     except KeyError:
         pass
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     result = None
@@ -485,7 +490,7 @@ def _flush_before():
     import numpy as np
     from numba import cuda
 
-    from .machine import l2_bytes
+    # deferred: loads Numba (backend choice first)
     from .runtime import cdiv, jit
 
     n = max(128 * 2**20, 10 * (l2_bytes() or 0)) // 4
@@ -517,9 +522,8 @@ def candidates(function: str, problem: tuple, variant=None) -> list:
         from numba import cuda
 
         pdict["sms"] = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    rungs = _rungs(t.ladder)
     names = [variant] if variant is not None else list(t.variants(dtype))
-    out = [(v, cfg) for v in names for cfg in rungs[v].candidates(pdict, dtype)]
+    out = [(v, cfg) for v in names for cfg in t.candidates(v, pdict, dtype)]
     prior = lookup(function, problem, variant, sources=("shipped",))
     if prior is not None and prior[:2] in out:  # the shipped choice first: a budget cut keeps it
         out.remove(prior[:2])
@@ -534,6 +538,7 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     return the fastest that passed.  ``verbose``: a line per candidate and the table at the end;
     ``progress``: the lines only.  ``timer``/``sync``/``before`` replace the harness's CUDA ones
     (tests); ``extra_candidates`` are ``(variant, config)`` pairs timed besides the space."""
+    # deferred: loads Numba (backend choice first)
     from .bench.harness import Harness
 
     t0 = time.perf_counter()
@@ -643,8 +648,6 @@ def run(args) -> int:
     if not args.function or not args.shape:
         print("simt-tiles tune: expected FUNCTION and --shape (or --show / --clear)", file=sys.stderr)
         return 2
-    from . import _probe
-
     if _probe.select_backend():
         print("simt-tiles tune: needs a CUDA GPU (the simulator has no timings to compare)", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
-"""How a conv2d rung takes a call: each rung's ``RUNG`` names one of these bindings.
+"""How a conv2d rung takes a call: the call descriptions, and each rung's binding.
 
-The public functions check the arguments and choose a rung; the rung's
-``bind(rung, spec, dtype, call)`` then returns its compiled kernel and
-arguments.  Three calling conventions for 2-D filters, one for the fused
+The public functions check the arguments, :mod:`.dispatch` chooses the rung and its
+config, and the rung launches: ``rung.run(spec, call)`` (:class:`FilterRung`) asks its
+binding, ``bind(rung, spec, dtype, call)``, for the compiled kernel and its arguments.
+Three calling conventions for 2-D filters here, k10's own in its file, one for the fused
 separable kernel:
 
 =========================  ==========================================================
@@ -12,7 +13,7 @@ separable kernel:
                            (one compilation per filter); anchors are arguments
 :data:`CONSTANT_VECTOR`    k07–k09: values and anchor compiled in; the kernel takes
                            whether image and out start 16-byte aligned
-:data:`RUNTIME_WEIGHTS`    k10: a NumPy filter as kernel parameters (its values stay on
+:data:`k10.RUNTIME_WEIGHTS`  k10: a NumPy filter as kernel parameters (its values stay on
                            the host), a device filter as a device array
 :data:`SEPARABLE`          k06: two 1-D filters as device arrays
 =========================  ==========================================================
@@ -27,10 +28,11 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from ..._recording import no_plan
 from ...interop import Operand
-from ...launch import no_plan
+from ...runtime import Rung
 from ...vector import aligned
-from ._common import TINY_WEIGHT, anchors, constant_filter_kernel
+from ._common import anchors, constant_filter_kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +48,15 @@ class FilterCall:
     #: count zero taps too (correlate1d, as scipy's; ``_common.TINY_WEIGHT``)
     all_taps: bool = False
 
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.image.dtype)
+
+    @property
+    def problem(self) -> tuple[int, int]:
+        """``(h, w)``: what the rungs' ``geometry`` takes."""
+        return tuple(self.image.shape)
+
 
 @dataclasses.dataclass(frozen=True)
 class SeparableCall:
@@ -57,6 +68,9 @@ class SeparableCall:
     out: Any
     cval: float
     stream: Any
+
+    dtype = FilterCall.dtype
+    problem = FilterCall.problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,35 +128,6 @@ def _constant_vector(rung, spec, dtype, call: FilterCall):
     return kernel, (call.image, call.out, dtype.type(call.cval), aligned(call.image) and aligned(call.out))
 
 
-#: the most weights k10 takes as kernel parameters (bytes): a larger NumPy filter is uploaded
-#: and read as a device array (the parameter space is 4 KiB on older drivers)
-MAX_PARAM_BYTES = 1024
-
-
-def _runtime_weights(rung, spec, dtype, call: FilterCall):
-    from . import k10_runtime_weights as k10  # (k10 imports this module for its RUNG)
-
-    w = call.weights.dev
-    kh, kw = w.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
-    if call.flipped:
-        w = w[::-1, ::-1]
-    if isinstance(w, np.ndarray) and w.nbytes > MAX_PARAM_BYTES:
-        w = cuda.to_device(np.ascontiguousarray(w), stream=call.stream)
-    spec = k10.for_source(spec, k10.PARAMS if isinstance(w, np.ndarray) else k10.STAGED)
-    if isinstance(w, np.ndarray):  # the values travel with the launch: kernel parameters
-        counted = call.all_taps | (np.abs(w) > TINY_WEIGHT)  # scipy skips |w| <= 2**-52 (and NaN)
-        values = tuple(np.where(counted, w, 0).ravel().tolist())  # a 0 adds nothing to finite values
-        sparse = not bool(np.all(counted))  # the kernel checks its blocks for NaN/inf
-        kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=kh * kw)
-        return kernel, (call.image, values, call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w,
-                        sparse)
-    # on the device: each block stages it in shared memory and finds zero taps itself
-    kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=1)
-    return kernel, (call.image, (dtype.type(0),), w, call.out, dtype.type(call.cval), anchor_h, anchor_w,
-                    False)
-
-
 def _separable(rung, spec, dtype, call: SeparableCall):
     kh, kw = call.wy.dev.shape[0], call.wx.dev.shape[1]
     return rung.kernel(spec, dtype), (call.image, call.wy.dev[:, 0], call.wx.dev[0], call.out,
@@ -152,5 +137,18 @@ def _separable(rung, spec, dtype, call: SeparableCall):
 WEIGHTS_ARGUMENT = Binding("weights argument", False, _weights_argument)
 CONSTANT_FILTER = Binding("constant filter", True, _constant_filter)
 CONSTANT_VECTOR = Binding("constant filter and anchor, aligned flag", True, _constant_vector)
-RUNTIME_WEIGHTS = Binding("weights at run time", False, _runtime_weights, host_weights=True)
 SEPARABLE = Binding("two 1-D filters", False, _separable)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FilterRung(Rung):
+    """A conv2d rung: a :class:`~simt_tiles.runtime.Rung` that takes a :class:`FilterCall` (or a
+    :class:`SeparableCall`) through its :class:`Binding` — the rungs differ in what the kernel
+    is given for the filter."""
+
+    bind: Binding | None = None
+
+    def run(self, config, call) -> None:
+        grid, block = self.geometry(config, *call.problem)
+        kernel, args = self.bind(self, config, call.dtype, call)
+        kernel[grid, block, call.stream](*args)

@@ -47,6 +47,7 @@ Headline (H200, benchmarks/results/matmul_fast_h200.json): 47.5 TFLOP/s at 4096x
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import threading
 
@@ -57,13 +58,21 @@ from ... import codegen
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
-from . import _tuning
-from ._common import pad_rule
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
 IDX32_LIMIT = 2**31
-#: ``Config.pad``: ragged or unaligned operands by the shipped rule / never copied / always copied
-PAD_RULE, PAD_NEVER, PAD_ALWAYS = 1, 2, 3
+
+
+class Pad(enum.IntEnum):
+    """``Config.pad``: whether ragged or unaligned A and B rows are first copied into zero-padded,
+    16-byte aligned workspaces (the 128-bit path) or read with scalar loads."""
+
+    RULE = 1  #: as the shipped rule says for the size (``matmul.dispatch`` resolves it to one of:)
+    NEVER = 2  #: scalar loads
+    ALWAYS = 3  #: padded copies (when the operands need them)
+
+
+PAD_RULE, PAD_NEVER, PAD_ALWAYS = Pad.RULE, Pad.NEVER, Pad.ALWAYS  # the names before the enum
 #: most blocks a grid has along y (CUDA's limit)
 MAX_GRID_Y = 65535
 
@@ -81,10 +90,7 @@ class Config(TileConfig):
     tn: int = 8
     min_blocks: int = 2  # launch_bounds' second number for float32 (float64: 1)
     splits: int = 1  # K ranges summed by a second kernel (a launch choice: not compiled in)
-    # ragged or unaligned A/B rows (a launch choice): PAD_RULE asks the shipped rule by size,
-    # PAD_NEVER runs the scalar-load path, PAD_ALWAYS copies A and B into zero-padded, 16-byte
-    # aligned workspaces first (the 128-bit path)
-    pad: int = 1
+    pad: Pad = Pad.RULE  # ragged or unaligned A/B rows (a launch choice, :class:`Pad`)
 
     def block(self):
         return ((self.bm // self.wm) * (self.bn // self.wn) * 32,)
@@ -104,7 +110,7 @@ class Config(TileConfig):
         yield ("wn", self.bn % self.wn == 0 and self.wn % self.tn == 0, "bn % wn == 0 and wn % tn == 0")
         yield ("tm", self.tm % 4 == 0, "tm % 4 == 0 (rows are read in aligned groups of 4)")
         yield ("tn", self.tn % 4 == 0, "tn % 4 == 0 (columns are read in aligned groups of 4)")
-        yield ("pad", self.pad in (PAD_RULE, PAD_NEVER, PAD_ALWAYS), "pad in (1, 2, 3) (the shipped rule, masked, padded)")
+        yield ("pad", self.pad in tuple(Pad), "pad in (1, 2, 3) (Pad.RULE, Pad.NEVER, Pad.ALWAYS)")
         yield ("bk", self.bk in (8, 16, 32), "bk in (8, 16, 32) (vectors of 4 along k; float64 tiles bk/2)")
         yield ("bm", self.bm % (2 * self.bk) == 0, "bm % (2*bk) == 0 (the swizzle flips bits 3.. of m)")
         for itemsize in (4, 8):  # both dtypes' tile depths
@@ -121,7 +127,7 @@ class Config(TileConfig):
 
 @functools.lru_cache(maxsize=None)
 def _compiled_config(config: Config) -> Config:
-    return dataclasses.replace(config, splits=1, pad=PAD_RULE)  # validated once, not at every launch
+    return dataclasses.replace(config, splits=1, pad=Pad.RULE)  # validated once, not at every launch
 
 
 PRESETS = {
@@ -416,16 +422,6 @@ def workspace(shape, dtype, stream, name: str = "partials"):
     return views[shape]
 
 
-def pads(config: Config, m: int, n: int, k: int) -> bool:
-    """Whether a problem whose A or B rows are ragged or unaligned is copied into padded buffers:
-    ``PAD_ALWAYS`` / ``PAD_NEVER`` as the config says, else the shipped rule by size
-    (``PAD_RULE``: :func:`._common.pad_rule`)."""
-    if config.pad != PAD_RULE:
-        return config.pad == PAD_ALWAYS
-    rule = pad_rule()
-    return rule is not None and m * n * k >= rule
-
-
 @jit
 def pad_copy(src, dst):
     """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; the
@@ -454,7 +450,9 @@ def padded_operands(a, b, dtype, stream):
 
 
 class SplitKRung(Rung):
-    """A rung whose launch may split K: partials in a workspace, then :func:`sum_splits`."""
+    """A rung whose launch may split K (partials in a workspace, then :func:`sum_splits`) and pad
+    ragged or unaligned operands first, as its config says (``splits``, ``pad``: chosen by
+    :mod:`.dispatch`)."""
 
     def source(self, config, dtype, idx32: bool = True, vec: bool = True) -> str:
         return source(config, dtype, idx32, vec)
@@ -462,16 +460,19 @@ class SplitKRung(Rung):
     def kernel(self, config, dtype, **params):
         return super().kernel(config.compiled(), dtype, **params)
 
-    def launch(self, config, dtype, grid, block, stream, a, b, c) -> None:
+    def run(self, config, call) -> None:
+        a, b, c, stream = call
+        dtype = a.dtype
         m, k = a.shape
         n = b.shape[1]
         vec_ab = k % 4 == 0 and n % 4 == 0 and aligned(a) and aligned(b)
-        if not vec_ab and m and n and k and pads(config, m, n, k):
+        if not vec_ab and m and n and k and config.pad == Pad.ALWAYS:
             a, b = padded_operands(a, b, dtype, stream)  # the 128-bit path on zero-padded copies
             k, vec_ab = a.shape[1], True
         ldb = b.shape[1]
-        splits, chunk = split_plan(config, k)
-        grid = (grid[0], grid[1], splits)  # K may have grown by the padding
+        grid, block = geometry(config, m, n, k)
+        splits = grid[2]
+        _, chunk = split_plan(config, k)
         idx32 = max(m * k, k * ldb, splits * m * n) + 4 * config.bk * max(ldb, 1) < IDX32_LIMIT
         kernel = self.kernel(config, dtype, idx32=idx32, vec=vec_ab)
         target = c if splits == 1 else workspace((splits * m, n), dtype, stream)
@@ -483,5 +484,4 @@ class SplitKRung(Rung):
 
 # the small tiles are float32 tuning candidates (float64's default is k10): gated for float32 only
 RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS),
                   gate_float32_only=("64x64", "64x128", "128x64"))

@@ -27,15 +27,12 @@ Headline (H200, benchmarks/results/matmul_fast_h200.json): 48.3 TFLOP/s at 4096x
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from ... import codegen
 from ...runtime import cdiv, jit
 from ...vector import aligned
-from . import _tuning
 from . import k11_vectorized_bk16 as k11
 from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
@@ -206,11 +203,14 @@ class AsyncCopyRung(k11.SplitKRung):
     def source(self, config, dtype, idx32: bool = True, **_) -> str:
         return source(config, dtype, idx32)
 
-    def launch(self, config, dtype, grid, block, stream, a, b, c) -> None:
-        if np.dtype(dtype) != np.float32:
-            return k11.RUNG.launch(config, dtype, grid, block, stream, a, b, c)
+    def run(self, config, call) -> None:
+        a, b, c, stream = call
+        dtype = a.dtype
+        if dtype != np.float32:
+            return k11.RUNG.run(config, call)
         m, k = a.shape
         n = b.shape[1]
+        grid, block = geometry(config, m, n, k)
         splits, chunk = split_plan(config, k)
         mp, np_ = cdiv(m, 4) * 4, cdiv(n, 4) * 4
         at = workspace((k, mp), dtype, stream, "a_transposed")
@@ -232,4 +232,4 @@ class AsyncCopyRung(k11.SplitKRung):
 
 # float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only
 RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options,
-                     gate_dtypes=("float32",), tuning_space=functools.partial(_tuning.split_k_space, PRESETS))
+                     gate_dtypes=("float32",))

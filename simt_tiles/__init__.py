@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 
+from . import analyze
 from ._version import __version__
 
 # public name -> module that defines it (loaded on first access, PEP 562)
@@ -67,8 +68,6 @@ def _racecheck_from_environment() -> None:
         return os.environ.get(name, "") not in ("", "0")
 
     if on("SIMT_TILES_RACECHECK") and on("NUMBA_ENABLE_CUDASIM"):
-        from . import analyze
-
         analyze.enable_racecheck()
 
 

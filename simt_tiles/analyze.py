@@ -61,7 +61,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _simhooks
+from . import _simhooks, registry
 from ._simhooks import SHARED
 
 __all__ = [
@@ -439,11 +439,13 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
             raise ValueError(f"shape: expected {SHAPE_HELP[ladder]} for the {ladder} ladder; got {'x'.join(map(str, dims))}")
 
     if ladder == "matmul":
+        # deferred: loads Numba (backend choice first)
         from .kernels import matmul as fam
         need(3)
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
     elif ladder == "conv2d":
+        # deferred: loads Numba (backend choice first)
         from .kernels import conv2d as fam
         need(4)
         h, w, kh, kw = dims
@@ -452,21 +454,25 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         else:
             fam.correlate2d(rand(h, w), rand(kh, kw), variant=name, config=cfg)
     elif ladder == "conv_nchw":
+        # deferred: loads Numba (backend choice first)
         from .kernels import conv_nchw as fam
         need(7)
         n, c, h, w, co, kh, kw = dims
         fam.conv2d_nchw(rand(n, c, h, w), rand(co, c, kh, kw), bias=rand(co), padding=kh // 2,
                         variant=name, config=cfg)
     elif ladder == "softmax":
+        # deferred: loads Numba (backend choice first)
         from .kernels import softmax as fam
         need(2)
         fam.softmax(rand(*dims), variant=name, config=cfg)
     elif ladder == "reduce":
+        # deferred: loads Numba (backend choice first)
         from .kernels import reduce as fam
         if len(dims) not in (1, 2):
             need(2)
         fam.reduce(rand(*dims), "sum", axis=None if len(dims) == 1 else -1, config=cfg)
     elif ladder == "elementwise":
+        # deferred: loads Numba (backend choice first)
         from .kernels import elementwise as fam
         if name == "bias_relu":
             need(2)
@@ -481,8 +487,6 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
 @contextlib.contextmanager
 def _installed(ladder: str, rung):
     """Make the ladder's public function use ``rung`` (a mutant) for its name, for the ``with``."""
-    from . import registry
-
     fam = importlib.import_module(registry.ladder(ladder).module)
     undo = []
     for attr, value in list(vars(fam).items()):
@@ -530,8 +534,6 @@ def parse_config(rung, text):
 
 
 def _find_ladder(variant: str) -> str:
-    from . import registry
-
     owners = [name for name, rungs in registry.ladders().items() if variant in rungs]
     if len(owners) != 1:
         every = {name: sorted(rungs) for name, rungs in registry.ladders().items()}
@@ -550,8 +552,6 @@ def run(variant: str, *, ladder: str | None = "matmul", config=None, shape: str 
     (see :data:`DEFAULT_SHAPES`).  ``rung``: run this Rung object (e.g. a
     :func:`mutant_rung`) under ``variant``'s name instead of the shipped one.
     """
-    from . import registry
-
     if ladder is None:
         ladder = _find_ladder(variant)
     rungs = registry.ladder(ladder).rungs()
@@ -644,6 +644,7 @@ def main(argv=None) -> int:
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     if not SIMULATOR:

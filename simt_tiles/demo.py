@@ -15,6 +15,13 @@ import argparse
 import json
 import sys
 
+import simt_tiles as st
+from . import _probe, _table
+from .bench.peers import baseline, peers
+from .bounds import check_within, gamma, unit_roundoff
+from .machine import describe
+from .registry import LADDERS
+
 
 def _parse_shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().replace("x", ",").split(",")
@@ -28,8 +35,6 @@ def _parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .registry import LADDERS
-
     names = [lad.name for lad in LADDERS]
     p.add_argument("--ladder", nargs="+", choices=names, default=None, metavar="LADDER",
                    help=f"only these ladders (default: all of {', '.join(names)})")
@@ -60,16 +65,12 @@ class _Ctx:
 
 def _numpy_case(problem, call, ref, bound):
     """A NumPy-in, NumPy-out call: ``fn`` keeps the result for ``check``."""
-    from .bounds import check_within
-
     got = {}
     return problem, lambda: got.__setitem__("out", call()), lambda: check_within(got["out"], ref, bound)
 
 
 def _matmul(rung, dtype, c):
-    import simt_tiles as st
-
-    from .bounds import check_within
+    # deferred: loads Numba (backend choice first)
     from .kernels.matmul.reference import matmul_reference
 
     m, n, k = c.shape
@@ -94,8 +95,7 @@ def _matmul(rung, dtype, c):
 
 
 def _softmax(rung, dtype, c):
-    import simt_tiles as st
-
+    # deferred: loads Numba (backend choice first)
     from .kernels.softmax.reference import softmax_reference
 
     x = c.rng.standard_normal((3, 37 * c.scale)).astype(dtype)
@@ -104,9 +104,6 @@ def _softmax(rung, dtype, c):
 
 
 def _reduce(rung, dtype, c):
-    import simt_tiles as st
-
-    from .bounds import gamma, unit_roundoff
 
     np = c.np
     v = c.rng.standard_normal(1000 * c.scale).astype(dtype)
@@ -118,8 +115,6 @@ def _reduce(rung, dtype, c):
 
 
 def _elementwise(rung, dtype, c):
-    import simt_tiles as st
-
     np = c.np
     if rung == "bias_relu":
         x = c.rng.standard_normal((9, 13 * c.scale)).astype(dtype)
@@ -132,12 +127,10 @@ def _elementwise(rung, dtype, c):
 
 
 def _conv2d(rung, dtype, c):
-    import simt_tiles as st
-
     from .kernels.conv2d.reference import (
         correlate2d_reference,
         correlate_separable_reference,
-    )
+    )  # deferred: loads Numba (backend choice first)
 
     img = c.rng.standard_normal((11 * c.scale, 13 * c.scale)).astype(dtype)
     if rung in st.SEPARABLE_VARIANTS:
@@ -153,8 +146,7 @@ def _conv2d(rung, dtype, c):
 
 
 def _conv_nchw(rung, dtype, c):
-    import simt_tiles as st
-
+    # deferred: loads Numba (backend choice first)
     from .kernels.conv_nchw.reference import conv2d_nchw_reference
 
     x = c.rng.standard_normal((2, 3, 5, 7 * c.scale)).astype(dtype)
@@ -174,13 +166,9 @@ CASES = {"matmul": _matmul, "softmax": _softmax, "reduce": _reduce, "elementwise
 
 
 def run(args) -> int:
-    from . import _probe
-
     simulator = _probe.select_backend()  # before anything imports numba.cuda
-    from . import _table
+    # deferred: loads Numba (backend choice first)
     from .bench.harness import Harness
-    from .machine import describe
-    from .registry import LADDERS
 
     info = describe()
     shape = args.shape or ((19, 23, 17) if simulator else (4096, 4096, 4096))
@@ -246,8 +234,7 @@ class _Dots:
 
 def _cublas_row(h, ctx, dtype) -> None:
     """cuBLAS (the matmul group's baseline peer) on the same problem, timed beside the rungs."""
-    from .bench.peers import baseline, peers
-    from .bounds import check_within
+    # deferred: loads Numba (backend choice first)
     from .kernels.matmul.reference import matmul_reference
 
     base = next(p for p in peers("matmul") if p.name == baseline("matmul"))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numba
 import numpy as np
@@ -48,6 +48,8 @@ __all__ = [
     "SUPPORTED_FLOATS",
     "Rung",
     "pick_rung",
+    "rung_dict",
+    "Plan",
     "fits",
     "SM_SMEM",
     "MAX_DYNAMIC_SMEM",
@@ -392,6 +394,21 @@ def fits(config: TileConfig, dtype, dynamic: int = 0) -> str | None:
         if estimate(dtype.itemsize) > budget:
             return f"~{estimate(dtype.itemsize)} registers per thread; {blocks} blocks leave {budget}"
     return None
+
+
+def rung_dict(*rungs: Rung) -> dict[str, Rung]:
+    """A family's ``RUNGS``: name → rung, in ladder order (the order given)."""
+    return {r.name: r for r in rungs}
+
+
+class Plan(NamedTuple):
+    """What one call launches, as a family's ``dispatch`` chose it: ``rung.run(config, call)``."""
+
+    rung: Rung
+    config: Any
+
+    def run(self, call) -> None:
+        self.rung.run(self.config, call)
 
 
 def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:

@@ -82,7 +82,7 @@ EDGE_ROWS, ROW_STRIDE = 8, 97
 #: an image of at most this many outputs × taps is checked whole
 FULL_CHECK = 2**22
 
-_SOURCES = {"host": 1, "device": 2}  # k10.PARAMS, k10.STAGED
+_SOURCES = {"host": k10.Source.PARAMS, "device": k10.Source.STAGED}
 
 
 def source_of(weights: str) -> int:

@@ -20,6 +20,7 @@ host (the rung compiles it in, or takes it as kernel parameters) or is uploaded.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -27,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ... import autotune
-from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
+from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
 from . import (
     k01_naive,
     k02_halo_tiled,
@@ -44,20 +45,17 @@ from ._bind import CONSTANT_VECTOR, FilterCall, host_filter
 from ._common import Mode, specialise, tap_counts
 
 #: every rung, in ladder order
-RUNGS: dict[str, Rung] = {
-    r.name: r
-    for r in (
-        k01_naive.RUNG,
-        k02_halo_tiled.RUNG,
-        k03_register_blocked.RUNG,
-        k04_constant_filter.RUNG,
-        k05_register_tile_2d.RUNG,
-        k07_vectorized.RUNG,
-        k08_prefetched.RUNG,
-        k09_async_copy.RUNG,
-        k10_runtime_weights.RUNG,
-    )
-}
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_naive.RUNG,
+    k02_halo_tiled.RUNG,
+    k03_register_blocked.RUNG,
+    k04_constant_filter.RUNG,
+    k05_register_tile_2d.RUNG,
+    k07_vectorized.RUNG,
+    k08_prefetched.RUNG,
+    k09_async_copy.RUNG,
+    k10_runtime_weights.RUNG,
+)
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
@@ -164,6 +162,7 @@ def _first_fitting(configs, kh, kw, mode, dtype):
                 raise
 
 
+@functools.lru_cache(maxsize=1024)  # a filter shape called again skips the configs' validation
 def specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="weights"):
     """``(rung, config)`` with the call's filter shape and mode compiled in.
 
@@ -185,14 +184,6 @@ def specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="we
         ) from exc
 
 
-class Plan(NamedTuple):
-    """What one call launches: ``rung.run(config, call)``."""
-
-    rung: Rung
-    config: object
-
-    def run(self, call) -> None:
-        self.rung.run(self.config, call)
 
 
 def keeps_host_weights(variant) -> bool:

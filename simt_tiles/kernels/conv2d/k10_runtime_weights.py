@@ -58,6 +58,8 @@ Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_wei
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
 
 import numpy as np
 from numba import boolean, cuda, int64, types, uint32, void
@@ -75,9 +77,16 @@ from ._staging import (
     make_window_accumulator,
 )
 
-#: ``Config.source``: where the kernel reads the filter
-PARAMS = 1  # a tuple of KH·KW kernel parameters (a NumPy filter)
-STAGED = 2  # a (KH, KW) device array, staged in shared memory by each block
+
+
+class Source(enum.IntEnum):
+    """``Config.source``: where the kernel reads the filter."""
+
+    PARAMS = 1  #: a tuple of KH·KW kernel parameters (a NumPy filter)
+    STAGED = 2  #: a (KH, KW) device array, staged in shared memory by each block
+
+
+PARAMS, STAGED = Source.PARAMS, Source.STAGED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +95,7 @@ class Config(k05.Config):
     :data:`STAGED` — as a device array each block stages in shared memory.  The launcher
     sets ``source`` (and, for STAGED, ``min_blocks``: :func:`staged_blocks`) from the filter."""
 
-    source: int = 1
+    source: Source = Source.PARAMS
 
     def rules(self):
         yield from super().rules()
@@ -122,6 +131,7 @@ K05_REGISTERS = 40
 MODE_REGISTERS = {int(Mode.MIRROR): 24, int(Mode.WRAP): 8}
 
 
+@functools.lru_cache(maxsize=1024)  # per call: a filter shape seen before skips the validation
 def for_source(config: Config, source: int) -> Config:
     """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,

@@ -16,25 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
 
 import numpy as np
 from numba import cuda
 
 from ... import autotune
-from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
+from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
 from . import k01_direct, k02_smem_tiled, k03_double_buffered
 from ._common import output_hw, specialise, tiled_geometry
 
 #: every rung, in ladder order
-RUNGS: dict[str, Rung] = {
-    r.name: r
-    for r in (
-        k01_direct.RUNG,
-        k02_smem_tiled.RUNG,
-        k03_double_buffered.RUNG,
-    )
-}
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_direct.RUNG,
+    k02_smem_tiled.RUNG,
+    k03_double_buffered.RUNG,
+)
 
 #: the rung ``variant=None`` uses: the fastest on the H200 (1.12× cuDNN FP32 on the
 #: ResNet 56×56 layer, 0.90× on N8 C256 14×14; benchmarks/results/conv_h200.json).
@@ -115,14 +111,6 @@ def fit(rung: Rung, cfg, kh: int, kw: int, dtype, *, shrink: bool):
         cfg = dataclasses.replace(cfg, ck=cfg.ck // 2)  # fewer channels per step: less staging
 
 
-class Plan(NamedTuple):
-    """What one call launches: ``rung.run(config, call)``."""
-
-    rung: Rung
-    config: object
-
-    def run(self, call) -> None:
-        self.rung.run(self.config, call)
 
 
 def plan(variant, config, x_shape: tuple, c_out: int, kh: int, kw: int, padding: int, dtype, autotune_=None) -> Plan:

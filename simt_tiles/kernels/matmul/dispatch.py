@@ -28,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ... import autotune
-from ...runtime import SIMULATOR, Rung, fits, pick_rung
+from ...runtime import SIMULATOR, Plan, Rung, fits, pick_rung, rung_dict
 from . import (
     k01_naive,
     k02_coalesced,
@@ -47,23 +47,20 @@ from .k11_vectorized_bk16 import Config as SplitKConfig
 from .k11_vectorized_bk16 import Pad
 
 #: every rung, in ladder order
-RUNGS: dict[str, Rung] = {
-    r.name: r
-    for r in (
-        k01_naive.RUNG,
-        k02_coalesced.RUNG,
-        k03_smem_tiled.RUNG,
-        k04_regblock_1d.RUNG,
-        k05_regblock_2d.RUNG,
-        k06_transposed.RUNG,
-        k07_padded.RUNG,
-        k08_swizzled.RUNG,
-        k09_double_buffered.RUNG,
-        k10_warptiled.RUNG,
-        k11_vectorized_bk16.RUNG,
-        k12_async_copy.RUNG,
-    )
-}
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_naive.RUNG,
+    k02_coalesced.RUNG,
+    k03_smem_tiled.RUNG,
+    k04_regblock_1d.RUNG,
+    k05_regblock_2d.RUNG,
+    k06_transposed.RUNG,
+    k07_padded.RUNG,
+    k08_swizzled.RUNG,
+    k09_double_buffered.RUNG,
+    k10_warptiled.RUNG,
+    k11_vectorized_bk16.RUNG,
+    k12_async_copy.RUNG,
+)
 
 #: the rung ``variant=None`` uses with a config but no table entry: the fastest one shipped
 BEST_VARIANT = "k11_vectorized_bk16"
@@ -74,19 +71,6 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
-class Plan(NamedTuple):
-    """What one call launches: ``rung.run(config, call)``."""
-
-    rung: Rung
-    config: object
-
-    @property
-    def pads(self) -> bool | None:
-        """Whether ragged or unaligned operands are copied into padded buffers (None: no such choice)."""
-        return self.config.pad == Pad.ALWAYS if isinstance(self.config, SplitKConfig) else None
-
-    def run(self, call) -> None:
-        self.rung.run(self.config, call)
 
 
 def plan(variant, config, m: int, n: int, k: int, dtype, autotune_=None) -> Plan:

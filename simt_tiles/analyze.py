@@ -438,15 +438,12 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         if len(dims) != k:
             raise ValueError(f"shape: expected {SHAPE_HELP[ladder]} for the {ladder} ladder; got {'x'.join(map(str, dims))}")
 
+    fam = importlib.import_module(registry.ladder(ladder).module)  # the family's package, from the registry
     if ladder == "matmul":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import matmul as fam
         need(3)
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
     elif ladder == "conv2d":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import conv2d as fam
         need(4)
         h, w, kh, kw = dims
         if name in fam.SEPARABLE_RUNGS:
@@ -454,26 +451,18 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         else:
             fam.correlate2d(rand(h, w), rand(kh, kw), variant=name, config=cfg)
     elif ladder == "conv_nchw":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import conv_nchw as fam
         need(7)
         n, c, h, w, co, kh, kw = dims
         fam.conv2d_nchw(rand(n, c, h, w), rand(co, c, kh, kw), bias=rand(co), padding=kh // 2,
                         variant=name, config=cfg)
     elif ladder == "softmax":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import softmax as fam
         need(2)
         fam.softmax(rand(*dims), variant=name, config=cfg)
     elif ladder == "reduce":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import reduce as fam
         if len(dims) not in (1, 2):
             need(2)
         fam.reduce(rand(*dims), "sum", axis=None if len(dims) == 1 else -1, config=cfg)
     elif ladder == "elementwise":
-        # deferred: loads Numba (backend choice first)
-        from .kernels import elementwise as fam
         if name == "bias_relu":
             need(2)
             fam.bias_relu(rand(*dims), rand(dims[1]), config=cfg)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
 import json
 import math
 import os
@@ -111,13 +110,8 @@ class Tunable:
         return _rungs(self.ladder)[variant].candidates(problem, dtype, self.spaces.get(variant))
 
 
-#: function name → "module:attribute" of its :class:`Tunable` (imported on first use);
-#: a family adds its line (or calls :func:`register`)
-_TUNABLE_HOMES = {
-    "matmul": "simt_tiles.kernels.matmul._tuning:TUNABLE",
-    "conv2d_nchw": "simt_tiles.kernels.conv_nchw._tuning:TUNABLE",
-    "conv2d": "simt_tiles.kernels.conv2d._tuning:TUNABLE",
-}
+#: the Tunables loaded so far, by function; a family's line of :data:`simt_tiles.registry.LADDERS` names
+#: the functions it can tune and its ``FAMILY.tunables`` holds them (:func:`register` adds others)
 _TUNABLES: dict = {}
 
 
@@ -129,11 +123,12 @@ def register(tunable: Tunable) -> None:
 
 def tunable(function: str) -> Tunable:
     if function not in _TUNABLES:
-        home = _TUNABLE_HOMES.get(function)
-        if home is None:
-            raise ValueError(f"function: expected one of {sorted({*_TUNABLE_HOMES, *_TUNABLES})}; got {function!r}")
-        module, attr = home.split(":")
-        _TUNABLES[function] = getattr(importlib.import_module(module), attr)
+        lad = registry.tunable_functions().get(function)
+        if lad is None:
+            raise ValueError(f"function: expected one of {sorted({*registry.tunable_functions(), *_TUNABLES})}; "
+                             f"got {function!r}")
+        for t in lad.family().tunables:
+            _TUNABLES.setdefault(t.function, t)
     return _TUNABLES[function]
 
 
@@ -422,7 +417,7 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
     from .runtime import SIMULATOR
 
     result = None
-    if not SIMULATOR and (function in _TUNABLES or function in _TUNABLE_HOMES):  # else: not tunable (yet)
+    if not SIMULATOR and (function in _TUNABLES or function in registry.tunable_functions()):  # else: not tunable
         hit = lookup(function, problem, variant)
         if hit is not None:
             result = hit[:2]
@@ -605,7 +600,7 @@ def _config_text(rung, cfg) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("function", nargs="?", help=f"what to tune: {', '.join(_TUNABLE_HOMES)}")
+    p.add_argument("function", nargs="?", help=f"what to tune: {', '.join(registry.tunable_functions())}")
     p.add_argument("--shape", help="the problem: matmul N or MxNxK; conv2d_nchw NxCxHxW (with --filter); conv2d HxW")
     p.add_argument("--filter", help="conv2d_nchw: C_OUTxKHxKW (default: C_in x 3 x 3); conv2d: KHxKW (default 3x3)")
     p.add_argument("--padding", type=int, default=None, help="conv2d_nchw: zero padding on each side (default KH//2)")

@@ -89,7 +89,8 @@ import numpy as np
 
 from ...interop import Operand, as_stream, device_operand, finish_result, host_operand, prepare_out
 from ...launch import planned
-from . import dispatch
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
 from ._bind import FilterCall, SeparableCall
 from ._common import MODES, Mode, flops
 from .dispatch import (
@@ -113,6 +114,10 @@ from .dispatch import (
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the family's registration (:mod:`simt_tiles.registry`): the 2-D rungs and the separable kernel
+FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
+                _cases.ALIASING, _cases.HAZARDS)
 
 
 __all__ = [

@@ -53,12 +53,16 @@ import numpy as np
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from . import dispatch
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
 from ._common import MAX_ELEMENTS, Call, flops, output_hw
 from .dispatch import BEST_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
 
 #: variant names in ladder order (later rungs append)
 CONV_NCHW_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("conv_nchw", RUNGS, reference, (_tuning.TUNABLE,), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
 
 
 __all__ = [

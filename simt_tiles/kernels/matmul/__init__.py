@@ -26,12 +26,16 @@ from __future__ import annotations
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from . import dispatch
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
 from ._common import Call, flops
 from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, choose, get_rung
 
 #: variant names in ladder order (later rungs append)
 MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("matmul", RUNGS, reference, (_tuning.TUNABLE,), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
 
 __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops", "choose", "RAGGED_ROWS"]
 

@@ -91,8 +91,7 @@ from ...interop import Operand, as_stream, device_operand, finish_result, host_o
 from ...launch import planned
 from ...registry import Family
 from . import _cases, _tuning, dispatch, reference
-from ._bind import FilterCall, SeparableCall
-from ._common import MODES, Mode, flops
+from ._common import MODES, FilterCall, Mode, SeparableCall, flops
 from .dispatch import (
     BEST_MAX_SIZE,
     BEST_SEPARABLE_VARIANT,

@@ -58,8 +58,7 @@ from ...bounds import check_within, gamma, unit_roundoff
 from ...interop import device_operand, host_operand
 from ...runtime import SM_SMEM, ConfigError
 from . import k10_runtime_weights as k10
-from ._bind import FilterCall
-from ._common import TINY_WEIGHT, Mode, flops, specialise
+from ._common import TINY_WEIGHT, FilterCall, Mode, flops, specialise
 from .dispatch import BEST_VARIANT, RUNGS
 from .reference import extend_indices
 

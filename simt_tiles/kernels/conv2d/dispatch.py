@@ -41,8 +41,7 @@ from . import (
     k09_async_copy,
     k10_runtime_weights,
 )
-from ._bind import CONSTANT_VECTOR, FilterCall, host_filter
-from ._common import Mode, specialise, tap_counts
+from ._common import CONSTANT_VECTOR, FilterCall, Mode, host_filter, specialise, tap_counts
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = rung_dict(
@@ -76,7 +75,7 @@ SHAPE_VARIANT = "k03_register_blocked"
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
 #: see k04's docstring.  Each rung declares its calling convention (``RUNG.bind``,
-#: :mod:`._bind`); these tuples are read from there.
+#: :mod:`._common`); these tuples are read from there.
 CONSTANT_FILTER_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind.compiles_filter)
 
 #: constant-filter rungs that compile the anchor in too and take ``aligned``

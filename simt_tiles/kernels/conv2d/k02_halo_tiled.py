@@ -44,8 +44,7 @@ import dataclasses
 from numba import cuda
 
 from ...runtime import TileConfig, cdiv, grid_for, numba_dtype
-from ._bind import FilterRung, WEIGHTS_ARGUMENT
-from ._common import TINY_WEIGHT, Mode, mode_rule, signature
+from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
 from ._staging import inline, make_extend
 
 

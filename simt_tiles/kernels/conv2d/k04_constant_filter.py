@@ -68,8 +68,7 @@ import dataclasses
 from numba import cuda, uint32
 
 from ...runtime import TileConfig, grid_for, numba_dtype
-from ._bind import CONSTANT_FILTER, FilterRung
-from ._common import TINY_WEIGHT, Mode, constant_filter_signature, gate_filter, mode_rule
+from ._common import CONSTANT_FILTER, TINY_WEIGHT, FilterRung, Mode, constant_filter_signature, gate_filter, mode_rule
 from .k02_halo_tiled import make_patch_loader
 
 

@@ -69,8 +69,7 @@ import dataclasses
 from numba import cuda, uint32
 
 from ...runtime import cdiv, numba_dtype
-from ._bind import CONSTANT_FILTER, FilterRung
-from ._common import Mode, constant_filter_signature, gate_filter
+from ._common import CONSTANT_FILTER, FilterRung, Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
 

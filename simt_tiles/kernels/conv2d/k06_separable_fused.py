@@ -72,8 +72,7 @@ import dataclasses
 from numba import cuda, int64, uint32, void
 
 from ...runtime import cdiv, numba_dtype
-from ._bind import FilterRung, SEPARABLE
-from ._common import TINY_WEIGHT, Mode
+from ._common import SEPARABLE, TINY_WEIGHT, FilterRung, Mode
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
 

@@ -76,8 +76,7 @@ from numba import boolean, cuda, uint32, uint64, void
 from ...runtime import ConfigError, SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import load4, store4
 from . import k05_register_tile_2d as k05
-from ._bind import CONSTANT_VECTOR, FilterRung
-from ._common import Mode, gate_filter
+from ._common import CONSTANT_VECTOR, FilterRung, Mode, gate_filter
 from ._register_tile import geometry
 from ._staging import make_output_store, make_patch_loader, make_window_accumulator
 

@@ -46,8 +46,7 @@ from numba import boolean, cuda, uint32, uint64, void
 from ...runtime import SMEM_ALIGN, cdiv, grid_for, numba_dtype
 from ...vector import load4, store4
 from . import k07_vectorized as k07
-from ._bind import CONSTANT_VECTOR, FilterRung
-from ._common import Mode
+from ._common import CONSTANT_VECTOR, FilterRung, Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC

@@ -47,8 +47,7 @@ from ...runtime import SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import commit_copies, copy4_async, wait_copies
 from . import k07_vectorized as k07
 from . import k08_prefetched as k08
-from ._bind import CONSTANT_VECTOR, FilterRung
-from ._common import Mode
+from ._common import CONSTANT_VECTOR, FilterRung, Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC

@@ -67,8 +67,7 @@ from numba import boolean, cuda, int64, types, uint32, void
 from ... import codegen
 from ...runtime import cdiv, numba_dtype
 from . import k05_register_tile_2d as k05
-from ._bind import Binding, FilterCall, FilterRung
-from ._common import TINY_WEIGHT, Mode, anchors
+from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, anchors
 from ._register_tile import geometry
 from ._staging import (
     inline,
@@ -262,7 +261,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
 def signature(dtype, all_taps: bool = False, taps: int = 9):
     """``void(image, wt, wa, out, cval, anchor_h, anchor_w, sparse)``: ``wt`` a tuple of
     ``taps`` weights (kernel parameters), ``wa`` a strided 2-D weights array — each kernel
-    reads one and is given a placeholder for the other (``_bind``)."""
+    reads one and is given a placeholder for the other (the binding)."""
     t = numba_dtype(dtype)
     return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
 

@@ -148,13 +148,30 @@ def swizzle_span(depth: int) -> int:
     return 2 * depth
 
 
+def module_header(dt: str, vector_names: str) -> str:
+    """The generated module's imports and ``DT`` (k11's and k12's)."""
+    return ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
+            "from simt_tiles.runtime import SMEM_ALIGN\n"
+            f"from simt_tiles.vector import {vector_names}\n"
+            f"DT = {dt}\n")
+
+
+def thread_lines(config: Config) -> tuple[str, ...]:
+    """Who a thread is (k11's and k12's first lines): its warp and lane, and where its slice of
+    the warp tile starts (``m_base``, ``n_base``: groups of 4 rows / columns, lanes strided)."""
+    LN, WARPS_N = config.wn // config.tn, config.bn // config.wn
+    return ("tid = U(cuda.threadIdx.x)",
+            "warp = U(tid >> U(5)); lane = U(tid & U(31))",
+            f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
+            f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))")
+
+
 def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tuple[str, str, str]:
     """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``; ``vec``: A's and
     B's rows are 16-byte aligned (128-bit loads), else scalar loads."""
     BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LM, LN = config.wm // TM, config.wn // TN
-    WARPS_N = BN // config.wn
     Q = BK // 4  # vectors of 4 along k per row of the A tile
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
@@ -165,17 +182,11 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     # options, so two tiles that differ only in min_blocks must be two sources
     name = (f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
             f"{'_v4' if vec else '_v1'}_lb{launch_blocks(config, dtype)}")
-    header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
-              "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import load1_global, load4_at, load4_global, store4, store4_at, store_at\n"
-              f"DT = {dt}\n")
+    header = module_header(dt, "load1_global, load4_at, load4_global, store4, store4_at, store_at")
     s = codegen.Source()
     with s.block(f"def {name}(a, b, c, k_chunk, flags):"):
         s.line("# --- who am I: warp tile, lane slice, loader slots (uint32) ---",
-               "tid = U(cuda.threadIdx.x)",
-               "warp = U(tid >> U(5)); lane = U(tid & U(31))",
-               f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
-               f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))",
+               *thread_lines(config),
                f"a_r = U(tid // U({Q})); a_kq = U(U(tid % U({Q})) * U(4)); a_sw = U(U(tid % U({Q})) << U(3))",
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# --- the problem and this block's part of it (global index type) ---",

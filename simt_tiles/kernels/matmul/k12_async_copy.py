@@ -52,23 +52,16 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LN = config.wn // TN
-    WARPS_N = BN // config.wn
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // (BM // 4), T // (BN // 4)  # k-rows of Aᵀ / of B covered by one pass
     X = "U" if idx32 else "I64"
     dt = np.dtype(dtype).name
     name = (f"matmul_k12_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
             f"_lb{k11.launch_blocks(config, dtype)}")  # launch bounds: k11's note
-    header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
-              "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies\n"
-              f"DT = {dt}\n")
+    header = k11.module_header(dt, "commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies")
     s = codegen.Source()
     with s.block(f"def {name}(at, b, c, k_chunk, flags):"):
-        s.line("tid = U(cuda.threadIdx.x)",
-               "warp = U(tid >> U(5)); lane = U(tid & U(31))",
-               f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
-               f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))",
+        s.line(*k11.thread_lines(config),
                f"a_r = U(tid // U({BM // 4})); a_c = U(U(tid % U({BM // 4})) * U(4))",
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# C (or the split-K workspace, gridDim.z slices) gives M and N; the operands' widths may be padded",

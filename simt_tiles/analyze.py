@@ -348,35 +348,17 @@ def _where(site) -> str:
 
 
 @contextlib.contextmanager
-def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True):
-    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`."""
+def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True,
+              raise_races: bool = False):
+    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`;
+    ``raise_races``: the first racy block raises :class:`RaceError` (:func:`racecheck`)."""
     report = Report(intra_warp, races)
     rec = _simhooks.Recorder(None, global_=global_)
     report.names, report.barriers = rec.names, rec.barriers
 
     def on_block(block, records):
-        report.add_block(block, records)
-
-    rec.on_block = on_block
-    _simhooks.install()
-    prev, _simhooks.active = _simhooks.active, rec
-    try:
-        yield report
-    finally:
-        _simhooks.active = prev
-        _simhooks.uninstall()
-
-
-@contextlib.contextmanager
-def racecheck(*, intra_warp: str = "write-write"):
-    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
-    report = Report(intra_warp, True)
-    rec = _simhooks.Recorder(None, global_=False)
-    report.names = rec.names
-
-    def on_block(block, records):
         found = report.add_block(block, records)
-        if found:
+        if found and raise_races:
             raise RaceError("shared-memory race: " + "; ".join(str(r) for r in found))
 
     rec.on_block = on_block
@@ -387,6 +369,11 @@ def racecheck(*, intra_warp: str = "write-write"):
     finally:
         _simhooks.active = prev
         _simhooks.uninstall()
+
+
+def racecheck(*, intra_warp: str = "write-write"):
+    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
+    return recording(intra_warp=intra_warp, global_=False, raise_races=True)
 
 
 _global_check = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import analyze, registry
+from . import registry
 from ._version import __version__
 
 #: public name -> module that defines it (loaded on first access, PEP 562): each family's line of
@@ -49,6 +49,8 @@ def _racecheck_from_environment() -> None:
         return os.environ.get(name, "") not in ("", "0")
 
     if on("SIMT_TILES_RACECHECK") and on("NUMBA_ENABLE_CUDASIM"):
+        from . import analyze  # deferred: only when asked for (`import simt_tiles` loads no NumPy)
+
         analyze.enable_racecheck()
 
 

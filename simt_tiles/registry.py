@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable, Mapping
-
-from .bounds import check_within
+from collections.abc import Callable, Mapping  # (loaded at interpreter start: no import cost)
 
 __all__ = ["Family", "AliasCase", "Ladder", "LADDERS", "ladder", "ladders", "families", "register",
            "aliasing_cases", "public_names", "tunable_functions", "numpy_case"]
@@ -41,9 +39,9 @@ class Family:
 
     name: str
     #: every kernel the compile gate builds and the demo runs, name → Rung, in ladder order
-    rungs: Mapping[str, Any]
+    rungs: Mapping[str, object]
     #: the NumPy/SciPy reference of its functions, with their error bounds (a module or callable)
-    reference: Any = None
+    reference: object = None
     #: the :class:`simt_tiles.autotune.Tunable` of each function it can tune
     tunables: tuple = ()
     #: the demo's case: ``demo(rung name, dtype, ctx) -> (problem text, fn, check)`` (:func:`numpy_case`)
@@ -131,5 +129,7 @@ def tunable_functions() -> dict[str, Ladder]:
 def numpy_case(problem: str, call: Callable, ref, bound):
     """A demo case of a NumPy-in, NumPy-out ``call``: ``(problem, fn, check)``, ``fn`` keeping the
     result for ``check`` (the element-wise bound check of :func:`simt_tiles.bounds.check_within`)."""
+    from .bounds import check_within  # deferred: NumPy (`import simt_tiles` reads these lines, loads no NumPy)
+
     got = {}
     return problem, lambda: got.__setitem__("out", call()), lambda: check_within(got["out"], ref, bound)

@@ -244,6 +244,7 @@ def _block_run(self, grid_point, *args):
 def install() -> None:
     """Patch the simulator (idempotent, reference-counted; a no-op on a GPU)."""
     global _installed
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     if not SIMULATOR:
@@ -253,6 +254,7 @@ def install() -> None:
     from numba.cuda.simulator import kernel, kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
+    # deferred: loads Numba (backend choice first)
     from . import warp
 
     with _lock:
@@ -281,6 +283,7 @@ def uninstall() -> None:
     from numba.cuda.simulator import kernel, kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
+    # deferred: loads Numba (backend choice first)
     from . import warp
 
     with _lock:

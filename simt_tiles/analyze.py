@@ -61,7 +61,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _simhooks
+from . import _simhooks, registry
 from ._simhooks import SHARED
 
 __all__ = [
@@ -348,35 +348,17 @@ def _where(site) -> str:
 
 
 @contextlib.contextmanager
-def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True):
-    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`."""
+def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True,
+              raise_races: bool = False):
+    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`;
+    ``raise_races``: the first racy block raises :class:`RaceError` (:func:`racecheck`)."""
     report = Report(intra_warp, races)
     rec = _simhooks.Recorder(None, global_=global_)
     report.names, report.barriers = rec.names, rec.barriers
 
     def on_block(block, records):
-        report.add_block(block, records)
-
-    rec.on_block = on_block
-    _simhooks.install()
-    prev, _simhooks.active = _simhooks.active, rec
-    try:
-        yield report
-    finally:
-        _simhooks.active = prev
-        _simhooks.uninstall()
-
-
-@contextlib.contextmanager
-def racecheck(*, intra_warp: str = "write-write"):
-    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
-    report = Report(intra_warp, True)
-    rec = _simhooks.Recorder(None, global_=False)
-    report.names = rec.names
-
-    def on_block(block, records):
         found = report.add_block(block, records)
-        if found:
+        if found and raise_races:
             raise RaceError("shared-memory race: " + "; ".join(str(r) for r in found))
 
     rec.on_block = on_block
@@ -387,6 +369,11 @@ def racecheck(*, intra_warp: str = "write-write"):
     finally:
         _simhooks.active = prev
         _simhooks.uninstall()
+
+
+def racecheck(*, intra_warp: str = "write-write"):
+    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
+    return recording(intra_warp=intra_warp, global_=False, raise_races=True)
 
 
 _global_check = None
@@ -438,13 +425,12 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         if len(dims) != k:
             raise ValueError(f"shape: expected {SHAPE_HELP[ladder]} for the {ladder} ladder; got {'x'.join(map(str, dims))}")
 
+    fam = importlib.import_module(registry.ladder(ladder).module)  # the family's package, from the registry
     if ladder == "matmul":
-        from .kernels import matmul as fam
         need(3)
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
     elif ladder == "conv2d":
-        from .kernels import conv2d as fam
         need(4)
         h, w, kh, kw = dims
         if name in fam.SEPARABLE_RUNGS:
@@ -452,22 +438,18 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         else:
             fam.correlate2d(rand(h, w), rand(kh, kw), variant=name, config=cfg)
     elif ladder == "conv_nchw":
-        from .kernels import conv_nchw as fam
         need(7)
         n, c, h, w, co, kh, kw = dims
         fam.conv2d_nchw(rand(n, c, h, w), rand(co, c, kh, kw), bias=rand(co), padding=kh // 2,
                         variant=name, config=cfg)
     elif ladder == "softmax":
-        from .kernels import softmax as fam
         need(2)
         fam.softmax(rand(*dims), variant=name, config=cfg)
     elif ladder == "reduce":
-        from .kernels import reduce as fam
         if len(dims) not in (1, 2):
             need(2)
         fam.reduce(rand(*dims), "sum", axis=None if len(dims) == 1 else -1, config=cfg)
     elif ladder == "elementwise":
-        from .kernels import elementwise as fam
         if name == "bias_relu":
             need(2)
             fam.bias_relu(rand(*dims), rand(dims[1]), config=cfg)
@@ -481,8 +463,6 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
 @contextlib.contextmanager
 def _installed(ladder: str, rung):
     """Make the ladder's public function use ``rung`` (a mutant) for its name, for the ``with``."""
-    from . import registry
-
     fam = importlib.import_module(registry.ladder(ladder).module)
     undo = []
     for attr, value in list(vars(fam).items()):
@@ -530,8 +510,6 @@ def parse_config(rung, text):
 
 
 def _find_ladder(variant: str) -> str:
-    from . import registry
-
     owners = [name for name, rungs in registry.ladders().items() if variant in rungs]
     if len(owners) != 1:
         every = {name: sorted(rungs) for name, rungs in registry.ladders().items()}
@@ -550,8 +528,6 @@ def run(variant: str, *, ladder: str | None = "matmul", config=None, shape: str 
     (see :data:`DEFAULT_SHAPES`).  ``rung``: run this Rung object (e.g. a
     :func:`mutant_rung`) under ``variant``'s name instead of the shipped one.
     """
-    from . import registry
-
     if ladder is None:
         ladder = _find_ladder(variant)
     rungs = registry.ladder(ladder).rungs()
@@ -644,6 +620,7 @@ def main(argv=None) -> int:
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     if not SIMULATOR:

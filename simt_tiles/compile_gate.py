@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._numba_fixes import apply as apply_numba_fixes
+from .registry import ladders as registry_ladders
 from .runtime import SIMULATOR, Rung
 
 #: options of ``cuda.jit`` that ``compile_ptx`` also understands
@@ -367,8 +369,6 @@ class GateRow:
 
 def ladders() -> dict[str, dict[str, Rung]]:
     """Every ladder's rungs, by ladder name (from :mod:`simt_tiles.registry`)."""
-    from .registry import ladders as registry_ladders
-
     return registry_ladders()
 
 
@@ -402,8 +402,6 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
 
     ``assembler``: from :func:`find_assembler`, or the path of a ptxas executable."""
     from numba import cuda
-
-    from ._numba_fixes import apply as apply_numba_fixes
 
     apply_numba_fixes()  # the generated rungs' long blocks: a linear lowering scan (same PTX)
     t0 = time.perf_counter()

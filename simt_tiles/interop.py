@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from ._recording import no_plan
+
 #: dtypes every SIMT kernel claims; they are validated by the public functions
 SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -376,8 +378,6 @@ def _import_cai(x, stream):
     ours = stream_key(stream) if stream else None  # None: the legacy default stream
     if producer == ours or (ours is None and producer in (1, 2)):  # 1: legacy, 2: per-thread default
         return dev
-    from .launch import no_plan
-
     no_plan("ordered after the producer's stream with an event")
     event = cuda.event(timing=False)
     event.record(cuda.external_stream(producer))

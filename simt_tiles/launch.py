@@ -57,6 +57,7 @@ import threading
 import numpy as np
 from numba import cuda
 
+from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
 
@@ -70,7 +71,6 @@ _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
 MAX_PLANS = 4096
 _PLANS: dict = {}
 _COUNTS = {"hit": 0, "recorded": 0, "refused": 0}
-_tls = threading.local()
 _MISS = object()
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 
@@ -107,14 +107,6 @@ def clear() -> None:
 def stats() -> dict:
     """``{"hit", "recorded", "refused", "plans"}``: replays, plans made, recordings refused."""
     return {**_COUNTS, "plans": len(_PLANS)}
-
-
-def no_plan(reason: str) -> None:
-    """Called by a checked path that decided something from device data, or synchronised with
-    another stream: the call being recorded (if any) makes no plan."""
-    rec = getattr(_tls, "rec", None)
-    if rec is not None and rec.refused is None:
-        rec.refused = reason
 
 
 # ---------------------------------------------------------------------------
@@ -717,6 +709,6 @@ class SimLaunch:
         self.kernel[self.dims](*args)
 
 
-#: how a plan launches a recorded kernel (benchmarks/host_overhead.py puts GpuLaunch here with a
+#: how a plan launches a recorded kernel (benchmarks/lab/host_overhead.py puts GpuLaunch here with a
 #: stand-in driver call, to time the GPU replay path without a GPU)
 _LAUNCH = SimLaunch if SIMULATOR else GpuLaunch

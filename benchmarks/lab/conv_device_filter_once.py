@@ -37,7 +37,8 @@ def picked(rung, p, ry) -> list:
     and the shipped device entry, where ``ry`` is given)."""
     from simt_tiles import autotune
 
-    cands = rung.candidates(dict(zip(autotune.tunable("conv2d").fields, p)), "float32")
+    tunable = autotune.tunable("conv2d")
+    cands = tunable.candidates(rung.name, dict(zip(tunable.fields, p)), "float32")
     if not ry:
         return cands
     shipped = autotune.lookup("conv2d", p, sources=("shipped",))

@@ -32,6 +32,9 @@ from __future__ import annotations
 
 import sys
 
+import simt_tiles
+from simt_tiles.bounds import BoundCheck, gamma, TF32_U, unit_roundoff
+
 from . import common
 
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
@@ -138,8 +141,7 @@ def filter2d(h, cp, tile, args) -> None:
     import torch.nn.functional as F
     from cupyx.scipy import ndimage as cnd
 
-    import simt_tiles
-    from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
+    # deferred: loads Numba (backend choice first)
     from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
     from simt_tiles.kernels.conv2d import RUNGS as CONV2D_RUNGS
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
@@ -234,9 +236,8 @@ def nchw(h, cp, args) -> None:
     import torch
     import torch.nn.functional as F
 
-    from simt_tiles.bounds import TF32_U, BoundCheck, gamma, unit_roundoff
-
     try:
+        # deferred: loads Numba (backend choice first)
         from simt_tiles.kernels.conv_nchw import CONV_NCHW_VARIANTS, conv2d_nchw
     except ImportError as exc:
         print(f"nchw: simt_tiles.conv2d_nchw not available ({exc})", flush=True)

@@ -93,6 +93,7 @@ class Harness:
                  sync: Callable | None = None, progress: Progress | None = None,
                  before: Callable[[], object] | None = None, timed: bool = True):
         if timer is None and timed:
+            # deferred: loads Numba (backend choice first)
             from ..timing import time_cuda as timer
         if sync is None:
             from numba import cuda

@@ -24,7 +24,11 @@ import math
 import sys
 import time
 
+import simt_tiles
+from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
+
 from . import common
+from .common import copy_ceiling
 
 SOFTMAX_COLS = (256, 1024, 4096, 16384, 32768)
 GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
@@ -61,13 +65,10 @@ def measure(h, cp, tile, args) -> None:
     import numpy as np
     from numba import cuda
 
-    import simt_tiles
-    from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
+    # deferred: loads Numba (backend choice first)
     from simt_tiles.kernels.elementwise.bias_relu import Config as TileCfg
     from simt_tiles.kernels.elementwise.bias_relu import boundary_waste
     from simt_tiles.kernels.softmax.reference import softmax_reference
-
-    from .common import copy_ceiling
 
     rng = cp.random.default_rng(7)
     copy_ceiling(h, cp)
@@ -79,6 +80,7 @@ def measure(h, cp, tile, args) -> None:
     if "softmax" in args.only:
         import torch
 
+        # deferred: loads Numba (backend choice first)
         from simt_tiles.kernels.softmax import RUNGS as SOFTMAX_RUNGS
         from simt_tiles.kernels.softmax.k04_register_row import Config as RegRowConfig
         from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
@@ -155,6 +157,7 @@ def measure(h, cp, tile, args) -> None:
 
         h.entry("reduce", "sum 2^28", "simt_tiles.reduce", lambda: simt_tiles.reduce(x),
                 check=lambda: sum_check(simt_tiles.reduce(x), n), nbytes=x.nbytes, x=n)
+        # deferred: loads Numba (backend choice first)
         from simt_tiles.kernels.reduce import RUNGS as REDUCE_RUNGS
 
         base = next(iter(REDUCE_RUNGS.values())).presets["default"]
@@ -211,6 +214,7 @@ def measure(h, cp, tile, args) -> None:
         a, b = rng.standard_normal(n, dtype=cp.float32), rng.standard_normal(n, dtype=cp.float32)
         c = cp.full_like(a, cp.nan)
         want = a + b
+        # deferred: loads Numba (backend choice first)
         from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
 
         for v in simt_tiles.VECTOR_ADD_VARIANTS:

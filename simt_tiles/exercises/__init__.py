@@ -24,6 +24,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ._verdict import Verdict
+
 __all__ = ["EXERCISES", "Exercise", "Verdict", "check", "main", "stub_path"]
 
 STUBS = Path(__file__).resolve().parent / "stubs"
@@ -71,20 +73,6 @@ def stub_path(name: str) -> Path:
     return _exercise(name).stub
 
 
-@dataclasses.dataclass
-class Verdict:
-    """The outcome of grading: passed, the cases run, and the first failure's explanation."""
-
-    name: str
-    passed: bool
-    cases: int
-    message: str
-
-    def __str__(self) -> str:
-        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}"
-        return f"{head}: {self.message}"
-
-
 def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Verdict:
     """Grade the student's file ``path`` for exercise ``name`` in the simulator; then, with
     ``compile_gpu``, compile its kernels to sm_90 PTX with Numba's real compiler (a subprocess,
@@ -97,7 +85,7 @@ def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Ve
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
     if _real_target_loaded():
         return _check_in_simulator_process(name, path, compile_gpu)
-    from . import _grading
+    from . import _grading  # deferred: loads Numba, after NUMBA_ENABLE_CUDASIM is set above
 
     return _grading.grade(ex, path, compile_gpu=compile_gpu)
 

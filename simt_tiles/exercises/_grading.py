@@ -25,6 +25,7 @@ from ..kernels.conv2d.reference import correlate2d_reference
 from ..kernels.matmul.reference import matmul_reference
 from ..kernels.softmax.reference import softmax_reference
 from ..runtime import cdiv
+from ._verdict import Verdict
 
 DTYPES = (np.float32, np.float64)
 _loaded = itertools.count()
@@ -32,9 +33,7 @@ _loaded = itertools.count()
 
 def _analyze():
     try:
-        from .. import (
-            analyze,  # the simulator analyzer (race check, bank wavefronts), when installed
-        )
+        from .. import analyze  # deferred: optional (the simulator analyzer, when installed)
     except ImportError:
         return None
     return analyze
@@ -305,8 +304,6 @@ def _explain(exc: BaseException, path: Path) -> str:
 
 
 def grade(ex, path: Path, *, compile_gpu: bool = True):
-    from . import Verdict
-
     try:
         mod = _load(path)
     except Exception as exc:  # noqa: BLE001 — a syntax error, an import error: the student's to fix

@@ -67,9 +67,8 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, TileConfig, grid_for, numba_dtype
-from ._bind import CONSTANT_FILTER
-from ._common import TINY_WEIGHT, Mode, constant_filter_signature, gate_filter, mode_rule
+from ...runtime import TileConfig, grid_for, numba_dtype
+from ._common import CONSTANT_FILTER, TINY_WEIGHT, FilterRung, Mode, constant_filter_signature, gate_filter, mode_rule
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -207,5 +206,5 @@ def geometry(config: Config, h: int, w: int):
 
 #: ``Rung.kernel`` would build the gate's filter: launch through
 #: ``_common.constant_filter_kernel`` (the public functions do).
-RUNG = Rung("k04_constant_filter", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
-            bind=CONSTANT_FILTER)
+RUNG = FilterRung("k04_constant_filter", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
+                  bind=CONSTANT_FILTER)

@@ -68,9 +68,8 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, cdiv, numba_dtype
-from ._bind import CONSTANT_FILTER
-from ._common import Mode, constant_filter_signature, gate_filter
+from ...runtime import cdiv, numba_dtype
+from ._common import CONSTANT_FILTER, FilterRung, Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
 
@@ -166,5 +165,5 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks)}
 
 
-RUNG = Rung("k05_register_tile_2d", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
-            jit_options, bind=CONSTANT_FILTER)
+RUNG = FilterRung("k05_register_tile_2d", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
+                  jit_options, bind=CONSTANT_FILTER)

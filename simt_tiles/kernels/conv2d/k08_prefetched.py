@@ -43,11 +43,10 @@ import dataclasses
 
 from numba import boolean, cuda, uint32, uint64, void
 
-from ...runtime import Rung, SMEM_ALIGN, cdiv, grid_for, numba_dtype
-from ._bind import CONSTANT_VECTOR
+from ...runtime import SMEM_ALIGN, cdiv, grid_for, numba_dtype
 from ...vector import load4, store4
 from . import k07_vectorized as k07
-from ._common import Mode
+from ._common import CONSTANT_VECTOR, FilterRung, Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC
@@ -180,4 +179,4 @@ def jit_options(config: Config, dtype) -> dict:
     return options
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k08_prefetched", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
+RUNG = FilterRung("k08_prefetched", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)

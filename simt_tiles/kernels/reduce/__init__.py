@@ -18,13 +18,17 @@ from numba import cuda
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
 from ...launch import planned
+from ...registry import Family
 from ...runtime import SIMULATOR, Rung
+from .. import _patterns_cases as _cases
 from . import k01_warp_shuffle
 from ._common import OPS, SUM, acc_dtype, op_code
 
 RUNG = k01_warp_shuffle.RUNG
 RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
 REDUCE_OPS = OPS
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("reduce", RUNGS, None, (), _cases.reduce_demo, _cases.REDUCE_ALIASING, _cases.REDUCE_HAZARDS)
 
 __all__ = ["reduce", "REDUCE_OPS", "RUNGS"]
 

@@ -15,8 +15,10 @@ import numbers
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
+from ...registry import Family
 from ...runtime import ConfigError, Rung, pick_rung
-from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row
+from .. import _patterns_cases as _cases
+from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, reference
 
 RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
@@ -27,6 +29,8 @@ SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 #: than 16384 float32, where one block would fill an SM) use the first of LONG_ROW_VARIANTS that fits
 BEST_VARIANT = "k04_register_row"
 LONG_ROW_VARIANTS = ("k05_split_row", "k03_online")
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("softmax", RUNGS, reference, (), _cases.softmax_demo, _cases.SOFTMAX_ALIASING, _cases.SOFTMAX_HAZARDS)
 
 __all__ = ["softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
 

@@ -23,6 +23,7 @@ _PUBLIC = {
     "matmul": ".kernels.matmul",
     "MATMUL_VARIANTS": ".kernels.matmul",
     "softmax": ".kernels.softmax",
+    "log_softmax": ".kernels.softmax",
     "SOFTMAX_VARIANTS": ".kernels.softmax",
     "reduce": ".kernels.reduce",
     "REDUCE_OPS": ".kernels.reduce",

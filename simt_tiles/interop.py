@@ -287,7 +287,7 @@ def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
-def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
+def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
     * NumPy arrays are checked, made C-contiguous (and native byte order) and
@@ -296,7 +296,8 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
       are used in place; they must be C-contiguous (no hidden copy is made).
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
 
-    ``ndim=None`` accepts any number of dimensions from 1 up.
+    ``ndim=None`` accepts any number of dimensions from 1 up; ``dtype`` (an ``out=``'s
+    expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.
     Raises TypeError/ValueError naming ``name``, the expectation and what came.
     """
     from numba import cuda
@@ -331,7 +332,8 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
             f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {describe(x)}{where}"
         )
     check_device(name, x, kind)
-    check_dtype_ndim(name, dev.dtype, dev.ndim, dev.shape, ndim)
+    # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
+    check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
     if not dev.is_c_contiguous():
         raise ValueError(
             f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
@@ -419,7 +421,7 @@ def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0, *,
                 f"{out.strides}, writeable={out.flags.writeable}"
             )
         return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
-    op = device_operand(out, "out", ndim=len(shape), stream=stream)
+    op = device_operand(out, "out", ndim=len(shape), stream=stream, dtype=dtype)
     _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
     check_no_overlap(op, (like, *inputs))
     return op

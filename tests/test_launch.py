@@ -359,10 +359,11 @@ def test_a_plan_holds_its_workspace(plans):
 
 
 def _two_pass_length(red) -> int:
-    """An array length that reduce sums in two passes: more than one block's first step
-    (threads × loads of the default config: the "sim" preset in the simulator)."""
-    cfg = red.RUNG.resolve_config(None)
-    return max(200, cfg.threads * cfg.loads + 1)
+    """An array length that reduce sums in two passes (split, then the partials), by its dispatch."""
+    n = 200
+    while len(red.dispatch.plan((n,), (0,), "sum", 0, np.float32).steps) < 2:
+        n *= 2
+    return n
 
 
 # --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------

@@ -307,7 +307,7 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> O
         check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
         host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
-    _check_torch(x, name)
+    _check_torch(x, name, dtype)
     if _is_numba_device_array(x):
         kind, dev = "numba", x
     elif _has_cai(x):
@@ -343,13 +343,13 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> O
     return Operand(name, dev, kind, x)
 
 
-def _check_torch(x, name: str) -> None:
+def _check_torch(x, name: str, dtype=None) -> None:
     """A PyTorch CUDA tensor's dtype and autograd state, checked before its interfaces
     are read: torch refuses to export a bfloat16 tensor or one that requires grad with
     errors that do not name the argument (and the DLPack route would then blame CuPy)."""
     if type(x).__module__.split(".")[0] != "torch" or not getattr(x, "is_cuda", False):
         return
-    if _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
+    if dtype is None and _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
         raise TypeError(f"{name}: expected dtype float32 or float64; got {x.dtype}")
     if getattr(x, "requires_grad", False):
         raise ValueError(

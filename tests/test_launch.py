@@ -359,11 +359,10 @@ def test_a_plan_holds_its_workspace(plans):
 
 
 def _two_pass_length(red) -> int:
-    """An array length that reduce sums in two passes (split, then the partials), by its dispatch."""
-    n = 200
-    while len(red.dispatch.plan((n,), (0,), "sum", 0, np.float32).steps) < 2:
-        n *= 2
-    return n
+    """An array length that reduce sums in two passes: more than one block's first step of k01 (the
+    rung of whole-array sums; threads × loads of its default config: "sim" in the simulator)."""
+    cfg = red.RUNGS["k01_warp_shuffle"].resolve_config(None)
+    return max(200, cfg.threads * cfg.loads + 1)
 
 
 # --- the GPU replay path (GpuLaunch) with a stand-in driver call --------------------------------

@@ -196,9 +196,10 @@ def test_register_row_fits_the_row_or_says_why():
     from simt_tiles.runtime import ConfigError
 
     cfg = RegisterRowConfig(threads=512, vpt_target=16, max_vpt=64)
-    assert (cfg.for_problem(9, 256).group, cfg.for_problem(9, 256).vpt) == (16, 16)  # two rows to a warp
+    assert (cfg.for_problem(9, 256).group, cfg.for_problem(9, 256).vpt) == (32, 8)
+    assert (cfg.for_problem(9, 127).group, cfg.for_problem(9, 127).vpt) == (8, 16)  # four rows to a warp
     assert (cfg.for_problem(9, 32).group, cfg.for_problem(9, 32).vpt) == (4, 8)  # eight
-    assert (dataclasses.replace(cfg, min_group=32).for_problem(9, 256).vpt) == 8
+    assert (dataclasses.replace(cfg, min_group=32).for_problem(9, 32).vpt) == 1
     assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (512, 64)
     assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (64, 16)
     assert cfg.for_problem(9, 16384, 8).vpt == 32

@@ -40,6 +40,7 @@ _PUBLIC = {
     "CONV_NCHW_VARIANTS": ".kernels.conv_nchw",
     "SIMULATOR": ".runtime",
     "ConfigError": ".runtime",
+    "warm": ".warm",
 }
 
 __all__ = [*_PUBLIC, "__version__"]

@@ -490,6 +490,8 @@ class _Plan:
     """A recorded call: its launches with every array argument tied to a caller's array (by
     position, plus a byte offset), to the new result, or to a buffer the plan holds."""
 
+    same = ()  # (see __init__) none unless recorded with inputs sharing memory
+
     def __init__(self, rec, arrays, ptrs, result, handle, dev):
         if not rec.launches:
             raise _Refuse("no launch")

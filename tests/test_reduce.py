@@ -158,7 +158,7 @@ def test_empty_axes_as_numpy():
 
 
 def test_split_sums_are_deterministic():
-    x = np.random.default_rng(7).standard_normal(4099).astype(np.float32)
+    x = np.random.default_rng(7).standard_normal(600).astype(np.float32)
     assert len(dispatch.plan(x.shape, (0,), "sum", 0, x.dtype, variant="k02_axis_lanes").steps) == 2  # split
     a, b = (simt_tiles.reduce(x, variant="k02_axis_lanes") for _ in range(2))
     assert a.tobytes() == b.tobytes()

@@ -7,20 +7,8 @@ import pytest
 from numba import cuda
 
 import simt_tiles as st
-from simt_tiles import launch
 
-
-@pytest.fixture
-def plans():
-    before = launch.set_enabled(True)
-    launch.clear()
-    yield launch
-    launch.set_enabled(before)
-    launch.clear()
-
-
-def _count(key):
-    return launch.stats()[key]
+from .test_launch import _count, plans  # noqa: F401  (the fixture: plans on, cleared around each test)
 
 
 def test_the_same_array_twice_replays(plans):

@@ -22,11 +22,11 @@ k01–k03, the lessons, have no log_softmax); a ``config`` the rung cannot fit r
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
-from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, allow_dynamic_smem, cdiv
+from ...runtime import ConfigError, Rung, TileConfig, allow_dynamic_smem, cdiv
+from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
 from . import k07_strided_axis
 
@@ -42,17 +42,6 @@ LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_st
 BLOCKS_PER_SM = 4
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
-#: SMs assumed in the simulator (so that its tests reach the split rule)
-SIM_SMS = 2
-
-
-@functools.lru_cache(maxsize=1)
-def sm_count() -> int:
-    if SIMULATOR:
-        return SIM_SMS
-    from numba import cuda
-
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +68,6 @@ class Plan:
         xv, ov = x.reshape(self.view), out.reshape(self.view)
         args = (xv, ov)
         if self.rung is k06_split_blocks.RUNG:
-            from ..reduce.dispatch import workspace  # (one workspace cache for both families)
-
             rows = self.view[0]
             if self.pieces > 1:
                 pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")

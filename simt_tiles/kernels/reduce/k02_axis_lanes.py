@@ -26,7 +26,7 @@ What changed versus k01
 
 Memory traffic: every input element read once; Q values written (S·Q, then Q, when split).
 
-Headline (H200, benchmarks/results/patterns_zoo_h200.json): see benchmarks/notes/patterns_zoo.md
+Headline (H200, benchmarks/results/patterns_zoo_h200.json, impl "simt_tiles (variant=None)"): 2.00 TB/s on sum 1048576x64 axis=-1, 1.79× torch
 """
 
 from __future__ import annotations

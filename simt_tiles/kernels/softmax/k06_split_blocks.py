@@ -20,7 +20,7 @@ What changed versus k05
 
 Memory traffic: two reads and one write (the second read partly from L2).
 
-Headline (H200, benchmarks/results/patterns_zoo_h200.json): see benchmarks/notes/patterns_zoo.md
+Headline (H200, benchmarks/results/patterns_zoo_h200.json): 2.20 TB/s on 4096x50257, 51.7% of copy
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from numba import cuda
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, cdiv
 from . import k01_warp_shuffle, k02_axis_lanes
-from ._common import ARGMAX, ARGMIN, MAX, MIN, SUM, acc_dtype
+from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
 
 RUNGS: dict[str, Rung] = {r.name: r for r in (k01_warp_shuffle.RUNG, k02_axis_lanes.RUNG)}
 WARPS_PER_SM = 64  # 2048 threads

@@ -100,7 +100,8 @@ def test_softmax_matches_scipy(variant, dtype, data):
     assert_softmax_ok(x, y, log)
 
 
-SPECIAL = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 0.0], [np.inf, -np.inf, 1.0]])
+SPECIAL = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 0.0], [np.inf, -np.inf, 1.0],
+                    [np.nan, np.inf, 1.0]])
 
 
 @pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)

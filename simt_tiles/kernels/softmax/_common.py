@@ -107,8 +107,8 @@ def max_nan(a, b):
     return a if (a != a or a > b) else b
 
 
-def make_row_reductions(NWG: int, DT, G: int = 32):
-    """``row_max(v, red, wid, lane, w0)`` and ``row_sum(...)``: the max / sum of ``v``
+def make_row_reductions(NWG: int, DT, G: int = 32, nan_max: bool = False):
+    """``row_max(v, red, wid, lane, w0)``, ``row_sum(...)`` and the two-value ``mx``: the max / sum of ``v``
     over the ``NWG`` warps of a row (k04, k05), every lane of them gets it.
 
     Warp shuffles first; when a row spans several warps (``NWG > 1``, compile-time)
@@ -117,23 +117,31 @@ def make_row_reductions(NWG: int, DT, G: int = 32):
     row's first warp is ``w0`` — with shuffles again: log depth, not NWG steps.
     Every thread of the block must call (the barrier); give max and sum separate
     ``red`` arrays, so the sum's writes cannot race the max's reads.  A row of ``G`` < 32
-    lanes (several rows to a warp) shuffles over offsets below ``G`` only."""
+    lanes (several rows to a warp) shuffles over offsets below ``G`` only.  ``nan_max``: the max
+    propagates NaN (log_softmax needs it: its +inf rows are told from NaN rows by the max alone)."""
     NEG_INF = -math.inf
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if o < G)
+    NAN_MAX = nan_max
+
+    @inline
+    def mx(a, b):
+        if NAN_MAX:
+            return a if (a != a or a > b) else b
+        return max(a, b)
 
     @inline
     def row_max(m, red, wid, lane, w0):
         # ``max`` is one FMNMX and need not propagate NaN: a NaN makes its exp, the sum
         # and so every output NaN, as scipy's
         for off in OFFS:
-            m = max(m, shfl_xor_sync(FULL_MASK, m, off))
+            m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
         if NWG > 1:
             if lane == 0:
                 red[wid] = m
             cuda.syncthreads()  # RAW: every warp's partial written
             m = red[w0 + lane] if lane < NWG else DT(NEG_INF)
             for off in (16, 8, 4, 2, 1):
-                m = max(m, shfl_xor_sync(FULL_MASK, m, off))
+                m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
         return m
 
     @inline
@@ -149,4 +157,4 @@ def make_row_reductions(NWG: int, DT, G: int = 32):
                 s += shfl_xor_sync(FULL_MASK, s, off)
         return s
 
-    return row_max, row_sum
+    return row_max, row_sum, mx

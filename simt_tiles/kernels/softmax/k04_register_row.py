@@ -125,7 +125,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
     LOG = log
-    row_max, row_sum = make_row_reductions(NWG, DT, G)  # shuffles, then one barrier across warps
+    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
+    row_max, row_sum, mx = make_row_reductions(NWG, DT, G, nan_max=log)
     log_shift = make_log_shift(DT)
 
     def softmax_k04_register_row(x, out):
@@ -158,7 +159,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
 
         m = DT(NEG_INF)
         for i in range(VPT):
-            m = max(m, vals[i])
+            m = mx(m, vals[i])
         m = row_max(m, red_m, wid, lane, w0)  # shuffles; across the row's warps (NWG > 1)
 
         s = DT(0)  # exp in place (log: beside), then their sum (padding: exp(-inf - m) = 0)

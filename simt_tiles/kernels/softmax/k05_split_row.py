@@ -134,7 +134,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    row_max, row_sum = make_row_reductions(NW, DT)  # shuffles, then one barrier across warps
+    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
+    row_max, row_sum, mx = make_row_reductions(NW, DT, nan_max=log)
 
     def softmax_k05_split_row(x, out):
         tid = cuda.threadIdx.x
@@ -187,9 +188,9 @@ def make_kernel(config: Config, dtype, log: bool = False):
         ns = min(uint32(VS), (lim + uint32(T - 1)) // uint32(T))
         m = DT(NEG_INF)
         for i in range(VR):
-            m = max(m, vals[i])
+            m = mx(m, vals[i])
         for j in range(ns):
-            m = max(m, spill[su + j * uint32(T)])
+            m = mx(m, spill[su + j * uint32(T)])
         m = row_max(m, red_m, wid, lane, 0)
 
         s = DT(0)  # exp in place (registers and shared; log: beside), then their sum

@@ -90,8 +90,16 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     outer, n, inner = shape3
     itemsize = np.dtype(dtype).itemsize
     sms = sm_count() if sms is None else sms
+    if config is not None and not isinstance(config, (str, TileConfig)):
+        RUNGS["k04_register_row"].resolve_config(config)  # the TypeError naming what config takes
+    if variant is None and isinstance(config, TileConfig):
+        named = next((n for n, r in RUNGS.items() if type(config) is r.config_type), None)
+        if named is None:  # a foreign config: the TypeError naming the expected type
+            RUNGS["k04_register_row"].resolve_config(config)
+        if named not in (*ROW_VARIANTS, "k06_split_blocks", "k07_strided_axis"):
+            variant = named  # a lesson rung's config names it; the others go to their rung by the rules
     if variant is not None:
-        if variant not in RUNGS:
+        if not isinstance(variant, str) or variant not in RUNGS:
             raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
         if log and variant not in LOG_VARIANTS:
             raise ValueError(f"variant: log_softmax runs on {LOG_VARIANTS} or None; got {variant!r}")
@@ -100,7 +108,8 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
                              "'k07_strided_axis' or None")
         return _build(RUNGS[variant], config, shape3, itemsize, log, sms, split_ok=True)
     if inner > 1:
-        return _build(RUNGS["k07_strided_axis"], config, shape3, itemsize, log, sms)
+        k07 = RUNGS["k07_strided_axis"]
+        return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
     rows = outer
     fits = None
     for name in ROW_VARIANTS:

@@ -21,7 +21,8 @@ from ._version import __version__
 
 #: public name -> module that defines it (loaded on first access, PEP 562): each family's line of
 #: :data:`simt_tiles.registry.LADDERS` names its own, the runtime adds two
-_PUBLIC = {**registry.public_names(), "SIMULATOR": "simt_tiles.runtime", "ConfigError": "simt_tiles.runtime"}
+_PUBLIC = {**registry.public_names(), "SIMULATOR": "simt_tiles.runtime", "ConfigError": "simt_tiles.runtime",
+           "warm": "simt_tiles.warm"}
 
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -79,7 +79,7 @@ LADDERS: tuple[Ladder, ...] = (
            ("correlate2d", "convolve2d", "CONV2D_VARIANTS", "correlate1d", "correlate_separable",
             "SEPARABLE_VARIANTS"), ("conv2d",)),
     Ladder("conv_nchw", "simt_tiles.kernels.conv_nchw", ("conv2d_nchw", "CONV_NCHW_VARIANTS"), ("conv2d_nchw",)),
-    Ladder("softmax", "simt_tiles.kernels.softmax", ("softmax", "SOFTMAX_VARIANTS")),
+    Ladder("softmax", "simt_tiles.kernels.softmax", ("softmax", "log_softmax", "SOFTMAX_VARIANTS")),
     Ladder("reduce", "simt_tiles.kernels.reduce", ("reduce", "REDUCE_OPS")),
     Ladder("elementwise", "simt_tiles.kernels.elementwise", ("vector_add", "bias_relu", "VECTOR_ADD_VARIANTS")),
 )

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
+import os
 from typing import Any, Callable, Iterable, NamedTuple
 
 import numba
@@ -425,4 +427,30 @@ def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = (
     config.check_smem(dtype)
     pyfunc = rung.factory(config, dtype, **dict(params))
     sig = rung.signature(dtype, **dict(params))
-    return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config, dtype)})
+    options = rung.jit_options(config, dtype)
+    if options.get("cache") and not SIMULATOR:
+        _note_cold_compile(rung.name, dtype, pyfunc)
+    return jit(pyfunc, **{"func_or_sig": sig, **options})
+
+
+#: one WARNING line before a first call compiles a disk-cached kernel that has no cache entry
+#: (the generated matmul rungs, conv2d's k10: 20-50 s): ``logging.getLogger("simt_tiles.compile")``
+_COMPILE_LOG = logging.getLogger("simt_tiles.compile")
+
+
+def _cache_index_path(pyfunc: Callable) -> str | None:
+    """Where Numba's disk cache keeps ``pyfunc``'s index (None: Numba cannot say)."""
+    try:
+        from numba.cuda.dispatcher import CUDACache
+
+        return CUDACache(pyfunc)._cache_file._index_path
+    except Exception:  # noqa: BLE001 - a cache Numba cannot locate (or the simulator): no notice
+        return None
+
+
+def _note_cold_compile(name: str, dtype: np.dtype, pyfunc: Callable) -> None:
+    index = _cache_index_path(pyfunc)
+    if index is None or os.path.exists(index):  # an entry (for some signature): a load, not a compile
+        return
+    _COMPILE_LOG.warning("simt_tiles: compiling %s (%s) for this GPU, once (tens of seconds; Numba's disk "
+                         "cache keeps it); `simt-tiles warm` compiles the defaults ahead of time", name, dtype)

@@ -29,7 +29,9 @@ def reduce_demo(rung: str, dtype, c):
                       np.asarray([bound]))
 
 
-SOFTMAX_ALIASING = {"softmax": AliasCase(lambda x, out=None: st.softmax(x, out=out), ("x",), ((3, 7),), (3, 7))}
+SOFTMAX_ALIASING = {"softmax": AliasCase(lambda x, out=None: st.softmax(x, out=out), ("x",), ((3, 7),), (3, 7)),
+                    "log_softmax": AliasCase(lambda x, out=None: st.log_softmax(x, out=out), ("x",), ((3, 7),),
+                                             (3, 7))}
 REDUCE_ALIASING = {"reduce": AliasCase(lambda x, out=None: st.reduce(x, "sum", axis=-1, out=out), ("x",), ((4, 4),),
                                        (4,), None)}
 
@@ -47,9 +49,17 @@ SOFTMAX_HAZARDS = {
     "k05_split_row": ("More than 48 KiB of shared memory must be dynamic and the kernel opted in at launch "
                      "(`runtime.allow_dynamic_smem`); each thread keeps a private column, so no barrier and no "
                      "bank conflict."),
+    "k06_split_blocks": ("Blocks cannot wait for each other: a row split across blocks needs a second pass over "
+                         "the per-piece (max, sum) partials, combined in a fixed order so the result is "
+                         "deterministic."),
+    "k07_strided_axis": ("Reading an inner axis in place: a warp's lanes must take neighbouring *outer* "
+                         "elements (stride 1) and walk the axis, or every load is a separate sector."),
 }
 
 REDUCE_HAZARDS = {
     "k01_warp_shuffle": ("Whole-array sums need a second launch (blocks cannot wait for each other); float32 sums "
                         "accumulate in float64 to stay within the pairwise bound."),
+    "k02_axis_lanes": ("Many short rows to a warp: the lanes of one output must reduce among themselves only "
+                       "(a segmented shuffle), and a long axis split across blocks needs a deterministic "
+                       "second pass."),
 }

@@ -20,8 +20,8 @@ SOLUTIONS = ROOT / "exercises" / "solutions"
 NAMES = list(exercises.EXERCISES)
 #: CI grades the float32 cases only (the stubs fail on their first cases anyway); other profiles all
 QUICK = PROFILE == "ci"
-TECHNIQUES = ["regblock_1d", "regblock_2d", "swizzled_tile", "double_buffer", "halo_modes", "separable_filter",
-              "warp_reduce", "online_softmax", "split_k", "vectorized_loads"]
+TECHNIQUES = ["regblock_1d", "regblock_2d", "swizzled_tile", "double_buffer", "warp_tiling", "halo_modes",
+              "separable_filter", "warp_reduce", "online_softmax", "split_k", "vectorized_loads"]
 
 
 def test_an_exercise_per_technique_each_with_statement_hints_and_solution():
@@ -106,6 +106,7 @@ def _mutant(tmp_path, name, old, new, compile_gpu=False):
      "                b_val = b_s[kk, tc]  # one shared load ...\n                b_val = b_s[kk, tc]\n", "shared loads"),
     ("regblock_2d", "row0 + r < m and k0 + q < k_len", "row0 + r < m", "M×N×K"),
     ("swizzled_tile", "return m ^ ((k % 8) << 2)", "return m ^ ((k % 4) << 3)", "conflicts at swizzled_tile.py:"),
+    ("warp_tiling", "(lane // LN) * TM", "(lane % LN) * TM", "M×N×K"),
     ("double_buffer", "b_s[1 - s, ty, tx] = b_next", "b_s[s, ty, tx] = b_next", "race"),
     ("halo_modes", "return q if q < n else 2 * n - 2 - q", "return q if q < n else 2 * n - 1 - q", "mode 'mirror'"),
     ("separable_filter", "if 0 <= c < w:", "if 0 <= c <= w - 1 and b > 0:", "filter"),

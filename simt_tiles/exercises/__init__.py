@@ -12,7 +12,9 @@ error bounds (exact where the arithmetic is exact) and prints a verdict naming t
 failed, the element, what was expected and what came, and finally compiles the kernels for
 sm_90 with Numba's real compiler (the simulator runs any Python; a GPU does not). Where :mod:`simt_tiles.analyze` is
 installed, launches are race-checked, so a missing barrier is reported as a race with its two
-source lines; the bank-conflict exercise measures wavefronts with it.
+source lines, and one more launch is scored with it (:mod:`._score`): global sectors and shared
+wavefronts beside the reference solution's, as GPU-Puzzles scores traffic — more than the
+reference fails the exercises whose lesson is the traffic, naming the line.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
     Exercise("regblock_2d", "a TM×TN tile per thread as register outer products", "matmul/k05_regblock_2d"),
     Exercise("swizzled_tile", "a transposed A tile whose stores hit 32 banks: the XOR swizzle", "matmul/k08_swizzled"),
     Exercise("double_buffer", "two stages and ONE barrier per K step", "matmul/k09_double_buffered"),
+    Exercise("warp_tiling", "a thread's outputs: its warp's tile, then its lane's place in it", "matmul/k10_warptiled"),
     Exercise("halo_modes", "the halo under all five boundary modes of scipy.ndimage", "conv2d/k02_halo_tiled"),
     Exercise("separable_filter", "a KH×KW filter as a column pass and a row pass", "conv2d/k06_separable_fused"),
     Exercise("warp_reduce", "a row sum in registers: five shuffles, no shared memory", "reduce/k01_warp_shuffle"),

@@ -168,6 +168,7 @@ GRADERS = {
     "regblock_1d": _blocked(("BM", "BN", "BK", "TM", "THREADS")),
     "regblock_2d": _blocked(("BM", "BN", "BK", "TM", "TN", "THREADS")),
     "swizzled_tile": _blocked(("BM", "BN", "BK", "TM", "TN", "THREADS")),
+    "warp_tiling": _blocked(("BM", "BN", "BK", "TM", "TN", "WM", "WN", "THREADS")),
     "double_buffer": _double_buffer,
     "halo_modes": _halo_modes,
     "separable_filter": _separable_filter,

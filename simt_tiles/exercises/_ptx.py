@@ -28,6 +28,7 @@ KERNELS = {
     "regblock_1d": lambda m, dt: [(m.make_kernel(dt), "222")],
     "regblock_2d": lambda m, dt: [(m.make_kernel(dt), "222")],
     "swizzled_tile": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "warp_tiling": lambda m, dt: [(m.make_kernel(dt), "222")],
     "double_buffer": lambda m, dt: [(m.make_kernel(dt), "222")],
     "halo_modes": lambda m, dt: [(m.make_kernel(dt, mode), "222") for mode in ("reflect", "mirror")],
     "separable_filter": lambda m, dt: [(k, "212") for k in m.make_kernels(dt)],

@@ -62,6 +62,7 @@ SCORES: dict[str, Score] = {
         8, np.float32)[(4, 4), (8, 8)](a, b, c)), ((128, 512), (32, 128), (1024, 1024), (128, 128))),
     "regblock_1d": Score("32×32×8", _blocked, ((32, 192), (32, 128), (320, 320), (32, 32)), ("shared load",)),
     "regblock_2d": Score("32×32×8", _blocked, ((16, 96), (32, 512), (128, 192), (16, 16)), ("shared load",)),
+    "warp_tiling": Score("32×32×8", _blocked, ((16, 96), (32, 512), (128, 320), (16, 16))),
     "swizzled_tile": Score("32×32×8", _blocked, ((16, 64), (32, 512), (320, 320), (16, 16)), ("shared load", "shared store")),
     "double_buffer": Score("16×16×24", lambda mod: _mm(16, 16, 24, lambda a, b, c: mod.make_kernel(
         np.float32)[(2, 2), (mod.T, mod.T)](a, b, c)), ((48, 192), (8, 32), (384, 384), (64, 64))),

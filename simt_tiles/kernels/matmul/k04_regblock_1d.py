@@ -7,7 +7,9 @@ What changed versus k03
     tile of C with BM·BN/TM threads; each thread owns TM consecutive rows of
     one column.  Per K step it loads the B value once into a register and
     reuses it for TM multiply-adds: TM + 1 shared loads for TM FMAs instead of
-    2·TM, so the ceiling rises to about 4·TM/(TM + 1)/8 ≈ 0.44 of the peak.
+    2·TM, so the ceiling rises from 1/8 to TM/(4·(TM + 1)) ≈ 0.22 of the FMA
+    peak (measured FFMA peak 55.9 TFLOP/s, benchmarks/results/fma_peak_h200.json:
+    k03 reaches 0.13 of it, k04 0.18).
 
 Registers, and what the compiler needs to keep them
     ``acc = cuda.local.array(TM)`` has a constant size and is indexed only by
@@ -15,8 +17,8 @@ Registers, and what the compiler needs to keep them
     (the compile gate checks: no stack frame).  Index arithmetic is unsigned
     32-bit (``_blocked.u32``, the shape cast too): with Numba's signed int64
     indices every access also tests for a negative index, which turned the
-    masked loads into one branch each and tripled the instructions per FMA —
-    that version measured no gain over k03 (benchmarks/NOTES.md).
+    masked loads into one branch each and added 45% more instructions —
+    that version measured only 6% over k03 (benchmarks/NOTES.md).
 
 Memory traffic (teaching number)
     Global loads per block tile and K step: BM·BK + BK·BN elements for

@@ -1,15 +1,15 @@
 """k04 — 1-D register blocking: each thread computes TM outputs of one column, from registers.
 
 What changed versus k03
-    In k03 every multiply-add needed two shared-memory loads, and shared
-    memory serves one warp-wide load per cycle per SM against four warp-wide
-    FMAs: k03 cannot pass 1/8 of the FMA peak.  Here a block computes a BM×BN
-    tile of C with BM·BN/TM threads; each thread owns TM consecutive rows of
-    one column.  Per K step it loads the B value once into a register and
-    reuses it for TM multiply-adds: TM + 1 shared loads for TM FMAs instead of
-    2·TM, so the ceiling rises from 1/8 to TM/(4·(TM + 1)) ≈ 0.22 of the FMA
-    peak (measured FFMA peak 55.9 TFLOP/s, benchmarks/results/fma_peak_h200.json:
-    k03 reaches 0.13 of it, k04 0.18).
+    Shared memory serves one wavefront per cycle per SM against four
+    warp-wide FMAs.  k03 reads B once per multiply-add (and A as broadcast
+    128-bit loads, 2 wavefronts per 4 FMAs): 1.5 wavefronts per FMA, a
+    ceiling of 1/6 of the FMA peak.  Here a block computes a BM×BN tile of C
+    with BM·BN/TM threads; each thread owns TM consecutive rows of one
+    column.  Per K step it loads the B value once into a register and reuses
+    it for TM multiply-adds: TM + 1 shared loads for TM FMAs, a ceiling of
+    TM/(4·(TM + 1)) ≈ 0.22 of the peak.  Measured against the FFMA peak
+    (55.9 TFLOP/s, benchmarks/results/fma_peak_h200.json): k03 0.13, k04 0.18.
 
 Registers, and what the compiler needs to keep them
     ``acc = cuda.local.array(TM)`` has a constant size and is indexed only by

@@ -530,7 +530,11 @@ def exercises_page(outdir: Path) -> None:
            "was expected and what came. Then it compiles your kernels to sm_90 PTX with Numba's real "
            "compiler (no GPU needed): the simulator runs any Python, a GPU does not. Where the simulator "
            "analyzer `simt_tiles.analyze` is installed, "
-           "every launch is race-checked: a missing barrier is reported as a race with its two source lines."),
+           "every launch is race-checked: a missing barrier is reported as a race with its two source lines, "
+           "and one more launch is recorded: its global sectors and shared-memory wavefronts are printed "
+           "beside the reference solution's, with a score (1.00 = the reference), as GPU-Puzzles scores "
+           "traffic; for the lessons that are about traffic (register blocking, the swizzle, vector loads, "
+           "the one-pass softmax) more than the reference fails, naming the line."),
            "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
     for ex in EXERCISES.values():
         lesson = ex.lesson.split("/")

@@ -225,11 +225,9 @@ def _rect(x, y, color, w=1.0, h=1.0, ec=None, lw=0.5):
 
 def lesson_figure(report, title: str, *, banks: int, sector: int, lanes_per_pass: dict):
     """The four panels (module docstring) for ``report`` — a Report recorded with ``first_block`` —
-    as a matplotlib Figure (Agg: no display needed)."""
+    as a matplotlib Figure (``savefig`` draws it with Agg; Jupyter displays it)."""
     import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: no backend chosen (Jupyter keeps its own)
 
     reqs, shapes = requests(report)
     fig = Figure(figsize=(13, 8.5), dpi=100)  # a fixed layout: constrained layout doubles the drawing time

@@ -134,13 +134,12 @@ def _panel_sectors(ax, reqs, sector, cmap):
             lanes_at[word].append(lane)
     for word, lanes in lanes_at.items():
         x = pos[word * 4 // sector] * words + word % words
-        ax.add_patch(_rect(x, 0.25, cmap(lanes[0] / 31), w=1, h=0.5))
-        ax.text(x + 0.5, 0.5, _lanes_text(sorted(set(lanes))), ha="center", va="center", fontsize=5, rotation=90)
+        ax.add_patch(_rect(x, 0.25, cmap(lanes[0] / 31), w=1, h=0.5))  # colour: the lane (as in the banks)
     asked = sum(size for _, size in {(a, s) for _, a, s in acc})
     ax.set_xlim(0, max(len(used) * words, 8))
     ax.set_ylim(1.2, -0.2)
     ax.set_yticks([])
-    ax.set_xlabel("the sectors touched, side by side (8 words each; gaps between them not drawn)")
+    ax.set_xlabel("the sectors touched, side by side (8 words each; gaps not drawn); colour: the lane")
     ax.set_title(f"global load of {key[2]} at {_where(key)}: {len(used)} sectors of 32 B for {asked} B asked "
                  f"({100 * asked / (len(used) * sector):.0f}%)", fontsize=9)
 
@@ -176,13 +175,13 @@ def _panel_mapping(ax, reqs, shapes, cmap):
     for e, lanes in elements.items():
         lane_of[divmod(e - first, width)] = lanes[0]
     ax.imshow(lane_of, cmap=cmap, vmin=0, vmax=31, interpolation="nearest", extent=(0, width, rows, 0))
-    if len(elements) <= 256:  # small enough to read a number per cell
+    if len(elements) <= 64:  # small enough to read a number per cell (text is most of the drawing time)
         for e, lanes in elements.items():
             r, c = divmod(e - first, width)
             ax.text(c + 0.5, r + 0.5, str(lanes[0]), ha="center", va="center", fontsize=7)
     ax.set_xlabel(f"column of {name} {tuple(shapes.get(name, ()))}")
     ax.set_title(f"thread → element: the {len(elements)} elements of {name} block 0 writes\n"
-                 "(label: the lane that writes it; colour: lane 0 … 31)", fontsize=9)
+                 "(colour: the lane that writes it, 0 … 31; labelled when small)", fontsize=9)
     return shapes.get(name, ()), elements
 
 

@@ -175,7 +175,7 @@ def _panel_mapping(ax, reqs, shapes, cmap):
     for e, lanes in elements.items():
         lane_of[divmod(e - first, width)] = lanes[0]
     ax.imshow(lane_of, cmap=cmap, vmin=0, vmax=31, interpolation="nearest", extent=(0, width, rows, 0))
-    if len(elements) <= 64:  # small enough to read a number per cell (text is most of the drawing time)
+    if len(elements) <= 64 and width <= 16:  # cells big enough to read a number (text: most of the drawing time)
         for e, lanes in elements.items():
             r, c = divmod(e - first, width)
             ax.text(c + 0.5, r + 0.5, str(lanes[0]), ha="center", va="center", fontsize=7)
@@ -212,7 +212,7 @@ def _panel_reads(ax, reqs, shapes, written):
                                label="the output tile"))
         ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel(f"column of {name} {tuple(shapes.get(name, ()))}")
-    ax.set_title(f"what block 0 reads of {name}: {len(elements)} elements, {int(counts.sum())} loads\n"
+    ax.set_title(f"block 0 reads {name}: {len(elements)} elements, {int(counts.sum())} loads\n"
                  "(a filter's halo; a matmul's strip of A)", fontsize=9)
 
 

@@ -57,7 +57,18 @@ def _axpy(mod):
     mod.axpy(np.float32(2), x, x, cuda.device_array(256, np.float32))
 
 
+def _bias_relu(mod):
+    rows, cols = mod.TILE
+    mod.bias_relu_kernel[(cdiv(64, cols), cdiv(8, rows)), (cols, rows)](
+        _image(8, 64), _image(1, 64)[0], cuda.device_array((8, 64), np.float32))
+
+
 SCORES: dict[str, Score] = {
+    "vector_add": Score("n=256, 64 threads", lambda mod: mod.vector_add(
+        _image(1, 256)[0], _image(1, 256)[0], cuda.device_array(256, np.float32), 64), ((16, 64), (8, 32), (0, 0), (0, 0))),
+    "bias_relu": Score("8×64", _bias_relu, ((32, 128), (16, 64), (0, 0), (0, 0))),
+    "padded_transpose": Score("32×64", lambda mod: mod.make_kernel(np.float32)[(2, 1), (mod.T, mod.ROWS)](
+        _image(32, 64), cuda.device_array((64, 32), np.float32)), ((64, 256), (64, 256), (64, 64), (64, 64))),
     "tiled_matmul": Score("32×32×16, T=8", lambda mod: _mm(32, 32, 16, lambda a, b, c: mod.make_kernel(
         8, np.float32)[(4, 4), (8, 8)](a, b, c)), ((128, 512), (32, 128), (1024, 1024), (128, 128))),
     "regblock_1d": Score("32×32×8", _blocked, ((32, 192), (32, 128), (320, 320), (32, 32)), ("shared load",)),

@@ -278,6 +278,10 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
                 markdown(["array", "op", "source lines", "warp-wide requests", "shared: wavefronts per request",
                           "global: 32-byte sectors per request"], _analyzer_rows(sites["sites"])),
                 "", "1.00 wavefront is conflict-free; a warp reading 32 consecutive floats needs 4 sectors.", ""]
+        if sites.get("picture"):
+            out += ["Block 0 drawn from the same run by `simt_tiles.pictures` (`simt-tiles analyze … --plot`):", "",
+                    f"```{{image}} {sites['picture']}", f":alt: {name}: shared banks, global sectors, thread to "
+                    "element map and the elements block 0 reads", "```", ""]
     else:
         out += ["<!-- ANALYZER HOOK: filled by docs/generate.py analyze_all() when simt_tiles.analyze imports -->",
                 ("*Not measured in this build:* where the simulator analyzer `simt_tiles.analyze` is installed, "
@@ -476,7 +480,11 @@ def exercises_page(outdir: Path) -> None:
            "was expected and what came. Then it compiles your kernels to sm_90 PTX with Numba's real "
            "compiler (no GPU needed): the simulator runs any Python, a GPU does not. Where the simulator "
            "analyzer `simt_tiles.analyze` is installed, "
-           "every launch is race-checked: a missing barrier is reported as a race with its two source lines."),
+           "every launch is race-checked: a missing barrier is reported as a race with its two source lines, "
+           "and one more launch is recorded: its global sectors and shared-memory wavefronts are printed "
+           "beside the reference solution's, with a score (1.00 = the reference), as GPU-Puzzles scores "
+           "traffic; for the lessons that are about traffic (register blocking, the swizzle, vector loads, "
+           "the one-pass softmax) more than the reference fails, naming the line."),
            "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
     for ex in EXERCISES.values():
         lesson = ex.lesson.split("/")
@@ -510,7 +518,7 @@ def generate(outdir: Path | str = DOCS / "generated", analyze: bool | None = Non
     ladders = _ladders()
     if analyze is None:
         analyze = analyzer_available()
-    pages = lessons(outdir, ladders, analyze_all() if analyze else {})
+    pages = lessons(outdir, ladders, analyze_all(outdir / "lessons") if analyze else {})
     performance(outdir)
     simt_vs_tile(outdir, ladders)
     exercises_page(outdir)
@@ -536,8 +544,9 @@ LESSON_RUNS = {
 }
 
 
-def analyze_all() -> dict:
-    """simt_tiles.analyze's per-site numbers for every rung: {ladder: {rung: {"note", "sites"}}}."""
+def analyze_all(pictures_dir: Path | None = None) -> dict:
+    """simt_tiles.analyze's per-site numbers for every rung: {ladder: {rung: {"note", "sites", "picture"}}};
+    with ``pictures_dir`` (and matplotlib), also ``pictures_dir/<ladder>/<rung>.png`` (simt_tiles.pictures)."""
     ladders = _ladders()
     from simt_tiles import analyze  # ImportError when the analyzer is not installed
 
@@ -556,8 +565,27 @@ def analyze_all() -> dict:
             data.setdefault(ladder, {})[name] = {
                 "note": f"config {config or 'the sim preset'}, shape {shape}; "
                         + (f"{len(rep.races)} race(s)" if rep.races else "race check: no races"),
-                "sites": sites}
+                "sites": sites, "picture": _picture(rep, f"{ladder} {name}, {rep.config}, shape {shape}",
+                                                    pictures_dir / ladder / f"{name}.png" if pictures_dir else None)}
     return data
+
+
+def _picture(report, title: str, path: Path | None) -> str | None:
+    """Draw ``report``'s first block to ``path`` (simt_tiles.pictures); its file name, or None without
+    matplotlib or with ``SIMT_TILES_DOCS_PICTURES=0`` (about 1-2 s of drawing per lesson page)."""
+    if os.environ.get("SIMT_TILES_DOCS_PICTURES", "1") == "0":
+        return None
+    try:
+        from simt_tiles import analyze, pictures
+        fig = pictures.lesson_figure(report, title, banks=analyze.BANKS, sector=analyze.SECTOR,
+                                     lanes_per_pass=analyze.LANES_PER_PASS)
+    except ImportError:
+        return None
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=72)
+    return path.name
 
 
 if __name__ == "__main__":

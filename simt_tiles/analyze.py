@@ -186,11 +186,17 @@ class Report:
         #: (file, line) of every ``syncthreads`` the recorded launches executed
         self.barriers: set = set()
         self.config = None  # set by :func:`run`: the config the rung ran with
+        #: (block, records) of the first block recorded, and array key -> shape: what
+        #: :mod:`simt_tiles.pictures` draws
+        self.first_block = None
+        self.shapes: dict = {}
 
     # -- building ---------------------------------------------------------------------
     def add_block(self, block, records) -> list[Race]:
         """Fold one block's access records in; returns the races found in this block."""
         self.blocks += 1
+        if self.first_block is None:
+            self.first_block = (block, records)
         requests: dict = collections.defaultdict(list)
         for space, site, occ, warp, lane, _interval, _ws, key, addr, size, is_write in records:
             requests[(space, site, key, is_write, warp, occ)].append((lane, addr, size))
@@ -354,7 +360,7 @@ def recording(*, races: bool = True, intra_warp: str = "write-write", global_: b
     ``raise_races``: the first racy block raises :class:`RaceError` (:func:`racecheck`)."""
     report = Report(intra_warp, races)
     rec = _simhooks.Recorder(None, global_=global_)
-    report.names, report.barriers = rec.names, rec.barriers
+    report.names, report.barriers, report.shapes = rec.names, rec.barriers, rec.shapes
 
     def on_block(block, records):
         found = report.add_block(block, records)
@@ -619,6 +625,8 @@ def main(argv=None) -> int:
     p.add_argument("--intra-warp", default="write-write", choices=INTRA_WARP,
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="PNG", help="also draw block 0's accesses (banks, sectors, thread → "
+                   "element, reads) with matplotlib (simt_tiles.pictures)")
     args = p.parse_args(argv)
     # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
@@ -633,6 +641,12 @@ def main(argv=None) -> int:
     shape = args.shape or DEFAULT_SHAPES[args.ladder]
     print(f"{args.ladder} {args.variant}  config {report.config}  shape {shape}  {args.dtype}")
     print(report.format())
+    if args.plot:
+        from .pictures import lesson_figure
+
+        title = f"{args.ladder} {args.variant}, {report.config}, shape {shape}, {args.dtype}"
+        lesson_figure(report, title, banks=BANKS, sector=SECTOR, lanes_per_pass=LANES_PER_PASS).savefig(args.plot)
+        print(f"wrote {args.plot}")
     return 1 if report.races else 0
 
 

@@ -47,9 +47,9 @@ HAZARDS = {
                       "would deadlock the block at a barrier."),
     "k04_regblock_1d": ("A register array (the TM accumulators) must be indexed only by compile-time constants — "
                        "unrolled loops — or it lives in local memory (the compile gate fails on a stack frame)."),
-    "k05_regblock_2d": ("Register pressure: TM·TN accumulators plus TM + TN operands (≈ 80 registers at 8×8); and "
-                       "the A tile is read down a column, BK words apart, so no wide loads — what k06 sets out to "
-                       "fix."),
+    "k05_regblock_2d": ("Register pressure: TM·TN accumulators plus TM + TN operands and addresses (104 registers "
+                       "at 8×8 in the compile gate); and the A tile is read down a column, BK words apart, so no "
+                       "wide loads — what k06 sets out to fix."),
     "k06_transposed": ("An 8-way shared-memory bank conflict on every store of the transposed A tile."),
     "k07_padded": ("Removes k06's conflict at the price of extra shared memory; the pad must keep 128-bit "
                   "reads aligned (PAD = 4, not 1)."),

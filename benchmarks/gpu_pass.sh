@@ -60,7 +60,7 @@ for step in $steps; do
         --md "$out/${step}_h200.md" --plot "$out/${step}_h200.png" ${!args_var:-} 2>&1 | tee "$out/$step.log" \
         | grep -v '^|' | tail -80 ;;
     tile)
-      timeout 300 python3 benchmarks/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
+      timeout 300 python3 benchmarks/lab/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
     fast)
       # the fast matmul rungs (issue 14): the README's matmul_fast table plus the session-9 small-tile /
       # split-K rows that won somewhere (custom rows, kept in the results file) in one run with Triton; then
@@ -68,7 +68,7 @@ for step in $steps; do
       # at ragged sizes from 251x263x257 to 1031x997x1013 (decides tuned/h200.json rules.matmul_pad), and
       # k12 tiles that might pass Triton at 1024^3; then Nsight Compute on the default at 4096^3 and
       # 1024^3, and the three sanitizers on ragged shapes for every small-tile preset, split and the
-      # padded path (benchmarks/run_fast_once.py)
+      # padded path (benchmarks/lab/run_fast_once.py)
       K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
       ragged="$K:$c64,pad=2 $K:$c64,pad=3 $K:splits=3,pad=2 $K:splits=3,pad=3 $K:splits=4,pad=3
@@ -82,13 +82,13 @@ for step in $steps; do
         --sizes 1024 1000 1031x997x1013 509x503x521 251x263x257 --config $ragged \
         --json "$out/matmul_ragged_h200.json" --md "$out/matmul_ragged_h200.md" 2>&1 | tee "$out/ragged.log" \
         | grep -v '^|'
-      python3 benchmarks/ragged_rule.py "$out/matmul_ragged_h200.json" | tee "$out/ragged_rule.txt"
+      python3 benchmarks/lab/ragged_rule.py "$out/matmul_ragged_h200.json" | tee "$out/ragged_rule.txt"
       m=sm__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread
       timeout 120 ncu --clock-control none -k regex:matmul_k11 --metrics "$m" --csv \
-        python3 benchmarks/run_fast_once.py --shapes 4096 1024 --cases default \
+        python3 benchmarks/lab/run_fast_once.py --shapes 4096 1024 --cases default \
         > "$out/ncu_matmul_fast_h200.csv" 2> "$out/ncu_fast.err"; echo "ncu rc=$?"
       for tool in memcheck racecheck synccheck; do
-        timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
+        timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/lab/run_fast_once.py \
           --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
         echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
       done
@@ -101,7 +101,7 @@ for step in $steps; do
       # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
       K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
-      # tiles whose grid fills whole waves at 1031x997 (NOTES, session 12): 32x64 (64 threads of 8x4, cuBLAS's
+      # tiles whose grid fills whole waves at 1031x997 (benchmarks/notes/matmul.md, "Waves and tiles"): 32x64 (64 threads of 8x4, cuBLAS's
       # tile there) 33x16 = 528 blocks, four per SM; 32x128 / 128x32 (64 threads of 8x8) 264, two per SM
       c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
       c32x128="bm=32,bn=128,wm=32,wn=64,tm=8,tn=8,min_blocks=4"; c128x32="bm=128,bn=32,wm=64,wn=32,tm=8,tn=8,min_blocks=4"
@@ -117,20 +117,20 @@ for step in $steps; do
       # where the default's time goes at the ragged ~1000 sizes: every kernel's duration (A's transpose, B's
       # padded copy, the tile kernel, the split sum) under Nsight Compute, one pass per kernel
       timeout $(limit 180) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-        python3 benchmarks/run_fast_once.py --shapes ${NCU_SIZES:-1031x997x1013 1024x997x1024 1024} --cases default \
+        python3 benchmarks/lab/run_fast_once.py --shapes ${NCU_SIZES:-1031x997x1013 1024x997x1024 1024} --cases default \
         > "$out/ncu_small_h200.csv" 2> "$out/ncu_small.err"; echo "ncu rc=$?"
       grep -E 'simt_tiles|matmul_k1' "$out/ncu_small_h200.csv" | awk -F'","' '{print $5, $9, $NF}' | cut -c1-150 ;;
     ncu_conv)
       # the conv default's two weight paths at 8192² 5×5 / 7×7 constant (k10 PARAMS: a NumPy filter as kernel
       # parameters; STAGED: a device filter, as a CuPy one, staged per block): warp stall reasons and issue rates side by side
       timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
-        --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/ncu_conv_once.py \
+        --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/lab/ncu_conv_once.py \
         > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
     sanitize_cases)
       # memcheck, racecheck and synccheck on ragged shapes for the matmul cases in SANITIZE_CASES
       # (run_fast_once.py's "variant:preset[:splits[:pad]]" or "variant:field=value,...")
       for tool in memcheck racecheck synccheck; do
-        timeout $(limit 150) compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/run_fast_once.py \
+        timeout $(limit 150) compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/lab/run_fast_once.py \
           --shapes 131x97x67 260x132x100 --cases ${SANITIZE_CASES:-default} > "$out/sanitize_cases_$tool.log" 2>&1
         echo "$tool rc=$?"; tail -2 "$out/sanitize_cases_$tool.log"
       done ;;
@@ -139,7 +139,7 @@ for step in $steps; do
       # metrics), instructions issued and the kernel's duration: where STAGED's extra cycles go
       timeout $(limit 240) ncu --clock-control none -k regex:k10 --csv --metrics \
         "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,smsp__inst_executed.sum,gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active" \
-        python3 benchmarks/ncu_conv_once.py > "$out/ncu_conv_stalls_h200.csv" 2> "$out/ncu_conv_stalls.err"
+        python3 benchmarks/lab/ncu_conv_once.py > "$out/ncu_conv_stalls_h200.csv" 2> "$out/ncu_conv_stalls.err"
       echo "ncu rc=$?"; grep -c stalled "$out/ncu_conv_stalls_h200.csv" ;;
     split_rule)
       # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
@@ -149,7 +149,7 @@ for step in $steps; do
         --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} \
         --json "$out/matmul_split_rule_h200.json" --md "$out/matmul_split_rule_h200.md" 2>&1 | tail -12 ;;
     conv_default)
-      OUT="$out" bash benchmarks/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
+      OUT="$out" bash benchmarks/lab/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
     dispatch)
       # host, wall and GPU µs per call; the k11 configs at 256³ (their kernels warmed first: a cold
       # generated kernel compiles for tens of seconds); then the stream/graph GPU tests
@@ -161,7 +161,7 @@ for step in $steps; do
         tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
       echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;
     tilecpp)
-      timeout 200 python3 benchmarks/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
+      timeout 200 python3 benchmarks/lab/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
     tile_table)
       timeout 400 python3 -m simt_tiles bench tile --reps 10 --out "$out" ${TILE_TABLE_ARGS:-} 2>&1 \
         | tee "$out/tile_table.log" | tail -30 ;;
@@ -173,12 +173,12 @@ for step in $steps; do
     ncu)
       m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
       timeout 300 ncu --clock-control none --metrics "$m" --csv \
-        python3 benchmarks/run_rungs_once.py --shapes 1024 --variants k03_smem_tiled k05_regblock_2d k06_transposed \
+        python3 benchmarks/lab/run_rungs_once.py --shapes 1024 --variants k03_smem_tiled k05_regblock_2d k06_transposed \
         k07_padded k08_swizzled k09_double_buffered k10_warptiled --config k07_padded:pad=1 \
         > "$out/ncu.csv" 2> "$out/ncu.err"; echo "ncu rc=$?"; grep -c matmul "$out/ncu.csv" ;;
     sanitize)
       for tool in memcheck racecheck; do
-        timeout 300 compute-sanitizer --tool $tool python3 benchmarks/run_rungs_once.py \
+        timeout 300 compute-sanitizer --tool $tool python3 benchmarks/lab/run_rungs_once.py \
           > "$out/sanitize_$tool.log" 2>&1; echo "$tool rc=$?"; tail -3 "$out/sanitize_$tool.log"
       done ;;
     sanitize_patterns)
@@ -188,7 +188,7 @@ for step in $steps; do
         for ladder in softmax reduce elementwise conv2d separable conv_nchw; do
           [ $tool = racecheck ] && [ $ladder = elementwise ] && continue
           log="$out/sanitize_${tool}_$ladder.log"
-          timeout ${SANITIZE_TIMEOUT:-150} compute-sanitizer --tool $tool python3 benchmarks/run_patterns_once.py \
+          timeout ${SANITIZE_TIMEOUT:-150} compute-sanitizer --tool $tool python3 benchmarks/lab/run_patterns_once.py \
             --only $ladder > "$log" 2>&1
           echo "$tool $ladder rc=$? checks ok: $(grep -c ' ok' "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
         done

@@ -143,7 +143,7 @@ def fast_block(path: str) -> str:
               if r["impl"] == default and r.get("passed") and r["problem"] in tri and r["tflops"] < tri[r["problem"]]]
     summary = (f"Geometric mean over these sizes: the default is {geo(default, 'cuBLAS FP32'):.3f}× cuBLAS FP32 "
                f"and {geo(default, 'Triton FP32 (`ieee`)'):.3f}× Triton FP32. "
-               + (f"Triton is ahead of the default at {', '.join(behind)} (`benchmarks/NOTES.md`)." if behind
+               + (f"Triton is ahead of the default at {', '.join(behind)} (`benchmarks/notes/matmul.md`)." if behind
                   else "The default is ahead of Triton at every size."))
     group = os.path.basename(path).rsplit("_", 1)[0]
     body = [_measured_on(data, path, FAST_COMMANDS[group]) + "; float32, TFLOP/s (× cuBLAS FP32 of that run); GPU time, cold L2.",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -91,6 +92,7 @@ def compare_matmul(h, rng, rows, m, n, k):
     from simt_tiles import autotune
     from simt_tiles.bounds import check_within
     from simt_tiles.kernels import matmul
+    from simt_tiles.kernels.matmul._common import Call
 
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -104,9 +106,8 @@ def compare_matmul(h, rng, rows, m, n, k):
         hand.append((f"{v} default", r, r.presets["default"]))
     entries = [("default (tuned)", lambda: simt_tiles.matmul(da, db, out=dc))]
     for name, r, c in hand:
-        grid, block = r.geometry(c, m, n, k)
-        entries.append((name, lambda r=r, c=c, grid=grid, block=block:
-                        r.launch(c, np.float32, grid, block, 0, da, db, dc)))
+        plan = matmul.dispatch.resolved(r, c, m, n, k)  # what a call with this config runs
+        entries.append((name, functools.partial(plan.run, Call(da, db, dc, 0))))
     for name, fn in entries:
         dc.copy_to_device(np.full((m, n), np.nan, np.float32))
         rows.append(h.entry("matmul", f"{m}x{n}x{k}", name, fn, flops=2 * m * n * k,
@@ -167,9 +168,9 @@ def compare_conv2d(h, rows, problem):
 
 
 def _rule_choice(m, n, k):
-    from simt_tiles.kernels.matmul import _common, get_rung
+    from simt_tiles.kernels.matmul import dispatch, get_rung
 
-    v, splits, fields = _common.fast_plan(m, n, k, "float32")  # fields: the row's tile, if it names one
+    v, splits, fields = dispatch.fast_plan(m, n, k, "float32")  # fields: the row's tile, if it names one
     cfg = get_rung(v).presets["default"]
     return v, dataclasses.replace(cfg, **fields, splits=splits)
 

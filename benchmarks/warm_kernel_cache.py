@@ -113,12 +113,14 @@ def conv_jobs(tuning: bool) -> list:
     jobs = [(kh, kw, mode, weights, "float32", {}, "correlate2d")
             for kh, kw, mode in CONV_BENCH_FILTERS + CONV_TEST_FILTERS for weights in ("host", "device")]
     if tuning:
-        rung = RUNGS["k10_runtime_weights"]
+        from simt_tiles import autotune
+
+        rung, tunable = RUNGS["k10_runtime_weights"], autotune.tunable("conv2d")
         for kh, kw, mode in CONV_BENCH_FILTERS:
             for weights in ("host", "device"):
                 p = {"h": 8192, "w": 8192, "kh": kh, "kw": kw, "mode": mode, "weights": weights}
                 jobs += [(kh, kw, mode, weights, "float32", dataclasses.asdict(c), "correlate2d")
-                         for c in rung.candidates(p, "float32")[1:]]  # [0]: the default, above
+                         for c in tunable.candidates(rung.name, p, "float32")[1:]]  # [0]: the default
     return jobs
 
 
@@ -142,13 +144,14 @@ def tuning_jobs(variants, sizes) -> list:
     """``(variant, "float32", vector build, fields)`` of every distinct tile in the tuning spaces."""
     import dataclasses
 
+    from simt_tiles import autotune
     from simt_tiles.kernels.matmul import RUNGS
 
     jobs = []
     for v in variants:
         base = RUNGS[v].presets["default"]
         for n in sizes:
-            for cfg in RUNGS[v].candidates({"m": n, "n": n, "k": n}, "float32"):
+            for cfg in autotune.tunable("matmul").candidates(v, {"m": n, "n": n, "k": n}, "float32"):
                 fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
                           if f.name != "splits" and getattr(cfg, f.name) != getattr(base, f.name)}
                 params = {"idx32": True, "vec": True} if v == "k11_vectorized_bk16" else {"idx32": True}

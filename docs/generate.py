@@ -30,72 +30,6 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 RESULTS = ROOT / "benchmarks" / "results"
 
-#: the hazard each rung introduces (or removes) — one sentence a teacher can ask about
-HAZARDS = {
-    ("matmul", "k01_naive"): "None yet: no shared memory, no barrier. The hazard is in the access pattern — "
-    "adjacent threads of a warp read A 4·K bytes apart, so each warp-wide load touches 32 sectors.",
-    ("matmul", "k02_coalesced"): "None new; it removes k01's uncoalesced reads by swapping the thread→element map.",
-    ("matmul", "k03_smem_tiled"): "Two barriers appear: RAW (read the tile only after every thread wrote it) and WAR "
-    "(overwrite it only after every thread read it). An early `return` for out-of-range threads would deadlock "
-    "the block at a barrier.",
-    ("matmul", "k04_regblock_1d"): 'A register array (the TM accumulators) must be indexed only by compile-time constants — unrolled loops — or it lives in local memory (the compile gate fails on a stack frame).',
-    ("matmul", "k05_regblock_2d"): 'Register pressure: TM·TN accumulators plus TM + TN operands (≈ 80 registers at 8×8); and the A tile is read down a column, BK words apart, so no wide loads — what k06 sets out to fix.',
-    ("matmul", "k06_transposed"): "An 8-way shared-memory bank conflict on every store of the transposed A tile.",
-    ("matmul", "k07_padded"): "Removes k06's conflict at the price of extra shared memory; the pad must keep "
-    "128-bit reads aligned (PAD = 4, not 1).",
-    ("matmul", "k08_swizzled"): "Removes k06's conflict with an XOR permutation: every read and write must use the "
-    "same swizzle, and BM % 32 == 0 keeps it inside a row.",
-    ("matmul", "k09_double_buffered"): "One barrier per step instead of two: the WAR hazard is now covered by writing "
-    "the *other* buffer, so the buffer index arithmetic is the synchronisation.",
-    ("matmul", "k10_warptiled"): "k09's single barrier per K step; lanes read strided slices, so the index maps "
-    "decide both banks and correctness.",
-    ("matmul", "k11_vectorized_bk16"): ("Rows and columns past the matrix are clamped, not masked: edge threads load "
-                                        "real data into outputs nobody stores, so only the final store may be "
-                                        "guarded; split-K adds a second kernel that sums the partials in a fixed "
-                                        "order (deterministic)."),
-    ("matmul", "k12_async_copy"): ("`cp.async` copies land in shared memory behind the threads' backs: "
-                                   "`wait_copies` plus the tile's barrier before reading; the copies cannot "
-                                   "transpose, so Aᵀ is written first (an extra pass and K·M floats of workspace)."),
-    ("matmul_mma", "k13_mma_tf32"): ("A warp collective: all 32 lanes must issue each `mma.sync` / `ldmatrix` "
-                                     "(no divergence), each lane holding exactly its fragment; S cp.async stages "
-                                     "with one `wait_group S-2` + barrier per tile (a stage is refilled only after "
-                                     "every warp read it), and operands rounded to TF32 (an opt-in precision)."),
-    ("matmul_mma", "k14_mma_bf16"): ("`ldmatrix` takes each lane's row address and hands out other lanes' data: "
-                                     "every address of the warp must be valid and 16-byte aligned, and the XOR "
-                                     "swizzle of the copies and of the fragment reads must agree."),
-    ("conv2d", "k01_naive"): "None: boundary modes are handled by index mapping per tap; the hazard is "
-    "KH·KW global reads per output.",
-    ("conv2d", "k02_halo_tiled"): "One barrier between staging the tile + halo and reading it; every thread must "
-    "help load the halo even if its output is outside the image.",
-    ("conv2d", "k03_register_blocked"): 'Lanes read the patch RX words apart: an even RX is a gcd(RX, 32)-way bank conflict (RX = 4: 4-way), an odd RX is conflict-free — hence RX = 3.',
-    ("conv2d", "k04_constant_filter"): "One compilation per distinct filter (values baked in): compile time and "
-    "cache growth are the cost.",
-    ("conv2d", "k05_register_tile_2d"): "Register pressure from an RY×RX tile of outputs; like k04, one kernel per filter.",
-    ("conv2d", "k07_vectorized"): "128-bit loads and stores need 16-byte aligned addresses: the launcher must "
-    "check alignment (simt_tiles.vector's promise) or fall back.",
-    ("conv2d", "k08_prefetched"): "Registers hold the next patch while this one computes: more live registers, "
-    "and a WAR barrier before the prefetched patch overwrites shared memory.",
-    ("conv2d", "k10_runtime_weights"): "A block-uniform branch chosen by `syncthreads_or` (a zero tap and a NaN/inf in the patch take the tested loop); staged weights are read only after the patch's barrier; every staged weight costs a register.",
-    ("conv2d", "k09_async_copy"): "`cp.async` writes shared memory behind the threads' backs: after `wait_copies` one barrier per tile both publishes the copies and guarantees that nobody still reads the buffer the next copies overwrite. Shared memory doubles, so fewer warps fit an SM.",
-    ("conv2d", "k06_separable_fused"): 'Three phases share shared memory: a barrier after staging the patch, one between the column pass writing the intermediate `mid` and the row pass reading it, and two around the staged output.',
-    ("conv_nchw", "k01_direct"): "None: a thread per output, KH·KW·C global reads each.",
-    ("conv_nchw", "k02_smem_tiled"): 'Two barriers per channel step (RAW after staging, WAR before the next step overwrites); zero padding and the channel tails are stored as zeros while loading, so no thread reads garbage.',
-    ("conv_nchw", "k03_double_buffered"): "One barrier per step: the WAR hazard is covered by alternating buffers.",
-    ("softmax", "k01_smem_tree"): "A tree reduction in shared memory: a barrier at every level, and a WAR barrier "
-    "before the second reduction reuses the buffer.",
-    ("softmax", "k02_warp_shuffle"): 'A shuffle is a rendezvous: every lane in the mask must make the matching call (none may branch around it); between warps, shared memory and one barrier per reduction remain.',
-    ("softmax", "k03_online"): "Rescaling the running sum when the max grows: −inf − (−inf) is NaN, so "
-    "all-(−inf) rows need their own branch.",
-    ("softmax", "k04_register_row"): 'The row must fit in registers, in a local array indexed only by unrolled constants (or it spills); rows longer than threads · max_vpt go to k05. Short rows: a warp per row and no barrier at all.',
-    ("softmax", "k05_split_row"): 'More than 48 KiB of shared memory must be dynamic and the kernel opted in at launch (`runtime.allow_dynamic_smem`); each thread keeps a private column, so no barrier and no bank conflict.',
-    ("reduce", "k01_warp_shuffle"): "Whole-array sums need a second launch (blocks cannot wait for each other); "
-    "float32 sums accumulate in float64 to stay within the pairwise bound.",
-    ("elementwise", "k01_grid_stride"): "The ragged last block: every access guarded by `i < n` (n = 0 and n = 1 "
-    "included).",
-    ("elementwise", "k02_multi_element"): 'Unsigned 32-bit index arithmetic: valid only while n < 2³²; the ragged-edge guard moves inside the per-thread loop.',
-    ("elementwise", "bias_relu"): "A 2-D tile whose rows and columns both end raggedly: two guards; NaN must pass "
-    "through max(x + b, 0).",
-}
 
 #: each ladder's cuTile counterpart (simt_tiles/tile/_kernels.py) and the results that measure both
 TILE = {
@@ -127,6 +61,15 @@ def _ladders() -> dict:
     from simt_tiles import registry
 
     return registry.ladders()
+
+
+def _hazards(ladder: str) -> dict:
+    """The hazard each rung of ``ladder`` introduces (or removes) — one sentence a teacher can ask
+    about: the family's registration (``FAMILY.hazards``)."""
+    _ladders()  # the simulator chosen first
+    from simt_tiles import registry
+
+    return registry.ladder(ladder).family().hazards
 
 
 def _docstring_span(src: str) -> tuple[int, int]:
@@ -325,7 +268,7 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
         out += ["Every float32 measurement of this rung in the committed results:", "", _measure_table(rows), ""]
 
     bodies = _private_bodies(module)
-    out += ["## The hazard it introduces", "", HAZARDS.get((ladder, name), "See the header."), "",
+    out += ["## The hazard it introduces", "", _hazards(ladder).get(name, "See the header."), "",
             "Counted in the source:", ""]
     out += [f"* {f}" for f in _facts([path, *bodies])] + [""]
 
@@ -338,6 +281,10 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
                 markdown(["array", "op", "source lines", "warp-wide requests", "shared: wavefronts per request",
                           "global: 32-byte sectors per request"], _analyzer_rows(sites["sites"])),
                 "", "1.00 wavefront is conflict-free; a warp reading 32 consecutive floats needs 4 sectors.", ""]
+        if sites.get("picture"):
+            out += ["Block 0 drawn from the same run by `simt_tiles.pictures` (`simt-tiles analyze … --plot`):", "",
+                    f"```{{image}} {sites['picture']}", f":alt: {name}: shared banks, global sectors, thread to "
+                    "element map and the elements block 0 reads", "```", ""]
     else:
         out += ["<!-- ANALYZER HOOK: filled by docs/generate.py analyze_all() when simt_tiles.analyze imports -->",
                 ("*Not measured in this build:* where the simulator analyzer `simt_tiles.analyze` is installed, "
@@ -396,7 +343,7 @@ def performance(outdir: Path) -> None:
 
     out = ["# Performance", "",
            ("Generated at build time from `benchmarks/results/*.json` (the committed measurements; "
-           "`benchmarks/NOTES.md` records how each was taken). Every entry was checked against its "
+           "`benchmarks/notes/method.md` records how each was taken). Every entry was checked against its "
            "reference and error bound before it was timed."), ""]
     mm = RESULTS / "matmul_h200.json"
     if mm.is_file():
@@ -536,7 +483,11 @@ def exercises_page(outdir: Path) -> None:
            "was expected and what came. Then it compiles your kernels to sm_90 PTX with Numba's real "
            "compiler (no GPU needed): the simulator runs any Python, a GPU does not. Where the simulator "
            "analyzer `simt_tiles.analyze` is installed, "
-           "every launch is race-checked: a missing barrier is reported as a race with its two source lines."),
+           "every launch is race-checked: a missing barrier is reported as a race with its two source lines, "
+           "and one more launch is recorded: its global sectors and shared-memory wavefronts are printed "
+           "beside the reference solution's, with a score (1.00 = the reference), as GPU-Puzzles scores "
+           "traffic; for the lessons that are about traffic (register blocking, the swizzle, vector loads, "
+           "the one-pass softmax) more than the reference fails, naming the line."),
            "", "Reference solutions live in `exercises/solutions/` of the repository, outside the package.", ""]
     for ex in EXERCISES.values():
         lesson = ex.lesson.split("/")
@@ -570,7 +521,7 @@ def generate(outdir: Path | str = DOCS / "generated", analyze: bool | None = Non
     ladders = _ladders()
     if analyze is None:
         analyze = analyzer_available()
-    pages = lessons(outdir, ladders, analyze_all() if analyze else {})
+    pages = lessons(outdir, ladders, analyze_all(outdir / "lessons") if analyze else {})
     performance(outdir)
     simt_vs_tile(outdir, ladders)
     exercises_page(outdir)
@@ -596,8 +547,9 @@ LESSON_RUNS = {
 }
 
 
-def analyze_all() -> dict:
-    """simt_tiles.analyze's per-site numbers for every rung: {ladder: {rung: {"note", "sites"}}}."""
+def analyze_all(pictures_dir: Path | None = None) -> dict:
+    """simt_tiles.analyze's per-site numbers for every rung: {ladder: {rung: {"note", "sites", "picture"}}};
+    with ``pictures_dir`` (and matplotlib), also ``pictures_dir/<ladder>/<rung>.png`` (simt_tiles.pictures)."""
     ladders = _ladders()
     from simt_tiles import analyze  # ImportError when the analyzer is not installed
 
@@ -616,8 +568,27 @@ def analyze_all() -> dict:
             data.setdefault(ladder, {})[name] = {
                 "note": f"config {config or 'the sim preset'}, shape {shape}; "
                         + (f"{len(rep.races)} race(s)" if rep.races else "race check: no races"),
-                "sites": sites}
+                "sites": sites, "picture": _picture(rep, f"{ladder} {name}, {rep.config}, shape {shape}",
+                                                    pictures_dir / ladder / f"{name}.png" if pictures_dir else None)}
     return data
+
+
+def _picture(report, title: str, path: Path | None) -> str | None:
+    """Draw ``report``'s first block to ``path`` (simt_tiles.pictures); its file name, or None without
+    matplotlib or with ``SIMT_TILES_DOCS_PICTURES=0`` (about 1-2 s of drawing per lesson page)."""
+    if os.environ.get("SIMT_TILES_DOCS_PICTURES", "1") == "0":
+        return None
+    try:
+        from simt_tiles import analyze, pictures
+        fig = pictures.lesson_figure(report, title, banks=analyze.BANKS, sector=analyze.SECTOR,
+                                     lanes_per_pass=analyze.LANES_PER_PASS)
+    except ImportError:
+        return None
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=72)
+    return path.name
 
 
 if __name__ == "__main__":

@@ -16,37 +16,20 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from . import registry
+from ._version import __version__
 
-# public name -> module that defines it (loaded on first access, PEP 562)
-_PUBLIC = {
-    "matmul": ".kernels.matmul",
-    "MATMUL_VARIANTS": ".kernels.matmul",
-    "softmax": ".kernels.softmax",
-    "SOFTMAX_VARIANTS": ".kernels.softmax",
-    "reduce": ".kernels.reduce",
-    "REDUCE_OPS": ".kernels.reduce",
-    "vector_add": ".kernels.elementwise",
-    "bias_relu": ".kernels.elementwise",
-    "VECTOR_ADD_VARIANTS": ".kernels.elementwise",
-    "correlate2d": ".kernels.conv2d",
-    "convolve2d": ".kernels.conv2d",
-    "CONV2D_VARIANTS": ".kernels.conv2d",
-    "correlate1d": ".kernels.conv2d",
-    "correlate_separable": ".kernels.conv2d",
-    "SEPARABLE_VARIANTS": ".kernels.conv2d",
-    "conv2d_nchw": ".kernels.conv_nchw",
-    "CONV_NCHW_VARIANTS": ".kernels.conv_nchw",
-    "SIMULATOR": ".runtime",
-    "ConfigError": ".runtime",
-}
+#: public name -> module that defines it (loaded on first access, PEP 562): each family's line of
+#: :data:`simt_tiles.registry.LADDERS` names its own, the runtime adds two
+_PUBLIC = {**registry.public_names(), "SIMULATOR": "simt_tiles.runtime", "ConfigError": "simt_tiles.runtime",
+           "warm": "simt_tiles.warm"}
 
 __all__ = [*_PUBLIC, "__version__"]
 
 
 def __getattr__(name: str):
     try:
-        module = _PUBLIC[name]
+        module = _PUBLIC.get(name) or registry.public_names()[name]  # a family registered since
     except KeyError:
         raise AttributeError(f"module 'simt_tiles' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module, __name__), name)
@@ -67,7 +50,7 @@ def _racecheck_from_environment() -> None:
         return os.environ.get(name, "") not in ("", "0")
 
     if on("SIMT_TILES_RACECHECK") and on("NUMBA_ENABLE_CUDASIM"):
-        from . import analyze
+        from . import analyze  # deferred: only when asked for (`import simt_tiles` loads no NumPy)
 
         analyze.enable_racecheck()
 

@@ -11,7 +11,7 @@
 ``Lower._find_singly_assigned_variable`` rescans a variable's whole defining block for every
 variable defined there, quadratic in a block's length.  The generated matmul rungs (k11, k12)
 are a few long unrolled blocks of ~10k statements: counting once cuts the CPU time of compiling
-one to PTX by 24–35% (k11 float32 default: 41.2 s → 26.9 s; 64x128: 38.1 s → 29.1 s).
+one to PTX by 24–35% (benchmarks/notes/compile.md).
 
 ``InlineWorker.inline_ir`` (every ``inline="always"`` device function, at every call site) copies
 the callee's IR block by block with ``copy.deepcopy(block)``, each with a fresh memo: every

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from simt_tiles import analyze
+
 
 def racecheck_requested(config=None) -> bool:
     """``--racecheck`` given, or ``SIMT_TILES_RACECHECK`` set to anything but "" or "0"."""
@@ -29,11 +31,10 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if not racecheck_requested(config):
         return
+    # deferred: loads Numba (backend choice first)
     from simt_tiles.runtime import SIMULATOR
 
     if SIMULATOR:
-        from simt_tiles import analyze
-
         analyze.enable_racecheck()
 
 
@@ -45,6 +46,4 @@ def pytest_report_header(config):
 
 def pytest_unconfigure(config):
     if racecheck_requested(config):
-        from simt_tiles import analyze
-
         analyze.disable_racecheck()

@@ -58,6 +58,7 @@ class Recorder:
         self.global_ = global_
         self.records: list = []
         self.names: dict = {}  # (site, array key) -> variable name, found once per site
+        self.shapes: dict = {}  # array key -> its shape (simt_tiles.pictures folds addresses with it)
         self.barriers: set = set()  # (file, line) of every syncthreads executed
 
     # -- called by the hooks ---------------------------------------------------------
@@ -73,6 +74,7 @@ class Recorder:
         occ[(site, key, is_write)] = n + 1
         if (site, key) not in self.names:
             self.names[(site, key)] = _name_in(frame, obj)
+            self.shapes[key] = tuple(getattr(obj, "shape", ()))
         self.records.append((space, site, n, tid // 32, tid % 32, t.__dict__.get("_simt_bar", 0),
                              t.__dict__.get("_simt_wsync", 0), key, addr, size, is_write))
 
@@ -244,6 +246,7 @@ def _block_run(self, grid_point, *args):
 def install() -> None:
     """Patch the simulator (idempotent, reference-counted; a no-op on a GPU)."""
     global _installed
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     if not SIMULATOR:
@@ -253,6 +256,7 @@ def install() -> None:
     from numba.cuda.simulator import kernel, kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
+    # deferred: loads Numba (backend choice first)
     from . import warp
 
     with _lock:
@@ -281,6 +285,7 @@ def uninstall() -> None:
     from numba.cuda.simulator import kernel, kernelapi
     from numba.cuda.simulator.cudadrv import devicearray
 
+    # deferred: loads Numba (backend choice first)
     from . import warp
 
     with _lock:

@@ -61,7 +61,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _simhooks
+from . import _simhooks, registry
 from ._simhooks import SHARED
 
 __all__ = [
@@ -186,11 +186,17 @@ class Report:
         #: (file, line) of every ``syncthreads`` the recorded launches executed
         self.barriers: set = set()
         self.config = None  # set by :func:`run`: the config the rung ran with
+        #: (block, records) of the first block recorded, and array key -> shape: what
+        #: :mod:`simt_tiles.pictures` draws
+        self.first_block = None
+        self.shapes: dict = {}
 
     # -- building ---------------------------------------------------------------------
     def add_block(self, block, records) -> list[Race]:
         """Fold one block's access records in; returns the races found in this block."""
         self.blocks += 1
+        if self.first_block is None:
+            self.first_block = (block, records)
         requests: dict = collections.defaultdict(list)
         for space, site, occ, warp, lane, _interval, _ws, key, addr, size, is_write in records:
             requests[(space, site, key, is_write, warp, occ)].append((lane, addr, size))
@@ -348,35 +354,17 @@ def _where(site) -> str:
 
 
 @contextlib.contextmanager
-def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True):
-    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`."""
+def recording(*, races: bool = True, intra_warp: str = "write-write", global_: bool = True,
+              raise_races: bool = False):
+    """Record every simulated launch inside the ``with`` into the yielded :class:`Report`;
+    ``raise_races``: the first racy block raises :class:`RaceError` (:func:`racecheck`)."""
     report = Report(intra_warp, races)
     rec = _simhooks.Recorder(None, global_=global_)
-    report.names, report.barriers = rec.names, rec.barriers
-
-    def on_block(block, records):
-        report.add_block(block, records)
-
-    rec.on_block = on_block
-    _simhooks.install()
-    prev, _simhooks.active = _simhooks.active, rec
-    try:
-        yield report
-    finally:
-        _simhooks.active = prev
-        _simhooks.uninstall()
-
-
-@contextlib.contextmanager
-def racecheck(*, intra_warp: str = "write-write"):
-    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
-    report = Report(intra_warp, True)
-    rec = _simhooks.Recorder(None, global_=False)
-    report.names = rec.names
+    report.names, report.barriers, report.shapes = rec.names, rec.barriers, rec.shapes
 
     def on_block(block, records):
         found = report.add_block(block, records)
-        if found:
+        if found and raise_races:
             raise RaceError("shared-memory race: " + "; ".join(str(r) for r in found))
 
     rec.on_block = on_block
@@ -387,6 +375,11 @@ def racecheck(*, intra_warp: str = "write-write"):
     finally:
         _simhooks.active = prev
         _simhooks.uninstall()
+
+
+def racecheck(*, intra_warp: str = "write-write"):
+    """Race-check every simulated launch inside the ``with``; the first racy block raises :class:`RaceError`."""
+    return recording(intra_warp=intra_warp, global_=False, raise_races=True)
 
 
 _global_check = None
@@ -439,13 +432,12 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         if len(dims) != k:
             raise ValueError(f"shape: expected {SHAPE_HELP[ladder]} for the {ladder} ladder; got {'x'.join(map(str, dims))}")
 
+    fam = importlib.import_module(registry.ladder(ladder).module)  # the family's package, from the registry
     if ladder == "matmul":
-        from .kernels import matmul as fam
         need(3)
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
     elif ladder == "matmul_mma":
-        from .kernels.matmul import mma as fam
         need(3)
         m, n, k = dims
         if name == "k13_mma_tf32":
@@ -453,7 +445,6 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         else:
             fam.matmul_mma(rand(m, k).astype("float16"), rand(k, n).astype("float16"), config=cfg)
     elif ladder == "conv2d":
-        from .kernels import conv2d as fam
         need(4)
         h, w, kh, kw = dims
         if name in fam.SEPARABLE_RUNGS:
@@ -461,22 +452,18 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         else:
             fam.correlate2d(rand(h, w), rand(kh, kw), variant=name, config=cfg)
     elif ladder == "conv_nchw":
-        from .kernels import conv_nchw as fam
         need(7)
         n, c, h, w, co, kh, kw = dims
         fam.conv2d_nchw(rand(n, c, h, w), rand(co, c, kh, kw), bias=rand(co), padding=kh // 2,
                         variant=name, config=cfg)
     elif ladder == "softmax":
-        from .kernels import softmax as fam
         need(2)
         fam.softmax(rand(*dims), variant=name, config=cfg)
     elif ladder == "reduce":
-        from .kernels import reduce as fam
         if len(dims) not in (1, 2):
             need(2)
         fam.reduce(rand(*dims), "sum", axis=None if len(dims) == 1 else -1, config=cfg)
     elif ladder == "elementwise":
-        from .kernels import elementwise as fam
         if name == "bias_relu":
             need(2)
             fam.bias_relu(rand(*dims), rand(dims[1]), config=cfg)
@@ -490,8 +477,6 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
 @contextlib.contextmanager
 def _installed(ladder: str, rung):
     """Make the ladder's public function use ``rung`` (a mutant) for its name, for the ``with``."""
-    from . import registry
-
     fam = importlib.import_module(registry.ladder(ladder).module)
     undo = []
     for attr, value in list(vars(fam).items()):
@@ -539,8 +524,6 @@ def parse_config(rung, text):
 
 
 def _find_ladder(variant: str) -> str:
-    from . import registry
-
     owners = [name for name, rungs in registry.ladders().items() if variant in rungs]
     if len(owners) != 1:
         every = {name: sorted(rungs) for name, rungs in registry.ladders().items()}
@@ -559,8 +542,6 @@ def run(variant: str, *, ladder: str | None = "matmul", config=None, shape: str 
     (see :data:`DEFAULT_SHAPES`).  ``rung``: run this Rung object (e.g. a
     :func:`mutant_rung`) under ``variant``'s name instead of the shipped one.
     """
-    from . import registry
-
     if ladder is None:
         ladder = _find_ladder(variant)
     rungs = registry.ladder(ladder).rungs()
@@ -652,7 +633,10 @@ def main(argv=None) -> int:
     p.add_argument("--intra-warp", default="write-write", choices=INTRA_WARP,
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="PNG", help="also draw block 0's accesses (banks, sectors, thread → "
+                   "element, reads) with matplotlib (simt_tiles.pictures)")
     args = p.parse_args(argv)
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     if not SIMULATOR:
@@ -665,6 +649,12 @@ def main(argv=None) -> int:
     shape = args.shape or DEFAULT_SHAPES[args.ladder]
     print(f"{args.ladder} {args.variant}  config {report.config}  shape {shape}  {args.dtype}")
     print(report.format())
+    if args.plot:
+        from .pictures import lesson_figure  # deferred: matplotlib, only for --plot
+
+        title = f"{args.ladder} {args.variant}, {report.config}, shape {shape}, {args.dtype}"
+        lesson_figure(report, title, banks=BANKS, sector=SECTOR, lanes_per_pass=LANES_PER_PASS).savefig(args.plot)
+        print(f"wrote {args.plot}")
     return 1 if report.races else 0
 
 

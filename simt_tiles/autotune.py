@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
 import json
 import math
 import os
@@ -60,6 +59,10 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from . import _probe, codegen, registry
+from ._version import __version__
+from .machine import device_name, l2_bytes, slug_from_name
 
 __all__ = ["choose", "lookup", "tune", "bucket", "dtype_name", "cache_path", "clear", "entries", "register", "Tunable",
            "TuneResult", "AUTOTUNE_ENV", "VERBOSE_ENV", "FORMAT"]
@@ -97,15 +100,18 @@ class Tunable:
     case: object
     parse: object = None
     shape_help: str = ""
+    #: rung name → its tuning space for this function (``(problem: dict, dtype) -> iterable``, as
+    #: :attr:`simt_tiles.runtime.Rung.tuning_space`, which a rung without an entry here uses)
+    spaces: dict = dataclasses.field(default_factory=dict)
+
+    def candidates(self, variant: str, problem: dict, dtype) -> list:
+        """The valid configs of ``variant``'s space for ``problem`` (its entry in :attr:`spaces`, else
+        the rung's own :attr:`~simt_tiles.runtime.Rung.tuning_space`): :meth:`Rung.candidates`."""
+        return _rungs(self.ladder)[variant].candidates(problem, dtype, self.spaces.get(variant))
 
 
-#: function name → "module:attribute" of its :class:`Tunable` (imported on first use);
-#: a family adds its line (or calls :func:`register`)
-_TUNABLE_HOMES = {
-    "matmul": "simt_tiles.kernels.matmul._tuning:TUNABLE",
-    "conv2d_nchw": "simt_tiles.kernels.conv_nchw._tuning:TUNABLE",
-    "conv2d": "simt_tiles.kernels.conv2d._tuning:TUNABLE",
-}
+#: the Tunables loaded so far, by function; a family's line of :data:`simt_tiles.registry.LADDERS` names
+#: the functions it can tune and its ``FAMILY.tunables`` holds them (:func:`register` adds others)
 _TUNABLES: dict = {}
 
 
@@ -117,18 +123,17 @@ def register(tunable: Tunable) -> None:
 
 def tunable(function: str) -> Tunable:
     if function not in _TUNABLES:
-        home = _TUNABLE_HOMES.get(function)
-        if home is None:
-            raise ValueError(f"function: expected one of {sorted({*_TUNABLE_HOMES, *_TUNABLES})}; got {function!r}")
-        module, attr = home.split(":")
-        _TUNABLES[function] = getattr(importlib.import_module(module), attr)
+        lad = registry.tunable_functions().get(function)
+        if lad is None:
+            raise ValueError(f"function: expected one of {sorted({*registry.tunable_functions(), *_TUNABLES})}; "
+                             f"got {function!r}")
+        for t in lad.family().tunables:
+            _TUNABLES.setdefault(t.function, t)
     return _TUNABLES[function]
 
 
 def _rungs(ladder: str) -> dict:
-    from .registry import ladder as find
-
-    return find(ladder).rungs()
+    return registry.ladder(ladder).rungs()
 
 
 # ---------------------------------------------------------------------------
@@ -160,9 +165,6 @@ def machine() -> dict:
     """This process's GPU and software: what a cache entry is keyed by (memoised)."""
     global _MACHINE
     if _MACHINE is None:
-        from . import __version__
-        from .machine import device_name
-
         info = {"gpu": device_name(), "cc": "sim", "driver": "sim", "simt_tiles": __version__}
         try:
             from importlib.metadata import version
@@ -222,9 +224,7 @@ def _dtype_of(t: Tunable, problem: tuple) -> str:
 
 def cache_path() -> Path:
     """``<cache root>/autotune/autotune.json`` (see the module docstring)."""
-    from .codegen import cache_root
-
-    return cache_root() / "autotune" / "autotune.json"
+    return codegen.cache_root() / "autotune" / "autotune.json"
 
 
 _FILES: dict = {}
@@ -327,6 +327,7 @@ def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
 
 def _decode(t: Tunable, rec, dtype: str, where: str):
     """``(variant, config)`` from a record's choice, or None with a warning (never trusted blindly)."""
+    # deferred: loads Numba (backend choice first)
     from .runtime import ConfigError, fits
 
     try:
@@ -350,8 +351,6 @@ def _decode(t: Tunable, rec, dtype: str, where: str):
 
 def _shipped(mach: dict) -> dict:
     """The shipped table for this GPU (matched by name and compute capability), or {}."""
-    from .machine import slug_from_name
-
     path = SHIPPED_DIR / f"{slug_from_name(mach['gpu'])}.json"
     if not path.exists():
         return {}
@@ -414,10 +413,11 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
         return _MEMO[key]
     except KeyError:
         pass
+    # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR
 
     result = None
-    if not SIMULATOR and (function in _TUNABLES or function in _TUNABLE_HOMES):  # else: not tunable (yet)
+    if not SIMULATOR and (function in _TUNABLES or function in registry.tunable_functions()):  # else: not tunable
         hit = lookup(function, problem, variant)
         if hit is not None:
             result = hit[:2]
@@ -485,7 +485,7 @@ def _flush_before():
     import numpy as np
     from numba import cuda
 
-    from .machine import l2_bytes
+    # deferred: loads Numba (backend choice first)
     from .runtime import cdiv, jit
 
     n = max(128 * 2**20, 10 * (l2_bytes() or 0)) // 4
@@ -517,9 +517,8 @@ def candidates(function: str, problem: tuple, variant=None) -> list:
         from numba import cuda
 
         pdict["sms"] = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    rungs = _rungs(t.ladder)
     names = [variant] if variant is not None else list(t.variants(dtype))
-    out = [(v, cfg) for v in names for cfg in rungs[v].candidates(pdict, dtype)]
+    out = [(v, cfg) for v in names for cfg in t.candidates(v, pdict, dtype)]
     prior = lookup(function, problem, variant, sources=("shipped",))
     if prior is not None and prior[:2] in out:  # the shipped choice first: a budget cut keeps it
         out.remove(prior[:2])
@@ -534,6 +533,7 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     return the fastest that passed.  ``verbose``: a line per candidate and the table at the end;
     ``progress``: the lines only.  ``timer``/``sync``/``before`` replace the harness's CUDA ones
     (tests); ``extra_candidates`` are ``(variant, config)`` pairs timed besides the space."""
+    # deferred: loads Numba (backend choice first)
     from .bench.harness import Harness
 
     t0 = time.perf_counter()
@@ -600,7 +600,7 @@ def _config_text(rung, cfg) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("function", nargs="?", help=f"what to tune: {', '.join(_TUNABLE_HOMES)}")
+    p.add_argument("function", nargs="?", help=f"what to tune: {', '.join(registry.tunable_functions())}")
     p.add_argument("--shape", help="the problem: matmul N or MxNxK; conv2d_nchw NxCxHxW (with --filter); conv2d HxW")
     p.add_argument("--filter", help="conv2d_nchw: C_OUTxKHxKW (default: C_in x 3 x 3); conv2d: KHxKW (default 3x3)")
     p.add_argument("--padding", type=int, default=None, help="conv2d_nchw: zero padding on each side (default KH//2)")
@@ -643,8 +643,6 @@ def run(args) -> int:
     if not args.function or not args.shape:
         print("simt-tiles tune: expected FUNCTION and --shape (or --show / --clear)", file=sys.stderr)
         return 2
-    from . import _probe
-
     if _probe.select_backend():
         print("simt-tiles tune: needs a CUDA GPU (the simulator has no timings to compare)", file=sys.stderr)
         return 2

@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, dict]] = {
     "analyze": ("simt_tiles.analyze", "bank conflicts, coalescing and races of one rung, in the simulator",
                 {"NUMBA_ENABLE_CUDASIM": "1"}),
     "exercise": ("simt_tiles.exercises", "graded course exercises, run in the simulator", {"NUMBA_ENABLE_CUDASIM": "1"}),
+    "warm": ("simt_tiles.warm", "compile this GPU's default kernels into the disk cache, in parallel", {}),
     "tune": ("simt_tiles.autotune", "time a function's candidate configs on this GPU, cache the fastest", {}),
     "codegen": ("simt_tiles.codegen", "kernels written out as source files (the generated rungs)", {}),
     "tilecpp": ("simt_tiles.tilecpp._cli", "CUDA Tile C++ counterparts: build their cubins (no GPU needed), info", {}),

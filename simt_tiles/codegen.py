@@ -30,6 +30,7 @@ Read what a rung generates:
 
 from __future__ import annotations
 
+from pathlib import Path
 import argparse
 import contextlib
 import hashlib
@@ -37,7 +38,8 @@ import importlib.util
 import os
 import sys
 import tempfile
-from pathlib import Path
+
+from .registry import ladders
 
 __all__ = ["Source", "cache_root", "cache_dir", "load_function", "CACHE_ENV"]
 
@@ -135,8 +137,6 @@ def main(argv=None) -> int:
     d.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     d.add_argument("--config", default="default", help="a preset name")
     args = p.parse_args(argv)
-
-    from .registry import ladders
 
     for ladder, rungs in ladders().items():
         if args.variant in rungs:

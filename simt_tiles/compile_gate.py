@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._numba_fixes import apply as apply_numba_fixes
+from .registry import ladders as registry_ladders
 from .runtime import SIMULATOR, Rung
 
 #: options of ``cuda.jit`` that ``compile_ptx`` also understands
@@ -367,8 +369,6 @@ class GateRow:
 
 def ladders() -> dict[str, dict[str, Rung]]:
     """Every ladder's rungs, by ladder name (from :mod:`simt_tiles.registry`)."""
-    from .registry import ladders as registry_ladders
-
     return registry_ladders()
 
 
@@ -402,8 +402,6 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
 
     ``assembler``: from :func:`find_assembler`, or the path of a ptxas executable."""
     from numba import cuda
-
-    from ._numba_fixes import apply as apply_numba_fixes
 
     apply_numba_fixes()  # the generated rungs' long blocks: a linear lowering scan (same PTX)
     t0 = time.perf_counter()
@@ -486,8 +484,20 @@ class Job:
     config: object = None
 
 
+#: ladders whose generated kernels take minutes each to reach PTX: with SIMT_TILES_GATE_QUICK=1
+#: (``scripts/test`` without ``--full``) the gate builds only their ``"sim"`` preset; the full gate
+#: (``--full``, the GPU pass) builds every preset
+SLOW_LADDERS = {"matmul_mma": "k13/k14's unrolled tensor-core tiles: 100-300 s each to PTX, 954 s for 9 rows on 2 cores"}
+
+
+def quick() -> bool:
+    """Whether this gate is the quick one (SIMT_TILES_GATE_QUICK=1)."""
+    return os.environ.get("SIMT_TILES_GATE_QUICK") == "1"
+
+
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:
-    """The gate's rows: each rung's presets × (float32, float64) × its ``gate_params``."""
+    """The gate's rows: each rung's presets × (float32, float64) × its ``gate_params`` (in the quick
+    gate, only the ``"sim"`` preset of the :data:`SLOW_LADDERS`)."""
     all_ladders = ladders()
     for name, choices in (("ladder", ladder), ("variant", variant)):
         known = set(all_ladders) if name == "ladder" else {r for rs in all_ladders.values() for r in rs}
@@ -502,6 +512,8 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
             if variant and rung.name not in variant:
                 continue
             for preset in rung.presets:
+                if quick() and lad in SLOW_LADDERS and preset != "sim":
+                    continue  # SLOW_LADDERS says why; the full gate builds it
                 for dtype in ("float32", "float64"):
                     if not rung.gates(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's

@@ -15,6 +15,11 @@ import argparse
 import json
 import sys
 
+from . import _probe, _table, registry
+from .bench.peers import baseline, peers
+from .bounds import check_within
+from .machine import describe
+
 
 def _parse_shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().replace("x", ",").split(",")
@@ -28,9 +33,7 @@ def _parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .registry import LADDERS
-
-    names = [lad.name for lad in LADDERS]
+    names = [lad.name for lad in registry.LADDERS]
     p.add_argument("--ladder", nargs="+", choices=names, default=None, metavar="LADDER",
                    help=f"only these ladders (default: all of {', '.join(names)})")
     p.add_argument("--shape", type=_parse_shape,
@@ -42,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------------------
-# one case per ladder: (problem label, fn, check); fn computes, check returns a BoundCheck
+# one case per family (its FAMILY.demo): (problem label, fn, check); fn computes, check returns a BoundCheck
 # ---------------------------------------------------------------------------
 
 
@@ -58,145 +61,13 @@ class _Ctx:
         self.shape = shape
 
 
-def _numpy_case(problem, call, ref, bound):
-    """A NumPy-in, NumPy-out call: ``fn`` keeps the result for ``check``."""
-    from .bounds import check_within
-
-    got = {}
-    return problem, lambda: got.__setitem__("out", call()), lambda: check_within(got["out"], ref, bound)
-
-
-def _matmul(rung, dtype, c):
-    import simt_tiles as st
-
-    from .bounds import check_within
-    from .kernels.matmul.reference import matmul_reference
-
-    m, n, k = c.shape
-    np = c.np
-    a_h, b_h = c.rng.standard_normal((m, k)).astype(dtype), c.rng.standard_normal((k, n)).astype(dtype)
-    if c.simulator:
-        ref, bound = matmul_reference(a_h, b_h)
-        return _numpy_case(f"{m}x{n}x{k}", lambda: st.matmul(a_h, b_h, variant=rung, config=c.preset), ref, bound)
-    if c.cp is not None:  # device arrays in, a NaN-poisoned device buffer out
-        xp, a, b = c.cp, c.cp.asarray(a_h), c.cp.asarray(b_h)
-        out = c.cp.full((m, n), np.nan, dtype=dtype)
-        host = lambda y: y  # noqa: E731
-    else:
-        from numba import cuda
-
-        xp, a, b = np, cuda.to_device(a_h), cuda.to_device(b_h)
-        out = cuda.to_device(np.full((m, n), np.nan, dtype=dtype))
-        host = lambda y: y.copy_to_host()  # noqa: E731
-    ref, bound = matmul_reference(a if xp is not np else a_h, b if xp is not np else b_h, xp=xp, precise=False)
-    return (f"{m}x{n}x{k}", lambda: st.matmul(a, b, out=out, variant=rung, config=c.preset),
-            lambda: check_within(host(out), ref, bound, xp=xp))
-
-
-def _softmax(rung, dtype, c):
-    import simt_tiles as st
-
-    from .kernels.softmax.reference import softmax_reference
-
-    x = c.rng.standard_normal((3, 37 * c.scale)).astype(dtype)
-    ref, bound = softmax_reference(x)
-    return _numpy_case(f"{x.shape}", lambda: st.softmax(x, variant=rung, config=c.preset), ref, bound)
-
-
-def _reduce(rung, dtype, c):
-    import simt_tiles as st
-
-    from .bounds import gamma, unit_roundoff
-
-    np = c.np
-    v = c.rng.standard_normal(1000 * c.scale).astype(dtype)
-    ref = np.sum(v.astype(np.longdouble))
-    bound = unit_roundoff(dtype) * abs(ref) + gamma(v.size, 2.0**-53) * np.sum(np.abs(v.astype(np.longdouble)))
-    # one rung: reduce takes no variant
-    return _numpy_case(f"sum {v.shape}", lambda: np.asarray([st.reduce(v, config=c.preset)]), np.asarray([ref]),
-                       np.asarray([bound]))
-
-
-def _elementwise(rung, dtype, c):
-    import simt_tiles as st
-
-    np = c.np
-    if rung == "bias_relu":
-        x = c.rng.standard_normal((9, 13 * c.scale)).astype(dtype)
-        bias = c.rng.standard_normal(13 * c.scale).astype(dtype)
-        return _numpy_case(f"bias_relu {x.shape}", lambda: st.bias_relu(x, bias, config=c.preset),
-                           np.maximum(x + bias, 0), np.zeros(x.shape))
-    a, b = c.rng.standard_normal(101 * c.scale).astype(dtype), c.rng.standard_normal(101 * c.scale).astype(dtype)
-    return _numpy_case(f"vector_add {a.shape}", lambda: st.vector_add(a, b, variant=rung, config=c.preset), a + b,
-                       np.zeros(a.shape))
-
-
-def _conv2d(rung, dtype, c):
-    import simt_tiles as st
-
-    from .kernels.conv2d.reference import (
-        correlate2d_reference,
-        correlate_separable_reference,
-    )
-
-    img = c.rng.standard_normal((11 * c.scale, 13 * c.scale)).astype(dtype)
-    if rung in st.SEPARABLE_VARIANTS:
-        wy, wx = c.rng.standard_normal(3).astype(dtype), c.rng.standard_normal(5).astype(dtype)
-        ref, bound = correlate_separable_reference(img, wy, wx, "constant", 0.5)
-        return _numpy_case(f"separable {img.shape} * 3x5 constant",
-                           lambda: st.correlate_separable(img, wy, wx, mode="constant", cval=0.5, variant=rung),
-                           ref, bound)
-    w = c.rng.standard_normal((3, 4)).astype(dtype)
-    ref, bound = correlate2d_reference(img, w, "reflect")
-    return _numpy_case(f"{img.shape} * {w.shape} reflect",
-                       lambda: st.correlate2d(img, w, variant=rung, config=c.preset), ref, bound)
-
-
-def _conv_nchw(rung, dtype, c):
-    import simt_tiles as st
-
-    from .kernels.conv_nchw.reference import conv2d_nchw_reference
-
-    x = c.rng.standard_normal((2, 3, 5, 7 * c.scale)).astype(dtype)
-    w = c.rng.standard_normal((4, 3, 3, 3)).astype(dtype)
-    b = c.rng.standard_normal(4).astype(dtype)
-    ref, bound = conv2d_nchw_reference(x, w, b, padding=1)
-    return _numpy_case(f"{x.shape} * {w.shape} p1",
-                       lambda: st.conv2d_nchw(x, w, bias=b, padding=1, variant=rung, config=c.preset), ref, bound)
-
-
-def _matmul_mma(rung, dtype, c):
-    """The tensor-core rungs: k13 on float32 as TF32, k14 on float16 (their own input types, whatever
-    the row's dtype), against a long-double reference with the TF32/FP16 bound."""
-    from .bounds import mma_error_factor, ref_dtype
-    from .kernels.matmul.mma import matmul_mma
-
-    m, n, k = c.shape
-    prec, dt = ("tf32", "float32") if rung == "k13_mma_tf32" else ("fp16", "float16")
-    a, b = c.rng.standard_normal((m, k)).astype(dt), c.rng.standard_normal((k, n)).astype(dt)
-    rdt = ref_dtype()
-    ref = a.astype(rdt) @ b.astype(rdt)
-    f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec == "fp16")
-    bound = (abs(a.astype(rdt)) @ abs(b.astype(rdt))) * (f + 2 * k * float(c.np.finfo(rdt).eps))
-    return _numpy_case(f"{m}x{n}x{k} {prec}", lambda: matmul_mma(a, b, precision=prec, config=c.preset), ref, bound)
-
-
-#: ladder → its demo case (every ladder of simt_tiles.registry needs one)
-CASES = {"matmul": _matmul, "softmax": _softmax, "reduce": _reduce, "elementwise": _elementwise,
-         "conv2d": _conv2d, "conv_nchw": _conv_nchw, "matmul_mma": _matmul_mma}
-
-
 # ---------------------------------------------------------------------------
 
 
 def run(args) -> int:
-    from . import _probe
-
     simulator = _probe.select_backend()  # before anything imports numba.cuda
-    from . import _table
+    # deferred: loads Numba (backend choice first)
     from .bench.harness import Harness
-    from .machine import describe
-    from .registry import LADDERS
 
     info = describe()
     shape = args.shape or ((19, 23, 17) if simulator else (4096, 4096, 4096))
@@ -208,17 +79,20 @@ def run(args) -> int:
     print(f"simt-tiles demo on {where}", flush=True)
     ctx = _Ctx(simulator, shape, cp)
     h = Harness(reps=args.reps, timed=not simulator, sync=_sync(), progress=_Dots())
-    for lad in LADDERS:
+    for lad in registry.LADDERS:
         if args.ladder and lad.name not in args.ladder:
             continue
-        case = CASES.get(lad.name)
+        try:
+            family, why = lad.family(), "no demo case (its FAMILY.demo)"
+        except Exception as exc:  # noqa: BLE001 - a family that does not load is a failed row, not a crash
+            family, why = None, f"the family does not load: {exc!r}"
+        case = getattr(family, "demo", None)
         for dtype in dtypes:
             if case is None:
                 h.rows.append({"group": lad.name, "problem": "-", "x": None, "impl": "(every rung)", "kind": "simt",
-                               "precision": "-", "passed": False, "dtype": dtype,
-                               "error": f"no demo case for ladder {lad.name!r} (simt_tiles.demo.CASES)"})
+                               "precision": "-", "passed": False, "dtype": dtype, "error": f"{lad.name}: {why}"})
                 continue
-            for rung in lad.rungs():
+            for rung in family.rungs:
                 timed = lad.name == "matmul" and not simulator
                 try:
                     problem, fn, check = case(rung, dtype, ctx)
@@ -262,8 +136,7 @@ class _Dots:
 
 def _cublas_row(h, ctx, dtype) -> None:
     """cuBLAS (the matmul group's baseline peer) on the same problem, timed beside the rungs."""
-    from .bench.peers import baseline, peers
-    from .bounds import check_within
+    # deferred: loads Numba (backend choice first)
     from .kernels.matmul.reference import matmul_reference
 
     base = next(p for p in peers("matmul") if p.name == baseline("matmul"))

@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from ._recording import no_plan
+
 #: dtypes every SIMT kernel claims; they are validated by the public functions
 SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -287,7 +289,7 @@ def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
-def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
+def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
     * NumPy arrays are checked, made C-contiguous (and native byte order) and
@@ -296,7 +298,8 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
       are used in place; they must be C-contiguous (no hidden copy is made).
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
 
-    ``ndim=None`` accepts any number of dimensions from 1 up.
+    ``ndim=None`` accepts any number of dimensions from 1 up; ``dtype`` (an ``out=``'s
+    expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.
     Raises TypeError/ValueError naming ``name``, the expectation and what came.
     """
     from numba import cuda
@@ -306,7 +309,7 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
         check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
         host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
-    _check_torch(x, name)
+    _check_torch(x, name, dtype)
     if _is_numba_device_array(x):
         kind, dev = "numba", x
     elif _has_cai(x):
@@ -331,7 +334,8 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
             f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {describe(x)}{where}"
         )
     check_device(name, x, kind)
-    check_dtype_ndim(name, dev.dtype, dev.ndim, dev.shape, ndim)
+    # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
+    check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
     if not dev.is_c_contiguous():
         raise ValueError(
             f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
@@ -341,13 +345,13 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0) -> Operand:
     return Operand(name, dev, kind, x)
 
 
-def _check_torch(x, name: str) -> None:
+def _check_torch(x, name: str, dtype=None) -> None:
     """A PyTorch CUDA tensor's dtype and autograd state, checked before its interfaces
     are read: torch refuses to export a bfloat16 tensor or one that requires grad with
     errors that do not name the argument (and the DLPack route would then blame CuPy)."""
     if type(x).__module__.split(".")[0] != "torch" or not getattr(x, "is_cuda", False):
         return
-    if _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
+    if dtype is None and _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
         raise TypeError(f"{name}: expected dtype float32 or float64; got {x.dtype}")
     if getattr(x, "requires_grad", False):
         raise ValueError(
@@ -376,8 +380,6 @@ def _import_cai(x, stream):
     ours = stream_key(stream) if stream else None  # None: the legacy default stream
     if producer == ours or (ours is None and producer in (1, 2)):  # 1: legacy, 2: per-thread default
         return dev
-    from .launch import no_plan
-
     no_plan("ordered after the producer's stream with an event")
     event = cuda.event(timing=False)
     event.record(cuda.external_stream(producer))
@@ -419,7 +421,7 @@ def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0, *,
                 f"{out.strides}, writeable={out.flags.writeable}"
             )
         return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
-    op = device_operand(out, "out", ndim=len(shape), stream=stream)
+    op = device_operand(out, "out", ndim=len(shape), stream=stream, dtype=dtype)
     _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
     check_no_overlap(op, (like, *inputs))
     return op

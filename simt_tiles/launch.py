@@ -22,9 +22,13 @@ producer, which the checked path waits for with an event) never replays.  A repl
 current device, or in a thread with no current CUDA context
 (``cuLaunchKernel`` says so before launching anything), runs the checked path instead.
 
+Inputs that share memory (``matmul(x, x)``, overlapping read-only views) replay like any other
+call: a kernel argument that lies in several callers' arrays is tied to the first, and the plan
+replays only while the others still put it at the same address (else the checked path runs and
+records a plan for the new layout); only an ``out=`` overlapping an input is refused.
+
 No plan is made (the call stays on the checked path every time) when a call has NumPy
-arguments (they are copied anyway), when two input arrays share memory, when the slow path read
-device data to decide something (a constant-filter rung compiling in the filter's values), when
+arguments (they are copied anyway), when the slow path read device data to decide something (a constant-filter rung compiling in the filter's values), when
 it had to order the launch after another stream with an event, or when a launch went to another
 stream than the call's.  Buffers a recorded call allocated for itself (split-K partials, a
 separable filter's intermediate) are held by the plan and reused by its replays, which run in
@@ -57,6 +61,7 @@ import threading
 import numpy as np
 from numba import cuda
 
+from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
 
@@ -70,7 +75,6 @@ _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
 MAX_PLANS = 4096
 _PLANS: dict = {}
 _COUNTS = {"hit": 0, "recorded": 0, "refused": 0}
-_tls = threading.local()
 _MISS = object()
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 
@@ -107,14 +111,6 @@ def clear() -> None:
 def stats() -> dict:
     """``{"hit", "recorded", "refused", "plans"}``: replays, plans made, recordings refused."""
     return {**_COUNTS, "plans": len(_PLANS)}
-
-
-def no_plan(reason: str) -> None:
-    """Called by a checked path that decided something from device data, or synchronised with
-    another stream: the call being recorded (if any) makes no plan."""
-    rec = getattr(_tls, "rec", None)
-    if rec is not None and rec.refused is None:
-        rec.refused = reason
 
 
 # ---------------------------------------------------------------------------
@@ -477,17 +473,16 @@ def _ptr_of(x) -> int:
     return layout_of(x).ptr
 
 
-def _source(ptr, spans):
-    """Which of ``spans`` (``[lo, hi)`` per source) holds ``ptr``: its index, or None."""
-    hits = [i for i, (lo, hi) in enumerate(spans) if lo <= ptr < hi or ptr == lo]
-    if len(hits) > 1:
-        raise _Refuse("two arguments share memory")
-    return hits[0] if hits else None
+def _sources(ptr, spans) -> list:
+    """Which of ``spans`` (``[lo, hi)`` per source) hold ``ptr``: their indices, in order."""
+    return [i for i, (lo, hi) in enumerate(spans) if lo <= ptr < hi or ptr == lo]
 
 
 class _Plan:
     """A recorded call: its launches with every array argument tied to a caller's array (by
     position, plus a byte offset), to the new result, or to a buffer the plan holds."""
+
+    same = ()  # (see __init__) none unless recorded with inputs sharing memory
 
     def __init__(self, rec, arrays, ptrs, result, handle, dev):
         if not rec.launches:
@@ -509,6 +504,9 @@ class _Plan:
             spans = [*spans, layout_of(result).span()]
         self.launches = []
         self.held = []  # the buffers the recorded call made for itself (workspaces)
+        #: ((i, off_i), (j, off_j)): an argument found in two callers' arrays (inputs sharing
+        #: memory) is tied to i; a replay needs ptrs[i] + off_i == ptrs[j] + off_j
+        self.same = set()
         for kernel, args, grid, block, stream, shared in rec.launches:
             if stream != self.key_stream:
                 raise _Refuse("a launch on another stream")
@@ -516,8 +514,12 @@ class _Plan:
             for v in args:
                 if _is_device_array(v):
                     lay = layout_of(v)
-                    src = _source(lay.ptr, spans)
+                    hits = _sources(lay.ptr, spans)
+                    end = lay.span()[1]  # tied to the first array holding all of it (else the first)
+                    hits.sort(key=lambda i: spans[i][1] < end)
+                    src = hits[0] if hits else None
                     off = 0 if src is None else lay.ptr - spans[src][0]
+                    self.same.update(((src, off), (j, lay.ptr - spans[j][0])) for j in hits[1:])
                     template.append(("array", src, off, lay, v if src is None else None))
                     if src is None:
                         self.held.append(v)
@@ -531,6 +533,9 @@ class _Plan:
         if _MULTI_GPU and _current_device() != self.device:
             return _MISS
         out = self.result_arg
+        for (i, a), (j, b) in self.same:  # recorded with inputs sharing memory: still so?
+            if ptrs[i] + a != ptrs[j] + b:
+                return _MISS  # another layout: the checked path records a plan for it
         if out is not None:  # out=: the aliasing check, from the cached extents
             lo = ptrs[out]
             hi = lo + self.extents[out]
@@ -717,6 +722,6 @@ class SimLaunch:
         self.kernel[self.dims](*args)
 
 
-#: how a plan launches a recorded kernel (benchmarks/host_overhead.py puts GpuLaunch here with a
+#: how a plan launches a recorded kernel (benchmarks/lab/host_overhead.py puts GpuLaunch here with a
 #: stand-in driver call, to time the GPU replay path without a GPU)
 _LAUNCH = SimLaunch if SIMULATOR else GpuLaunch

@@ -14,6 +14,8 @@ from __future__ import annotations
 import platform
 import re
 
+from ._version import __version__
+
 __all__ = ["describe", "device_name", "l2_bytes", "slug", "slug_from_name"]
 
 #: words in a GPU's name that say nothing about which GPU it is
@@ -63,8 +65,6 @@ def describe() -> dict:
     """GPU, compute capability, SMs, L2, driver and CUDA versions, and the Python packages' versions."""
     import numba
     import numpy as np
-
-    from . import __version__
 
     info = {"gpu": device_name(), "slug": slug(), "simulator": _simulator(), "python": platform.python_version(),
             "numpy": np.__version__, "numba": numba.__version__, "simt_tiles": __version__, "host": platform.node()}

@@ -261,7 +261,7 @@ if SIMULATOR:
         return (word >> 16) if addr & 2 else (word & 0xFFFF)
 
     def _ldsm(name, s, off, trans):
-        from .warp import FULL_MASK, _exchange
+        from .warp import FULL_MASK, _exchange  # deferred: the simulator's warp rendezvous, only when simulated
 
         lane, _, rows = _exchange(name, FULL_MASK, int(s) + int(off))
         out = []
@@ -284,7 +284,7 @@ if SIMULATOR:
         return _ldsm("ldsm_x4_t", s, off, True)
 
     def _mma(precision, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        from .warp import FULL_MASK, _exchange
+        from .warp import FULL_MASK, _exchange  # deferred: the simulator's warp rendezvous, only when simulated
 
         lane, _, v = _exchange(f"mma_{precision}", FULL_MASK, ((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3)))
         dt = np.float32 if precision == "tf32" else np.uint32

@@ -10,7 +10,7 @@
   naming the field, its value and the rule.
 * **Launch geometry** — :func:`cdiv` and :func:`grid_for`.
 * **Rungs** — :class:`Rung` (a kernel factory plus its presets, geometry,
-  signature, jit options, how a call binds to it and its tuning space), the
+  signature, jit options and its tuning space; a family may subclass it), the
   compile cache, dynamic shared memory (:func:`allow_dynamic_smem`),
   :func:`fits` (the limits a tuning candidate must keep) and :func:`pick_rung`.
 
@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
-from typing import Any, Callable, Iterable
+import os
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numba
 import numpy as np
 from numba import cuda
 
+from . import _numba_fixes
 from .interop import SUPPORTED_FLOATS
 
 __all__ = [
@@ -47,6 +50,8 @@ __all__ = [
     "SUPPORTED_FLOATS",
     "Rung",
     "pick_rung",
+    "rung_dict",
+    "Plan",
     "fits",
     "SM_SMEM",
     "MAX_DYNAMIC_SMEM",
@@ -57,10 +62,8 @@ __all__ = [
 SIMULATOR: bool = bool(numba.config.ENABLE_CUDASIM)
 if SIMULATOR:  # shared arrays first allocated under a lock (a race otherwise); a block's driver
     # that lets its threads run while it waits (3-4x faster simulated kernels): simt_tiles._numba_fixes
-    from ._numba_fixes import apply_simulator_block_yield, apply_simulator_shared_lock
-
-    apply_simulator_shared_lock()
-    apply_simulator_block_yield()
+    _numba_fixes.apply_simulator_shared_lock()
+    _numba_fixes.apply_simulator_block_yield()
 
 #: ``alignment=`` for shared arrays read with 128-bit loads.  The simulator
 #: rejects any alignment other than None (RuntimeError), so kernels pass this.
@@ -99,9 +102,7 @@ def jit(pyfunc: Callable, **options: Any):
 def _compile_time_fixes() -> None:
     """numba-cuda's two quadratic compile steps made linear, before the first real-target kernel
     (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`."""
-    from ._numba_fixes import apply
-
-    apply()
+    _numba_fixes.apply()
 
 
 class _QuietThreads:
@@ -251,11 +252,6 @@ class Rung:
     #: the compile gate requires the assembler's static shared memory to equal the config's
     #: ``smem_bytes``; a rung where they differ on purpose says why here (empty: they must match)
     smem_exception: str = ""
-    #: how a call binds to this rung, for families whose rungs differ in calling convention:
-    #: ``bind(rung, config, dtype, call) -> (kernel, args)``, with ``call`` the family's
-    #: description of one call (e.g. :class:`simt_tiles.kernels.conv2d._bind.FilterCall`);
-    #: None where every rung of the family takes the same arguments
-    bind: Callable | None = None
     #: dtypes the compile gate builds; a rung whose kernel for a dtype *is* another rung's (and is
     #: gated there) leaves it out, saying so in its RUNG line
     gate_dtypes: tuple = ("float32", "float64")
@@ -293,13 +289,14 @@ class Rung:
             return False
         return dtype == "float32" or not (preset.endswith("_float32") or preset in self.gate_float32_only)
 
-    def candidates(self, problem: dict, dtype) -> list:
-        """The valid configs of :attr:`tuning_space` for one ``problem`` (the family's fields, e.g.
+    def candidates(self, problem: dict, dtype, space=None) -> list:
+        """The valid configs of ``space`` (default :attr:`tuning_space`) for one ``problem`` (the family's fields, e.g.
         ``{"m": .., "n": .., "k": .., "sms": ..}``), in declared order, without duplicates.
 
         An entry that breaks the config's own rules (ConfigError) or :func:`fits` is left out,
         as is a preset name this rung does not have: a space may name presets another branch adds."""
-        space = self.tuning_space(problem, dtype) if callable(self.tuning_space) else self.tuning_space
+        space = self.tuning_space if space is None else space  # a family's Tunable may give the space
+        space = space(problem, dtype) if callable(space) else space
         out: list = []
         for entry in space:
             try:
@@ -321,6 +318,15 @@ class Rung:
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
         ``params`` the rung's factory takes (cached)."""
         return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
+
+    def run(self, config: TileConfig, call) -> None:
+        """Launch this rung for one call: ``call`` is the family's description of it (e.g.
+        :class:`simt_tiles.kernels.matmul._common.Call`), with ``dtype``, ``problem`` (what
+        :attr:`geometry` takes after the config) and ``args`` (the kernel's arguments) and
+        ``stream``.  A rung whose launch is more than one kernel, or whose arguments depend on
+        the call (a filter compiled in, padded copies, split-K partials), overrides this."""
+        grid, block = self.geometry(config, *call.problem)
+        self.launch(config, call.dtype, grid, block, call.stream, *call.args)
 
     def launch(self, config: TileConfig, dtype, grid, block, stream, *args) -> None:
         """Launch the kernel with its :attr:`dynamic_smem` bytes of dynamic shared memory
@@ -392,6 +398,21 @@ def fits(config: TileConfig, dtype, dynamic: int = 0) -> str | None:
     return None
 
 
+def rung_dict(*rungs: Rung) -> dict[str, Rung]:
+    """A family's ``RUNGS``: name → rung, in ladder order (the order given)."""
+    return {r.name: r for r in rungs}
+
+
+class Plan(NamedTuple):
+    """What one call launches, as a family's ``dispatch`` chose it: ``rung.run(config, call)``."""
+
+    rung: Rung
+    config: Any
+
+    def run(self, call) -> None:
+        self.rung.run(self.config, call)
+
+
 def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:
     """The rung named ``variant`` from a ladder (None: ``best``); ValueError names the choices."""
     name = best if variant is None else variant
@@ -406,4 +427,30 @@ def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = (
     config.check_smem(dtype)
     pyfunc = rung.factory(config, dtype, **dict(params))
     sig = rung.signature(dtype, **dict(params))
-    return jit(pyfunc, **{"func_or_sig": sig, **rung.jit_options(config, dtype)})
+    options = rung.jit_options(config, dtype)
+    if options.get("cache") and not SIMULATOR:
+        _note_cold_compile(rung.name, dtype, pyfunc)
+    return jit(pyfunc, **{"func_or_sig": sig, **options})
+
+
+#: one WARNING line before a first call compiles a disk-cached kernel that has no cache entry
+#: (the generated matmul rungs, conv2d's k10: 20-50 s): ``logging.getLogger("simt_tiles.compile")``
+_COMPILE_LOG = logging.getLogger("simt_tiles.compile")
+
+
+def _cache_index_path(pyfunc: Callable) -> str | None:
+    """Where Numba's disk cache keeps ``pyfunc``'s index (None: Numba cannot say)."""
+    try:
+        from numba.cuda.dispatcher import CUDACache
+
+        return CUDACache(pyfunc)._cache_file._index_path
+    except Exception:  # noqa: BLE001 - a cache Numba cannot locate (or the simulator): no notice
+        return None
+
+
+def _note_cold_compile(name: str, dtype: np.dtype, pyfunc: Callable) -> None:
+    index = _cache_index_path(pyfunc)
+    if index is None or os.path.exists(index):  # an entry (for some signature): a load, not a compile
+        return
+    _COMPILE_LOG.warning("simt_tiles: compiling %s (%s) for this GPU, once (tens of seconds; Numba's disk "
+                         "cache keeps it); `simt-tiles warm` compiles the defaults ahead of time", name, dtype)

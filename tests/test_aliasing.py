@@ -16,31 +16,12 @@ import numpy as np
 import pytest
 from numba import cuda
 
-import simt_tiles as st
+from simt_tiles import registry
 
 
-def _conv_nchw(x, w, b, out=None):
-    return st.conv2d_nchw(x, w, bias=b, padding=1, out=out)
-
-
-#: function → (call(*inputs, out=...), input names, input shapes, output shape,
-#: the input ``out`` may be (same shape), or None).  Small, ragged shapes for the simulator.
-CASES = {
-    "matmul": (lambda a, b, out=None: st.matmul(a, b, out=out), ("a", "b"), ((5, 5), (5, 5)), (5, 5), 0),
-    "softmax": (lambda x, out=None: st.softmax(x, out=out), ("x",), ((3, 7),), (3, 7), 0),
-    "reduce": (lambda x, out=None: st.reduce(x, "sum", axis=-1, out=out), ("x",), ((4, 4),), (4,), None),
-    "vector_add": (lambda a, b, out=None: st.vector_add(a, b, out=out), ("a", "b"), ((9,), (9,)), (9,), 1),
-    "bias_relu": (lambda x, b, out=None: st.bias_relu(x, b, out=out), ("x", "bias"), ((3, 5), (5,)), (3, 5), 0),
-    "correlate2d": (lambda x, w, out=None: st.correlate2d(x, w, out=out), ("image", "weights"),
-                    ((5, 6), (3, 2)), (5, 6), 0),
-    "convolve2d": (lambda x, w, out=None: st.convolve2d(x, w, mode="wrap", out=out), ("image", "weights"),
-                   ((5, 6), (2, 3)), (5, 6), 0),
-    "correlate1d": (lambda x, w, out=None: st.correlate1d(x, w, axis=0, out=out), ("image", "weights"),
-                    ((5, 6), (3,)), (5, 6), 0),
-    "correlate_separable": (lambda x, wy, wx, out=None: st.correlate_separable(x, wy, wx, out=out),
-                            ("image", "wy", "wx"), ((5, 6), (3,), (2,)), (5, 6), 0),
-    "conv2d_nchw": (_conv_nchw, ("x", "w", "bias"), ((1, 2, 4, 3), (2, 2, 3, 3), (2,)), (1, 2, 4, 3), 0),
-}
+#: function → (call(*inputs, out=...), input names, input shapes, output shape, the input ``out``
+#: may be (same shape), or None): every family's aliasing cases (``FAMILY.aliasing``)
+CASES = {fn: (c.call, c.names, c.shapes, c.out_shape, c.same) for fn, c in registry.aliasing_cases().items()}
 FUNCTIONS = tuple(CASES)
 OVERLAP_CASES = [(f, i) for f in FUNCTIONS for i in range(len(CASES[f][1]))]
 

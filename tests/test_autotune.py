@@ -78,7 +78,7 @@ def test_buckets_are_quarter_octaves_above_16():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_spaces_are_small_valid_and_pruned(variant, dtype):
     for n in (1000, 1024, 2048, 4096):
-        cands = RUNGS[variant].candidates({"m": n, "n": n, "k": n, "sms": 132}, dtype)
+        cands = autotune.tunable("matmul").candidates(variant, {"m": n, "n": n, "k": n, "sms": 132}, dtype)
         # ≤ 20: k11's presets "64x64" and "128x64" (4-warp tiles, launch bounds without spills) join
         # the dict tiles at the small sizes (18 candidates at 1024³)
         assert 1 <= len(cands) <= 20 and len(set(cands)) == len(cands)
@@ -108,13 +108,12 @@ def test_register_estimate_prunes_tiles_over_the_launch_bounds():
 
 
 def test_conv_spaces_are_specialised_for_the_filter():
-    from simt_tiles.kernels.conv_nchw import RUNGS as CONV
-
     p = {"n": 8, "c_in": 256, "h": 14, "w": 14, "c_out": 256, "kh": 3, "kw": 3, "padding": 1}
     for v in ("k02_smem_tiled", "k03_double_buffered"):
-        cands = CONV[v].candidates(p, "float32")
+        cands = autotune.tunable("conv2d_nchw").candidates(v, p, "float32")
         assert len(cands) >= 2 and all((c.kh, c.kw) == (3, 3) for c in cands)
-    assert CONV["k03_double_buffered"].candidates({**p, "kh": 5, "kw": 5}, "float32") == []  # prefetch spills
+    assert autotune.tunable("conv2d_nchw").candidates("k03_double_buffered", {**p, "kh": 5, "kw": 5},
+                                                      "float32") == []  # prefetch spills
 
 
 # --- the cache -------------------------------------------------------------------------------
@@ -236,11 +235,11 @@ def test_choose_is_skipped_in_the_simulator_and_memoised(monkeypatch):
 
 
 def test_matmul_defaults_ask_autotune_first(monkeypatch):
-    monkeypatch.setattr(matmul_ladder._autotune, "choose", lambda f, p, v, a: ("k10_warptiled", SIM_K10_B))
+    monkeypatch.setattr(autotune, "choose", lambda f, p, v, a: ("k10_warptiled", SIM_K10_B))
     rung, cfg = matmul_ladder.choose(None, None, 9, 10, 11, np.float32)
     assert (rung.name, cfg) == ("k10_warptiled", SIM_K10_B)
     assert matmul_ladder.choose(None, "sim", 9, 10, 11, np.float32)[0].name == matmul_ladder.BEST_VARIANT
-    monkeypatch.setattr(matmul_ladder._autotune, "choose", lambda f, p, v, a: None)
+    monkeypatch.setattr(autotune, "choose", lambda f, p, v, a: None)
     monkeypatch.setattr(autotune, "SHIPPED_DIR", REAL_SHIPPED_DIR)
     rung, cfg = matmul_ladder.choose(None, None, 768, 768, 768, np.float32)  # the shipped split-K rule
     assert rung.name == "k12_async_copy" and cfg.splits == 2

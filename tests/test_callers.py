@@ -295,8 +295,8 @@ def test_wrong_ndim_is_a_value_error(name, how):
     for i, arg in enumerate(api.names):
         wrong = arrays.copy()
         wrong[i] = _reshaped(arrays[i], how)
-        if wrong[i].ndim == arrays[i].ndim or (name.startswith("reduce") and wrong[i].ndim >= 1):
-            continue  # not wrong (reduce takes any ndim from 1)
+        if wrong[i].ndim == arrays[i].ndim or (name.startswith(("reduce", "softmax")) and wrong[i].ndim >= 1):
+            continue  # not wrong (reduce and softmax take any ndim from 1)
         with pytest.raises(ValueError, match=rf"{arg}: expected an? .*(\d-D array|at least 1 dimension)"):
             api.call(*wrong)
 
@@ -494,11 +494,11 @@ def test_keyword_typos_and_positional_mistakes_raise_type_error(call):
 
 
 @pytest.mark.parametrize(
-    "axis, exc", [(0, ValueError), (-2, ValueError), (2, ValueError), (None, TypeError), ((1,), TypeError),
+    "axis, exc", [(-3, ValueError), (2, ValueError), ((0, 0), ValueError), ((1, 2), ValueError),
                   (1.0, TypeError), (True, TypeError), ([1], TypeError)], ids=repr,
 )
 def test_softmax_axis(axis, exc):
-    with pytest.raises(exc, match=r"axis: expected"):
+    with pytest.raises(exc, match=r"axis: (expected|-?\d+ is out of bounds)"):
         st.softmax(np.ones((2, 3)), axis=axis)
 
 
@@ -509,17 +509,17 @@ def test_softmax_integer_axes(axis):
 
 
 @pytest.mark.parametrize(
-    "axis, exc", [(0, ValueError), (-3, ValueError), (3, ValueError), ((0, 1), TypeError), (1.0, TypeError),
+    "axis, exc", [(-4, ValueError), (3, ValueError), ((0, 0), ValueError), ((0, 3), ValueError), (1.0, TypeError),
                   (True, TypeError), ("1", TypeError)], ids=repr,
 )
 def test_reduce_axis(axis, exc):
-    with pytest.raises(exc, match=r"axis: expected None or"):
+    with pytest.raises(exc, match=r"axis: (expected None|-?\d+ is out of bounds|repeated)"):
         st.reduce(np.ones((2, 3, 4)), axis=axis)
 
 
-@pytest.mark.parametrize("op", ["add", "Sum", "mean", "prod", None, ["sum"], np.sum], ids=_stable_id)
+@pytest.mark.parametrize("op", ["add", "Sum", "average", "prod", None, ["sum"], np.sum], ids=_stable_id)
 def test_reduce_unknown_op(op):
-    with pytest.raises(ValueError, match=r"op: expected one of \('sum', 'max', 'min'\)"):
+    with pytest.raises(ValueError, match=r"op: expected one of \('sum', 'mean', 'max', 'min', 'argmax', 'argmin'\)"):
         st.reduce(np.ones(3), op)
 
 

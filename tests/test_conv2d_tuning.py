@@ -30,6 +30,7 @@ from simt_tiles.kernels.conv2d import (
     default_choice,
     default_rung,
 )
+from simt_tiles.kernels.conv2d import dispatch
 from simt_tiles.kernels.conv2d import k10_runtime_weights as k10
 from simt_tiles.kernels.conv2d._common import MODES, Mode
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference
@@ -47,12 +48,9 @@ SIM_B = dataclasses.replace(SIM_A, block_x=3, rx=2, ry=1)
 
 
 @pytest.fixture
-def small_space():
+def small_space(monkeypatch):
     """k10 tuned over SIM_A and SIM_B (in that order)."""
-    space = K10.tuning_space
-    object.__setattr__(K10, "tuning_space", (dataclasses.asdict(SIM_A), dataclasses.asdict(SIM_B)))
-    yield
-    object.__setattr__(K10, "tuning_space", space)
+    monkeypatch.setitem(_tuning.TUNABLE.spaces, K10.name, (dataclasses.asdict(SIM_A), dataclasses.asdict(SIM_B)))
 
 
 def tune(problem=PROBLEM, times=None, **kw):
@@ -84,7 +82,7 @@ def test_the_space_is_valid_for_every_filter_mode_and_filter_kind(dtype):
     for kh, kw, mode, weights in itertools.product(range(1, 8), range(1, 8), MODES, ("host", "device")):
         p = {"h": 8192, "w": 8192, "kh": kh, "kw": kw, "mode": mode, "weights": weights}
         source = _tuning.source_of(weights)
-        cands = K10.candidates(p, dtype)
+        cands = _tuning.TUNABLE.candidates(K10.name, p, dtype)
         where = f"{kh}x{kw} {mode} {weights} {dtype}"
         assert 1 <= len(cands) <= 10 and len(set(cands)) == len(cands), where
         first = k10.for_source(dataclasses.replace(K10.presets["default"], kh=kh, kw=kw, mode=Mode.parse(mode)),
@@ -114,7 +112,7 @@ def test_the_register_estimate_prunes_and_caps(monkeypatch):
     big = dataclasses.replace(spec, ry=8)
     assert _tuning.registers(big, k10.STAGED) == k10.registers(spec, k10.STAGED) + 8  # 8 more accumulators
     assert all(c.min_blocks <= 65536 // (c.threads * _tuning.registers(c, k10.STAGED))
-               for c in K10.candidates(p, "float32"))
+               for c in _tuning.TUNABLE.candidates(K10.name, p, "float32"))
     # 4 threads of 18 × 8 outputs: 152 words of accumulators and window, over 255 registers in float64
     greedy = {"default": dataclasses.replace(K10.presets["default"], block_x=4, block_y=1, rx=8, ry=18)}
     small = {**p, "kh": 3, "kw": 3}
@@ -156,8 +154,8 @@ def test_the_rows_reference_is_the_reference_on_those_rows(mode):
 def test_the_sample_covers_edges_and_every_tile_row():
     rows = _tuning.sample_rows(8192, 8192, 7, 7)
     assert len(rows) < 110 and {0, 7, 8184, 8191} <= set(rows.tolist())
-    for th in {c.tile()[0] for c in K10.candidates({"h": 8192, "w": 8192, "kh": 7, "kw": 7, "mode": "reflect",
-                                                    "weights": "host"}, "float32")}:
+    big = {"h": 8192, "w": 8192, "kh": 7, "kw": 7, "mode": "reflect", "weights": "host"}
+    for th in {c.tile()[0] for c in _tuning.TUNABLE.candidates(K10.name, big, "float32")}:
         assert set((rows % th).tolist()) == set(range(th))  # every row position of every tile height
     assert len(_tuning.sample_rows(40, 30, 3, 3)) == 40  # small: every row
 
@@ -208,14 +206,16 @@ def test_a_planted_wrong_candidate_is_excluded(small_space, monkeypatch):
 
 
 def _launched(monkeypatch):
+    """The (rung, config) each call's plan starts from (before the filter is compiled in)."""
     seen = []
-    real = conv2d._launch
+    real = dispatch.default_choice
 
-    def spy(rung, cfg, *args, **kw):
+    def spy(*args, **kw):
+        rung, cfg = real(*args, **kw)
         seen.append((rung.name, cfg))
-        return real(rung, cfg, *args, **kw)
+        return rung, cfg
 
-    monkeypatch.setattr(conv2d, "_launch", spy)
+    monkeypatch.setattr(dispatch, "default_choice", spy)
     return seen
 
 

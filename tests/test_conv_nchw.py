@@ -26,8 +26,6 @@ from simt_tiles.kernels.conv_nchw import (
     CONV_NCHW_VARIANTS,
     FALLBACK_VARIANT,
     RUNGS,
-    _choose,
-    auto_preset,
     conv2d_nchw,
     k01_direct,
     k02_smem_tiled,
@@ -40,6 +38,7 @@ from simt_tiles.kernels.conv_nchw._common import (
     tiled_geometry,
     weight_staging,
 )
+from simt_tiles.kernels.conv_nchw.dispatch import _choose, auto_preset
 from simt_tiles.kernels.conv_nchw.reference import (
     conv2d_nchw_bruteforce,
     conv2d_nchw_reference,
@@ -586,7 +585,8 @@ def test_variant_none_kernels_compile_spill_free_for_common_filters():
         import sys
         import numpy as np
         from simt_tiles import compile_gate as g
-        from simt_tiles.kernels.conv_nchw import BEST_VARIANT, RUNGS, _choose
+        from simt_tiles.kernels.conv_nchw import BEST_VARIANT, RUNGS
+        from simt_tiles.kernels.conv_nchw.dispatch import _choose
         items = []
         for preset in ("default", "small"):
             for kh, kw in ((1, 1), (5, 5), (7, 7), (1, 7), (7, 1)):

@@ -1,4 +1,4 @@
-"""benchmarks/fma_peak.py's kernel computes what it says (simulator): eight FMA chains per thread."""
+"""benchmarks/lab/fma_peak.py's kernel computes what it says (simulator): eight FMA chains per thread."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("fma_peak", os.path.join(ROOT, "benchmarks", "fma_peak.py"))
+    spec = importlib.util.spec_from_file_location("fma_peak", os.path.join(ROOT, "benchmarks", "lab", "fma_peak.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

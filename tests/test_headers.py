@@ -10,7 +10,7 @@ RATIO ``R× cuBLAS`` (``vs_cublas``), ``R× PEER`` (``vs_peer``, PEER part of th
 ``peer``) or ``P% of copy`` (``pct_ceiling``).  The row is the one whose ``impl`` is the
 rung's name (or ROW), for that problem, float32; the printed numbers must equal the
 committed results rounded to the digits printed.  Lab notes (dated "Measured" blocks,
-sweeps) live in benchmarks/NOTES.md, not in headers.
+sweeps) live in the topic notes under benchmarks/notes/, not in headers.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_header_has_one_checked_headline(ladder, name, module):
 
 @pytest.mark.parametrize("ladder, name, module", rung_modules())
 def test_header_holds_no_lab_notes(ladder, name, module):
-    """Dated measurements and sweeps belong in benchmarks/NOTES.md ("Moved from rung headers")."""
+    """Dated measurements and sweeps belong in the topic notes (benchmarks/notes/*.md, "From the rung headers")."""
     doc = module.__doc__ or ""
     assert not re.search(r"^\s*Measured\b", doc, re.M), f"{module.__name__}: a 'Measured' block"
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", doc), f"{module.__name__}: a dated note"

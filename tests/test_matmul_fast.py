@@ -25,7 +25,7 @@ from numba import cuda  # noqa: F401  (module level: the simulator swaps this gl
 
 import simt_tiles
 from simt_tiles import codegen
-from simt_tiles.kernels.matmul import RUNGS, _common
+from simt_tiles.kernels.matmul import RUNGS, dispatch
 from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config, generate, split_plan
 from simt_tiles.kernels.matmul.k12_async_copy import generate as generate_k12
 from simt_tiles.runtime import SIMULATOR
@@ -130,16 +130,16 @@ def test_k12_copies_asynchronously():
 
 def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
-    assert _common.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 2)  # 16 tiles: 64x64 tiles, 2 splits
-    assert _common.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
-    assert _common.fast_choice(768, 768, 768, f32) == ("k12_async_copy", 2)  # 36 tiles
-    assert _common.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 1)  # 64 tiles: 64x64 tiles
-    assert _common.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
-    assert _common.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
-    assert _common.fast_choice(1300, 1300, 1300, f32) == ("k11_vectorized_bk16", 2)  # 121 tiles
-    assert _common.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
-    assert _common.fast_choice(509, 503, 16, f32)[1] == 1  # K too short to split (one tile of 16)
-    assert _common.fast_choice(1000, 1000, 1000, np.float64) == (_common.FLOAT64_VARIANT, 1)
+    assert dispatch.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 2)  # 16 tiles: 64x64 tiles, 2 splits
+    assert dispatch.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
+    assert dispatch.fast_choice(768, 768, 768, f32) == ("k12_async_copy", 2)  # 36 tiles
+    assert dispatch.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 1)  # 64 tiles: 64x64 tiles
+    assert dispatch.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
+    assert dispatch.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
+    assert dispatch.fast_choice(1300, 1300, 1300, f32) == ("k11_vectorized_bk16", 2)  # 121 tiles
+    assert dispatch.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
+    assert dispatch.fast_choice(509, 503, 16, f32)[1] == 1  # K too short to split (one tile of 16)
+    assert dispatch.fast_choice(1000, 1000, 1000, np.float64) == (dispatch.FLOAT64_VARIANT, 1)
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 5])
@@ -189,7 +189,7 @@ def test_unaligned_device_operands(variant):
 
 def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch, split_rows):
     split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4
-    monkeypatch.setattr(_common, "MIN_SPLIT_K", 8)  # small problems split too
+    monkeypatch.setattr(dispatch, "MIN_SPLIT_K", 8)  # small problems split too
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 20, 44, np.float32)  # rows a multiple of 4: k11 stays (RAGGED_ROWS)
     from simt_tiles.kernels.matmul import choose
@@ -227,7 +227,7 @@ def test_small_tile_presets_match_reference(preset, dtype, data):
 
 _SASS = textwrap.dedent("""
     import sys
-    sys.path.insert(0, "benchmarks")
+    sys.path.insert(0, "benchmarks/lab")
     import numpy as np
     from numba import cuda
     from simt_tiles import compile_gate
@@ -253,7 +253,7 @@ _SASS = textwrap.dedent("""
 
 def tile_loop(sass: str) -> collections.Counter:
     """Opcode counts of the loop with the most FFMAs: from a label to the backward branch to it."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
     from sass_mix import opcode
 
     labels, ops, best = {}, [], collections.Counter()
@@ -275,8 +275,8 @@ def tile_loop(sass: str) -> collections.Counter:
 #: FFMA share of the tile loop's static SASS (the issue asks 90%): k11 2048 of 2275–2281 (90.0% with
 #: the pip ptxas, 89.8% with the nvJitLink a fresh install resolves: the assembler release moves it by
 #: a few instructions), k12 2048 of 2253 (90.9%), their shared-memory addresses one base register plus
-#: immediate offsets (``vector.load4_at``; before: 86%, an add and a shift per read;
-#: benchmarks/NOTES.md, session 8). k11's rule sits just under its measured share, not at the target.
+#: immediate offsets (``vector.load4_at``; an add and a shift per read cost 4 points:
+#: benchmarks/notes/matmul.md, "Shared-memory addresses as base + immediate"). k11's rule sits just under its measured share, not at the target.
 MIN_FFMA_SHARE = {"k11_vectorized_bk16": 0.895, "k12_async_copy": 0.90}
 
 
@@ -288,7 +288,7 @@ def test_fast_rungs_sass_rules(tmp_path):
     sass = {}
     gate = os.environ.get("SIMT_TILES_GATE_CUBINS")  # scripts/test: the gate's own cubins, not compiled twice
     if gate and all(os.path.exists(os.path.join(gate, f"{v}-default-float32.cubin")) for v in FAST):
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
         from sass_mix import find_nvdisasm
 
         # no NVVM probe here (this process may have the simulator loaded): nvdisasm beside a pip ptxas
@@ -398,22 +398,23 @@ def test_pad_rule_by_size(monkeypatch):
     base = RUNGS["k11_vectorized_bk16"].presets["default"]
     assert base.pad == k11.PAD_RULE and base.compiled() == dataclasses.replace(base, pad=k11.PAD_ALWAYS).compiled()
     # tuned/h200.json: never by default (the H200 sweep: the copies did not pay where k12 is the choice)
-    assert _common.pad_rule() is None and not k11.pads(base, 1031, 997, 1013)
+    assert dispatch.pad_rule() is None and not dispatch.pads(base, 1031, 997, 1013)
     threshold = 512**3
-    monkeypatch.setattr(k11, "pad_rule", lambda: threshold)  # the rule read through the module (a table edit)
-    assert k11.pads(base, 1031, 997, 1013) and not k11.pads(base, 131, 97, 67)
-    assert k11.pads(base, threshold, 1, 1) and not k11.pads(base, threshold - 1, 1, 1)
+    monkeypatch.setattr(dispatch, "pad_rule", lambda: threshold)  # the rule read through the module (a table edit)
+    assert dispatch.pads(base, 1031, 997, 1013) and not dispatch.pads(base, 131, 97, 67)
+    assert dispatch.pads(base, threshold, 1, 1) and not dispatch.pads(base, threshold - 1, 1, 1)
     never, always = (dataclasses.replace(base, pad=p) for p in (k11.PAD_NEVER, k11.PAD_ALWAYS))
-    assert not k11.pads(never, 8192, 8192, 8191) and k11.pads(always, 3, 3, 3)
+    assert not dispatch.pads(never, 8192, 8192, 8191) and dispatch.pads(always, 3, 3, 3)
     with pytest.raises(simt_tiles.runtime.ConfigError, match="pad"):
         dataclasses.replace(base, pad=0)
-    monkeypatch.setattr(k11, "pad_rule", lambda: 10)
-    assert k11.pads(base, 3, 2, 2) and not k11.pads(base, 3, 3, 1)
+    monkeypatch.setattr(dispatch, "pad_rule", lambda: 10)
+    assert dispatch.pads(base, 3, 2, 2) and not dispatch.pads(base, 3, 3, 1)
 
 
 def test_k11_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
     """k11 by name (its preset's pad: the rule) on a ragged size: padded once M·N·K passes the rule."""
-    monkeypatch.setattr(k11, "pad_rule", lambda: 1000)
+    monkeypatch.setattr(dispatch, "pad_rule", lambda: 1000)
+    dispatch._with_pad.cache_clear()  # the rule resolved per size is cached
     a, b = random_operands(np.random.default_rng(6), 11, 13, 9, np.float32)  # 1287 ≥ 1000
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_vectorized_bk16"))
     assert _padded(nan_workspaces) == [(11, 12), (12, 16)]
@@ -426,7 +427,6 @@ def test_k11_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
 def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypatch):
     """variant=None: a k11 choice (a split-K row or the tuned table) on K % 4 or N % 4 runs k12 with
     the same config; aligned sizes, float64, a named variant and a named config are left alone."""
-    from simt_tiles.kernels import matmul as matmul_pkg
     from simt_tiles.kernels.matmul import RAGGED_ROWS, choose
 
     assert RAGGED_ROWS == {"k11_vectorized_bk16": "k12_async_copy"}
@@ -434,11 +434,11 @@ def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypa
     names = {s: choose(None, None, *s, np.float32)[0].name for s in [(16, 20, 44), (16, 21, 44), (16, 20, 45)]}
     assert names == {(16, 20, 44): "k11_vectorized_bk16", (16, 21, 44): "k12_async_copy",
                      (16, 20, 45): "k12_async_copy"}
-    assert choose(None, None, 16, 21, 44, np.float64)[0].name == _common.FLOAT64_VARIANT
+    assert choose(None, None, 16, 21, 44, np.float64)[0].name == dispatch.FLOAT64_VARIANT
     assert choose("k11_vectorized_bk16", None, 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"
     assert choose(None, "sim", 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"  # BEST_VARIANT, as named
     tuned = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], splits=2)
-    monkeypatch.setattr(matmul_pkg._autotune, "choose", lambda f, p, v, a: ("k11_vectorized_bk16", tuned))
+    monkeypatch.setattr(dispatch.autotune, "choose", lambda f, p, v, a: ("k11_vectorized_bk16", tuned))
     assert choose(None, None, 16, 21, 44, np.float32) == (RUNGS["k12_async_copy"], tuned)
     assert choose(None, None, 16, 20, 44, np.float32) == (RUNGS["k11_vectorized_bk16"], tuned)
     a, b = random_operands(np.random.default_rng(9), 16, 21, 45, np.float32)
@@ -478,9 +478,9 @@ def test_launch_plan_replays_the_padded_path():
 
 
 def test_ragged_rule_reads_the_sweep():
-    """benchmarks/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
+    """benchmarks/lab/ragged_rule.py: the smallest M·N·K of the run of padded wins from the largest
     ragged size down; aligned sizes and unpaired rows ignored; None when the largest loses."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
     import ragged_rule
 
     def row(problem, pad, ms, impl="k11_vectorized_bk16"):
@@ -508,15 +508,15 @@ TILE64 = {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4}
 def split_rows(monkeypatch):
     """Install ``rows`` as ``rules.matmul_split_k`` (caches cleared before and after)."""
     from simt_tiles import autotune
-    from simt_tiles.kernels import matmul as matmul_pkg
 
     shipped = autotune.shipped_rules
 
     def clear():
-        _common.fast_table.cache_clear()
-        _common.pad_rule.cache_clear()
-        _common.sm_count.cache_clear()
-        matmul_pkg._split_k_choice.cache_clear()
+        dispatch.fast_table.cache_clear()
+        dispatch.pad_rule.cache_clear()
+        dispatch.sm_count.cache_clear()
+        dispatch._with_pad.cache_clear()
+        dispatch._split_k_choice.cache_clear()
 
     def install(rows):  # the split-K rows only: every other rule stays the shipped one
         monkeypatch.setattr(autotune, "shipped_rules", lambda name, gpu_slug="h200": (
@@ -530,7 +530,7 @@ def split_rows(monkeypatch):
 
 
 def test_balance_splits_the_h200_numbers():
-    bal = _common.balance_splits
+    bal = dispatch.balance_splits
     assert bal(17 * 16, 1013, 132) in (3, 4)  # 1031×997, 64×64 tiles: 272 blocks on 264 slots
     assert bal(16 * 16, 1024, 132) == 1  # 1024×1024, 64×64: 256 blocks, one full wave
     assert bal(4 * 4, 256, 132) == 2  # 256×256: 16 blocks want 4 splits, K=256 allows 2
@@ -542,30 +542,29 @@ def test_balance_splits_the_h200_numbers():
 
 def test_rows_without_a_tile_behave_as_before(split_rows):
     split_rows([[66, 4, "k11_vectorized_bk16"], [None, 1, "k12_async_copy"]])
-    assert _common.fast_plan(1000, 1000, 1000, np.float32) == ("k11_vectorized_bk16", 4, {})
-    assert _common.fast_plan(1000, 1000, 200, np.float32) == ("k11_vectorized_bk16", 1, {})
-    assert _common.fast_plan(2048, 2048, 2048, np.float32) == ("k12_async_copy", 1, {})
+    assert dispatch.fast_plan(1000, 1000, 1000, np.float32) == ("k11_vectorized_bk16", 4, {})
+    assert dispatch.fast_plan(1000, 1000, 200, np.float32) == ("k11_vectorized_bk16", 1, {})
+    assert dispatch.fast_plan(2048, 2048, 2048, np.float32) == ("k12_async_copy", 1, {})
 
 
 def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
-    from simt_tiles.kernels import matmul as matmul_pkg
 
     split_rows([[88, "balance", "k11_vectorized_bk16", dict(TILE64, resident=2, partial_cost=0.05)],
                 [None, 1, "k12_async_copy"]])
     # matched by 128×128 tiles of C (1031×997: 72 ≤ 88), balanced on the row's 64×64 tiles
-    variant, splits, fields = _common.fast_plan(1031, 997, 1013, np.float32)
+    variant, splits, fields = dispatch.fast_plan(1031, 997, 1013, np.float32)
     assert (variant, fields) == ("k11_vectorized_bk16", TILE64) and splits in (3, 4)
-    assert _common.fast_plan(1024, 1024, 1024, np.float32)[1] == 1  # 256 blocks: one full wave
-    assert _common.fast_plan(1031, 997, 1013, np.float64) == (_common.FLOAT64_VARIANT, 1, {})
+    assert dispatch.fast_plan(1024, 1024, 1024, np.float32)[1] == 1  # 256 blocks: one full wave
+    assert dispatch.fast_plan(1031, 997, 1013, np.float64) == (dispatch.FLOAT64_VARIANT, 1, {})
     # on a GPU the choice runs the row's tile; the simulator keeps its "sim" tile, with the split
     # (the rule's own choice: on a GPU choose() asks the shipped tuned table first, which has this size)
-    matmul_pkg._split_k_choice.cache_clear()
-    rung, cfg = matmul_pkg._split_k_choice(1031, 997, 1013, "float32")
+    dispatch._split_k_choice.cache_clear()
+    rung, cfg = dispatch._split_k_choice(1031, 997, 1013, "float32")
     assert rung.name == "k11_vectorized_bk16" and cfg.splits == splits
     assert cfg.bm == (rung.presets["sim"].bm if SIMULATOR else 64)
-    monkeypatch.setattr(matmul_pkg, "SIMULATOR", False)
-    matmul_pkg._split_k_choice.cache_clear()
-    _, cfg = matmul_pkg._split_k_choice(1031, 997, 1013, "float32")
+    monkeypatch.setattr(dispatch, "SIMULATOR", False)
+    dispatch._split_k_choice.cache_clear()
+    _, cfg = dispatch._split_k_choice(1031, 997, 1013, "float32")
     assert cfg == dataclasses.replace(rung.presets["default"], **TILE64, splits=splits)
 
 
@@ -597,7 +596,7 @@ def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
 def test_a_bad_row_is_named_when_the_table_is_read(split_rows, row, names):
     split_rows([[1, 2, "k11_vectorized_bk16"], row, [None, 1, "k12_async_copy"]])
     with pytest.raises(ValueError, match=re.escape("rules.matmul_split_k row 1 ")) as err:
-        _common.fast_table()
+        dispatch.fast_table()
     assert names in str(err.value)
 
 

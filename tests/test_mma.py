@@ -368,3 +368,29 @@ def test_mma_rungs_sass_rules(kernel):
     loop, ops = hmma_loop(sass)
     assert "LDL" not in ops and "STL" not in ops, (kernel, "local memory")
     assert loop["HMMA"] > 0 and loop["HMMA"] / sum(loop.values()) >= MIN_HMMA_SHARE[kernel], (kernel, loop.most_common(10))
+
+
+# --- the public path: simt_tiles.matmul(precision=...) and 16-bit inputs -------------------------
+
+def test_public_matmul_routes_to_the_tensor_cores():
+    """``simt_tiles.matmul`` keeps FP32 for float32 unless asked (precision="tf32"), and takes
+    float16 inputs to k14 with their own dtype out; each against the mma bound."""
+    import simt_tiles
+
+    m, n, k = 17, 9, 13
+    a, b = RNG.standard_normal((m, k)).astype(np.float32), RNG.standard_normal((k, n)).astype(np.float32)
+    cfg = TF32_CONFIGS[0]
+    got = simt_tiles.matmul(a, b, precision="tf32", config=cfg)
+    np.testing.assert_array_equal(got, matmul_mma(a, b, precision="tf32", config=cfg))  # the same kernel
+    rdt = ref_dtype()
+    ref = a.astype(rdt) @ b.astype(rdt)
+    bound = (np.abs(a.astype(rdt)) @ np.abs(b.astype(rdt))) * (mma_error_factor(k, "tf32") + 2 * k * float(np.finfo(rdt).eps))
+    assert (np.abs(got - ref) <= bound).all()
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    h = simt_tiles.matmul(a16, b16, config=BF16_CONFIGS[0])
+    assert h.dtype == np.float16 and h.shape == (m, n)
+    np.testing.assert_array_equal(h, matmul_mma(a16, b16, config=BF16_CONFIGS[0]))
+    with pytest.raises(ValueError, match="precision: expected one of"):
+        simt_tiles.matmul(a, b, precision="fp8")
+    with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
+        simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")

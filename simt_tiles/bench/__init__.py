@@ -22,6 +22,8 @@ import argparse
 import importlib
 import sys
 
+from .. import _probe
+
 PATTERN_GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
 #: group → (module of simt_tiles.bench, one line of help)
 GROUP_MODULES = {
@@ -57,8 +59,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Check for a GPU (only now: help works anywhere), then run the group(s)."""
-    from .. import _probe
-
     if _probe.select_backend():
         print(NO_GPU, file=sys.stderr)
         return 2

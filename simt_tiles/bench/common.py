@@ -11,6 +11,11 @@ import json
 import os
 import sys
 
+from .. import _probe, tile
+from ..machine import describe, l2_bytes, slug as device_slug
+from ..report import group_tables, plot
+from . import NO_GPU
+
 __all__ = ["add_output_arguments", "copy_ceiling", "finish", "flush_bytes", "load_tile", "main_of",
            "result_paths", "session"]
 
@@ -30,8 +35,6 @@ def flush_bytes(l2: int | None) -> int:
 def result_paths(out_dir: str, group: str, slug: str | None = None) -> dict[str, str]:
     """``{"json", "md", "plot"}`` → ``out_dir/<group>_<slug>.{json,md,png}`` (slug: this device's)."""
     if slug is None:
-        from ..machine import slug as device_slug
-
         slug = device_slug()
     stem = os.path.join(out_dir, f"{group}_{slug}")
     return {"json": f"{stem}.json", "md": f"{stem}.md", "plot": f"{stem}.png"}
@@ -64,8 +67,6 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 
 def main_of(group: str, add_arguments, run, doc: str, argv=None) -> int:
     """A group's stand-alone entry point (``python benchmarks/bench_<group>.py``): parse, check for a GPU, run."""
-    from .. import _probe
-    from . import NO_GPU
 
     p = argparse.ArgumentParser(prog=f"simt-tiles bench {group}", description=doc.split("\n\n")[0])
     add_arguments(p)
@@ -79,8 +80,6 @@ def main_of(group: str, add_arguments, run, doc: str, argv=None) -> int:
 def load_tile():
     """``simt_tiles.tile`` when cuda.tile is usable here, else None (with the reason printed)."""
     try:
-        from .. import tile
-
         if not tile.available():
             raise ImportError("cuda.tile is not importable here (see simt_tiles.tile)")
         print(f"cuTile {tile.version()}", flush=True)
@@ -96,7 +95,7 @@ def session(title: str, reps: int, *, with_tile: bool = True, total: int | None 
     """``(harness, cupy, tile-or-None)``; with ``flush``, an L2 flush before every timed call."""
     import cupy as cp
 
-    from ..machine import l2_bytes
+    # deferred: loads Numba (backend choice first)
     from .harness import Harness, Progress
 
     before = None
@@ -127,8 +126,6 @@ def finish(h, args, *, group: str, title: str, method: str, ceilings: dict, peer
     """Ratios, the summary table (printed and written), JSON, plot: to ``--json/--md/--plot`` or ``--out DIR``.
 
     Exit status 1 when any implementation failed its check (they are in the table as FAIL)."""
-    from ..machine import describe
-    from ..report import group_tables, plot
 
     rows = h.finish(ceilings=ceilings, peers=peers)
     data = {"machine": describe(), "title": title, "method": method, "results": rows}

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import sys
 
+import simt_tiles
+from simt_tiles.bounds import BoundCheck, gamma, TF32_U, unit_roundoff
+
 from . import common
 
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
 #: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×4, rx=4, ry=6 (mode constant
-#: unless --k05-all-modes): the previous default, and the 7×7 filter's best (benchmarks/NOTES.md)
+#: unless --k05-all-modes): the previous default, and the 7×7 filter's best (benchmarks/notes/conv2d.md)
 K05_SWEEP = ((32, 4, 5, 6), (32, 8, 4, 6))
 #: k07 shapes (block_x, block_y, rx, ry, min_blocks) timed besides its default: registers per
 #: thread against blocks per SM (ptxas: 64 / 48 / 40 registers, no spills), and 256 threads
@@ -46,9 +49,8 @@ K07_SWEEP = ((32, 4, 4, 6, 8), (32, 4, 4, 6, 12), (32, 8, 4, 6, 5))
 #: 32×8 of 4×4 (64 registers, no spills: more outputs per thread at the default's occupancy; not run yet)
 K08_SWEEP = ((32, 8, 4, 3, 4, 2), (32, 8, 4, 3, 4, 8), (32, 4, 4, 6, 5, 4), (32, 8, 4, 4, 4, 4))
 #: k09 shapes besides its default (32×4 of 6×4, 6 blocks per SM — shared memory — 2 tiles a block):
-#: 1 tile a block (no prefetch: the control, fastest in session 6) and 4.  Measured once and dropped
-#: from the default sweep: 32×4 of 4×4 (8 blocks), 32×4 of 8×4 (5 blocks), 8 tiles — all slower
-#: (benchmarks/results/conv_k09_h200.log)
+#: 1 tile a block (no prefetch: the control, the fastest k09) and 4.  Not in the sweep: 32×4 of 4×4
+#: (8 blocks), 32×4 of 8×4 (5 blocks), 8 tiles — all slower (benchmarks/results/conv_k09_h200.log)
 K09_SWEEP = ((32, 4, 4, 6, 6, 1), (32, 4, 4, 6, 6, 4))
 #: the config fields the numbers of a --k0N-shapes entry set, in order
 SHAPE_FIELDS = ("block_x", "block_y", "rx", "ry", "min_blocks", "tiles")
@@ -139,8 +141,7 @@ def filter2d(h, cp, tile, args) -> None:
     import torch.nn.functional as F
     from cupyx.scipy import ndimage as cnd
 
-    import simt_tiles
-    from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
+    # deferred: loads Numba (backend choice first)
     from simt_tiles.kernels.conv2d import CONSTANT_FILTER_VARIANTS
     from simt_tiles.kernels.conv2d import RUNGS as CONV2D_RUNGS
     from simt_tiles.kernels.conv2d.k05_register_tile_2d import Config as K05Config
@@ -235,9 +236,8 @@ def nchw(h, cp, args) -> None:
     import torch
     import torch.nn.functional as F
 
-    from simt_tiles.bounds import TF32_U, BoundCheck, gamma, unit_roundoff
-
     try:
+        # deferred: loads Numba (backend choice first)
         from simt_tiles.kernels.conv_nchw import CONV_NCHW_VARIANTS, conv2d_nchw
     except ImportError as exc:
         print(f"nchw: simt_tiles.conv2d_nchw not available ({exc})", flush=True)

@@ -32,6 +32,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+import simt_tiles
+from ..machine import describe
+from .common import add_output_arguments, main_of, write_outputs
+
 KINDS = ("cupy", "torch", "numba")
 
 
@@ -125,6 +129,7 @@ def matmul_cases(size: int = 256) -> tuple[Case, ...]:
     """:data:`MATMUL_CONFIGS` at ``size``³ as cases (the variant and config passed explicitly)."""
     import dataclasses as dc
 
+    # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
     rung = get_rung("k11_vectorized_bk16")
@@ -167,8 +172,6 @@ def empty_like_kind(shape, dtype, kind: str):
 
 def prepared(case: Case, kind: str, seed: int = 0):
     """``(call, out, host inputs)``: ``call()`` runs the case on ``kind`` arrays into ``out``."""
-    import simt_tiles
-
     pos, kw = case.inputs(np.random.default_rng(seed))
     ref = case.reference(*pos, **kw)
     dpos = tuple(to_kind(x, kind) for x in pos)
@@ -211,6 +214,7 @@ def gpu_per_call(call: Callable, host_us: float, calls: int = 50, reps: int = 3)
     run again with a 4× longer sleep, three times at most; then None (the host paced it)."""
     from numba import cuda
 
+    # deferred: loads Numba (backend choice first)
     from ._sleep import sleep
 
     sleep[1, 32](1)  # compiled before timing
@@ -295,6 +299,7 @@ def _bare_numba():
 def check(case: Case, kind: str) -> str:
     """'' when the plan's result equals the checked path's bit for bit and the reference within
     tolerance; else what differs."""
+    # deferred: loads Numba (backend choice first)
     from .. import launch
 
     call, out, (pos, kw, ref), _ = prepared(case, kind)
@@ -325,6 +330,7 @@ def host_breakdown(case: Case, kind: str, n: int = 100) -> dict:
     patches).  The rest of the call is the wrapper's own Python (the key, the plan lookup)."""
     import timeit
 
+    # deferred: loads Numba (backend choice first)
     from .. import launch
 
     call, *_ = prepared(case, kind)
@@ -356,17 +362,14 @@ def _args_of(call):
 
 
 def add_arguments(p) -> None:
-    from .common import add_output_arguments
-
     add_output_arguments(p)  # --reps: loops of --calls calls, the median loop reported; --plot is not drawn
     p.set_defaults(reps=3)
     p.add_argument("--calls", type=int, default=300, help="calls per timed loop (default 300)")
 
 
 def run(args) -> int:
+    # deferred: loads Numba (backend choice first)
     from .. import launch
-    from ..machine import describe
-    from .common import write_outputs
 
     rows, failed = [], 0
     for case in (*CASES, *matmul_cases()):
@@ -465,6 +468,7 @@ def matmul_entry(results, size: int = 256) -> dict:
         return {}
     label = r["problem"].split("[", 1)[1].split("]", 1)[0]
     _, preset, splits = next(c for c in MATMUL_CONFIGS if c[0] == label)
+    # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
     rung = get_rung("k11_vectorized_bk16")
@@ -514,8 +518,6 @@ def _markdown_host_only(by: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from .common import main_of
-
     return main_of("dispatch", add_arguments, run, __doc__, argv)
 
 

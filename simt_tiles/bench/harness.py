@@ -16,7 +16,7 @@ renders (older result files are converted on reading, ``report.load``)::
 ``group`` is a benchmark group (matmul, filter2d, softmax, …) or, for the demo, a ladder
 of ``simt_tiles.registry``; ``kind`` "simt" rows are this project's rungs.
 
-Method (benchmarks/NOTES.md): each implementation first runs once and is
+Method (benchmarks/notes/method.md): each implementation first runs once and is
 checked (a :class:`~simt_tiles.bounds.BoundCheck` or a bool); a failing
 one is recorded and never timed.  Then ``warmup`` untimed calls and up to
 ``reps`` calls each between two CUDA events (fewer when one call is so slow
@@ -93,6 +93,7 @@ class Harness:
                  sync: Callable | None = None, progress: Progress | None = None,
                  before: Callable[[], object] | None = None, timed: bool = True):
         if timer is None and timed:
+            # deferred: loads Numba (backend choice first)
             from ..timing import time_cuda as timer
         if sync is None:
             from numba import cuda

@@ -3,7 +3,7 @@
     simt-tiles bench matmul [--sizes 4096 1000x1000x1000 ...] [--variants k03_smem_tiled ...]
                             [--config k03_smem_tiled:tile=16 ...] [--reps 20] [--out DIR]
 
-Method (benchmarks/NOTES.md): each implementation is first checked against a
+Method (benchmarks/notes/method.md): each implementation is first checked against a
 float64 cuBLAS reference with the γ_K·|A|·|B| bound on a NaN-poisoned output;
 only then timed (``simt_tiles.bench.harness``: CUDA events, warm-up, median).
 Input sets are rotated so that the bytes touched per size exceed three times the
@@ -26,7 +26,10 @@ import math
 import os
 import sys
 
+from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+from ..machine import l2_bytes
 from . import common
+from .peers import baseline, peers
 
 DEFAULT_SIZES = ["1024", "2048", "4096", "8192", "4096x1024x8192", "8192x8192x1024", "1000x1000x1000", "1031x997x1013"]
 #: L2 size assumed when the device does not report one
@@ -46,6 +49,7 @@ def parse_size(text: str) -> tuple[int, int, int]:
 
 def parse_config(text: str):
     """``variant:field=value,field=value`` → (variant, config object)."""
+    # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import RUNGS
 
     variant, _, fields = text.partition(":")
@@ -75,10 +79,9 @@ def run(args) -> int:
     import numpy as np
     from numba import cuda
 
-    from ..kernels import matmul as matmul_ladder
-    from ..kernels.matmul import MATMUL_VARIANTS, RUNGS
-    from ..machine import l2_bytes
-    from .peers import baseline, peers
+    # deferred: loads Numba (backend choice first)
+    from ..kernels.matmul import MATMUL_VARIANTS, RUNGS, dispatch
+    from ..kernels.matmul._common import Call
 
     if os.environ.get("CUPY_TF32"):
         print("bench matmul: CUPY_TF32 must be unset (cuBLAS FP32 is the baseline)", file=sys.stderr)
@@ -93,20 +96,20 @@ def run(args) -> int:
 
     def launcher(variant, cfg):
         def make(sets, m, n, k):
-            rung, c = (RUNGS[variant], cfg) if variant is not None else matmul_ladder.choose(
-                None, None, m, n, k, np.float32)  # what matmul(variant=None) runs at this size
-            grid, block = rung.geometry(c, m, n, k)
+            plan = (dispatch.resolved(RUNGS[variant], cfg, m, n, k) if variant is not None
+                    else dispatch.plan(None, None, m, n, k, np.float32))  # what matmul(variant=None) runs here
+            rung, c = plan
             devs = {id(x): cuda.as_cuda_array(x) for s in sets for x in s}
 
             def launch(a, b, out):
-                rung.launch(c, np.float32, grid, block, 0, devs[id(a)], devs[id(b)], devs[id(out)])
+                plan.run(Call(devs[id(a)], devs[id(b)], devs[id(out)], 0))
 
             launch.config = f"{rung.name} {config_text(c)}" if variant is None else config_text(c)
             return launch
 
         return make
 
-    if hasattr(matmul_ladder, "choose") and (args.default or not args.variants):  # the public call's own choice per size
+    if args.default or not args.variants:  # the public call's own choice per size
         impls.append(Impl("default", launcher(None, None), "simt", "fp32", {"config": "variant=None"}))
     for variant, cfg, custom in ([(v, RUNGS[v].presets["default"], False) for v in (args.variants or MATMUL_VARIANTS)]
                                  + [(v, cfg, True) for v, cfg in map(parse_config, args.config)]):
@@ -138,7 +141,7 @@ def measure(h, xp, sizes, impls, l2: int) -> None:
     (``xp``: CuPy; NumPy in the tests) of at least three times ``l2`` bytes in all."""
     import numpy as np
 
-    from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+    # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import flops
     from ..kernels.matmul.reference import matmul_reference
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 
+from .. import tile
+from . import triton_peers
 from .peers import has, peer
 
 
 def _tile_available() -> bool:
     try:
-        from .. import tile
-
         return tile.available()
     except Exception:  # noqa: BLE001  (cuda.tile or its toolchain missing)
         return False
@@ -30,10 +30,6 @@ def cublas_fp32(a, b, c):
 
 def _triton_matmul(precision="fp32"):
     """``simt_tiles.bench.triton_peers.triton_matmul(precision)``'s function, or None (no Triton)."""
-    try:
-        from . import triton_peers
-    except ImportError:
-        return None
     return triton_peers.triton_matmul(precision)[0]
 
 
@@ -115,13 +111,9 @@ def cublas_tf32(a, b, c):
 
 @peer("matmul", "cuTile FP32", available=_tile_available, kind="tile")
 def cutile_fp32(a, b, c):
-    from .. import tile
-
     tile.matmul(a, b, precision="fp32", out=c)
 
 
 @peer("matmul", "cuTile TF32", available=_tile_available, kind="tile", precision="tf32")
 def cutile_tf32(a, b, c):
-    from .. import tile
-
     tile.matmul(a, b, precision="tf32", out=c)

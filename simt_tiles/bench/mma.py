@@ -27,7 +27,7 @@ DEFAULT_PRESETS = ("tf32:default", "tf32:8warps", "bf16:default", "bf16:8warps")
 
 
 def _rung_cfg(spec: str):
-    from simt_tiles.kernels.matmul.mma import MMA_RUNGS, RUNG_FOR
+    from simt_tiles.kernels.matmul.mma import MMA_RUNGS, RUNG_FOR  # deferred: loads Numba (backend choice first)
 
     prec, preset = spec.split(":")
     rung = MMA_RUNGS[RUNG_FOR[prec]]
@@ -114,6 +114,7 @@ def main(argv=None) -> int:
     import triton
     from numba import cuda
 
+    # deferred: loads Numba (backend choice first)
     from simt_tiles.bounds import mma_error_factor
     from simt_tiles.kernels.matmul.mma import matmul_mma
     from simt_tiles.runtime import allow_dynamic_smem
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     # --- time ---
     tri = _triton_matmul() if "triton" in peers else None
     try:
-        from simt_tiles import tile as cutile
+        from simt_tiles import tile as cutile  # deferred: cuda.tile is optional
         cutile_ok = "cutile" in peers
     except Exception as exc:  # noqa: BLE001
         print("cuTile unavailable:", type(exc).__name__, exc)

@@ -28,7 +28,12 @@ import math
 import sys
 from pathlib import Path
 
-from . import common
+import simt_tiles
+from .._table import markdown
+from ..bounds import BoundCheck, check_within, gamma, TF32_U, unit_roundoff
+from ..machine import describe
+from . import cccl_peers, common, loc, loc as L, matmul_peers, triton_peers
+from .cccl_peers import BIAS_RELU_OP
 
 SYSTEMS = ("SIMT best rung", "simt_tiles default", "cuTile Python", "CUDA Tile C++", "Triton", "cuda.compute",
            "library")
@@ -64,8 +69,6 @@ def run(args) -> int:
     import json
     import os
 
-    from ..machine import describe
-
     paths = {k: getattr(args, k, None) for k in ("json", "md")}
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -96,8 +99,6 @@ def main(argv=None) -> int:
 
 
 def _loc_doc() -> str:
-    from . import loc
-
     return loc.__doc__.split("\n\n", 1)[1].strip()
 
 
@@ -116,7 +117,7 @@ def _optional(load):
 
 def _tilecpp():
     try:
-        from .. import tilecpp
+        from .. import tilecpp  # deferred: an optional part of the installation (may be absent)
     except ImportError as exc:
         return None, f"not built in this run (simt_tiles.tilecpp absent: {exc})"
     ok, why = tilecpp.available()
@@ -124,15 +125,11 @@ def _tilecpp():
 
 
 def _triton():
-    from . import triton_peers
-
     fn, why = triton_peers.triton_vector_add()
     return (triton_peers, None) if fn else (None, why)
 
 
 def _cccl():
-    from . import cccl_peers
-
     return cccl_peers.cccl()
 
 
@@ -162,8 +159,6 @@ class Table:
         self.missing.append({"problem": self.title(key), "precision": PROBLEMS[key][1], "system": system, "why": why})
 
     def entry(self, key, system, impl, fn, check, *, loc=None, kind="peer", **kw):
-        from . import loc as L
-
         if callable(loc):
             try:
                 loc = loc(L)
@@ -195,9 +190,7 @@ class Table:
 
     def _matmul(self, key, precision):
         cp, np = self.cp, self.np
-        import simt_tiles
-
-        from ..bounds import TF32_U, check_within, gamma, unit_roundoff
+        # deferred: loads Numba (backend choice first)
         from ..kernels.matmul.reference import matmul_reference
 
         n = self.s["mm"]
@@ -239,8 +232,6 @@ class Table:
         else:
             self.miss(key, "Triton", self.triton_why)
         self.miss(key, "cuda.compute", "no matmul in cuda.compute (CCCL has no dense linear algebra)")
-        from . import matmul_peers
-
         c.fill(cp.nan)
         if precision == "fp32":
             self.entry(key, "library", "cuBLAS FP32", lambda: matmul_peers.cublas_fp32(a, b, c), check, **kw)
@@ -273,9 +264,7 @@ class Table:
         import torch.nn.functional as F
         from cupyx.scipy import ndimage as cnd
 
-        import simt_tiles
-
-        from ..bounds import BoundCheck, gamma, unit_roundoff
+        # deferred: loads Numba (backend choice first)
         from ..kernels.conv2d import CONSTANT_FILTER_VARIANTS
 
         s = self.s["img"]
@@ -337,9 +326,7 @@ class Table:
         cp = self.cp
         import torch
 
-        import simt_tiles
-
-        from ..bounds import BoundCheck
+        # deferred: loads Numba (backend choice first)
         from ..kernels.softmax import RUNGS
         from ..kernels.softmax.reference import softmax_reference
         from ..runtime import ConfigError
@@ -391,9 +378,6 @@ class Table:
 
     def _reduce(self, key, op):
         cp, np = self.cp, self.np
-        import simt_tiles
-
-        from ..bounds import BoundCheck, gamma, unit_roundoff
 
         n = self.s["n"]
         self._titles[key] = f"{op} 2^{int(math.log2(n))}"
@@ -473,9 +457,6 @@ class Table:
 
     def row_sum(self, key):
         cp, np = self.cp, self.np
-        import simt_tiles
-
-        from ..bounds import BoundCheck, gamma, unit_roundoff
 
         m = self.s["sq"]
         self._titles[key] = f"row sums {m}×{m}"
@@ -532,8 +513,6 @@ class Table:
 
     def vector_add(self, key):
         cp = self.cp
-        import simt_tiles
-
         n = self.s["n"]
         self._titles[key] = f"vector add 2^{int(math.log2(n))}"
         a, b = (self.rng.standard_normal(n, dtype=cp.float32) for _ in range(2))
@@ -570,8 +549,6 @@ class Table:
 
     def bias_relu(self, key):
         cp = self.cp
-        import simt_tiles
-
         m = self.s["sq"]
         self._titles[key] = f"bias+ReLU {m}×{m}"
         x = self.rng.standard_normal((m, m), dtype=cp.float32)
@@ -600,8 +577,6 @@ class Table:
         else:
             self.miss(key, "Triton", self.triton_why)
         if self.cccl is not None:
-            from .cccl_peers import BIAS_RELU_OP
-
             self.entry(key, "cuda.compute", "cuda.compute binary_transform (C++ op)",
                        lambda: self.cccl.bias_relu(x, bias, y), check, loc=lambda L: L.cpp_lines(BIAS_RELU_OP), **kw)
         else:
@@ -671,8 +646,6 @@ LOC_NOTE = ("lines: non-blank, non-comment, non-docstring lines of kernel code, 
 
 def render(data: dict) -> str:
     """The markdown table: per problem, per system ``rate (× library) · LOC · implementation``."""
-    from .._table import markdown
-
     body = []
     for line in cells(data):
         lib = line["systems"].get("library", {})

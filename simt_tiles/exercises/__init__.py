@@ -12,7 +12,9 @@ error bounds (exact where the arithmetic is exact) and prints a verdict naming t
 failed, the element, what was expected and what came, and finally compiles the kernels for
 sm_90 with Numba's real compiler (the simulator runs any Python; a GPU does not). Where :mod:`simt_tiles.analyze` is
 installed, launches are race-checked, so a missing barrier is reported as a race with its two
-source lines; the bank-conflict exercise measures wavefronts with it.
+source lines, and one more launch is scored with it (:mod:`._score`): global sectors and shared
+wavefronts beside the reference solution's, as GPU-Puzzles scores traffic — more than the
+reference fails the exercises whose lesson is the traffic, naming the line.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import os
 import shutil
 import sys
 from pathlib import Path
+
+from ._verdict import Verdict
 
 __all__ = ["EXERCISES", "Exercise", "Verdict", "check", "main", "stub_path"]
 
@@ -56,6 +60,17 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
     Exercise("tiled_matmul", "the shared-memory tiled matmul and its two barriers", "matmul/k03_smem_tiled"),
     Exercise("padded_transpose", "one word of padding against a 32-way bank conflict", "matmul/k07_padded"),
     Exercise("halo_tile", "a shared-memory tile with its halo for a 3×3 filter", "conv2d/k02_halo_tiled"),
+    Exercise("regblock_1d", "TM outputs per thread: one shared load of B reused TM times", "matmul/k04_regblock_1d"),
+    Exercise("regblock_2d", "a TM×TN tile per thread as register outer products", "matmul/k05_regblock_2d"),
+    Exercise("swizzled_tile", "a transposed A tile whose stores hit 32 banks: the XOR swizzle", "matmul/k08_swizzled"),
+    Exercise("double_buffer", "two stages and ONE barrier per K step", "matmul/k09_double_buffered"),
+    Exercise("warp_tiling", "a thread's outputs: its warp's tile, then its lane's place in it", "matmul/k10_warptiled"),
+    Exercise("halo_modes", "the halo under all five boundary modes of scipy.ndimage", "conv2d/k02_halo_tiled"),
+    Exercise("separable_filter", "a KH×KW filter as a column pass and a row pass", "conv2d/k06_separable_fused"),
+    Exercise("warp_reduce", "a row sum in registers: five shuffles, no shared memory", "reduce/k01_warp_shuffle"),
+    Exercise("online_softmax", "max and sum in one pass, merged across lanes", "softmax/k03_online"),
+    Exercise("split_k", "slices of K in separate blocks, then a deterministic sum", "matmul/k11_vectorized_bk16"),
+    Exercise("vectorized_loads", "128-bit loads and stores with a scalar ragged tail", "matmul/k11_vectorized_bk16"),
 )}
 
 
@@ -71,24 +86,11 @@ def stub_path(name: str) -> Path:
     return _exercise(name).stub
 
 
-@dataclasses.dataclass
-class Verdict:
-    """The outcome of grading: passed, the cases run, and the first failure's explanation."""
-
-    name: str
-    passed: bool
-    cases: int
-    message: str
-
-    def __str__(self) -> str:
-        head = f"{'PASS' if self.passed else 'FAIL'} {self.name}"
-        return f"{head}: {self.message}"
-
-
-def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Verdict:
+def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True, quick: bool = False) -> Verdict:
     """Grade the student's file ``path`` for exercise ``name`` in the simulator; then, with
     ``compile_gpu``, compile its kernels to sm_90 PTX with Numba's real compiler (a subprocess,
-    a few seconds; skipped with a note where that compiler is unavailable)."""
+    a few seconds; skipped with a note where that compiler is unavailable).  ``quick`` grades
+    the float32 cases only (the test suite's CI profile)."""
     ex = _exercise(name)
     path = Path(path)
     if not path.is_file():
@@ -96,10 +98,11 @@ def check(name: str, path: str | os.PathLike, *, compile_gpu: bool = True) -> Ve
                                 f"(python -m simt_tiles.exercises start {name} makes one)")
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
     if _real_target_loaded():
-        return _check_in_simulator_process(name, path, compile_gpu)
-    from . import _grading
+        return _check_in_simulator_process(name, path, compile_gpu)  # (all cases: a GPU user's check)
+    from . import _grading, _more, _score  # deferred: loads Numba, after NUMBA_ENABLE_CUDASIM is set above
 
-    return _grading.grade(ex, path, compile_gpu=compile_gpu)
+    grader = _grading.GRADERS.get(name) or _more.GRADERS[name]
+    return _grading.grade(ex, path, compile_gpu=compile_gpu, grader=grader, score=_score.verdict, quick=quick)
 
 
 def _real_target_loaded() -> bool:

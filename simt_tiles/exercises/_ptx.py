@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-#: per exercise: (kernel getter, argument kinds) — "1": 1-D array, "2": 2-D array, C order
+#: per exercise: (kernel getter, argument kinds) — "s": a scalar, "1"/"2"/"3": a C-order 1-/2-/3-D array
 KERNELS = {
     "vector_add": lambda m, dt: [(m.add_kernel, "111")],
     "bias_relu": lambda m, dt: [(m.bias_relu_kernel, "212")],
@@ -25,12 +25,29 @@ KERNELS = {
     "tiled_matmul": lambda m, dt: [(m.make_kernel(16, dt), "222")],
     "padded_transpose": lambda m, dt: [(m.make_kernel(dt), "22")],
     "halo_tile": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "regblock_1d": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "regblock_2d": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "swizzled_tile": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "warp_tiling": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "double_buffer": lambda m, dt: [(m.make_kernel(dt), "222")],
+    "halo_modes": lambda m, dt: [(m.make_kernel(dt, mode), "222") for mode in ("reflect", "mirror")],
+    "separable_filter": lambda m, dt: [(k, "212") for k in m.make_kernels(dt)],
+    "warp_reduce": lambda m, dt: [(m.make_kernel(dt), "21")],
+    "online_softmax": lambda m, dt: [(m.softmax_kernel, "22")],
+    "split_k": lambda m, dt: [(k, s) for k, s in zip(m.make_kernels(dt), ("223", "32"))],
+    "vectorized_loads": lambda m, dt: [(m.axpy_kernel, "s111")],
 }
 
 
 def main(argv: list[str]) -> int:
-    name, path = argv
     import numpy as np
+
+    dtypes = (np.float32, np.float64)
+    if argv[:1] == ["--float32"]:  # the test suite's batch: one dtype is enough to prove it compiles
+        dtypes, argv = (np.float32,), argv[1:]
+    if not argv or len(argv) % 2:
+        print("usage: python -m simt_tiles.exercises._ptx [--float32] NAME FILE [NAME FILE ...]", file=sys.stderr)
+        return 2
     from numba import config, cuda, types
 
     if config.ENABLE_CUDASIM:
@@ -44,13 +61,24 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 — no NVVM / CUDA bindings in this environment
         print(f"the CUDA compiler is not available here: {exc}", file=sys.stderr)
         return 3
-    spec = importlib.util.spec_from_file_location("_student_ptx", path)
+    for name, path in zip(argv[::2], argv[1::2]):
+        if _compile(name, path, dtypes):
+            return 1
+    return 0
+
+
+def _compile(name: str, path: str, dtypes) -> bool:
+    """Compile exercise ``name``'s kernels in ``path``; True (and a message on stderr) on an error."""
+    import numpy as np
+    from numba import cuda, types
+
+    spec = importlib.util.spec_from_file_location(f"_student_ptx_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    for dtype in (np.float32, np.float64):
+    for dtype in dtypes:
         nb = types.float32 if dtype == np.float32 else types.float64
         for kernel, kinds in KERNELS[name](mod, np.dtype(dtype)):
-            sig = tuple(nb[::1] if k == "1" else nb[:, ::1] for k in kinds)
+            sig = tuple({"s": nb, "1": nb[::1], "2": nb[:, ::1], "3": nb[:, :, ::1]}[k] for k in kinds)
             fn = getattr(kernel, "py_func", kernel)
             try:
                 cuda.compile_ptx(fn, sig, cc=(9, 0))
@@ -63,8 +91,8 @@ def main(argv: list[str]) -> int:
                              if 0 < n <= len(lines))
                 print(f"{fn.__name__} ({np.dtype(dtype).name}): {type(exc).__name__}: " + "\n".join(text[:6]) + at,
                       file=sys.stderr)
-                return 1
-    return 0
+                return True
+    return False
 
 
 if __name__ == "__main__":

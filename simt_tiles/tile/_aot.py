@@ -41,7 +41,7 @@ def _signatures():
         ScalarConstraint,
     )
 
-    from . import _kernels as K
+    from . import _kernels as K  # deferred: imports cuda.tile (optional)
 
     cc = CallingConvention.cutile_python_v2()
 

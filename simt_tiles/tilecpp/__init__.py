@@ -147,7 +147,7 @@ def _operand(x, name: str, ndim: int | None) -> io.Operand:
 #: launch the "_a16" instantiations where the operands allow.  Off by default until a GPU pass
 #: has checked them: they read through TMA descriptors that tileiras hoists into the parameter
 #: bank (the cubin's bank is larger than the parameters), and only a run shows whether a
-#: cuda.core launch gets them filled.  ``benchmarks/tilecpp_gpu.py`` checks and times both.
+#: cuda.core launch gets them filled.  ``benchmarks/lab/tilecpp_gpu.py`` checks and times both.
 USE_ALIGNED = False
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from . import _build, available, build
+
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -19,8 +21,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from . import _build, available, build
-
     if args.action == "build":
         try:
             path = build(force=args.force, verbose=args.verbose)

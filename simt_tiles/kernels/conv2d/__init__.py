@@ -83,95 +83,41 @@ documentation and its 1-D ``correlate1d`` do (``tests/test_conv2d.py`` shows bot
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
-from numba import cuda
 
-from ... import autotune as _autotune
-from ...interop import (
-    Operand,
-    as_stream,
-    device_operand,
-    finish_result,
-    host_operand,
-    prepare_out,
-)
+from ...interop import Operand, as_stream, device_operand, finish_result, host_operand, prepare_out
 from ...launch import planned
-from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
-from . import (
-    k01_naive,
-    k02_halo_tiled,
-    k03_register_blocked,
-    k04_constant_filter,
-    k05_register_tile_2d,
-    k06_separable_fused,
-    k07_vectorized,
-    k08_prefetched,
-    k09_async_copy,
-    k10_runtime_weights,
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
+from ._common import MODES, FilterCall, Mode, SeparableCall, flops
+from .dispatch import (
+    BEST_MAX_SIZE,
+    BEST_SEPARABLE_VARIANT,
+    BEST_VARIANT,
+    CONSTANT_FILTER_VARIANTS,
+    FALLBACK_VARIANT,
+    RUNGS,
+    SEPARABLE_FLOAT32_PRESET,
+    SEPARABLE_RUNGS,
+    SEPARABLE_VARIANTS,
+    SHAPE_VARIANT,
+    VECTOR_VARIANTS,
+    _first_fitting,
+    default_choice,
+    default_rung,
+    get_rung,
+    separable_configs,
 )
-from ._bind import CONSTANT_VECTOR, FilterCall, SeparableCall, host_filter
-from ._common import MODES, Mode, flops, specialise, tap_counts
-
-#: every rung, in ladder order
-RUNGS: dict[str, Rung] = {
-    r.name: r
-    for r in (
-        k01_naive.RUNG,
-        k02_halo_tiled.RUNG,
-        k03_register_blocked.RUNG,
-        k04_constant_filter.RUNG,
-        k05_register_tile_2d.RUNG,
-        k07_vectorized.RUNG,
-        k08_prefetched.RUNG,
-        k09_async_copy.RUNG,
-        k10_runtime_weights.RUNG,
-    )
-}
 
 #: variant names in ladder order (later rungs append)
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses for filters up to :data:`BEST_MAX_SIZE` on each axis:
-#: k05's register tiles with the weights read at run time — one compilation per filter
-#: *shape*, mode and dtype, kept on disk (k10's docstring)
-BEST_VARIANT = "k10_runtime_weights"
+#: the family's registration (:mod:`simt_tiles.registry`): the 2-D rungs and the separable kernel
+FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
+                _cases.ALIASING, _cases.HAZARDS)
 
-#: the largest filter side :data:`BEST_VARIANT` takes by default: beyond it its patch rows
-#: and filter columns are no longer all unrolled (long compiles, weights in local memory)
-BEST_MAX_SIZE = 7
-
-#: the rung ``variant=None`` uses for larger filters, and ``correlate_separable``'s
-#: "two_pass" for its two 1-D passes: register blocking, one small kernel per filter shape
-SHAPE_VARIANT = "k03_register_blocked"
-
-#: rungs that compile the filter's *values* into the kernel (constant memory):
-#: one compilation per distinct filter, so they are opt-in (``variant=``) —
-#: see k04's docstring.  Each rung declares its calling convention (``RUNG.bind``,
-#: :mod:`._bind`); these tuples are read from there.
-CONSTANT_FILTER_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind.compiles_filter)
-
-#: constant-filter rungs that compile the anchor in too and take ``aligned``
-#: (whether image and out start 16-byte aligned) instead of the anchors
-VECTOR_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind is CONSTANT_VECTOR)
-
-#: the rung that takes any filter (no shared memory): ``variant=None`` falls
-#: back to it when a filter's halo does not fit in shared memory
-FALLBACK_VARIANT = "k01_naive"
-
-#: kernels of ``correlate_separable`` (they take two 1-D filters, not a 2-D one)
-SEPARABLE_RUNGS: dict[str, Rung] = {k06_separable_fused.RUNG.name: k06_separable_fused.RUNG}
-
-#: ``correlate_separable``'s variants: the two-pass composition (two
-#: ``correlate1d`` calls with :data:`BEST_VARIANT`) and the fused kernel
-SEPARABLE_VARIANTS: tuple[str, ...] = ("two_pass", *SEPARABLE_RUNGS)
-
-#: the separable variant ``variant=None`` uses (falls back to "two_pass" when
-#: the filters do not fit its shared memory).  Not measured yet: the fused
-#: kernel by construction (half the global traffic).
-BEST_SEPARABLE_VARIANT = "k06_separable_fused"
 
 __all__ = [
     "correlate2d",
@@ -193,12 +139,9 @@ __all__ = [
     "MODES",
     "get_rung",
     "flops",
+    "default_rung",
+    "default_choice",
 ]
-
-
-def get_rung(variant: str | None) -> Rung:
-    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
-    return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
 @planned
@@ -316,14 +259,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     """
     mode = Mode.parse(mode)
     _check_cval(cval)
-    name = BEST_SEPARABLE_VARIANT if variant is None else variant
-    if not isinstance(name, str) or name not in SEPARABLE_VARIANTS:
-        raise ValueError(f"variant: expected one of {SEPARABLE_VARIANTS} or None; got {variant!r}")
-    if name == "two_pass":
-        rung = RUNGS[SHAPE_VARIANT]
-    else:
-        rung = SEPARABLE_RUNGS[name]
-    cfg = rung.resolve_config(config)
+    dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy
     stream = as_stream(stream, image)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
@@ -333,70 +269,10 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
     h, w = img_op.dev.shape
     out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(wy_op, wx_op))
-    if not (h and w):
-        return finish_result(out_op, stream)
-
-    may_fall_back = variant is None and (config is None or isinstance(config, str))
-    if name != "two_pass":
-        try:
-            spec = _first_fitting(separable_configs(rung, cfg, config, dtype, SIMULATOR), kh, kw, mode, dtype)
-        except ConfigError as exc:
-            if not may_fall_back:
-                raise ConfigError(
-                    f"wy, wx: {kh}- and {kw}-tap {dtype} filters do not fit {rung.name}'s shared "
-                    f"memory with this config (use variant='two_pass', variant=None, or smaller "
-                    f"tiles): {exc}"
-                ) from exc
-            name, rung = "two_pass", RUNGS[SHAPE_VARIANT]
-            cfg = rung.resolve_config(config)
-    if name != "two_pass":
-        grid, block = rung.geometry(spec, h, w)
-        call = SeparableCall(img_op.dev, wy_op, wx_op, out_op.dev, cval, stream)
-        kernel, args = rung.bind(rung, spec, dtype, call)
-        kernel[grid, block, stream](*args)
-        return finish_result(out_op, stream)
-
-    # Two passes through an intermediate of the image's dtype.  The column pass pads
-    # with cval; the 2-D filter's intermediate outside the image is cval * sum(wy), so
-    # that is the row pass's padding (mode "constant" only; else cval is unused).
-    mid = cuda.device_array((h, w), dtype, stream=stream)
-    _launch(rung, cfg, config, may_fall_back, mode, FilterCall(img_op.dev, wy_op, mid, cval, False, stream))
-    cval_rows = cval
-    if mode == Mode.CONSTANT and cval != 0:
-        cval_rows = float(cval) * math.fsum(v for v in host_filter(wy_op, False, stream)[:, 0].tolist()
-                                            if tap_counts(v))  # the taps the column pass counts
-    _launch(rung, cfg, config, may_fall_back, mode, FilterCall(mid, wx_op, out_op.dev, cval_rows, False, stream))
+    if h and w:
+        plan = dispatch.plan_separable(variant, config, kh, kw, mode, dtype)
+        plan.run(SeparableCall(img_op.dev, wy_op, wx_op, out_op.dev, cval, stream))
     return finish_result(out_op, stream)
-
-
-#: k06's preset for float32 when no config is given: a larger tile measured faster on the H200
-#: (32×8 threads of 4×5 outputs: 79 / 77 / 74% of the copy for 3×3 / 5×5 / 7×7 constant against
-#: the default's 76 / 68 / 63%, benchmarks/results/conv_k08_h200.json) that needs 46.5 KB of shared
-#: memory for 7 + 7 taps — float64, and float32 beyond 9 + 9 taps, keep the default
-SEPARABLE_FLOAT32_PRESET = "fast_float32"
-
-
-def separable_configs(rung, cfg, config, dtype, simulator: bool) -> list:
-    """The configs ``correlate_separable`` tries for the fused kernel, in order: with
-    ``config`` None on a GPU and float32, :data:`SEPARABLE_FLOAT32_PRESET` first, then
-    ``cfg`` (the resolved preset or the caller's config)."""
-    if config is None and not simulator and np.dtype(dtype) == np.float32 and \
-            SEPARABLE_FLOAT32_PRESET in rung.presets:
-        return [rung.presets[SEPARABLE_FLOAT32_PRESET], cfg]
-    return [cfg]
-
-
-def _first_fitting(configs, kh, kw, mode, dtype):
-    """The first of ``configs`` specialised for the call whose shared memory fits
-    ``dtype``; the last one's ConfigError if none does."""
-    for i, cand in enumerate(configs):
-        try:
-            spec = specialise(cand, kh, kw, mode)
-            spec.check_smem(dtype)
-            return spec
-        except ConfigError:
-            if i == len(configs) - 1:
-                raise
 
 
 def _check_cval(cval) -> None:
@@ -439,91 +315,24 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     return Operand(name, op.dev.reshape(as2d), op.kind, original)
 
 
-def default_rung(kh: int, kw: int, config=None) -> Rung:
-    """The rung ``variant=None`` uses for a ``kh × kw`` filter by rule: :data:`BEST_VARIANT` up to
-    :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
-    else :data:`SHAPE_VARIANT`.  A tuned choice comes first: :func:`default_choice`."""
-    best = RUNGS[BEST_VARIANT]
-    if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
-        return best
-    return RUNGS[SHAPE_VARIANT]
-
-
-def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, config=None):
-    """``(rung, config)`` for ``variant=None``: with ``config`` None and a filter up to
-    :data:`BEST_MAX_SIZE` on each axis, the autotuner's choice for the problem
-    ``(h, w, kh, kw, mode, dtype, weights)`` — ``weights`` "host" (a NumPy filter) or "device" —
-    from the user's cache, then the table shipped for this GPU (:func:`simt_tiles.autotune.choose`
-    with function ``"conv2d"``: a dict lookup after the first call; nothing in the simulator;
-    ``SIMT_TILES_AUTOTUNE=1`` tunes a miss); else :func:`default_rung` with ``config`` resolved.
-    Its candidates read the filter at run time (``_tuning``): a new filter value still compiles
-    nothing."""
-    if config is None and kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE:
-        hit = _autotune.choose("conv2d", (h, w, kh, kw, str(mode), _autotune.dtype_name(dtype), weights))
-        if hit is not None:
-            return RUNGS[hit[0]], hit[1]
-    rung = default_rung(kh, kw, config)
-    return rung, rung.resolve_config(config)
-
-
 def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
     mode = Mode.parse(mode)
     _check_cval(cval)
-    rung = get_rung(variant)
-    if variant is None:
-        rung.resolve_config(config)  # a bad config fails before any upload
-    else:
-        cfg = rung.resolve_config(config)
+    get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
     stream = as_stream(stream, image)
 
     img_op = device_operand(image, "image", ndim=2, stream=stream)
     dtype = np.dtype(img_op.dev.dtype)
     # NumPy weights stay on the host for a rung that compiles them in or passes them as
-    # kernel parameters (the default); the others upload them (``_bind``)
-    keep = variant is None or rung.bind.compiles_filter or rung.bind.host_weights
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis, upload=not keep)
+    # kernel parameters (the default); the others get them uploaded
+    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis,
+                            upload=not dispatch.keeps_host_weights(variant))
     h, w = img_op.dev.shape
-    if variant is None:
-        weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
-        rung, cfg = default_choice(h, w, *w_op.dev.shape, mode, dtype, weights_at, config)
     out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
-        may_fall_back = variant is None and (config is None or isinstance(config, str))
+        weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
+        plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, mode, dtype, weights_at)
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        call = FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream, all_taps=axis is not None)
-        _launch(rung, cfg, config, may_fall_back, mode, call)
+        plan.run(FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream, all_taps=axis is not None))
     return finish_result(out_op, stream)
-
-
-def _launch(rung, cfg, config, may_fall_back, mode, call: FilterCall):
-    """Specialise ``cfg`` for the call's filter and ``mode``, choose (the rung, or its
-    fallback), and launch as the chosen rung binds (``RUNG.bind``)."""
-    kh, kw = call.weights.dev.shape
-    h, w = call.image.shape
-    dtype = np.dtype(call.image.dtype)
-    rung, spec = _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, call.weights.name)
-    grid, block = rung.geometry(spec, h, w)
-    kernel, args = rung.bind(rung, spec, dtype, call)
-    kernel[grid, block, call.stream](*args)
-
-
-def _specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="weights"):
-    """``(rung, config)`` with the call's filter shape and mode compiled in.
-
-    A filter whose halo does not fit in shared memory: ConfigError naming
-    ``wname`` — or, for ``variant=None`` with a preset, the fallback rung."""
-    try:
-        spec = specialise(cfg, kh, kw, mode)
-        spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
-        return rung, spec
-    except ConfigError as exc:
-        if may_fall_back:
-            fallback = RUNGS[FALLBACK_VARIANT]
-            name = config if isinstance(config, str) else None
-            return fallback, specialise(fallback.resolve_config(name), kh, kw, mode)
-        raise ConfigError(
-            f"{wname}: a {kh}x{kw} {dtype} filter does not fit {rung.name}'s shared memory "
-            f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, or smaller "
-            f"tiles): {exc}"
-        ) from exc

@@ -24,9 +24,8 @@ The space (:func:`register_tile_space`; no cartesian product)
     per-filter rule plus the tile's accumulators and window), by shared memory
     (:func:`simt_tiles.runtime.fits`' rule) and by k10's ``for_source`` and ``jit_options``,
     so the config timed is the config the launcher runs.  The estimate is a few registers off
-    either way (sm_90 ptxas 13: 3 × 3 reflect, 4 × 4 outputs at 12 blocks spilled 8 B; 7 × 7,
-    8 × 4 outputs at 6 blocks 4 B; the 18 other candidates of those two filters none), so each
-    tile comes again with :data:`LOOSER` more registers (fewer blocks; none of those spilled).
+    either way (benchmarks/notes/conv2d.md, "Its tuning space"), so each tile comes again
+    with :data:`LOOSER` more registers (fewer blocks).
     float64 kernels are built for one block per SM whatever ``min_blocks`` says
     (``jit_options``): one candidate per tile.
 
@@ -48,8 +47,19 @@ as the other families' entries.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
+from numba import cuda
+
+from ...autotune import Tunable, parse_ints
+from ...bounds import check_within, gamma, unit_roundoff
+from ...interop import device_operand, host_operand
+from ...runtime import SM_SMEM, ConfigError
+from . import k10_runtime_weights as k10
+from ._common import TINY_WEIGHT, FilterCall, Mode, flops, specialise
+from .dispatch import BEST_VARIANT, RUNGS
+from .reference import extend_indices
 
 #: k10 tiles (fields replacing its "default" preset), each with the blocks per SM its registers
 #: allow for a 3 × 3 filter; the default first, so a tune cut short by its budget has it timed
@@ -70,7 +80,7 @@ EDGE_ROWS, ROW_STRIDE = 8, 97
 #: an image of at most this many outputs × taps is checked whole
 FULL_CHECK = 2**22
 
-_SOURCES = {"host": 1, "device": 2}  # k10.PARAMS, k10.STAGED
+_SOURCES = {"host": k10.Source.PARAMS, "device": k10.Source.STAGED}
 
 
 def source_of(weights: str) -> int:
@@ -86,8 +96,6 @@ def registers(config, source: int, itemsize: int = 4) -> int:
     (``k10.registers``) plus the accumulators and window values beyond the default tile's
     (two registers a word for float64).  A smaller tile counts as the default (ptxas gave
     4 × 4 outputs the default's 40 registers at 3 × 3, 71 of its 72 at 7 × 7)."""
-    from . import k10_runtime_weights as k10
-
     tile = max(0, config.ry * config.rx + config.rx - DEFAULT_TILE_REGISTERS)
     return (itemsize // 4) * (k10.registers(config, source) + tile)
 
@@ -101,10 +109,6 @@ def register_tile_space(presets: dict, problem: dict, dtype):
     of each tile of :data:`TILES` specialised for the filter, mode and filter source, ``min_blocks``
     capped as the module docstring says.  A tile over 255 registers (or over what one block
     leaves) is left out."""
-    from ...runtime import SM_SMEM, ConfigError
-    from . import k10_runtime_weights as k10
-    from ._common import Mode, specialise
-
     dtype = np.dtype(dtype)
     source = source_of(problem["weights"])
     mode = Mode.parse(problem["mode"])
@@ -132,8 +136,6 @@ def register_tile_space(presets: dict, problem: dict, dtype):
 
 def variants(dtype) -> tuple:
     """Rungs searched for ``variant=None``: those reading the filter at run time (k10)."""
-    from . import BEST_VARIANT, RUNGS
-
     return tuple(n for n in (BEST_VARIANT,) if not RUNGS[n].bind.compiles_filter)
 
 
@@ -148,10 +150,6 @@ def sample_rows(h: int, w: int, kh: int, kw: int) -> np.ndarray:
 def rows_reference(image: np.ndarray, weights: np.ndarray, mode: str, rows: np.ndarray):
     """``(ref, bound)`` of scipy's ``correlate`` (origin 0, cval 0) at ``rows`` only: the
     arithmetic and bound of ``reference.correlate2d_reference`` on those rows."""
-    from ...bounds import gamma, unit_roundoff
-    from ._common import TINY_WEIGHT
-    from .reference import extend_indices
-
     rdt = np.longdouble
     h, wd = image.shape
     w = np.asarray(weights, rdt)
@@ -179,10 +177,6 @@ class Case:
     for ``weights="device"``), a NaN-poisoned output and the check of the module docstring."""
 
     def __init__(self, problem: dict, seed: int = 2026):
-        from numba import cuda
-
-        from ...interop import device_operand, host_operand
-
         p = problem
         self.p, self.dtype = p, np.dtype(p["dtype"])
         source_of(p["weights"])
@@ -203,9 +197,6 @@ class Case:
 
     def launcher(self, rung, config):
         """One call of ``rung`` with ``config`` as ``correlate2d`` makes it (``rung.bind``)."""
-        from ._bind import FilterCall
-        from ._common import Mode, specialise
-
         p, dtype = self.p, self.dtype
         spec = specialise(config, p["kh"], p["kw"], Mode.parse(p["mode"]))
         spec.check_smem(dtype)
@@ -219,8 +210,6 @@ class Case:
         return launch
 
     def check(self):
-        from ...bounds import check_within
-
         got = self.out.copy_to_host()
         bad = np.flatnonzero(~np.isfinite(got).all(axis=1))  # unwritten (poisoned) rows, wherever they are
         rows = np.union1d(self.rows, bad)
@@ -231,16 +220,11 @@ class Case:
 
     @staticmethod
     def flops(p: dict) -> int:
-        from ._common import flops
-
         return flops(p["h"], p["w"], p["kh"], p["kw"])
 
 
 def parse(shape: str, options: dict) -> tuple:
     """``--shape HxW [--filter KHxKW] [--mode M] [--weights host|device]`` → the problem tuple."""
-    from ...autotune import parse_ints
-    from ._common import Mode
-
     h, w = parse_ints(shape, "--shape", (2,))
     kh, kw = parse_ints(options.get("filter") or "3x3", "--filter", (2,))
     mode = str(Mode.parse(options.get("mode") or "reflect"))
@@ -249,11 +233,6 @@ def parse(shape: str, options: dict) -> tuple:
     return (h, w, kh, kw, mode, np.dtype(options.get("dtype") or "float32").name, weights)
 
 
-def _make_tunable():
-    from ...autotune import Tunable
-
-    return Tunable("conv2d", "conv2d", ("h", "w", "kh", "kw", "mode", "dtype", "weights"), variants, Case, parse,
-                   "HxW with --filter KHxKW, --mode and --weights host|device")
-
-
-TUNABLE = _make_tunable()
+TUNABLE = Tunable("conv2d", "conv2d", ("h", "w", "kh", "kw", "mode", "dtype", "weights"), variants, Case, parse,
+                  "HxW with --filter KHxKW, --mode and --weights host|device",
+                  spaces={k10.RUNG.name: functools.partial(register_tile_space, k10.PRESETS)})

@@ -39,9 +39,8 @@ import dataclasses
 
 from numba import cuda
 
-from ...runtime import Rung, TileConfig, grid_for, numba_dtype
-from ._bind import WEIGHTS_ARGUMENT
-from ._common import TINY_WEIGHT, Mode, mode_rule, signature
+from ...runtime import TileConfig, grid_for, numba_dtype
+from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
 from ._staging import make_extend
 
 
@@ -106,4 +105,4 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), config.block()), config.block()
 
 
-RUNG = Rung("k01_naive", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)
+RUNG = FilterRung("k01_naive", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)

@@ -43,9 +43,8 @@ import dataclasses
 
 from numba import cuda
 
-from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
-from ._bind import WEIGHTS_ARGUMENT
-from ._common import TINY_WEIGHT, Mode, mode_rule, signature
+from ...runtime import TileConfig, cdiv, grid_for, numba_dtype
+from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
 from ._staging import inline, make_extend
 
 
@@ -165,4 +164,4 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), (config.tile_w, config.tile_h)), config.block()
 
 
-RUNG = Rung("k02_halo_tiled", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)
+RUNG = FilterRung("k02_halo_tiled", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)

@@ -44,9 +44,8 @@ import dataclasses
 
 from numba import cuda
 
-from ...runtime import Rung, TileConfig, cdiv, grid_for, numba_dtype
-from ._bind import WEIGHTS_ARGUMENT
-from ._common import TINY_WEIGHT, Mode, mode_rule, signature
+from ...runtime import TileConfig, cdiv, grid_for, numba_dtype
+from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -153,4 +152,4 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), (tw, th)), config.block()
 
 
-RUNG = Rung("k03_register_blocked", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)
+RUNG = FilterRung("k03_register_blocked", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)

@@ -38,7 +38,7 @@ The price: one compilation per filter
     (``_common.FILTER_KERNEL_CACHE`` = 64 kernels, least recently used
     dropped) on the filter's bytes, dtype and shape, the mode and the tiles.
     A new filter costs a Numba → NVVM → ptxas compile before its first
-    launch (about a second; timings in benchmarks/NOTES.md).  That is thousands of
+    launch (about a second; timings in benchmarks/notes/conv2d.md).  That is thousands of
     launches' worth of device time for an 8192² image, so these rungs pay
     off for a filter applied many times (a fixed blur, Sobel, a stencil in a
     time loop) and are wrong for a filter that changes every call (a learned
@@ -67,9 +67,8 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, TileConfig, grid_for, numba_dtype
-from ._bind import CONSTANT_FILTER
-from ._common import TINY_WEIGHT, Mode, constant_filter_signature, gate_filter, mode_rule
+from ...runtime import TileConfig, grid_for, numba_dtype
+from ._common import CONSTANT_FILTER, TINY_WEIGHT, FilterRung, Mode, constant_filter_signature, gate_filter, mode_rule
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -207,5 +206,5 @@ def geometry(config: Config, h: int, w: int):
 
 #: ``Rung.kernel`` would build the gate's filter: launch through
 #: ``_common.constant_filter_kernel`` (the public functions do).
-RUNG = Rung("k04_constant_filter", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
-            bind=CONSTANT_FILTER)
+RUNG = FilterRung("k04_constant_filter", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
+                  bind=CONSTANT_FILTER)

@@ -68,9 +68,8 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import Rung, cdiv, numba_dtype
-from ._bind import CONSTANT_FILTER
-from ._common import Mode, constant_filter_signature, gate_filter
+from ...runtime import cdiv, numba_dtype
+from ._common import CONSTANT_FILTER, FilterRung, Mode, constant_filter_signature, gate_filter
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
 
@@ -101,8 +100,8 @@ class Config(RegisterTileConfig):
 PRESETS = {
     "sim": Config(block_x=2, block_y=2, rx=2, ry=3, kh=3, kw=2, mode=Mode.REFLECT),
     # 32 × 4 threads of 6 × 4 outputs (tile 24 × 128): 4 columns per thread and 16-byte patch rows,
-    # so each window row is read with 128-bit shared loads; 5×5 88% of the copy on the H200 (6 × 5
-    # outputs, the previous default: 83%; 7×7 63% both); see the docstring
+    # so each window row is read with 128-bit shared loads; 5×5 88% of the copy on the H200 against
+    # 83% for 6 × 5 outputs (7×7 63% both; benchmarks/notes/conv2d.md); see the docstring
     "default": Config(block_x=32, block_y=4, rx=4, ry=6, kh=7, kw=7, mode=Mode.CONSTANT),
 }
 
@@ -166,5 +165,5 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks)}
 
 
-RUNG = Rung("k05_register_tile_2d", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
-            jit_options, bind=CONSTANT_FILTER)
+RUNG = FilterRung("k05_register_tile_2d", Config, PRESETS, make_kernel, geometry, constant_filter_signature,
+                  jit_options, bind=CONSTANT_FILTER)

@@ -71,9 +71,8 @@ import dataclasses
 
 from numba import cuda, int64, uint32, void
 
-from ...runtime import Rung, cdiv, numba_dtype
-from ._bind import SEPARABLE
-from ._common import TINY_WEIGHT, Mode
+from ...runtime import cdiv, numba_dtype
+from ._common import SEPARABLE, TINY_WEIGHT, FilterRung, Mode
 from ._register_tile import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
 
@@ -193,4 +192,4 @@ def make_kernel(config: Config, dtype):
     return conv2d_k06_separable_fused
 
 
-RUNG = Rung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature, bind=SEPARABLE)
+RUNG = FilterRung("k06_separable_fused", Config, PRESETS, make_kernel, geometry, signature, bind=SEPARABLE)

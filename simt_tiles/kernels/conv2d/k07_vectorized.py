@@ -58,7 +58,7 @@ Alignment promise (simt_tiles.vector)
     (w % 4 == 0, checked in the kernel), a vector's column (a multiple of 4 by
     construction) and the patch (``alignment=16``, pitch a multiple of 4).  The
     simulator's ``load4``/``store4`` check every access.
-The lesson, measured (benchmarks/NOTES.md): k07 issues 7% fewer instructions
+The lesson, measured (benchmarks/notes/conv2d.md): k07 issues 7% fewer instructions
 than k05 for 7 × 7 but is no faster — the kernel is bounded by the latency of
 each block's patch load, not by instruction count.  Vector access is the right
 move for a memory-bound kernel; what this one needs is overlap (k08).
@@ -71,14 +71,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from numba import boolean, cuda, uint32, uint64, void
 
-from ...runtime import ConfigError, Rung, SMEM_ALIGN, cdiv, numba_dtype
-from ._bind import CONSTANT_VECTOR
+from ...runtime import ConfigError, SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import load4, store4
 from . import k05_register_tile_2d as k05
-from ._common import Mode, gate_filter
+from ._common import CONSTANT_VECTOR, FilterRung, Mode, gate_filter
 from ._register_tile import geometry
 from ._staging import make_output_store, make_patch_loader, make_window_accumulator
 
@@ -236,5 +234,5 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks if np.dtype(dtype).itemsize == 4 else 1)}
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k07_vectorized", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
+RUNG = FilterRung("k07_vectorized", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
 

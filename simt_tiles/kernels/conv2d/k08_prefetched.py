@@ -3,7 +3,7 @@
 What changed versus k07
     k07 (7 × 7) is bounded by latency: its warps often stall waiting for
     global loads, then at the barrier (Nsight Compute figures in
-    benchmarks/NOTES.md).  Every block is a load phase (its warps wait for
+    benchmarks/notes/conv2d.md).  Every block is a load phase (its warps wait for
     DRAM, then for each other) followed by a compute phase; fewer load
     instructions (k07) did not shorten the wait.  Here the wait overlaps
     work:
@@ -43,11 +43,10 @@ import dataclasses
 
 from numba import boolean, cuda, uint32, uint64, void
 
-from ...runtime import Rung, SMEM_ALIGN, cdiv, grid_for, numba_dtype
-from ._bind import CONSTANT_VECTOR
+from ...runtime import SMEM_ALIGN, cdiv, grid_for, numba_dtype
 from ...vector import load4, store4
 from . import k07_vectorized as k07
-from ._common import Mode
+from ._common import CONSTANT_VECTOR, FilterRung, Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC
@@ -172,14 +171,12 @@ def signature(dtype):
 
 
 def jit_options(config: Config, dtype) -> dict:
-    """k07's launch bounds, except in modes "nearest" and "mirror": their boundary loader
-    needs more registers — at the default's 64 ptxas spilled 48–100 B (outside the FMA loop,
-    but the rung is declared spill-free), mirror still 24 B at 80 — so those are unbounded
-    (not measured on the H200)."""
+    """k07's launch bounds, except in modes "nearest" and "mirror", whose boundary loader
+    spills under them: those are unbounded (benchmarks/notes/conv2d.md, "Register rules")."""
     options = k07.jit_options(config, dtype)
     if int(config.mode) in (int(Mode.NEAREST), int(Mode.MIRROR)):
         options["launch_bounds"] = (config.threads,)
     return options
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k08_prefetched", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
+RUNG = FilterRung("k08_prefetched", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)

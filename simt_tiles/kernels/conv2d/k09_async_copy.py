@@ -28,7 +28,7 @@ What changed versus k08
     too (into the next buffer, synchronously).
 
 Memory traffic (teaching number): as k07/k08.
-The lesson, measured (benchmarks/NOTES.md): the copies' latency is hidden as
+The lesson, measured (benchmarks/notes/conv2d.md): the copies' latency is hidden as
 planned, but the copy addressing and fewer warps per SM (shared memory) cost
 more than that saves — k09 is slower than k08, and ``variant=None`` never picks
 it.  Measure before assuming a prefetch pays.
@@ -41,15 +41,13 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from numba import cuda, uint32, uint64
 
-from ...runtime import Rung, SMEM_ALIGN, cdiv, numba_dtype
-from ._bind import CONSTANT_VECTOR
+from ...runtime import SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import commit_copies, copy4_async, wait_copies
 from . import k07_vectorized as k07
 from . import k08_prefetched as k08
-from ._common import Mode
+from ._common import CONSTANT_VECTOR, FilterRung, Mode
 from ._staging import inline, make_output_store, make_patch_loader, make_vector_slots, make_window_accumulator
 
 VEC = k07.VEC
@@ -166,4 +164,4 @@ signature = k08.signature  # k07's: void(image, out, cval, aligned)
 jit_options = k08.jit_options  # no min_blocks in modes nearest / mirror (their loader's registers)
 
 #: launch through ``_common.constant_filter_kernel`` with the anchor (the public functions do)
-RUNG = Rung("k09_async_copy", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)
+RUNG = FilterRung("k09_async_copy", Config, PRESETS, make_kernel, geometry, signature, jit_options, bind=CONSTANT_VECTOR)

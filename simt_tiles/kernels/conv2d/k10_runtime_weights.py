@@ -58,17 +58,16 @@ Headline (H200, benchmarks/results/conv_default_h200.json, impl "k10_runtime_wei
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 
 import numpy as np
 from numba import boolean, cuda, int64, types, uint32, void
 
 from ... import codegen
-from ...runtime import Rung, cdiv, numba_dtype
-from . import _tuning
+from ...runtime import cdiv, numba_dtype
 from . import k05_register_tile_2d as k05
-from ._bind import RUNTIME_WEIGHTS
-from ._common import TINY_WEIGHT, Mode
+from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, anchors
 from ._register_tile import geometry
 from ._staging import (
     inline,
@@ -77,9 +76,16 @@ from ._staging import (
     make_window_accumulator,
 )
 
-#: ``Config.source``: where the kernel reads the filter
-PARAMS = 1  # a tuple of KH·KW kernel parameters (a NumPy filter)
-STAGED = 2  # a (KH, KW) device array, staged in shared memory by each block
+
+
+class Source(enum.IntEnum):
+    """``Config.source``: where the kernel reads the filter."""
+
+    PARAMS = 1  #: a tuple of KH·KW kernel parameters (a NumPy filter)
+    STAGED = 2  #: a (KH, KW) device array, staged in shared memory by each block
+
+
+PARAMS, STAGED = Source.PARAMS, Source.STAGED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +94,7 @@ class Config(k05.Config):
     :data:`STAGED` — as a device array each block stages in shared memory.  The launcher
     sets ``source`` (and, for STAGED, ``min_blocks``: :func:`staged_blocks`) from the filter."""
 
-    source: int = 1
+    source: Source = Source.PARAMS
 
     def rules(self):
         yield from super().rules()
@@ -117,19 +123,19 @@ PRESETS = {
 
 #: registers a thread of k05's default tile needs (3 × 3, mode "constant"): its 12 blocks per SM
 K05_REGISTERS = 40
-#: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8
-#: (5 × 5 and 7 × 7 spilled 24–28 B without them); "mirror" 24 — its fold (period 2n − 2, then a
-#: reflection) spilled 16 B (8 B stack) at 3 × 3 with 8 *and* with 16 under the H200's nvJitLink
-#: 13.0 (CUDA 13.5's toolchain and the 13.0.88 ptxas fit 48 and 56): one more step of 8
+#: registers the boundary code of a folding mode adds (a modulo per row and column): "wrap" 8,
+#: "mirror" 24 (its fold: period 2n − 2, then a reflection) — the fewest without spills under the
+#: H200's nvJitLink 13.0 (benchmarks/notes/conv2d.md, "Register rules")
 MODE_REGISTERS = {int(Mode.MIRROR): 24, int(Mode.WRAP): 8}
 
 
+@functools.lru_cache(maxsize=1024)  # per call: a filter shape seen before skips the validation
 def for_source(config: Config, source: int) -> Config:
     """``config`` for a filter read from ``source``, its ``min_blocks`` (the register budget
     ptxas is held to) capped to what the filter's weights need: k05's 40 registers a thread,
     plus one per staged weight (held in registers), or, for kernel parameters, two per three
-    weights beyond 3 × 3 (ptxas keeps many in registers: 7 × 7 spilled 64 B at 64 registers,
-    none at 72); more in modes "mirror" and "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
+    weights beyond 3 × 3 (ptxas keeps many of them in registers); more in modes "mirror" and
+    "wrap" (:data:`MODE_REGISTERS`) — :func:`registers`."""
     blocks = max(1, min(config.min_blocks, 65536 // (config.threads * registers(config, source))))
     return dataclasses.replace(config, source=source, min_blocks=blocks)
 
@@ -254,7 +260,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
 def signature(dtype, all_taps: bool = False, taps: int = 9):
     """``void(image, wt, wa, out, cval, anchor_h, anchor_w, sparse)``: ``wt`` a tuple of
     ``taps`` weights (kernel parameters), ``wa`` a strided 2-D weights array — each kernel
-    reads one and is given a placeholder for the other (``_bind``)."""
+    reads one and is given a placeholder for the other (the binding)."""
     t = numba_dtype(dtype)
     return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
 
@@ -277,6 +283,37 @@ def jit_options(config: Config, dtype) -> dict:
 GATE_TAPS = 9
 GATE_PARAMS = ({"taps": GATE_TAPS},)
 
-RUNG = Rung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS,
-            tuning_space=functools.partial(_tuning.register_tile_space, PRESETS))
+#: the most weights k10 takes as kernel parameters (bytes): a larger NumPy filter is uploaded
+#: and read as a device array (the parameter space is 4 KiB on older drivers)
+MAX_PARAM_BYTES = 1024
+
+
+def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
+    """The kernel and arguments for one call: a NumPy filter (up to :data:`MAX_PARAM_BYTES`) as
+    kernel parameters (:data:`PARAMS`), anything else as a device array (:data:`STAGED`)."""
+    w = call.weights.dev
+    kh, kw = w.shape
+    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
+    if call.flipped:
+        w = w[::-1, ::-1]
+    if isinstance(w, np.ndarray) and w.nbytes > MAX_PARAM_BYTES:
+        w = cuda.to_device(np.ascontiguousarray(w), stream=call.stream)
+    spec = for_source(spec, PARAMS if isinstance(w, np.ndarray) else STAGED)
+    if isinstance(w, np.ndarray):  # the values travel with the launch: kernel parameters
+        counted = call.all_taps | (np.abs(w) > TINY_WEIGHT)  # scipy skips |w| <= 2**-52 (and NaN)
+        values = tuple(np.where(counted, w, 0).ravel().tolist())  # a 0 adds nothing to finite values
+        sparse = not bool(np.all(counted))  # the kernel checks its blocks for NaN/inf
+        kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=kh * kw)
+        return kernel, (call.image, values, call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w,
+                        sparse)
+    # on the device: each block stages it in shared memory and finds zero taps itself
+    kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=1)
+    return kernel, (call.image, (dtype.type(0),), w, call.out, dtype.type(call.cval), anchor_h, anchor_w,
+                    False)
+
+
+#: k10's calling convention: NumPy weights stay on the host (they travel as kernel parameters)
+RUNTIME_WEIGHTS = Binding("weights at run time", False, bind_runtime_weights, host_weights=True)
+
+RUNG = FilterRung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS)

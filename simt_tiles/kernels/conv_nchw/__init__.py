@@ -47,39 +47,23 @@ Filter shape and shared memory
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import numbers
 
 import numpy as np
 
-from ... import autotune as _autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from ...runtime import SIMULATOR, ConfigError, Rung, pick_rung
-from . import k01_direct, k02_smem_tiled, k03_double_buffered
-from ._common import MAX_ELEMENTS, flops, output_hw, specialise, tiled_geometry
-
-#: every rung, in ladder order
-RUNGS: dict[str, Rung] = {
-    r.name: r
-    for r in (
-        k01_direct.RUNG,
-        k02_smem_tiled.RUNG,
-        k03_double_buffered.RUNG,
-    )
-}
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
+from ._common import MAX_ELEMENTS, Call, flops, output_hw
+from .dispatch import BEST_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
 
 #: variant names in ladder order (later rungs append)
 CONV_NCHW_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
-#: the rung ``variant=None`` uses: the fastest on the H200 (1.12× cuDNN FP32 on the
-#: ResNet 56×56 layer, 0.90× on N8 C256 14×14; benchmarks/results/conv_h200.json).
-BEST_VARIANT = "k03_double_buffered"
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("conv_nchw", RUNGS, reference, (_tuning.TUNABLE,), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
 
-#: the rung that takes any filter (no shared memory): ``variant=None`` falls
-#: back to it when a filter's staging does not fit in shared memory
-FALLBACK_VARIANT = "k01_direct"
 
 __all__ = [
     "conv2d_nchw",
@@ -91,11 +75,6 @@ __all__ = [
     "flops",
     "output_hw",
 ]
-
-
-def get_rung(variant: str | None) -> Rung:
-    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
-    return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
 @planned
@@ -195,86 +174,6 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     out_op = prepare_out(out, x_op, shape, dtype, stream, inputs=(w_op, b_op))
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
-        if config is None:  # the tuned choice for this GPU and layer, if any (a dict lookup once seen)
-            problem = (n, c_in, h, wd, c_out, kh, kw, padding, _autotune.dtype_name(dtype))
-            hit = _autotune.choose("conv2d_nchw", problem, variant, autotune)
-            if hit is not None:
-                variant, config = hit
-                rung = RUNGS[variant]
-        run, spec = _choose(rung, variant, config, shape, kh, kw, np.dtype(dtype))
-        kernel = run.kernel(spec, dtype)
-        grid, block = run.geometry(spec, n, c_out, oh, ow)
-        x_flat = x_op.dev.reshape(x_op.dev.size)
-        w_flat = w_op.dev.reshape(w_op.dev.size)
-        b_flat = w_flat if b_op is None else b_op.dev  # never read without a bias
-        kernel[grid, block, stream](x_flat, w_flat, b_flat, out_op.dev.reshape(out_op.dev.size),
-                                    n, c_in, h, wd, c_out, oh, ow, padding, kh, kw, int(b_op is not None))
+        plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
+        plan.run(Call(x_op.dev, w_op.dev, None if b_op is None else b_op.dev, out_op.dev, padding, stream))
     return finish_result(out_op, stream)
-
-
-@functools.lru_cache(maxsize=None)
-def sm_count() -> int:
-    """Streaming multiprocessors of the current device (GPU only)."""
-    from numba import cuda
-
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-
-
-def auto_preset(rung: Rung, shape: tuple[int, int, int, int], sms: int) -> str:
-    """The preset ``config=None`` means on a GPU with ``sms`` SMs for an output of
-    ``shape`` (N, C_out, OH, OW): "default", unless the rung has "small" and the
-    default's grid has fewer than ``min_blocks`` blocks per SM."""
-    default = rung.presets["default"]
-    if "small" not in rung.presets:
-        return "default"
-    (blocks,), _ = tiled_geometry(default, *shape)
-    return "default" if blocks >= default.min_blocks * sms else "small"
-
-
-@functools.lru_cache(maxsize=1024)  # a layer called again launches without re-deciding
-def _choose(rung: Rung, variant, config, shape, kh: int, kw: int, dtype):
-    """``(rung, config)`` to launch, with the call's filter shape compiled in.
-
-    Presets (``config`` None or a name) whose staging does not fit in shared
-    memory get a smaller CK.  For ``variant=None``: k02 instead of k03 when
-    k03's prefetch would not stay in registers, and the fallback rung when
-    nothing fits."""
-    preset = config if isinstance(config, str) else None
-    if config is None:
-        preset = "sim" if SIMULATOR else auto_preset(rung, shape, sm_count())
-    spec, error = _fit(rung, rung.resolve_config(preset if preset is not None else config), kh, kw, dtype,
-                       shrink=preset is not None)
-    if spec is not None and variant is None and rung is RUNGS["k03_double_buffered"]:
-        if not k03_double_buffered.prefetch_stays_in_registers(spec):
-            k02 = RUNGS["k02_smem_tiled"]
-            spec02, _ = _fit(k02, k02.resolve_config(preset), kh, kw, dtype, shrink=True)
-            if spec02 is not None:
-                return k02, spec02
-    if spec is not None:
-        return rung, spec
-    if variant is None and preset is not None:
-        fallback = RUNGS[FALLBACK_VARIANT]
-        name = preset if preset in fallback.presets else None
-        return fallback, specialise(fallback.resolve_config(name), kh, kw)
-    raise ConfigError(
-        f"w: a {kh}x{kw} {np.dtype(dtype)} filter's staging does not fit {rung.name}'s shared memory "
-        f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, a preset, or a smaller "
-        f"co/ck/tile): {error}"
-    )
-
-
-def _fit(rung: Rung, cfg, kh: int, kw: int, dtype, *, shrink: bool):
-    """``(spec, None)``: ``cfg`` specialised for a kh × kw filter, its CK halved
-    (``shrink``) until the staging fits in shared memory for ``dtype``; or
-    ``(None, the first ConfigError)``."""
-    error = None
-    while True:
-        try:
-            spec = specialise(cfg, kh, kw)
-            spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
-            return spec, None
-        except ConfigError as exc:
-            error = error or exc
-        if not shrink or getattr(cfg, "ck", 1) == 1:
-            return None, error
-        cfg = dataclasses.replace(cfg, ck=cfg.ck // 2)  # fewer channels per step: less staging

@@ -46,6 +46,7 @@ docs/design.md): k03 writes its kernel out in full in its own file, k02's is in
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import int64, void
@@ -246,3 +247,35 @@ def specialise(config, kh: int, kw: int):
     if "kh" not in names:
         return config
     return dataclasses.replace(config, kh=kh, kw=kw)
+
+
+class Call(NamedTuple):
+    """One layer on device arrays, as a rung's ``run(config, call)`` takes it: x (N, C_in, H, W),
+    w (C_out, C_in, KH, KW), bias (C_out,) or None, out (N, C_out, OH, OW)."""
+
+    x: Any
+    w: Any
+    bias: Any
+    out: Any
+    padding: int
+    stream: Any = 0
+
+    @property
+    def dtype(self):
+        return self.x.dtype
+
+    @property
+    def problem(self) -> tuple[int, int, int, int]:
+        """``(n, c_out, oh, ow)``: what the rungs' ``geometry`` takes."""
+        return tuple(self.out.shape)
+
+    @property
+    def args(self) -> tuple:
+        """The kernels' arguments: the arrays flat, then the sizes (:func:`signature`)."""
+        n, c_in, h, w = self.x.shape
+        c_out, _, kh, kw = self.w.shape
+        oh, ow = self.out.shape[2:]
+        w_flat = self.w.reshape(self.w.size)
+        b_flat = w_flat if self.bias is None else self.bias  # never read without a bias
+        return (self.x.reshape(self.x.size), w_flat, b_flat, self.out.reshape(self.out.size),
+                n, c_in, h, w, c_out, oh, ow, self.padding, kh, kw, int(self.bias is not None))

@@ -10,8 +10,19 @@ not fit in shared memory gets a smaller CK, as the launcher does for presets) an
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
+from numba import cuda
+
+from ...autotune import Tunable, parse_ints
+from ...bounds import check_within
+from ...runtime import ConfigError
+from . import k02_smem_tiled, k03_double_buffered
+from ._common import Call, flops, output_hw
+from .dispatch import fit
+from .k03_double_buffered import prefetch_stays_in_registers
+from .reference import conv2d_nchw_reference
 
 #: k02: its presets, and the default tiles with twice the channels per step (fewer barriers)
 K02_SPACE = ("default", "small", {"ck": 8})
@@ -22,21 +33,16 @@ K03_SPACE = ("default", "small", {"ck": 4})
 def tiled_space(presets: dict, space: tuple, problem: dict, dtype):
     """Field dicts of ``space``'s configs, specialised for ``problem``'s filter
     (``functools.partial`` of a rung's ``presets`` and space)."""
-    from ...runtime import ConfigError
-    from . import _fit
-
     kh, kw = problem["kh"], problem["kw"]
     for entry in space:
         try:
             base = presets[entry] if isinstance(entry, str) else dataclasses.replace(presets["default"], **entry)
         except (KeyError, ConfigError):
             continue
-        spec, _ = _fit(None, base, kh, kw, dtype, shrink=True)  # _fit reads no rung
+        spec, _ = fit(None, base, kh, kw, dtype, shrink=True)  # fit reads no rung
         if spec is None:
             continue
         if type(spec).STAGES == 2:  # k03: its prefetch must stay in registers
-            from .k03_double_buffered import prefetch_stays_in_registers
-
             if not prefetch_stays_in_registers(spec):
                 continue
         yield {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
@@ -53,11 +59,6 @@ class Case:
     on the host beyond its long-double limit)."""
 
     def __init__(self, problem: dict, seed: int = 2026):
-        from numba import cuda
-
-        from ._common import output_hw
-        from .reference import conv2d_nchw_reference
-
         p = problem
         self.dtype = np.dtype(p["dtype"])
         rng = np.random.default_rng(seed)
@@ -67,42 +68,28 @@ class Case:
         b = rng.standard_normal(p["c_out"]).astype(self.dtype)
         self.ref, self.bound = conv2d_nchw_reference(x, w, b, p["padding"])
         self.oh, self.ow = output_hw(p["h"], p["w"], p["kh"], p["kw"], p["padding"])
-        self.x, self.w, self.b = cuda.to_device(x.ravel()), cuda.to_device(w.ravel()), cuda.to_device(b)
-        self.out = cuda.device_array(p["n"] * p["c_out"] * self.oh * self.ow, self.dtype)
+        self.x, self.w, self.b = cuda.to_device(x), cuda.to_device(w), cuda.to_device(b)
+        self.out = cuda.device_array((p["n"], p["c_out"], self.oh, self.ow), self.dtype)
         self.p = p
 
     def poison(self) -> None:
         self.out.copy_to_device(np.full(self.out.shape, np.nan, self.dtype))
 
     def launcher(self, rung, config):
-        p, dtype = self.p, self.dtype
-        kernel = rung.kernel(config, dtype)
-        grid, block = rung.geometry(config, p["n"], p["c_out"], self.oh, self.ow)
-        args = (self.x, self.w, self.b, self.out, p["n"], p["c_in"], p["h"], p["w"], p["c_out"], self.oh, self.ow,
-                p["padding"], p["kh"], p["kw"], 1)
-
-        def launch():
-            kernel[grid, block, 0](*args)
-
-        return launch
+        """One call of ``rung`` with ``config`` as ``conv2d_nchw`` makes it."""
+        return functools.partial(rung.run, config, Call(self.x, self.w, self.b, self.out, self.p["padding"], 0))
 
     def check(self):
-        from ...bounds import check_within
-
         return check_within(self.out.copy_to_host().reshape(self.ref.shape), self.ref, self.bound)
 
     @staticmethod
     def flops(p: dict) -> int:
-        from ._common import flops, output_hw
-
         oh, ow = output_hw(p["h"], p["w"], p["kh"], p["kw"], p["padding"])
         return flops(p["n"], p["c_in"], p["c_out"], oh, ow, p["kh"], p["kw"])
 
 
 def parse(shape: str, options: dict) -> tuple:
     """``--shape NxCxHxW [--filter C_OUTxKHxKW] [--padding P]`` → the problem tuple."""
-    from ...autotune import parse_ints
-
     n, c, h, w = parse_ints(shape, "--shape", (4,))
     c_out, kh, kw = parse_ints(options.get("filter") or f"{c}x3x3", "--filter", (3,))
     pad = options.get("padding")
@@ -112,11 +99,8 @@ def parse(shape: str, options: dict) -> tuple:
     return (n, c, h, w, c_out, kh, kw, pad, np.dtype(options.get("dtype") or "float32").name)
 
 
-def _make_tunable():
-    from ...autotune import Tunable
-
-    return Tunable("conv2d_nchw", "conv_nchw", ("n", "c_in", "h", "w", "c_out", "kh", "kw", "padding", "dtype"),
-                   variants, Case, parse, "NxCxHxW with --filter C_OUTxKHxKW and --padding P")
-
-
-TUNABLE = _make_tunable()
+TUNABLE = Tunable("conv2d_nchw", "conv_nchw", ("n", "c_in", "h", "w", "c_out", "kh", "kw", "padding", "dtype"),
+                  variants, Case, parse, "NxCxHxW with --filter C_OUTxKHxKW and --padding P",
+                  spaces={k02_smem_tiled.RUNG.name: functools.partial(tiled_space, k02_smem_tiled.PRESETS, K02_SPACE),
+                          k03_double_buffered.RUNG.name: functools.partial(tiled_space, k03_double_buffered.PRESETS,
+                                                                           K03_SPACE)})

@@ -87,10 +87,8 @@ Headline (H200, benchmarks/results/conv_h200.json): 26.0 TFLOP/s on N32 C64 56x5
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from ...runtime import Rung
-from . import _tuning
 from ._common import TiledConfig, signature, tiled_geometry, tiled_launch_bounds
 from ._tiled import make_body
 
@@ -113,5 +111,4 @@ def make_kernel(config: Config, dtype):
     return make_body(config, dtype, "conv_nchw_k02_smem_tiled", double_buffer=False)
 
 
-RUNG = Rung("k02_smem_tiled", Config, PRESETS, make_kernel, tiled_geometry, signature, tiled_launch_bounds,
-            tuning_space=functools.partial(_tuning.tiled_space, PRESETS, _tuning.K02_SPACE))
+RUNG = Rung("k02_smem_tiled", Config, PRESETS, make_kernel, tiled_geometry, signature, tiled_launch_bounds)

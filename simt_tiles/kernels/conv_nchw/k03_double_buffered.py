@@ -43,13 +43,11 @@ Headline (H200, benchmarks/results/conv_h200.json): 30.1 TFLOP/s on N32 C64 56x5
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from numba import cuda, uint32
 
 from ...runtime import SMEM_ALIGN, Rung, numba_dtype
 from ..matmul._blocked import u32
-from . import _tuning
 from ._common import TiledConfig, signature, tiled_geometry, tiled_launch_bounds, weight_staging
 
 
@@ -280,5 +278,4 @@ def prefetch_stays_in_registers(config: Config) -> bool:
 
 
 RUNG = Rung("k03_double_buffered", Config, PRESETS, make_kernel, tiled_geometry, signature,
-            tiled_launch_bounds,
-            tuning_space=functools.partial(_tuning.tiled_space, PRESETS, _tuning.K03_SPACE))
+            tiled_launch_bounds)

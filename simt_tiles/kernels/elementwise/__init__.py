@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
+from ...registry import Family
 from ...runtime import Rung, pick_rung
+from . import _cases
 from . import bias_relu as _bias_relu
 from . import k01_grid_stride, k02_multi_element
 
@@ -20,6 +22,8 @@ VECTOR_ADD_VARIANTS = tuple(VECTOR_ADD_RUNGS)
 #: the rung ``vector_add(variant=None)`` uses
 BEST_VARIANT = "k02_multi_element"
 RUNGS: dict[str, Rung] = {**VECTOR_ADD_RUNGS, "bias_relu": _bias_relu.RUNG}
+#: the family's registration (:mod:`simt_tiles.registry`); the references are NumPy expressions
+FAMILY = Family("elementwise", RUNGS, None, (), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
 
 __all__ = ["vector_add", "bias_relu", "VECTOR_ADD_VARIANTS", "RUNGS", "BEST_VARIANT"]
 

@@ -21,11 +21,18 @@ Splits of K
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
+from numba import cuda
 
+from ...autotune import Tunable, parse_ints
+from ...bounds import check_within
 from ...runtime import ConfigError, cdiv
-from ._common import MIN_SPLIT_K
+from . import dispatch, k11_vectorized_bk16, k12_async_copy
+from ._common import Call
+from .dispatch import MIN_SPLIT_K
+from .reference import matmul_reference
 
 #: tile shapes of the generated rungs (fields replacing the "default" preset's), then preset
 #: names a rung may have; the default first, so a tune cut short by its budget has it timed
@@ -92,10 +99,6 @@ class Case:
     (:func:`~simt_tiles.kernels.matmul.reference.matmul_reference`)."""
 
     def __init__(self, problem: dict, seed: int = 2026):
-        from numba import cuda
-
-        from .reference import matmul_reference
-
         m, n, k = problem["m"], problem["n"], problem["k"]
         self.dtype = np.dtype(problem["dtype"])
         rng = np.random.default_rng(seed)
@@ -111,19 +114,13 @@ class Case:
 
     def launcher(self, rung, config):
         """One call of ``rung`` with ``config`` into the output (the launch the public call makes)."""
-        grid, block = rung.geometry(config, *self.shape)
-        a, b, out, dtype = self.a, self.b, self.out, self.dtype
         if not all(self.shape[:2]):
             return lambda: None
-
-        def launch():
-            rung.launch(config, dtype, grid, block, 0, a, b, out)
-
-        return launch
+        plan = dispatch.resolved(rung, config, *self.shape)
+        call = Call(self.a, self.b, self.out, 0)
+        return functools.partial(plan.run, call)
 
     def check(self):
-        from ...bounds import check_within
-
         return check_within(self.out.copy_to_host(), self.ref, self.bound)
 
     @staticmethod
@@ -140,18 +137,11 @@ def variants(dtype) -> tuple:
 
 def parse(shape: str, options: dict) -> tuple:
     """``"N"`` or ``"MxNxK"`` (``simt-tiles tune matmul --shape``) → ``(m, n, k, dtype)``."""
-    from ...autotune import parse_ints
-
     parts = parse_ints(shape, "--shape", (1, 3))
     m, n, k = parts * 3 if len(parts) == 1 else parts
     return (m, n, k, np.dtype(options.get("dtype") or "float32").name)
 
 
-def _make_tunable():
-    from ...autotune import Tunable
-
-    return Tunable("matmul", "matmul", ("m", "n", "k", "dtype"), variants, Case, parse,
-                   "N or MxNxK")
-
-
-TUNABLE = _make_tunable()
+TUNABLE = Tunable("matmul", "matmul", ("m", "n", "k", "dtype"), variants, Case, parse, "N or MxNxK",
+                  spaces={r.name: functools.partial(split_k_space, r.presets)
+                          for r in (k11_vectorized_bk16.RUNG, k12_async_copy.RUNG)})

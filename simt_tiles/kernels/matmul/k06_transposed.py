@@ -3,10 +3,10 @@
 What changed versus k05
     The A tile is stored transposed, ``a_t[k, m]``, so the TM values of A a
     thread needs at step kk are TM *consecutive* words: the compiler turns
-    them into 128-bit shared loads (``ld.shared.v4.f32``) once index
-    arithmetic is unsigned (k05's signed indices force a negative-index check
-    per access, which blocks the merge).  Global reads of A stay coalesced
-    along k; the transpose happens on the way into shared memory.
+    them into 128-bit shared loads (``ld.shared.v4.f32``), as k05's B reads
+    already are (k05's A reads, BK words apart, cannot be merged and are
+    2-way conflicted).  Global reads of A stay coalesced along k; the
+    transpose happens on the way into shared memory.
 
 The bank-conflict lesson (the hazard this rung *creates*)
     Shared memory has 32 banks of 4 bytes; word address w sits in bank w % 32.

@@ -16,7 +16,7 @@ Which pad
       once — conflict-free — and every row stays 16-byte aligned, so the wide
       reads survive.  Cost: BK·PAD extra words (8 × 4 × 4 B = 128 B a block).
     ``pad`` is a config field; the default is 4, the "sim" preset uses 1 and
-    the benchmark measures both (benchmarks/NOTES.md).
+    the benchmark measures both (benchmarks/notes/matmul.md).
 
 Headline (H200, benchmarks/results/matmul_h200.json): 22.0 TFLOP/s at 4096³, 0.44× cuBLAS
 """

@@ -47,6 +47,7 @@ Headline (H200, benchmarks/results/matmul_fast_h200.json): 47.5 TFLOP/s at 4096x
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import threading
 
@@ -57,13 +58,21 @@ from ... import codegen
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
-from . import _tuning
-from ._common import pad_rule
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
 IDX32_LIMIT = 2**31
-#: ``Config.pad``: ragged or unaligned operands by the shipped rule / never copied / always copied
-PAD_RULE, PAD_NEVER, PAD_ALWAYS = 1, 2, 3
+
+
+class Pad(enum.IntEnum):
+    """``Config.pad``: whether ragged or unaligned A and B rows are first copied into zero-padded,
+    16-byte aligned workspaces (the 128-bit path) or read with scalar loads."""
+
+    RULE = 1  #: as the shipped rule says for the size (``matmul.dispatch`` resolves it to one of:)
+    NEVER = 2  #: scalar loads
+    ALWAYS = 3  #: padded copies (when the operands need them)
+
+
+PAD_RULE, PAD_NEVER, PAD_ALWAYS = Pad.RULE, Pad.NEVER, Pad.ALWAYS  # the names before the enum
 #: most blocks a grid has along y (CUDA's limit)
 MAX_GRID_Y = 65535
 
@@ -81,10 +90,7 @@ class Config(TileConfig):
     tn: int = 8
     min_blocks: int = 2  # launch_bounds' second number for float32 (float64: 1)
     splits: int = 1  # K ranges summed by a second kernel (a launch choice: not compiled in)
-    # ragged or unaligned A/B rows (a launch choice): PAD_RULE asks the shipped rule by size,
-    # PAD_NEVER runs the scalar-load path, PAD_ALWAYS copies A and B into zero-padded, 16-byte
-    # aligned workspaces first (the 128-bit path)
-    pad: int = 1
+    pad: Pad = Pad.RULE  # ragged or unaligned A/B rows (a launch choice, :class:`Pad`)
 
     def block(self):
         return ((self.bm // self.wm) * (self.bn // self.wn) * 32,)
@@ -104,7 +110,7 @@ class Config(TileConfig):
         yield ("wn", self.bn % self.wn == 0 and self.wn % self.tn == 0, "bn % wn == 0 and wn % tn == 0")
         yield ("tm", self.tm % 4 == 0, "tm % 4 == 0 (rows are read in aligned groups of 4)")
         yield ("tn", self.tn % 4 == 0, "tn % 4 == 0 (columns are read in aligned groups of 4)")
-        yield ("pad", self.pad in (PAD_RULE, PAD_NEVER, PAD_ALWAYS), "pad in (1, 2, 3) (the shipped rule, masked, padded)")
+        yield ("pad", self.pad in tuple(Pad), "pad in (1, 2, 3) (Pad.RULE, Pad.NEVER, Pad.ALWAYS)")
         yield ("bk", self.bk in (8, 16, 32), "bk in (8, 16, 32) (vectors of 4 along k; float64 tiles bk/2)")
         yield ("bm", self.bm % (2 * self.bk) == 0, "bm % (2*bk) == 0 (the swizzle flips bits 3.. of m)")
         for itemsize in (4, 8):  # both dtypes' tile depths
@@ -121,7 +127,7 @@ class Config(TileConfig):
 
 @functools.lru_cache(maxsize=None)
 def _compiled_config(config: Config) -> Config:
-    return dataclasses.replace(config, splits=1, pad=PAD_RULE)  # validated once, not at every launch
+    return dataclasses.replace(config, splits=1, pad=Pad.RULE)  # validated once, not at every launch
 
 
 PRESETS = {
@@ -142,13 +148,30 @@ def swizzle_span(depth: int) -> int:
     return 2 * depth
 
 
+def module_header(dt: str, vector_names: str) -> str:
+    """The generated module's imports and ``DT`` (k11's and k12's)."""
+    return ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
+            "from simt_tiles.runtime import SMEM_ALIGN\n"
+            f"from simt_tiles.vector import {vector_names}\n"
+            f"DT = {dt}\n")
+
+
+def thread_lines(config: Config) -> tuple[str, ...]:
+    """Who a thread is (k11's and k12's first lines): its warp and lane, and where its slice of
+    the warp tile starts (``m_base``, ``n_base``: groups of 4 rows / columns, lanes strided)."""
+    LN, WARPS_N = config.wn // config.tn, config.bn // config.wn
+    return ("tid = U(cuda.threadIdx.x)",
+            "warp = U(tid >> U(5)); lane = U(tid & U(31))",
+            f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
+            f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))")
+
+
 def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tuple[str, str, str]:
     """``(name, header, body)`` of the kernel ``name(a, b, c, k_chunk, flags)``; ``vec``: A's and
     B's rows are 16-byte aligned (128-bit loads), else scalar loads."""
     BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LM, LN = config.wm // TM, config.wn // TN
-    WARPS_N = BN // config.wn
     Q = BK // 4  # vectors of 4 along k per row of the A tile
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // Q, T // (BN // 4)  # rows of A / of B covered by one pass of the block
@@ -159,17 +182,11 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     # options, so two tiles that differ only in min_blocks must be two sources
     name = (f"matmul_k11_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
             f"{'_v4' if vec else '_v1'}_lb{launch_blocks(config, dtype)}")
-    header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
-              "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import load1_global, load4_at, load4_global, store4, store4_at, store_at\n"
-              f"DT = {dt}\n")
+    header = module_header(dt, "load1_global, load4_at, load4_global, store4, store4_at, store_at")
     s = codegen.Source()
     with s.block(f"def {name}(a, b, c, k_chunk, flags):"):
         s.line("# --- who am I: warp tile, lane slice, loader slots (uint32) ---",
-               "tid = U(cuda.threadIdx.x)",
-               "warp = U(tid >> U(5)); lane = U(tid & U(31))",
-               f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
-               f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))",
+               *thread_lines(config),
                f"a_r = U(tid // U({Q})); a_kq = U(U(tid % U({Q})) * U(4)); a_sw = U(U(tid % U({Q})) << U(3))",
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# --- the problem and this block's part of it (global index type) ---",
@@ -416,16 +433,6 @@ def workspace(shape, dtype, stream, name: str = "partials"):
     return views[shape]
 
 
-def pads(config: Config, m: int, n: int, k: int) -> bool:
-    """Whether a problem whose A or B rows are ragged or unaligned is copied into padded buffers:
-    ``PAD_ALWAYS`` / ``PAD_NEVER`` as the config says, else the shipped rule by size
-    (``PAD_RULE``: :func:`._common.pad_rule`)."""
-    if config.pad != PAD_RULE:
-        return config.pad == PAD_ALWAYS
-    rule = pad_rule()
-    return rule is not None and m * n * k >= rule
-
-
 @jit
 def pad_copy(src, dst):
     """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; the
@@ -454,7 +461,9 @@ def padded_operands(a, b, dtype, stream):
 
 
 class SplitKRung(Rung):
-    """A rung whose launch may split K: partials in a workspace, then :func:`sum_splits`."""
+    """A rung whose launch may split K (partials in a workspace, then :func:`sum_splits`) and pad
+    ragged or unaligned operands first, as its config says (``splits``, ``pad``: chosen by
+    :mod:`.dispatch`)."""
 
     def source(self, config, dtype, idx32: bool = True, vec: bool = True) -> str:
         return source(config, dtype, idx32, vec)
@@ -462,16 +471,19 @@ class SplitKRung(Rung):
     def kernel(self, config, dtype, **params):
         return super().kernel(config.compiled(), dtype, **params)
 
-    def launch(self, config, dtype, grid, block, stream, a, b, c) -> None:
+    def run(self, config, call) -> None:
+        a, b, c, stream = call
+        dtype = a.dtype
         m, k = a.shape
         n = b.shape[1]
         vec_ab = k % 4 == 0 and n % 4 == 0 and aligned(a) and aligned(b)
-        if not vec_ab and m and n and k and pads(config, m, n, k):
+        if not vec_ab and m and n and k and config.pad == Pad.ALWAYS:
             a, b = padded_operands(a, b, dtype, stream)  # the 128-bit path on zero-padded copies
             k, vec_ab = a.shape[1], True
         ldb = b.shape[1]
-        splits, chunk = split_plan(config, k)
-        grid = (grid[0], grid[1], splits)  # K may have grown by the padding
+        grid, block = geometry(config, m, n, k)
+        splits = grid[2]
+        _, chunk = split_plan(config, k)
         idx32 = max(m * k, k * ldb, splits * m * n) + 4 * config.bk * max(ldb, 1) < IDX32_LIMIT
         kernel = self.kernel(config, dtype, idx32=idx32, vec=vec_ab)
         target = c if splits == 1 else workspace((splits * m, n), dtype, stream)
@@ -483,5 +495,4 @@ class SplitKRung(Rung):
 
 # the small tiles are float32 tuning candidates (float64's default is k10): gated for float32 only
 RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  tuning_space=functools.partial(_tuning.split_k_space, PRESETS),
                   gate_float32_only=("64x64", "64x128", "128x64"))

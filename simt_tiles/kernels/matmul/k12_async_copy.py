@@ -18,7 +18,7 @@ Shared memory: both operands k-major, unswizzled: the copies of a warp write
 512 consecutive bytes, and the fragment reads are those of B in k11.
 
 The lesson is a narrow win on this chip: with the transposition counted it is 1-2%
-ahead of k11 from 2048³ up and behind on small problems (benchmarks/NOTES.md), so
+ahead of k11 from 2048³ up and behind on small problems (benchmarks/notes/matmul.md), so
 ``matmul(variant=None)`` takes it for unsplit float32 sizes, small tiles up to 88 tiles of 128×128,
 and rows that are not a multiple of 4 long; k11 elsewhere.
 
@@ -27,15 +27,12 @@ Headline (H200, benchmarks/results/matmul_fast_h200.json): 48.3 TFLOP/s at 4096x
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from ... import codegen
 from ...runtime import cdiv, jit
 from ...vector import aligned
-from . import _tuning
 from . import k11_vectorized_bk16 as k11
 from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
@@ -55,23 +52,16 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
     BM, BN, BK, TM, TN = config.bm, config.bn, config.depth(np.dtype(dtype).itemsize), config.tm, config.tn
     T = config.threads
     LN = config.wn // TN
-    WARPS_N = BN // config.wn
     A_VEC, B_VEC = BM * BK // 4 // T, BK * BN // 4 // T
     RA, RB = T // (BM // 4), T // (BN // 4)  # k-rows of Aᵀ / of B covered by one pass
     X = "U" if idx32 else "I64"
     dt = np.dtype(dtype).name
     name = (f"matmul_k12_{BM}x{BN}x{BK}_w{config.wm}x{config.wn}_t{TM}x{TN}_{dt}_{'i32' if idx32 else 'i64'}"
             f"_lb{k11.launch_blocks(config, dtype)}")  # launch bounds: k11's note
-    header = ("from numba import cuda, float32, float64, uint32 as U, int64 as I64\n"
-              "from simt_tiles.runtime import SMEM_ALIGN\n"
-              "from simt_tiles.vector import commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies\n"
-              f"DT = {dt}\n")
+    header = k11.module_header(dt, "commit_copies, copy4_async, load1_global, load4_at, store4, wait_copies")
     s = codegen.Source()
     with s.block(f"def {name}(at, b, c, k_chunk, flags):"):
-        s.line("tid = U(cuda.threadIdx.x)",
-               "warp = U(tid >> U(5)); lane = U(tid & U(31))",
-               f"m_base = U(U(warp // U({WARPS_N})) * U({config.wm}) + U(lane // U({LN})) * U(4))",
-               f"n_base = U(U(warp % U({WARPS_N})) * U({config.wn}) + U(lane % U({LN})) * U(4))",
+        s.line(*k11.thread_lines(config),
                f"a_r = U(tid // U({BM // 4})); a_c = U(U(tid % U({BM // 4})) * U(4))",
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# C (or the split-K workspace, gridDim.z slices) gives M and N; the operands' widths may be padded",
@@ -206,11 +196,14 @@ class AsyncCopyRung(k11.SplitKRung):
     def source(self, config, dtype, idx32: bool = True, **_) -> str:
         return source(config, dtype, idx32)
 
-    def launch(self, config, dtype, grid, block, stream, a, b, c) -> None:
-        if np.dtype(dtype) != np.float32:
-            return k11.RUNG.launch(config, dtype, grid, block, stream, a, b, c)
+    def run(self, config, call) -> None:
+        a, b, c, stream = call
+        dtype = a.dtype
+        if dtype != np.float32:
+            return k11.RUNG.run(config, call)
         m, k = a.shape
         n = b.shape[1]
+        grid, block = geometry(config, m, n, k)
         splits, chunk = split_plan(config, k)
         mp, np_ = cdiv(m, 4) * 4, cdiv(n, 4) * 4
         at = workspace((k, mp), dtype, stream, "a_transposed")
@@ -232,4 +225,4 @@ class AsyncCopyRung(k11.SplitKRung):
 
 # float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only
 RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options,
-                     gate_dtypes=("float32",), tuning_space=functools.partial(_tuning.split_k_space, PRESETS))
+                     gate_dtypes=("float32",))

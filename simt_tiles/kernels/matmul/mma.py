@@ -21,9 +21,11 @@ import numpy as np
 from numba import cuda
 
 from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
-from ...runtime import SIMULATOR, cdiv, jit
+from ...bounds import mma_error_factor, ref_dtype
+from ...registry import Family, numpy_case
+from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
 from ...vector import aligned
-from . import k13_mma_tf32, k14_mma_bf16
+from . import k13_mma_tf32, k14_mma_bf16, reference
 from .k11_vectorized_bk16 import workspace
 
 __all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
@@ -215,8 +217,36 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
             grid, block = rung.geometry(cfg, m, n, k)
             kernel = rung.kernel(cfg, np.float32, **({} if prec == "tf32" else {"precision": prec}))
             shared = rung.dynamic_smem(cfg, np.float32)
-            from ...runtime import allow_dynamic_smem
-
             allow_dynamic_smem(kernel, shared)
             kernel[grid, block, stream, shared](ad, bd, c_op.dev)
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
+
+
+def _demo(rung: str, dtype, c):
+    """The tensor-core rungs: k13 on float32 as TF32, k14 on float16 (their own input types, whatever
+    the row's dtype), against a long-double reference with the TF32/FP16 bound."""
+    m, n, k = c.shape
+    prec, dt = ("tf32", "float32") if rung == "k13_mma_tf32" else ("fp16", "float16")
+    a, b = c.rng.standard_normal((m, k)).astype(dt), c.rng.standard_normal((k, n)).astype(dt)
+    rdt = ref_dtype()
+    ref = a.astype(rdt) @ b.astype(rdt)
+    f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec == "fp16")
+    bound = (abs(a.astype(rdt)) @ abs(b.astype(rdt))) * (f + 2 * k * float(np.finfo(rdt).eps))
+    return numpy_case(f"{m}x{n}x{k} {prec}", lambda: matmul_mma(a, b, precision=prec, config=c.preset), ref, bound)
+
+
+MMA_HAZARDS = {
+    "k13_mma_tf32": ("A warp collective: all 32 lanes must issue each `mma.sync` / `ldmatrix` (no divergence), "
+                     "each lane holding exactly its fragment; S cp.async stages with one `wait_group S-2` + "
+                     "barrier per tile (a stage is refilled only after every warp read it), and operands rounded "
+                     "to TF32 (an opt-in precision)."),
+    "k14_mma_bf16": ("`ldmatrix` takes each lane's row address and hands out other lanes' data: every address of "
+                     "the warp must be valid and 16-byte aligned, and the XOR swizzle of the copies and of the "
+                     "fragment reads must agree."),
+}
+
+
+#: the tensor-core ladder's registration (:mod:`simt_tiles.registry`); its public path is
+#: ``simt_tiles.matmul(a, b, precision=...)`` (16-bit inputs, or ``precision="tf32"``), whose
+#: aliasing case is matmul's
+FAMILY = Family("matmul_mma", MMA_RUNGS, reference, (), _demo, {}, MMA_HAZARDS)

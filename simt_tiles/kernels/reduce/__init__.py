@@ -1,113 +1,102 @@
-"""Reductions: sum, max, min over the whole array or along the last axis.
+"""Reductions with NumPy semantics: sum, mean, max, min, argmax, argmin over any axes.
 
 =====================  ====================================================
 ``k01_warp_shuffle``   per-thread fold, warp butterfly, one shared step;
-                       whole arrays in two launches (blocks, then partials),
-                       one when a block's first step covers the array
+                       whole arrays in two launches (blocks, then partials)
+``k02_axis_lanes``     any axis: a few lanes per output along the memory,
+                       short rows many to a warp, long axes split
 =====================  ====================================================
+
+Check → choose → launch: :func:`reduce` checks the arguments and prepares ``out``;
+:mod:`.dispatch` chooses (one :class:`~.dispatch.Plan`) and launches.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import threading
+import warnings
 
 import numpy as np
-from numba import cuda
 
-from ...interop import as_stream, device_operand, finish_result, prepare_out, stream_key
+from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from ...runtime import SIMULATOR, Rung
-from . import k01_warp_shuffle
-from ._common import OPS, SUM, acc_dtype, op_code
+from ...registry import Family
+from .. import _patterns_cases as _cases
+from . import dispatch
+from ._common import ARGMAX, ARGMIN, OPS, SUM, op_code
+from .dispatch import _WORKSPACES, RUNGS  # noqa: F401  (the workspaces: tests clear them)
 
-RUNG = k01_warp_shuffle.RUNG
-RUNGS: dict[str, Rung] = {RUNG.name: RUNG}
 REDUCE_OPS = OPS
+REDUCE_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+BEST_VARIANT = "k02_axis_lanes"
+RUNG = RUNGS[BEST_VARIANT]
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("reduce", RUNGS, None, (), _cases.reduce_demo, _cases.REDUCE_ALIASING, _cases.REDUCE_HAZARDS)
 
-__all__ = ["reduce", "REDUCE_OPS", "RUNGS"]
-
-
-#: per (device, stream, host thread, dtype, length): the partials buffer of whole-array
-#: reductions, kept between calls.  A fresh cuda.device_array per call costs a cudaMalloc and,
-#: later, a cudaFree that synchronises the device.  Work on one stream runs in order, so calls
-#: sharing a stream can share its buffer — from one host thread: two threads' calls interleave
-#: their kernels on a shared stream, and the per-thread default stream is one handle for many
-#: streams.
-_WORKSPACES: dict = {}
-
-
-def _workspace(n: int, dtype, stream):
-    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
-           np.dtype(dtype), n)
-    buf = _WORKSPACES.get(key)
-    if buf is None:
-        if len(_WORKSPACES) > 64:  # many streams come and go: start over rather than grow
-            _WORKSPACES.clear()
-        buf = _WORKSPACES[key] = cuda.device_array(n, dtype, stream=stream)
-    return buf
+__all__ = ["reduce", "REDUCE_OPS", "REDUCE_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
 @planned
-def reduce(x, op="sum", *, axis=None, out=None, config=None, stream=None):
-    """``numpy.sum/max/min(x, axis=axis)`` for float32/float64 arrays, on the GPU.
+def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, config=None, stream=None):
+    """``numpy.<op>(x, axis=axis, keepdims=keepdims)`` for float32/float64 arrays, on the GPU.
 
+    op
+        ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` (results of ``x``'s dtype) or
+        ``"argmax"``, ``"argmin"`` (int64; the first index of the extreme, a NaN first).
     axis
-        None (the whole array; the result has shape ()) or the last axis
-        (-1 or ``x.ndim - 1``; the result has shape ``x.shape[:-1]``).
+        None (every axis), an int, or a tuple of distinct ints (not for argmax/argmin, as
+        NumPy); negative ints count from the end.
     out
-        Optional array of the result's shape and ``x``'s dtype; it must not
-        overlap ``x`` in memory (ValueError naming ``out``).
-    Sums accumulate in float64 (see ``_common``); max/min propagate NaN like
-    NumPy, and like NumPy raise ValueError whenever the reduced axis is empty —
-    even when the result would be empty too (``max`` of a (0, 0) array along
-    -1); an empty *other* axis gives an empty result.  NumPy callers get a
-    NumPy scalar where NumPy does: for a result of shape () (``axis=None``, or
-    the last axis of a 1-D array).
+        Optional array of the result's shape and dtype; it must not overlap ``x``
+        (ValueError naming ``out``).
+
+    Sums and means accumulate in float64 and round once; max/min propagate NaN; an empty
+    reduced axis gives 0 (sum), NaN with a RuntimeWarning (mean) and ValueError (the others,
+    also when the result is empty too), as NumPy.  NumPy callers get a NumPy scalar where
+    NumPy does (a result of shape ()).
     """
     code = op_code(op)
-    cfg = RUNG.resolve_config(config)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims: expected a bool; got {keepdims!r}")
     stream = as_stream(stream, x)
     x_op = device_operand(x, "x", ndim=None, stream=stream)
-    dev, dt = x_op.dev, x_op.dev.dtype
-    shape = tuple(dev.shape)
-    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, numbers.Integral)):
-        raise TypeError(f"axis: expected None or an int; got {type(axis).__name__} {axis!r}")
-    if axis is not None and axis not in (-1, len(shape) - 1):
-        raise ValueError(
-            f"axis: expected None or the last axis (-1 or {len(shape) - 1}) of a {len(shape)}-D array; got {axis!r}"
-        )
-    T = cfg.threads
-    if axis is None:
-        n = math.prod(shape)
-        if n == 0 and code != SUM:
-            raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
-        out_op = prepare_out(out, x_op, (), dt, stream)
-        if n <= T * cfg.loads:
-            # one block's first step covers the array: one launch writes the result (a second
-            # pass would cost a launch, a workspace and, on the host, a few µs per call)
-            RUNG.kernel(cfg, dt, op=code, out_dtype=dt)[1, T, stream](dev.reshape(1, n), out_op.dev.reshape(1))
-        else:
-            acc = acc_dtype(code, dt)
-            blocks = min(cfg.max_blocks, -(-n // T))
-            partials = _workspace(blocks, acc, stream)
-            # pass 1: every block folds its grid-stride slice; pass 2: one block folds the partials
-            first = RUNG.kernel(cfg, dt, op=code, out_dtype=acc)
-            first[blocks, T, stream](dev.reshape(1, n), partials)
-            second = RUNG.kernel(cfg, acc, op=code, out_dtype=dt)
-            second[1, T, stream](partials.reshape(1, blocks), out_op.dev.reshape(1))
-    else:
-        rows, cols = math.prod(shape[:-1]), shape[-1]
-        if cols == 0 and code != SUM:  # NumPy raises even if the result is empty (rows == 0)
-            raise ValueError(f"x: zero-size array to reduction operation {op} which has no identity")
-        out_op = prepare_out(out, x_op, shape[:-1], dt, stream)
-        if rows:
-            rcfg = cfg.for_rows()
-            kernel = RUNG.kernel(rcfg, dt, op=code, out_dtype=dt)
-            kernel[rows, rcfg.threads, stream](dev.reshape(rows, cols), out_op.dev.reshape(rows))
+    shape = tuple(x_op.dev.shape)
+    axes = normalize_axes(axis, len(shape), arg=code in (ARGMAX, ARGMIN))
+    count = math.prod(shape[a] for a in axes)
+    if count == 0 and code != SUM:
+        what = (f"zero-size array: attempt to get {op} of an empty sequence" if op.startswith("arg") else
+                f"zero-size array to reduction operation {op} which has no identity")
+        raise ValueError(f"x: {what} (shape {shape}, axis {axis!r})")
+    kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
+    result_shape = kept if keepdims else tuple(d for a, d in enumerate(shape) if a not in axes)
+    out_dtype = np.dtype(np.int64) if code in (ARGMAX, ARGMIN) else x_op.dev.dtype
+    out_op = prepare_out(out, x_op, result_shape, out_dtype, stream)
+    if count == 0 and op == "mean":
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)  # (planned's wrapper, then ours)
+    if math.prod(result_shape):
+        p = dispatch.plan(shape, axes, op, code, x_op.dev.dtype, variant=variant, config=config)
+        p.launch(x_op.dev, out_op.dev, stream)
     result = finish_result(out_op, stream)
-    scalar = axis is None or len(shape) == 1  # a result of shape (): NumPy gives a scalar
-    if scalar and isinstance(result, np.ndarray) and out is None:
-        return result[()]
+    if result_shape == () and isinstance(result, np.ndarray) and out is None:
+        return result[()]  # NumPy gives a scalar
     return result
+
+
+def normalize_axes(axis, ndim: int, *, arg: bool = False) -> tuple:
+    """Sorted distinct non-negative axes (None: all); TypeError/ValueError naming ``axis``."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, tuple) and arg:
+        raise TypeError(f"axis: argmax/argmin take None or one int, as NumPy; got {axis!r}")
+    items = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral):
+            raise TypeError(f"axis: expected None, an int or a tuple of ints; got {axis!r}")
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis: {a} is out of bounds for an array of {ndim} dimensions")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axis: repeated axis in {axis!r}")
+    return tuple(sorted(out))

@@ -18,18 +18,20 @@ import numpy as np
 
 from ...runtime import TileConfig
 
-OPS = ("sum", "max", "min")
-SUM, MAX, MIN = 0, 1, 2  # compile-time op codes: the untaken branches are removed
+#: the public operators; ``mean`` is a sum scaled by 1/count, argmax/argmin give int64 indices
+OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
+SUM, MAX, MIN, ARGMAX, ARGMIN = 0, 1, 2, 3, 4  # compile-time op codes: the untaken branches are removed
+_CODES = {"sum": SUM, "mean": SUM, "max": MAX, "min": MIN, "argmax": ARGMAX, "argmin": ARGMIN}
 
 
 def op_code(op: str) -> int:
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         raise ValueError(f"op: expected one of {OPS}; got {op!r}")
-    return OPS.index(op)
+    return _CODES[op]
 
 
 def identity(code: int) -> float:
-    return (0.0, -math.inf, math.inf)[code]
+    return (0.0, -math.inf, math.inf, -math.inf, math.inf)[code]
 
 
 def acc_dtype(code: int, dtype) -> np.dtype:

@@ -49,9 +49,53 @@ class WarpRowConfig(RowConfig):
         yield ("threads", self.threads % 32 == 0, "threads % 32 == 0 (whole warps for the shuffles)")
 
 
-def signature(dtype):
+def signature(dtype, log=False):
     t = numba_dtype(dtype)[:, ::1]
     return void(t, t)
+
+
+def make_pair_fold(DT):
+    """``fold(m, s, mo, so) -> (m', s')``: two online-softmax pairs (a max and the sum of
+    exp(x − max)) as one (k03's rule; (−inf, 0) is the empty pair and stays so); and
+    ``fold_values(m, s, vals, U)``: U values (all loaded first) folded in with one rescale —
+    their max first, so (U + 1) exps per U values, not 2U (k06, k07)."""
+    NEG_INF = -math.inf
+
+    @inline
+    def fold(m, s, mo, so):
+        m2 = m if (m != m or m > mo) else mo
+        if m2 != NEG_INF:
+            s = (DT(0) if s == 0 else s * math.exp(m - m2)) + (DT(0) if so == 0 else so * math.exp(mo - m2))
+        return m2, s
+
+    @inline
+    def fold_values(m, s, vals, U):
+        mu = vals[0]
+        for u in range(1, U):
+            mu = mu if (mu != mu or mu > vals[u]) else vals[u]
+        t = DT(0)
+        if mu != NEG_INF:
+            for u in range(U):
+                t += math.exp(vals[u] - mu)
+        return fold(m, s, mu, t)
+
+    return fold, fold_values
+
+
+def make_log_shift(DT):
+    """``log_shift(m, s) -> (shift, log_sum)`` for scipy.special.log_softmax, given a row's
+    max ``m`` and ``s = Σ exp(x − m)``: the output is ``(x − shift) − log_sum``.  scipy
+    replaces a non-finite max by 0, so a row holding +inf gives −inf (finite x) and NaN
+    (the +inf), a row of −inf gives NaN, a NaN row NaN: the same as shift 0 and
+    log_sum ``m``, which needs no sum relative to 0."""
+
+    @inline
+    def log_shift(m, s):
+        if m - m == 0:
+            return m, DT(math.log(s))
+        return DT(0), m
+
+    return log_shift
 
 
 def geometry(config: RowConfig, rows: int, cols: int):
@@ -63,8 +107,8 @@ def max_nan(a, b):
     return a if (a != a or a > b) else b
 
 
-def make_row_reductions(NWG: int, DT):
-    """``row_max(v, red, wid, lane, w0)`` and ``row_sum(...)``: the max / sum of ``v``
+def make_row_reductions(NWG: int, DT, G: int = 32, nan_max: bool = False):
+    """``row_max(v, red, wid, lane, w0)``, ``row_sum(...)`` and the two-value ``mx``: the max / sum of ``v``
     over the ``NWG`` warps of a row (k04, k05), every lane of them gets it.
 
     Warp shuffles first; when a row spans several warps (``NWG > 1``, compile-time)
@@ -72,27 +116,37 @@ def make_row_reductions(NWG: int, DT):
     the block), one barrier, and every warp folds its row's NWG partials — the
     row's first warp is ``w0`` — with shuffles again: log depth, not NWG steps.
     Every thread of the block must call (the barrier); give max and sum separate
-    ``red`` arrays, so the sum's writes cannot race the max's reads."""
+    ``red`` arrays, so the sum's writes cannot race the max's reads.  A row of ``G`` < 32
+    lanes (several rows to a warp) shuffles over offsets below ``G`` only.  ``nan_max``: the max
+    propagates NaN (log_softmax needs it: its +inf rows are told from NaN rows by the max alone)."""
     NEG_INF = -math.inf
+    OFFS = tuple(o for o in (16, 8, 4, 2, 1) if o < G)
+    NAN_MAX = nan_max
+
+    @inline
+    def mx(a, b):
+        if NAN_MAX:
+            return a if (a != a or a > b) else b
+        return max(a, b)
 
     @inline
     def row_max(m, red, wid, lane, w0):
         # ``max`` is one FMNMX and need not propagate NaN: a NaN makes its exp, the sum
         # and so every output NaN, as scipy's
-        for off in (16, 8, 4, 2, 1):
-            m = max(m, shfl_xor_sync(FULL_MASK, m, off))
+        for off in OFFS:
+            m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
         if NWG > 1:
             if lane == 0:
                 red[wid] = m
             cuda.syncthreads()  # RAW: every warp's partial written
             m = red[w0 + lane] if lane < NWG else DT(NEG_INF)
             for off in (16, 8, 4, 2, 1):
-                m = max(m, shfl_xor_sync(FULL_MASK, m, off))
+                m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
         return m
 
     @inline
     def row_sum(s, red, wid, lane, w0):
-        for off in (16, 8, 4, 2, 1):
+        for off in OFFS:
             s += shfl_xor_sync(FULL_MASK, s, off)
         if NWG > 1:
             if lane == 0:
@@ -103,4 +157,4 @@ def make_row_reductions(NWG: int, DT):
                 s += shfl_xor_sync(FULL_MASK, s, off)
         return s
 
-    return row_max, row_sum
+    return row_max, row_sum, mx

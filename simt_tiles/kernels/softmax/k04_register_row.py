@@ -11,11 +11,12 @@ What changed versus k03
     read and one write per element, as a device copy.
 
     The launcher fits G and VPT to the row (``Config.for_problem``): G is
-    the power of two (32 … ``threads``) that gives each thread about
+    the power of two (``min_group`` … ``threads``) that gives each thread about
     ``vpt_target`` values, VPT the power of two that covers the row.  Short
-    rows get one warp each and a block packs ``threads / G`` rows (no barrier
-    at all: the reductions are warp shuffles); long rows get the whole block
-    and two barriers (one per cross-warp reduction).  A row longer than
+    rows get a few lanes each, several rows to a warp, and a block packs
+    ``threads / G`` rows (no barrier at all: the reductions are warp shuffles
+    over offsets below G); long rows get the whole block and two barriers (one
+    per cross-warp reduction).  A row longer than
     ``threads · max_vpt`` 32-bit values (default 512 · 32: 16384 float32,
     8192 float64) does not fit: ``variant=None`` then uses k05 (k03 beyond
     k05's reach).  Values per
@@ -40,7 +41,7 @@ import math
 from numba import cuda, uint32, uint64
 
 from ...runtime import ConfigError, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_row_reductions, signature
+from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
 
 
 def _pow2_at_least(n: int) -> int:
@@ -64,6 +65,11 @@ class Config(WarpRowConfig):
     #: short rows (``group`` < this) get blocks of ``min_threads``, not ``threads``: fewer rows
     #: per block, finer scheduling at the grid's tail (+4% at 256 and 1024 columns on the H200)
     min_threads: int = 128
+    #: rows shorter than ``subwarp_below`` columns get groups of ``min_group`` … 16 lanes (several
+    #: rows to a warp); longer rows at least a warp.  H200: 2^20 × 32 at 69.9% of the copy against
+    #: 38.7% with a warp per row; at 128 and 256 columns a warp per row was 5% and 2% faster
+    min_group: int = 4
+    subwarp_below: int = 128
 
     def smem_bytes(self, itemsize):
         return 2 * (self.threads // 32) * itemsize
@@ -71,7 +77,10 @@ class Config(WarpRowConfig):
     def rules(self):
         yield from super().rules()
         g = self.group
-        yield ("group", g % 32 == 0 and g & (g - 1) == 0, "group is a power of two ≥ 32 (whole warps)")
+        yield ("group", g >= 2 and g & (g - 1) == 0 and (g <= 32 or g % 32 == 0),
+               "group is a power of two ≥ 2 (a row within a warp, or whole warps)")
+        yield ("min_group", 2 <= self.min_group <= 32 and self.min_group & (self.min_group - 1) == 0,
+               "min_group is a power of two in 2 … 32")
         yield ("group", self.threads % g == 0, "threads % group == 0 (whole rows per block)")
         yield ("vpt", self.vpt <= self.max_vpt, "vpt <= max_vpt (registers per thread)")
         mt = self.min_threads
@@ -84,7 +93,8 @@ class Config(WarpRowConfig):
         # values per thread: max_vpt 32-bit registers, and no more than the SM's 65536 registers
         # shared by ``threads`` threads leave after ≈ 32 for addresses and sums (1024 threads: 32)
         limit = min(self.max_vpt, 65536 // self.threads - 32) * 4 // itemsize
-        group = min(self.threads, max(32, _pow2_at_least(cdiv(cols, self.vpt_target))))
+        least = self.min_group if cols < self.subwarp_below else 32
+        group = min(self.threads, max(least, _pow2_at_least(cdiv(cols, self.vpt_target))))
         vpt = _pow2_at_least(cdiv(cols, group))
         if vpt > limit:
             raise ConfigError(
@@ -92,7 +102,7 @@ class Config(WarpRowConfig):
                 f"(threads {self.threads} × {limit} values = {self.threads * limit}); "
                 f"use variant='k03_online' or variant=None"
             )
-        threads = max(group, min(self.min_threads, self.threads))
+        threads = max(group, 32, min(self.min_threads, self.threads))
         return dataclasses.replace(self, threads=threads, group=group, vpt=vpt)
 
 
@@ -106,14 +116,18 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype):
+def make_kernel(config: Config, dtype, log: bool = False):
+    """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
     T, G, VPT = config.threads, config.group, config.vpt
     ROWS = T // G  # rows per block
-    NWG = G // 32  # warps per row
+    NWG = max(1, G // 32)  # warps per row
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    row_max, row_sum = make_row_reductions(NWG, DT)  # shuffles, then one barrier across warps
+    LOG = log
+    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
+    row_max, row_sum, mx = make_row_reductions(NWG, DT, G, nan_max=log)
+    log_shift = make_log_shift(DT)
 
     def softmax_k04_register_row(x, out):
         tid = cuda.threadIdx.x
@@ -145,20 +159,27 @@ def make_kernel(config: Config, dtype):
 
         m = DT(NEG_INF)
         for i in range(VPT):
-            m = max(m, vals[i])
+            m = mx(m, vals[i])
         m = row_max(m, red_m, wid, lane, w0)  # shuffles; across the row's warps (NWG > 1)
 
-        s = DT(0)  # exp in place, then their sum (padding: exp(-inf - m) = 0)
+        s = DT(0)  # exp in place (log: beside), then their sum (padding: exp(-inf - m) = 0)
         for i in range(VPT):
             e = math.exp(vals[i] - m)
-            vals[i] = e
+            if not LOG:
+                vals[i] = e
             s += e
         s = row_sum(s, red_s, wid, lane, w0)  # a second array: no WAR hazard with red_m readers
 
-        inv = DT(1) / s  # one division per row; each output is then one multiply
-        for i in range(VPT):  # one coalesced write
-            if uint32(i * G) < lim:
-                out[ru, tu + uint64(i * G)] = vals[i] * inv
+        if LOG:
+            sh, ls = log_shift(m, s)
+            for i in range(VPT):
+                if uint32(i * G) < lim:
+                    out[ru, tu + uint64(i * G)] = (vals[i] - sh) - ls
+        else:
+            inv = DT(1) / s  # one division per row; each output is then one multiply
+            for i in range(VPT):  # one coalesced write
+                if uint32(i * G) < lim:
+                    out[ru, tu + uint64(i * G)] = vals[i] * inv
 
     return softmax_k04_register_row
 

@@ -46,7 +46,7 @@ import math
 from numba import cuda, uint32, uint64
 
 from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_row_reductions, signature
+from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,13 +125,17 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype):
+def make_kernel(config: Config, dtype, log: bool = False):
+    """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
     T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
+    LOG = log
+    log_shift = make_log_shift(numba_dtype(dtype))
     NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    row_max, row_sum = make_row_reductions(NW, DT)  # shuffles, then one barrier across warps
+    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
+    row_max, row_sum, mx = make_row_reductions(NW, DT, nan_max=log)
 
     def softmax_k05_split_row(x, out):
         tid = cuda.threadIdx.x
@@ -184,29 +188,36 @@ def make_kernel(config: Config, dtype):
         ns = min(uint32(VS), (lim + uint32(T - 1)) // uint32(T))
         m = DT(NEG_INF)
         for i in range(VR):
-            m = max(m, vals[i])
+            m = mx(m, vals[i])
         for j in range(ns):
-            m = max(m, spill[su + j * uint32(T)])
+            m = mx(m, spill[su + j * uint32(T)])
         m = row_max(m, red_m, wid, lane, 0)
 
-        s = DT(0)  # exp in place (registers and shared), then their sum
+        s = DT(0)  # exp in place (registers and shared; log: beside), then their sum
         for i in range(VR):
             e = math.exp(vals[i] - m)
-            vals[i] = e
+            if not LOG:
+                vals[i] = e
             s += e
         for j in range(ns):
             e = math.exp(spill[su + j * uint32(T)] - m)
-            spill[su + j * uint32(T)] = e
+            if not LOG:
+                spill[su + j * uint32(T)] = e
             s += e
         s = row_sum(s, red_s, wid, lane, 0)
 
-        inv = DT(1) / s
+        # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
+        if LOG:
+            sh, ls = log_shift(m, s)
+            a = DT(1)
+        else:
+            sh, a, ls = DT(0), DT(1) / s, DT(0)
         for k in range(VR):  # one coalesced write
             i = VS + k
             if uint32(i * T) < lim:
-                out[ru, tu + uint64(i * T)] = vals[k] * inv
+                out[ru, tu + uint64(i * T)] = (vals[k] - sh) * a - ls
         for j in range(ns):
-            out[ru, tu + uint64(j) * uint64(T)] = spill[su + j * uint32(T)] * inv
+            out[ru, tu + uint64(j) * uint64(T)] = (spill[su + j * uint32(T)] - sh) * a - ls
 
     return softmax_k05_split_row
 
@@ -215,11 +226,11 @@ def geometry(config: Config, rows: int, cols: int):
     return (rows,), config.block()
 
 
-def jit_options(config: Config, dtype) -> dict:
+def jit_options(config: Config, dtype, **params) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks)}
 
 
-def dynamic_smem(config: Config, dtype) -> int:
+def dynamic_smem(config: Config, dtype, **params) -> int:
     return config.dynamic_smem_bytes(dtype.itemsize)
 
 

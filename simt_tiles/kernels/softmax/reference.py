@@ -1,4 +1,4 @@
-"""The softmax reference (scipy.special.softmax along the last axis) and its error bound."""
+"""The softmax and log_softmax references (scipy.special, along the last axis) and their error bounds."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from ...bounds import gamma, ref_dtype, unit_roundoff
 
-__all__ = ["softmax_reference"]
+__all__ = ["softmax_reference", "log_softmax_reference"]
 
 
 def softmax_reference(x, xp=np):
@@ -41,3 +41,37 @@ def softmax_reference(x, xp=np):
         # ref = 0 (an x of −inf) with rel = inf would give NaN: such outputs must be exactly 0 ± η
         bound = xp.where(ref != 0, rel * xp.abs(ref), 0) + np.finfo(x.dtype).smallest_normal
     return ref, bound
+
+
+def log_softmax_reference(x, xp=np):
+    """``(ref, bound)`` for log_softmax along the last axis, as scipy.special.log_softmax.
+
+    y = (x − m) − log s with s = Σ exp(x − m) (m the row's max; scipy's shift 0 for a
+    non-finite max is an exact special case, compared exactly).  Error terms, in units of u:
+      * x − m: one rounding, u·|x − m|;
+      * log s: s carries γ_n from the sum plus each term's exp error (≤ 4u of its own
+        argument's rounding, u·|x_i − m|), weighted by p_i = e_i / s: a relative error
+        δ = γ_n + u·(4 + Σ p_i·|x_i − m|) of s is an absolute error δ of log s, plus 2u·|log s|
+        (CUDA's log: ≤ 2 ulp);
+      * the final subtraction: u·|y|.
+    The reference's own error (u_ref) is added the same way.  Outputs that are ±inf or NaN in
+    the reference must be so exactly (checked by the caller)."""
+    if xp is np:
+        rdt, u_ref = ref_dtype(), unit_roundoff(ref_dtype())
+    else:
+        rdt, u_ref = xp.float64, unit_roundoff(np.float64)
+    xr = xp.asarray(x, dtype=rdt)
+    n = max(x.shape[-1], 1)
+    u = unit_roundoff(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = xp.max(xr, axis=-1, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)  # scipy's shift
+        d = xr - m
+        e = xp.exp(d)
+        s = xp.sum(e, axis=-1, keepdims=True)
+        ls = xp.log(s)
+        ref = d - ls
+        p = e / s
+        spread = xp.sum(xp.where(p > 0, p * xp.abs(d), 0), axis=-1, keepdims=True)
+        bound = sum(uu * (xp.abs(d) + xp.abs(ref) + 2 * xp.abs(ls) + 4 + spread) + gamma(n, uu) for uu in (u, u_ref))
+    return ref, xp.where(xp.isfinite(ref), bound, 0)

@@ -143,7 +143,7 @@ def group_tables(data: dict) -> str:
                 "% of ceiling", "× peer", "notes"]
         body = []
         for r in mine:
-            check = "pass" if r["passed"] else "FAIL"
+            check = "pass" if r.get("passed") else "FAIL"
             if r.get("err_over_bound") is not None:
                 check += f" ({r['err_over_bound']:.2g})"
             notes = [f"{k}={r[k]:.3g}" for k in ("compile_s", "boundary_waste", "host_us") if k in r]

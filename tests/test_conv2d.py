@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -544,6 +546,8 @@ def test_bad_configs(make, pattern):
 
 
 @pytest.mark.long
+@pytest.mark.skipif(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci",
+                    reason="160 s on 2 cores: the full profile (scripts/test --full) and the GPU pass run it")
 def test_every_mode_of_every_rung_compiles_spill_free():
     """The compile gate builds the presets (each mode in some rung, both dtypes);
     this builds every mode of every rung with the presets' tiles and filter

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,12 +33,17 @@ from simt_tiles import registry
 from simt_tiles.bounds import check_within
 print("simulator" if simt_tiles.SIMULATOR else "GPU", "| simt_tiles", simt_tiles.__version__)'''
 
+SIM_ONLY = ("the analyzer counts in Numba's CUDA simulator: restart the kernel with NUMBA_ENABLE_CUDASIM=1 "
+            "set (before numba is imported) to see this cell")
+
 PICTURE = '''from simt_tiles import analyze, pictures
 def picture(variant, ladder, config, shape):
     """Block 0 of one rung, drawn from the analyzer's records (banks, sectors, thread → element, reads)."""
+    if not simt_tiles.SIMULATOR:
+        return print('SIM_ONLY_TEXT')
     rep = analyze.run(variant, ladder=ladder, config=config, shape=shape, races=False)
     return pictures.lesson_figure(rep, f"{ladder} {variant}, {rep.config}, shape {shape}",
-                                  banks=analyze.BANKS, sector=analyze.SECTOR, lanes_per_pass=analyze.LANES_PER_PASS)'''
+                                  banks=analyze.BANKS, sector=analyze.SECTOR, lanes_per_pass=analyze.LANES_PER_PASS)'''.replace("'SIM_ONLY_TEXT'", repr(SIM_ONLY))
 
 TIMER = '''from numba import cuda
 from simt_tiles.timing import time_cuda, summarize
@@ -52,6 +58,13 @@ def md(text):
 def code(text, *tags):
     return {"cell_type": "code", "metadata": {"tags": list(tags)} if tags else {}, "execution_count": None,
             "outputs": [], "source": text.strip("\n").splitlines(True)}
+
+
+def sim(text):
+    """A cell of analyzer counts: they exist in the simulator only, so on a GPU it says how to see them."""
+    body = textwrap.indent(text.strip("\n"), "    ")
+    return code(f"if simt_tiles.SIMULATOR:  # the analyzer records accesses in Numba's CUDA simulator\n{body}\n"
+                f"else:\n    print({SIM_ONLY!r})")
 
 
 def head(title, intro):
@@ -77,7 +90,7 @@ for v in [v for v in simt_tiles.MATMUL_VARIANTS if v < "k11"]:
     md("## The memory lessons, counted\n\nShared-memory wavefronts per warp-wide request (1 = conflict-free) "
        "of the A tile: k05 reads it down a column (at this config 8 lanes share a bank), k06 stores it "
        "transposed (8-way store conflicts, wide reads), k07 pads it, k08 swizzles it."),
-    code('''from simt_tiles import analyze
+    sim('''from simt_tiles import analyze
 for v, cfg in [("k05_regblock_2d", "bm=32,bn=32,bk=8,tm=4,tn=8"), ("k06_transposed", "bm=32,bn=32,bk=8,tm=4,tn=8"),
               ("k07_padded", "bm=32,bn=32,bk=8,tm=4,tn=8,pad=4"), ("k08_swizzled", "bm=32,bn=32,bk=8,tm=4,tn=8")]:
     rep = analyze.run(v, config=cfg, shape="32x32x8", races=False)
@@ -235,7 +248,7 @@ print("cuTile available here:", tile.available())'''),
        "numbers for the top SIMT rung at a small config: the bank wavefronts and sectors of every access "
        "site, which the SIMT author tracks by hand (the 2-wavefront A store: the swizzle at BK = 4; the "
        "34.6% A loads: this shape's ragged K = 9)."),
-    code('''from simt_tiles import analyze
+    sim('''from simt_tiles import analyze
 rep = analyze.run("k10_warptiled", config="bm=32,bn=32,bk=4,wm=32,wn=16,tm=4,tn=4", shape="32x32x9", races=True)
 print(rep.format())'''),
     md("## On a GPU with cuTile: matmul at 4096³, both sides"),

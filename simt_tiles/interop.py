@@ -182,6 +182,8 @@ class Operand:
         return math.prod(self.shape)
 
     def c_contiguous(self) -> bool:
+        if self.size == 0:
+            return True  # NumPy's rule: an empty array is contiguous whatever its strides (CuPy gives 0)
         lay = self.layout
         expect = lay.dtype.itemsize
         for n, s in zip(reversed(lay.shape), reversed(lay.strides)):

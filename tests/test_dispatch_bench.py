@@ -99,7 +99,10 @@ def test_host_breakdown_takes_a_repeated_call_apart():
     finally:
         launch.set_enabled(before)
         launch.clear()
-    assert set(got) == {"call", "signatures", "replay", "launch 1", "launch 2"}  # two passes
+    # a launch per pass of the plan: two in the simulator (k02's split), one where k01 reduces it whole
+    launches = {k for k in got if k.startswith("launch ")}
+    assert set(got) - launches == {"call", "signatures", "replay"}
+    assert launches == {f"launch {i + 1}" for i in range(len(launches))} and launches
     assert all(v > 0 for v in got.values())
 
 

@@ -4,7 +4,8 @@ imports included, and no function-level import of a project module without a rea
 Every ``import`` statement of every module under ``simt_tiles/`` is an edge, wherever it stands
 (module level, inside a function, under ``if``/``try``), relative or absolute.  ``from X import
 name`` is an edge to ``X.name`` when that is a module (``from . import k01_naive``: the
-submodule, not the package), else to ``X``.  A function-level import of a project module is
+submodule, not the package), else to ``X``; an import of ``a.b.c`` is also an edge to each package
+above it (``a.b``) that is not an ancestor of the importer, since Python runs that ``__init__`` first.  A function-level import of a project module is
 allowed only with a reason on its lines or on the comment line above its run of imports
 (``# deferred: ...``), e.g. a module
 that must not load Numba before the backend is chosen; heavy optional third-party packages
@@ -93,6 +94,13 @@ def import_graph(files: dict[str, Path]):
                 if t not in names or t == mod:
                     continue
                 edges[mod].add(t)
+                # importing a.b.c runs the package a.b's __init__ first, unless a.b is one of the
+                # importer's own ancestors (then it is already running): an edge to that package too
+                parts = t.split(".")
+                for i in range(1, len(parts)):
+                    pkg = ".".join(parts[:i])
+                    if pkg in names and not (mod == pkg or mod.startswith(pkg + ".")):
+                        edges[mod].add(pkg)
                 if depth:
                     above = node.lineno - 1  # the comment line above this run of imports
                     while above in covered:

@@ -8,6 +8,10 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from simt_tiles import analyze, pictures  # noqa: E402
+from simt_tiles.runtime import SIMULATOR  # noqa: E402
+
+# the analyzer records accesses in Numba's CUDA simulator: its pictures are drawn there only
+needs_sim = pytest.mark.skipif(not SIMULATOR, reason="the analyzer runs in the CUDA simulator")
 
 MODEL = {"banks": analyze.BANKS, "sector": analyze.SECTOR, "lanes_per_pass": analyze.LANES_PER_PASS}
 
@@ -38,6 +42,7 @@ def k06():
     return analyze.run("k06_transposed", config="bm=32,bn=32,bk=8,tm=4,tn=8", shape="32x32x8", races=False)
 
 
+@needs_sim
 def test_requests_show_k06s_8_way_store(k06):
     reqs, shapes = pictures.requests(k06)
     store = next(acc for key, lists in reqs.items() for acc in lists[:1]
@@ -46,6 +51,7 @@ def test_requests_show_k06s_8_way_store(k06):
     assert shapes["c"] == (32, 32) and shapes["a"] == (32, 8)
 
 
+@needs_sim
 def test_lesson_figure_has_four_titled_panels(k06, tmp_path):
     fig = pictures.lesson_figure(k06, "k06", **MODEL)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
@@ -55,6 +61,7 @@ def test_lesson_figure_has_four_titled_panels(k06, tmp_path):
     assert (tmp_path / "k06.png").stat().st_size > 10_000
 
 
+@needs_sim
 def test_analyze_plot_option_writes_a_png(tmp_path, capsys):
     out = tmp_path / "k03.png"
     assert analyze.main(["k03_smem_tiled", "--config", "tile=4", "--shape", "5x6x4", "--plot", str(out)]) == 0

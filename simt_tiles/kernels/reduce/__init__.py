@@ -22,7 +22,7 @@ import numpy as np
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
-from .. import _patterns_cases as _cases
+from . import _cases
 from . import dispatch
 from ._common import ARGMAX, ARGMIN, OPS, SUM, op_code
 from .dispatch import _WORKSPACES, RUNGS  # noqa: F401  (the workspaces: tests clear them)

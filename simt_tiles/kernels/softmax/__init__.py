@@ -23,7 +23,7 @@ import numbers
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
-from .. import _patterns_cases as _cases
+from . import _cases
 from . import dispatch, reference
 from .dispatch import RUNGS
 

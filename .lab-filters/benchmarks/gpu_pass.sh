@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# The whole check-and-benchmark pass on the GPU machine, in one call:
+#   bash benchmarks/gpu_pass.sh [steps...]     (the checkout on PYTHONPATH, numba-cuda/CuPy/torch installed)
+# steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
+# k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
+# default's kernel durations at ragged ~1000 sizes), ncu_conv (stall reasons of the conv default's two
+# weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), sanitize_cases (the sanitizers on SANITIZE_CASES), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# the 256³ matmul configs, then the stream/graph and launch tests),
+# tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
+# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
+# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
+set -uo pipefail
+out=${OUT:-out}; mkdir -p "$out"
+steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
+# limit T: T seconds, or less where DEADLINE (epoch seconds, optional: the whole call's end) leaves less
+limit() { local t=$1 r; [ -n "${DEADLINE:-}" ] && r=$(( DEADLINE - $(date +%s) - ${2:-15} )) && [ $r -lt $t ] && t=$r; echo $t; }
+# choices SIZE...: what matmul(a, b) picks at each size on this GPU (float32: rung, config)
+choices() {
+  python3 -c "import sys, numpy as np; from simt_tiles.kernels.matmul import choose
+for s in sys.argv[1:]:
+    m, n, k = (list(map(int, s.split('x'))) * 3)[:3]; r, c = choose(None, None, m, n, k, np.float32)
+    print(s, r.name, c)" "$@"
+}
+for step in $steps; do
+  echo "=== $step ($(date +%T))"
+  case $step in
+    tests)
+      # one Numba disk cache for the run: what the warm step builds, every xdist worker then loads
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      # the generated matmul rungs compile for tens of seconds each: fill the disk cache in parallel first
+      # (beside the compile gate, which assembles PTX and does not touch Numba's disk cache)
+      # (and the default-path conv2d kernels that several tests call with the same fixed filters, k11's
+      # small-tile presets, which test_matmul and test_matmul_fast both launch, and k12 with 64x64 tiles:
+      # the float32 default up to 32 128x128 tiles, every small matmul(a, b) of every worker); the cores
+      # split by work: the warm step ~1300 core-seconds cold, the gate ~600 (each ~100-130 s)
+      python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-12} --conv-tests --presets 64x64 64x128 128x64 \
+        --configs k12_async_copy:bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4 ${WARM_CONFIGS:-} > "$out/warm_cache.log" 2>&1 &
+      # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
+      # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
+      # kernels were compiled and in how long, --durations where the time went
+      # the compile gate once (its log and cubins are read by the gate/SASS tests), then pytest across
+      # the host's cores (compilation is CPU-bound; one GPU serves every worker). SIGINT at the limit,
+      # not SIGTERM: pytest then still prints which tests failed and why.
+      export SIMT_TILES_GATE_LOG="$out/compile-gate.log" SIMT_TILES_GATE_CUBINS=/tmp/simt-tiles-cubins
+      python3 -m simt_tiles compile-gate -j ${GATE_JOBS:-4} > "$SIMT_TILES_GATE_LOG" 2>&1
+      echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
+      # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
+      t=$(limit ${TEST_TIMEOUT:-420} 20); echo "pytest limit ${t} s"; tests_start=$(date +%s)
+      SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT $t python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
+        -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
+      echo "pytest rc=$? ($(date +%T), $(( $(date +%s) - tests_start )) s)"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
+    bench)
+      timeout 400 python3 benchmarks/bench_matmul.py --json "$out/matmul_h200.json" --md "$out/matmul_h200.md" \
+        --plot "$out/matmul_h200.png" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^|' ;;
+    conv|patterns)
+      args_var=$(echo "${step}_ARGS" | tr a-z A-Z)
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench $step --json "$out/${step}_h200.json" \
+        --md "$out/${step}_h200.md" --plot "$out/${step}_h200.png" ${!args_var:-} 2>&1 | tee "$out/$step.log" \
+        | grep -v '^|' | tail -80 ;;
+    tile)
+      timeout 300 python3 benchmarks/lab/tile_smoke.py 2>&1 | tee "$out/tile_smoke.log" | tail -40 ;;
+    fast)
+      # the fast matmul rungs (issue 14): the README's matmul_fast table plus the session-9 small-tile /
+      # split-K rows that won somewhere (custom rows, kept in the results file) in one run with Triton; then
+      # the ragged / 1024 sweep (matmul_ragged_h200.*): k11 masked (pad=2) against padded copies (pad=3)
+      # at ragged sizes from 251x263x257 to 1031x997x1013 (decides tuned/h200.json rules.matmul_pad), and
+      # k12 tiles that might pass Triton at 1024^3; then Nsight Compute on the default at 4096^3 and
+      # 1024^3, and the three sanitizers on ragged shapes for every small-tile preset, split and the
+      # padded path (benchmarks/lab/run_fast_once.py)
+      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
+      ragged="$K:$c64,pad=2 $K:$c64,pad=3 $K:splits=3,pad=2 $K:splits=3,pad=3 $K:splits=4,pad=3
+        $K:$c64x128,splits=2,pad=3 $K12:$c64 $K12:$c64x128 $K12:$c128x64 $K12:splits=2"
+      python3 benchmarks/warm_kernel_cache.py -j 16 --no-conv --dtypes float32 --presets 64x64 64x128 128x64 \
+        --configs $ragged 2>&1 | tee "$out/warm_cache.log" | tail -1
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K $K12 --default \
+        --no-extra-peers --config $K:$c64 $K:$c64,splits=2 $K:$c64x128,splits=2 $K:splits=2 $K:splits=4 \
+        --json "$out/matmul_fast_h200.json" --md "$out/matmul_fast_h200.md" 2>&1 | tee "$out/fast.log" | grep -v '^|'
+      timeout ${BENCH_TIMEOUT:-400} python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --sizes 1024 1000 1031x997x1013 509x503x521 251x263x257 --config $ragged \
+        --json "$out/matmul_ragged_h200.json" --md "$out/matmul_ragged_h200.md" 2>&1 | tee "$out/ragged.log" \
+        | grep -v '^|'
+      python3 benchmarks/lab/ragged_rule.py "$out/matmul_ragged_h200.json" | tee "$out/ragged_rule.txt"
+      m=sm__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread
+      timeout 120 ncu --clock-control none -k regex:matmul_k11 --metrics "$m" --csv \
+        python3 benchmarks/lab/run_fast_once.py --shapes 4096 1024 --cases default \
+        > "$out/ncu_matmul_fast_h200.csv" 2> "$out/ncu_fast.err"; echo "ncu rc=$?"
+      for tool in memcheck racecheck synccheck; do
+        timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/lab/run_fast_once.py \
+          --shapes 131x97x67 260x132x100 > "$out/sanitize_fast_$tool.log" 2>&1
+        echo "$tool rc=$?"; tail -2 "$out/sanitize_fast_$tool.log"
+      done
+      # one file holding every output of the step (a caller may get only a few files back)
+      tar czf "$out/fast_outputs.tgz" -C "$out" $(cd "$out" && ls matmul_fast_h200.* matmul_ragged_h200.* fast.log \
+        ragged.log ragged_rule.txt warm_cache.log ncu_matmul_fast_h200.csv ncu_fast.err sanitize_fast_*.log 2>/dev/null) ;;
+    small)
+      # the split-K rule's small and ragged sizes (tuned/h200.json rules.matmul_split_k): 64x64 tiles with k12
+      # (cp.async zero-fill: any K tail, any alignment) at 1-4 splits and k11 padded, beside the default,
+      # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
+      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
+      # tiles whose grid fills whole waves at 1031x997 (benchmarks/notes/matmul.md, "Waves and tiles"): 32x64 (64 threads of 8x4, cuBLAS's
+      # tile there) 33x16 = 528 blocks, four per SM; 32x128 / 128x32 (64 threads of 8x8) 264, two per SM
+      c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
+      c32x128="bm=32,bn=128,wm=32,wn=64,tm=8,tn=8,min_blocks=4"; c128x32="bm=128,bn=32,wm=64,wn=32,tm=8,tn=8,min_blocks=4"
+      cfgs=${SMALL_CONFIGS:-"$K12:$c64 $K12:$c64,splits=2 $K12:$c64,splits=4 $K:$c64 $K12:$c32x64 $K12:$c32x64,splits=2
+        $K12:$c32x128 $K12:$c128x32 $K12:$c32x128,splits=2 $K12:$c128x64,splits=2 $K12:$c64x128,splits=2"}
+      choices ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} | tee "$out/small_choices.txt"
+      python3 benchmarks/warm_kernel_cache.py -j 8 --no-conv --dtypes float32 --configs $cfgs 2>&1 | tail -1
+      timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1031x997x1013 1280x1024x1024 1536} --config $cfgs \
+        --json "$out/matmul_small_h200.json" --md "$out/matmul_small_h200.md" 2>&1 | tee "$out/small.log" \
+        | grep -v '^|' | tail -3 ;;
+    ncu_small)
+      # where the default's time goes at the ragged ~1000 sizes: every kernel's duration (A's transpose, B's
+      # padded copy, the tile kernel, the split sum) under Nsight Compute, one pass per kernel
+      timeout $(limit 180) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        python3 benchmarks/lab/run_fast_once.py --shapes ${NCU_SIZES:-1031x997x1013 1024x997x1024 1024} --cases default \
+        > "$out/ncu_small_h200.csv" 2> "$out/ncu_small.err"; echo "ncu rc=$?"
+      grep -E 'simt_tiles|matmul_k1' "$out/ncu_small_h200.csv" | awk -F'","' '{print $5, $9, $NF}' | cut -c1-150 ;;
+    ncu_conv)
+      # the conv default's two weight paths at 8192² 5×5 / 7×7 constant (k10 PARAMS: a NumPy filter as kernel
+      # parameters; STAGED: a device filter, as a CuPy one, staged per block): warp stall reasons and issue rates side by side
+      timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
+        --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/lab/ncu_conv_once.py \
+        > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
+    sanitize_cases)
+      # memcheck, racecheck and synccheck on ragged shapes for the matmul cases in SANITIZE_CASES
+      # (run_fast_once.py's "variant:preset[:splits[:pad]]" or "variant:field=value,...")
+      for tool in memcheck racecheck synccheck; do
+        timeout $(limit 150) compute-sanitizer --tool $tool --report-api-errors no python3 benchmarks/lab/run_fast_once.py \
+          --shapes 131x97x67 260x132x100 --cases ${SANITIZE_CASES:-default} > "$out/sanitize_cases_$tool.log" 2>&1
+        echo "$tool rc=$?"; tail -2 "$out/sanitize_cases_$tool.log"
+      done ;;
+    ncu_conv_stalls)
+      # the same launches, every warp-stall reason per issued instruction (the section's chart, as raw
+      # metrics), instructions issued and the kernel's duration: where STAGED's extra cycles go
+      timeout $(limit 240) ncu --clock-control none -k regex:k10 --csv --metrics \
+        "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$,smsp__inst_executed.sum,gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active" \
+        python3 benchmarks/lab/ncu_conv_once.py > "$out/ncu_conv_stalls_h200.csv" 2> "$out/ncu_conv_stalls.err"
+      echo "ncu rc=$?"; grep -c stalled "$out/ncu_conv_stalls_h200.csv" ;;
+    split_rule)
+      # what matmul(a, b) picks from rules.matmul_split_k on this GPU (variant, tile, splits; rows may name a
+      # tile and "balance" splits), then the default timed at the small/ragged sizes beside cuBLAS/Triton
+      choices ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} | tee "$out/split_rule.txt"
+      timeout $(limit ${BENCH_TIMEOUT:-200}) python3 -m simt_tiles bench matmul --variants k12_async_copy --default \
+        --reps 15 --sizes ${SMALL_SIZES:-509x503x521 768 1024 1031x997x1013 1280x1024x1024 1536} \
+        --json "$out/matmul_split_rule_h200.json" --md "$out/matmul_split_rule_h200.md" 2>&1 | tail -12 ;;
+    conv_default)
+      OUT="$out" bash benchmarks/lab/conv_default_gpu.sh 2>&1 | tee "$out/conv_default.log" | tail -30 ;;
+    dispatch)
+      # host, wall and GPU µs per call; the k11 configs at 256³ (their kernels warmed first: a cold
+      # generated kernel compiles for tens of seconds); then the stream/graph GPU tests
+      python3 benchmarks/warm_kernel_cache.py -j 16 --dtypes float32 --presets 64x64 128x64 --no-conv 2>&1 \
+        | tail -1
+      timeout $(limit 420) python3 -m simt_tiles bench dispatch --out "$out" 2>&1 | tee "$out/dispatch.log" | tail -60
+      [ "${DISPATCH_TESTS:-1}" = 0 ] && continue  # (the tests step runs them too)
+      timeout -s INT $(limit 300) python3 -m pytest -q --tb=short -rfE -p no:cacheprovider tests/test_streams_graphs.py \
+        tests/test_launch.py > "$out/dispatch_tests.log" 2>&1
+      echo "pytest rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/dispatch_tests.log" | tail -30 ;;
+    tilecpp)
+      timeout 200 python3 benchmarks/lab/tilecpp_gpu.py "$out/tilecpp_h200.json" 2>&1 | tee "$out/tilecpp.log" | tail -40 ;;
+    tile_table)
+      timeout 400 python3 -m simt_tiles bench tile --reps 10 --out "$out" ${TILE_TABLE_ARGS:-} 2>&1 \
+        | tee "$out/tile_table.log" | tail -30 ;;
+    conv_tune)
+      # the shipped conv2d entries: tune the 12 benchmark problems, then write them into simt_tiles/tuned/
+      python3 benchmarks/warm_kernel_cache.py -j 15 --conv-tuning 2>&1 | tail -1
+      timeout 400 python3 benchmarks/tune_tables.py run --functions conv2d --out "$out" 2>&1 | tee "$out/conv_tune.log" | tail -20
+      python3 benchmarks/tune_tables.py table "$out/autotune_h200.json" ;;
+    ncu)
+      m=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
+      timeout 300 ncu --clock-control none --metrics "$m" --csv \
+        python3 benchmarks/lab/run_rungs_once.py --shapes 1024 --variants k03_smem_tiled k05_regblock_2d k06_transposed \
+        k07_padded k08_swizzled k09_double_buffered k10_warptiled --config k07_padded:pad=1 \
+        > "$out/ncu.csv" 2> "$out/ncu.err"; echo "ncu rc=$?"; grep -c matmul "$out/ncu.csv" ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timeout 300 compute-sanitizer --tool $tool python3 benchmarks/lab/run_rungs_once.py \
+          > "$out/sanitize_$tool.log" 2>&1; echo "$tool rc=$?"; tail -3 "$out/sanitize_$tool.log"
+      done ;;
+    sanitize_patterns)
+      # one sanitizer run per ladder, each with its own time limit (all in one run did not finish
+      # within 130 s under memcheck); racecheck only where shared memory is used
+      for tool in memcheck racecheck; do
+        for ladder in softmax reduce elementwise conv2d separable conv_nchw; do
+          [ $tool = racecheck ] && [ $ladder = elementwise ] && continue
+          log="$out/sanitize_${tool}_$ladder.log"
+          timeout ${SANITIZE_TIMEOUT:-150} compute-sanitizer --tool $tool python3 benchmarks/lab/run_patterns_once.py \
+            --only $ladder > "$log" 2>&1
+          echo "$tool $ladder rc=$? checks ok: $(grep -c ' ok' "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+        done
+      done ;;
+  esac
+done
+# BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it
+if [ -n "${BUNDLE:-}" ]; then
+  (cd "$out" && tar czf "../$BUNDLE.tgz" . && find . -mindepth 1 -delete && mv "../$BUNDLE.tgz" .)
+fi

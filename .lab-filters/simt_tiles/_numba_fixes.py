@@ -1,0 +1,423 @@
+"""Fixes for numba-cuda 0.30, each installed only over the code it was written against.
+
+1. The simulator (:func:`apply_simulator_shared_lock` and :func:`apply_simulator_block_yield`,
+   installed by :mod:`simt_tiles.runtime` when the simulator is on): a block's shared arrays are
+   created under a lock; a block's driver gives its threads the GIL while it waits for them
+   (simulated kernels 3-4x faster: a matmul, a correlate2d and a softmax, 11.6 s → 3.2 s).
+2. Compile time (:func:`apply`: the compile gate's processes, and :mod:`simt_tiles.runtime` on the
+   real target): quadratic steps of Numba's pipeline made linear; the same PTX (up to the symbol
+   numbers each compilation draws anew).
+
+``Lower._find_singly_assigned_variable`` rescans a variable's whole defining block for every
+variable defined there, quadratic in a block's length.  The generated matmul rungs (k11, k12)
+are a few long unrolled blocks of ~10k statements: counting once cuts the CPU time of compiling
+one to PTX by 24–35% (benchmarks/notes/compile.md).
+
+``InlineWorker.inline_ir`` (every ``inline="always"`` device function, at every call site) copies
+the callee's IR block by block with ``copy.deepcopy(block)``, each with a fresh memo: every
+variable refers to the scope, the scope to every variable, so each block copies all the callee's
+variables again — blocks × variables.  The conv rungs inline their index and load helpers dozens
+of times per kernel: this copy was 16.5 of 43 s compiling k08's four gate configs.  Here the
+blocks of one copy share one memo (one scope copy, as the original IR has one scope; the inliner
+points every inlined block at the caller's scope afterwards anyway).
+
+Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's gate rows, 132.9 →
+120.8 s, the same PTX): the SSA rewrite's statement positions from a map instead of a scan per call
+(``_FixSSAVars._stmt_index``), and ``TargetConfig.values`` (built ~750k times a compile to hash and
+compare flags in typing's template cache) read from the option table instead of each property.
+
+3. The disk cache (:func:`apply_cache_lock`, with 2): Numba's on-disk kernel cache keeps one index
+   per function, mapping each (signature, closure, …) key to a numbered data file, and rewrites it
+   unlocked.  Two processes compiling two specialisations of one kernel factory at once (the
+   disk-cache warm-up's workers, pytest-xdist, a user's worker processes) could both take number N:
+   the index then maps one key to the other's kernel — the likely cause of two k10 launches on the
+   H200 whose cached kernel took another number of weights than the call; with the same signature
+   (another mode, say) it would run the wrong kernel silently.  Here the index's read-modify-write
+   holds an exclusive lock (``flock`` on ``<index>.lock``), a load a shared one, and the data is
+   written before the index names it.
+
+``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
+one it was written against (then compiles are only slower).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import inspect
+import itertools
+import os
+import sys
+import threading
+import traceback
+
+_APPLIED: list = []
+#: ``SIMT_TILES_NUMBA_FIXES=0`` leaves numba-cuda as it is (every fix here patches it process-wide:
+#: the compile-time ones apply to the caller's own kernels too, with the same PTX)
+ENABLED = os.environ.get("SIMT_TILES_NUMBA_FIXES", "1") != "0"
+
+
+def _find_singly_assigned_variable(self):
+    """numba-cuda's ``Lower._find_singly_assigned_variable``: the variables assigned once, in one
+    block, and used only there (lowered without an alloca); each block's assignments counted once."""
+    from numba.cuda import lowering as L
+
+    sav = set()
+    if not self.func_ir.func_id.is_generator:
+        blocks = self.func_ir.blocks
+        use_defs = L.compute_use_defs(blocks)
+        alloca_vars = L.must_use_alloca(blocks)
+        var_assign_map = collections.defaultdict(set)  # where each variable is defined
+        for blk, vl in use_defs.defmap.items():
+            for var in vl:
+                var_assign_map[var].add(blk)
+        var_use_map = collections.defaultdict(set)  # where each is used (before a local definition)
+        for blk, vl in use_defs.usemap.items():
+            for var in vl:
+                var_use_map[var].add(blk)
+        counts: dict = {}  # block → how many times each name is assigned in it
+        for var, defblks in var_assign_map.items():
+            if var in alloca_vars or len(defblks) != 1 or var_use_map[var]:
+                continue
+            [defblk] = defblks
+            if defblk not in counts:
+                counts[defblk] = collections.Counter(
+                    stmt.target.name for stmt in self.blocks[defblk].find_insts(L.ir.assign_types))
+            if counts[defblk][var] == 1:
+                sav.add(var)
+    self._singly_assigned_vars = sav
+    self._blk_local_varmap = {}
+
+
+class _BlockCopies:
+    """Stands in for the ``copy`` module inside numba-cuda's ``inline_closurecall``: the blocks of
+    one IR copied in a row (``copy_ir``: the same scope, no block twice) share one memo.  A block
+    of another scope, or one already copied (the same callee inlined again), starts a new copy;
+    every ``inline_ir`` call starts and ends with none (:meth:`reset`: nothing carries over from one
+    inlining to the next, and the memo holds nothing between them)."""
+
+    def __init__(self, block_type):
+        import copy
+
+        self._copy, self._block = copy, block_type
+        self.reset()
+
+    def reset(self):
+        self._scope, self._memo, self._seen = None, {}, set()
+
+    def deepcopy(self, x, memo=None):
+        if memo is not None or type(x) is not self._block:
+            return self._copy.deepcopy(x, memo)
+        if x.scope is not self._scope or id(x) in self._seen:
+            self._scope, self._memo, self._seen = x.scope, {}, set()
+        self._seen.add(id(x))
+        return self._copy.deepcopy(x, self._memo)
+
+    def __getattr__(self, name):  # copy.copy and the rest: the real module's
+        if name.startswith("__") or name in ("_copy", "_block"):
+            raise AttributeError(name)
+        return getattr(self._copy, name)
+
+
+def _apply_shared_block_memo() -> bool:
+    try:
+        from numba.cuda.core import inline_closurecall as IC
+        from numba.cuda.core import ir
+
+        src = inspect.getsource(IC.InlineWorker.inline_ir)
+        known = ("block_label: copy.deepcopy(block)" in src and "block.scope = scope" in src
+                 and inspect.getsource(IC).count("copy.deepcopy(") == 1  # the module's only deep copy
+                 and getattr(IC, "copy", None) is sys.modules.get("copy"))
+    except (ImportError, AttributeError, OSError, TypeError):
+        known = False
+    if known:
+        copies = IC.copy = _BlockCopies(ir.Block)
+        inline_ir = IC.InlineWorker.inline_ir
+
+        @functools.wraps(inline_ir)
+        def inline_ir_fresh_copies(self, *args, **kwargs):
+            copies.reset()
+            try:
+                return inline_ir(self, *args, **kwargs)
+            finally:
+                copies.reset()
+
+        IC.InlineWorker.inline_ir = inline_ir_fresh_copies
+    return known
+
+
+def _stmt_index(self, defstmt, block, stop=-1):
+    """numba-cuda's ``_FixSSAVars._stmt_index`` (a statement's position in ``block.body``, searched in
+    ``range(len(body))[:stop]``, else ``len(body)``) from a position map built once per body list
+    instead of a scan per call.  The SSA rewrite reads each block's body without changing it (it
+    builds new bodies); the map is checked against the list and its length, and every hit against
+    the statement itself (a moved statement: the scan)."""
+    body = block.body
+    memo = self.__dict__.setdefault("_simt_tiles_positions", {})
+    entry = memo.get(id(body))
+    if entry is None or entry[0] is not body or entry[1] != len(body):
+        positions: dict = {}
+        for i, stmt in enumerate(body):
+            positions.setdefault(id(stmt), i)  # the first occurrence, as the scan finds it
+        entry = memo[id(body)] = (body, len(body), positions)
+    n = len(body)
+    i = entry[2].get(id(defstmt))
+    if i is not None and body[i] is not defstmt:  # changed under us: numba-cuda's scan
+        for j in range(n)[:stop]:
+            if body[j] is defstmt:
+                return j
+        return n
+    return i if i is not None and i < len(range(n)[:stop]) else n
+
+
+_STMT_INDEX_ORIGINAL: list = []
+
+
+def _flags_values(self):
+    """numba-cuda's ``TargetConfig.values`` (every option's value, its default where unset) read
+    from the option table instead of through each option's property: the same dict.  Typing looks
+    up its template cache by the flags (hash and equality build this dict) ~750k times in a
+    generated matmul's compile."""
+    values = self._values
+    return {k: values.get(k, opt.default) for k, opt in self.options.items()}
+
+
+def _apply_ssa_and_flags() -> None:
+    try:
+        from numba.cuda.core import ssa
+        from numba.cuda.core import targetconfig as TC
+
+        src = inspect.getsource(ssa._FixSSAVars._stmt_index)
+        if ("for i in range(len(block.body))[:stop]:" in src and "return len(block.body)" in src
+                and not _STMT_INDEX_ORIGINAL):
+            _STMT_INDEX_ORIGINAL.append(ssa._FixSSAVars._stmt_index)
+            ssa._FixSSAVars._stmt_index = _stmt_index
+        values_src = inspect.getsource(TC.TargetConfig.values)
+        getter_src = inspect.getsource(TC._MetaTargetConfig)
+        if ("return {k: getattr(self, k) for k in self.options}" in values_src
+                and "return self._values.get(name, option.default)" in getter_src):
+            TC.TargetConfig.values = _flags_values
+    except (ImportError, AttributeError, OSError, TypeError):
+        pass
+
+
+def apply() -> bool:
+    """Install the four compile-time fixes (once per process); whether the lowering scan is installed
+    (the inliner's copy, the SSA positions and the flags' values are each installed where they match).  Imports Numba's CUDA lowering: call it where
+    the real target is loaded (the compile gate's processes; :mod:`simt_tiles.runtime` off the
+    simulator)."""
+    if _APPLIED:
+        return _APPLIED[0]
+    if not ENABLED:
+        _APPLIED.append(False)
+        return False
+    try:
+        from numba.cuda import lowering as L
+
+        src = inspect.getsource(L.Lower._find_singly_assigned_variable)
+        known = ("assigns = [" in src and ".find_insts(" in src and "_blk_local_varmap = {}" in src
+                 and hasattr(L, "compute_use_defs") and hasattr(L, "must_use_alloca"))
+    except (ImportError, AttributeError, OSError, TypeError):
+        known = False
+    if known:
+        L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
+    _apply_shared_block_memo()
+    _apply_ssa_and_flags()
+    apply_cache_lock()
+    _APPLIED.append(known)
+    return known
+
+
+# --- the disk cache: a function's index written by one process at a time ---------------------
+
+_CACHE_ORIGINAL: dict = {}
+
+
+@contextlib.contextmanager
+def _index_lock(cache_file, exclusive: bool):
+    """``flock`` on ``<index>.lock`` beside the cache file's index for the ``with`` block; no lock
+    where the file cannot be made (a read-only cache: nothing is written there either) or locked
+    (a file system without ``flock``): then numba-cuda's behaviour, unlocked."""
+    try:
+        import fcntl
+
+        fd = os.open(cache_file._index_path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
+
+
+def _cache_save(self, key, data):
+    """numba-cuda's ``IndexDataCacheFile.save`` under the index's exclusive lock: the index is read
+    again inside it, so no two processes take one data file's number for two keys; the data is
+    written before the index names it (an index entry never names a file that holds another
+    kernel, even after a crash between the two)."""
+    with _index_lock(self, exclusive=True):
+        overloads = self._load_index()
+        data_name = overloads.get(key)
+        if data_name is None:  # a new key: the first number no entry uses
+            existing = set(overloads.values())
+            data_name = next(n for n in map(self._data_name, itertools.count(1)) if n not in existing)
+        self._save_data(data_name, data)
+        if overloads.get(key) != data_name:
+            overloads[key] = data_name
+            self._save_index(overloads)
+
+
+def _cache_load(self, key):
+    """numba-cuda's ``IndexDataCacheFile.load`` under the index's shared lock (never between another
+    process's data and index writes)."""
+    with _index_lock(self, exclusive=False):
+        return _CACHE_ORIGINAL["load"](self, key)
+
+
+def apply_cache_lock() -> bool:
+    """Install :func:`_cache_save` and :func:`_cache_load` over numba-cuda's disk cache (once per
+    process); whether they are installed.  Left alone when ``save`` is not the one this was
+    written against, or with ``SIMT_TILES_NUMBA_FIXES=0``."""
+    if not ENABLED:
+        return False
+    if _CACHE_ORIGINAL:
+        return True
+    try:
+        from numba.cuda.core import caching as C
+
+        cls = C.IndexDataCacheFile
+        src = inspect.getsource(cls.save)
+        known = (all(m in src for m in ("overloads = self._load_index()", "self._data_name(i)",
+                                         "self._save_index(overloads)", "self._save_data(data_name, data)"))
+                 and "overloads.get(key)" in inspect.getsource(cls.load)
+                 and "self._index_path =" in inspect.getsource(cls.__init__)  # the lock file's name
+                 and all(hasattr(cls, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name")))
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if not known:
+        return False
+    _CACHE_ORIGINAL.update(save=cls.save, load=cls.load)
+    cls.save, cls.load = _cache_save, _cache_load
+    return True
+
+
+# --- the simulator: a block's shared arrays created under a lock ------------------------------
+
+_SHARED_LOCK = threading.Lock()
+_SHARED_ORIGINAL: list = []
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """numba-cuda's ``FakeCUDAShared.array`` with the first allocation of a call site atomic:
+    the simulator runs a block's threads as Python threads and keys each shared array on the
+    caller's file and line, filling the dict on first use — two threads asking at once could
+    each create one, and a thread would then work on an array the others never see."""
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if alignment is not None or shape == 0:  # an error, or the dynamic buffer: no allocation here
+        return _SHARED_ORIGINAL[0](self, shape, dtype, alignment)
+    caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # as numba-cuda: the caller's line
+    with _SHARED_LOCK:
+        res = self._allocations.get(caller)
+        if res is None:
+            if isinstance(dtype, types.Type):
+                dtype = numpy_support.as_dtype(dtype)
+            res = self._allocations[caller] = np.empty(shape, dtype)
+    return res
+
+
+def apply_simulator_shared_lock() -> bool:
+    """Install :func:`_shared_array` in numba-cuda's CUDA simulator (once per process); whether it
+    is installed.  Seen once in CI before it: k07's staged store gave wrong values in the columns
+    of one thread — the thread had its own "shared" patch.  Left alone when the method is not the
+    one this was written against."""
+    return _install_simulator("kernelapi", "FakeCUDAShared", "array", _shared_array, _SHARED_ORIGINAL,
+                              ("self._allocations.get(caller)", "stack[-2][0:2]",
+                               "self._allocations[caller] = res"))
+
+
+def _install_simulator(module: str, cls: str, name: str, replacement, saved: list, markers) -> bool:
+    """Put ``replacement`` in place of ``numba.cuda.simulator.<module>.<cls>.<name>`` (the original
+    kept in ``saved``) when that method's source holds every one of ``markers``; whether it is
+    installed (once per process; never with ``SIMT_TILES_NUMBA_FIXES=0``)."""
+    if not ENABLED:
+        return False
+    if saved:
+        return True
+    try:
+        import importlib
+
+        owner = getattr(importlib.import_module(f"numba.cuda.simulator.{module}"), cls)
+        src = inspect.getsource(getattr(owner, name))
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if not all(m in src for m in markers):
+        return False
+    saved.append(getattr(owner, name))
+    setattr(owner, name, replacement)
+    return True
+
+
+# --- the simulator: a block's driver that waits instead of spinning --------------------------
+
+_BLOCK_RUN_ORIGINAL: list = []
+
+
+def _block_manager_run(self, grid_point, *args):
+    """numba-cuda's ``BlockManager.run`` (the simulator runs one block: a Python thread per CUDA
+    thread, released together at each ``syncthreads``) with one change: the driver's polling loop
+    gives the GIL up after each pass (``time.sleep(0)``).  numba-cuda's loop only asks its threads
+    ``is_alive()``, which keeps the GIL: the driver took a full switch interval (5 ms) in every
+    round of the threads it was waiting for — a large share of every simulated kernel's time."""
+    import time
+
+    import numpy as np
+    from numba.cuda.simulator.kernel import BlockThread
+
+    threads, livethreads, blockedthreads = set(), set(), set()
+    for block_point in np.ndindex(*self._block_dim):
+
+        def target():
+            self._f(*args)
+
+        t = BlockThread(target, self, grid_point, block_point, self._debug)
+        t.start()
+        threads.add(t)
+        livethreads.add(t)
+    while livethreads:
+        for t in livethreads:
+            if t.syncthreads_blocked:
+                blockedthreads.add(t)
+            elif t.exception:  # abort the others, do not join them (as numba-cuda: for debugging)
+                for t_other in threads:
+                    t_other.abort = True
+                    t_other.syncthreads_blocked = False
+                    t_other.syncthreads_event.set()
+                raise t.exception[0].with_traceback(t.exception[1])
+        if livethreads == blockedthreads:
+            for t in blockedthreads:
+                t.syncthreads_blocked = False
+                t.syncthreads_event.set()
+            blockedthreads = set()
+        livethreads = {t for t in livethreads if t.is_alive()}
+        time.sleep(0)  # the one change: the threads run while the driver waits
+    for t in threads:  # an exception set just before a thread finished
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
+
+
+def apply_simulator_block_yield() -> bool:
+    """Install :func:`_block_manager_run` in numba-cuda's CUDA simulator (once per process); whether
+    it is installed.  Left alone when the method is not the one this was written against."""
+    return _install_simulator("kernel", "BlockManager", "run", _block_manager_run, _BLOCK_RUN_ORIGINAL,
+                              ("livethreads = set([t for t in livethreads if t.is_alive()])",
+                               "t.syncthreads_event.set()", "BlockThread(",
+                               "t.exception[0].with_traceback(t.exception[1])"))

@@ -1,0 +1,574 @@
+"""Arrays in and out of the public functions: one operand model for both kernel sets.
+
+An :class:`Operand` is an argument as a kernel sees it (``dev``) and as the
+caller gave it (``original``, ``kind``), with its memory layout (shape, dtype,
+strides, device address) read from the array interface when a check needs it.
+Two sets of kernels take operands, under different rules — the only
+differences, stated here once:
+
+=====================  ================================  ================================
+rule                   SIMT kernels (``simt_tiles.*``)   Tile kernels (``simt_tiles.tile``)
+=====================  ================================  ================================
+NumPy inputs           copied to the device; the result  refused (TypeError: move them
+                       comes back as NumPy               first); correlate2d's small
+                                                         ``weights`` excepted
+device inputs          C-contiguous (no hidden copy)     any strides (cuTile reads them)
+dtypes                 float32, float64                  float32
+``dev``                a Numba device array (Numba's     the caller's array (``ct.launch``
+                       launch takes it)                  takes it)
+=====================  ================================  ================================
+
+Common to both: ``out=`` has exactly the result's shape and dtype, is
+C-contiguous, and must not overlap any input in memory (:func:`check_no_overlap`,
+ValueError naming ``out``): a kernel that reads an input while another block
+writes the same bytes gives a silently wrong result.  Disjoint views of one
+buffer are fine; NumPy arguments never alias (they are copied).
+
+SIMT side: :func:`device_operand` takes NumPy arrays, Numba device arrays, any
+``__cuda_array_interface__`` object (CuPy, PyTorch) and CUDA DLPack producers;
+:func:`prepare_out` checks ``out=`` or makes the result in the caller's kind,
+:func:`finish_result` hands it back; :func:`as_stream` turns the caller's
+stream into a Numba one (``None``: the current stream of the inputs' framework), and
+:func:`check_device` refuses an array on another GPU than the current one.
+The Tile side's checks and allocation are in :mod:`simt_tiles.tile._interop`.
+Repeated calls skip all of this through :mod:`simt_tiles.launch`'s plans.
+
+Numba is imported by the SIMT functions when first called, not by importing
+this module (``simt_tiles.tile`` uses the operand model without Numba).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ._recording import no_plan
+
+#: dtypes every SIMT kernel claims; they are validated by the public functions
+SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+__all__ = [
+    "SUPPORTED_FLOATS",
+    "Layout",
+    "Operand",
+    "layout_of",
+    "check_no_overlap",
+    "check_dtype_ndim",
+    "device_operand",
+    "host_operand",
+    "prepare_out",
+    "finish_result",
+    "as_stream",
+    "current_stream_ptr",
+    "check_device",
+    "device_mismatch",
+    "stream_key",
+    "describe",
+]
+
+
+# ---------------------------------------------------------------------------
+# The operand model
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where an array lives: shape, dtype, strides in bytes, address of element 0."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    strides: tuple[int, ...]
+    ptr: int
+
+    def span(self) -> tuple[int, int]:
+        """``[first byte, last byte + 1)`` the array can touch (empty for a size-0 array)."""
+        if 0 in self.shape:
+            return (self.ptr, self.ptr)
+        lo = hi = 0
+        for n, s in zip(self.shape, self.strides):
+            if s < 0:
+                lo += (n - 1) * s
+            else:
+                hi += (n - 1) * s
+        return (self.ptr + lo, self.ptr + hi + self.dtype.itemsize)
+
+
+def _c_strides(shape, itemsize: int) -> tuple[int, ...]:
+    strides, acc = [], itemsize
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def _torch_dtype_to_numpy(dt) -> np.dtype:
+    try:
+        return np.dtype(str(dt).replace("torch.", ""))
+    except TypeError:
+        return np.dtype("V")  # bfloat16 and friends: callers report them by name
+
+
+def layout_of(x) -> Layout:
+    """The :class:`Layout` of a PyTorch tensor, a ``__cuda_array_interface__`` object
+    (Numba device arrays, CuPy), a NumPy array, or the simulator's device arrays."""
+    if type(x).__module__.split(".")[0] == "torch" and hasattr(x, "data_ptr"):
+        dt = _torch_dtype_to_numpy(x.dtype)
+        item = x.element_size()
+        return Layout(tuple(x.shape), dt, tuple(s * item for s in x.stride()), int(x.data_ptr()))
+    iface = None
+    try:
+        iface = x.__cuda_array_interface__
+    except Exception:  # noqa: BLE001 - AttributeError, or a producer refusing
+        host = getattr(x, "_ary", x)  # the simulator's FakeCUDAArray wraps a NumPy array
+        iface = getattr(host, "__array_interface__", None)
+    if not isinstance(iface, dict):
+        raise TypeError(f"expected an array with __cuda_array_interface__; got {describe(x)}")
+    shape = tuple(int(n) for n in iface["shape"])
+    dt = np.dtype(iface["typestr"])
+    strides = iface.get("strides")
+    strides = _c_strides(shape, dt.itemsize) if strides is None else tuple(int(s) for s in strides)
+    return Layout(shape, dt, strides, int(iface["data"][0]))
+
+
+@dataclasses.dataclass
+class Operand:
+    """An argument as the kernel sees it (``dev``) and as the caller gave it.
+
+    ``kind`` is "numpy", "numba", "cupy", "torch" or "cai" (another
+    ``__cuda_array_interface__`` producer).  ``device`` is the caller's device
+    where the Tile side needs it (torch.device, CuPy device id), else None.
+    The layout is read from ``dev`` on first use (never for NumPy operands,
+    whose ``dev`` is a fresh copy)."""
+
+    name: str
+    dev: Any
+    kind: str
+    original: Any
+    device: Any = None
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        return layout_of(self.dev)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.layout.dtype
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements."""
+        return tuple(s // self.layout.dtype.itemsize for s in self.layout.strides)
+
+    @property
+    def ptr(self) -> int:
+        return self.layout.ptr
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def c_contiguous(self) -> bool:
+        lay = self.layout
+        expect = lay.dtype.itemsize
+        for n, s in zip(reversed(lay.shape), reversed(lay.strides)):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def span(self) -> tuple[int, int]:
+        """``[first byte, last byte + 1)`` this operand can touch."""
+        return self.layout.span()
+
+
+def check_no_overlap(out: Operand, inputs: Iterable[Operand | None]) -> None:
+    """ValueError naming ``out`` when its bytes overlap any input's.
+
+    Byte ranges come from the arrays' device pointers and strides, so the same
+    array and overlapping views are caught and disjoint views of one buffer pass.
+    For strided (Tile) arrays the range is the hull, so interleaved views count
+    as overlapping.  NumPy operands are copies and never alias."""
+    if out.kind == "numpy":
+        return
+    lo, hi = out.span()
+    if lo == hi:
+        return
+    for x in inputs:
+        if x is None or x.kind == "numpy":
+            continue
+        xlo, xhi = x.span()
+        if lo < xhi and xlo < hi:
+            raise ValueError(
+                f"out: overlaps {x.name} in memory (bytes [{lo:#x}, {hi:#x}) and [{xlo:#x}, {xhi:#x})); "
+                f"expected an out= that shares no memory with the inputs (pass a separate array, "
+                f"or out=None)"
+            )
+
+
+def describe(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+# ---------------------------------------------------------------------------
+# SIMT side: into Numba device arrays and back
+# ---------------------------------------------------------------------------
+
+
+def _is_numba_device_array(x) -> bool:
+    # Numba's device arrays (and the simulator's stand-ins) carry this marker.
+    return bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def _has_cai(x) -> bool:
+    try:
+        return hasattr(x, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001 - e.g. a CPU tensor raising something other than AttributeError
+        return False
+
+
+def _kind_of_cai(x) -> str:
+    mod = type(x).__module__.split(".")[0]
+    if mod == "cupy":
+        return "cupy"
+    if mod == "torch":
+        return "torch"
+    return "cai"
+
+
+def _is_cuda_dlpack(x) -> bool:
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is None or not hasattr(x, "__dlpack__"):
+        return False
+    try:
+        device_type, _ = dev()
+    except Exception:  # noqa: BLE001  # pragma: no cover - a producer with a broken protocol
+        return False
+    return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
+    """TypeError/ValueError naming ``name`` unless ``ndim`` dimensions (None: at least
+    one) of float32/float64."""
+    if ndim is None and got_ndim < 1:
+        raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
+    if ndim is not None and got_ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array; got {got_ndim}-D with shape {tuple(shape)}")
+    if np.dtype(dtype) not in SUPPORTED_FLOATS:
+        raise TypeError(
+            f"{name}: expected dtype float32 or float64; got {np.dtype(dtype)}"
+        )
+
+
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` in the machine's byte order: a big-endian float64 NumPy array is a float64
+    (it is copied to the device anyway); other dtypes are left for the dtype check."""
+    if not x.dtype.isnative and x.dtype.newbyteorder("=") in SUPPORTED_FLOATS:
+        return x.astype(x.dtype.newbyteorder("="))
+    return x
+
+
+def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
+    """A NumPy argument kept on the host (e.g. a filter a kernel compiles in), checked."""
+    host = _native(x)
+    check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+    return Operand(name, np.ascontiguousarray(host), "numpy", x)
+
+
+def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> Operand:
+    """Turn a caller's array into a device array the kernels can take.
+
+    * NumPy arrays are checked, made C-contiguous (and native byte order) and
+      copied to the device.
+    * ``__cuda_array_interface__`` objects (Numba, CuPy, PyTorch CUDA tensors)
+      are used in place; they must be C-contiguous (no hidden copy is made).
+    * CUDA DLPack producers without the interface go through CuPy, zero-copy.
+
+    ``ndim=None`` accepts any number of dimensions from 1 up; ``dtype`` (an ``out=``'s
+    expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.
+    Raises TypeError/ValueError naming ``name``, the expectation and what came.
+    """
+    from numba import cuda
+
+    if isinstance(x, np.ndarray):
+        host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
+        check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+        host = np.ascontiguousarray(host)
+        return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
+    _check_torch(x, name, dtype)
+    if _is_numba_device_array(x):
+        kind, dev = "numba", x
+    elif _has_cai(x):
+        kind, dev = _kind_of_cai(x), _import_cai(x, stream)
+    elif _is_cuda_dlpack(x):
+        try:
+            import cupy
+        except ImportError as exc:
+            raise TypeError(
+                f"{name}: a DLPack array ({describe(x)}) needs CuPy to be used "
+                "without a copy; install cupy or pass a CuPy/PyTorch/Numba array"
+            ) from exc
+        kind = "cupy"
+        x = cupy.from_dlpack(x)
+        dev = _import_cai(x, stream)
+    else:
+        where = ""
+        if hasattr(x, "device"):
+            where = f" on device {x.device}"
+        raise TypeError(
+            f"{name}: expected a NumPy array or a CUDA array (Numba device array, "
+            f"CuPy, PyTorch CUDA tensor, DLPack on CUDA); got {describe(x)}{where}"
+        )
+    check_device(name, x, kind)
+    # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
+    check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
+    if not dev.is_c_contiguous():
+        raise ValueError(
+            f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
+            f"with strides {dev.strides} (make a contiguous copy first, e.g. "
+            "cupy.ascontiguousarray / tensor.contiguous())"
+        )
+    return Operand(name, dev, kind, x)
+
+
+def _check_torch(x, name: str, dtype=None) -> None:
+    """A PyTorch CUDA tensor's dtype and autograd state, checked before its interfaces
+    are read: torch refuses to export a bfloat16 tensor or one that requires grad with
+    errors that do not name the argument (and the DLPack route would then blame CuPy)."""
+    if type(x).__module__.split(".")[0] != "torch" or not getattr(x, "is_cuda", False):
+        return
+    if dtype is None and _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
+        raise TypeError(f"{name}: expected dtype float32 or float64; got {x.dtype}")
+    if getattr(x, "requires_grad", False):
+        raise ValueError(
+            f"{name}: expected a tensor that does not require grad (simt_tiles computes no "
+            f"gradients); got requires_grad=True (pass {name}.detach())"
+        )
+
+
+def _import_cai(x, stream):
+    """A zero-copy Numba view of a ``__cuda_array_interface__`` array, ordered after
+    the work its producer queued, without blocking the host.
+
+    Numba's own import (``sync=True``) calls ``synchronize()`` on the producer's
+    stream: the host waits for every queued kernel on each call (measured on
+    the H200: the public calls then cost the GPU 100–500 µs of idle time).
+    Here the launch stream waits instead: nothing to do when the producer's
+    stream is the one we launch on or a default stream that the legacy
+    default stream is ordered with; otherwise an event recorded on the
+    producer's stream that our stream waits on (no host blocking)."""
+    from numba import cuda
+
+    dev = cuda.as_cuda_array(x, sync=False)
+    producer = x.__cuda_array_interface__.get("stream")
+    if producer is None:  # the producer promises the data is ready
+        return dev
+    ours = stream_key(stream) if stream else None  # None: the legacy default stream
+    if producer == ours or (ours is None and producer in (1, 2)):  # 1: legacy, 2: per-thread default
+        return dev
+    no_plan("ordered after the producer's stream with an event")
+    event = cuda.event(timing=False)
+    event.record(cuda.external_stream(producer))
+    event.wait(stream)
+    return dev
+
+
+def stream_key(stream) -> int:
+    """The CUDA handle of a Numba stream as an int (0: the legacy default stream);
+    in the simulator, the stream object's id."""
+    if not stream:
+        return 0
+    handle = getattr(stream, "handle", None)  # a cuda-python CUstream (int() works) or a c_void_p
+    try:
+        return int(handle.value if hasattr(handle, "value") else handle)
+    except (TypeError, ValueError):
+        return id(stream)
+
+
+def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0, *,
+                inputs: Iterable[Operand | None] = ()) -> Operand:
+    """The output operand: the caller's ``out=`` checked, or a new array of the
+    caller's kind (the kind of ``like``).
+
+    ``out`` must have exactly ``shape`` and ``dtype``, be C-contiguous (and
+    writeable, for NumPy) and share no memory with ``like`` or any of ``inputs``
+    (ValueError naming ``out``); nothing is broadcast or cast silently.
+    """
+    from numba import cuda
+
+    dtype = np.dtype(dtype)
+    if out is None:
+        return _allocate(like, shape, dtype, stream)
+    if isinstance(out, np.ndarray):
+        _check_out_shape_dtype(out.shape, out.dtype, shape, dtype)
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError(
+                "out: expected a writeable C-contiguous NumPy array; got strides "
+                f"{out.strides}, writeable={out.flags.writeable}"
+            )
+        return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
+    op = device_operand(out, "out", ndim=len(shape), stream=stream, dtype=dtype)
+    _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
+    check_no_overlap(op, (like, *inputs))
+    return op
+
+
+def _check_out_shape_dtype(got_shape, got_dtype, shape, dtype) -> None:
+    if tuple(got_shape) != tuple(shape):
+        raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(got_shape)}")
+    if np.dtype(got_dtype) != np.dtype(dtype):
+        raise TypeError(f"out: expected dtype {np.dtype(dtype)}; got {np.dtype(got_dtype)}")
+
+
+def _allocate(like: Operand, shape, dtype, stream) -> Operand:
+    from numba import cuda
+
+    if like.kind == "cupy":
+        import cupy
+
+        obj = cupy.empty(shape, dtype=dtype)
+        return Operand("out", cuda.as_cuda_array(obj, sync=False), "cupy", obj)  # new: nothing to wait for
+    if like.kind == "torch":
+        import torch
+
+        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        obj = torch.empty(shape, dtype=tdtype, device=like.original.device)
+        ptr = stream_key(stream)
+        if ptr != current_stream_ptr(obj):  # torch's allocator must not reuse it before we are done
+            obj.record_stream(torch.cuda.ExternalStream(ptr, device=obj.device))
+        return Operand("out", cuda.as_cuda_array(obj, sync=False), "torch", obj)
+    dev = cuda.device_array(shape, dtype=dtype, stream=stream)
+    if like.kind == "numpy":
+        return Operand("out", dev, "numpy", None)  # host copy made by finish_result
+    return Operand("out", dev, "numba", dev)
+
+
+def finish_result(out: Operand, stream=0):
+    """Hand the result back in the caller's kind (NumPy callers get a host array;
+    the copy is complete when this returns)."""
+    if out.kind != "numpy":
+        return out.original
+    if out.original is None:
+        host = out.dev.copy_to_host(stream=stream)
+    else:
+        host = out.dev.copy_to_host(out.original, stream=stream)
+    if stream:
+        stream.synchronize()
+    return host
+
+
+def as_stream(stream, like=None):
+    """A Numba stream (or 0 for the legacy default stream) from what the caller passed.
+
+    ``stream=None`` is the current stream of the framework of ``like`` (the call's first
+    array): CuPy's ``cupy.cuda.get_current_stream()``, PyTorch's
+    ``torch.cuda.current_stream(like.device)``; Numba's default stream for Numba and NumPy
+    arrays.  Otherwise a Numba stream, or a CuPy / PyTorch / cuda.core stream object
+    (wrapped with ``cuda.external_stream``, GPU only).
+    """
+    import numba
+    from numba import cuda
+
+    if stream is None:
+        ptr = 0 if numba.config.ENABLE_CUDASIM else current_stream_ptr(like)  # the simulator: one stream
+        return cuda.external_stream(ptr) if ptr else 0
+    if isinstance(stream, int) and stream == 0:
+        return 0
+    if type(stream).__module__.startswith("numba"):
+        return stream
+    if not numba.config.ENABLE_CUDASIM:
+        for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
+            ptr = getattr(stream, attr, None)
+            if isinstance(ptr, int):
+                return cuda.external_stream(ptr) if ptr else 0
+    raise TypeError(
+        f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {describe(stream)}"
+    )
+
+
+def current_stream_ptr(like) -> int:
+    """The handle of the current stream of ``like``'s framework: CuPy's current stream, PyTorch's
+    current stream on the tensor's device; 0 (Numba's default stream) for anything else."""
+    mod = type(like).__module__.split(".")[0]
+    if mod == "cupy" and _has_cai(like):
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if mod == "torch" and getattr(like, "is_cuda", False):
+        import torch
+
+        return int(torch.cuda.current_stream(like.device).cuda_stream)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Devices: every array on the current device, or a clear error
+# ---------------------------------------------------------------------------
+
+
+def array_device(x, kind: str):
+    """The GPU ordinal ``x`` lives on (None where it cannot be told cheaply)."""
+    if kind == "cupy":
+        return int(x.device.id)
+    if kind == "torch":
+        return x.device.index
+    if kind == "numba":
+        ctx = getattr(getattr(x, "gpu_data", None), "context", None)
+        return None if ctx is None else int(ctx.device.id)
+    return None
+
+
+def current_device(kind: str) -> int:
+    """The current device as ``kind``'s framework sees it (the one a launch now goes to)."""
+    if kind == "cupy":
+        import cupy
+
+        return int(cupy.cuda.runtime.getDevice())
+    if kind == "torch":
+        import torch
+
+        return int(torch.cuda.current_device())
+    from numba import cuda
+
+    return int(cuda.get_current_device().id)
+
+
+_SWITCH = {
+    "cupy": "with cupy.cuda.Device({d}):",
+    "torch": "with torch.cuda.device({d}):",
+}
+
+
+def device_mismatch(name: str, got, current: int, kind: str) -> str | None:
+    """The error message when an array on device ``got`` is passed while ``current`` is the
+    current device (None when they agree or ``got`` is unknown)."""
+    if got is None or got == current:
+        return None
+    switch = _SWITCH.get(kind, "with numba.cuda.gpus[{d}]:").format(d=got)
+    return (f"{name}: expected an array on the current device (GPU {current}); got one on GPU {got} "
+            f"(simt_tiles launches on the current device: call it inside `{switch}`, or move the array)")
+
+
+def check_device(name: str, x, kind: str) -> None:
+    """ValueError naming ``name`` unless ``x`` is on the current device (GPU only)."""
+    import numba
+
+    if numba.config.ENABLE_CUDASIM or kind == "numpy":
+        return
+    msg = device_mismatch(name, array_device(x, kind), current_device(kind), kind)
+    if msg:
+        raise ValueError(msg)

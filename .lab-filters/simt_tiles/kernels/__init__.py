@@ -1,0 +1,1 @@
+"""The ladders, one sub-package each; inside, one numbered file per rung."""

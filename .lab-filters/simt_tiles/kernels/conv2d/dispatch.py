@@ -1,0 +1,264 @@
+"""What runs for one conv2d call: every choice between the public functions and the rung's launch.
+
+:func:`plan_filter` (``correlate2d``, ``convolve2d``, ``correlate1d``) returns the ``(rung,
+config)`` the call launches with ``rung.run(config, call)``, the config specialised for the
+call's filter shape and mode:
+
+1. ``variant=None``, ``config=None``, a filter up to :data:`BEST_MAX_SIZE` on each axis: the
+   user's autotune cache, then the table shipped for this GPU (:func:`simt_tiles.autotune.choose`,
+   function ``"conv2d"``; a dict lookup after the first call; nothing in the simulator);
+2. else the rule (:func:`default_rung`): :data:`BEST_VARIANT` up to :data:`BEST_MAX_SIZE`,
+   :data:`SHAPE_VARIANT` beyond; a named variant is itself, with its preset or the caller's config;
+3. a filter whose halo does not fit the config's shared memory: :data:`FALLBACK_VARIANT` for
+   ``variant=None`` with a preset, else a ConfigError naming the filter.
+
+:func:`plan_separable` (``correlate_separable``): the fused :data:`BEST_SEPARABLE_VARIANT` with
+the first of :func:`separable_configs` that fits, else (``variant=None``) the two-pass
+composition, :class:`TwoPass`.  :func:`keeps_host_weights`: whether a NumPy filter stays on the
+host (the rung compiles it in, or takes it as kernel parameters) or is uploaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from ... import autotune
+from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
+from . import (
+    k01_naive,
+    k02_halo_tiled,
+    k03_register_blocked,
+    k04_constant_filter,
+    k05_register_tile_2d,
+    k06_separable_fused,
+    k07_vectorized,
+    k08_prefetched,
+    k09_async_copy,
+    k10_runtime_weights,
+)
+from ._common import CONSTANT_VECTOR, FilterCall, Mode, host_filter, specialise, tap_counts
+
+#: every rung, in ladder order
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_naive.RUNG,
+    k02_halo_tiled.RUNG,
+    k03_register_blocked.RUNG,
+    k04_constant_filter.RUNG,
+    k05_register_tile_2d.RUNG,
+    k07_vectorized.RUNG,
+    k08_prefetched.RUNG,
+    k09_async_copy.RUNG,
+    k10_runtime_weights.RUNG,
+)
+
+#: variant names in ladder order (later rungs append)
+CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the rung ``variant=None`` uses for filters up to :data:`BEST_MAX_SIZE` on each axis:
+#: k05's register tiles with the weights read at run time — one compilation per filter
+#: *shape*, mode and dtype, kept on disk (k10's docstring)
+BEST_VARIANT = "k10_runtime_weights"
+
+#: the largest filter side :data:`BEST_VARIANT` takes by default: beyond it its patch rows
+#: and filter columns are no longer all unrolled (long compiles, weights in local memory)
+BEST_MAX_SIZE = 7
+
+#: the rung ``variant=None`` uses for larger filters, and ``correlate_separable``'s
+#: "two_pass" for its two 1-D passes: register blocking, one small kernel per filter shape
+SHAPE_VARIANT = "k03_register_blocked"
+
+#: rungs that compile the filter's *values* into the kernel (constant memory):
+#: one compilation per distinct filter, so they are opt-in (``variant=``) —
+#: see k04's docstring.  Each rung declares its calling convention (``RUNG.bind``,
+#: :mod:`._common`); these tuples are read from there.
+CONSTANT_FILTER_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind.compiles_filter)
+
+#: constant-filter rungs that compile the anchor in too and take ``aligned``
+#: (whether image and out start 16-byte aligned) instead of the anchors
+VECTOR_VARIANTS: tuple[str, ...] = tuple(n for n, r in RUNGS.items() if r.bind is CONSTANT_VECTOR)
+
+#: the rung that takes any filter (no shared memory): ``variant=None`` falls
+#: back to it when a filter's halo does not fit in shared memory
+FALLBACK_VARIANT = "k01_naive"
+
+#: kernels of ``correlate_separable`` (they take two 1-D filters, not a 2-D one)
+SEPARABLE_RUNGS: dict[str, Rung] = {k06_separable_fused.RUNG.name: k06_separable_fused.RUNG}
+
+#: ``correlate_separable``'s variants: the two-pass composition (two
+#: ``correlate1d`` calls with :data:`BEST_VARIANT`) and the fused kernel
+SEPARABLE_VARIANTS: tuple[str, ...] = ("two_pass", *SEPARABLE_RUNGS)
+
+#: the separable variant ``variant=None`` uses (falls back to "two_pass" when
+#: the filters do not fit its shared memory).  Not measured yet: the fused
+#: kernel by construction (half the global traffic).
+BEST_SEPARABLE_VARIANT = "k06_separable_fused"
+
+
+def get_rung(variant: str | None) -> Rung:
+    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
+
+
+def default_rung(kh: int, kw: int, config=None) -> Rung:
+    """The rung ``variant=None`` uses for a ``kh × kw`` filter by rule: :data:`BEST_VARIANT` up to
+    :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
+    else :data:`SHAPE_VARIANT`.  A tuned choice comes first: :func:`default_choice`."""
+    best = RUNGS[BEST_VARIANT]
+    if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
+        return best
+    return RUNGS[SHAPE_VARIANT]
+
+
+def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, config=None):
+    """``(rung, config)`` for ``variant=None``: with ``config`` None and a filter up to
+    :data:`BEST_MAX_SIZE` on each axis, the autotuner's choice for the problem
+    ``(h, w, kh, kw, mode, dtype, weights)`` — ``weights`` "host" (a NumPy filter) or "device" —
+    from the user's cache, then the table shipped for this GPU (:func:`simt_tiles.autotune.choose`
+    with function ``"conv2d"``: a dict lookup after the first call; nothing in the simulator;
+    ``SIMT_TILES_AUTOTUNE=1`` tunes a miss); else :func:`default_rung` with ``config`` resolved.
+    Its candidates read the filter at run time (``_tuning``): a new filter value still compiles
+    nothing."""
+    if config is None and kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE:
+        hit = autotune.choose("conv2d", (h, w, kh, kw, str(mode), autotune.dtype_name(dtype), weights))
+        if hit is not None:
+            return RUNGS[hit[0]], hit[1]
+    rung = default_rung(kh, kw, config)
+    return rung, rung.resolve_config(config)
+
+
+#: k06's preset for float32 when no config is given: a larger tile measured faster on the H200
+#: (32×8 threads of 4×5 outputs: 79 / 77 / 74% of the copy for 3×3 / 5×5 / 7×7 constant against
+#: the default's 76 / 68 / 63%, benchmarks/results/conv_k08_h200.json) that needs 46.5 KB of shared
+#: memory for 7 + 7 taps — float64, and float32 beyond 9 + 9 taps, keep the default
+SEPARABLE_FLOAT32_PRESET = "fast_float32"
+
+
+def separable_configs(rung, cfg, config, dtype, simulator: bool) -> list:
+    """The configs ``correlate_separable`` tries for the fused kernel, in order: with
+    ``config`` None on a GPU and float32, :data:`SEPARABLE_FLOAT32_PRESET` first, then
+    ``cfg`` (the resolved preset or the caller's config)."""
+    if config is None and not simulator and np.dtype(dtype) == np.float32 and \
+            SEPARABLE_FLOAT32_PRESET in rung.presets:
+        return [rung.presets[SEPARABLE_FLOAT32_PRESET], cfg]
+    return [cfg]
+
+
+def _first_fitting(configs, kh, kw, mode, dtype):
+    """The first of ``configs`` specialised for the call whose shared memory fits
+    ``dtype``; the last one's ConfigError if none does."""
+    for i, cand in enumerate(configs):
+        try:
+            spec = specialise(cand, kh, kw, mode)
+            spec.check_smem(dtype)
+            return spec
+        except ConfigError:
+            if i == len(configs) - 1:
+                raise
+
+
+@functools.lru_cache(maxsize=1024)  # a filter shape called again skips the configs' validation
+def specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="weights"):
+    """``(rung, config)`` with the call's filter shape and mode compiled in.
+
+    A filter whose halo does not fit in shared memory: ConfigError naming
+    ``wname`` — or, for ``variant=None`` with a preset, the fallback rung."""
+    try:
+        spec = specialise(cfg, kh, kw, mode)
+        spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
+        return rung, spec
+    except ConfigError as exc:
+        if may_fall_back:
+            fallback = RUNGS[FALLBACK_VARIANT]
+            name = config if isinstance(config, str) else None
+            return fallback, specialise(fallback.resolve_config(name), kh, kw, mode)
+        raise ConfigError(
+            f"{wname}: a {kh}x{kw} {dtype} filter does not fit {rung.name}'s shared memory "
+            f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, or smaller "
+            f"tiles): {exc}"
+        ) from exc
+
+
+
+
+def keeps_host_weights(variant) -> bool:
+    """Whether a NumPy filter stays on the host for ``variant``: the default (k10 takes it as
+    kernel parameters; a rule's other rung uploads it itself) and the rungs that compile the
+    values in or take them as parameters; the others get it uploaded by the public function."""
+    if variant is None:
+        return True
+    bind = get_rung(variant).bind
+    return bind.compiles_filter or bind.host_weights
+
+
+def plan_filter(variant, config, h: int, w: int, kh: int, kw: int, mode: Mode, dtype, weights_at: str,
+                wname: str = "weights") -> Plan:
+    """The plan for one 2-D filtering (the module docstring's steps 1-3); ``weights_at`` "host" (a
+    NumPy filter) or "device"."""
+    if variant is None:
+        rung, cfg = default_choice(h, w, kh, kw, mode, dtype, weights_at, config)
+    else:
+        rung = get_rung(variant)
+        cfg = rung.resolve_config(config)
+    may_fall_back = variant is None and (config is None or isinstance(config, str))
+    return Plan(*specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname))
+
+
+def separable_rung(variant) -> Rung:
+    """The kernel a ``correlate_separable`` variant starts from (``"two_pass"``: its 1-D rung);
+    ValueError names the choices."""
+    name = BEST_SEPARABLE_VARIANT if variant is None else variant
+    if not isinstance(name, str) or name not in SEPARABLE_VARIANTS:
+        raise ValueError(f"variant: expected one of {SEPARABLE_VARIANTS} or None; got {variant!r}")
+    return RUNGS[SHAPE_VARIANT] if name == "two_pass" else SEPARABLE_RUNGS[name]
+
+
+def plan_separable(variant, config, kh: int, kw: int, mode: Mode, dtype):
+    """The fused kernel's :class:`Plan`, or a :class:`TwoPass` (named, or for ``variant=None``
+    when the filters do not fit the fused kernel's shared memory)."""
+    name = separable_rung(variant).name if variant != "two_pass" else "two_pass"
+    may_fall_back = variant is None and (config is None or isinstance(config, str))
+    if name != "two_pass":
+        rung = SEPARABLE_RUNGS[name]
+        cfg = rung.resolve_config(config)
+        try:
+            return Plan(rung, _first_fitting(separable_configs(rung, cfg, config, dtype, SIMULATOR), kh, kw, mode,
+                                             dtype))
+        except ConfigError as exc:
+            if not may_fall_back:
+                raise ConfigError(
+                    f"wy, wx: {kh}- and {kw}-tap {dtype} filters do not fit {rung.name}'s shared "
+                    f"memory with this config (use variant='two_pass', variant=None, or smaller "
+                    f"tiles): {exc}"
+                ) from exc
+    rung = RUNGS[SHAPE_VARIANT]
+    cfg = rung.resolve_config(config)
+    return TwoPass(specialised(rung, cfg, config, kh, 1, mode, dtype, may_fall_back, "wy"),
+                   specialised(rung, cfg, config, 1, kw, mode, dtype, may_fall_back, "wx"), mode)
+
+
+class TwoPass(NamedTuple):
+    """``correlate_separable`` as two 1-D passes through an intermediate of the image's dtype.
+
+    The column pass pads with cval; the 2-D filter's intermediate outside the image is
+    ``cval · Σ wy``, so that is the row pass's padding (mode "constant" only; else cval is unused)."""
+
+    columns: tuple  #: (rung, config) of the column pass (the KH × 1 filter)
+    rows: tuple  #: (rung, config) of the row pass (the 1 × KW filter)
+    mode: Mode
+
+    def run(self, call) -> None:
+        h, w = call.image.shape
+        mid = cuda.device_array((h, w), call.image.dtype, stream=call.stream)
+        rung, cfg = self.columns
+        rung.run(cfg, FilterCall(call.image, call.wy, mid, call.cval, False, call.stream))
+        cval_rows = call.cval
+        if self.mode == Mode.CONSTANT and call.cval != 0:
+            cval_rows = float(call.cval) * math.fsum(v for v in host_filter(call.wy, False, call.stream)[:, 0].tolist()
+                                                     if tap_counts(v))  # the taps the column pass counts
+        rung, cfg = self.rows
+        rung.run(cfg, FilterCall(mid, call.wx, call.out, cval_rows, False, call.stream))

@@ -1,0 +1,151 @@
+"""What runs for one conv2d_nchw layer: every choice between the public function and the rung's launch.
+
+:func:`plan` returns the ``(rung, config)`` that :func:`simt_tiles.conv2d_nchw` launches with
+``rung.run(config, call)``, the config specialised for the layer's filter:
+
+1. ``config=None``: the user's autotune cache, then the table shipped for this GPU
+   (:func:`simt_tiles.autotune.choose`, function ``"conv2d_nchw"``);
+2. else the caller's variant (None: :data:`BEST_VARIANT`) with its preset: ``"sim"`` in the
+   simulator, ``"default"`` or ``"small"`` by the grid's size (:func:`auto_preset`);
+3. a preset whose staging does not fit shared memory gets a smaller CK (:func:`fit`); for
+   ``variant=None`` k02 instead of k03 when k03's prefetch would not stay in registers, and
+   :data:`FALLBACK_VARIANT` when nothing fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+from numba import cuda
+
+from ... import autotune
+from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
+from . import k01_direct, k02_smem_tiled, k03_double_buffered
+from ._common import output_hw, specialise, tiled_geometry
+
+#: every rung, in ladder order
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_direct.RUNG,
+    k02_smem_tiled.RUNG,
+    k03_double_buffered.RUNG,
+)
+
+#: the rung ``variant=None`` uses: the fastest on the H200 (1.12× cuDNN FP32 on the
+#: ResNet 56×56 layer, 0.90× on N8 C256 14×14; benchmarks/results/conv_h200.json).
+BEST_VARIANT = "k03_double_buffered"
+
+#: the rung that takes any filter (no shared memory): ``variant=None`` falls
+#: back to it when a filter's staging does not fit in shared memory
+FALLBACK_VARIANT = "k01_direct"
+
+def get_rung(variant: str | None) -> Rung:
+    """The rung named ``variant`` (None: :data:`BEST_VARIANT`)."""
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+    """Streaming multiprocessors of the current device (GPU only)."""
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def auto_preset(rung: Rung, shape: tuple[int, int, int, int], sms: int) -> str:
+    """The preset ``config=None`` means on a GPU with ``sms`` SMs for an output of
+    ``shape`` (N, C_out, OH, OW): "default", unless the rung has "small" and the
+    default's grid has fewer than ``min_blocks`` blocks per SM."""
+    default = rung.presets["default"]
+    if "small" not in rung.presets:
+        return "default"
+    (blocks,), _ = tiled_geometry(default, *shape)
+    return "default" if blocks >= default.min_blocks * sms else "small"
+
+
+@functools.lru_cache(maxsize=1024)  # a layer called again launches without re-deciding
+def _choose(rung: Rung, variant, config, shape, kh: int, kw: int, dtype):
+    """``(rung, config)`` to launch, with the call's filter shape compiled in.
+
+    Presets (``config`` None or a name) whose staging does not fit in shared
+    memory get a smaller CK.  For ``variant=None``: k02 instead of k03 when
+    k03's prefetch would not stay in registers, and the fallback rung when
+    nothing fits."""
+    preset = config if isinstance(config, str) else None
+    if config is None:
+        preset = "sim" if SIMULATOR else auto_preset(rung, shape, sm_count())
+    spec, error = fit(rung, rung.resolve_config(preset if preset is not None else config), kh, kw, dtype,
+                       shrink=preset is not None)
+    if spec is not None and variant is None and rung is RUNGS["k03_double_buffered"]:
+        if not k03_double_buffered.prefetch_stays_in_registers(spec):
+            k02 = RUNGS["k02_smem_tiled"]
+            spec02, _ = fit(k02, k02.resolve_config(preset), kh, kw, dtype, shrink=True)
+            if spec02 is not None:
+                return k02, spec02
+    if spec is not None:
+        return rung, spec
+    if variant is None and preset is not None:
+        fallback = RUNGS[FALLBACK_VARIANT]
+        name = preset if preset in fallback.presets else None
+        return fallback, specialise(fallback.resolve_config(name), kh, kw)
+    raise ConfigError(
+        f"w: a {kh}x{kw} {np.dtype(dtype)} filter's staging does not fit {rung.name}'s shared memory "
+        f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, a preset, or a smaller "
+        f"co/ck/tile): {error}"
+    )
+
+
+def fit(rung: Rung, cfg, kh: int, kw: int, dtype, *, shrink: bool):
+    """``(spec, None)``: ``cfg`` specialised for a kh × kw filter, its CK halved
+    (``shrink``) until the staging fits in shared memory for ``dtype``; or
+    ``(None, the first ConfigError)``."""
+    error = None
+    while True:
+        try:
+            spec = specialise(cfg, kh, kw)
+            spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
+            return spec, None
+        except ConfigError as exc:
+            error = error or exc
+        if not shrink or getattr(cfg, "ck", 1) == 1:
+            return None, error
+        cfg = dataclasses.replace(cfg, ck=cfg.ck // 2)  # fewer channels per step: less staging
+
+
+
+
+def plan(variant, config, x_shape: tuple, c_out: int, kh: int, kw: int, padding: int, dtype, autotune_=None) -> Plan:
+    """The plan for one layer of input ``x_shape`` (N, C_in, H, W) (the module docstring's steps)."""
+    n, c_in, h, w = x_shape
+    rung = get_rung(variant)
+    if config is None:  # the tuned choice for this GPU and layer, if any (a dict lookup once seen)
+        problem = (n, c_in, h, w, c_out, kh, kw, padding, autotune.dtype_name(dtype))
+        hit = autotune.choose("conv2d_nchw", problem, variant, autotune_)
+        if hit is not None:
+            variant, config = hit
+            rung = RUNGS[variant]
+    oh, ow = output_hw(h, w, kh, kw, padding)
+    return Plan(*_choose(rung, variant, config, (n, c_out, oh, ow), kh, kw, np.dtype(dtype)))
+
+
+#: the rung of every layer the tiled rungs do not take (``_params.Geometry.fast`` false: a stride or
+#: dilation other than 1, groups, a padding that differs between sides), by rule — no tuning yet
+GENERAL_VARIANT = FALLBACK_VARIANT
+
+#: channels per group from which the general layers' rung gives a thread 4 of them ("channels4")
+GENERAL_RCO_MIN = 4
+
+
+def plan_general(variant, config, c_out: int, groups: int, stride, dilation) -> Plan:
+    """The plan for a layer the tiled rungs do not take: :data:`GENERAL_VARIANT` with ``config``
+    (None: "sim" in the simulator, else "channels4" when a group has at least
+    :data:`GENERAL_RCO_MIN` output channels, else "default").  Another named variant: ValueError."""
+    rung = RUNGS[GENERAL_VARIANT]
+    if variant is not None and variant != GENERAL_VARIANT:
+        get_rung(variant)  # an unknown name: the usual error
+        raise ValueError(
+            f"variant: {variant} takes stride 1, dilation 1, groups 1 and the same padding on every side; "
+            f"got stride={stride}, dilation={dilation}, groups={groups} (or an asymmetric padding): "
+            f"use variant=None or '{GENERAL_VARIANT}'")
+    if config is None:
+        config = "sim" if SIMULATOR else ("channels4" if c_out // groups >= GENERAL_RCO_MIN else "default")
+    return Plan(rung, rung.resolve_config(config))

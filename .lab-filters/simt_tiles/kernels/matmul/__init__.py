@@ -1,0 +1,114 @@
+"""The matmul ladder: C = A @ B, one numbered file per technique.
+
+The file tree is the lesson — read the rungs in order:
+
+=====================  ====================================================
+``k01_naive``          one thread per output, straight from global memory
+``k02_coalesced``      thread→element mapping that makes warps coalesce
+``k03_smem_tiled``     shared-memory tiles, reused T times, masked edges
+``k04_regblock_1d``    TM outputs per thread, B operand reused from a register
+``k05_regblock_2d``    TM×TN outputs per thread as register outer products
+``k06_transposed``     A transposed in smem: 128-bit reads, 8-way store conflicts
+``k07_padded``         padded rows remove the conflicts (PAD = 4 keeps alignment)
+``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
+``k09_double_buffered`` two smem stages: next tile's loads overlap this tile's math
+``k10_warptiled``      warp tiles, strided lane slices, launch bounds
+``k11_vectorized_bk16`` generated tile code, BK=16, 128-bit loads, split-K
+``k12_async_copy``     cp.async for both operands (A transposed first)
+``k13_mma_tf32``       tensor cores by hand: mma.sync TF32 fragments, cp.async stages
+``k14_mma_bf16``       BF16/FP16 fragments by ldmatrix (precision opt-in, :mod:`.mma`)
+=====================  ====================================================
+
+``matmul`` checks its arguments and prepares ``out``; :mod:`.dispatch` chooses what runs
+(the user's autotune cache, the table shipped for this GPU, then the split-K rows by size;
+ragged rows; the padding) and the chosen rung launches it (``rung.run(config, call)``).
+"""
+
+from __future__ import annotations
+
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ..._recording import no_plan
+from ...launch import planned
+from ...registry import Family
+from . import _cases, _tuning, dispatch, reference
+from .mma import MMA_RUNGS, matmul_mma
+from ._common import Call, flops
+from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, choose, get_rung
+
+#: variant names in ladder order (later rungs append)
+MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("matmul", RUNGS, reference, (_tuning.TUNABLE,), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
+
+__all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "flops", "choose", "RAGGED_ROWS"]
+
+
+@planned
+def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None, precision=None):
+    """C = A @ B for 2-D float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or on
+    the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs.
+
+    a, b
+        NumPy arrays (copied to the device; the result comes back as NumPy),
+        Numba device arrays, or CUDA arrays from CuPy / PyTorch / any
+        ``__cuda_array_interface__`` or DLPack producer (used in place; the
+        result is of ``a``'s kind).  Device arrays must be C-contiguous.
+    out
+        Optional C-contiguous array of shape (M, N) and the inputs' dtype to
+        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory
+        (ValueError naming ``out``); disjoint views of one buffer are fine.
+    variant
+        A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`,
+        or, with ``config=None`` too, the fastest rung and split of K measured
+        for this size and dtype (:func:`.dispatch.plan`).
+    config
+        A preset name (every rung has ``"sim"`` and ``"default"``) or the rung's
+        config object; None means the tuned config for this GPU and size when the
+        autotune cache or the shipped table has one (:mod:`simt_tiles.autotune`),
+        else ``"sim"`` in the simulator, ``"default"`` on a GPU.
+    stream
+        None (the current stream of the inputs' framework: CuPy's or PyTorch's current
+        stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
+        CuPy/PyTorch stream.
+        Device results are asynchronous on that stream, like any CUDA library.
+    autotune
+        True: with ``config=None``, a size that neither the cache nor the shipped table
+        has is tuned now (seconds, once per GPU and size bucket) and stored; None: only
+        when ``SIMT_TILES_AUTOTUNE=1``; False: never.
+    precision
+        None: float32/float64 inputs multiply in their own precision (the FP32 default never
+        changes precision silently); bfloat16/float16 inputs (torch, CuPy, NumPy float16 or
+        ``ml_dtypes.bfloat16``) run on the tensor cores with FP32 accumulation and return their
+        own dtype (torch's rule). ``"tf32"``: float32 operands rounded to TF32 on the tensor cores
+        (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).
+    """
+    if precision is not None or (isinstance(variant, str) and variant in MMA_RUNGS) or _dtype16(a):
+        no_plan("the tensor-core path runs checked")  # its padded workspaces are chosen per call
+        return matmul_mma(a, b, precision=precision, out=out, variant=variant, config=config, stream=stream)
+    get_rung(variant)  # a bad name fails before any copy
+    stream = as_stream(stream, a)
+
+    a_op = device_operand(a, "a", ndim=2, stream=stream)
+    b_op = device_operand(b, "b", ndim=2, stream=stream)
+    (m, k), (kb, n) = a_op.dev.shape, b_op.dev.shape
+    if b_op.dev.dtype != a_op.dev.dtype:
+        raise TypeError(
+            f"b: expected dtype {a_op.dev.dtype} (the dtype of a); got {b_op.dev.dtype}"
+        )
+    if kb != k:
+        raise ValueError(
+            f"b: expected shape ({k}, N) since a has shape {(m, k)} "
+            f"(inner dimensions must match); got {(kb, n)}"
+        )
+    plan = dispatch.plan(variant, config, m, n, k, a_op.dev.dtype, autotune)
+    c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream, inputs=(b_op,))
+
+    if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
+        plan.run(Call(a_op.dev, b_op.dev, c_op.dev, stream))
+    return finish_result(c_op, stream)
+
+
+def _dtype16(x) -> bool:
+    """Whether ``x`` holds bfloat16 or float16 values (any array kind, by its dtype's name)."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "") in ("bfloat16", "float16")

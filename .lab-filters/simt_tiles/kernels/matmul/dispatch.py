@@ -1,0 +1,299 @@
+"""What runs for one matmul: every choice between the public function and the rung's launch.
+
+:func:`plan` returns the ``(rung, config)`` that :func:`simt_tiles.matmul` launches with
+``rung.run(config, call)``; the config carries the launch choices too (``splits``: K's split,
+``pad``: whether ragged or unaligned rows are first copied into padded buffers).  In order:
+
+1. a named ``config`` (a preset name or a config object) for the caller's ``variant``
+   (None: :data:`BEST_VARIANT`);
+2. ``config=None``: the user's autotune cache, then the table shipped for this GPU
+   (:func:`simt_tiles.autotune.choose`: memoised, a dict lookup after the first call;
+   ``autotune=True`` tunes a miss);
+3. ``variant=None`` without an entry: the split-K rows of the shipped table by size
+   (:func:`fast_plan`; float64: :data:`FLOAT64_VARIANT`); a named variant: its preset;
+4. ``variant=None``: k12 for a k11 choice whose rows are ragged (:data:`RAGGED_ROWS`);
+5. ``pad=Pad.RULE`` resolved by size (:func:`pad_rule`, the shipped ``rules.matmul_pad``).
+
+The rungs decide nothing: k11 and k12 cut K into the config's ``splits`` and pad when the
+config says ``Pad.ALWAYS`` and the operands need it (``run``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from ... import autotune
+from ...runtime import SIMULATOR, Plan, Rung, fits, pick_rung, rung_dict
+from . import (
+    k01_naive,
+    k02_coalesced,
+    k03_smem_tiled,
+    k04_regblock_1d,
+    k05_regblock_2d,
+    k06_transposed,
+    k07_padded,
+    k08_swizzled,
+    k09_double_buffered,
+    k10_warptiled,
+    k11_vectorized_bk16,
+    k12_async_copy,
+)
+from .k11_vectorized_bk16 import Config as SplitKConfig
+from .k11_vectorized_bk16 import Pad
+
+#: every rung, in ladder order
+RUNGS: dict[str, Rung] = rung_dict(
+    k01_naive.RUNG,
+    k02_coalesced.RUNG,
+    k03_smem_tiled.RUNG,
+    k04_regblock_1d.RUNG,
+    k05_regblock_2d.RUNG,
+    k06_transposed.RUNG,
+    k07_padded.RUNG,
+    k08_swizzled.RUNG,
+    k09_double_buffered.RUNG,
+    k10_warptiled.RUNG,
+    k11_vectorized_bk16.RUNG,
+    k12_async_copy.RUNG,
+)
+
+#: the rung ``variant=None`` uses with a config but no table entry: the fastest one shipped
+BEST_VARIANT = "k11_vectorized_bk16"
+
+
+def get_rung(variant: str | None) -> Rung:
+    """The rung named ``variant`` (None: :data:`BEST_VARIANT`); ValueError names the choices."""
+    return pick_rung(RUNGS, variant, BEST_VARIANT)
+
+
+
+
+def plan(variant, config, m: int, n: int, k: int, dtype, autotune_=None) -> Plan:
+    """The rung and config for one problem (the module docstring's order)."""
+    return resolved(*choose(variant, config, m, n, k, dtype, autotune_), m, n, k)
+
+
+def resolved(rung: Rung, config, m: int, n: int, k: int) -> Plan:
+    """The plan for ``rung`` and ``config`` with ``pad=Pad.RULE`` resolved by size (step 5; the
+    tuner times its candidates through it, so it times what a call runs)."""
+    if isinstance(config, SplitKConfig) and config.pad == Pad.RULE:  # (k07's ``pad`` is its smem padding)
+        config = _with_pad(config, m, n, k)
+    return Plan(rung, config)
+
+
+def choose(variant, config, m: int, n: int, k: int, dtype, autotune_=None):
+    """``(rung, config)`` before the padding is resolved: steps 1-4 of the module docstring."""
+    if config is None:
+        dtype = autotune.dtype_name(dtype)
+        hit = autotune.choose("matmul", (m, n, k, dtype), variant, autotune_)
+        if hit is not None or variant is None:
+            rung, cfg = (get_rung(hit[0]), hit[1]) if hit is not None else _split_k_choice(m, n, k, dtype)
+            if variant is None and rung.name in RAGGED_ROWS and (k % 4 or n % 4) and dtype == "float32":
+                rung = RUNGS[RAGGED_ROWS[rung.name]]  # a bucket or row holds aligned and ragged sizes
+            return rung, cfg
+    rung = get_rung(variant)
+    return rung, rung.resolve_config(config)
+
+
+#: the default's rung for rows of A or B that are not a multiple of 4 long (K % 4, N % 4), by the
+#: rung the table or the split-K rows chose: k11 reads such rows with scalar loads (1024×997×1024,
+#: 64×64 tiles: 83 µs in the kernel alone), k12 copies them into padded rows and keeps its 16-byte
+#: copies.  Same config: k12 takes k11's.
+RAGGED_ROWS = {"k11_vectorized_bk16": "k12_async_copy"}
+
+
+@functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation
+def _split_k_choice(m: int, n: int, k: int, dtype: str):
+    """The split-K row's choice: its variant with the row's tile (the variant's ``"default"`` preset
+    and the row's fields) and split.  The simulator keeps its small ``"sim"`` tile, with the split."""
+    variant, splits, fields = fast_plan(m, n, k, dtype)
+    rung = get_rung(variant)
+    cfg = rung.resolve_config(None)
+    if fields and not SIMULATOR:
+        cfg = dataclasses.replace(rung.presets["default"], **fields)  # validated by fast_table
+    if splits > 1:
+        cfg = dataclasses.replace(cfg, splits=splits)
+    return rung, cfg
+
+
+def pads(config, m: int, n: int, k: int) -> bool:
+    """Whether a problem whose A or B rows are ragged or unaligned is copied into padded buffers:
+    ``Pad.ALWAYS`` / ``Pad.NEVER`` as the config says, else the shipped rule by size
+    (``Pad.RULE``: :func:`pad_rule`)."""
+    if config.pad != Pad.RULE:
+        return config.pad == Pad.ALWAYS
+    rule = pad_rule()
+    return rule is not None and m * n * k >= rule
+
+
+@functools.lru_cache(maxsize=4096)
+def _with_pad(config, m: int, n: int, k: int):
+    return dataclasses.replace(config, pad=Pad.ALWAYS if pads(config, m, n, k) else Pad.NEVER)
+
+
+#: What ``matmul(variant=None, config=None)`` runs for a float32 problem that neither the
+#: autotune cache nor the shipped table (:mod:`simt_tiles.autotune`) has, by shape class: how
+#: many 128×128 tiles C has.  Two blocks fit per SM and the H200 has 132 SMs, so a grid of fewer
+#: than 264 blocks leaves slots idle: K is then split (deterministically: partials, then one sum
+#: kernel).  The rows live in the shipped table ``simt_tiles/tuned/h200.json``
+#: (``rules.matmul_split_k``: one source of truth, with its measurements), first match wins, and
+#: apply on every GPU (:func:`fast_table`).  A row is ``[most, splits, variant]`` or
+#: ``[most, splits, variant, {fields}]``:
+#:
+#: * ``most``: the most **128×128 tiles of C** the row covers (whatever tile the row runs;
+#:   ``null``: any, the last row);
+#: * ``splits``: K's split count, or ``"balance"``: chosen by :func:`balance_splits`;
+#: * ``{fields}``: config fields applied to the variant's ``"default"`` preset (e.g. a 64×64
+#:   tile: ``{"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4}``), plus two
+#:   numbers for ``"balance"``: ``resident`` (blocks per SM, default 2) and ``partial_cost``
+#:   (default 0.05 of a wave).
+
+
+#: float64 problems: no FP64 measurement of the generated rung yet
+FLOAT64_VARIANT = "k10_warptiled"
+#: fewest K elements per split: shorter chunks cost more in partial sums than they gain
+MIN_SPLIT_K = 128
+#: most K splits ``"balance"`` considers
+MAX_BALANCE_SPLITS = 4
+#: SMs assumed where there is no device to ask (the simulator): the H200's
+DEFAULT_SMS = 132
+
+
+class SplitRow(NamedTuple):
+    """One decoded row of ``rules.matmul_split_k``."""
+
+    most: int | None  #: most 128×128 tiles of C (None: any)
+    splits: int | str  #: K splits, or "balance"
+    variant: str
+    fields: dict  #: config fields over the variant's "default" preset ({}: the preset)
+    config: object  #: the variant's config with ``fields`` (validated; ``splits`` not applied)
+    resident: float = 2.0  #: blocks resident per SM ("balance")
+    partial_cost: float = 0.05  #: a split's partial sums, as a fraction of one wave ("balance")
+
+
+def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial_cost: float = 0.05) -> int:
+    """K's split count s that balances ``blocks`` output tiles over ``sms`` SMs.
+
+    A GPU runs ``resident·sms`` blocks at once (one *wave*).  Unsplit, ``blocks`` tiles take
+    ``ceil(blocks / (R·SMs))`` waves, and the last wave may be nearly empty: 272 blocks on
+    264 slots take two full waves' time for 3% more work.  Splitting K s ways makes s times
+    as many blocks, each 1/s as long, so the time in waves of the unsplit block is
+
+        t(s) = ceil(blocks·s / (R·SMs)) / s  +  c·s·(s > 1)
+
+    where the second term charges the partial sums (s partial C's written and read back,
+    ``c`` = ``partial_cost`` of a wave each).  272 blocks, 264 slots: t(1) = 2,
+    t(2) = 3/2 + 0.1, t(3) = 4/3 + 0.15, t(4) = 5/4 + 0.2 = 1.45 → 4.  256 blocks:
+    t(1) = 1 wave, already full → 1.  s runs over 1..:data:`MAX_BALANCE_SPLITS` with at least
+    :data:`MIN_SPLIT_K` K elements per split; ties keep the fewer splits.
+    """
+    slots = max(1, int(resident * sms))
+    most = max(1, min(MAX_BALANCE_SPLITS, k // MIN_SPLIT_K))
+    best, best_t = 1, float("inf")
+    for s in range(1, most + 1):
+        t = -(-blocks * s // slots) / s + (partial_cost * s if s > 1 else 0.0)
+        if t < best_t - 1e-12:
+            best, best_t = s, t
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def sm_count() -> int:
+    """The current device's SM count (:data:`DEFAULT_SMS` in the simulator)."""
+    if SIMULATOR:
+        return DEFAULT_SMS
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:
+    """``(variant, splits, fields)`` for ``matmul(variant=None)`` from :func:`fast_table`:
+    ``fields`` are the row's config fields (``{}``: the variant's preset)."""
+    if np.dtype(dtype) != np.float32:
+        return FLOAT64_VARIANT, 1, {}
+    tiles = -(-m // 128) * -(-n // 128)
+    for row in fast_table():
+        if row.most is None or tiles <= row.most:
+            if row.splits == "balance":
+                cfg = row.config
+                blocks = -(-m // cfg.bm) * -(-n // cfg.bn)
+                splits = balance_splits(blocks, k, sm_count(), row.resident, row.partial_cost)
+            else:
+                splits = max(1, min(row.splits, k // MIN_SPLIT_K))
+            return row.variant, splits, row.fields
+    raise AssertionError("the split-K rows end with a catch-all row")
+
+
+def fast_choice(m: int, n: int, k: int, dtype) -> tuple[str, int]:
+    """``(variant, splits)`` for ``matmul(variant=None)`` (:func:`fast_plan` without the tile)."""
+    return fast_plan(m, n, k, dtype)[:2]
+
+
+_ROW_NUMBERS = ("resident", "partial_cost")
+
+
+def decode_row(i: int, row) -> SplitRow:
+    """Row ``i`` of ``rules.matmul_split_k`` checked and decoded; ValueError naming the row."""
+    where = f"simt_tiles/tuned/h200.json: rules.matmul_split_k row {i} {row!r}"
+    try:
+        if not isinstance(row, (list, tuple)) or len(row) not in (3, 4):
+            raise ValueError("expected [most, splits, variant] or [most, splits, variant, {fields}]")
+        most, splits, variant = row[:3]
+        fields = row[3] if len(row) == 4 else {}
+        if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 0):
+            raise ValueError(f"most: expected a tile count >= 0 or null; got {most!r}")
+        if splits != "balance" and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
+            raise ValueError(f"splits: expected an integer >= 1 or 'balance'; got {splits!r}")
+        if variant not in RUNGS:
+            raise ValueError(f"variant: expected one of {sorted(RUNGS)}; got {variant!r}")
+        if not isinstance(fields, dict):
+            raise ValueError(f"fields: expected a dict of config fields; got {fields!r}")
+        fields = dict(fields)
+        numbers = {f: fields.pop(f) for f in _ROW_NUMBERS if f in fields}
+        for f, v in numbers.items():
+            ok = not isinstance(v, bool) and isinstance(v, (int, float))
+            if not ok or (v <= 0 if f == "resident" else v < 0):
+                raise ValueError(f"{f}: expected a number {'> 0' if f == 'resident' else '>= 0'}; got {v!r}")
+        rung = RUNGS[variant]
+        default = rung.presets["default"]
+        known = {f.name for f in dataclasses.fields(default)} - {"splits"}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(f"fields: {unknown} not config fields of {variant} "
+                             f"(expected some of {sorted(known | set(_ROW_NUMBERS))})")
+        cfg = dataclasses.replace(default, **fields)  # the rung's own rules (ConfigError)
+        why = fits(cfg, "float32")
+        if why:
+            raise ValueError(why)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return SplitRow(most, splits, variant, fields, cfg, **{f: float(v) for f, v in numbers.items()})
+
+
+@functools.lru_cache(maxsize=1)
+def fast_table() -> tuple[SplitRow, ...]:
+    """The split-K rows of the shipped H200 table, read and validated once."""
+    rule = autotune.shipped_rules("matmul_split_k")
+    rows = tuple(decode_row(i, r) for i, r in enumerate((rule or {}).get("rows", ())))
+    if not rows or rows[-1].most is not None:
+        raise RuntimeError("simt_tiles/tuned/h200.json: rules.matmul_split_k must end with a catch-all row")
+    return rows
+
+
+#: when the shipped table has no ``rules.matmul_pad``: pad from this many multiply-adds (512³)
+PAD_MIN_MNK = 2**27
+
+
+@functools.lru_cache(maxsize=1)
+def pad_rule() -> int | None:
+    """Fewest M·N·K multiply-adds from which a ragged or unaligned problem is copied into padded,
+    16-byte aligned buffers (k11's ``pad=Pad.RULE``): ``rules.matmul_pad.min_mnk`` of the shipped
+    table (read once; ``null``: never), else :data:`PAD_MIN_MNK`.  Below it the copies' launches
+    cost more than the scalar loads they save."""
+    rule = autotune.shipped_rules("matmul_pad") or {}
+    value = rule.get("min_mnk", PAD_MIN_MNK)
+    return None if value is None else int(value)

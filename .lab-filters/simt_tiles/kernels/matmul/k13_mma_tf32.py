@@ -1,0 +1,336 @@
+"""k13 — tensor cores from SIMT code: warp-level ``mma.sync`` m16n8k8 on TF32, a multi-stage cp.async pipeline.
+
+What changed versus k12
+    k12's tile loop is FFMA: 32 lanes × 1 multiply-add.  ``mma.sync`` (:mod:`simt_tiles.mma`,
+    inline PTX) is one *warp* instruction that multiplies a 16×8 A fragment by an 8×8 B fragment
+    into a 16×8 accumulator held across the warp's 32 lanes (4 floats each; the layout is in
+    ``simt_tiles/mma.py``).  A warp owns a WM×WN tile = (WM/16)·(WN/8) such fragments; a k-step
+    of 8 is (WM/16)·(WN/8) instructions.  Operands are TF32: ``cvt.rna`` rounds each float32 to
+    10 mantissa bits as it is loaded (an explicit opt-in: ``precision="tf32"``).
+    * **S-stage cp.async pipeline** in dynamic shared memory: tiles t+1 … t+S−1 are in flight
+      while tile t is multiplied; one ``cp.async.wait_group S−2`` + barrier per tile.  Edges are
+      the copy's zero-fill (``src-size`` 0), so edge blocks run the same code.
+    * **fragments from shared memory**: an ``ldmatrix.x4`` of four 8×4-float blocks *is* the
+      TF32 A fragment (the instruction moves 16-bit pairs; without ``.trans`` a float is just two
+      of them), one instruction for 16×8; B's fragment is a transpose of 32-bit elements, which
+      ldmatrix cannot do, so each lane reads its two B elements with 32-bit loads.
+    * **XOR swizzle on 16-byte chunks**, conflict-free for the copies and the fragment reads:
+      A (BM×BK, row-major) chunk c of row r is stored at c ^ (r mod 8), so the 8 rows an
+      ldmatrix reads hit 8 bank groups; B (BK×BN) at c ^ 2·(k mod 4), so the 32 scalar reads of
+      a B fragment (lane (g, t) reads row t, column g) hit 32 banks.
+    * **byte addresses** in shared memory: one base register per fragment column, every
+      stage/k-step/fragment an immediate; the tile loop is unrolled S times so the stage is a
+      constant; fragments double-buffered in registers (k-step k+1 loads while k multiplies).
+    * block tiles rasterised in groups of ``group`` rows (L2 reuse of B's columns).
+
+Generated source (``python -m simt_tiles.codegen dump k13_mma_tf32``).  Rules: wm % 16, wn % 8,
+bk % 8 (bk/8 · stages even), the copies an equal number per thread.
+
+Headline (H200, benchmarks/results/mma_h200.json): 174.7 TFLOP/s at 4096³, 0.44× cuBLAS TF32
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ... import codegen
+from ...runtime import TileConfig, cdiv, jit, Rung
+
+__all__ = ["Config", "PRESETS", "RUNG", "generate", "Pipeline"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(TileConfig):
+    """BM×BN block of warps WM×WN, BK deep, ``stages`` shared stages, rows rasterised by ``group``."""
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 32
+    wm: int = 64
+    wn: int = 64
+    stages: int = 3
+    group: int = 8
+    min_blocks: int = 1
+    #: 1: operands rounded by cvt.rna (TF32 to nearest, ties away); 2: as the tensor cores read float32
+    #: (truncated: u = 2⁻¹⁰); 3: rounded by one integer add of half a TF32 ulp to the bits, which the
+    #: tensor cores then truncate — rna for every finite value and inf (cvt.rna is 2 SASS instructions)
+    rounding: int = 1
+
+    ES = 4  # bytes per element in shared memory
+    KSTEP = 8  # k of one mma
+
+    def block(self):
+        return ((self.bm // self.wm) * (self.bn // self.wn) * 32,)
+
+    @property
+    def vec(self) -> int:
+        return 16 // self.ES
+
+    def stage_bytes(self) -> int:
+        return (self.bm * self.bk + self.bk * self.bn) * self.ES
+
+    def rules(self):
+        t = (self.bm // self.wm) * (self.bn // self.wn) * 32 if self.bm % self.wm == 0 and self.bn % self.wn == 0 else 1
+        wa, wb = self.bk * self.ES // 16, self.bn * self.ES // 16
+        pow2 = lambda x: x >= 1 and x & (x - 1) == 0  # noqa: E731
+        return (("bm", self.bm % self.wm == 0, "bm % wm == 0"),
+                ("bn", self.bn % self.wn == 0, "bn % wn == 0"),
+                ("wm", self.wm % 16 == 0, "wm % 16 == 0 (the mma's M)"),
+                ("wn", self.wn % self.NSTEP == 0, f"wn % {self.NSTEP} == 0"),
+                ("bk", self.bk % self.KSTEP == 0 and pow2(wa), f"bk % {self.KSTEP} == 0, a power-of-two number of 16-byte chunks"),
+                ("bn", pow2(wb), "bn·itemsize/16 a power of two (the swizzle)"),
+                ("rounding", self.rounding in (1, 2, 3), "rounding 1 (cvt.rna), 2 (truncation) or 3 (add)"),
+                ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
+                 "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
+                ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
+                 "the 16-byte copies of A and B spread evenly over the threads"))
+
+    NSTEP = 8  # n-granularity of one warp's fragment loads
+
+    def dynamic_smem(self) -> int:
+        return self.stages * self.stage_bytes()
+
+
+PRESETS = {
+    "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, stages=2, group=2),
+    "default": Config(),
+    # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles (benchmarks/notes/mma.md)
+    "large": Config(bm=128, bn=256, wm=64, wn=64, stages=3),
+}
+
+
+class Pipeline:
+    """The generator: the copy pipeline, the loop and the epilogue; the fragment loads and the mma
+    are :meth:`setup`, :meth:`load` and :meth:`mma`, which k14 replaces for 16-bit operands."""
+
+    MMA = "mma_tf32"
+
+    def __init__(self, cfg: Config, precision: str = "tf32"):
+        self.cfg, self.precision = cfg, precision
+        c = cfg
+        self.T = c.threads
+        self.WA, self.WB = c.bk * c.ES // 16, c.bn * c.ES // 16  # 16-byte chunks per smem row
+        self.ROWA, self.ROWB = c.bk * c.ES, c.bn * c.ES
+        self.A_STAGE, self.STAGE = c.bm * self.ROWA, c.stage_bytes()
+        self.MI, self.NI, self.KS = c.wm // 16, c.wn // 8, c.bk // c.KSTEP
+        self.RA, self.RB = self.T // self.WA, self.T // self.WB  # rows one pass of copies covers
+
+    # ---- swizzles: the chunk a row's chunk c goes to is c ^ f(row) ----
+    def f_a(self, r: str) -> str:
+        shift = {1: 0, 2: 2, 4: 1}.get(self.WA, 0)
+        return f"U(U(U({r}) >> U({shift})) & U({min(self.WA, 8) - 1}))"
+
+    def f_b(self, r: str) -> str:
+        return f"U(U(U(U({r}) & U(3)) << U(1)) & U({self.WB - 1}))"
+
+    def f_a_py(self, r: int) -> int:
+        return (r >> {1: 0, 2: 2, 4: 1}.get(self.WA, 0)) & (min(self.WA, 8) - 1)
+
+    def f_b_py(self, r: int) -> int:
+        return ((r & 3) << 1) & (self.WB - 1)
+
+    # ---- fragments (TF32): A by ldmatrix, B by scalar 32-bit reads; each rounded by cvt.rna ----
+    def tf32(self, x: str, bits: bool = False) -> str:
+        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register)."""
+        r = self.cfg.rounding
+        return f"cvt_tf32({x})" if r == 1 else f"rna_add({x})" if r == 3 else (f"as_f32({x})" if bits else x)
+
+    def setup(self, s):
+        # A: ldmatrix.x4 of 8x4-float blocks *is* the TF32 A fragment (a 32-bit element is two b16):
+        # lane L gives row L&7 (+8 for matrices 1, 3) of k-chunk 2kk (+1 for matrices 2, 3)
+        s.line("mrow = U(r8 + U(U(j8 & U(1)) * U(8)))")
+        for kk in range(self.KS):
+            s.line(f"fa{kk} = SA(s0 + SA(U(U(wm0 + mrow) * U({self.ROWA})) + "
+                   f"U(U(U(U({2 * kk}) + U(j8 >> U(1))) ^ {self.f_a('r8')}) * U(16))))")
+        # B: lane (g, t) reads B[t][g]; the swizzle c ^ 2t repeats every 4 fragments (32 columns)
+        self.nb = 4 if self.cfg.wn % 32 == 0 else self.NI
+        for ni in range(min(self.nb, self.NI)):
+            s.line(f"fb{ni} = SA(s0 + SA(U({self.A_STAGE}) + U(t4 * U({self.ROWB})) + "
+                   f"U(U(U(U(wn0 >> U(2)) + U({2 * ni}) + U(g >> U(2))) ^ {self.f_b('t4')}) * U(16)) + "
+                   f"U(U(g & U(3)) * U(4))))")
+
+    def load(self, s, stage: int, kk: int, buf: int):
+        base = stage * self.STAGE
+        for mi in range(self.MI):
+            s.line(", ".join(f"q{r}" for r in range(4)) + f" = ldsm_x4(fa{kk}, {base + mi * 16 * self.ROWA})")
+            s.line("; ".join(f"a{buf}_{mi}_{r} = {self.tf32(f'q{r}', True)}" for r in range(4)))
+        for ni in range(self.NI):
+            for r in range(2):
+                off = base + (kk * 8 + 4 * r) * self.ROWB + (ni // self.nb) * self.nb * 32
+                s.line(f"b{buf}_{ni}_{r} = {self.tf32(f'lds32(fb{ni % self.nb}, {off})')}")
+
+    def mma(self, s, buf: int):
+        for mi in range(self.MI):
+            for ni in range(self.NI):
+                acc = ", ".join(f"c{mi}_{ni}_{r}" for r in range(4))
+                s.line(f"{acc} = {self.MMA}(" + ", ".join(f"a{buf}_{mi}_{r}" for r in range(4)) + ", "
+                       + ", ".join(f"b{buf}_{ni}_{r}" for r in range(2)) + f", {acc})")
+
+    # ---- the kernel ----
+    def passes(self, rows_per_pass: int, count: int, f) -> bool:
+        """Whether the swizzle of a thread's row is the same in every copy pass (one base register)."""
+        return all(f(r0 + p * rows_per_pass) == f(r0) for r0 in range(64) for p in range(count))
+
+    def issue(self, s, stage: int):
+        c, es = self.cfg, self.cfg.ES
+        a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
+        with s.block("if ia < n_tiles:"):
+            s.line(f"ka = I64(ia * I64({c.bk}) + I64(a_c * U({c.vec}))); a_kok = ka < lda",
+                   f"kb = I64(ia * I64({c.bk}) + I64(b_r))")
+            for p in range(a_passes):
+                dst, off = (("sa0", p * self.RA * self.ROWA) if self.same_a else (f"sa{p}", 0))
+                s.line(f"ok = a_kok & a_rok{p}",
+                       f"cp_async16({dst}, {stage * self.STAGE + off}, GA(pa + GA({p * self.RA}) * ldab) if ok else a0p, "
+                       "U(16) if ok else U(0))")
+            for p in range(b_passes):
+                dst, off = (("sb0", p * self.RB * self.ROWB) if self.same_b else (f"sb{p}", 0))
+                s.line(f"ok = b_nok & (I64(kb + I64({p * self.RB})) < k_len)",
+                       f"cp_async16({dst}, {stage * self.STAGE + self.A_STAGE + off}, "
+                       f"GA(pb + GA({p * self.RB}) * ldbb) if ok else b0p, U(16) if ok else U(0))")
+            s.line(f"pa = GA(pa + GA({c.bk * es})); pb = GA(pb + GA({c.bk}) * ldbb); ia = I64(ia + I64(1))")
+        s.line("commit_group()")
+
+    def generate(self, name: str) -> tuple[str, str]:
+        c, es, S = self.cfg, self.cfg.ES, self.cfg.stages
+        a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
+        self.same_a = self.passes(self.RA, a_passes, self.f_a_py)
+        self.same_b = self.passes(self.RB, b_passes, self.f_b_py)
+        s = codegen.Source()
+        with s.block(f"def {name}(a, b, c):"):
+            s.line("tid = U(cuda.threadIdx.x); warp = U(tid >> U(5)); lane = U(tid & U(31))",
+                   "g = U(lane >> U(2)); t4 = U(lane & U(3)); j8 = U(lane >> U(3)); r8 = U(lane & U(7))",
+                   f"wm0 = U(U(warp // U({c.bn // c.wn})) * U({c.wm})); wn0 = U(U(warp % U({c.bn // c.wn})) * U({c.wn}))",
+                   "m = I64(c.shape[0]); n = I64(c.shape[1]); k_len = I64(b.shape[0])",
+                   "lda = I64(a.shape[1]); ldb = I64(b.shape[1])",
+                   f"ldab = GA(GA(lda) * GA({es})); ldbb = GA(GA(ldb) * GA({es}))",
+                   "# block tiles in groups of `group` rows of tiles: neighbours share B's columns in L2",
+                   f"gm = I64(I64(m + I64({c.bm - 1})) // I64({c.bm})); gn = I64(I64(n + I64({c.bn - 1})) // I64({c.bn}))",
+                   f"pid = I64(cuda.blockIdx.x); width = I64(I64({c.group}) * gn); first = I64(I64(pid // width) * I64({c.group}))",
+                   f"gsz = I64(gm - first)")
+            with s.block(f"if gsz > I64({c.group}):"):
+                s.line(f"gsz = I64({c.group})")
+            s.line("pm = I64(first + I64(pid % width) % gsz); pn = I64(I64(pid % width) // gsz)",
+                   f"row0 = I64(pm * I64({c.bm})); col0 = I64(pn * I64({c.bn}))",
+                   f"n_tiles = I64(I64(k_len + I64({c.bk - 1})) // I64({c.bk}))",
+                   "sm = cuda.shared.array(0, U8)", "s0 = smem_base(sm)",
+                   "a0p = gaddr(a, 0); b0p = gaddr(b, 0)",
+                   f"a_r = U(tid // U({self.WA})); a_c = U(tid % U({self.WA}))",
+                   f"b_r = U(tid // U({self.WB})); b_c = U(tid % U({self.WB}))")
+            for p in range(a_passes):
+                r = f"U(a_r + U({p * self.RA}))"
+                if p == 0 or not self.same_a:
+                    s.line(f"sa{p} = SA(s0 + SA(U({r} * U({self.ROWA})) + U(U(a_c ^ {self.f_a(r)}) * U(16))))")
+                s.line(f"a_rok{p} = I64(row0 + I64({r})) < m")
+            for p in range(b_passes):
+                r = f"U(b_r + U({p * self.RB}))"
+                if p == 0 or not self.same_b:
+                    s.line(f"sb{p} = SA(s0 + SA(U({r} * U({self.ROWB})) + U(U(b_c ^ {self.f_b(r)}) * U(16))))")
+            s.line(f"b_nok = I64(col0 + I64(b_c * U({c.vec}))) < ldb",
+                   f"pa = GA(a0p + GA(I64(row0 + I64(a_r))) * ldab + GA(a_c * U(16)))",
+                   f"pb = GA(b0p + GA(b_r) * ldbb + GA(I64(col0 + I64(b_c * U({c.vec})))) * GA({es}))",
+                   "ia = I64(0)")
+            self.setup(s)
+            for mi in range(self.MI):
+                for ni in range(self.NI):
+                    s.line("; ".join(f"c{mi}_{ni}_{r} = F32(0)" for r in range(4)))
+            s.line("# the last tile prefetches fragments of the next stage (unused): with fewer tiles than",
+                   "# stages that stage is never copied to, so zero every stage first (zero-fill copies)")
+            with s.block(f"if n_tiles < I64({S}):"):
+                s.line("zi = U(tid)")
+                with s.block(f"while zi < U({S * self.STAGE // 16}):"):
+                    s.line("cp_async16(SA(s0 + SA(zi * U(16))), 0, a0p, U(0))", f"zi = U(zi + U({self.T}))")
+                s.line("commit_group()", "wait_group(0)", "cuda.syncthreads()")
+            s.line(f"# --- prologue: tiles 0..{S - 2} in flight ---")
+            for st in range(S - 1):
+                self.issue(s, st)
+            s.line(f"wait_group({S - 2})", "cuda.syncthreads()")
+            self.load(s, 0, 0, 0)
+            s.line("t = I64(0)")
+            s.line(f"# --- main loop, unrolled x{S}: stage s of tile t is a constant ---")
+            with s.block("while t < n_tiles:"):
+                for st in range(S):
+                    for kk in range(self.KS):
+                        step = st * self.KS + kk
+                        if kk == self.KS - 1:
+                            s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...",
+                                   "cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
+                        nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
+                        self.load(s, nst, nkk, (step + 1) % 2)
+                        if kk == 0:
+                            self.issue(s, (st + S - 1) % S)
+                        self.mma(s, step % 2)
+                    s.line("t = I64(t + I64(1))")
+                    if st < S - 1:
+                        with s.block("if t >= n_tiles:"):
+                            s.line("break")
+            s.line("wait_group(0)")
+            self.epilogue(s)
+        return s.text()
+
+    def store(self, value: str) -> str:
+        return value
+
+    def epilogue(self, s):
+        s.line("er = I64(row0 + I64(wm0 + g)); ec = I64(col0 + I64(wn0 + U(t4 * U(2))))")
+        for mi in range(self.MI):
+            for h in range(2):
+                s.line(f"rr = I64(er + I64({mi * 16 + 8 * h}))")
+                with s.block("if rr < m:"):
+                    for ni in range(self.NI):
+                        s.line(f"cc = I64(ec + I64({ni * 8}))")
+                        with s.block("if cc < n:"):
+                            s.line(f"c[rr, cc] = {self.store(f'c{mi}_{ni}_{2 * h}')}")
+                        with s.block("if I64(cc + I64(1)) < n:"):
+                            s.line(f"c[rr, I64(cc + I64(1))] = {self.store(f'c{mi}_{ni}_{2 * h + 1}')}")
+
+
+HEADER = ("from numba import cuda, float32 as F32, uint32 as U, uint8 as U8, int64 as I64\n"
+          "from simt_tiles.mma import SA, GA, smem_base, gaddr, cp_async16, commit_group, wait_group, lds32, "
+          "ldsm_x4, ldsm_x4_t, mma_tf32, mma_bf16, mma_f16, cvt_tf32, as_f32, rna_add, f32_to_bf16, f32_to_f16\n")
+
+
+def kernel_name(cfg: Config, precision: str) -> str:
+    return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
+            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}")
+
+
+def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:
+    name = kernel_name(cfg, precision)
+    return name, HEADER, pipeline(cfg, precision).generate(name)
+
+
+def source(config, dtype=None, precision: str = "tf32", **_) -> str:
+    name, header, body = generate(config, precision)
+    return header + "\n" + body
+
+
+def make_kernel(config: Config, dtype, pipeline=Pipeline, precision: str = "tf32"):
+    name, header, body = generate(config, precision, pipeline)
+    return codegen.load_function(name, body, header)
+
+
+def geometry(config: Config, m: int, n: int, k: int):
+    return (cdiv(m, config.bm) * cdiv(n, config.bn),), config.block()
+
+
+def signature(dtype, **_):
+    from numba import float32, void
+
+    return void(float32[:, ::1], float32[:, ::1], float32[:, ::1])
+
+
+def jit_options(config: Config, dtype) -> dict:
+    return {"launch_bounds": (config.threads, config.min_blocks), "cache": True}
+
+
+class MmaRung(Rung):
+    """A rung whose kernel takes (A, B, C) with A's and B's rows 16-byte aligned (the launcher pads)."""
+
+    def source(self, config, dtype=None, **params) -> str:
+        return source(config, dtype, **params)
+
+
+RUNG = MmaRung("k13_mma_tf32", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+               dynamic_smem=lambda config, dtype: config.dynamic_smem(), gate_dtypes=("float32",))

@@ -1,0 +1,252 @@
+"""Tensor-core matmul: ``matmul_mma(a, b, precision=...)`` on the mma.sync rungs (k13 TF32, k14 BF16/FP16).
+
+check → choose → launch, as the FP32 ladder's ``matmul``:
+
+* **precision** is explicit for float32 inputs (``"tf32"``: operands rounded to 10 mantissa
+  bits, FP32 accumulation) — the FP32 default never changes precision silently, so
+  ``precision=None`` on float32 is a ValueError pointing at ``simt_tiles.matmul``.  bfloat16 and
+  float16 inputs imply ``"bf16"`` / ``"fp16"``; the result has the inputs' dtype (torch's rule),
+  accumulated in FP32 and rounded once.
+* **arrays**: float32 as :mod:`simt_tiles.interop` takes them; 16-bit from PyTorch
+  (``torch.bfloat16``/``float16`` CUDA tensors), CuPy (``float16``), Numba device arrays
+  (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``), all C-contiguous.
+* **any M, N, K**: the kernels copy 16-byte chunks, so a row of A or B that is not a multiple of
+  16 bytes long (or an unaligned base) is first copied into a zero-padded workspace; edges of
+  the block grid are the copies' zero-fill; C is stored element by element with bounds checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
+from ...bounds import mma_error_factor, ref_dtype
+from ...registry import Family, numpy_case
+from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
+from ...vector import aligned
+from . import k13_mma_tf32, k14_mma_bf16, reference
+from .k11_vectorized_bk16 import workspace
+
+__all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
+
+MMA_RUNGS = {r.name: r for r in (k13_mma_tf32.RUNG, k14_mma_bf16.RUNG)}
+PRECISIONS = ("tf32", "bf16", "fp16")
+#: the rung each precision runs
+RUNG_FOR = {"tf32": "k13_mma_tf32", "bf16": "k14_mma_bf16", "fp16": "k14_mma_bf16"}
+#: ``config=None`` takes the "large" preset (128×256 TF32, 256×128 BF16/FP16) when the grid has at
+#: least this many of its tiles, two per SM of the H200: measured faster at 512-2048 such tiles,
+#: slower at 36 (1031×997×1013), where the "default" 128×128 tile fills more SMs (benchmarks/notes/mma.md)
+LARGE_TILES = 2 * 132
+
+
+def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR):
+    """The caller's config, else "sim" in the simulator, else "large" on grids of ≥ LARGE_TILES of
+    its tiles, else "default"."""
+    if config is not None or simulator:
+        return rung.resolve_config(config)
+    large = rung.presets["large"]
+    return large if cdiv(m, large.bm) * cdiv(n, large.bn) >= LARGE_TILES else rung.presets["default"]
+
+
+@jit
+def _pad_rows(src, dst):
+    """dst[:, :w] = src, dst[:, w:] = 0 (rows of dst: a multiple of 16 bytes)."""
+    col, r = cuda.grid(2)
+    if r < dst.shape[0] and col < dst.shape[1]:
+        dst[r, col] = src[r, col] if col < src.shape[1] else 0
+
+
+@jit
+def _fill_zero(c):
+    col, r = cuda.grid(2)
+    if r < c.shape[0] and col < c.shape[1]:
+        c[r, col] = 0
+
+
+def _dtype_name(x) -> str:
+    """'float32', 'bfloat16', 'float16', ... of any array kind (torch names without 'torch.')."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "")
+
+
+def _precision_for(dtype_name: str, precision):
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS} or None; got {precision!r}")
+    implied = {"bfloat16": "bf16", "float16": "fp16"}.get(dtype_name)
+    if dtype_name == "float32":
+        if precision != "tf32":
+            raise ValueError(
+                f"precision: float32 inputs need precision='tf32' (tensor cores round the operands to "
+                f"10 mantissa bits); for full float32 use simt_tiles.matmul; got {precision!r}")
+        return "tf32"
+    if implied is None:
+        raise TypeError(f"a: expected float32 (with precision='tf32'), bfloat16 or float16; got {dtype_name}")
+    if precision not in (None, implied):
+        raise ValueError(f"precision: {dtype_name} inputs compute in {implied!r}; got {precision!r}")
+    return implied
+
+
+def _operand16(x, name: str, stream) -> Operand:
+    """A 16-bit array as a C-contiguous uint16 Numba device array of its bits."""
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, np.ndarray):
+        host = np.ascontiguousarray(x)
+        return Operand(name, cuda.to_device(host.view(np.uint16), stream=stream), "numpy", x)
+    if mod == "torch":
+        import torch
+
+        if not x.is_cuda:
+            raise TypeError(f"{name}: expected a CUDA tensor; got one on {x.device}")
+        if x.requires_grad:
+            raise TypeError(f"{name}: a tensor that requires grad; pass tensor.detach()")
+        if not x.is_contiguous():
+            raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
+        check_device(name, x, "torch")
+        return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
+    if mod == "cupy" or hasattr(x, "__cuda_array_interface__"):
+        kind = "cupy" if mod == "cupy" else "numba"
+        dev = x if cuda.is_cuda_array(x) and kind == "numba" else cuda.as_cuda_array(x, sync=False)
+        if not dev.is_c_contiguous():
+            raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
+        check_device(name, x, kind)
+        return Operand(name, dev.view(np.uint16), kind, x)
+    raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
+
+
+def _out16(out, like: Operand, shape, stream) -> Operand:
+    src = like.original
+    if out is not None:
+        if _dtype_name(out) != _dtype_name(src) or tuple(out.shape) != tuple(shape):
+            raise TypeError(f"out: expected shape {tuple(shape)} and dtype {_dtype_name(src)}; "
+                            f"got {tuple(out.shape)} {_dtype_name(out)}")
+        if isinstance(out, np.ndarray):
+            if not (out.flags.c_contiguous and out.flags.writeable):
+                raise ValueError("out: expected a writeable C-contiguous NumPy array")
+            return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
+        return _operand16(out, "out", stream)
+    if like.kind == "torch":
+        import torch
+
+        return _operand16(torch.empty(shape, dtype=src.dtype, device=src.device), "out", stream)
+    if like.kind == "cupy":
+        import cupy
+
+        return _operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
+    dev = cuda.device_array(shape, np.uint16, stream=stream)
+    return Operand("out", dev, like.kind, None if like.kind == "numpy" else dev)
+
+
+def _finish16(op: Operand, like: Operand, stream):
+    if op.kind != "numpy":
+        return op.original
+    host = op.dev.copy_to_host(stream=stream)
+    if stream:
+        stream.synchronize()
+    dt = like.original.dtype
+    if op.original is not None:
+        op.original[...] = host.view(dt)
+        return op.original
+    return host.view(dt)
+
+
+def _aligned_rows(x, vec: int, stream, name: str):
+    """``x`` itself when its rows are 16-byte multiples and it is aligned, else a zero-padded copy."""
+    rows, w = x.shape
+    if w % vec == 0 and aligned(x):
+        return x
+    wp = cdiv(max(w, 1), vec) * vec
+    dst = workspace((rows, wp), x.dtype, stream, f"mma_pad_{name}")
+    if rows:
+        _pad_rows[(cdiv(wp, 32), cdiv(rows, 8)), (32, 8), stream](x, dst)
+    return dst
+
+
+def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, stream=None):
+    """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
+
+    a, b
+        2-D arrays of one dtype: float32 (needs ``precision="tf32"``), bfloat16 or float16;
+        NumPy (copied; the result comes back as NumPy), Numba, CuPy or PyTorch CUDA arrays
+        (used in place, C-contiguous; the result is of ``a``'s kind).
+    precision
+        ``"tf32"`` for float32; None or the implied ``"bf16"``/``"fp16"`` for 16-bit inputs.
+    out
+        Optional C-contiguous (M, N) array of the inputs' dtype, not overlapping them.
+    variant, config
+        A rung of :data:`MMA_RUNGS` (None: the precision's) and a preset name or its Config
+        (None: :func:`choose_config`'s: ``"large"`` on large grids, else ``"default"``; the
+        simulator's ``"sim"``).
+    stream
+        As :func:`simt_tiles.matmul`'s.
+    """
+    dname = _dtype_name(a)
+    prec = _precision_for(dname, precision)
+    if _dtype_name(b) != dname:
+        raise TypeError(f"b: expected dtype {dname} (the dtype of a); got {_dtype_name(b)}")
+    name = RUNG_FOR[prec] if variant is None else variant
+    if name not in MMA_RUNGS:
+        raise ValueError(f"variant: expected one of {tuple(MMA_RUNGS)} or None; got {variant!r}")
+    if name != RUNG_FOR[prec]:
+        raise ValueError(f"variant: {name} does not compute {prec!r}; {RUNG_FOR[prec]} does")
+    rung = MMA_RUNGS[name]
+    if config is not None:
+        rung.resolve_config(config)  # a bad preset fails before any copy
+    stream = as_stream(stream, a)
+    if prec == "tf32":
+        a_op = device_operand(a, "a", ndim=2, stream=stream)
+        b_op = device_operand(b, "b", ndim=2, stream=stream)
+    else:
+        if getattr(a, "ndim", None) != 2 or getattr(b, "ndim", None) != 2:
+            raise ValueError(f"a, b: expected 2-D arrays; got {getattr(a, 'ndim', None)}-D and {getattr(b, 'ndim', None)}-D")
+        a_op, b_op = _operand16(a, "a", stream), _operand16(b, "b", stream)
+    (m, k), (kb, n) = a_op.dev.shape, b_op.dev.shape
+    if kb != k:
+        raise ValueError(f"b: expected shape ({k}, N) since a has shape {(m, k)} "
+                         f"(inner dimensions must match); got {(kb, n)}")
+    cfg = choose_config(rung, config, m, n)
+    if prec == "tf32":
+        c_op = prepare_out(out, a_op, (m, n), np.float32, stream, inputs=(b_op,))
+    else:
+        c_op = _out16(out, a_op, (m, n), stream)
+    if m and n:
+        if k == 0:
+            _fill_zero[(cdiv(n, 32), cdiv(m, 8)), (32, 8), stream](c_op.dev)
+        else:
+            vec = 16 // a_op.dev.dtype.itemsize
+            ad, bd = _aligned_rows(a_op.dev, vec, stream, "a"), _aligned_rows(b_op.dev, vec, stream, "b")
+            grid, block = rung.geometry(cfg, m, n, k)
+            kernel = rung.kernel(cfg, np.float32, **({} if prec == "tf32" else {"precision": prec}))
+            shared = rung.dynamic_smem(cfg, np.float32)
+            allow_dynamic_smem(kernel, shared)
+            kernel[grid, block, stream, shared](ad, bd, c_op.dev)
+    return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
+
+
+def _demo(rung: str, dtype, c):
+    """The tensor-core rungs: k13 on float32 as TF32, k14 on float16 (their own input types, whatever
+    the row's dtype), against a long-double reference with the TF32/FP16 bound."""
+    m, n, k = c.shape
+    prec, dt = ("tf32", "float32") if rung == "k13_mma_tf32" else ("fp16", "float16")
+    a, b = c.rng.standard_normal((m, k)).astype(dt), c.rng.standard_normal((k, n)).astype(dt)
+    rdt = ref_dtype()
+    ref = a.astype(rdt) @ b.astype(rdt)
+    f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec == "fp16")
+    bound = (abs(a.astype(rdt)) @ abs(b.astype(rdt))) * (f + 2 * k * float(np.finfo(rdt).eps))
+    return numpy_case(f"{m}x{n}x{k} {prec}", lambda: matmul_mma(a, b, precision=prec, config=c.preset), ref, bound)
+
+
+MMA_HAZARDS = {
+    "k13_mma_tf32": ("A warp collective: all 32 lanes must issue each `mma.sync` / `ldmatrix` (no divergence), "
+                     "each lane holding exactly its fragment; S cp.async stages with one `wait_group S-2` + "
+                     "barrier per tile (a stage is refilled only after every warp read it), and operands rounded "
+                     "to TF32 (an opt-in precision)."),
+    "k14_mma_bf16": ("`ldmatrix` takes each lane's row address and hands out other lanes' data: every address of "
+                     "the warp must be valid and 16-byte aligned, and the XOR swizzle of the copies and of the "
+                     "fragment reads must agree."),
+}
+
+
+#: the tensor-core ladder's registration (:mod:`simt_tiles.registry`); its public path is
+#: ``simt_tiles.matmul(a, b, precision=...)`` (16-bit inputs, or ``precision="tf32"``), whose
+#: aliasing case is matmul's
+FAMILY = Family("matmul_mma", MMA_RUNGS, reference, (), _demo, {}, MMA_HAZARDS)

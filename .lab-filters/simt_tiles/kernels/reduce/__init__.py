@@ -1,0 +1,102 @@
+"""Reductions with NumPy semantics: sum, mean, max, min, argmax, argmin over any axes.
+
+=====================  ====================================================
+``k01_warp_shuffle``   per-thread fold, warp butterfly, one shared step;
+                       whole arrays in two launches (blocks, then partials)
+``k02_axis_lanes``     any axis: a few lanes per output along the memory,
+                       short rows many to a warp, long axes split
+=====================  ====================================================
+
+Check → choose → launch: :func:`reduce` checks the arguments and prepares ``out``;
+:mod:`.dispatch` chooses (one :class:`~.dispatch.Plan`) and launches.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
+from ...registry import Family
+from .. import _patterns_cases as _cases
+from . import dispatch
+from ._common import ARGMAX, ARGMIN, OPS, SUM, op_code
+from .dispatch import _WORKSPACES, RUNGS  # noqa: F401  (the workspaces: tests clear them)
+
+REDUCE_OPS = OPS
+REDUCE_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+BEST_VARIANT = "k02_axis_lanes"
+RUNG = RUNGS[BEST_VARIANT]
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("reduce", RUNGS, None, (), _cases.reduce_demo, _cases.REDUCE_ALIASING, _cases.REDUCE_HAZARDS)
+
+__all__ = ["reduce", "REDUCE_OPS", "REDUCE_VARIANTS", "RUNGS", "BEST_VARIANT"]
+
+
+@planned
+def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, config=None, stream=None):
+    """``numpy.<op>(x, axis=axis, keepdims=keepdims)`` for float32/float64 arrays, on the GPU.
+
+    op
+        ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` (results of ``x``'s dtype) or
+        ``"argmax"``, ``"argmin"`` (int64; the first index of the extreme, a NaN first).
+    axis
+        None (every axis), an int, or a tuple of distinct ints (not for argmax/argmin, as
+        NumPy); negative ints count from the end.
+    out
+        Optional array of the result's shape and dtype; it must not overlap ``x``
+        (ValueError naming ``out``).
+
+    Sums and means accumulate in float64 and round once; max/min propagate NaN; an empty
+    reduced axis gives 0 (sum), NaN with a RuntimeWarning (mean) and ValueError (the others,
+    also when the result is empty too), as NumPy.  NumPy callers get a NumPy scalar where
+    NumPy does (a result of shape ()).
+    """
+    code = op_code(op)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims: expected a bool; got {keepdims!r}")
+    stream = as_stream(stream, x)
+    x_op = device_operand(x, "x", ndim=None, stream=stream)
+    shape = tuple(x_op.dev.shape)
+    axes = normalize_axes(axis, len(shape), arg=code in (ARGMAX, ARGMIN))
+    count = math.prod(shape[a] for a in axes)
+    if count == 0 and code != SUM:
+        what = (f"zero-size array: attempt to get {op} of an empty sequence" if op.startswith("arg") else
+                f"zero-size array to reduction operation {op} which has no identity")
+        raise ValueError(f"x: {what} (shape {shape}, axis {axis!r})")
+    kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
+    result_shape = kept if keepdims else tuple(d for a, d in enumerate(shape) if a not in axes)
+    out_dtype = np.dtype(np.int64) if code in (ARGMAX, ARGMIN) else x_op.dev.dtype
+    out_op = prepare_out(out, x_op, result_shape, out_dtype, stream)
+    if count == 0 and op == "mean":
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)  # (planned's wrapper, then ours)
+    if math.prod(result_shape):
+        p = dispatch.plan(shape, axes, op, code, x_op.dev.dtype, variant=variant, config=config)
+        p.launch(x_op.dev, out_op.dev, stream)
+    result = finish_result(out_op, stream)
+    if result_shape == () and isinstance(result, np.ndarray) and out is None:
+        return result[()]  # NumPy gives a scalar
+    return result
+
+
+def normalize_axes(axis, ndim: int, *, arg: bool = False) -> tuple:
+    """Sorted distinct non-negative axes (None: all); TypeError/ValueError naming ``axis``."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, tuple) and arg:
+        raise TypeError(f"axis: argmax/argmin take None or one int, as NumPy; got {axis!r}")
+    items = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral):
+            raise TypeError(f"axis: expected None, an int or a tuple of ints; got {axis!r}")
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis: {a} is out of bounds for an array of {ndim} dimensions")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"axis: repeated axis in {axis!r}")
+    return tuple(sorted(out))

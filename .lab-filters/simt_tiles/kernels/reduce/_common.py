@@ -1,0 +1,72 @@
+"""What the reductions share: the operators, their identities, the config.
+
+Sums accumulate in float64 whatever the input dtype.  On the H200 a
+reduction is bound by memory bandwidth (one load per add), and float64 adds
+cost nothing extra there; the float32 result is then one rounding of a
+float64 sum, far inside the pairwise-summation bound γ_⌈log2 n⌉·Σ|x| that
+the issue asks for (a float32 accumulator fed by a grid-stride loop would
+add thousands of values in sequence, past that bound).  max / min propagate
+NaN as NumPy does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ...runtime import TileConfig
+
+#: the public operators; ``mean`` is a sum scaled by 1/count, argmax/argmin give int64 indices
+OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
+SUM, MAX, MIN, ARGMAX, ARGMIN = 0, 1, 2, 3, 4  # compile-time op codes: the untaken branches are removed
+_CODES = {"sum": SUM, "mean": SUM, "max": MAX, "min": MIN, "argmax": ARGMAX, "argmin": ARGMIN}
+
+
+def op_code(op: str) -> int:
+    if not isinstance(op, str) or op not in OPS:
+        raise ValueError(f"op: expected one of {OPS}; got {op!r}")
+    return _CODES[op]
+
+
+def identity(code: int) -> float:
+    return (0.0, -math.inf, math.inf, -math.inf, math.inf)[code]
+
+
+def acc_dtype(code: int, dtype) -> np.dtype:
+    """float64 accumulators for sums; max/min are exact in the input dtype."""
+    return np.dtype(np.float64) if code == SUM else np.dtype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReduceConfig(TileConfig):
+    """``threads`` per block (whole warps, a power of two); at most ``max_blocks`` blocks
+    for a whole-array reduction (each folds a grid-stride slice, then one block folds
+    the partials)."""
+
+    threads: int = 256
+    max_blocks: int = 1056  # 132 SMs × 8
+    #: independent loads (and accumulators) per thread per step: bytes in flight to hide DRAM latency
+    loads: int = 8
+    #: threads per block of a last-axis reduction (one block per row)
+    row_threads: int = 256
+
+    def block(self):
+        return (self.threads,)
+
+    def for_rows(self) -> "ReduceConfig":
+        """The config of a last-axis reduction: ``threads`` = ``row_threads``."""
+        return dataclasses.replace(self, threads=self.row_threads)
+
+    def smem_bytes(self, itemsize):
+        return (self.threads // 32) * 8
+
+    def rules(self):
+        t = self.threads
+        return (
+            ("threads", t % 32 == 0, "threads % 32 == 0 (whole warps for the shuffles)"),
+            ("threads", t & (t - 1) == 0, "threads is a power of two"),
+            ("row_threads", self.row_threads % 32 == 0 and self.row_threads & (self.row_threads - 1) == 0,
+             "row_threads is a power of two ≥ 32"),
+        )

@@ -1,0 +1,266 @@
+"""What runs for one reduction: every choice of the family, in one place.
+
+:func:`plan` maps (shape, axes, operator, dtype, ``variant``/``config``) to one :class:`Plan`:
+a list of :class:`Step` launches whose inputs and outputs are the caller's ``x``, the result,
+or workspaces; :meth:`Plan.launch` is the only way the family launches a kernel.
+
+The rules (k02, ``variant=None``):
+
+* the reduced axes are grouped into runs of adjacent axes; each run is one pass over the
+  array viewed as ``(outer, n, inner)``, the last run first (a tuple of non-adjacent axes is
+  reduced run by run, the intermediates in the accumulator's dtype: float64 for sums);
+* lanes: rows (``inner == 1``) get ``G = min(32, 2^⌈log2 ⌈n / loads⌉⌉)`` lanes, so short rows
+  share a warp; an inner axis gets ``W`` = the power of two ≤ min(inner, 32) outputs per warp;
+* a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
+  groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
+  in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
+  n // min_chunk, MAX_SPLITS)`` pieces, whose (S, Q) partials the next pass folds in a fixed
+  order (the same result on every run and GPU).
+* ``mean`` is the sum times 1/count in the last pass (NaN for an empty axis, as NumPy).
+
+k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` values when there
+are ``K01_MIN_ROWS_PER_SM`` rows per SM (``config`` None or a preset name; a k01 config object or
+``variant="k01_warp_shuffle"`` asks for it anywhere it applies: ``axis=None`` or the last axis).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import threading
+
+import numpy as np
+from numba import cuda
+
+from ...interop import stream_key
+from ...runtime import SIMULATOR, Rung, cdiv
+from . import k01_warp_shuffle, k02_axis_lanes
+from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
+
+RUNGS: dict[str, Rung] = {r.name: r for r in (k01_warp_shuffle.RUNG, k02_axis_lanes.RUNG)}
+WARPS_PER_SM = 64  # 2048 threads
+BLOCKS_PER_SM = 8  # of 256 threads
+MAX_SPLITS = 1024
+#: each lane of a split piece runs at least this many steps (1 in the simulator: tiny tests split)
+MIN_STEPS = 1 if SIMULATOR else 4
+SIM_SMS = 2
+#: whole arrays, and rows of at least K01_MIN_ROW values when there are K01_MIN_ROWS_PER_SM per SM,
+#: take k01 (sum/max/min): a block per row, or grid-stride blocks and one block for the partials
+K01_MIN_ROW = 2048
+K01_MIN_ROWS_PER_SM = 2
+
+
+@functools.lru_cache(maxsize=1)
+def sm_count() -> int:
+    return SIM_SMS if SIMULATOR else int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+# ---------------------------------------------------------------------------
+# Workspaces: partials and intermediates, kept between calls
+# ---------------------------------------------------------------------------
+
+#: per (device, stream, host thread, shape, dtype, tag): a buffer kept between calls.  A fresh
+#: cuda.device_array per call costs a cudaMalloc and, later, a cudaFree that synchronises the
+#: device.  Work on one stream runs in order, so calls sharing a stream can share its buffer —
+#: from one host thread: two threads' calls interleave their kernels on a shared stream, and the
+#: per-thread default stream is one handle for many streams.
+_WORKSPACES: dict = {}
+
+
+def workspace(shape, dtype, stream, tag: str = ""):
+    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
+           tuple(shape), np.dtype(dtype), tag)
+    buf = _WORKSPACES.get(key)
+    if buf is None:
+        if len(_WORKSPACES) > 64:  # many streams come and go: start over rather than grow
+            _WORKSPACES.clear()
+        buf = _WORKSPACES[key] = cuda.device_array(shape, dtype, stream=stream)
+    return buf
+
+
+# ---------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One launch of k02: ``src`` (a buffer name) viewed as ``view`` (outer, n, inner) into
+    ``dst`` viewed as (splits, Q); compile-time ``params``; ``chunk`` and ``scale`` arguments."""
+
+    config: k02_axis_lanes.Config
+    params: tuple
+    view: tuple
+    splits: int
+    chunk: int
+    scale: float
+    src: str
+    dst: str
+    grid: tuple
+    block: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    rung: Rung
+    steps: tuple
+    buffers: dict  # name → (shape, dtype) of the workspaces
+    out_dtype: np.dtype
+
+    def launch(self, x, out, stream) -> None:
+        if self.rung is k01_warp_shuffle.RUNG:
+            self.steps[0](x, out, stream)
+            return
+        bufs = {"x": x, "out": out}
+        for name, (shape, dt) in self.buffers.items():
+            bufs[name] = workspace(shape, dt, stream, name)
+        arg = self.out_dtype == np.int64
+        none = workspace((1, 1, 1), np.int64, stream, "no indices")
+
+        # argmax/argmin: a buffer's values are "<name>.v", its indices "<name>" (x: no indices)
+        def values(name):
+            return bufs[name + ".v"] if arg and name != "x" else bufs[name]
+
+        def indices(name):
+            return bufs[name] if arg and name != "x" else none
+
+        for st in self.steps:
+            src = values(st.src)
+            kernel = self.rung.kernel(st.config, src.dtype, **dict(st.params))
+            q = st.view[0] * st.view[2]
+            dst_i = indices(st.dst)
+            kernel[st.grid, st.block, stream](
+                src.reshape(st.view), indices(st.src).reshape(st.view if arg and st.src != "x" else (1, 1, 1)),
+                values(st.dst).reshape(st.splits, q), dst_i.reshape((st.splits, q) if arg else (1, 1)),
+                st.chunk, st.scale)
+
+
+def groups_of(axes: tuple) -> list:
+    """Runs of adjacent axes, from the last run to the first: (2, 3, 0) → [(2, 3), (0,)]."""
+    runs: list = []
+    for a in sorted(axes):
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    return [tuple(r) for r in reversed(runs)]
+
+
+def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, config=None,
+         sms: int | None = None, min_steps: int = MIN_STEPS) -> Plan:
+    """The plan reducing ``axes`` (normalised, sorted, distinct) of a C-contiguous ``shape``
+    (``sms``, ``min_steps``: this machine's unless given; tests give the H200's)."""
+    dtype = np.dtype(dtype)
+    sms = sm_count() if sms is None else sms
+    if variant is None and isinstance(config, RUNGS["k01_warp_shuffle"].config_type):
+        variant = "k01_warp_shuffle"  # a config object names its rung
+    nd = len(shape)
+    if variant is None and (config is None or isinstance(config, str)) and op in ("sum", "max", "min") and (
+            axes == tuple(range(nd)) or (axes == (nd - 1,) and nd > 1 and shape[-1] >= K01_MIN_ROW
+                                         and math.prod(shape[:-1]) >= K01_MIN_ROWS_PER_SM * sms)):
+        variant = "k01_warp_shuffle"  # measured at 97-100% of the copy there (k02: 72% and 35%)
+    if variant not in (None, "k02_axis_lanes"):
+        if variant != "k01_warp_shuffle":
+            raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
+        return _k01_plan(shape, axes, op, code, dtype, config)
+    base = RUNGS["k02_axis_lanes"].resolve_config(config)
+    arg = code in (ARGMAX, ARGMIN)
+    out_dtype = np.dtype(np.int64) if arg else dtype
+    acc = acc_dtype(code, dtype)
+    count = math.prod(shape[a] for a in axes)
+    steps, buffers = [], {}
+    cur, src = list(shape), "x"
+    runs = groups_of(axes)
+    if not runs:  # axis=(): a reduction over a trailing axis of length 1 (a copy, in NumPy's dtype)
+        runs, cur = [(len(shape),)], cur + [1]
+    for r, run in enumerate(runs):
+        lo, hi = run[0], run[-1] + 1
+        view = (math.prod(cur[:lo]), math.prod(cur[lo:hi]), math.prod(cur[hi:]))
+        cur = cur[:lo] + [1] * (hi - lo) + cur[hi:]
+        last_run = r == len(runs) - 1
+        # passes of this run: split while it pays, each folding the previous one's partials
+        while True:
+            outer, n, inner = view
+            cfg, splits = _fit(base, view, sms, min_steps)
+            q = outer * inner
+            done = splits == 1
+            final = done and last_run
+            dst = "out" if final else f"t{len(steps)}"
+            scale = (1.0 / count if count else math.nan) if (op == "mean" and final) else 1.0
+            in_dt = dtype if src == "x" else (acc if not arg else dtype)
+            out_dt = out_dtype if final else (acc if not arg else np.dtype(np.int64))
+            params = {"op": code}
+            if code == SUM:
+                params["acc"] = np.dtype(np.float64)
+                if not final:
+                    params["out_dtype"] = np.dtype(np.float64)
+                elif in_dt != dtype:
+                    params["out_dtype"] = dtype
+            if arg:
+                params["idx_in"] = src != "x"
+            if not final:
+                buffers[dst] = ((splits, q), out_dt)
+            if arg:
+                buffers[dst + ".v"] = ((splits, q), dtype)
+            chunk = cdiv(n, splits)
+            grid, block = k02_axis_lanes.geometry(cfg, q, splits)
+            steps.append(Step(cfg, tuple(sorted(params.items())), view, splits, chunk, scale, src, dst, grid, block))
+            src = dst
+            if done:
+                break
+            view = (1, splits, q)
+    return Plan(RUNGS["k02_axis_lanes"], tuple(steps), buffers, out_dtype)
+
+
+def _fit(base: k02_axis_lanes.Config, view: tuple, sms: int, min_steps: int):
+    """k02's config for one pass over ``view``, and its number of splits."""
+    outer, n, inner = view
+    q = outer * inner
+    if inner == 1:
+        lanes = min(32, 1 << max(0, (cdiv(n, base.loads) - 1).bit_length()))
+        axis = k02_axis_lanes.ALONG_K
+    else:
+        lanes = 32 // min(32, 1 << (inner.bit_length() - 1))
+        axis = k02_axis_lanes.ALONG_OUTPUTS
+    groups = cdiv(q, 32 // lanes)
+    nw = base.threads // 32
+    block_mode = groups < WARPS_PER_SM * sms and n > lanes * base.loads
+    wpo = nw if block_mode else 1
+    cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo)
+    min_chunk = lanes * wpo * base.loads * min_steps
+    target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
+    splits = max(1, min(cdiv(target, groups), n // min_chunk, MAX_SPLITS))
+    return cfg, splits
+
+
+def _k01_plan(shape, axes, op, code, dtype, config) -> Plan:
+    """k01 as it always ran: the whole array (two passes past one block's first step) or rows."""
+    if op not in ("sum", "max", "min"):
+        raise ValueError(f"variant: k01_warp_shuffle reduces sum/max/min; got op {op!r}")
+    nd = len(shape)
+    rung = RUNGS["k01_warp_shuffle"]
+    cfg = rung.resolve_config(config)
+    whole = axes == tuple(range(nd))
+    if not whole and axes != (nd - 1,):
+        raise ValueError(f"variant: k01_warp_shuffle reduces the whole array or the last axis; got axes {axes}")
+
+    def run(x, out, stream):
+        n = math.prod(shape)
+        T = cfg.threads
+        if whole:
+            if n <= T * cfg.loads:
+                rung.kernel(cfg, dtype, op=code, out_dtype=dtype)[1, T, stream](x.reshape(1, n), out.reshape(1))
+                return
+            acc = acc_dtype(code, dtype)
+            blocks = min(cfg.max_blocks, -(-n // T))
+            partials = workspace((blocks,), acc, stream, "k01 partials")
+            rung.kernel(cfg, dtype, op=code, out_dtype=acc)[blocks, T, stream](x.reshape(1, n), partials)
+            rung.kernel(cfg, acc, op=code, out_dtype=dtype)[1, T, stream](partials.reshape(1, blocks), out.reshape(1))
+        else:
+            rows, cols = math.prod(shape[:-1]), shape[-1]
+            rcfg = cfg.for_rows()
+            rung.kernel(rcfg, dtype, op=code, out_dtype=dtype)[rows, rcfg.threads, stream](
+                x.reshape(rows, cols), out.reshape(rows))
+
+    return Plan(rung, (run,), {}, dtype)

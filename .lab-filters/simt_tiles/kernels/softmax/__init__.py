@@ -1,0 +1,91 @@
+"""The softmax ladder: numerically stable softmax and log_softmax along any axis (scipy semantics).
+
+=====================  ====================================================
+``k01_smem_tree``      block per row; max, sum via shared-memory trees
+``k02_warp_shuffle``   reductions in registers with warp shuffles
+``k03_online``         one pass for (max, sum) together, one to write
+``k04_register_row``   the row held in registers: one read, one write;
+                       short rows several to a warp
+``k05_split_row``      long rows: registers plus shared memory, two per SM
+``k06_split_blocks``   a row across blocks: partial pairs, then finish
+``k07_strided_axis``   an axis that is not the last, read in place
+=====================  ====================================================
+
+Check → choose → launch: the functions below check the arguments and prepare ``out``;
+:mod:`.dispatch` chooses (one :class:`~.dispatch.Plan`) and launches.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
+from ...registry import Family
+from .. import _patterns_cases as _cases
+from . import dispatch, reference
+from .dispatch import RUNGS
+
+SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
+#: the fewest bytes moved (one read, one write) for rows that fit its registers; the others are
+#: chosen by :func:`dispatch.plan` (its docstring has the rules)
+BEST_VARIANT = "k04_register_row"
+LONG_ROW_VARIANTS = ("k05_split_row", "k06_split_blocks")
+#: the family's registration (:mod:`simt_tiles.registry`)
+FAMILY = Family("softmax", RUNGS, reference, (), _cases.softmax_demo, _cases.SOFTMAX_ALIASING, _cases.SOFTMAX_HAZARDS)
+
+__all__ = ["softmax", "log_softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
+
+
+@planned
+def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
+    """``scipy.special.softmax(x, axis=axis)`` for a float32/float64 array of any rank, on the GPU.
+
+    axis
+        An int (negative counts from the end), a tuple of adjacent axes, or None (the whole
+        array, as scipy's default; here the default is the last axis).
+    out
+        Optional array of ``x``'s shape and dtype; it must not overlap ``x`` (no in-place
+        softmax; ValueError naming ``out``).
+
+    Inputs and results follow the same interop rules as :func:`simt_tiles.matmul`.
+    """
+    return _run(x, axis, out, variant, config, stream, log=False)
+
+
+@planned
+def log_softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
+    """``scipy.special.log_softmax(x, axis=axis)``: as :func:`softmax`, with scipy's special
+    values (a row holding +inf gives −inf and NaN at the +inf, a row of −inf NaN)."""
+    return _run(x, axis, out, variant, config, stream, log=True)
+
+
+def _run(x, axis, out, variant, config, stream, *, log):
+    stream = as_stream(stream, x)
+    x_op = device_operand(x, "x", ndim=None, stream=stream)
+    shape = tuple(x_op.dev.shape)
+    shape3 = view3(shape, axis)
+    out_op = prepare_out(out, x_op, shape, x_op.dev.dtype, stream)
+    if math.prod(shape):
+        p = dispatch.plan(shape3, x_op.dev.dtype, log=log, variant=variant, config=config)
+        p.launch(x_op.dev, out_op.dev, stream)
+    return finish_result(out_op, stream)
+
+
+def view3(shape: tuple, axis) -> tuple:
+    """``(outer, n, inner)``: ``shape`` around the softmax axis (or adjacent axes, or all)."""
+    nd = len(shape)
+    if axis is None:
+        return (1, math.prod(shape), 1)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    for a in axes:
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral):
+            raise TypeError(f"axis: expected None, an int or a tuple of ints; got {axis!r}")
+        if not -nd <= a < nd:
+            raise ValueError(f"axis: {a} is out of bounds for an array of {nd} dimensions (shape {shape})")
+    norm = sorted(int(a) % nd for a in axes)
+    if not norm or len(set(norm)) != len(norm) or norm[-1] - norm[0] != len(norm) - 1:
+        raise ValueError(f"axis: expected one axis or a tuple of adjacent, distinct axes; got {axis!r}")
+    lo, hi = norm[0], norm[-1] + 1
+    return (math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]))

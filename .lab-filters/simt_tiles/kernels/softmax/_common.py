@@ -1,0 +1,160 @@
+"""What the softmax rungs share: one block per row, the signature, the config.
+
+Semantics are those of ``scipy.special.softmax`` along the last axis:
+``exp(x - max) / sum(exp(x - max))`` with ``max`` propagating NaN.  Written
+literally in IEEE arithmetic that formula gives scipy's special cases for
+free: a NaN anywhere makes the row NaN; a +inf makes the row NaN
+(inf − inf); a row of −inf is NaN (−inf − (−inf)); −inf entries of an
+otherwise finite row give 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from numba import cuda, void
+
+from ...runtime import TileConfig, numba_dtype
+from ...warp import FULL_MASK, shfl_xor_sync
+
+#: Numba inlines these at the call site, before typing (as conv2d's ``_staging``): the
+#: GPU-free compile gate keeps working and the PTX is that of the statements written out
+inline = cuda.jit(device=True, inline="always")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowConfig(TileConfig):
+    """``threads`` threads per block; block b owns row b."""
+
+    threads: int = 256
+
+    def block(self):
+        return (self.threads,)
+
+    def smem_bytes(self, itemsize):
+        return 2 * self.threads * itemsize
+
+    def rules(self):
+        t = self.threads
+        return (("threads", t & (t - 1) == 0, "threads is a power of two (tree reduction)"),)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpRowConfig(RowConfig):
+    """Like RowConfig, in whole warps (the warp-shuffle rungs)."""
+
+    def rules(self):
+        yield from super().rules()
+        yield ("threads", self.threads % 32 == 0, "threads % 32 == 0 (whole warps for the shuffles)")
+
+
+def signature(dtype, log=False):
+    t = numba_dtype(dtype)[:, ::1]
+    return void(t, t)
+
+
+def make_pair_fold(DT):
+    """``fold(m, s, mo, so) -> (m', s')``: two online-softmax pairs (a max and the sum of
+    exp(x − max)) as one (k03's rule; (−inf, 0) is the empty pair and stays so); and
+    ``fold_values(m, s, vals, U)``: U values (all loaded first) folded in with one rescale —
+    their max first, so (U + 1) exps per U values, not 2U (k06, k07)."""
+    NEG_INF = -math.inf
+
+    @inline
+    def fold(m, s, mo, so):
+        m2 = m if (m != m or m > mo) else mo
+        if m2 != NEG_INF:
+            s = (DT(0) if s == 0 else s * math.exp(m - m2)) + (DT(0) if so == 0 else so * math.exp(mo - m2))
+        return m2, s
+
+    @inline
+    def fold_values(m, s, vals, U):
+        mu = vals[0]
+        for u in range(1, U):
+            mu = mu if (mu != mu or mu > vals[u]) else vals[u]
+        t = DT(0)
+        if mu != NEG_INF:
+            for u in range(U):
+                t += math.exp(vals[u] - mu)
+        return fold(m, s, mu, t)
+
+    return fold, fold_values
+
+
+def make_log_shift(DT):
+    """``log_shift(m, s) -> (shift, log_sum)`` for scipy.special.log_softmax, given a row's
+    max ``m`` and ``s = Σ exp(x − m)``: the output is ``(x − shift) − log_sum``.  scipy
+    replaces a non-finite max by 0, so a row holding +inf gives −inf (finite x) and NaN
+    (the +inf), a row of −inf gives NaN, a NaN row NaN: the same as shift 0 and
+    log_sum ``m``, which needs no sum relative to 0."""
+
+    @inline
+    def log_shift(m, s):
+        if m - m == 0:
+            return m, DT(math.log(s))
+        return DT(0), m
+
+    return log_shift
+
+
+def geometry(config: RowConfig, rows: int, cols: int):
+    return (rows,), config.block()
+
+
+def max_nan(a, b):
+    """max that propagates NaN like numpy.maximum (written inline in kernels as this expression)."""
+    return a if (a != a or a > b) else b
+
+
+def make_row_reductions(NWG: int, DT, G: int = 32, nan_max: bool = False):
+    """``row_max(v, red, wid, lane, w0)``, ``row_sum(...)`` and the two-value ``mx``: the max / sum of ``v``
+    over the ``NWG`` warps of a row (k04, k05), every lane of them gets it.
+
+    Warp shuffles first; when a row spans several warps (``NWG > 1``, compile-time)
+    lane 0 of each writes its partial to ``red[wid]`` (shared, one slot per warp of
+    the block), one barrier, and every warp folds its row's NWG partials — the
+    row's first warp is ``w0`` — with shuffles again: log depth, not NWG steps.
+    Every thread of the block must call (the barrier); give max and sum separate
+    ``red`` arrays, so the sum's writes cannot race the max's reads.  A row of ``G`` < 32
+    lanes (several rows to a warp) shuffles over offsets below ``G`` only.  ``nan_max``: the max
+    propagates NaN (log_softmax needs it: its +inf rows are told from NaN rows by the max alone)."""
+    NEG_INF = -math.inf
+    OFFS = tuple(o for o in (16, 8, 4, 2, 1) if o < G)
+    NAN_MAX = nan_max
+
+    @inline
+    def mx(a, b):
+        if NAN_MAX:
+            return a if (a != a or a > b) else b
+        return max(a, b)
+
+    @inline
+    def row_max(m, red, wid, lane, w0):
+        # ``max`` is one FMNMX and need not propagate NaN: a NaN makes its exp, the sum
+        # and so every output NaN, as scipy's
+        for off in OFFS:
+            m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
+        if NWG > 1:
+            if lane == 0:
+                red[wid] = m
+            cuda.syncthreads()  # RAW: every warp's partial written
+            m = red[w0 + lane] if lane < NWG else DT(NEG_INF)
+            for off in (16, 8, 4, 2, 1):
+                m = mx(m, shfl_xor_sync(FULL_MASK, m, off))
+        return m
+
+    @inline
+    def row_sum(s, red, wid, lane, w0):
+        for off in OFFS:
+            s += shfl_xor_sync(FULL_MASK, s, off)
+        if NWG > 1:
+            if lane == 0:
+                red[wid] = s
+            cuda.syncthreads()  # RAW: every warp's partial written
+            s = red[w0 + lane] if lane < NWG else DT(0)
+            for off in (16, 8, 4, 2, 1):
+                s += shfl_xor_sync(FULL_MASK, s, off)
+        return s
+
+    return row_max, row_sum, mx

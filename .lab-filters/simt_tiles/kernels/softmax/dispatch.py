@@ -1,0 +1,163 @@
+"""What runs for one softmax call: every choice of the family, in one place.
+
+:func:`plan` maps a problem — the input viewed as ``(outer, n, inner)`` around the softmax
+axis, the dtype, softmax or log_softmax, the caller's ``variant``/``config`` — to one
+:class:`Plan`, whose :meth:`Plan.launch` is the only way the family launches a kernel.
+
+The rules (``variant=None``), in order:
+
+1. ``inner > 1`` (an axis that is not the last): **k07**, lines read in place.
+2. rows (``inner == 1``) are **split across blocks** (k06, two launches) when the per-row
+   rungs would leave the GPU short of blocks: ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)``
+   (``min_piece`` = 4 block steps of k06: 16384 columns at the default) is ≥ 2 and either the
+   rows are fewer than the SMs or no per-row rung holds the row;
+3. else the first of **k04** (registers), **k05** (registers + shared memory) whose config
+   fits the row;
+4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
+
+A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
+k01–k03, the lessons, have no log_softmax); a ``config`` the rung cannot fit raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...runtime import ConfigError, Rung, TileConfig, allow_dynamic_smem, cdiv
+from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
+from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
+from . import k07_strided_axis
+
+RUNGS: dict[str, Rung] = {
+    r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
+                        k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG)
+}
+#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row)
+ROW_VARIANTS = ("k04_register_row", "k05_split_row")
+#: rungs that compute log_softmax too
+LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
+#: rows split across blocks below this many blocks per SM of work
+BLOCKS_PER_SM = 4
+#: a piece of a split row is at least this many k06 block steps
+MIN_PIECE_STEPS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the rung's compile-time ``params`` (log, phase), its geometry."""
+
+    params: tuple
+    grid: tuple
+    block: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The rung, its config fitted to the problem, the view its kernels take, its launches."""
+
+    rung: Rung
+    config: TileConfig
+    view: tuple  # (rows, n) for the row rungs, (outer, n, inner) for k07
+    launches: tuple
+    pieces: int = 1  # k06: pieces per row (> 1: partials, then finish)
+
+    def launch(self, x, out, stream) -> None:
+        """Run the plan on device arrays ``x`` and ``out`` (any shape of ``view``'s size)."""
+        xv, ov = x.reshape(self.view), out.reshape(self.view)
+        args = (xv, ov)
+        if self.rung is k06_split_blocks.RUNG:
+            rows = self.view[0]
+            if self.pieces > 1:
+                pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
+                ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+            else:
+                pm = ps = workspace((1, 1), x.dtype, stream, tag="softmax m")
+            args = (xv, ov, pm, ps)
+        dt = np.dtype(x.dtype)
+        shared = self.rung.dynamic_smem(self.config, dt)
+        for ln in self.launches:
+            kernel = self.rung.kernel(self.config, dt, **dict(ln.params))
+            if shared:
+                allow_dynamic_smem(kernel, shared)
+            kernel[ln.grid, ln.block, stream, shared](*args)
+
+
+def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None, config=None,
+         sms: int | None = None) -> Plan:
+    """The plan for a softmax over the middle axis of ``shape3 = (outer, n, inner)`` (all > 0)."""
+    outer, n, inner = shape3
+    itemsize = np.dtype(dtype).itemsize
+    sms = sm_count() if sms is None else sms
+    if config is not None and not isinstance(config, (str, TileConfig)):
+        RUNGS["k04_register_row"].resolve_config(config)  # the TypeError naming what config takes
+    if variant is None and isinstance(config, TileConfig):
+        named = next((n for n, r in RUNGS.items() if type(config) is r.config_type), None)
+        if named is None:  # a foreign config: the TypeError naming the expected type
+            RUNGS["k04_register_row"].resolve_config(config)
+        if named not in (*ROW_VARIANTS, "k06_split_blocks", "k07_strided_axis"):
+            variant = named  # a lesson rung's config names it; the others go to their rung by the rules
+    if variant is not None:
+        if not isinstance(variant, str) or variant not in RUNGS:
+            raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
+        if log and variant not in LOG_VARIANTS:
+            raise ValueError(f"variant: log_softmax runs on {LOG_VARIANTS} or None; got {variant!r}")
+        if inner > 1 and variant != "k07_strided_axis":
+            raise ValueError(f"variant: {variant!r} takes the last axis only; an inner axis needs "
+                             "'k07_strided_axis' or None")
+        return _build(RUNGS[variant], config, shape3, itemsize, log, sms, split_ok=True)
+    if inner > 1:
+        k07 = RUNGS["k07_strided_axis"]
+        return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
+    rows = outer
+    fits = None
+    for name in ROW_VARIANTS:
+        try:
+            fits = _build(RUNGS[name], _preset_for(RUNGS[name], config), shape3, itemsize, log, sms)
+            break
+        except ConfigError:
+            continue
+    k06 = RUNGS["k06_split_blocks"]
+    pieces = _pieces(k06.resolve_config(_preset_for(k06, config)), rows, n, sms)
+    if pieces > 1 and (fits is None or rows < sms):
+        return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
+    if fits is not None:
+        return fits
+    return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=1)
+
+
+def _preset_for(rung: Rung, config):
+    """A preset name passes to every rung; a config object only to its own rung's type."""
+    if config is None or isinstance(config, str):
+        return config
+    return config if isinstance(config, rung.config_type) else None
+
+
+def _pieces(cfg, rows: int, n: int, sms: int) -> int:
+    return max(1, min(cdiv(BLOCKS_PER_SM * sms, rows), n // (MIN_PIECE_STEPS * cfg.step())))
+
+
+def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pieces: int | None = None,
+           split_ok: bool = False) -> Plan:
+    outer, n, inner = shape3
+    cfg = rung.resolve_config(config)
+    lg = (("log", True),) if log else ()
+    if rung is k07_strided_axis.RUNG:
+        cfg = cfg.for_problem(outer, n, inner)
+        grid, block = rung.geometry(cfg, outer, n, inner)
+        return Plan(rung, cfg, (outer, n, inner), (Launch(lg, grid, block),))
+    rows = outer
+    if rung is k06_split_blocks.RUNG:
+        if pieces is None:  # a variant named: split when the rule would
+            pieces = _pieces(cfg, rows, n, sms) if split_ok else 1
+        pieces = min(pieces, cdiv(n, cfg.step()))  # no empty piece
+        grid, block = rung.geometry(cfg, rows, n, pieces)
+        F, P, Fin = k06_split_blocks.FUSED, k06_split_blocks.PARTIAL, k06_split_blocks.FINISH
+        phases = (F,) if pieces == 1 else (P, Fin)
+        launches = tuple(Launch((*lg, ("phase", ph)), grid, block) for ph in phases)
+        return Plan(rung, cfg, (rows, n), launches, pieces)
+    if hasattr(cfg, "for_problem"):
+        cfg = cfg.for_problem(rows, n, itemsize)
+    grid, block = rung.geometry(cfg, rows, n)
+    return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),))

@@ -1,0 +1,238 @@
+"""k05 — a row too long for the registers: the rest of it in shared memory, still read once.
+
+What changed versus k04
+    k04 keeps a 32768-float row in registers: 512 threads × 64 values, 128
+    registers per thread, so one block fills an SM's 65536 registers.  With
+    one block per SM nothing overlaps its phases — while its threads reduce,
+    no loads are in flight — and the H200 reached 80% of the copy (96% at
+    16384 columns: 64 registers, two blocks per SM).  An SM also has 228 KiB
+    of shared memory that k04 leaves unused, so here each thread keeps
+    ``reg_vpt`` values in registers and ``smem_vpt`` more in shared memory: a
+    private column of a ``smem_vpt × threads`` array (lane-consecutive words,
+    no bank conflicts, and no barrier — no thread reads another's values).
+    Sized so that *two* rows fit an SM: 32768 float32 columns, 256 threads,
+    84 values in registers (128 registers: ``launch_bounds=(256, 2)``) and
+    44 in shared memory (44 KiB per block).
+
+    The array is *dynamic* shared memory, sized at launch (up to
+    ``smem_budget``, 96 KiB), so more than the 48 KiB a block may declare
+    statically is possible; the launcher opts the kernel in
+    (``runtime.allow_dynamic_smem``: a driver attribute numba-cuda 0.30 does
+    not expose).
+
+    One block per row (rows this long fill a block).  The shared values take
+    one extra shared store and load each way: exp is written back in place,
+    so the write phase reads each once more.  The loads go through the
+    registers in chunks (see the kernel), so a thread waits for DRAM
+    cdiv(smem_vpt, reg_vpt) + 1 times (the default: twice), not once per
+    shared value.
+
+    ``Config.for_problem`` splits the ``cdiv(cols, threads)`` values (rounded
+    up to a multiple of ``vpt_step``, so nearby lengths share a kernel)
+    between shared memory (at most ``smem_budget`` bytes) and registers (at
+    most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
+    rows raise ConfigError and ``variant=None`` uses k03.
+
+Memory traffic: one read and one write of the row (as k04 and a copy).
+
+Headline (H200, benchmarks/results/patterns_h200.json): 3.98 TB/s on 16384x32768, 93% of copy
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from numba import cuda, uint32, uint64
+
+from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
+from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(WarpRowConfig):
+    """One row per block of ``threads``; ``vpt`` values per thread, the first
+    ``reg_vpt`` in registers, the other ``smem_vpt = vpt − reg_vpt`` in shared
+    memory (set per call by :meth:`for_problem`; the presets' values are what
+    the compile gate builds)."""
+
+    threads: int = 256
+    vpt: int = 4
+    reg_vpt: int = 4
+    #: most 32-bit registers of row values per thread (a float64 value takes two)
+    max_vpt: int = 96
+    #: registers per thread the kernel needs besides the float32 row values (ptxas: 256 threads
+    #: × 2 blocks leave 128, 84 values + 44 compile without spilling; 512 × 2 leave 64: 20 + 44
+    #: do, 22 + 42 and 32 + 32 spill)
+    reg_overhead: int = 44
+    #: dynamic shared memory for row values per block (bytes; two blocks per SM: ≤ 113 KiB)
+    smem_budget: int = 96 * 1024
+    #: blocks per SM that ptxas must leave registers for (``launch_bounds``)
+    min_blocks: int = 2
+    #: values per thread are rounded up to a multiple of this (fewer distinct kernels)
+    vpt_step: int = 4
+
+    @property
+    def smem_vpt(self) -> int:
+        return self.vpt - self.reg_vpt
+
+    def smem_bytes(self, itemsize):  # static: the reductions' partials
+        return 2 * (self.threads // 32) * itemsize
+
+    def dynamic_smem_bytes(self, itemsize):  # the row values' share
+        return max(self.smem_vpt, 1) * self.threads * itemsize
+
+    def rules(self):
+        yield from super().rules()
+        yield ("reg_vpt", self.reg_vpt <= self.vpt <= 5 * self.reg_vpt,
+               "reg_vpt <= vpt <= 5·reg_vpt (the rest in shared memory, loaded in ≤ 4 chunks of reg_vpt)")
+        yield ("vpt_step", self.vpt_step >= 1, "vpt_step >= 1")
+        yield ("smem_budget", self.smem_budget <= MAX_DYNAMIC_SMEM,
+               f"smem_budget <= {MAX_DYNAMIC_SMEM} (dynamic shared memory per block)")
+
+    def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
+        """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
+
+        ConfigError (naming ``x``) when the row does not fit both."""
+        smem_cap = self.smem_budget // (self.threads * itemsize)
+        # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
+        # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
+        spare = 65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (itemsize // 8)
+        reg_cap = min(self.max_vpt, spare) * 4 // itemsize
+        exact = cdiv(cols, self.threads)
+        # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
+        # the exact count fits; registers first, shared memory takes the rest
+        for per_thread in (self.vpt_step * cdiv(exact, self.vpt_step), exact):
+            reg_vpt = max(1, min(reg_cap, per_thread))
+            if per_thread - reg_vpt <= min(smem_cap, 4 * reg_vpt):
+                return dataclasses.replace(self, vpt=max(per_thread, 1), reg_vpt=reg_vpt)
+        raise ConfigError(
+            f"x: rows of {cols} values of {itemsize} bytes do not fit k05_split_row "
+            f"(threads {self.threads} × ({reg_cap} in registers + {min(smem_cap, 4 * reg_cap)} in shared "
+            f"memory) = {self.threads * (reg_cap + min(smem_cap, 4 * reg_cap))}); "
+            f"use variant='k03_online' or variant=None"
+        )
+
+
+PRESETS = {
+    # few registers, so the simulator's rows reach shared memory (k04's sim preset takes ≤ 512)
+    "sim": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1),
+    # 32768 float32 columns: 84 values in registers + 44 in shared memory (44 KiB) per thread;
+    # 93.5% of the copy on the H200 (512 threads × (20 + 44): 81.6%).  The gate builds float64's
+    # largest fit (21504 columns: 36 + 48); float32's (46080: 84 + 96) is checked by
+    # tests/test_compile_gate.py
+    "default": Config(threads=256, vpt=84, reg_vpt=36),
+}
+
+
+def make_kernel(config: Config, dtype, log: bool = False):
+    """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
+    T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
+    LOG = log
+    log_shift = make_log_shift(numba_dtype(dtype))
+    NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
+    NW = T // 32
+    DT = numba_dtype(dtype)
+    NEG_INF = -math.inf
+    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
+    row_max, row_sum, mx = make_row_reductions(NW, DT, nan_max=log)
+
+    def softmax_k05_split_row(x, out):
+        tid = cuda.threadIdx.x
+        lane = tid % 32
+        wid = tid // 32
+        n = x.shape[1]
+        ru = uint64(cuda.blockIdx.x)  # one row per block
+        tu = uint64(tid)  # unsigned subscripts: no negative-index tax (see k04)
+        # value i (column tu + i·T) exists iff i·T < lim: one 32-bit compare with a constant
+        # per access (``c < n`` on the 64-bit column costs an add and two compares)
+        lim = uint32(n - tid) if n > tid else uint32(0)
+        su = uint32(tid)
+        red_m = cuda.shared.array(NW, DT)
+        red_s = cuda.shared.array(NW, DT)
+        spill = cuda.shared.array(0, DT)  # dynamic, VS × T: column tid is this thread's (no barrier)
+        vals = cuda.local.array(VR, DT)  # registers: indexed by unrolled constants only
+
+        # One coalesced read.  Value i of the thread is column tu + i·T; values i < VS live
+        # in shared memory, values VS + k in vals[k].  Loads go through the registers: the
+        # shared part in chunks of VR values (all of a chunk's loads in flight, then its
+        # stores to shared memory), then the register part — cdiv(VS, VR) + 1 DRAM round
+        # trips per thread, not one per shared value (a loop over the shared part alone is
+        # unrolled only 4 deep, so it would wait for VS/4 of them).
+        def chunk(c):  # called with constants below: every j is a constant, the tail removed
+            for k in range(VR):
+                j = c * VR + k
+                if j < VS:
+                    vals[k] = x[ru, tu + uint64(j * T)] if uint32(j * T) < lim else DT(NEG_INF)
+            for k in range(VR):
+                j = c * VR + k
+                if j < VS:
+                    spill[su + uint32(j * T)] = vals[k]
+
+        # hand-unrolled (a loop over c stayed a loop, with run-time tests of j < VS)
+        if NCHUNK > 0:
+            chunk(0)
+        if NCHUNK > 1:
+            chunk(1)
+        if NCHUNK > 2:
+            chunk(2)
+        if NCHUNK > 3:
+            chunk(3)
+        for k in range(VR):
+            i = VS + k
+            vals[k] = x[ru, tu + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
+
+        # The shared part's loops run to the values that exist (a bound the compiler cannot
+        # see: fully unrolled, their loads and exps were scheduled ahead and pushed the
+        # registers past 64 into local memory) and need no per-value bounds check
+        ns = min(uint32(VS), (lim + uint32(T - 1)) // uint32(T))
+        m = DT(NEG_INF)
+        for i in range(VR):
+            m = mx(m, vals[i])
+        for j in range(ns):
+            m = mx(m, spill[su + j * uint32(T)])
+        m = row_max(m, red_m, wid, lane, 0)
+
+        s = DT(0)  # exp in place (registers and shared; log: beside), then their sum
+        for i in range(VR):
+            e = math.exp(vals[i] - m)
+            if not LOG:
+                vals[i] = e
+            s += e
+        for j in range(ns):
+            e = math.exp(spill[su + j * uint32(T)] - m)
+            if not LOG:
+                spill[su + j * uint32(T)] = e
+            s += e
+        s = row_sum(s, red_s, wid, lane, 0)
+
+        # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
+        if LOG:
+            sh, ls = log_shift(m, s)
+            a = DT(1)
+        else:
+            sh, a, ls = DT(0), DT(1) / s, DT(0)
+        for k in range(VR):  # one coalesced write
+            i = VS + k
+            if uint32(i * T) < lim:
+                out[ru, tu + uint64(i * T)] = (vals[k] - sh) * a - ls
+        for j in range(ns):
+            out[ru, tu + uint64(j) * uint64(T)] = (spill[su + j * uint32(T)] - sh) * a - ls
+
+    return softmax_k05_split_row
+
+
+def geometry(config: Config, rows: int, cols: int):
+    return (rows,), config.block()
+
+
+def jit_options(config: Config, dtype, **params) -> dict:
+    return {"launch_bounds": (config.threads, config.min_blocks)}
+
+
+def dynamic_smem(config: Config, dtype, **params) -> int:
+    return config.dynamic_smem_bytes(dtype.itemsize)
+
+
+RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+            dynamic_smem=dynamic_smem)

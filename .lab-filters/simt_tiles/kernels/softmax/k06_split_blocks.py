@@ -1,0 +1,140 @@
+"""k06 — rows too long for one SM, or too few to fill the GPU: a row split across blocks.
+
+What changed versus k05
+    k04/k05 give a row one block and hold it on chip; two rows of 4,194,304
+    values are then two blocks on a 132-SM GPU (0.17% of the copy), and a
+    vocabulary row of 151,936 float32 (594 KiB) fits no SM at all.  Here a row
+    is cut into ``S`` pieces of ``piece`` columns, one block each, and the
+    online (max, sum) pair of k03 does the rest:
+
+    * **partial** (launch 1): block (r, p) folds piece p of row r into one
+      pair — ``U`` loads in flight per thread per step, their max first, then
+      one rescale of the running sum: (U + 1) exps per U values, not 2U —
+      and writes it to ``pm[r, p]``, ``ps[r, p]``;
+    * **finish** (launch 2): block (r, p) folds the row's S pairs (the same
+      order in every block: the result is deterministic) and writes its piece.
+
+    With ``S = 1`` (many long rows) one launch does both, ``fused``: the
+    block rereads its piece right after folding it, while it is likely still
+    in L2.  Either way a piece is read twice and written once.
+
+Memory traffic: two reads and one write (the second read partly from L2).
+
+Headline (H200, benchmarks/results/patterns_zoo_h200.json): 2.20 TB/s on 4096x50257, 51.7% of copy
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from numba import cuda, uint64, void
+
+from ...runtime import Rung, cdiv, numba_dtype
+from ...warp import FULL_MASK, shfl_xor_sync
+from ._common import WarpRowConfig, make_log_shift, make_pair_fold
+
+FUSED, PARTIAL, FINISH = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(WarpRowConfig):
+    """``threads`` per block, ``loads`` values in flight per thread per step."""
+
+    threads: int = 512
+    loads: int = 8
+
+    def smem_bytes(self, itemsize):
+        return 2 * (self.threads // 32) * itemsize
+
+    def step(self) -> int:
+        """Columns a block covers per step (pieces are multiples of it)."""
+        return self.threads * self.loads
+
+
+PRESETS = {"sim": Config(threads=32, loads=2), "default": Config(threads=512, loads=8)}
+
+
+def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
+    T, U, NW = config.threads, config.loads, config.threads // 32
+    DT = numba_dtype(dtype)
+    NEG_INF = -math.inf
+    LOG, PHASE = log, phase
+    log_shift = make_log_shift(DT)
+    fold, fold_values = make_pair_fold(DT)  # (max, sum) pairs; U values with one rescale
+
+    def softmax_k06_split_blocks(x, out, pm, ps):
+        tid = cuda.threadIdx.x
+        lane, wid = tid % 32, tid // 32
+        n = x.shape[1]
+        S = pm.shape[1]  # pieces per row (1 when fused)
+        r = cuda.blockIdx.x // S
+        p = cuda.blockIdx.x % S
+        piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as the launcher's
+        c0 = p * piece
+        c1 = min(n, c0 + piece)
+        ru = uint64(r)
+        red_m = cuda.shared.array(NW, DT)
+        red_s = cuda.shared.array(NW, DT)
+        vals = cuda.local.array(U, DT)
+
+        m, s = DT(NEG_INF), DT(0)
+        if PHASE == FINISH:  # the row's S pairs, in the same order in every block
+            for q in range(tid, S, T):
+                m, s = fold(m, s, pm[ru, q], ps[ru, q])
+        else:
+            for b in range(c0 + tid, c1, T * U):
+                for u in range(U):  # U loads in flight, then one rescale
+                    c = b + u * T
+                    vals[u] = x[ru, uint64(c)] if c < c1 else DT(NEG_INF)
+                m, s = fold_values(m, s, vals, U)
+        for off in (16, 8, 4, 2, 1):  # pairs across the warp, then across the block's warps
+            m, s = fold(m, s, shfl_xor_sync(FULL_MASK, m, off), shfl_xor_sync(FULL_MASK, s, off))
+        if lane == 0:
+            red_m[wid] = m
+            red_s[wid] = s
+        cuda.syncthreads()  # RAW: every warp's pair written
+        m, s = red_m[0], red_s[0]
+        for w in range(1, NW):
+            m, s = fold(m, s, red_m[w], red_s[w])
+        if PHASE == PARTIAL:
+            if tid == 0:
+                pm[ru, p] = m
+                ps[ru, p] = s
+            return
+        if LOG:
+            sh, ls = log_shift(m, s)
+            a = DT(1)
+        else:  # a row of −inf: m = −inf, s = 0, every output NaN as scipy's
+            sh, a, ls = DT(0), (DT(1) / s if m != NEG_INF else DT(math.nan)), DT(0)
+        for b in range(c0 + tid, c1, T * U):  # the second read (U loads in flight), the write
+            for u in range(U):
+                c = b + u * T
+                vals[u] = x[ru, uint64(c)] if c < c1 else DT(0)
+            for u in range(U):
+                c = b + u * T
+                if c < c1:
+                    out[ru, uint64(c)] = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
+
+    return softmax_k06_split_blocks
+
+
+def signature(dtype, log=False, phase=FUSED):
+    t = numba_dtype(dtype)[:, ::1]
+    return void(t, t, t, t)
+
+
+def piece_columns(config: Config, cols: int, pieces: int) -> int:
+    """Columns per piece: ``cols / pieces`` rounded up to whole steps (the kernel computes the same)."""
+    return cdiv(cdiv(cols, pieces), config.step()) * config.step()
+
+
+def geometry(config: Config, rows: int, cols: int, pieces: int = 1):
+    return (rows * pieces,), config.block()
+
+
+#: the fused kernel holds every code path but the partials' store (CI time: two of three phases)
+GATE_PARAMS = ({"phase": FUSED}, {"phase": FINISH})
+
+RUNG = Rung("k06_split_blocks", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
+            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; two per-warp arrays use 2·threads/32")

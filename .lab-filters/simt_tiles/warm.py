@@ -1,0 +1,180 @@
+"""``simt-tiles warm [FUNCTION ...] [-j N]``: compile this GPU's default kernels before the first call.
+
+The kernels slowest to compile are built with Numba's disk cache (``cache=True``): matmul's
+generated rungs (k11/k12, 20–50 s each cold) and conv2d's k10 (one kernel per filter size, mode and
+filter kind). Compiled here — one worker process each, in parallel, with a progress bar — they
+load in about a second in every later process. The other families' kernels (softmax, log_softmax,
+reduce, vector_add, bias_relu, conv2d_nchw) compile in about a second each and cannot be
+disk-cached (Numba does not cache their factories' closures): the command line reports them;
+:func:`warm` called from Python with ``in_process=True`` compiles them in the calling process (a
+long-lived server warming up before its first request).
+
+A first call that is about to compile a disk-cacheable kernel with no cache entry logs one line at
+WARNING on the logger ``simt_tiles.compile`` (``simt_tiles.runtime``), naming the kernel and this
+command; ``logging.getLogger("simt_tiles.compile").setLevel(logging.ERROR)`` silences it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+#: matmul's disk-cached kernels that ``matmul(a, b)`` launches: (variant, dtype, compile-time params)
+MATMUL_KERNELS = [("k11_vectorized_bk16", dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
+                  for vec in (True, False)] + [("k12_async_copy", "float32", {"idx32": True})]
+#: conv2d filters (kh, kw, mode) the default path compiles k10 for (bench conv's), both filter kinds
+CONV_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]
+#: functions whose kernels are disk-cached (warmed in worker processes) and the others
+DISK_CACHED = ("matmul", "correlate2d")
+IN_PROCESS = ("softmax", "log_softmax", "reduce", "vector_add", "bias_relu")
+FUNCTIONS = DISK_CACHED + IN_PROCESS
+
+
+def jobs_for(functions) -> list:
+    """The jobs (picklable tuples) that build ``functions``' default kernels."""
+    jobs = []
+    for f in functions:
+        if f == "matmul":
+            jobs += [("matmul", *k) for k in MATMUL_KERNELS]
+        elif f == "correlate2d":
+            jobs += [("correlate2d", kh, kw, mode, kind) for kh, kw, mode in CONV_FILTERS for kind in ("host", "device")]
+        elif f in ("softmax", "log_softmax"):  # the row classes: short, mid, k05, split, vocabulary, an inner axis
+            jobs += [(f, shape, axis) for shape, axis in (((64, 32), -1), ((64, 1000), -1), ((64, 20000), -1),
+                                                          ((1, 70000), -1), ((200, 50257), -1), ((8, 3, 40), 1))]
+        elif f == "reduce":
+            jobs += [("reduce", op, shape, axis) for op, shape, axis in (
+                ("sum", (5000,), None), ("sum", (640, 64), -1), ("sum", (640, 4096), -1), ("sum", (2, 70000), -1),
+                ("sum", (300, 40), 0), ("mean", (64, 64), -1), ("max", (5000,), None), ("argmax", (64, 1000), -1))]
+        elif f in ("vector_add", "bias_relu"):
+            jobs.append((f,))
+        else:
+            raise ValueError(f"functions: expected names from {FUNCTIONS}; got {f!r}")
+    return jobs
+
+
+def run_job(job) -> tuple[str, float]:
+    """Build one job's kernels by the path a user's call takes; ``(description, seconds)``."""
+    import numpy as np
+    from numba import cuda
+
+    import simt_tiles  # deferred: a worker process loads Numba and the families it builds
+
+    t0 = time.perf_counter()
+    name = job[0]
+    if name == "matmul":
+        from .kernels.matmul import RUNGS  # deferred: a worker process loads only the family it builds
+
+        _, variant, dtype, params = job
+        rung = RUNGS[variant]
+        rung.kernel(rung.presets["default"], np.dtype(dtype), **params)
+    elif name == "correlate2d":
+        _, kh, kw, mode, kind = job
+        w = np.full((kh, kw), 0.5, np.float32)
+        simt_tiles.correlate2d(cuda.to_device(np.ones((40, 140), np.float32)),
+                               cuda.to_device(w) if kind == "device" else w, mode=mode)
+    elif name in ("softmax", "log_softmax"):
+        _, shape, axis = job
+        getattr(simt_tiles, name)(cuda.device_array(shape, np.float32), axis=axis)
+    elif name == "reduce":
+        _, op, shape, axis = job
+        simt_tiles.reduce(cuda.to_device(np.ones(shape, np.float32)), op, axis=axis)
+    elif name == "vector_add":
+        a = cuda.to_device(np.ones(1000, np.float32))
+        simt_tiles.vector_add(a, a)
+    elif name == "bias_relu":
+        simt_tiles.bias_relu(cuda.to_device(np.ones((40, 50), np.float32)), cuda.to_device(np.ones(50, np.float32)))
+    cuda.synchronize()
+    return " ".join(map(str, job)), time.perf_counter() - t0
+
+
+def warm(functions=None, *, jobs: int | None = None, in_process: bool = False, progress: bool = True) -> list:
+    """Compile the default kernels of ``functions`` (None: every disk-cached one, plus the others
+    when ``in_process``); returns ``[(job, seconds), ...]``.  Disk-cached kernels are built in
+    ``jobs`` worker processes (default: one per core); the others in this process when
+    ``in_process`` (else they are skipped: a worker's compilation would die with it)."""
+    functions = list(FUNCTIONS if in_process else DISK_CACHED) if functions is None else list(functions)
+    todo = jobs_for(functions)
+    disk = [j for j in todo if j[0] in DISK_CACHED]
+    here = [j for j in todo if j[0] not in DISK_CACHED] if in_process else []
+    done: list = []
+    with _Progress(len(disk) + len(here), progress) as bar:
+        if disk:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            workers = max(1, min(jobs or os.cpu_count() or 1, len(disk)))
+            # spawn: a forked CUDA context is unusable, and the workers must not share this one
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for fut in as_completed([pool.submit(run_job, j) for j in disk]):
+                    done.append(fut.result())
+                    bar.step(*done[-1])
+        for j in here:
+            done.append(run_job(j))
+            bar.step(*done[-1])
+    return done
+
+
+class _Progress:
+    """rich's progress bar when installed (the ``bench`` extra), else one line per kernel."""
+
+    def __init__(self, total: int, on: bool):
+        self.total, self.on, self.n, self.bar = total, on, 0, None
+
+    def __enter__(self):
+        if self.on:
+            try:
+                from rich.progress import Progress
+
+                self.bar = Progress(transient=False)
+                self.bar.start()
+                self.task = self.bar.add_task("compiling", total=self.total)
+            except ImportError:
+                self.bar = None
+        return self
+
+    def step(self, name: str, seconds: float) -> None:
+        self.n += 1
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=f"{name} ({seconds:.1f} s)")
+        elif self.on:
+            print(f"[{self.n}/{self.total}] {name} ({seconds:.1f} s)", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def add_arguments(p) -> None:
+    p.add_argument("functions", nargs="*", default=list(DISK_CACHED), metavar="FUNCTION", choices=FUNCTIONS,
+                   help=f"functions to warm (default: the disk-cached ones, {', '.join(DISK_CACHED)}); "
+                        f"also {', '.join(IN_PROCESS)} (compiled in this process only: reported, not kept)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from .runtime import SIMULATOR  # deferred: loads Numba (the CLI's --help stays light)
+
+    if SIMULATOR:
+        print("simt-tiles warm: no GPU (the simulator compiles nothing)", file=sys.stderr)
+        return 2
+    skipped = [f for f in args.functions if f not in DISK_CACHED]
+    t0 = time.perf_counter()
+    done = warm([f for f in args.functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
+    print(f"{len(done)} kernels in the disk cache ({time.perf_counter() - t0:.0f} s)")
+    if skipped:
+        print(f"not disk-cached (about 1 s each on first use; simt_tiles.warm({skipped!r}, in_process=True) "
+              "compiles them in a running process): " + ", ".join(skipped))
+    return 0
+
+
+class _CallableModule(type(sys)):
+    """``simt_tiles.warm`` is this module once ``simt_tiles.warm`` was imported as one (the command
+    line does) and the function otherwise: either way ``simt_tiles.warm(...)`` warms."""
+
+    def __call__(self, *args, **kwargs):
+        return warm(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,350 @@
+"""The GPU-free compile gate: report parsing, and that it fails when it should.
+
+These run the gate in a subprocess with NUMBA_ENABLE_CUDASIM=0 (PTX needs the
+real target; no GPU needed) so they coexist with the simulator suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import json
+
+import pytest
+
+from simt_tiles import compile_gate
+from simt_tiles.compile_gate import _first_error, parse_ptxas, release_for_isa
+
+from .gate_subprocess import ROOT, run_real_target
+
+REPORT = """\
+ptxas info    : 8 bytes gmem
+ptxas info    : Compiling entry function '_Z3k03' for 'sm_90'
+ptxas info    : Function properties for _Z3k03
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 384 bytes cmem[0]
+"""
+
+
+def test_parse_ptxas():
+    assert parse_ptxas(REPORT) == {"registers": 40, "smem": 8192, "stack": 16, "spill_stores": 8, "spill_loads": 12}
+
+
+def test_parse_ptxas_rejects_garbage():
+    with pytest.raises(ValueError, match="unrecognised ptxas report"):
+        parse_ptxas("hello")
+
+
+NVJITLINK_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3k07' for 'sm_90'
+ptxas info    : Function properties for _Z3k07
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 142 registers, used 1 barriers
+info    : used 142 registers, used 1 barriers, 0 stack, 9344 bytes smem, 744 bytes cmem[0], 0 bytes lmem
+ptxas info    : 8320 bytes smem (the cubin's static)
+"""
+
+
+def test_parse_nvjitlink_log_takes_the_cubins_static_shared_memory():
+    """nvJitLink's link summary counts the 1 KiB sm_90 reserves per block; the gate appends the
+    cubin's own figure last, and that is the one parsed."""
+    assert parse_ptxas(NVJITLINK_LOG) == {"registers": 142, "smem": 8320, "stack": 0, "spill_stores": 0,
+                                          "spill_loads": 0}
+
+
+def test_first_error_line_is_the_cause_not_the_summary():
+    log = ("ptxas application ptx input, line 9; fatal   : Unsupported .version 9.5; current version is '9.0'\n"
+           "ptxas fatal   : Ptx assembly aborted due to errors\n")
+    assert _first_error(log).endswith("Unsupported .version 9.5; current version is '9.0'")
+
+
+def test_release_for_isa():
+    assert release_for_isa((9, 5)) == (13, 5) and release_for_isa((9, 0)) == (13, 0)
+    assert release_for_isa((8, 8)) == (12, 9) and release_for_isa((8, 5)) == (12, 5)
+
+
+GATE_LOG = os.environ.get("SIMT_TILES_GATE_LOG")
+
+
+def test_every_shipped_config_compiles_spill_free():
+    """The whole gate (scripts/test runs it once before pytest and points SIMT_TILES_GATE_LOG at its
+    output; anywhere else this runs it): it passes, and each matmul rung has its 4 rows."""
+    if GATE_LOG:
+        with open(GATE_LOG) as f:
+            out = f.read()
+    else:
+        proc = run_real_target(args=["-m", "simt_tiles", "compile-gate"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = proc.stdout
+    from simt_tiles.kernels.matmul import RUNGS
+    from simt_tiles.registry import ladders
+
+    from simt_tiles.compile_gate import jobs
+
+    total = len(jobs())  # every row, or the quick gate's (SIMT_TILES_GATE_QUICK: the slow ladders' sim preset)
+    assert total >= sum(len(r.gate_params) * sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
+                        for lad, rs in ladders().items() if lad not in compile_gate.SLOW_LADDERS for r in rs.values())
+    assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
+    for v, r in RUNGS.items():
+        rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
+        # each preset x its gated dtypes (both, but k12's float64 kernel is k11's)
+        expect = sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
+        assert len(rows) == len(r.gate_params) * expect and all("  ok  " in r for r in rows), out
+
+
+FAKE_PTXAS = """#!/bin/sh
+# a ptxas from an older CUDA than the NVVM that writes the PTX
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release {release}, V{release}.0"; exit 0; fi
+echo "ptxas application ptx input, line 9; fatal   : Unsupported .version 9.5; current version is '9.0'" >&2
+echo "ptxas fatal   : Ptx assembly aborted due to errors" >&2
+exit 255
+"""
+
+
+def _fake_ptxas(tmp_path, release: str) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ptxas"
+    fake.write_text(FAKE_PTXAS.format(release=release))
+    fake.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_gate_refuses_a_too_old_ptxas_saying_what_to_install(tmp_path):
+    """An old ptxas first on PATH, asked for: refused before any row, naming the PTX version, the
+    release found and needed, and what to install (not 149 rows of "aborted due to errors")."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ptxas", "ptxas", "--variant", "k01_naive"],
+                           env=_fake_ptxas(tmp_path, "12.0"))  # older than any CUDA 13 NVVM's PTX
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert "PTX .version 9." in err and "CUDA 12.0" in err and "too old" in err, err
+    assert "pip install 'nvidia-nvjitlink==" in err and "nvidia-cuda-nvcc==" in err, err
+    assert "configs ok" not in proc.stdout, proc.stdout
+
+
+def test_gate_reports_the_first_error_line_of_a_failing_assembler(tmp_path):
+    """A ptxas that claims a new enough release but fails: the refusal quotes the cause line."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ptxas", "ptxas", "--variant", "k01_naive"],
+                           env=_fake_ptxas(tmp_path, "99.9"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Unsupported .version 9.5; current version is '9.0'" in proc.stderr, proc.stderr
+    assert "aborted due to errors" not in proc.stderr, proc.stderr
+
+
+def test_gate_by_default_ignores_an_old_ptxas_on_path(tmp_path):
+    """The issue's case (a system ptxas 13.0 first on PATH, PTX from NVVM 13.5): the default
+    assembler is nvJitLink of numba-cuda's toolkit, so the gate passes, streaming its rows."""
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ladder", "elementwise",
+                                 "--variant", "k01_grid_stride", "-j", "1"], env=_fake_ptxas(tmp_path, "12.0"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "assembled by nvJitLink" in proc.stdout and "compile gate: 4 of 4 configs ok" in proc.stdout, proc.stdout
+
+
+def test_gate_rejects_unknown_filters():
+    proc = run_real_target(args=["-m", "simt_tiles", "compile-gate", "--ladder", "matmull"])
+    assert proc.returncode == 2 and "ladder: expected some of" in proc.stderr and "matmull" in proc.stderr, proc.stderr
+
+
+BAD_RUNGS = """
+import dataclasses, sys
+from pathlib import Path
+import numpy as np
+from numba import cuda
+from simt_tiles import compile_gate
+from simt_tiles.runtime import numba_dtype
+from simt_tiles.kernels.matmul import k03_smem_tiled as k03, k07_padded as k07
+from simt_tiles.kernels.matmul._transposed import make_transposed_kernel
+
+def shape_expr(cfg, dtype):
+    T = cfg.tile; DT = numba_dtype(dtype)
+    def k(a, b, c):
+        s = cuda.shared.array((T, T + 1), DT)   # fine in the simulator, rejected on the GPU
+        s[0, 0] = a[0, 0]
+        c[0, 0] = s[0, 0]
+    return k
+
+def dynamic_local(cfg, dtype):
+    DT = numba_dtype(dtype)
+    def k(a, b, c):
+        acc = cuda.local.array(64, DT)          # indexed at run time: local memory
+        for i in range(64):
+            acc[i] = a[0, i % a.shape[1]]
+        c[0, 0] = acc[int(b[0, 0]) % 64]
+    return k
+
+def k07_unpadded(cfg, dtype):                   # k07 with its padding removed (k06's width)
+    return make_transposed_kernel(cfg, dtype, cfg.bm, False, "matmul_k07_unpadded")
+
+items = [(dataclasses.replace(k03.RUNG, name="shape_expr", factory=shape_expr), "default"),
+         (dataclasses.replace(k03.RUNG, name="dynamic_local", factory=dynamic_local), "default"),
+         (dataclasses.replace(k07.RUNG, name="k07_unpadded", factory=k07_unpadded), "default"),
+         (dataclasses.replace(k07.RUNG, name="k07_unpadded_excused", factory=k07_unpadded,
+                              smem_exception="test: declared with its padding"), "default")]
+rows = compile_gate.compile_configs([(r, p, r.presets[p], np.float32) for r, p in items], "test")
+for r in rows:
+    print(r.rung, r.ok, r.problem)
+"""
+
+
+def test_gate_fails_on_gpu_only_compile_errors_local_memory_and_undeclared_shared_memory(tmp_path):
+    proc = run_real_target(BAD_RUNGS, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    assert lines["shape_expr"].startswith("False TypingError:"), proc.stdout
+    assert lines["dynamic_local"].startswith("False local memory:"), proc.stdout
+    # 128·(8 + 4)·4 + 8·128·4 declared; k06's width assembles to 8192 B
+    assert lines["k07_unpadded"] == ("False static shared memory: the assembler reports 8192 B, the config "
+                                     "declares 8320 B (smem_bytes)"), proc.stdout
+    assert lines["k07_unpadded_excused"] == "True None", proc.stdout
+
+
+@pytest.mark.parametrize("variant,expect", [("k04_register_row", "(cfg.group, cfg.vpt) == (512, 64)"),
+                                             ("k05_split_row", "(cfg.vpt, cfg.reg_vpt) == (180, 84)")])
+def test_softmax_largest_float32_fit_does_not_spill(tmp_path, variant, expect):
+    """The longest float32 rows each row-in-registers rung takes, compiled: no local memory.
+
+    k04: 32768 columns with max_vpt=64 (512 threads × 64 registers of values); k05 (default):
+    46080 columns, 84 values in registers + 96 in shared memory within launch_bounds (256, 2)."""
+    proc = run_real_target(f"""
+        import dataclasses, os; os.chdir({str(tmp_path)!r})
+        from pathlib import Path
+        import numpy as np
+        from simt_tiles import compile_gate
+        from simt_tiles.kernels.softmax import RUNGS
+        rung = RUNGS[{variant!r}]
+        preset = rung.presets["default"]
+        if {variant!r} == "k04_register_row":
+            cfg = dataclasses.replace(preset, max_vpt=64).for_problem(16384, 32768, 4)
+        else:
+            cfg = preset.for_problem(16384, 46080, 4)
+        assert {expect}, cfg
+        r, = compile_gate.compile_configs([(rung, "largest", cfg, np.float32)], "t")
+        print(r.ok, r.error, r.registers, r.stack, r.spills)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    ok, error, *_ = proc.stdout.split()
+    assert (ok, error) == ("True", "None"), proc.stdout
+
+
+def test_softmax_register_row_loads_share_one_base_address():
+    """k04's VPT loads (and stores) of a thread are one base register plus constant offsets.
+
+    With signed subscripts Numba adds a negative-index wraparound to each access and every load
+    got its own 64-bit address (85 SASS instructions per value, 47% of the copy on the H200);
+    unsigned ones let LLVM fold ``t + i·G`` (38 per value, 96%).  This fails if that regresses."""
+    proc = run_real_target("""
+        import re
+        from collections import Counter
+        import numpy as np
+        from numba import cuda
+        from simt_tiles.kernels.softmax import RUNGS
+        rung = RUNGS["k04_register_row"]
+        cfg = rung.presets["default"].for_problem(16384, 16384, 4)
+        ptx, _ = cuda.compile_ptx(rung.factory(cfg, np.float32), rung.signature(np.float32), cc=(9, 0))
+        for op in ("ld", "st"):
+            bases = re.findall(rf"\\b{op}\\.global\\.f32\\s+[^;]*?\\[(%rd\\d+)(?:\\+\\d+)?\\]", ptx)
+            top = Counter(bases).most_common(1)[0][1] if bases else 0
+            print(op, cfg.vpt, len(bases), top)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.strip().splitlines()]
+    for op, vpt, n, top in rows:
+        assert int(n) == int(vpt) and int(top) == int(vpt), f"{op}: {n} accesses, {top} on the commonest base"
+
+
+def test_sass_mix_prints_the_instruction_histogram():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "lab", "sass_mix.py"), "softmax",
+                           "k04_register_row", "default", "float32", "vpt=16", "group=256"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    head, regs, mix = proc.stdout.strip().splitlines()
+    assert "vpt=16" in head and regs.startswith("registers ")
+    counts = dict(item.rsplit(" ", 1) for item in mix.split(":", 1)[1].strip().split(", "))
+    assert int(counts["LDG"]) == int(counts["STG"]) == 16, mix  # one load and one store per row value
+
+
+def test_fma_peak_times_an_unrolled_ffma_loop():
+    """benchmarks/lab/fma_peak.py's ceiling is only a ceiling if its kernel issues FFMAs: the 16 unrolled
+    steps of 8 chains must be 128 FFMAs with a handful of other instructions around them (a
+    Python ``range`` of int64 put ~4 integer instructions beside every 8 FFMAs and halved the rate)."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "lab", "fma_peak.py"), "--sass-mix"],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    mix = json.loads(proc.stdout)
+    assert mix["FFMA"] == 128, mix
+    integer = sum(n for op, n in mix.items() if op.startswith(("I", "LEA", "LOP", "SHF")))
+    assert integer <= 16, mix  # prologue and epilogue only: none per loop trip beyond the counter
+
+
+def test_inliner_block_copies_share_a_memo_and_give_the_same_ptx():
+    """simt_tiles._numba_fixes: the inliner's block copies share one memo per copy (one scope copy),
+    a block copied again starts a fresh copy, and a conv rung that inlines its helpers dozens of
+    times compiles to the same PTX as with numba-cuda's own copy."""
+    proc = run_real_target("""
+        import copy
+        import re
+        import numpy as np
+        from numba import cuda
+        from numba.cuda.core import inline_closurecall as IC
+        from numba.cuda.core import ir
+        from simt_tiles import _numba_fixes
+        assert IC.copy is copy
+        _numba_fixes.apply()
+        assert isinstance(IC.copy, _numba_fixes._BlockCopies), "numba-cuda's inliner changed: review _numba_fixes"
+        loc = ir.Loc("f", 1)
+        scope = ir.Scope(None, loc)
+        x = scope.define("x", loc)
+        a, b = ir.Block(scope, loc), ir.Block(scope, loc)
+        a.append(ir.Assign(ir.Const(1, loc), x, loc))
+        b.append(ir.Assign(ir.Const(2, loc), x, loc))
+        a1, b1 = IC.copy.deepcopy(a), IC.copy.deepcopy(b)  # one IR's blocks: one scope copy
+        assert a1.scope is b1.scope and a1.scope is not scope and a1.body[0].target.scope is a1.scope
+        a2 = IC.copy.deepcopy(a)  # the same callee again: a fresh copy
+        assert a2 is not a1 and a2.scope is not a1.scope
+        from simt_tiles.kernels.conv2d import RUNGS
+        from simt_tiles.kernels.conv2d._common import Mode, specialise
+        rung = RUNGS["k08_prefetched"]
+        cfg = specialise(rung.presets["sim"], 5, 4, Mode.MIRROR)
+        def ptx():  # each compilation numbers its symbols anew: named by order of first use
+            text = cuda.compile_ptx(rung.factory(cfg, np.float32), rung.signature(np.float32), cc=(9, 0))[0]
+            names = {}
+            return re.sub(r"_ZN\\w+|_cudapy_smem_\\d+", lambda m: names.setdefault(m.group(), f"sym{len(names)}"), text)
+        fixed = ptx()
+        IC.copy = copy
+        print("same" if ptx() == fixed else "DIFFERENT")
+    """)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "same", proc.stdout
+
+
+def test_linear_single_assignment_scan_matches_numbas():
+    """simt_tiles._numba_fixes (applied by the gate: generated rungs compile 24–35% faster) computes
+    the same singly-assigned variables as numba-cuda's own quadratic scan, on every function the
+    lowering of a loop-tiled kernel sees (both run on the same lowering object)."""
+    proc = run_real_target("""
+        import numpy as np
+        from numba import cuda
+        from numba.cuda import lowering as L
+        from simt_tiles import _numba_fixes
+        from simt_tiles.kernels.matmul import RUNGS
+        original = L.Lower._find_singly_assigned_variable
+        assert _numba_fixes.apply(), "numba-cuda's scan changed: review simt_tiles/_numba_fixes.py"
+        linear = L.Lower._find_singly_assigned_variable
+        seen = []
+        def both(self):
+            original(self)
+            theirs = set(self._singly_assigned_vars)
+            linear(self)
+            seen.append((theirs == self._singly_assigned_vars, len(theirs), len(self._singly_assigned_vars)))
+        L.Lower._find_singly_assigned_variable = both
+        rung = RUNGS["k05_regblock_2d"]
+        cuda.compile_ptx(rung.factory(rung.presets["sim"], np.float32), rung.signature(np.float32), cc=(9, 0))
+        print(len(seen), all(s[0] for s in seen), sum(s[1] for s in seen), seen)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    functions, same, singly, _ = proc.stdout.split(None, 3)
+    assert int(functions) >= 1 and int(singly) > 0, proc.stdout
+    assert same == "True", proc.stdout

@@ -1,0 +1,134 @@
+"""One registration per family: a toy family — one folder and one registry line — is seen by every
+consumer (the package's public names, the compile gate, the demo, the autotuner, the docs, the
+aliasing tests), and every shipped family's registration is complete.  Pure Python but for the
+toy's one simulated launch (4 threads)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import simt_tiles
+from simt_tiles import autotune, registry
+
+TOY = textwrap.dedent('''
+    """A toy family: out = x + 1 (one rung)."""
+    import dataclasses
+
+    from numba import cuda, void
+
+    from simt_tiles import autotune
+    from simt_tiles.interop import as_stream, device_operand, finish_result, prepare_out
+    from simt_tiles.launch import planned
+    from simt_tiles.registry import AliasCase, Family, numpy_case
+    from simt_tiles.runtime import Rung, TileConfig, cdiv, numba_dtype
+
+
+    @dataclasses.dataclass(frozen=True)
+    class Config(TileConfig):
+        threads: int = 32
+
+        def block(self):
+            return (self.threads,)
+
+
+    def factory(config, dtype):
+        def toy_k01_plus_one(x, out):
+            i = cuda.grid(1)
+            if i < x.size:
+                out[i] = x[i] + 1
+        return toy_k01_plus_one
+
+
+    def geometry(config, n):
+        return (cdiv(n, config.threads),), config.block()
+
+
+    def signature(dtype):
+        t = numba_dtype(dtype)[::1]
+        return void(t, t)
+
+
+    class Call:
+        def __init__(self, x, out, stream):
+            self.x, self.out, self.stream, self.dtype = x, out, stream, x.dtype
+            self.problem, self.args = (x.size,), (x, out)
+
+
+    RUNG = Rung("k01_plus_one", Config, {"sim": Config(4), "default": Config()}, factory, geometry, signature)
+    RUNGS = {RUNG.name: RUNG}
+
+
+    @planned
+    def toy_plus_one(x, *, out=None, config=None, stream=None):
+        cfg = RUNG.resolve_config(config)
+        stream = as_stream(stream, x)
+        x_op = device_operand(x, "x", ndim=1, stream=stream)
+        out_op = prepare_out(out, x_op, x_op.dev.shape, x_op.dev.dtype, stream)
+        if x_op.dev.size:
+            RUNG.run(cfg, Call(x_op.dev, out_op.dev, stream))
+        return finish_result(out_op, stream)
+
+
+    def demo(rung, dtype, c):
+        import numpy as np
+
+        x = c.rng.standard_normal(5).astype(dtype)
+        return numpy_case("5", lambda: toy_plus_one(x, config=c.preset), x + 1, np.zeros(5))
+
+
+    TUNABLE = autotune.Tunable("toy_plus_one", "toy", ("n", "dtype"), lambda dtype: ("k01_plus_one",), None)
+    FAMILY = Family("toy", RUNGS, None, (TUNABLE,), demo,
+                    {"toy_plus_one": AliasCase(lambda x, out=None: toy_plus_one(x, out=out), ("x",), ((5,),), (5,))},
+                    {"k01_plus_one": "None: one thread per element."})
+''')
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy family's folder on sys.path and its one line in the registry."""
+    (tmp_path / "toyfam").mkdir()
+    (tmp_path / "toyfam" / "__init__.py").write_text(TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "LADDERS", registry.LADDERS)  # undone after the test
+    registry.register(registry.Ladder("toy", "toyfam", ("toy_plus_one",), ("toy_plus_one",)))
+    yield sys.modules.get("toyfam")
+    monkeypatch.delitem(sys.modules, "toyfam", raising=False)
+    autotune._TUNABLES.pop("toy_plus_one", None)
+    vars(simt_tiles).pop("toy_plus_one", None)
+
+
+def test_a_toy_family_is_seen_by_every_consumer(toy, monkeypatch):
+    from simt_tiles import compile_gate, demo
+
+    assert "toy" in registry.ladders() and registry.families()["toy"].name == "toy"  # registry, analyze, codegen
+    assert simt_tiles.toy_plus_one.__module__ == "toyfam"  # the package's public names
+    assert {j.preset for j in compile_gate.jobs(["toy"])} == {"sim", "default"}  # the compile gate
+    assert autotune.tunable("toy_plus_one").ladder == "toy"  # the autotuner
+    assert "toy_plus_one" in registry.aliasing_cases()  # tests/test_aliasing.py
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs"))
+    import generate
+
+    assert generate._hazards("toy") == {"k01_plus_one": "None: one thread per element."}  # the docs
+    assert demo.main(["--ladder", "toy", "--dtype", "float32"]) == 0  # the demo: its case, checked
+
+
+def test_a_second_line_for_a_family_is_refused(toy):
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(registry.Ladder("toy", "toyfam"))
+
+
+def test_every_shipped_family_registers_what_its_line_says():
+    for lad in registry.LADDERS:
+        family = lad.family()
+        assert family.name == lad.name and family.rungs, lad.name
+        assert callable(family.demo), lad.name
+        assert set(family.hazards) <= set(family.rungs), lad.name  # no hazard for a rung that is not there
+        assert {t.function for t in family.tunables} == set(lad.tunables), lad.name
+        functions = {n for n in lad.public if n.islower()}
+        assert set(family.aliasing) == functions, lad.name  # every public function has its aliasing case
+        for name in lad.public:
+            assert getattr(simt_tiles, name) is getattr(__import__(lad.module, fromlist=["_"]), name)

@@ -1,0 +1,212 @@
+"""Array interop: the result comes back in the caller's kind, without host copies for device arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import simt_tiles
+
+from .matmul_helpers import assert_matmul_ok, poisoned, random_operands
+
+
+@pytest.fixture
+def operands():
+    return random_operands(np.random.default_rng(7), 6, 5, 9, np.float32)
+
+
+def test_numpy_in_numpy_out(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, b)
+    assert isinstance(c, np.ndarray) and c.shape == (6, 5) and c.dtype == np.float32
+    assert_matmul_ok(a, b, c)
+
+
+def test_numpy_out_is_filled_and_returned(operands):
+    a, b = operands
+    out = np.full((6, 5), np.nan, np.float32)
+    assert simt_tiles.matmul(a, b, out=out) is out
+    assert_matmul_ok(a, b, out)
+
+
+def test_numba_device_in_device_out(operands):
+    a, b = operands
+    c = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b))
+    assert cuda.is_cuda_array(c) if hasattr(cuda, "is_cuda_array") else hasattr(c, "copy_to_host")
+    assert not isinstance(c, np.ndarray)
+    assert_matmul_ok(a, b, c.copy_to_host())
+
+
+def test_mixed_host_and_device_inputs(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, cuda.to_device(b))  # kind of the result follows a: NumPy
+    assert isinstance(c, np.ndarray)
+    assert_matmul_ok(a, b, c)
+
+
+def test_numba_stream_and_device_out(operands):
+    a, b = operands
+    stream = cuda.stream()
+    out = poisoned((6, 5), np.float32)
+    got = simt_tiles.matmul(cuda.to_device(a, stream=stream), cuda.to_device(b, stream=stream),
+                            out=out, stream=stream)
+    stream.synchronize()
+    assert got is out
+    assert_matmul_ok(a, b, out.copy_to_host())
+
+
+def test_numpy_result_with_stream_is_complete_on_return(operands):
+    a, b = operands
+    c = simt_tiles.matmul(a, b, stream=cuda.stream())
+    assert_matmul_ok(a, b, c)
+
+
+def test_inside_a_numba_pipeline(operands):
+    """A user's own kernel consumes the device result directly (README example)."""
+    a, b = operands
+    c = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b))
+
+    @cuda.jit
+    def relu(x):
+        i, j = cuda.grid(2)
+        if i < x.shape[0] and j < x.shape[1]:
+            x[i, j] = max(x[i, j], 0.0)
+
+    relu[(1, 1), (8, 8)](c)
+    np.testing.assert_allclose(c.copy_to_host(), np.maximum(simt_tiles.matmul(a, b), 0), rtol=0, atol=0)
+
+
+# --- GPU only: CuPy, PyTorch, DLPack ------------------------------------------
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(operands):
+    cp = pytest.importorskip("cupy")
+    a, b = operands
+    c = simt_tiles.matmul(cp.asarray(a), cp.asarray(b))
+    assert isinstance(c, cp.ndarray)
+    assert_matmul_ok(a, b, cp.asnumpy(c))
+    out = cp.full((6, 5), cp.nan, dtype=cp.float32)
+    assert simt_tiles.matmul(cp.asarray(a), cp.asarray(b), out=out, stream=cp.cuda.get_current_stream()) is out
+    assert_matmul_ok(a, b, cp.asnumpy(out))
+
+
+@pytest.mark.gpu
+def test_cupy_non_contiguous_rejected():
+    cp = pytest.importorskip("cupy")
+    a = cp.ones((4, 6), cp.float32)[:, ::2]
+    with pytest.raises(ValueError, match="a: expected a C-contiguous device array"):
+        simt_tiles.matmul(a, cp.ones((3, 2), cp.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_in_torch_out(operands, dtype):
+    torch = pytest.importorskip("torch")
+    a, b = (x.astype(dtype) for x in operands)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    c = simt_tiles.matmul(ta, tb, stream=torch.cuda.current_stream())
+    assert isinstance(c, torch.Tensor) and c.is_cuda and c.dtype == getattr(torch, dtype)
+    torch.cuda.synchronize()
+    assert_matmul_ok(a, b, c.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_torch_cpu_tensor_names_the_device():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"a: expected a NumPy array or a CUDA array.*torch.Tensor on device cpu"):
+        simt_tiles.matmul(torch.ones(2, 2), torch.ones(2, 2))
+
+
+@pytest.mark.gpu
+def test_dlpack_only_producer(operands):
+    cp = pytest.importorskip("cupy")
+    a, b = operands
+
+    class OnlyDLPack:
+        """Exposes DLPack but not __cuda_array_interface__ (as JAX arrays do)."""
+
+        def __init__(self, x):
+            self._x = x
+
+        def __dlpack__(self, **kw):
+            return self._x.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self._x.__dlpack_device__()
+
+    c = simt_tiles.matmul(OnlyDLPack(cp.asarray(a)), OnlyDLPack(cp.asarray(b)))
+    assert isinstance(c, cp.ndarray)
+    assert_matmul_ok(a, b, cp.asnumpy(c))
+
+
+@pytest.mark.gpu
+def test_ordered_after_the_producers_stream_without_blocking_the_host():
+    """Data written on a non-blocking CuPy stream is read correctly by a launch on the default
+    stream (the launch waits on an event), and the call does not wait for the GPU."""
+    import time
+
+    cp = pytest.importorskip("cupy")
+    n = 2**26
+    producer = cp.cuda.Stream(non_blocking=True)
+    with producer:
+        a = cp.zeros(n, cp.float32)
+        b = cp.ones(n, cp.float32)
+        simt_tiles.vector_add(a, b)  # compile outside the timed call
+        producer.synchronize()
+        for _ in range(100):  # ≈ 10 ms of queued work on the producer's stream
+            a += 1
+        t0 = time.perf_counter()
+        c = simt_tiles.vector_add(a, b, stream=None)  # exports `producer` as the CAI stream
+        host_s = time.perf_counter() - t0
+    cp.cuda.Device().synchronize()
+    assert bool((c == 101).all())
+    assert host_s < 0.005, f"the call blocked the host for {host_s * 1e3:.1f} ms"
+
+
+# --- the operand model: layouts and byte ranges (the aliasing check reads these) -----------------
+
+
+class _CAI:
+    """A bare ``__cuda_array_interface__`` producer at a made-up address."""
+
+    def __init__(self, shape, strides=None, ptr=4096, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def _op(x, name="x"):
+    from simt_tiles.interop import Operand
+
+    return Operand(name, x, "cai", x)
+
+
+def test_layout_of_contiguous_strided_reversed_and_empty():
+    from simt_tiles.interop import layout_of
+
+    lay = layout_of(_CAI((3, 5)))
+    assert lay.strides == (20, 4) and lay.span() == (4096, 4096 + 60)
+    assert layout_of(_CAI((3, 5), strides=(40, 8))).span() == (4096, 4096 + 2 * 40 + 4 * 8 + 4)
+    assert layout_of(_CAI((4,), strides=(-4,), ptr=4096 + 12)).span() == (4096, 4096 + 16)  # x[::-1]
+    assert layout_of(_CAI((0, 5))).span() == (4096, 4096)
+    host = np.arange(10.0)
+    lo, hi = layout_of(host[::-2]).span()
+    assert hi - lo == 9 * 8 and lo == host.__array_interface__["data"][0] + 8
+
+
+def test_check_no_overlap_by_byte_ranges():
+    from simt_tiles.interop import check_no_overlap
+
+    out = _op(_CAI((4,), ptr=4096), "out")
+    check_no_overlap(out, [_op(_CAI((4,), ptr=4096 + 16), "a")])  # adjacent: fine
+    check_no_overlap(out, [_op(_CAI((4,), ptr=4096 - 16), "a")])
+    check_no_overlap(out, [_op(_CAI((0,), ptr=4096), "a"), None])  # empty arrays touch nothing
+    with pytest.raises(ValueError, match="out: overlaps b in memory"):
+        check_no_overlap(out, [_op(_CAI((4,), ptr=4096 + 16), "a"), _op(_CAI((4,), ptr=4096 + 12), "b")])
+    with pytest.raises(ValueError, match="out: overlaps a in memory"):
+        check_no_overlap(out, [_op(_CAI((4,), ptr=4096 - 12), "a")])
+    # strided (Tile-side) arrays are compared by their hulls: interleaved views count as overlapping
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        interleaved = _op(_CAI((4,), strides=(8,), ptr=4100), "a")
+        check_no_overlap(_op(_CAI((4,), strides=(8,), ptr=4096), "out"), [interleaved])

@@ -1,0 +1,396 @@
+"""simt_tiles.mma (mma.sync / ldmatrix / cp.async by address) and the tensor-core matmul rungs k13/k14.
+
+The fragment tests run one warp per instruction and compare every lane's registers with the NumPy
+model of the PTX ISA layout (``simt_tiles.mma.fragment_*``); on a GPU the same kernels check the
+hardware against that model, in the simulator they check the emulation.  The matmul property tests
+draw ragged shapes (1, tile ± 1, primes, empty), both warp directions, NaN-poisoned outputs, and
+compare with a long-double reference under :func:`simt_tiles.bounds.mma_error_factor`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from numba import cuda
+
+from simt_tiles import mma
+from simt_tiles.bounds import mma_error_factor, ref_dtype
+from simt_tiles.kernels.matmul import k13_mma_tf32 as k13
+from simt_tiles.kernels.matmul import k14_mma_bf16 as k14
+from simt_tiles.kernels.matmul.mma import MMA_RUNGS, matmul_mma
+from simt_tiles.runtime import SIMULATOR, SMEM_ALIGN
+
+from .profiles import examples
+
+RNG = np.random.default_rng(30)
+
+
+# --- fragments, lane by lane ------------------------------------------------------------------
+
+@cuda.jit
+def _mma_tf32_kernel(fa, fb, fc, d):
+    lane = cuda.threadIdx.x
+    r = mma.mma_tf32(fa[lane, 0], fa[lane, 1], fa[lane, 2], fa[lane, 3], fb[lane, 0], fb[lane, 1],
+                     fc[lane, 0], fc[lane, 1], fc[lane, 2], fc[lane, 3])
+    for i in range(4):
+        d[lane, i] = r[i]
+
+
+@cuda.jit
+def _mma_16_kernel(fa, fb, fc, d, bf16):
+    lane = cuda.threadIdx.x
+    if bf16:
+        r = mma.mma_bf16(fa[lane, 0], fa[lane, 1], fa[lane, 2], fa[lane, 3], fb[lane, 0], fb[lane, 1],
+                         fc[lane, 0], fc[lane, 1], fc[lane, 2], fc[lane, 3])
+    else:
+        r = mma.mma_f16(fa[lane, 0], fa[lane, 1], fa[lane, 2], fa[lane, 3], fb[lane, 0], fb[lane, 1],
+                        fc[lane, 0], fc[lane, 1], fc[lane, 2], fc[lane, 3])
+    for i in range(4):
+        d[lane, i] = r[i]
+
+
+def _pack(pairs):
+    p = pairs.astype(np.uint32)
+    return p[..., 0] | (p[..., 1] << 16)
+
+
+def test_mma_tf32_layout_lane_by_lane():
+    """D = A·B + C through the documented fragments of m16n8k8 (TF32-exact inputs: no rounding)."""
+    a = mma.tf32_round(RNG.standard_normal((16, 8)).astype(np.float32))
+    b = mma.tf32_round(RNG.standard_normal((8, 8)).astype(np.float32))
+    c = RNG.standard_normal((16, 8)).astype(np.float32)
+    d = np.full((32, 4), np.nan, np.float32)
+    fa, fb, fc = (np.ascontiguousarray(x) for x in (mma.fragment_a(a, "tf32"), mma.fragment_b(b, "tf32"),
+                                                      mma.fragment_c(c)))
+    dd = cuda.to_device(d)
+    _mma_tf32_kernel[1, 32](cuda.to_device(fa), cuda.to_device(fb), cuda.to_device(fc), dd)
+    want = mma.fragment_c(a.astype(np.float64) @ b.astype(np.float64) + c)
+    np.testing.assert_allclose(dd.copy_to_host(), want, rtol=0, atol=8 * 2.0**-23 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mma_16bit_layout_lane_by_lane(precision):
+    to_bits = mma.bf16_bits if precision == "bf16" else mma.f16_bits
+    a_bits = to_bits(RNG.standard_normal((16, 16)).astype(np.float32))
+    b_bits = to_bits(RNG.standard_normal((16, 8)).astype(np.float32))
+    c = RNG.standard_normal((16, 8)).astype(np.float32)
+    fa = np.ascontiguousarray(_pack(mma.fragment_a(a_bits, precision)))
+    fb = np.ascontiguousarray(_pack(mma.fragment_b(b_bits, precision)))
+    fc = np.ascontiguousarray(mma.fragment_c(c))
+    dd = cuda.to_device(np.full((32, 4), np.nan, np.float32))
+    _mma_16_kernel[1, 32](cuda.to_device(fa), cuda.to_device(fb), cuda.to_device(fc), dd, precision == "bf16")
+    a, b = mma.bits_to_f32(a_bits, precision), mma.bits_to_f32(b_bits, precision)
+    want = mma.fragment_c(a.astype(np.float64) @ b.astype(np.float64) + c)
+    np.testing.assert_allclose(dd.copy_to_host(), want, rtol=0, atol=16 * 2.0**-23 * np.abs(want).max())
+
+
+@cuda.jit
+def _ldsm_kernel(tile, out, trans):
+    """tile: 16×16 uint16 in shared memory; lane L gives row L&7 + 8·((L>>3)&1), column 8·(L>>4)."""
+    sm = cuda.shared.array((16, 16), np.uint16, alignment=SMEM_ALIGN)
+    lane = cuda.threadIdx.x
+    for i in range(8):
+        sm[(lane * 8 + i) // 16, (lane * 8 + i) % 16] = tile[(lane * 8 + i) // 16, (lane * 8 + i) % 16]
+    cuda.syncthreads()
+    row = (lane & 7) + 8 * ((lane >> 3) & 1)
+    base = mma.smem_base(sm)
+    addr = mma.SA(base + mma.SA(row * 32 + 16 * (lane >> 4)))
+    if trans:
+        r = mma.ldsm_x4_t(addr, 0)
+    else:
+        r = mma.ldsm_x4(addr, 0)
+    for i in range(4):
+        out[lane, i] = r[i]
+
+
+def test_ldmatrix_gives_the_a_fragment():
+    """ldmatrix.x4 of a row-major 16×16 tile: lane L's registers are A's m16n8k16 fragment."""
+    tile = RNG.integers(0, 2**16, (16, 16), dtype=np.uint16)
+    out = cuda.to_device(np.zeros((32, 4), np.uint32))
+    _ldsm_kernel[1, 32](cuda.to_device(tile), out, False)
+    np.testing.assert_array_equal(out.copy_to_host(), _pack(mma.fragment_a(tile, "bf16")))
+
+
+def test_ldmatrix_trans_gives_b_fragments():
+    """ldmatrix.x4.trans of a row-major K×N (16×16) tile: registers (0, 1) are the B fragment of
+    columns 0-7, (2, 3) of columns 8-15."""
+    tile = RNG.integers(0, 2**16, (16, 16), dtype=np.uint16)
+    out = cuda.to_device(np.zeros((32, 4), np.uint32))
+    _ldsm_kernel[1, 32](cuda.to_device(tile), out, True)
+    got = out.copy_to_host()
+    np.testing.assert_array_equal(got[:, :2], _pack(mma.fragment_b(tile[:, :8], "bf16")))
+    np.testing.assert_array_equal(got[:, 2:], _pack(mma.fragment_b(tile[:, 8:], "bf16")))
+
+
+def test_numpy_models():
+    """The models the emulation and the tests share: TF32 rounding is to nearest, ties away; the
+    BF16 conversion rounds to nearest even; mma_reference reproduces A·B + C."""
+    x = np.array([1 + 2.0**-11, 1 + 3 * 2.0**-12, -(1 + 2.0**-11), 1 + 2.0**-12], np.float32)
+    np.testing.assert_array_equal(mma.tf32_round(x), np.array([1 + 2.0**-10, 1 + 2.0**-10, -(1 + 2.0**-10), 1],
+                                                             np.float32))
+    assert mma.tf32_truncate(np.float32(1 + 2.0**-11)) == 1
+    assert mma.bits_to_f32(mma.bf16_bits(np.float32(1 + 2.0**-8)), "bf16") == 1  # a tie: to even
+    assert mma.bits_to_f32(mma.bf16_bits(np.float32(1 + 3 * 2.0**-8)), "bf16") == 1 + 2.0**-6
+    a = mma.tf32_round(RNG.standard_normal((16, 8)).astype(np.float32))
+    b = mma.tf32_round(RNG.standard_normal((8, 8)).astype(np.float32))
+    d = mma.mma_reference(mma.fragment_a(a, "tf32"), mma.fragment_b(b, "tf32"), mma.fragment_c(np.zeros((16, 8))),
+                          "tf32")
+    np.testing.assert_allclose(d, mma.fragment_c(a.astype(np.float64) @ b), rtol=2.0**-22)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's address checks")
+def test_simulated_addresses_are_checked():
+    """An address outside every registered array, or misaligned, fails in the simulator."""
+    @cuda.jit
+    def bad(x, which):
+        sm = cuda.shared.array(64, np.float32)
+        s = mma.smem_base(sm)
+        if which == 0:
+            mma.lds32(s, 256)  # one past the end
+        else:
+            mma.cp_async16(s, 4, mma.gaddr(x, 0), 16)  # shared side not 16-byte aligned
+
+    x = cuda.to_device(np.zeros(16, np.float32))
+    for which in (0, 1):
+        with pytest.raises(ValueError, match="outside|multiple of 16"):
+            bad[1, 1](x, which)
+
+
+# --- the matmul rungs -----------------------------------------------------------------------
+
+#: small configs for the simulator: warps stacked along M (the "sim" presets) and along N
+TF32_CONFIGS = [k13.PRESETS["sim"], k13.Config(bm=16, bn=64, bk=16, wm=16, wn=32, stages=2, group=1),
+                k13.Config(bm=16, bn=64, bk=16, wm=16, wn=64, stages=2, group=1, rounding=2),
+                k13.Config(bm=32, bn=32, bk=16, wm=16, wn=32, stages=2, group=2, rounding=3)]
+BF16_CONFIGS = [k14.PRESETS["sim"], k14.Config(bm=16, bn=64, bk=32, wm=16, wn=32, stages=2, group=3)]
+SIZES = [0, 1, 7, 15, 16, 17, 31, 33]
+
+
+def _inputs(m, n, k, precision):
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    if precision == "tf32":
+        return a, b, a, b
+    to_bits = mma.bf16_bits if precision == "bf16" else mma.f16_bits
+    ab, bb = to_bits(a), to_bits(b)
+    if precision == "fp16":
+        return ab.view(np.float16), bb.view(np.float16), mma.bits_to_f32(ab, "fp16"), mma.bits_to_f32(bb, "fp16")
+    return ab, bb, mma.bits_to_f32(ab, "bf16"), mma.bits_to_f32(bb, "bf16")
+
+
+def check_matmul(m, n, k, precision, cfg):
+    """matmul_mma against a long-double reference, every element within the stated bound."""
+    a, b, a32, b32 = _inputs(m, n, k, precision)
+    out_dtype = np.float32 if precision == "tf32" else a.dtype
+    out = (np.full((m, n), 0x7FC0, np.uint16) if precision == "bf16"  # bfloat16 NaN bits
+           else np.full((m, n), np.nan, out_dtype))
+    if precision == "bf16":  # uint16 bits travel through the bf16 rung as NumPy has no bfloat16
+        c = _bf16_call(a, b, out, cfg)
+        got = mma.bits_to_f32(c, "bf16")
+    else:
+        got = matmul_mma(a, b, precision=precision, out=out, config=cfg).astype(np.float32)
+    rdt = ref_dtype()
+    ref = a32.astype(rdt) @ b32.astype(rdt)
+    absprod = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt))
+    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32",
+                         truncates=getattr(cfg, "rounding", 1) == 2)
+    bound = absprod * (f + 2 * max(k, 1) * float(np.finfo(rdt).eps))
+    err = np.abs(got.astype(rdt) - ref)
+    assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
+    assert (err <= bound).all(), (m, n, k, precision, cfg, float((err / np.maximum(bound, 1e-300)).max()))
+
+
+def _bf16_call(a_bits, b_bits, out_bits, cfg):
+    """The bf16 rung on raw bits (NumPy without ml_dtypes): the launcher's 16-bit path, dtype-tagged."""
+    from simt_tiles.kernels.matmul import mma as mma_mod
+
+    class Tagged(np.ndarray):  # a uint16 array that reports dtype "bfloat16" to the launcher
+        pass
+
+    orig = mma_mod._dtype_name
+    mma_mod._dtype_name = lambda x: "bfloat16" if isinstance(x, Tagged) else orig(x)
+    try:
+        res = matmul_mma(a_bits.view(Tagged), b_bits.view(Tagged), out=out_bits.view(Tagged), config=cfg)
+    finally:
+        mma_mod._dtype_name = orig
+    return np.asarray(res).view(np.uint16)
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13]),
+       which=st.integers(0, 3))
+@example(m=17, n=65, k=13, which=1)  # 2 warps along N, 2×2 blocks, edges in every direction
+@example(m=1, n=40, k=17, which=2)  # one warp of 16×64: the B bases repeat every 4 fragments
+def test_tf32_matmul_property(m, n, k, which):
+    check_matmul(m, n, k, "tf32", TF32_CONFIGS[which])
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37]),
+       which=st.integers(0, 1), precision=st.sampled_from(["bf16", "fp16"]))
+@example(m=31, n=65, k=37, which=1, precision="bf16")  # 2 warps along N, 2 k tiles, ragged K (padded)
+def test_16bit_matmul_property(m, n, k, which, precision):
+    check_matmul(m, n, k, precision, BF16_CONFIGS[which])
+
+
+@pytest.mark.parametrize("precision, shape", [("tf32", (33, 17, 41)), ("fp16", (17, 20, 70))])
+def test_several_k_tiles_and_blocks(precision, shape):
+    """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
+    2×1 blocks with ragged edges (TF32)."""
+    check_matmul(*shape, precision, (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0])
+
+
+# --- the launcher's rules -------------------------------------------------------------------
+
+def test_float32_needs_an_explicit_tf32():
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="precision='tf32'"):
+        matmul_mma(a, a)
+    with pytest.raises(ValueError, match="precision"):
+        matmul_mma(a, a, precision="bf16")
+    with pytest.raises(ValueError, match="precision: expected one of"):
+        matmul_mma(a, a, precision="fp8")
+
+
+def test_bad_arguments():
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(TypeError, match="b: expected dtype float32"):
+        matmul_mma(a, a.astype(np.float16), precision="tf32")
+    with pytest.raises(ValueError, match="inner dimensions"):
+        matmul_mma(a, np.ones((5, 4), np.float32), precision="tf32")
+    with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
+        matmul_mma(a.astype(np.float64), a.astype(np.float64))
+    with pytest.raises(ValueError, match="variant: k13_mma_tf32 does not compute 'fp16'"):
+        matmul_mma(a.astype(np.float16), a.astype(np.float16), variant="k13_mma_tf32")
+    with pytest.raises(ValueError, match="variant: expected one of"):
+        matmul_mma(a, a, precision="tf32", variant="k99")
+
+
+def test_config_choice():
+    """config=None: the large tile on grids of at least LARGE_TILES of them, else the default."""
+    from simt_tiles.kernels.matmul import mma as mma_mod
+
+    for rung in MMA_RUNGS.values():
+        large = rung.presets["large"]
+        assert mma_mod.choose_config(rung, "default", 8192, 8192) == rung.presets["default"]
+        choose = lambda m, n: mma_mod.choose_config(rung, None, m, n, simulator=False)  # noqa: E731
+        assert choose(8192, 8192) == large and choose(4096, 4096) == large  # measured: 2048, 512 tiles
+        assert choose(1031, 997) == rung.presets["default"]  # measured: 36 tiles
+        edge = mma_mod.LARGE_TILES  # unmeasured: the threshold itself, from one row of tiles
+        assert choose(large.bm, edge * large.bn) == large
+        assert choose(large.bm, edge * large.bn - large.bn) == rung.presets["default"]
+        assert choose(1, 1) == rung.presets["default"]
+
+
+def test_rna_add_rounds_to_nearest():
+    """rounding=3: the bits plus half a TF32 ulp, then the tensor cores' truncation, is cvt.rna."""
+    x = RNG.standard_normal(1000).astype(np.float32)
+    x[:4] = [1 + 2.0**-11, -(1 + 2.0**-11), np.inf, 3.4e38]
+    added = (x.view(np.uint32) + np.uint32(0x1000)).view(np.float32)
+    np.testing.assert_array_equal(mma.tf32_truncate(added), mma.tf32_round(x))
+
+
+def test_fp16_output_dtype_and_empty():
+    a = np.ones((3, 0), np.float16)
+    out = matmul_mma(a, np.ones((0, 5), np.float16))
+    assert out.dtype == np.float16 and out.shape == (3, 5) and not out.any()
+    assert matmul_mma(np.ones((0, 4), np.float32), np.ones((4, 2), np.float32), precision="tf32").shape == (0, 2)
+
+
+def test_error_factor():
+    """The bound's pieces: operand rounding 2u + u², then γ_K at 2⁻²³ (a directed rounding's)."""
+    u = 2.0**-11
+    assert mma_error_factor(1, "tf32") == pytest.approx(2 * u + u * u + 2.0**-23 * (1 + u) ** 2, rel=1e-9)
+    assert mma_error_factor(100, "bf16", rounds_inputs=False) == pytest.approx(100 * 2.0**-23, rel=1e-4)
+    assert mma_error_factor(10, "bf16", rounds_inputs=False, rounds_output=True) > 2.0**-8
+    with pytest.raises(ValueError, match="precision"):
+        mma_error_factor(4, "fp8")
+
+
+def test_rungs_generate_their_presets():
+    """Every preset's source generates (the compile gate compiles them) and names its instructions."""
+    for rung in MMA_RUNGS.values():
+        for name, cfg in rung.presets.items():
+            src = rung.source(cfg)
+            assert ("ldsm_x4_t(" in src) == (rung is k14.RUNG), (rung.name, name)
+            assert re.search(r"mma_(tf32|bf16|f16)\(", src), (rung.name, name)
+
+
+# --- SASS of the gated presets (the compile gate's cubins: SIMT_TILES_GATE_CUBINS) ------------
+
+#: HMMA share of the main loop's static SASS on the default presets (nvJitLink, CUDA 13.5): k13 384 of
+#: 2207 (17.4%: each TF32 operand's cvt.rna is FSETP + IMAD, 768 instructions), k14 256 of 808 (31.7%)
+MIN_HMMA_SHARE = {"k13_mma_tf32": 0.17, "k14_mma_bf16_precision=bf16": 0.30}
+
+
+def hmma_loop(sass: str):
+    """Opcode counts of the loop with the most HMMA: from a label to the backward branch to it."""
+    import collections
+
+    labels, ops, best = {}, [], collections.Counter()
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label[1]] = len(ops)
+            continue
+        op = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        if op:
+            ops.append((op[1], line))
+    for i, (op, line) in enumerate(ops):
+        target = re.search(r"\((\.L_x_\d+)\)", line) if op == "BRA" else None
+        if target and labels.get(target[1], i + 1) <= i:
+            body = collections.Counter(o for o, _ in ops[labels[target[1]]:i + 1])
+            if body["HMMA"] > best["HMMA"]:
+                best = body
+    return best, [o for o, _ in ops]
+
+
+@pytest.mark.parametrize("kernel", sorted(MIN_HMMA_SHARE))
+def test_mma_rungs_sass_rules(kernel):
+    """The default presets: no local memory, and HMMA at least MIN_HMMA_SHARE of the main loop."""
+    gate = os.environ.get("SIMT_TILES_GATE_CUBINS")
+    path = os.path.join(gate or "", f"{kernel}-default-float32.cubin")
+    if not (gate and os.path.exists(path)):
+        pytest.skip("needs the compile gate's cubins (SIMT_TILES_GATE_CUBINS)")
+    from simt_tiles import compile_gate
+
+    nvdisasm = next((os.path.join(os.path.dirname(p), "nvdisasm") for p in compile_gate._ptxas_candidates()
+                     if os.access(os.path.join(os.path.dirname(p), "nvdisasm"), os.X_OK)), None)
+    if nvdisasm is None:
+        pytest.skip("no nvdisasm")
+    sass = subprocess.run([nvdisasm, "-c", path], capture_output=True, text=True, check=True).stdout
+    loop, ops = hmma_loop(sass)
+    assert "LDL" not in ops and "STL" not in ops, (kernel, "local memory")
+    assert loop["HMMA"] > 0 and loop["HMMA"] / sum(loop.values()) >= MIN_HMMA_SHARE[kernel], (kernel, loop.most_common(10))
+
+
+# --- the public path: simt_tiles.matmul(precision=...) and 16-bit inputs -------------------------
+
+def test_public_matmul_routes_to_the_tensor_cores():
+    """``simt_tiles.matmul`` keeps FP32 for float32 unless asked (precision="tf32"), and takes
+    float16 inputs to k14 with their own dtype out; each against the mma bound."""
+    import simt_tiles
+
+    m, n, k = 17, 9, 13
+    a, b = RNG.standard_normal((m, k)).astype(np.float32), RNG.standard_normal((k, n)).astype(np.float32)
+    cfg = TF32_CONFIGS[0]
+    got = simt_tiles.matmul(a, b, precision="tf32", config=cfg)
+    np.testing.assert_array_equal(got, matmul_mma(a, b, precision="tf32", config=cfg))  # the same kernel
+    rdt = ref_dtype()
+    ref = a.astype(rdt) @ b.astype(rdt)
+    bound = (np.abs(a.astype(rdt)) @ np.abs(b.astype(rdt))) * (mma_error_factor(k, "tf32") + 2 * k * float(np.finfo(rdt).eps))
+    assert (np.abs(got - ref) <= bound).all()
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    h = simt_tiles.matmul(a16, b16, config=BF16_CONFIGS[0])
+    assert h.dtype == np.float16 and h.shape == (m, n)
+    np.testing.assert_array_equal(h, matmul_mma(a16, b16, config=BF16_CONFIGS[0]))
+    with pytest.raises(ValueError, match="precision: expected one of"):
+        simt_tiles.matmul(a, b, precision="fp8")
+    with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
+        simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")

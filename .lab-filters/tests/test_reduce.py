@@ -1,0 +1,247 @@
+"""simt_tiles.reduce against NumPy: every axis form, keepdims, every operator, both dtypes, N-D,
+NaN/±inf/ties/empty axes; sums and means within a bound from the arithmetic, the rest exact."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+from numba import cuda
+
+import simt_tiles
+from simt_tiles.bounds import gamma, unit_roundoff
+from simt_tiles.kernels.reduce import REDUCE_OPS, RUNGS, dispatch
+from simt_tiles.kernels.reduce._common import ReduceConfig
+from simt_tiles.kernels.reduce.k02_axis_lanes import Config as LanesConfig
+from simt_tiles.runtime import SIMULATOR
+
+from .common import DTYPES, configs, edge_sizes
+
+K01_CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3),
+                         st.sampled_from([32, 64])) if SIMULATOR else
+               st.builds(ReduceConfig, st.sampled_from([32, 128, 256, 1024]), st.sampled_from([1, 7, 132, 1056]),
+                         st.sampled_from([1, 3, 8]), st.sampled_from([64, 256, 512])))
+#: k02's lanes, lane axis and warps per output are the dispatch's: threads and loads vary
+K02_CONFIGS = st.builds(LanesConfig, threads=st.sampled_from([32, 64, 128] if SIMULATOR else [64, 256, 1024]),
+                        loads=st.sampled_from([1, 2, 3] if SIMULATOR else [1, 4, 8]))
+
+
+def sum_bound(x: np.ndarray, axis, mean=False):
+    """(reference, bound): float64 accumulation (any order, any splits: γ_n(2⁻⁵³)·Σ|x|), one final
+    rounding to x's dtype (u·|ref|); the mean's 1/count and its product add 2 float64 roundings."""
+    xl = x.astype(np.longdouble)
+    n = x.size if axis is None else math.prod(x.shape[a] for a in (axis if isinstance(axis, tuple) else (axis,)))
+    ref = np.sum(xl, axis=axis)
+    bound = (gamma(max(n, 1), 2.0**-53) + gamma(max(n, 1), unit_roundoff(np.longdouble))) * np.sum(np.abs(xl), axis=axis)
+    if mean:
+        ref, bound = ref / n, bound / n + 3 * 2.0**-53 * np.abs(ref / n)
+    return ref, (bound + unit_roundoff(x.dtype) * np.abs(ref)) * (1 + 1e-6)
+
+
+def assert_matches_numpy(x, op, axis, keepdims, got):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expect = getattr(np, op)(x, axis=axis, keepdims=keepdims)
+    got = np.asarray(got)
+    assert got.shape == np.shape(expect) and got.dtype == np.asarray(expect).dtype, (got.shape, got.dtype)
+    if op in ("sum", "mean"):
+        ref, bound = sum_bound(x, axis, mean=op == "mean")
+        ref, bound = np.reshape(ref, got.shape), np.reshape(bound, got.shape)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expect))
+        fin = np.isfinite(ref)
+        np.testing.assert_array_equal(got[~fin & ~np.isnan(got)], np.asarray(expect)[~fin & ~np.isnan(got)])
+        with np.errstate(invalid="ignore"):
+            assert np.all(np.abs(got[fin].astype(np.longdouble) - ref[fin]) <= bound[fin])
+    else:
+        np.testing.assert_array_equal(got, expect)  # exact: NaN where NumPy has NaN, NumPy's index
+
+
+def axis_forms(nd: int, arg: bool) -> list:
+    forms = [None, *range(-nd, nd)]
+    if not arg:
+        forms += [(), *((a, b) for a in range(nd) for b in range(a + 1, nd))]
+    return forms
+
+
+@given(data=st.data())
+def test_reduce_matches_numpy_on_every_axis_form(data):
+    config = data.draw(configs(RUNGS["k02_axis_lanes"], K02_CONFIGS), "config")
+    op = data.draw(st.sampled_from(REDUCE_OPS), "op")
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    sizes = [0, 1, 2, 3, 5, 33] if SIMULATOR else [0, 1, 7, 33, 257, 1031]
+    shape = tuple(data.draw(st.lists(st.sampled_from(sizes), min_size=1, max_size=3), "shape"))
+    if data.draw(st.booleans(), "a long axis (split across blocks)"):
+        shape = (*shape[:-1], data.draw(st.sampled_from([300, 513] if SIMULATOR else [70001, 300007])))
+    axis = data.draw(st.sampled_from(axis_forms(len(shape), op.startswith("arg"))), "axis")
+    keepdims = data.draw(st.booleans(), "keepdims")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    if data.draw(st.booleans(), "small integers (ties)"):
+        x = rng.integers(-3, 4, shape).astype(dtype)
+    else:
+        x = (rng.standard_normal(shape) * data.draw(st.sampled_from([1.0, 1e6]), "scale")).astype(dtype)
+    for v in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=2), "specials"):
+        if x.size:
+            x.flat[rng.integers(x.size)] = v
+    note(f"x={x!r}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            getattr(np, op)(x, axis=axis, keepdims=keepdims)
+    except ValueError:
+        with pytest.raises(ValueError, match="x: zero-size array"):
+            simt_tiles.reduce(x, op, axis=axis, keepdims=keepdims, config=config)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice, as NumPy
+        got = simt_tiles.reduce(x, op, axis=axis, keepdims=keepdims, config=config)
+    assert_matches_numpy(x, op, axis, keepdims, got)
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@given(data=st.data())
+def test_k01_matches_numpy(op, data):
+    config = data.draw(configs(RUNGS["k01_warp_shuffle"], K01_CONFIGS), "config")
+    axis = data.draw(st.sampled_from([None, -1]), "axis")
+    sizes = edge_sizes(config.threads, config.threads * config.loads)
+    shape = (data.draw(st.sampled_from([1, 2, 3] if SIMULATOR else [1, 5, 64])), data.draw(st.sampled_from(sizes)))
+    if op != "sum" and shape[-1] == 0:
+        return
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    x = rng.standard_normal(shape).astype(dtype)
+    if op != "sum" and data.draw(st.booleans(), "plant NaN"):
+        x[rng.integers(shape[0]), rng.integers(shape[1])] = np.nan
+    got = simt_tiles.reduce(x, op, axis=axis, variant="k01_warp_shuffle", config=config)
+    assert_matches_numpy(x, op, axis, False, got)
+
+
+def test_device_result_into_a_poisoned_out_and_keepdims():
+    x = np.random.default_rng(0).standard_normal((3, 40, 5)).astype(np.float32)
+    for op, dt in (("max", np.float32), ("argmin", np.int64), ("mean", np.float32)):
+        out = cuda.to_device(np.full((3, 1, 5), np.nan if dt == np.float32 else -1, dt))
+        assert simt_tiles.reduce(cuda.to_device(x), op, axis=1, keepdims=True, out=out) is out
+        assert_matches_numpy(x, op, 1, True, out.copy_to_host())
+
+
+def test_argmax_takes_the_first_index_and_the_first_nan():
+    x = np.array([[1, 3, 3, 0], [np.nan, 2, np.nan, 9], [-np.inf] * 4, [0.0, -0.0, 0.0, -1]], np.float32)
+    for op in ("argmax", "argmin"):
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal(simt_tiles.reduce(x, op, axis=axis), getattr(np, op)(x, axis=axis))
+
+
+def test_whole_array_result_kinds():
+    x = np.arange(10, dtype=np.float32)
+    r = simt_tiles.reduce(x)
+    assert isinstance(r, np.float32) and r == 45
+    assert isinstance(simt_tiles.reduce(x, "argmax"), np.int64) and simt_tiles.reduce(x, "argmax") == 9
+    d = simt_tiles.reduce(cuda.to_device(x))
+    assert d.shape == () and d.copy_to_host() == 45
+    out = cuda.to_device(np.full((), np.nan, np.float32))
+    assert simt_tiles.reduce(x, "max", out=out) is out and out.copy_to_host() == 9
+
+
+def test_empty_axes_as_numpy():
+    assert simt_tiles.reduce(np.zeros((0,), np.float32)) == 0
+    np.testing.assert_array_equal(simt_tiles.reduce(np.zeros((3, 0), np.float32), axis=-1), np.zeros(3))
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+        assert np.isnan(simt_tiles.reduce(np.zeros((0,), np.float32), "mean"))
+    with pytest.raises(ValueError, match="zero-size array to reduction operation max which has no identity"):
+        simt_tiles.reduce(np.zeros((0,), np.float32), "max")
+    with pytest.raises(ValueError, match="attempt to get argmax of an empty sequence"):
+        simt_tiles.reduce(np.zeros((2, 0), np.float32), "argmax", axis=1)
+    assert simt_tiles.reduce(np.zeros((0, 3), np.float32), "argmax", axis=1).shape == (0,)
+
+
+def test_split_sums_are_deterministic():
+    x = np.random.default_rng(7).standard_normal(600).astype(np.float32)
+    assert len(dispatch.plan(x.shape, (0,), "sum", 0, x.dtype, variant="k02_axis_lanes").steps) == 2  # split
+    a, b = (simt_tiles.reduce(x, variant="k02_axis_lanes") for _ in range(2))
+    assert a.tobytes() == b.tobytes()
+
+
+def test_bad_input():
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(ValueError, match=r"op: expected one of \('sum', 'mean', 'max', 'min', 'argmax', 'argmin'\); got 'prod'"):
+        simt_tiles.reduce(x, "prod")
+    with pytest.raises(ValueError, match=r"axis: 2 is out of bounds for an array of 2 dimensions"):
+        simt_tiles.reduce(x, axis=2)
+    with pytest.raises(ValueError, match=r"axis: repeated axis in \(0, -2\)"):
+        simt_tiles.reduce(x, axis=(0, -2))
+    with pytest.raises(TypeError, match=r"axis: argmax/argmin take None or one int"):
+        simt_tiles.reduce(x, "argmax", axis=(0,))
+    with pytest.raises(TypeError, match=r"axis: expected None, an int or a tuple of ints; got 0.5"):
+        simt_tiles.reduce(x, axis=0.5)
+    with pytest.raises(TypeError, match=r"keepdims: expected a bool; got 1"):
+        simt_tiles.reduce(x, keepdims=1)
+    with pytest.raises(TypeError, match="x: expected dtype float32 or float64; got int32"):
+        simt_tiles.reduce(np.ones(3, np.int32))
+    with pytest.raises(ValueError, match=r"out: expected shape \(2,\); got \(3,\)"):
+        simt_tiles.reduce(x, axis=-1, out=np.empty(3, np.float32))
+    with pytest.raises(TypeError, match=r"out: expected dtype int64; got float32"):
+        simt_tiles.reduce(x, "argmax", axis=-1, out=np.empty(2, np.float32))
+    with pytest.raises(ValueError, match=r"variant: k01_warp_shuffle reduces the whole array or the last axis"):
+        simt_tiles.reduce(x, axis=0, variant="k01_warp_shuffle")
+
+
+def test_sum_bound_can_fail():
+    x = np.random.default_rng(5).standard_normal(1000).astype(np.float32)
+    ref, bound = sum_bound(x, None)
+    assert abs(np.float32(ref) - ref) <= bound
+    assert not abs(np.float32(ref) + 4 * np.spacing(np.float32(ref)) - ref) <= bound
+
+
+def test_workspaces_are_per_host_thread():
+    """Two host threads' calls would interleave their kernels on a shared stream (and the
+    per-thread default stream is one handle for many streams): each thread gets its own partials
+    buffer; one thread reuses its own (reduce's and the split-K matmul's)."""
+    import threading
+
+    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+
+    got = {}
+
+    def grab(name):
+        got[name] = (dispatch.workspace((64,), np.float64, 0, "t"), k11.workspace((4, 8), np.float32, 0))
+
+    grab("main")
+    assert dispatch.workspace((64,), np.float64, 0, "t") is got["main"][0]
+    assert k11.workspace((4, 8), np.float32, 0) is got["main"][1]
+    t = threading.Thread(target=grab, args=("other",))
+    t.start()
+    t.join()
+    assert got["other"][0] is not got["main"][0] and got["other"][1] is not got["main"][1]
+
+
+def _steps(shape, axes, op="sum", code=0):
+    p = dispatch.plan(shape, axes, op, code, np.float32, config="default", sms=132, min_steps=4)
+    if p.rung.name == "k01_warp_shuffle":
+        return "k01"
+    return [(s.view, s.config.lanes, s.config.wpo, s.splits) for s in p.steps]
+
+
+#: shape, axes → the passes ((outer, n, inner), lanes, warps per output group, splits) on the
+#: H200's 132 SMs: the measured zoo problems (benchmarks/notes/patterns_zoo.md) and shapes between
+RULES = {
+    ((2**20, 64), (1,)): [((2**20, 64, 1), 8, 1, 1)],  # short rows: 4 to a warp
+    ((2**20, 5), (1,)): [((2**20, 5, 1), 1, 1, 1)],
+    ((16384, 16384), (1,)): "k01",  # long rows, enough of them: a block each
+    ((4096, 50257), (1,)): "k01",
+    ((200, 50257), (1,)): [((200, 50257, 1), 32, 8, 6), ((1, 6, 200), 1, 1, 1)],  # fewer: split
+    ((4096, 1000), (1,)): [((4096, 1000, 1), 32, 8, 1)],
+    ((2**28,), (0,)): "k01", ((64, 1024, 256), (0, 1, 2)): "k01",  # whole arrays
+    ((2, 2**27), (1,)): [((2, 2**27, 1), 32, 8, 528), ((1, 528, 2), 16, 8, 1)],
+    ((4096, 4096), (0,)): [((1, 4096, 4096), 1, 8, 9), ((1, 9, 4096), 1, 8, 1)],
+    ((2**22, 4), (0,)): [((1, 2**22, 4), 8, 8, 1024), ((1, 1024, 4), 8, 8, 1)],
+    ((8, 16, 32), (0, 2)): [((128, 32, 1), 4, 1, 1), ((1, 8, 16), 2, 1, 1)],  # the last run first, then (0,)
+    ((1000,), (0,), "mean"): [((1, 1000, 1), 32, 8, 1)],  # one pass: no split below 4 steps per lane
+}
+
+
+@pytest.mark.parametrize("key", list(RULES), ids=str)
+def test_dispatch_rules_between_measured_points(key):
+    assert _steps(*key) == RULES[key]

@@ -1,0 +1,280 @@
+"""Softmax and log_softmax against scipy.special: every rung, ragged shapes, special values, both
+dtypes, any axis of N-D inputs, and the dispatch rules at shapes no benchmark measured."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.special
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+from numba import cuda
+
+import simt_tiles
+from simt_tiles.kernels.softmax import RUNGS, SOFTMAX_VARIANTS, dispatch
+from simt_tiles.kernels.softmax._common import RowConfig, WarpRowConfig
+from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowConfig
+from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
+from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
+from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
+from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
+from simt_tiles.runtime import SIMULATOR
+
+from .common import DTYPES, configs, edge_sizes, poisoned
+
+if SIMULATOR:
+    CONFIGS = {
+        "k01_smem_tree": st.builds(RowConfig, st.sampled_from([1, 2, 4, 8])),
+        "k02_warp_shuffle": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
+        "k03_online": st.builds(WarpRowConfig, st.sampled_from([32, 64])),
+        "k04_register_row": st.builds(RegisterRowConfig, threads=st.sampled_from([32, 64]),
+                                      vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
+                                      min_threads=st.sampled_from([32, 64])),
+        # registers first: 1–2 per thread, so the simulator's short rows reach shared memory
+        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
+                                   smem_budget=st.sampled_from([4096, 8192]), vpt_step=st.sampled_from([1, 2]),
+                                   min_blocks=st.just(1)),
+        "k06_split_blocks": st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3])),
+        "k07_strided_axis": st.builds(StridedConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2])),
+    }
+else:
+    CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
+               for v in SOFTMAX_VARIANTS}
+    CONFIGS["k04_register_row"] = st.builds(RegisterRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                            vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
+                                            min_threads=st.sampled_from([32, 128]))
+    # 16–32 registers of values, the rest in > 48 KiB of shared memory (the opt-in)
+    CONFIGS["k05_split_row"] = st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                         max_vpt=st.sampled_from([16, 32]), smem_budget=st.sampled_from([65536, 98304]),
+                                         vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1))
+    CONFIGS["k06_split_blocks"] = st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 256, 1024]),
+                                            loads=st.sampled_from([1, 4, 8]))
+    CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
+
+
+def assert_softmax_ok(x, y, log=False):
+    """``y`` is (log_)softmax of ``x`` along the last axis: NaN and ±inf exactly where scipy has
+    them, the rest within the arithmetic's bound (reference.py)."""
+    ref, bound = (log_softmax_reference if log else softmax_reference)(x)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        expect = (scipy.special.log_softmax if log else scipy.special.softmax)(x.astype(np.float64), axis=-1)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expect), err_msg="NaN pattern differs from scipy")
+    inf = np.isinf(expect)
+    np.testing.assert_array_equal(y[inf], expect[inf], err_msg="±inf differ from scipy")
+    with np.errstate(invalid="ignore"):
+        ok = np.isnan(y) | inf | (np.abs(y.astype(ref.dtype) - ref) <= bound)
+    assert ok.all(), f"{(~ok).sum()} elements outside the bound; worst at {np.argwhere(~ok)[:3]}"
+
+
+def test_every_variant_has_a_config_strategy_and_presets():
+    assert set(CONFIGS) == set(SOFTMAX_VARIANTS)
+    for v in SOFTMAX_VARIANTS:
+        assert {"sim", "default"} <= set(RUNGS[v].presets)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
+@given(data=st.data())
+def test_softmax_matches_scipy(variant, dtype, data):
+    config = data.draw(configs(RUNGS[variant], CONFIGS[variant]), "config")
+    rows = data.draw(st.sampled_from([1, 2, 3, 5] if SIMULATOR else [1, 7, 64, 129]), "rows")
+    cols = data.draw(st.sampled_from(edge_sizes(config.threads)), "cols")
+    assume(cols > 0)
+    seed = data.draw(st.integers(0, 2**32 - 1), "seed")
+    scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(dtype)
+    specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=3), "specials")
+    for v in specials:  # plant special values at random places
+        x[rng.integers(rows), rng.integers(cols)] = v
+    if data.draw(st.booleans(), "a row of -inf"):
+        x[rng.integers(rows), :] = -np.inf
+    log = variant in dispatch.LOG_VARIANTS and data.draw(st.booleans(), "log_softmax")
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    out = poisoned((rows, cols), dtype)
+    assert f(x, out=out, variant=variant, config=config) is out
+    y = out.copy_to_host()
+    note(f"x={x!r}\ny={y!r}")
+    assert_softmax_ok(x, y, log)
+
+
+SPECIAL = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 0.0], [np.inf, -np.inf, 1.0],
+                    [np.nan, np.inf, 1.0]])
+
+
+@pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
+def test_scipy_special_cases(variant):
+    x = SPECIAL.astype(np.float32)
+    assert_softmax_ok(x, simt_tiles.softmax(x, variant=variant))
+    np.testing.assert_allclose(simt_tiles.softmax(x, variant=variant)[3], [0.5, 0.0, 0.5], rtol=0, atol=0)
+    if variant in dispatch.LOG_VARIANTS:  # +inf rows: −inf and NaN; −inf rows NaN (scipy's shift by 0)
+        assert_softmax_ok(x, simt_tiles.log_softmax(x, variant=variant), log=True)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@given(data=st.data())
+def test_any_axis_of_n_d_inputs_matches_scipy(log, data):
+    """The default (dispatch) along every axis form: ints, negative ints, adjacent tuples, None."""
+    shape = tuple(data.draw(st.lists(st.sampled_from([1, 2, 3, 5, 33]), min_size=1, max_size=3), "shape"))
+    nd = len(shape)
+    forms = [None, *range(-nd, nd)] + [(a, a + 1) for a in range(nd - 1)]
+    axis = data.draw(st.sampled_from(forms), "axis")
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    if data.draw(st.booleans(), "special"):
+        x.flat[rng.integers(x.size)] = rng.choice([np.nan, np.inf, -np.inf])
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    y = f(x, axis=axis)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    # the same softmax as rows: the axes moved last and merged
+    axes = tuple(range(nd)) if axis is None else tuple(a % nd for a in (axis if isinstance(axis, tuple) else (axis,)))
+    rest = [a for a in range(nd) if a not in axes]
+    rows = lambda a: np.transpose(a, rest + list(axes)).reshape(-1, int(np.prod([shape[i] for i in axes])))  # noqa: E731
+    assert_softmax_ok(rows(x), rows(y), log)
+
+
+def test_any_axis_on_the_device_and_out():
+    x = np.random.default_rng(5).standard_normal((3, 4, 5)).astype(np.float32)
+    out = poisoned(x.shape, np.float32)
+    assert simt_tiles.log_softmax(cuda.to_device(x), axis=1, out=out) is out
+    np.testing.assert_allclose(out.copy_to_host(), scipy.special.log_softmax(x, axis=1), rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (0, 0)])
+def test_empty(shape):
+    y = simt_tiles.softmax(np.ones(shape, np.float32))
+    assert y.shape == shape
+
+
+def test_bad_input():
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(ValueError, match=r"axis: 2 is out of bounds for an array of 2 dimensions"):
+        simt_tiles.softmax(x, axis=2)
+    with pytest.raises(TypeError, match=r"axis: expected None, an int or a tuple of ints; got 1.0"):
+        simt_tiles.softmax(x, axis=1.0)
+    with pytest.raises(ValueError, match=r"axis: expected one axis or a tuple of adjacent, distinct axes"):
+        simt_tiles.softmax(np.ones((2, 2, 2), np.float32), axis=(0, 2))
+    with pytest.raises(ValueError, match=r"x: expected an array of at least 1 dimension; got 0-D"):
+        simt_tiles.softmax(np.array(1, np.float32))
+    with pytest.raises(TypeError, match=r"x: expected dtype float32 or float64; got int64"):
+        simt_tiles.softmax(np.ones((2, 2), np.int64))
+    with pytest.raises(ValueError, match=r"variant: expected one of \('k01_smem_tree'"):
+        simt_tiles.softmax(x, variant="nope")
+    with pytest.raises(ValueError, match=r"variant: log_softmax runs on"):
+        simt_tiles.log_softmax(x, variant="k01_smem_tree")
+    with pytest.raises(ValueError, match=r"variant: 'k04_register_row' takes the last axis only"):
+        simt_tiles.softmax(x, axis=0, variant="k04_register_row")
+    with pytest.raises(simt_tiles.ConfigError, match=r"threads % 32 == 0"):
+        WarpRowConfig(16)
+    with pytest.raises(simt_tiles.ConfigError, match=r"power of two"):
+        RowConfig(12)
+
+
+def test_check_catches_a_wrong_softmax():
+    x = np.random.default_rng(0).standard_normal((3, 9)).astype(np.float32)
+    y = scipy.special.softmax(x.astype(np.float64), axis=-1).astype(np.float32)
+    assert_softmax_ok(x, y)
+    assert_softmax_ok(x, scipy.special.log_softmax(x.astype(np.float64), axis=-1).astype(np.float32), log=True)
+    y[1, 4] *= 1 + 1e-4  # far beyond a few ulp
+    with pytest.raises(AssertionError):
+        assert_softmax_ok(x, y)
+    with pytest.raises(AssertionError, match="NaN pattern"):
+        y[0, 0] = np.nan
+        assert_softmax_ok(x, y)
+
+
+def test_device_in_device_out():
+    x = np.random.default_rng(1).standard_normal((4, 40)).astype(np.float32)
+    y = simt_tiles.softmax(cuda.to_device(x))
+    assert not isinstance(y, np.ndarray)
+    assert_softmax_ok(x, y.copy_to_host())
+
+
+def test_register_row_fits_the_row_or_says_why():
+    from simt_tiles.runtime import ConfigError
+
+    cfg = RegisterRowConfig(threads=512, vpt_target=16, max_vpt=64)
+    assert (cfg.for_problem(9, 256).group, cfg.for_problem(9, 256).vpt) == (32, 8)
+    assert (cfg.for_problem(9, 127).group, cfg.for_problem(9, 127).vpt) == (8, 16)  # four rows to a warp
+    assert (cfg.for_problem(9, 32).group, cfg.for_problem(9, 32).vpt) == (4, 8)  # eight
+    assert (dataclasses.replace(cfg, min_group=32).for_problem(9, 32).vpt) == 1
+    assert (cfg.for_problem(9, 32768).group, cfg.for_problem(9, 32768).vpt) == (512, 64)
+    assert (cfg.for_problem(9, 1000).group, cfg.for_problem(9, 1000).vpt) == (64, 16)
+    assert cfg.for_problem(9, 16384, 8).vpt == 32
+    # short rows: blocks of min_threads (128), long rows: the whole block
+    assert [cfg.for_problem(9, c).threads for c in (32, 256, 1000, 4096, 32768)] == [128, 128, 128, 256, 512]
+    with pytest.raises(ConfigError, match=r"x: rows of 32769 values of 4 bytes do not fit"):
+        cfg.for_problem(1, 32769)
+    with pytest.raises(ConfigError, match=r"x: rows of 16385 values of 8 bytes"):
+        cfg.for_problem(1, 16385, 8)
+    with pytest.raises(ConfigError, match=r"x: rows of 32769"):
+        simt_tiles.softmax(np.ones((1, 32769), np.float32), variant="k04_register_row", config=cfg)
+    # variant=None takes the long-row rung instead (one long row: cheap in the simulator)
+    x = np.random.default_rng(3).standard_normal((1, 300)).astype(np.float32)
+    small = RegisterRowConfig(threads=32, vpt_target=2, max_vpt=4)  # 32 × 4 = 128 < 300
+    with pytest.raises(ConfigError):
+        simt_tiles.softmax(x, variant="k04_register_row", config=small)
+    assert_softmax_ok(x, simt_tiles.softmax(x, config=small))
+
+
+def test_split_row_fits_the_row_or_says_why():
+    from simt_tiles.runtime import ConfigError
+
+    cfg = SplitRowConfig()  # the default's fields: 256 threads, two blocks per SM
+    split = lambda cols, itemsize=4: (lambda c: (c.reg_vpt, c.smem_vpt))(cfg.for_problem(9, cols, itemsize))  # noqa: E731
+    assert split(32768) == (84, 44)  # registers first (84 + 44 overhead = 128), 44 KiB of shared memory
+    assert split(16384, 8) == (36, 28)  # float64: 36 values (72 registers) + 28
+    assert split(20000) == (80, 0)  # cdiv(20000, 256) = 79 → 80 per thread: registers only
+    assert split(46080) == (84, 96)  # 96 KiB of shared memory: the budget
+    with pytest.raises(ConfigError, match=r"x: rows of 46081 values of 4 bytes do not fit k05_split_row .*= 46080"):
+        cfg.for_problem(1, 46081)
+    with pytest.raises(ConfigError, match=r"x: rows of 21505 values of 8 bytes"):
+        cfg.for_problem(1, 21505, 8)
+    assert cfg.for_problem(9, 32768).dynamic_smem_bytes(4) == 44 * 256 * 4
+    few = SplitRowConfig(threads=512).for_problem(9, 32768)  # 64 registers: 20 values, 3 chunks of shared
+    assert (few.reg_vpt, few.smem_vpt) == (20, 44)
+    sim = RUNGS["k05_split_row"].presets["sim"]  # 64 threads × (4 + 16) float32
+    assert (sim.for_problem(1, 600).reg_vpt, sim.for_problem(1, 600).smem_vpt) == (4, 6)  # two chunks
+    x = np.random.default_rng(4).standard_normal((1, 600)).astype(np.float32)  # k04 sim fits 512
+    assert_softmax_ok(x, simt_tiles.softmax(x))
+
+
+def _chosen(rows, n, inner=1, dtype=np.float32, log=False):
+    p = dispatch.plan((rows, n, inner), dtype, log=log, config="default", sms=132)
+    return p.rung.name, p.pieces
+
+
+#: (rows, columns) → (rung, pieces) with the H200's 132 SMs and the default presets: the measured
+#: zoo problems (benchmarks/notes/patterns_zoo.md) and shapes between them
+RULES = {
+    (16384, 32): ("k04_register_row", 1), (16384, 256): ("k04_register_row", 1),
+    (1000, 3000): ("k04_register_row", 1), (200, 16384): ("k04_register_row", 1),
+    (16384, 32768): ("k05_split_row", 1), (4096, 32000): ("k05_split_row", 1), (300, 46080): ("k05_split_row", 1),
+    (4096, 50257): ("k06_split_blocks", 1), (4096, 151936): ("k06_split_blocks", 1), (133, 46081): ("k06_split_blocks", 2),
+    (2, 4194304): ("k06_split_blocks", 256), (1, 2**22): ("k06_split_blocks", 256), (7, 100000): ("k06_split_blocks", 6),
+    (100, 20000): ("k05_split_row", 1),  # 6 pieces wanted, but a piece is ≥ 16384 columns: one per row
+    (131, 40000): ("k06_split_blocks", 2), (1, 100): ("k04_register_row", 1), (64, 16384): ("k04_register_row", 1),
+}
+
+
+@pytest.mark.parametrize("shape", list(RULES), ids=str)
+def test_dispatch_rules_between_measured_points(shape):
+    assert _chosen(*shape) == RULES[shape]
+
+
+def test_dispatch_plans_are_valid_everywhere():
+    """Every plan of the rules over a sweep of shapes: a config that fits, pieces that cover the row."""
+    from simt_tiles.kernels.softmax.k06_split_blocks import piece_columns
+
+    for rows in (1, 2, 5, 131, 132, 1000, 2**20):
+        for n in (1, 31, 32, 33, 255, 4097, 16383, 16385, 46080, 46081, 100003, 2**22 + 1):
+            for dtype in DTYPES:
+                p = dispatch.plan((rows, n, 1), dtype, config="default", sms=132)
+                assert p.rung.name in SOFTMAX_VARIANTS
+                if p.rung.name == "k06_split_blocks":
+                    assert piece_columns(p.config, n, p.pieces) * p.pieces >= n and p.pieces <= max(1, n // 4096)
+                    assert (p.pieces > 1) == (len(p.launches) == 2)
+    assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1)

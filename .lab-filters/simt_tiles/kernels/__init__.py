@@ -1,1 +1,0 @@
-"""The ladders, one sub-package each; inside, one numbered file per rung."""

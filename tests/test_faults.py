@@ -1,0 +1,257 @@
+"""Faults: out of memory at every allocation, corrupt and unwritable caches, a process killed while
+it compiles — each a clear error or a correct recovery, never a wrong result (issue 36;
+docs/failure_modes.md says what each gives and how to recover).
+
+* **Out of memory**: every allocation a public function makes (``cuda.device_array`` /
+  ``cuda.to_device`` called from simt_tiles: the result, the device copies of NumPy arguments, a
+  NumPy ``out=``'s device buffer, split-K partials, padded copies, reduction workspaces, the
+  separable filter's intermediate, a replayed plan's result) is found by counting them in one call,
+  then failed one at a time with numba-cuda's own out-of-memory error.  Each must raise
+  :class:`simt_tiles.launch.OutOfMemoryError` (a ``MemoryError``) naming the function, what it
+  allocated and the bytes; leave a NaN-poisoned ``out=`` NaN; record no launch plan; and the same
+  call must then give the fault-free result.  Every public function is covered through the
+  registry's aliasing cases (a new family brings its own), in three call forms.
+* **Numba's disk cache** (:mod:`simt_tiles._numba_fixes`): a truncated or garbage index or data
+  file, another numba version's index, an unwritable directory or a full disk: the kernel is
+  compiled (and the entry rewritten where it can be), with a warning; never an exception.
+* **The generated sources** (:mod:`simt_tiles.codegen`) and the **autotune cache**: truncated or
+  garbage files are rewritten or ignored; an unwritable directory or a full disk is a clear
+  ``OSError`` naming the directory and ``SIMT_TILES_CACHE_DIR``, or (a tuned result) a warning.
+* **Killed while compiling**: a subprocess generating matmul's k11 into a fresh cache directory is
+  SIGKILLed at a random moment; a fresh process then computes the right product from what is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import simt_tiles as st
+from simt_tiles import launch, registry
+
+CI = os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci"
+
+
+# --- out of memory at every allocation site ---------------------------------------------------
+
+def _oom_error():
+    """numba-cuda's error for a failed ``cuMemAlloc`` (``Context._attempt_allocation`` re-raises it
+    after flushing pending frees): ``CudaAPIError(CUDA_ERROR_OUT_OF_MEMORY, msg)``."""
+    try:
+        from cuda.bindings.driver import CUresult
+
+        code = CUresult.CUDA_ERROR_OUT_OF_MEMORY
+    except ImportError:  # pragma: no cover - cuda-python missing: the code's value
+        code = 2
+    return launch._CudaAPIError(code, "Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def memalloc(size):
+    """Where numba-cuda's allocation fails (its ``memalloc(size)`` frame, as on a GPU)."""
+    raise _oom_error()
+
+
+class Allocations:
+    """``cuda.device_array`` and ``cuda.to_device`` as simt_tiles calls them: each call from a
+    simt_tiles frame is one *site* (``module:function:line``), numbered per call; the one numbered
+    :attr:`fail_at` raises the out-of-memory error."""
+
+    def __init__(self, monkeypatch):
+        self.real = {"device_array": cuda.device_array, "to_device": cuda.to_device}
+        self.sites: list = []
+        self.fail_at = None
+        monkeypatch.setattr(cuda, "device_array", self.device_array)
+        monkeypatch.setattr(cuda, "to_device", self.to_device)
+
+    def _site(self, nbytes: int) -> None:
+        f = sys._getframe(2)
+        module = f.f_globals.get("__name__", "")
+        if not module.startswith("simt_tiles"):
+            return
+        if len(self.sites) == self.fail_at:
+            self.sites.append(f"{module}:{f.f_code.co_name}:{f.f_lineno}")
+            memalloc(nbytes)
+        self.sites.append(f"{module}:{f.f_code.co_name}:{f.f_lineno}")
+
+    def device_array(self, shape, dtype=np.float64, strides=None, order="C", stream=0):
+        shape_ = (shape,) if isinstance(shape, int) else tuple(shape)
+        self._site(math.prod(shape_) * np.dtype(dtype).itemsize)
+        return self.real["device_array"](shape, dtype=dtype, strides=strides, order=order, stream=stream)
+
+    def to_device(self, obj, stream=0, copy=True, to=None):
+        self._site(np.asarray(obj).nbytes)
+        return self.real["to_device"](obj, stream=stream, copy=copy, to=to)
+
+    def count(self, call) -> list:
+        """The sites one fault-free ``call()`` allocates at, in order (workspaces dropped first)."""
+        drop_workspaces()
+        self.sites, self.fail_at = [], None
+        call()
+        return list(self.sites)
+
+
+def drop_workspaces() -> None:
+    """Forget the scratch buffers simt_tiles keeps between calls (every module's ``_WORKSPACE`` or
+    ``_WORKSPACES`` dict): the next call allocates them again, as a new process's first call does."""
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("simt_tiles"):
+            for attr in ("_WORKSPACE", "_WORKSPACES"):
+                if isinstance(getattr(mod, attr, None), dict):
+                    getattr(mod, attr).clear()
+
+
+def _public_functions() -> list:
+    return sorted(n for n in registry.public_names() if callable(getattr(st, n)))
+
+
+#: function → (call(*inputs, out=None), input shapes, out shape): the registry's aliasing cases
+ALIAS = {fn: (c.call, c.shapes, c.out_shape) for fn, c in registry.aliasing_cases().items()}
+
+
+def _split_k(a, b, out=None):
+    from simt_tiles.kernels.matmul import get_rung  # deferred: the matmul family (the test's own case)
+
+    rung = get_rung("k11_vectorized_bk16")
+    return st.matmul(a, b, out=out, variant=rung.name, config=dataclasses.replace(rung.presets["sim"], splits=2))
+
+
+def _two_pass_length() -> int:
+    from simt_tiles.kernels import reduce as red  # deferred: the reduce family (the test's own case)
+
+    cfg = red.RUNGS["k01_warp_shuffle"].resolve_config(None)
+    return max(200, cfg.threads * cfg.loads + 1)
+
+
+#: calls that reach the allocations the aliasing cases do not: split-K partials, reduce's two passes,
+#: the separable filter's intermediate (two passes), a filter too large for kernel parameters (k10
+#: uploads it)
+DEEP = {
+    "correlate_separable two passes": (lambda x, wy, wx, out=None: st.correlate_separable(x, wy, wx, out=out,
+                                                                                         variant="two_pass"),
+                                       ((5, 6), (3,), (2,)), (5, 6)),
+    "correlate2d 17x17": (lambda x, w, out=None: st.correlate2d(x, w, out=out), ((6, 7), (17, 17)), (6, 7)),
+    "matmul split-K": (_split_k, ((5, 41), (41, 6)), (5, 6)),
+    "reduce two passes": (lambda x, out=None: st.reduce(x, "sum", out=out), ((_two_pass_length(),),), ()),
+}
+CASES = {**ALIAS, **DEEP}
+FORMS = ("numpy", "device", "device out=")
+
+
+def test_every_public_function_is_covered_and_planned():
+    """The cases are the registry's: a new family's public function must bring an aliasing case
+    (and so gets these tests); every public function goes through :func:`launch.planned`, where
+    the out-of-memory error is made."""
+    for name in _public_functions():
+        assert name in ALIAS, f"{name}: no AliasCase in its family's FAMILY.aliasing (tests/test_faults.py uses them)"
+        assert hasattr(getattr(st, name), "__wrapped_planned__"), f"{name} is not wrapped by simt_tiles.launch.planned"
+
+
+def _inputs(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(-4, 5, s) / 4).astype(np.float32) for s in shapes]  # exact sums: any order
+
+
+def _prepare(allocations, form, shapes, out_shape):
+    """``(args, out, read)`` for one call form (the test's own arrays are no site); ``out`` NaN-poisoned
+    (or None), ``read(result)`` the result on the host."""
+    hosts = _inputs(shapes)
+    if form == "numpy":
+        return hosts, np.full(out_shape, np.nan, np.float32), np.asarray
+    to_device = allocations.real["to_device"]
+    args = [to_device(h) for h in hosts]
+    out = to_device(np.full(out_shape, np.nan, np.float32)) if form == "device out=" else None
+    return args, out, lambda o: o.copy_to_host()
+
+
+@pytest.fixture
+def allocations(monkeypatch):
+    before = launch.set_enabled(True)  # plans on: a fault must not leave one behind
+    launch.clear()
+    yield Allocations(monkeypatch)
+    launch.set_enabled(before)
+    launch.clear()
+
+
+def _cases():
+    """ci (its budget): the aliasing cases with ``out=`` on the device, the deep ones with NumPy in and
+    out (their most sites); the full profile every form."""
+    out = []
+    for name in CASES:
+        for form in FORMS:
+            heavy = form != ("numpy" if name in DEEP else "device out=")
+            out.append(pytest.param(name, form, marks=[pytest.mark.skipif(CI and heavy, reason="ci budget: "
+                                                                            "the full profile runs every form")]))
+    return out
+
+
+@pytest.mark.parametrize("name, form", _cases())
+def test_out_of_memory_at_every_allocation_is_clear_and_recoverable(allocations, name, form):
+    call, shapes, out_shape = CASES[name]
+    args, out, read = _prepare(allocations, form, shapes, out_shape)
+    kw = {} if out is None else {"out": out}
+    sites = allocations.count(lambda: call(*args, **kw))  # (a plan recorded: the checked path's sites)
+    expected = np.array(read(call(*args, **kw)), copy=True)
+    assert sites or form != "numpy", "a NumPy call allocates on the device"
+    function = name.split()[0]
+    for i in range(len(sites)):
+        launch.clear()
+        drop_workspaces()
+        if out is not None:
+            if form == "numpy":
+                out[...] = np.nan
+            else:
+                out.copy_to_device(np.full(out_shape, np.nan, np.float32))
+        plans = launch.stats()["plans"]
+        allocations.sites, allocations.fail_at = [], i
+        with pytest.raises(MemoryError) as info:
+            call(*args, **kw)
+        err = info.value
+        assert isinstance(err, launch.OutOfMemoryError) and isinstance(err, launch._CudaAPIError)
+        text = str(err)
+        assert f"simt_tiles.{function}: out of GPU memory allocating" in text and " bytes" in text, text
+        assert err.nbytes is not None and err.nbytes >= 0 and err.what, (sites[i], text)
+        assert "call again" in text
+        assert launch.stats()["plans"] == plans, f"a plan was recorded by the failed call ({sites[i]})"
+        if out is not None:
+            assert np.isnan(read(out)).all(), f"out= was written before the failed allocation at {sites[i]}"
+        allocations.fail_at = None
+        got = call(*args, **kw)  # the same call, memory back
+        np.testing.assert_array_equal(read(got), expected, err_msg=f"after a fault at {sites[i]}")
+        if form != "numpy":  # and a plan from it replays correctly
+            np.testing.assert_array_equal(read(call(*args, **kw)), expected)
+
+
+@pytest.mark.parametrize("name", ["vector_add", pytest.param("matmul split-K", marks=pytest.mark.skipif(
+    CI, reason="ci budget: the full profile runs it"))])
+def test_out_of_memory_in_a_replay_keeps_the_plan(allocations, name):
+    """A replayed plan's result (``out=None``) is its one allocation: failing it raises the clear
+    error, and the plan replays correctly afterwards."""
+    call, shapes, _ = CASES[name]
+    args, _, read = _prepare(allocations, "device", shapes, CASES[name][2])
+    expected = read(call(*args))
+    hits = launch.stats()["hit"]
+    sites = allocations.count(lambda: call(*args))
+    assert launch.stats()["hit"] == hits + 1 and sites == [sites[0]] and ":replay:" in sites[0], sites
+    allocations.sites, allocations.fail_at = [], 0
+    with pytest.raises(launch.OutOfMemoryError, match="a replayed launch plan"):
+        call(*args)
+    allocations.fail_at = None
+    np.testing.assert_array_equal(read(call(*args)), expected)
+    assert launch.stats()["hit"] == hits + 2
+
+
+def test_other_cuda_errors_pass_through_unchanged(allocations, monkeypatch):
+    """Only out-of-memory becomes OutOfMemoryError; another driver error is re-raised as it is."""
+    def invalid(*a, **k):
+        raise launch._CudaAPIError(1, "Call to cuMemAlloc results in CUDA_ERROR_INVALID_VALUE")
+
+    monkeypatch.setattr(cuda, "device_array", invalid)
+    with pytest.raises(launch._CudaAPIError) as info:
+        st.vector_add(np.ones(3, np.float32), np.ones(3, np.float32))
+    assert not isinstance(info.value, MemoryError)

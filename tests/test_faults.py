@@ -179,12 +179,13 @@ def allocations(monkeypatch):
 
 
 def _cases():
-    """ci (its budget): the aliasing cases with ``out=`` on the device, the deep ones with NumPy in and
-    out (their most sites); the full profile every form."""
+    """ci (its budget): one form per case — NumPy in and out for the aliasing cases (the inputs' device
+    copies and the NumPy out='s buffer), a device ``out=`` for matmul's and the deep ones (the
+    workspaces, with out= checked); the full profile every form."""
     out = []
     for name in CASES:
         for form in FORMS:
-            heavy = form != ("numpy" if name in DEEP else "device out=")
+            heavy = form != ("device out=" if name in DEEP or name == "matmul" else "numpy")
             out.append(pytest.param(name, form, marks=[pytest.mark.skipif(CI and heavy, reason="ci budget: "
                                                                             "the full profile runs every form")]))
     return out

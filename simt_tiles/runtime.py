@@ -430,7 +430,14 @@ def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = (
     options = rung.jit_options(config, dtype)
     if options.get("cache") and not SIMULATOR:
         _note_cold_compile(rung.name, dtype, pyfunc)
-    return jit(pyfunc, **{"func_or_sig": sig, **options})
+    try:
+        return jit(pyfunc, **{"func_or_sig": sig, **options})
+    except RuntimeError as exc:  # no writable cache directory anywhere: compiled without the disk cache
+        if not options.get("cache") or "cannot cache function" not in str(exc):
+            raise
+        _COMPILE_LOG.warning("simt_tiles: %s (%s) is compiled without Numba's disk cache (%s); set NUMBA_CACHE_DIR "
+                             "to a writable directory to keep it", rung.name, dtype, exc)
+        return jit(pyfunc, **{"func_or_sig": sig, **{k: v for k, v in options.items() if k != "cache"}})
 
 
 #: one WARNING line before a first call compiles a disk-cached kernel that has no cache entry

@@ -256,3 +256,222 @@ def test_other_cuda_errors_pass_through_unchanged(allocations, monkeypatch):
     with pytest.raises(launch._CudaAPIError) as info:
         st.vector_add(np.ones(3, np.float32), np.ones(3, np.float32))
     assert not isinstance(info.value, MemoryError)
+
+
+# --- Numba's disk cache: unreadable files are misses, failed writes warnings -------------------
+
+@pytest.fixture
+def numba_cache(tmp_path):
+    """One function's cache (numba-cuda's ``IndexDataCacheFile``, as :class:`CUDACache` makes it)
+    with simt_tiles' guards; an entry ``("sig", 1)`` saved."""
+    pytest.importorskip("numba.cuda.core.caching")
+    from numba.cuda.core import caching as C
+
+    from simt_tiles import _numba_fixes
+
+    if not _numba_fixes.apply_cache_lock():
+        pytest.skip("numba-cuda's disk cache changed (or SIMT_TILES_NUMBA_FIXES=0)")
+    cache_file = C.IndexDataCacheFile(str(tmp_path), "kernel-1.py311", source_stamp=(1.0, 10))
+    cache_file.save(("sig", 1), {"kernel": 1})
+    assert cache_file.load(("sig", 1)) == {"kernel": 1}
+    return cache_file
+
+
+def _data_file(cache_file):
+    (name,) = [f for f in os.listdir(cache_file._cache_path) if f.endswith(".nbc")]
+    return os.path.join(cache_file._cache_path, name)
+
+
+def _truncate(path):
+    with open(path, "rb") as fh:
+        data = fh.read()
+    with open(path, "wb") as fh:
+        fh.write(data[: len(data) // 2])
+
+
+def _garbage(path):
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(64))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _garbage, lambda p: open(p, "wb").close()],
+                         ids=["truncated", "garbage", "empty"])
+@pytest.mark.parametrize("which", ["index", "data"])
+def test_an_unreadable_numba_cache_file_is_a_miss_then_rewritten(numba_cache, damage, which):
+    """numba-cuda raised the unpickling error out of the compile (a kernel that never builds until
+    the file is deleted by hand); here it is a miss with a warning, and the next save repairs it."""
+    damage(numba_cache._index_path if which == "index" else _data_file(numba_cache))
+    with pytest.warns(RuntimeWarning, match="unreadable.*compiling the kernel again"):
+        assert numba_cache.load(("sig", 1)) is None
+    with _no_warning() if which == "data" else pytest.warns(RuntimeWarning, match="unreadable"):
+        numba_cache.save(("sig", 1), {"kernel": 2})  # the compile's save: the entry written anew
+    assert numba_cache.load(("sig", 1)) == {"kernel": 2}
+
+
+class _no_warning:
+    def __enter__(self):
+        import warnings
+
+        self.ctx = warnings.catch_warnings()
+        self.ctx.__enter__()
+        warnings.simplefilter("error")
+
+    def __exit__(self, *exc):
+        return self.ctx.__exit__(*exc)
+
+
+def test_another_numba_versions_cache_and_a_missing_data_file_are_misses(numba_cache):
+    """numba-cuda's own rules, kept: an index written by another numba version is empty (and the
+    key holds numba-cuda's version); an index naming a data file that is gone is a miss."""
+    import pickle
+
+    with open(numba_cache._index_path, "rb") as fh:
+        pickle.load(fh)
+        rest = fh.read()
+    with open(numba_cache._index_path, "wb") as fh:
+        pickle.dump("0.0.0-another", fh)
+        fh.write(rest)
+    with _no_warning():
+        assert numba_cache.load(("sig", 1)) is None
+    numba_cache.save(("sig", 1), {"kernel": 3})
+    os.unlink(_data_file(numba_cache))
+    with _no_warning():
+        assert numba_cache.load(("sig", 1)) is None
+
+
+@pytest.mark.parametrize("err", ["ENOSPC", "EROFS", "EACCES"])
+def test_a_failed_numba_cache_write_is_a_warning(numba_cache, monkeypatch, err):
+    """A full disk or a read-only cache directory while saving: the compiled kernel is still
+    returned (numba-cuda raised from the compile); the old entry stays readable."""
+    import contextlib
+    import errno
+
+    @contextlib.contextmanager
+    def failing(path):
+        raise OSError(getattr(errno, err), os.strerror(getattr(errno, err)), path)
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(numba_cache, "_open_for_write", failing)
+    with pytest.warns(RuntimeWarning, match="could not write Numba's disk cache.*compiles it again"):
+        numba_cache.save(("sig", 2), {"kernel": 9})
+    assert numba_cache.load(("sig", 1)) == {"kernel": 1} and numba_cache.load(("sig", 2)) is None
+
+
+def test_no_writable_cache_directory_compiles_without_the_disk_cache(monkeypatch, caplog):
+    """numba-cuda raises ``RuntimeError: cannot cache function`` when no locator can write (a
+    read-only source tree and home): the rung's kernel is compiled without ``cache=True``."""
+    from simt_tiles import runtime
+
+    calls = []
+
+    def jit(pyfunc, **options):
+        calls.append(options.get("cache"))
+        if options.get("cache"):
+            raise RuntimeError(f"cannot cache function {pyfunc.__name__!r}: no locator available for file 'x.py'")
+        return "kernel"
+
+    rung = dataclasses.replace(st.matmul.__wrapped_planned__.__globals__["get_rung"]("k03_smem_tiled"),
+                               jit_options=lambda config, dtype: {"cache": True})
+    monkeypatch.setattr(runtime, "jit", jit)
+    with caplog.at_level("WARNING", logger="simt_tiles.compile"):
+        assert runtime._compiled(rung, rung.presets["sim"], np.dtype(np.float32)) == "kernel"
+    assert calls == [True, None] and "without Numba's disk cache" in caplog.text and "NUMBA_CACHE_DIR" in caplog.text
+
+
+# --- the generated sources and the autotune cache ---------------------------------------------
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    from simt_tiles import autotune, codegen
+
+    monkeypatch.setenv(codegen.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(autotune, "_MEMO", {})
+    return tmp_path / "cache"
+
+
+_SRC = "def kernel_f(x):\n    return x + 1\n"
+
+
+def _load_fresh(name: str):
+    """``codegen.load_function`` as a new process calls it (the module not imported yet)."""
+    from simt_tiles import codegen
+
+    for mod in [m for m in sys.modules if m.startswith(f"_simt_tiles_gen_{name}_")]:
+        del sys.modules[mod]
+    return codegen.load_function(name, _SRC.replace("kernel_f", name))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _garbage], ids=["truncated", "garbage"])
+def test_a_damaged_generated_source_is_rewritten(cache_dir, damage):
+    from simt_tiles import codegen
+
+    name = f"fault_{damage.__name__.strip('_')}"
+    path = _load_fresh(name).__generated_path__
+    assert path.startswith(str(cache_dir))
+    damage(path)
+    again = _load_fresh(name)
+    assert again(1) == 2 and again.__generated_path__ == path
+
+
+@pytest.mark.parametrize("err", ["ENOSPC", "EROFS"])
+def test_an_unwritable_generated_source_is_a_clear_error(cache_dir, monkeypatch, err):
+    """A full disk or a read-only directory: an OSError naming the file and SIMT_TILES_CACHE_DIR, no
+    temporary file left; an existing file of the same text is only read (a read-only cache works)."""
+    import errno
+    import tempfile
+
+    from simt_tiles import codegen
+
+    fn = _load_fresh("fault_ok")
+    real = tempfile.mkstemp
+
+    def full(*a, **k):
+        fd, path = real(*a, **k)
+        os.close(fd)
+        return os.open(os.devnull if err == "ENOSPC" else path, os.O_RDONLY), path  # writes fail
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(OSError, match=f"cannot write the generated kernel .*fault_bad.*{codegen.CACHE_ENV}"):
+        _load_fresh("fault_bad")
+    assert sorted(os.listdir(cache_dir)) == [os.path.basename(fn.__generated_path__)]
+    assert _load_fresh("fault_ok")(2) == 3
+
+
+def test_an_unwritable_autotune_cache_is_a_clear_error_and_a_tune_is_kept(cache_dir, monkeypatch):
+    """``store`` into a read-only or full cache: an OSError naming the file and what to do (the old
+    file intact); after a tune, a warning (the choice is returned, used in this process);
+    ``tune --clear`` that cannot remove the file says so instead of reporting it cleared."""
+    import errno
+    import pathlib
+
+    from simt_tiles import autotune
+
+    from .test_autotune import H200, PROBLEM, SIM_K10, store, tune
+
+    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "SHIPPED_DIR", cache_dir / "shipped")
+    store()
+    before = autotune.cache_path().read_text()
+
+    def refuse(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(autotune.tempfile, "mkstemp", refuse)
+    with pytest.raises(OSError, match=r"autotune: cannot write .*autotune.json.*SIMT_TILES_CACHE_DIR"):
+        store(problem=(99, 99, 99, "float32"))
+    assert autotune.cache_path().read_text() == before
+    from simt_tiles.kernels.matmul import k10_warptiled  # deferred: the tuned rung (this test's own)
+
+    from .test_autotune import K10
+
+    object.__setattr__(K10, "tuning_space", ("sim",))  # one candidate (the simulator runs every thread in Python)
+    try:
+        with pytest.warns(UserWarning, match="cannot write .*used in this process only"):
+            res = tune("matmul", (3, 2, 3, "float32"), "k10_warptiled")
+    finally:
+        object.__setattr__(K10, "tuning_space", k10_warptiled.TUNING_SPACE)
+    assert res.choice == ("k10_warptiled", SIM_K10) and res.key is None
+    monkeypatch.setattr(pathlib.Path, "unlink", lambda self, missing_ok=False: refuse())
+    with pytest.raises(OSError, match="cannot remove .*delete it by hand"):
+        autotune.clear()
+    assert autotune.lookup("matmul", PROBLEM) is not None  # (still there, as the error says)

@@ -475,3 +475,108 @@ def test_an_unwritable_autotune_cache_is_a_clear_error_and_a_tune_is_kept(cache_
     with pytest.raises(OSError, match="cannot remove .*delete it by hand"):
         autotune.clear()
     assert autotune.lookup("matmul", PROBLEM) is not None  # (still there, as the error says)
+
+
+# --- a process killed while it compiles ------------------------------------------------------
+
+#: a process computing a split-K matmul with k11 (a generated rung: its source written to the cache
+#: directory, and on a GPU compiled into Numba's disk cache); ``sys.argv[1]`` says where it dies:
+#: "run" (no fault; the parent may kill it at any moment), "source-write" (half the generated source
+#: written, then SIGKILL), "source-rename" (written, not renamed), "numba-data" (on a GPU: half of
+#: Numba's cache data file written in place, as a file system without atomic renames leaves it)
+CHILD = r"""
+import dataclasses, os, signal, sys
+import numpy as np
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+mode = sys.argv[1]
+if mode == "source-write":
+    real_fdopen = os.fdopen
+
+    class Half:
+        def __init__(self, fh): self.fh = fh
+        def __enter__(self): return self
+        def __exit__(self, *exc): return False
+        def write(self, text):
+            self.fh.write(text[: len(text) // 2]); self.fh.flush(); die()
+
+    os.fdopen = lambda fd, *a, **k: Half(real_fdopen(fd, *a, **k))
+elif mode == "source-rename":
+    real_replace = os.replace
+    os.replace = lambda src, dst: die() if str(dst).endswith(".py") else real_replace(src, dst)
+elif mode == "numba-data":
+    from numba.cuda.core import caching as C
+
+    def half(self, name, data):
+        with open(self._data_path(name), "wb") as fh:
+            fh.write(self._dump(data)[:100]); fh.flush()
+        die()
+
+    C.IndexDataCacheFile._save_data = half
+
+import simt_tiles as st
+from simt_tiles.kernels.matmul import get_rung
+
+rung = get_rung("k11_vectorized_bk16")
+rng = np.random.default_rng(1)
+a = (rng.integers(-4, 5, (5, 41)) / 4).astype(np.float32)
+b = (rng.integers(-4, 5, (41, 6)) / 4).astype(np.float32)
+preset = rung.presets["sim" if st.SIMULATOR else "default"]
+c = st.matmul(a, b, variant=rung.name, config=dataclasses.replace(preset, splits=2))
+print("right" if np.array_equal(c, a.astype(np.float64) @ b) else "WRONG", flush=True)
+"""
+
+
+def _child(tmp_path, mode, *, kill_after=None):
+    """Run :data:`CHILD` with its own cache directories (simt_tiles' and Numba's); its return code
+    and output.  ``kill_after``: SIGKILL it after that many seconds (if still running)."""
+    import subprocess
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "SIMT_TILES_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+           "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    if st.SIMULATOR:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    proc = subprocess.Popen([sys.executable, str(script), mode], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=kill_after if kill_after is not None else 600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return proc.returncode, out
+
+
+def _killed_then_fresh(tmp_path, mode, kill_after=None):
+    code, out = _child(tmp_path, mode, kill_after=kill_after)
+    if kill_after is None:
+        assert code == -9, (code, out)  # it died where it was told to
+    code, out = _child(tmp_path, "run")  # a fresh process, the same call, what the first left
+    assert code == 0 and out.strip().endswith("right"), out
+
+
+def test_killed_while_writing_the_generated_source_then_a_fresh_process_is_right(tmp_path):
+    """SIGKILL with half the generated kernel written (to its temporary file: the rename never
+    happens, so no reader sees half a kernel)."""
+    _killed_then_fresh(tmp_path, "source-write")
+    assert [f for f in os.listdir(tmp_path / "cache") if f.endswith(".py")], "the fresh process wrote the source"
+
+
+@pytest.mark.skipif(CI, reason="ci budget (a subprocess costs seconds): the full profile runs it")
+@pytest.mark.parametrize("mode", ["source-rename", pytest.param("numba-data", marks=pytest.mark.gpu)])
+def test_killed_at_a_worse_moment_then_a_fresh_process_is_right(tmp_path, mode):
+    _killed_then_fresh(tmp_path, mode)
+
+
+@pytest.mark.skipif(CI, reason="ci budget (a subprocess costs seconds): the full profile runs it")
+@pytest.mark.parametrize("seed", range(4 if st.SIMULATOR else 1))  # (a GPU: 20-50 s each)
+def test_killed_at_a_random_moment_then_a_fresh_process_is_right(tmp_path, seed):
+    """SIGKILL at a random moment of the first call (import, source generation, compile; on a GPU
+    20-50 s of k11's cold compile, then the cache writes), then a fresh process: right."""
+    import random
+
+    span = 1.5 if st.SIMULATOR else 40.0
+    _killed_then_fresh(tmp_path, "run", kill_after=random.Random(seed).uniform(0.2, span))

@@ -334,7 +334,7 @@ _ALLOCATING = {
     "_allocate": "the result",
     "_weights_argument": "a device copy of the filter",
     "bind_runtime_weights": "a device copy of the filter",
-    "workspace": "a workspace ({name}{tag})",
+    "workspace": "a workspace{label}",
     "replay": "the result (a replayed launch plan)",
     "run": "a scratch buffer of {__qualname__}",
 }
@@ -370,8 +370,9 @@ def _allocation_of(tb) -> tuple[str, int | None]:
             if text is None:
                 what = where
             else:
+                label = next((loc[k] for k in ("name", "tag") if isinstance(loc.get(k), str) and loc[k]), "")
                 fields = {"name": loc.get("name") if isinstance(loc.get("name"), str) else "",
-                          "tag": loc.get("tag") if isinstance(loc.get("tag"), str) else "",
+                          "label": f" ({label})" if label else "",
                           "__qualname__": type(loc["self"]).__qualname__ if "self" in loc else where}
                 what = f"{text.format(**fields)} in {module}"
             break

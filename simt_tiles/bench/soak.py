@@ -374,7 +374,9 @@ class Worker:
             fn(*args, **kwargs, out=out)  # warm-up on the capture stream (workspaces, plan)
             s.synchronize()
             self.check(cp.asnumpy(out), problem.ref, problem.bound, where + " (before capture)")
-            s.begin_capture()
+            # thread-local: the capture must be clean in this thread without forbidding the other
+            # threads' allocations (global mode would fail their cudaMalloc while it lasts)
+            s.begin_capture(getattr(cp.cuda.runtime, "streamCaptureModeThreadLocal", None))
             fn(*args, **kwargs, out=out)
             graph = s.end_capture()
             for d, h in zip((*args, *_arrays(kwargs)), (*other.inputs, *_arrays(other.kwargs))):

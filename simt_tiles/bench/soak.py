@@ -16,8 +16,8 @@ error bound, :mod:`simt_tiles.bounds`) and a call form:
   row of ``x``) for the functions that have such a call;
 * ``cupy``: CuPy arrays on CuPy's current stream (where CuPy is installed);
 * ``graph``: a call with ``out=`` captured into a CUDA graph on a CuPy stream (after a warm-up call
-  there, as torch's documentation asks), the inputs then overwritten in place with another
-  problem's values, the graph replayed and the result checked against *that* problem's reference
+  there, as torch's documentation asks), the inputs then overwritten in place with new values of
+  the same shapes, the graph replayed and the result checked against the new values' reference
   (where CuPy is installed; never in the simulator).
 
 Every result is copied back and compared with its reference within its bound (NaN never passes).
@@ -45,10 +45,14 @@ import random
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 
 import numpy as np
 
+import simt_tiles as st
+from ..bounds import check_within
+from ..machine import describe
 from .common import add_output_arguments, write_outputs
 
 __all__ = ["soak", "Problem", "problems", "FORMS", "add_arguments", "run"]
@@ -70,8 +74,18 @@ class Problem:
     kwargs: dict
     ref: np.ndarray
     bound: np.ndarray
-    #: ``(device inputs of one buffer, ref, bound)`` for a call whose inputs share memory, or None
+    #: ``() -> (device inputs of one buffer, ref, bound)`` for a call whose inputs share memory, or None
     shared: Callable | None = None
+    #: ``build(values rng) -> (inputs, kwargs, ref, bound, shared)``: this problem with new values
+    build: Callable | None = dataclasses.field(default=None, repr=False)
+    _twin: "Problem | None" = dataclasses.field(default=None, repr=False)
+
+    def twin(self) -> "Problem":
+        """The same call (shapes, parameters) with other values, made once."""
+        if self._twin is None:
+            self._twin = Problem(self.function, self.label + " (twin)", *self.build(np.random.default_rng(
+                zlib.crc32(self.label.encode()))))
+        return self._twin
 
 
 def _ld(x):
@@ -88,7 +102,8 @@ def _elementwise(ref, dtype):
 
 
 def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem]:
-    """``per_function`` random problems of every public function (tiny shapes when ``small``)."""
+    """``per_function`` random problems of every public function (tiny shapes when ``small``); each
+    can make its :meth:`Problem.twin` (the same call, new values)."""
     # deferred: the references import their families (Numba): the command line's parser stays light
     from ..bounds import gamma, unit_roundoff
     from ..kernels.conv2d.reference import correlate1d_reference, correlate2d_reference, \
@@ -97,88 +112,110 @@ def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem
     from ..kernels.matmul.reference import matmul_reference
     from ..kernels.softmax.reference import log_softmax_reference, softmax_reference
 
-    nrng = np.random.default_rng(rng.randrange(2**32))
     big = 12 if small else 300
     modes = ("reflect", "constant", "nearest", "mirror", "wrap")
 
     def dim(lo=1, hi=big):
         return rng.randint(lo, hi)
 
-    def arr(*shape, dtype):
-        return nrng.standard_normal(shape).astype(dtype)
-
-    out: list[Problem] = []
-    for _ in range(per_function):
-        dt = np.dtype(rng.choice((np.float32, np.float64)))
+    def builders(dt):
+        """``(function, label, build(values rng) -> (inputs, kwargs, ref, bound, shared))`` for one
+        draw of every function's shapes and parameters."""
         u = unit_roundoff(dt)
+
+        def arr(nrng, *shape):
+            return nrng.standard_normal(shape).astype(dt)
+
+        def dev(x):
+            from numba import cuda
+
+            return cuda.to_device(x)
+
         n = dim(1, 64 if small else 20000)
-        a, b = arr(n, dtype=dt), arr(n, dtype=dt)
 
-        def add_shared(a=a, dt=dt):
-            from numba import cuda
+        def vector_add(r):
+            a, b = arr(r, n), arr(r, n)
+            return (a, b), {}, *_elementwise(_ld(a) + _ld(b), dt), \
+                lambda: ((lambda d: (d, d))(dev(a)), *_elementwise(2 * _ld(a), dt))
 
-            d = cuda.to_device(a)
-            return (d, d), *_elementwise(2 * _ld(a), dt)
-
-        out.append(Problem("vector_add", f"vector_add {n} {dt}", (a, b), {}, *_elementwise(_ld(a) + _ld(b), dt),
-                           add_shared))
+        yield "vector_add", f"{n} {dt}", vector_add
         m, k = dim(), dim()
-        x, bias = arr(m, k, dtype=dt), arr(k, dtype=dt)
 
-        def relu_shared(x=x, dt=dt):
-            from numba import cuda
+        def bias_relu(r):
+            x, bias = arr(r, m, k), arr(r, k)
+            return (x, bias), {}, *_elementwise(np.maximum(_ld(x) + _ld(bias), 0), dt), \
+                lambda: ((lambda d: (d, d[0]))(dev(x)), *_elementwise(np.maximum(_ld(x) + _ld(x[0]), 0), dt))
 
-            d = cuda.to_device(x)
-            return (d, d[0]), *_elementwise(np.maximum(_ld(x) + _ld(x[0]), 0), dt)
+        yield "bias_relu", f"{m}x{k} {dt}", bias_relu
+        sm, sn = dim(), dim()
+        for name, reference in (("softmax", softmax_reference), ("log_softmax", log_softmax_reference)):
+            def softmax(r, reference=reference):
+                x = arr(r, sm, sn) * 4
+                return (x,), {}, *reference(x), None
 
-        out.append(Problem("bias_relu", f"bias_relu {m}x{k} {dt}", (x, bias), {},
-                           *_elementwise(np.maximum(_ld(x) + _ld(bias), 0), dt), relu_shared))
-        x = arr(dim(), dim(), dtype=dt) * 4
-        out.append(Problem("softmax", f"softmax {x.shape} {dt}", (x,), {}, *softmax_reference(x)))
-        out.append(Problem("log_softmax", f"log_softmax {x.shape} {dt}", (x,), {}, *log_softmax_reference(x)))
-        op = rng.choice(("sum", "mean", "max"))
-        axis = rng.choice((None, -1, 0))
-        x = arr(dim(), dim(), dtype=dt)
-        ref = getattr(np, op)(_ld(x), axis=axis)
-        count = x.size if axis is None else x.shape[axis]
-        scale = np.sum(np.abs(_ld(x)), axis=axis) / (count if op == "mean" else 1)
-        bound = (u * np.abs(ref) + 2 * gamma(max(count, 1), 2.0**-53) * scale) if op != "max" else 0 * ref
-        out.append(Problem("reduce", f"reduce {op} axis {axis} {x.shape} {dt}", (x,), {"op": op, "axis": axis},
-                           np.asarray(ref), np.asarray(bound)))
-        m, n, k = dim(), dim(), dim()
-        a, b = arr(m, k, dtype=dt), arr(k, n, dtype=dt)
+            yield name, f"{sm}x{sn} {dt}", softmax
+        op, axis, rm, rn = rng.choice(("sum", "mean", "max")), rng.choice((None, -1, 0)), dim(), dim()
 
-        def mm_shared(m=m, dt=dt):
-            from numba import cuda
+        def reduce(r):
+            x = arr(r, rm, rn)
+            ref = getattr(np, op)(_ld(x), axis=axis)
+            count = x.size if axis is None else x.shape[axis]
+            scale = np.sum(np.abs(_ld(x)), axis=axis) / (count if op == "mean" else 1)
+            # sums and means accumulate in float64 and round once; max is exact
+            bound = (u * np.abs(ref) + 2 * gamma(max(count, 1), 2.0**-53) * scale) if op != "max" else 0 * ref
+            return (x,), {"op": op, "axis": axis}, np.asarray(ref), np.asarray(bound), None
 
-            sq = arr(m, m, dtype=dt)
-            d = cuda.to_device(sq)
-            return (d, d), *matmul_reference(sq, sq)
+        yield "reduce", f"{op} axis {axis} {rm}x{rn} {dt}", reduce
+        mm, mn, mk = dim(), dim(), dim()
 
-        out.append(Problem("matmul", f"matmul {m}x{n}x{k} {dt}", (a, b), {}, *matmul_reference(a, b), mm_shared))
-        h, w = dim(), dim()
-        image = arr(h, w, dtype=dt)
-        mode = rng.choice(modes)
+        def matmul(r):
+            a, b = arr(r, mm, mk), arr(r, mk, mn)
+
+            def shared():
+                sq = arr(r, mm, mm)
+                return (lambda d: (d, d))(dev(sq)), *matmul_reference(sq, sq)
+
+            return (a, b), {}, *matmul_reference(a, b), shared
+
+        yield "matmul", f"{mm}x{mn}x{mk} {dt}", matmul
+        h, w, mode = dim(), dim(), rng.choice(modes)
         kh, kw = rng.randint(1, min(7, h)), rng.randint(1, min(7, w))
-        wts = arr(kh, kw, dtype=dt)
-        out.append(Problem("correlate2d", f"correlate2d {h}x{w} {kh}x{kw} {mode} {dt}", (image, wts), {"mode": mode},
-                           *correlate2d_reference(image, wts, mode)))
-        out.append(Problem("convolve2d", f"convolve2d {h}x{w} {kh}x{kw} {mode} {dt}", (image, wts), {"mode": mode},
-                           *correlate2d_reference(image, wts, mode, convolve=True)))
-        axis = rng.choice((0, 1))
-        w1 = arr(rng.randint(1, 9), dtype=dt)
-        out.append(Problem("correlate1d", f"correlate1d {h}x{w} {w1.size} axis {axis} {mode} {dt}", (image, w1),
-                           {"axis": axis, "mode": mode}, *correlate1d_reference(image, w1, axis, mode)))
-        wy, wx = arr(rng.randint(1, 7), dtype=dt), arr(rng.randint(1, 7), dtype=dt)
-        out.append(Problem("correlate_separable", f"correlate_separable {h}x{w} {wy.size}+{wx.size} {mode} {dt}",
-                           (image, wy, wx), {"mode": mode}, *correlate_separable_reference(image, wy, wx, mode)))
+        for name, flip in (("correlate2d", False), ("convolve2d", True)):
+            def filter2d(r, flip=flip):
+                image, wts = arr(r, h, w), arr(r, kh, kw)
+                return (image, wts), {"mode": mode}, *correlate2d_reference(image, wts, mode, convolve=flip), None
+
+            yield name, f"{h}x{w} {kh}x{kw} {mode} {dt}", filter2d
+        axis1, k1 = rng.choice((0, 1)), rng.randint(1, 9)
+
+        def correlate1d(r):
+            image, w1 = arr(r, h, w), arr(r, k1)
+            return (image, w1), {"axis": axis1, "mode": mode}, *correlate1d_reference(image, w1, axis1, mode), None
+
+        yield "correlate1d", f"{h}x{w} {k1} axis {axis1} {mode} {dt}", correlate1d
+        ky, kx = rng.randint(1, 7), rng.randint(1, 7)
+
+        def separable(r):
+            image, wy, wx = arr(r, h, w), arr(r, ky), arr(r, kx)
+            return (image, wy, wx), {"mode": mode}, *correlate_separable_reference(image, wy, wx, mode), None
+
+        yield "correlate_separable", f"{h}x{w} {ky}+{kx} {mode} {dt}", separable
         nb, c, co = rng.randint(1, 3), rng.randint(1, 4 if small else 16), rng.randint(1, 4 if small else 16)
         hh, ww = dim(3, 10 if small else 40), dim(3, 10 if small else 40)
         kk = rng.choice((1, 3)) if small else rng.choice((1, 3, 5))
         pad = rng.randint(0, kk // 2)
-        xs, ws, bs = arr(nb, c, hh, ww, dtype=dt), arr(co, c, kk, kk, dtype=dt), arr(co, dtype=dt)
-        out.append(Problem("conv2d_nchw", f"conv2d_nchw {xs.shape} {ws.shape} pad {pad} {dt}", (xs, ws),
-                           {"bias": bs, "padding": pad}, *conv2d_nchw_reference(xs, ws, bs, pad)))
+
+        def conv(r):
+            xs, ws, bs = arr(r, nb, c, hh, ww), arr(r, co, c, kk, kk), arr(r, co)
+            return (xs, ws), {"bias": bs, "padding": pad}, *conv2d_nchw_reference(xs, ws, bs, pad), None
+
+        yield "conv2d_nchw", f"({nb}, {c}, {hh}, {ww}) ({co}, {c}, {kk}, {kk}) pad {pad} {dt}", conv
+
+    out: list[Problem] = []
+    for _ in range(per_function):
+        for function, label, build in builders(np.dtype(rng.choice((np.float32, np.float64)))):
+            out.append(Problem(function, f"{function} {label}", *build(np.random.default_rng(rng.randrange(2**32))),
+                               build=build))
     return out
 
 
@@ -279,7 +316,6 @@ class Worker:
         self.timing = False
 
     def call(self, problem: Problem, form: str) -> None:
-        import simt_tiles as st
         from numba import cuda
 
         fn = getattr(st, problem.function)
@@ -336,8 +372,6 @@ class Worker:
             self.latency.setdefault(function, Latencies()).add(seconds)
 
     def check(self, got, ref, bound, where):
-        from ..bounds import check_within
-
         got = np.asarray(got)
         if got.shape != np.shape(ref):
             self.wrong.append(f"{where}: shape {got.shape}, expected {np.shape(ref)}")
@@ -358,14 +392,10 @@ class Worker:
         self.calls += 1
 
     def graph_call(self, fn, problem, where):
-        """Capture ``fn(inputs, out=out)`` on a CuPy stream, overwrite the inputs with another problem's
-        values of the same shapes (or the same values, none being left), replay, check."""
+        """Capture ``fn(inputs, out=out)`` on a CuPy stream, overwrite the inputs in place with the
+        problem's twin's values (the same shapes), replay the graph, check against the twin's reference."""
         cp = self.cupy
-        other = next((p for p in self.rng.sample(self.problems, len(self.problems))
-                      if p is not problem and p.function == problem.function and p.kwargs.keys() == problem.kwargs.keys()
-                      and all(np.shape(a) == np.shape(b) and a.dtype == b.dtype for a, b in
-                              zip((*p.inputs, *_arrays(p.kwargs)), (*problem.inputs, *_arrays(problem.kwargs))))
-                      and _scalars(p.kwargs) == _scalars(problem.kwargs)), problem)
+        other = problem.twin()
         s = cp.cuda.Stream(non_blocking=True)
         with s:
             args = tuple(cp.asarray(x) for x in problem.inputs)
@@ -409,10 +439,6 @@ def _arrays(kwargs):
     return [v for v in kwargs.values() if hasattr(v, "shape")]
 
 
-def _scalars(kwargs):
-    return {k: v for k, v in kwargs.items() if not hasattr(v, "shape")}
-
-
 # ---------------------------------------------------------------------------
 # The soak
 # ---------------------------------------------------------------------------
@@ -422,8 +448,8 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     """Run the soak (see the module docstring); the results as a dict (the JSON)."""
     from numba import cuda
 
-    from .. import launch  # deferred: loads Numba (backend choice first)
-    from ..machine import describe
+    # deferred: loads Numba (backend choice first)
+    from .. import launch
     from ..runtime import SIMULATOR
 
     try:
@@ -529,12 +555,13 @@ def add_arguments(p) -> None:
     p.add_argument("--streams", type=int, default=4, help="Numba streams the threads share, besides the default one")
     p.add_argument("--problems", type=int, default=6, help="random problems per public function (default 6)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--forms", default=None, help=f"call forms, comma-separated (default: those available of {','.join(FORMS)})")
     p.add_argument("--sample-s", type=float, default=10.0, help="seconds between memory samples (default 10)")
 
 
 def run(args) -> int:
     data = soak(args.minutes, args.threads, args.streams, problems_per_function=args.problems, seed=args.seed,
-                sample_s=args.sample_s)
+                sample_s=args.sample_s, forms=args.forms.split(",") if args.forms else None)
     text = table(data)
     print(text, flush=True)
     paths = write_outputs(args, "soak", data, text)

@@ -213,7 +213,7 @@ def test_out_of_memory_at_every_allocation_is_clear_and_recoverable(allocations,
         with pytest.raises(MemoryError) as info:
             call(*args, **kw)
         err = info.value
-        assert isinstance(err, launch.OutOfMemoryError) and isinstance(err, launch._CudaAPIError)
+        assert isinstance(err, st.OutOfMemoryError) and isinstance(err, launch._CudaAPIError)
         text = str(err)
         assert f"simt_tiles.{function}: out of GPU memory allocating" in text and " bytes" in text, text
         assert err.nbytes is not None and err.nbytes >= 0 and err.what, (sites[i], text)

@@ -616,3 +616,104 @@ def test_soak_smoke_checks_every_result_and_reports_memory_and_latency(monkeypat
     assert set(data["memory"]) >= {"start", "after_warm_up", "end", "samples"} and data["memory"]["end"]["host_rss"] > 0
     assert all(s["median_us"] > 0 and s["max_us"] >= s["median_us"] * 0.99 for s in data["latency"].values())
     assert data["latency"] and all(f"| {fn} | {s['calls']} |" in soak.table(data) for fn, s in data["latency"].items())
+
+
+class _StandInCupy:
+    """What the soak's ``cupy`` and ``graph`` forms use of CuPy, over the simulator's arrays: a
+    capture records the public calls made inside it (not run, as in a real capture); the graph's
+    launch runs them again with the same arrays (the same device addresses, as a real replay)."""
+
+    nan = np.nan
+
+    def __init__(self):
+        import types
+
+        self.recording = None
+        self.cuda = types.SimpleNamespace(Stream=self._stream, runtime=types.SimpleNamespace(
+            streamCaptureModeThreadLocal=1))
+
+    def asarray(self, x):
+        return cuda.to_device(np.ascontiguousarray(x))
+
+    def full(self, shape, value, dtype):
+        return cuda.to_device(np.full(shape, value, dtype))
+
+    def asnumpy(self, x):
+        return x.copy_to_host()
+
+    def _stream(self, non_blocking=False):
+        cp = self
+
+        class Stream:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def synchronize(self):
+                pass
+
+            def begin_capture(self, mode=None):
+                assert mode == 1, "the soak captures in thread-local mode"
+                cp.recording = []
+
+            def end_capture(self):
+                calls, cp.recording = cp.recording, None
+                return type("Graph", (), {"launch": lambda g, stream=None: [f(*a, **k) for f, a, k in calls]})()
+
+        return Stream()
+
+    def capturing(self, fn):
+        def call(*args, **kwargs):
+            if self.recording is not None:
+                self.recording.append((fn, args, kwargs))
+                return kwargs.get("out")
+            return fn(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.skipif(CI, reason="ci budget: the full profile runs it (the GPU soak runs these forms for real)")
+def test_soak_graph_form_checks_the_replay_against_the_new_inputs(monkeypatch):
+    """The ``cupy`` and ``graph`` forms' bookkeeping with a stand-in CuPy (none in the simulator): the
+    captured call replayed after the inputs were overwritten in place with the twin's values is
+    checked against the twin's reference — and a replay that ignored the new inputs would be wrong."""
+    from simt_tiles.bench import soak
+
+    real_functions = {name: getattr(st, name) for name in _public_functions()}
+
+    def install(cp):
+        monkeypatch.setitem(sys.modules, "cupy", cp)
+        for name, fn in real_functions.items():
+            monkeypatch.setattr(st, name, cp.capturing(fn))
+
+    install(_StandInCupy())
+    data = soak.soak(0.005, 1, 1, problems_per_function=1, sample_s=1, progress=False, forms=("cupy", "graph"))
+    assert data["errors"] == 0 and data["wrong_results"] == 0, (data["error_examples"], data["wrong"])
+    assert any(fn.endswith("(graph replay)") for fn in data["latency"])
+    assert data["calls"] >= 2 * len(_public_functions())
+    # a graph whose replay does not see the new inputs (the stale values): the soak says so
+    real = _StandInCupy._stream
+
+    def stale(self, non_blocking=False):
+        s = real(self, non_blocking)
+        end = s.end_capture
+
+        def end_capture():
+            calls = list(self.recording)
+            g = end()
+            for f, a, k in calls:  # run now, on the original inputs; the replay writes these results
+                f(*a, **k)
+            outs = [k["out"].copy_to_host() for _, _, k in calls]
+            g.launch = lambda stream=None: [k["out"].copy_to_device(o) for (_, _, k), o in zip(calls, outs)]
+            return g
+
+        s.end_capture = end_capture
+        return s
+
+    monkeypatch.setattr(_StandInCupy, "_stream", stale)
+    install(_StandInCupy())
+    data = soak.soak(0.001, 1, 1, problems_per_function=1, sample_s=1, progress=False, forms=("graph",))
+    assert data["wrong_results"] >= len(_public_functions()), data["wrong"]
+    assert all("graph replayed on new inputs" in w for w in data["wrong"])

@@ -717,3 +717,39 @@ def test_soak_graph_form_checks_the_replay_against_the_new_inputs(monkeypatch):
     data = soak.soak(0.001, 1, 1, problems_per_function=1, sample_s=1, progress=False, forms=("graph",))
     assert data["wrong_results"] >= len(_public_functions()), data["wrong"]
     assert all("graph replayed on new inputs" in w for w in data["wrong"])
+
+
+# --- simt-tiles warm with a worker that dies ---------------------------------------------------
+
+def test_warm_finishes_the_other_kernels_when_a_worker_dies(monkeypatch):
+    """A warm-up worker killed (the OOM killer) or a kernel that fails to build: the other jobs still
+    finish (and are cached), then one RuntimeError names the failed ones and what to do."""
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    import importlib
+
+    warm = importlib.import_module("simt_tiles.warm")
+
+    class Pool:  # the process pool, in this process: job 1 dies with its worker
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, job):
+            fut = concurrent.futures.Future()
+            if job[1] == "k12_async_copy":
+                fut.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+            else:
+                fut.set_result((" ".join(map(str, job)), 0.1))
+            return fut
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    with pytest.raises(RuntimeError, match=r"1 of 5 disk-cached kernels failed \(matmul k12_async_copy .*"
+                                           r"BrokenProcessPool.*the 4 others are cached.*run the command again"):
+        warm.warm(["matmul"], progress=False)

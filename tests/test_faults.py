@@ -753,3 +753,38 @@ def test_warm_finishes_the_other_kernels_when_a_worker_dies(monkeypatch):
     with pytest.raises(RuntimeError, match=r"1 of 5 disk-cached kernels failed \(matmul k12_async_copy .*"
                                            r"BrokenProcessPool.*the 4 others are cached.*run the command again"):
         warm.warm(["matmul"], progress=False)
+
+
+def test_an_interrupted_compile_poisons_nothing(monkeypatch):
+    """Ctrl-C (KeyboardInterrupt) while a kernel compiles: it propagates; no kernel, plan or
+    generated module is cached half-made, and the same call then compiles and gives the right sum."""
+    from simt_tiles import runtime
+    from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
+
+    rung = VECTOR_ADD_RUNGS[st.VECTOR_ADD_VARIANTS[0]]
+    fields = dataclasses.asdict(rung.resolve_config(None))
+    name = next(k for k, v in fields.items() if isinstance(v, int))
+    cfg = dataclasses.replace(rung.resolve_config(None), **{name: fields[name] + 1})  # a kernel no test compiled
+    real, calls = runtime.jit, []
+
+    def interrupted(pyfunc, **options):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(pyfunc, **options)
+
+    monkeypatch.setattr(runtime, "jit", interrupted)
+    a, b = np.arange(37, dtype=np.float32), np.ones(37, np.float32)
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        args = [cuda.to_device(a), cuda.to_device(b)]
+        with pytest.raises(KeyboardInterrupt):
+            st.vector_add(*args, config=cfg)
+        assert launch.stats()["plans"] == 0
+        np.testing.assert_array_equal(st.vector_add(*args, config=cfg).copy_to_host(), a + b)
+        np.testing.assert_array_equal(st.vector_add(*args, config=cfg).copy_to_host(), a + b)  # (replayed)
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
+    assert len(calls) == 2

@@ -28,6 +28,7 @@ import functools
 import logging
 import math
 import os
+import threading
 from typing import Any, Callable, Iterable, NamedTuple
 
 import numba
@@ -316,8 +317,11 @@ class Rung:
 
     def kernel(self, config: TileConfig, dtype, **params):
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
-        ``params`` the rung's factory takes (cached)."""
-        return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
+        ``params`` the rung's factory takes (cached; compiled once however many threads ask at once)."""
+        key = (self, config, np.dtype(dtype), tuple(sorted(params.items())))
+        if key in _BUILT:
+            return _compiled(*key)
+        return _compile_once(key)
 
     def run(self, config: TileConfig, call) -> None:
         """Launch this rung for one call: ``call`` is the family's description of it (e.g.
@@ -420,6 +424,23 @@ def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:
         return rungs[name]
     except (KeyError, TypeError):
         raise ValueError(f"variant: expected one of {tuple(rungs)} or None; got {variant!r}") from None
+
+
+#: the keys :func:`_compiled` has built, and a lock per key being built: ``functools.lru_cache`` runs
+#: a miss in every thread that asks meanwhile — 16 threads' first calls would compile each kernel
+#: 16 times, one after another under Numba's compiler lock (minutes for the generated rungs)
+_BUILT: set = set()
+_BUILDING: dict = {}
+_BUILDING_GUARD = threading.Lock()
+
+
+def _compile_once(key: tuple):
+    with _BUILDING_GUARD:
+        lock = _BUILDING.setdefault(key, threading.RLock())
+    with lock:  # the other threads asking for this kernel wait for it; others' kernels do not
+        kernel = _compiled(*key)
+        _BUILT.add(key)
+    return kernel
 
 
 @functools.lru_cache(maxsize=None)

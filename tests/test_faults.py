@@ -788,3 +788,40 @@ def test_an_interrupted_compile_poisons_nothing(monkeypatch):
         launch.set_enabled(before)
         launch.clear()
     assert len(calls) == 2
+
+
+def test_threads_asking_for_one_kernel_at_once_compile_it_once(monkeypatch):
+    """Many threads' first calls at once (a server's first requests): one compile per kernel, every
+    thread gets it (``functools.lru_cache`` alone compiled it in each thread, one after another)."""
+    import threading
+    import time
+
+    from simt_tiles import runtime
+    from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
+
+    rung = VECTOR_ADD_RUNGS[st.VECTOR_ADD_VARIANTS[0]]
+    base = rung.resolve_config(None)
+    fields = dataclasses.asdict(base)
+    name = next(k for k, v in fields.items() if isinstance(v, int))
+    cfg = dataclasses.replace(base, **{name: fields[name] + 2})  # a kernel no other test builds
+    calls = []
+
+    def slow_jit(pyfunc, **options):
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # a compile
+        return object()
+
+    monkeypatch.setattr(runtime, "jit", slow_jit)
+    got, start = [], threading.Barrier(8)
+
+    def ask():
+        start.wait()
+        got.append(rung.kernel(cfg, np.float32))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(calls) == 1 and len(got) == 8 and all(k is got[0] for k in got)
+    assert rung.kernel(cfg, np.float32) is got[0] and len(calls) == 1  # (then a lookup)

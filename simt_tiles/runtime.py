@@ -99,11 +99,16 @@ def jit(pyfunc: Callable, **options: Any):
     return kernel
 
 
+_FIXES_LOCK = threading.Lock()
+
+
 @functools.cache
 def _compile_time_fixes() -> None:
     """numba-cuda's two quadratic compile steps made linear, before the first real-target kernel
-    (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`."""
-    _numba_fixes.apply()
+    (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`.
+    Under a lock: threads' first kernels at once must not patch Numba twice."""
+    with _FIXES_LOCK:
+        _numba_fixes.apply()
 
 
 class _QuietThreads:

@@ -58,6 +58,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -411,6 +412,8 @@ def lookup(function: str, problem: tuple, variant=None, *, sources=("user", "shi
 
 
 _MEMO: dict = {}
+#: held while a problem is tuned (:func:`choose`)
+_TUNING = threading.Lock()
 
 
 def _opted_in(autotune) -> bool:
@@ -439,7 +442,11 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
         if hit is not None:
             result = hit[:2]
         elif _opted_in(autotune):
-            result = tune(function, problem, variant).choice
+            with _TUNING:  # one tune at a time: two threads' timings on one GPU would spoil each other's
+                if key in _MEMO:  # another thread tuned it meanwhile
+                    return _MEMO[key]
+                result = tune(function, problem, variant).choice
+                _MEMO[key] = result
             launch = sys.modules.get("simt_tiles.launch")
             if launch is not None:  # the tuner's launches are no part of this call's launch plan
                 launch.no_plan("autotune tuned this problem during the call")

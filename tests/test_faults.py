@@ -825,3 +825,38 @@ def test_threads_asking_for_one_kernel_at_once_compile_it_once(monkeypatch):
         t.join(timeout=30)
     assert len(calls) == 1 and len(got) == 8 and all(k is got[0] for k in got)
     assert rung.kernel(cfg, np.float32) is got[0] and len(calls) == 1  # (then a lookup)
+
+
+def test_threads_opting_into_tuning_one_problem_tune_it_once(cache_dir, monkeypatch):
+    """``autotune=True`` from several threads at once (a server's first requests): one tune (two at
+    once would time each other's kernels on one GPU), every thread gets its choice."""
+    import threading
+    import time
+
+    from simt_tiles import autotune, runtime
+
+    from .test_autotune import H200, SIM_K10
+
+    monkeypatch.setattr(runtime, "SIMULATOR", False)
+    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "SHIPPED_DIR", cache_dir / "shipped")
+    tuned = []
+
+    def tune(*a, **k):
+        tuned.append(a)
+        time.sleep(0.2)
+        return autotune.TuneResult("matmul", a[1], ("k10_warptiled", SIM_K10), [], 0.2)
+
+    monkeypatch.setattr(autotune, "tune", tune)
+    got, start = [], threading.Barrier(6)
+
+    def ask():
+        start.wait()
+        got.append(autotune.choose("matmul", (33, 33, 33, "float32"), autotune=True))
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(tuned) == 1 and got == [("k10_warptiled", SIM_K10)] * 6

@@ -38,6 +38,7 @@ command line, like every bench group, only on a GPU.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import math
 import os
@@ -423,10 +424,14 @@ class Worker:
     def forms_of(self, problem):
         return [f for f in self.forms if f != "shared" or problem.shared is not None]
 
-    def warm_up(self):
-        for p in self.problems:
+    def warm_up(self, progress: bool = False):
+        t0 = time.perf_counter()
+        for i, p in enumerate(self.problems):
             for f in self.forms_of(p):
                 self.call(p, f)
+            if progress:  # (thread 0: the compiles happen here, once per kernel whichever thread asks)
+                print(f"soak: warm-up {i + 1}/{len(self.problems)} {p.label} ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
 
     def loop(self, stop: threading.Event):
         self.timing = True
@@ -465,7 +470,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     start = memory(SIMULATOR)
     workers = [Worker(i, pool, stream_pool, forms, rng.randrange(2**32), cupy) for i in range(threads)]
     t0 = time.perf_counter()
-    _run_threads([w.warm_up for w in workers])
+    _run_threads([functools.partial(w.warm_up, progress and w.index == 0) for w in workers])
     warm_s = time.perf_counter() - t0
     warmed = memory(SIMULATOR)
     if progress:

@@ -20,9 +20,9 @@ from . import registry
 from ._version import __version__
 
 #: public name -> module that defines it (loaded on first access, PEP 562): each family's line of
-#: :data:`simt_tiles.registry.LADDERS` names its own, the runtime adds two
+#: :data:`simt_tiles.registry.LADDERS` names its own, the runtime adds two, the launch path one
 _PUBLIC = {**registry.public_names(), "SIMULATOR": "simt_tiles.runtime", "ConfigError": "simt_tiles.runtime",
-           "warm": "simt_tiles.warm"}
+           "warm": "simt_tiles.warm", "OutOfMemoryError": "simt_tiles.launch"}
 
 __all__ = [*_PUBLIC, "__version__"]
 

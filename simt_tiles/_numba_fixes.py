@@ -34,7 +34,9 @@ compare flags in typing's template cache) read from the option table instead of 
    H200 whose cached kernel took another number of weights than the call; with the same signature
    (another mode, say) it would run the wrong kernel silently.  Here the index's read-modify-write
    holds an exclusive lock (``flock`` on ``<index>.lock``), a load a shared one, and the data is
-   written before the index names it.
+   written before the index names it.  A cache file that does not unpickle (truncated, garbage) is
+   a miss with a warning, the entry rewritten; a failed write (a full disk, a read-only directory)
+   a warning (numba-cuda raised from the compile in both).
 
 ``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
 one it was written against (then compiles are only slower).
@@ -260,24 +262,64 @@ def _cache_save(self, key, data):
     """numba-cuda's ``IndexDataCacheFile.save`` under the index's exclusive lock: the index is read
     again inside it, so no two processes take one data file's number for two keys; the data is
     written before the index names it (an index entry never names a file that holds another
-    kernel, even after a crash between the two)."""
-    with _index_lock(self, exclusive=True):
-        overloads = self._load_index()
-        data_name = overloads.get(key)
-        if data_name is None:  # a new key: the first number no entry uses
-            existing = set(overloads.values())
-            data_name = next(n for n in map(self._data_name, itertools.count(1)) if n not in existing)
-        self._save_data(data_name, data)
-        if overloads.get(key) != data_name:
-            overloads[key] = data_name
-            self._save_index(overloads)
+    kernel, even after a crash between the two).  An unreadable index is started anew; a write
+    that fails (a full disk, a read-only directory) is a warning: the kernel is compiled, only not
+    kept for the next process."""
+    try:
+        with _index_lock(self, exclusive=True):
+            overloads = _index_or_empty(self)
+            data_name = overloads.get(key)
+            if data_name is None:  # a new key: the first number no entry uses
+                existing = set(overloads.values())
+                data_name = next(n for n in map(self._data_name, itertools.count(1)) if n not in existing)
+            self._save_data(data_name, data)
+            if overloads.get(key) != data_name:
+                overloads[key] = data_name
+                self._save_index(overloads)
+    except OSError as exc:
+        _cache_warning(f"could not write Numba's disk cache in {os.path.dirname(self._index_path)} ({exc}); "
+                       "the kernel is compiled, but the next process compiles it again (free disk space, or "
+                       "point NUMBA_CACHE_DIR at a writable directory)")
+
+
+def _index_or_empty(cache_file) -> dict:
+    """The index's entries, or {} (with a warning) when the file is not a readable index."""
+    try:
+        return cache_file._load_index()
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure of a truncated or garbage file, or
+        # an index that cannot be read (numba-cuda itself treats only a missing one as empty)
+        _unreadable(cache_file, cache_file._index_path, exc)
+        return {}
 
 
 def _cache_load(self, key):
     """numba-cuda's ``IndexDataCacheFile.load`` under the index's shared lock (never between another
-    process's data and index writes)."""
+    process's data and index writes).  An index or data file that does not unpickle (truncated by a
+    crash or a full disk, overwritten, garbage) is a miss with a warning: the kernel is compiled and
+    the entry written anew — never an exception, never another entry's kernel."""
     with _index_lock(self, exclusive=False):
-        return _CACHE_ORIGINAL["load"](self, key)
+        overloads = _index_or_empty(self)
+        data_name = overloads.get(key)
+        if data_name is None:
+            return None
+        try:
+            return self._load_data(data_name)
+        except OSError:  # (numba-cuda's own case) removed while the index still names it
+            return None
+        except Exception as exc:  # noqa: BLE001 - as for the index
+            _unreadable(self, self._data_path(data_name), exc)
+            return None
+
+
+def _unreadable(cache_file, path: str, exc) -> None:
+    _cache_warning(f"Numba's disk cache file {path} is unreadable ({type(exc).__name__}: {exc}); compiling the "
+                   "kernel again and rewriting the entry (deleting the directory's *.nbi/*.nbc files clears the cache)")
+
+
+def _cache_warning(text: str) -> None:
+    import warnings
+
+    warnings.warn(f"simt_tiles: {text}", RuntimeWarning, stacklevel=3)
 
 
 def apply_cache_lock() -> bool:
@@ -295,9 +337,10 @@ def apply_cache_lock() -> bool:
         src = inspect.getsource(cls.save)
         known = (all(m in src for m in ("overloads = self._load_index()", "self._data_name(i)",
                                          "self._save_index(overloads)", "self._save_data(data_name, data)"))
-                 and "overloads.get(key)" in inspect.getsource(cls.load)
+                 and all(m in inspect.getsource(cls.load) for m in ("overloads.get(key)", "self._load_data(data_name)"))
                  and "self._index_path =" in inspect.getsource(cls.__init__)  # the lock file's name
-                 and all(hasattr(cls, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name")))
+                 and all(hasattr(cls, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name",
+                                                   "_load_data", "_data_path")))
     except (ImportError, AttributeError, OSError, TypeError):
         return False
     if not known:

@@ -33,7 +33,9 @@ The cache
     numba-cuda and simt_tiles versions, function, requested variant (``*`` for None), dtype
     and shape bucket, so another GPU's or another version's entry is never used.  Writes go
     to a temporary file renamed over the old one (atomic: a reader sees the old file or the new
-    one; of two processes storing at once, the later rename wins).  A file that is not JSON or not
+    one; of two processes storing at once, the later rename wins; a write that fails — a read-only
+    directory, a full disk — leaves the old file and is an ``OSError`` naming the file, or, after a
+    tune, a warning: the choice is then used in this process only).  A file that is not JSON or not
     of this format, and a record whose key does not match its own fields or whose config
     breaks its rung's rules, are ignored with a warning, never trusted.
 
@@ -56,6 +58,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -269,17 +272,27 @@ def entries() -> dict:
 
 def _write(entries_: dict) -> None:
     path = cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"format": FORMAT, "entries": entries_}, indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune-", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(path, exc) from exc
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-    except BaseException:
+    except BaseException as exc:
         with _suppress():
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk: the old file is intact
+            raise _unwritable(path, exc) from exc
         raise
+
+
+def _unwritable(path: Path, exc: OSError) -> OSError:
+    return OSError(exc.errno, f"autotune: cannot write {path} ({exc.strerror or exc}); set {codegen.CACHE_ENV} "
+                              "to a writable directory with free space")
 
 
 class _suppress:
@@ -293,8 +306,13 @@ class _suppress:
 def clear() -> int:
     """Empty the user cache; the number of records removed."""
     n = len(entries())
-    with _suppress():
+    try:
         cache_path().unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # (a read-only directory: the file stays, and so would its entries)
+        raise OSError(exc.errno, f"autotune: cannot remove {cache_path()} ({exc.strerror or exc}); delete it "
+                                 f"by hand or set {codegen.CACHE_ENV} to another directory") from exc
     _forget()
     return n
 
@@ -394,6 +412,8 @@ def lookup(function: str, problem: tuple, variant=None, *, sources=("user", "shi
 
 
 _MEMO: dict = {}
+#: held while a problem is tuned (:func:`choose`)
+_TUNING = threading.Lock()
 
 
 def _opted_in(autotune) -> bool:
@@ -422,7 +442,11 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
         if hit is not None:
             result = hit[:2]
         elif _opted_in(autotune):
-            result = tune(function, problem, variant).choice
+            with _TUNING:  # one tune at a time: two threads' timings on one GPU would spoil each other's
+                if key in _MEMO:  # another thread tuned it meanwhile
+                    return _MEMO[key]
+                result = tune(function, problem, variant).choice
+                _MEMO[key] = result
             launch = sys.modules.get("simt_tiles.launch")
             if launch is not None:  # the tuner's launches are no part of this call's launch plan
                 launch.no_plan("autotune tuned this problem during the call")
@@ -579,8 +603,11 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     result = TuneResult(function, problem, choice, [{k: v for k, v in r.items() if k != "cfg"} for r in rows],
                         time.perf_counter() - t0)
     if choice is not None and store_result:
-        result.key = store(function, problem, variant, choice, median_ms=min(r["median_ms"] for r in timed),
-                           candidates=len(rows), tune_seconds=round(result.seconds, 2))
+        try:
+            result.key = store(function, problem, variant, choice, median_ms=min(r["median_ms"] for r in timed),
+                               candidates=len(rows), tune_seconds=round(result.seconds, 2))
+        except OSError as exc:  # the tune is not lost: this process uses the choice
+            warnings.warn(f"{exc}; the tuned choice is used in this process only", stacklevel=2)
     if verbose:
         print(result.table(), flush=True)
     return result
@@ -635,7 +662,11 @@ def show() -> str:
 
 def run(args) -> int:
     if args.clear:
-        print(f"autotune: removed {clear()} entries from {cache_path()}")
+        try:
+            print(f"autotune: removed {clear()} entries from {cache_path()}")
+        except OSError as exc:
+            print(f"simt-tiles tune: {exc}", file=sys.stderr)
+            return 1
         return 0
     if args.show:
         print(show())

@@ -92,7 +92,11 @@ def cache_dir() -> Path:
     """Where generated sources are written (created if missing): ``$SIMT_TILES_CACHE_DIR`` itself
     if set, else ``generated`` in :func:`cache_root`."""
     path = Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else cache_root() / "generated"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, f"simt_tiles: cannot create the generated kernels' directory {path} "
+                      f"({exc.strerror or exc}); set {CACHE_ENV} to a writable directory") from exc
     return path
 
 
@@ -100,12 +104,19 @@ def _write_once(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` unless it is already there: an atomic rename, so a
     concurrent process sees the whole file or none, and an existing file keeps its
     timestamp (Numba's on-disk cache is keyed by the source file's stamp)."""
-    if path.exists() and path.read_text() == text:
+    if path.exists() and path.read_text(errors="replace") == text:  # (a garbage file is rewritten)
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only directory, a full disk: say where and what to do
+        with contextlib.suppress(OSError, TypeError):
+            os.unlink(tmp)
+        raise OSError(exc.errno, f"simt_tiles: cannot write the generated kernel {path} ({exc.strerror or exc}); "
+                      f"set {CACHE_ENV} to a writable directory with free space") from exc
 
 
 def load_function(name: str, body: str, header: str = ""):
@@ -122,7 +133,11 @@ def load_function(name: str, body: str, header: str = ""):
     spec = importlib.util.spec_from_file_location(module, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[module] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[module]  # a half-run module is never returned
+        raise
     fn = getattr(mod, name)
     fn.__generated_path__ = str(path)
     return fn

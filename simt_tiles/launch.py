@@ -43,6 +43,12 @@ global-mode capture (``torch.cuda.graph``'s default) fails the capture with a CU
 on the capture stream first), and a workspace later replaced (a larger problem on the same
 stream) is freed while the graph still writes it.  Capture with plans on.
 
+Out of GPU memory: numba-cuda's ``CudaAPIError`` (``CUDA_ERROR_OUT_OF_MEMORY``) from any allocation
+a public function makes (its result, a device copy of a NumPy argument, a workspace) becomes an
+:class:`OutOfMemoryError` (a ``MemoryError`` and still a ``CudaAPIError``) naming the function,
+what it was allocating and the bytes asked.  The allocations come before the launches that write
+the caller's arrays, so ``out=`` is untouched, and a call that raises records no plan.
+
 In the simulator plans are off unless ``SIMT_TILES_FAST_LAUNCH=1`` (tests): a replay then
 rebuilds the arrays from the recorded offsets and launches through the simulator, which checks
 the plan's bookkeeping everywhere but the driver call.  On a GPU they are on unless
@@ -60,13 +66,14 @@ import threading
 
 import numpy as np
 from numba import cuda
+from numba.cuda.cudadrv import driver as _driver
 
 from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
 
 __all__ = ["planned", "clear", "stats", "enabled", "set_enabled", "no_plan", "flatten", "ctype_args",
-           "stream_handle", "array_signature"]
+           "stream_handle", "array_signature", "OutOfMemoryError"]
 
 _env = os.environ.get("SIMT_TILES_FAST_LAUNCH")
 _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
@@ -282,6 +289,118 @@ def _c_launch():
 
 
 # ---------------------------------------------------------------------------
+# Out of GPU memory: one clear error for every public function
+# ---------------------------------------------------------------------------
+
+_CudaAPIError = _driver.CudaAPIError  # (the simulator's own class in the simulator)
+#: CUresult CUDA_ERROR_OUT_OF_MEMORY
+_CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+class OutOfMemoryError(MemoryError, _CudaAPIError):
+    """A public function could not allocate GPU memory: the message names the function, what it
+    was allocating (the result, a device copy of a NumPy argument, a workspace), the bytes asked
+    and what to do.  A ``MemoryError`` (as CuPy's) and still numba-cuda's ``CudaAPIError`` (code
+    ``CUDA_ERROR_OUT_OF_MEMORY``, the original error is its ``__cause__``).  Raised before the
+    call wrote anything the caller owns: ``out=`` is untouched, no launch plan was recorded, and
+    the same call succeeds once memory is free (``tests/test_faults.py``)."""
+
+    def __init__(self, message: str, function: str = "", what: str = "", nbytes: int | None = None):
+        Exception.__init__(self, message)
+        self.code, self.msg = _CUDA_ERROR_OUT_OF_MEMORY, message
+        self.function, self.what, self.nbytes = function, what, nbytes
+
+    def __str__(self) -> str:
+        return self.msg
+
+    def __reduce__(self):
+        return type(self), (self.msg, self.function, self.what, self.nbytes)
+
+
+def _is_out_of_memory(exc) -> bool:
+    code = getattr(exc, "code", None)
+    if code is None and exc.args:
+        code = exc.args[0]
+    try:
+        return int(code) == _CUDA_ERROR_OUT_OF_MEMORY
+    except (TypeError, ValueError):
+        return "OUT_OF_MEMORY" in str(exc)
+
+
+#: project functions that allocate → what they allocate (``{}``: a local of that frame)
+_ALLOCATING = {
+    "device_operand": "a device copy of the NumPy argument {name!r}",
+    "prepare_out": "the device buffer for a NumPy out=",
+    "_allocate": "the result",
+    "_weights_argument": "a device copy of the filter",
+    "bind_runtime_weights": "a device copy of the filter",
+    "workspace": "a workspace{label}",
+    "replay": "the result (a replayed launch plan)",
+    "run": "a scratch buffer of {__qualname__}",
+}
+
+
+def _allocation_of(tb) -> tuple[str, int | None]:
+    """What the failed allocation was (from the innermost simt_tiles frame of the traceback) and
+    its bytes (numba-cuda's ``memalloc(size)``, else ``device_array(shape, dtype)`` or
+    ``to_device(obj)``), as well as a traceback can say."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    what, nbytes = "", None
+    for f in reversed(frames):  # innermost first
+        loc, name = f.f_locals, f.f_code.co_name
+        module = f.f_globals.get("__name__", "")
+        if nbytes is None and not module.startswith("simt_tiles"):
+            for key in ("bytesize", "size"):
+                if name == "memalloc" and isinstance(loc.get(key), int):
+                    nbytes = loc[key]
+            if nbytes is None and name == "device_array" and "shape" in loc:
+                try:
+                    shape = (loc["shape"],) if isinstance(loc["shape"], int) else loc["shape"]
+                    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(loc.get("dtype", np.float64)).itemsize
+                except (TypeError, ValueError):
+                    pass
+            if nbytes is None and name == "to_device" and hasattr(loc.get("obj"), "nbytes"):
+                nbytes = int(loc["obj"].nbytes)
+        if module.startswith("simt_tiles") and not what:
+            text = _ALLOCATING.get(name)
+            where = f"{module}.{getattr(f.f_code, 'co_qualname', name)}"
+            if text is None:
+                what = where
+            else:
+                label = next((loc[k] for k in ("name", "tag") if isinstance(loc.get(k), str) and loc[k]), "")
+                fields = {"name": loc.get("name") if isinstance(loc.get("name"), str) else "",
+                          "label": f" ({label})" if label else "",
+                          "__qualname__": type(loc["self"]).__qualname__ if "self" in loc else where}
+                what = f"{text.format(**fields)} in {module}"
+            break
+    return what or "a device buffer", nbytes
+
+
+def _device_memory() -> str:
+    if SIMULATOR:
+        return ""
+    try:
+        free, total = cuda.current_context().get_memory_info()
+    except Exception:  # noqa: BLE001 - a context in trouble: the message goes without it
+        return ""
+    return f"; the GPU has {free / 2**20:.0f} MiB free of {total / 2**20:.0f} MiB"
+
+
+def out_of_memory(function: str, exc) -> OutOfMemoryError:
+    """The :class:`OutOfMemoryError` for numba-cuda's out-of-memory ``exc`` in ``function``."""
+    what, nbytes = _allocation_of(exc.__traceback__)
+    size = "" if nbytes is None else f" ({nbytes} bytes{f', {nbytes / 2**20:.1f} MiB' if nbytes >= 2**20 else ''})"
+    return OutOfMemoryError(
+        f"simt_tiles.{function}: out of GPU memory allocating {what}{size}{_device_memory()}. Nothing was "
+        "written to out= and no launch plan was kept: free device memory (delete arrays you no longer "
+        "need; CuPy: cupy.get_default_memory_pool().free_all_blocks(); PyTorch: torch.cuda.empty_cache()) "
+        "or make the problem smaller, then call again", function, what, nbytes)
+
+
+# ---------------------------------------------------------------------------
 # The decorator
 # ---------------------------------------------------------------------------
 
@@ -295,71 +414,76 @@ def planned(fn):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if not _ENABLED or getattr(_tls, "rec", None) is not None:
-            return fn(*args, **kwargs)
-        if _MULTI_GPU:
-            _setup()
-        key = [ident, len(args)]
-        append = key.append
-        arrays, ptrs = [], []
-        dev0, cupy = None, False
-        for v in (*args, *kwargs.values()) if kwargs else args:
-            t = type(v)
-            if t in _SCALARS:
-                append(t)
-                append(v.hex() if t is float else v)  # -0.0 is not 0.0; one key for NaN
-                continue
-            f = _SIGS.get(t) or _sig_function(t)
-            if f is not None:
-                sig, ptr, dev = f[1](v)
-                if dev0 is None:
-                    dev0 = dev
-                elif dev != dev0:
-                    return fn(*args, **kwargs)  # arrays on two devices: the checked path says so
-                append(sig)
-                if f[0] == "cupy":
-                    cupy = True
-                arrays.append(v)
-                ptrs.append(ptr)
-            elif isinstance(v, TileConfig):
-                append(t)
-                append(v)
-            elif isinstance(v, np.generic):
-                append(t)
-                append(v.tobytes())  # the bits: -0.0 and NaN as for floats
-            elif "stream" in kwargs and v is kwargs["stream"]:
-                if stream_handle(v) is None:
-                    return fn(*args, **kwargs)  # not a stream: the checked path says so
-            else:  # NumPy arrays (copied anyway), anything unhashable
+        try:
+            if not _ENABLED or getattr(_tls, "rec", None) is not None:
                 return fn(*args, **kwargs)
-        if dev0 is None or dev0 < 0:  # no device array (or a CPU tensor): the checked path
-            return fn(*args, **kwargs)
-        if kwargs:
-            key.extend(kwargs)  # keyword names, in the caller's order
-        stream = kwargs.get("stream")
-        lead = None
-        if stream is None:  # the current stream of the primary array's framework
-            f = _SIGS.get(type(args[0] if args else kwargs.get(primary)))
-            if f is None:
+            if _MULTI_GPU:
+                _setup()
+            key = [ident, len(args)]
+            append = key.append
+            arrays, ptrs = [], []
+            dev0, cupy = None, False
+            for v in (*args, *kwargs.values()) if kwargs else args:
+                t = type(v)
+                if t in _SCALARS:
+                    append(t)
+                    append(v.hex() if t is float else v)  # -0.0 is not 0.0; one key for NaN
+                    continue
+                f = _SIGS.get(t) or _sig_function(t)
+                if f is not None:
+                    sig, ptr, dev = f[1](v)
+                    if dev0 is None:
+                        dev0 = dev
+                    elif dev != dev0:
+                        return fn(*args, **kwargs)  # arrays on two devices: the checked path says so
+                    append(sig)
+                    if f[0] == "cupy":
+                        cupy = True
+                    arrays.append(v)
+                    ptrs.append(ptr)
+                elif isinstance(v, TileConfig):
+                    append(t)
+                    append(v)
+                elif isinstance(v, np.generic):
+                    append(t)
+                    append(v.tobytes())  # the bits: -0.0 and NaN as for floats
+                elif "stream" in kwargs and v is kwargs["stream"]:
+                    if stream_handle(v) is None:
+                        return fn(*args, **kwargs)  # not a stream: the checked path says so
+                else:  # NumPy arrays (copied anyway), anything unhashable
+                    return fn(*args, **kwargs)
+            if dev0 is None or dev0 < 0:  # no device array (or a CPU tensor): the checked path
                 return fn(*args, **kwargs)
-            lead = f[0]
-            handle = 0 if lead == "numba" else _CURRENT[lead](dev0)
-        else:
-            handle = stream_handle(stream)
-        if cupy and lead != "cupy" and _CURRENT["cupy"](dev0) != handle:
-            # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
-            # wait for it (an event) and makes no plan — so every such call takes that path
-            return fn(*args, **kwargs)
-        # the per-thread default stream (handle 2) is another stream in every thread: so is the plan
-        append(handle if handle != 2 else (2, threading.get_ident()))
-        key = tuple(key)
-        plan = _PLANS.get(key)
-        if plan is not None:
-            result = plan.replay(arrays, ptrs)
-            if result is not _MISS:
-                _COUNTS["hit"] += 1
-                return result
-        return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle)
+            if kwargs:
+                key.extend(kwargs)  # keyword names, in the caller's order
+            stream = kwargs.get("stream")
+            lead = None
+            if stream is None:  # the current stream of the primary array's framework
+                f = _SIGS.get(type(args[0] if args else kwargs.get(primary)))
+                if f is None:
+                    return fn(*args, **kwargs)
+                lead = f[0]
+                handle = 0 if lead == "numba" else _CURRENT[lead](dev0)
+            else:
+                handle = stream_handle(stream)
+            if cupy and lead != "cupy" and _CURRENT["cupy"](dev0) != handle:
+                # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
+                # wait for it (an event) and makes no plan — so every such call takes that path
+                return fn(*args, **kwargs)
+            # the per-thread default stream (handle 2) is another stream in every thread: so is the plan
+            append(handle if handle != 2 else (2, threading.get_ident()))
+            key = tuple(key)
+            plan = _PLANS.get(key)
+            if plan is not None:
+                result = plan.replay(arrays, ptrs)
+                if result is not _MISS:
+                    _COUNTS["hit"] += 1
+                    return result
+            return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle)
+        except _CudaAPIError as exc:  # (a try costs nothing until it raises: Python 3.11+)
+            if isinstance(exc, OutOfMemoryError) or not _is_out_of_memory(exc):
+                raise
+            raise out_of_memory(fn.__name__, exc) from exc
 
     call.__wrapped_planned__ = fn
     return call

@@ -28,6 +28,7 @@ import functools
 import logging
 import math
 import os
+import threading
 from typing import Any, Callable, Iterable, NamedTuple
 
 import numba
@@ -98,11 +99,16 @@ def jit(pyfunc: Callable, **options: Any):
     return kernel
 
 
+_FIXES_LOCK = threading.Lock()
+
+
 @functools.cache
 def _compile_time_fixes() -> None:
     """numba-cuda's two quadratic compile steps made linear, before the first real-target kernel
-    (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`."""
-    _numba_fixes.apply()
+    (the same PTX; a third or more off a conv rung's compile): :mod:`simt_tiles._numba_fixes`.
+    Under a lock: threads' first kernels at once must not patch Numba twice."""
+    with _FIXES_LOCK:
+        _numba_fixes.apply()
 
 
 class _QuietThreads:
@@ -316,8 +322,11 @@ class Rung:
 
     def kernel(self, config: TileConfig, dtype, **params):
         """The compiled kernel for ``config``, ``dtype`` and any extra compile-time
-        ``params`` the rung's factory takes (cached)."""
-        return _compiled(self, config, np.dtype(dtype), tuple(sorted(params.items())))
+        ``params`` the rung's factory takes (cached; compiled once however many threads ask at once)."""
+        key = (self, config, np.dtype(dtype), tuple(sorted(params.items())))
+        if key in _BUILT:
+            return _compiled(*key)
+        return _compile_once(key)
 
     def run(self, config: TileConfig, call) -> None:
         """Launch this rung for one call: ``call`` is the family's description of it (e.g.
@@ -422,6 +431,23 @@ def pick_rung(rungs: dict[str, Rung], variant: str | None, best: str) -> Rung:
         raise ValueError(f"variant: expected one of {tuple(rungs)} or None; got {variant!r}") from None
 
 
+#: the keys :func:`_compiled` has built, and a lock per key being built: ``functools.lru_cache`` runs
+#: a miss in every thread that asks meanwhile — 16 threads' first calls would compile each kernel
+#: 16 times, one after another under Numba's compiler lock (minutes for the generated rungs)
+_BUILT: set = set()
+_BUILDING: dict = {}
+_BUILDING_GUARD = threading.Lock()
+
+
+def _compile_once(key: tuple):
+    with _BUILDING_GUARD:
+        lock = _BUILDING.setdefault(key, threading.RLock())
+    with lock:  # the other threads asking for this kernel wait for it; others' kernels do not
+        kernel = _compiled(*key)
+        _BUILT.add(key)
+    return kernel
+
+
 @functools.lru_cache(maxsize=None)
 def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = ()):
     config.check_smem(dtype)
@@ -430,7 +456,14 @@ def _compiled(rung: Rung, config: TileConfig, dtype: np.dtype, params: tuple = (
     options = rung.jit_options(config, dtype)
     if options.get("cache") and not SIMULATOR:
         _note_cold_compile(rung.name, dtype, pyfunc)
-    return jit(pyfunc, **{"func_or_sig": sig, **options})
+    try:
+        return jit(pyfunc, **{"func_or_sig": sig, **options})
+    except RuntimeError as exc:  # no writable cache directory anywhere: compiled without the disk cache
+        if not options.get("cache") or "cannot cache function" not in str(exc):
+            raise
+        _COMPILE_LOG.warning("simt_tiles: %s (%s) is compiled without Numba's disk cache (%s); set NUMBA_CACHE_DIR "
+                             "to a writable directory to keep it", rung.name, dtype, exc)
+        return jit(pyfunc, **{"func_or_sig": sig, **{k: v for k, v in options.items() if k != "cache"}})
 
 
 #: one WARNING line before a first call compiles a disk-cached kernel that has no cache entry

@@ -98,6 +98,7 @@ def warm(functions=None, *, jobs: int | None = None, in_process: bool = False, p
     disk = [j for j in todo if j[0] in DISK_CACHED]
     here = [j for j in todo if j[0] not in DISK_CACHED] if in_process else []
     done: list = []
+    failed: list = []
     with _Progress(len(disk) + len(here), progress) as bar:
         if disk:
             import multiprocessing
@@ -106,12 +107,22 @@ def warm(functions=None, *, jobs: int | None = None, in_process: bool = False, p
             workers = max(1, min(jobs or os.cpu_count() or 1, len(disk)))
             # spawn: a forked CUDA context is unusable, and the workers must not share this one
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                for fut in as_completed([pool.submit(run_job, j) for j in disk]):
-                    done.append(fut.result())
+                futures = {pool.submit(run_job, j): j for j in disk}
+                for fut in as_completed(futures):
+                    try:
+                        done.append(fut.result())
+                    except Exception as exc:  # noqa: BLE001 - one kernel's failure (or a killed worker) stops no other
+                        failed.append((futures[fut], exc))
+                        continue
                     bar.step(*done[-1])
         for j in here:
             done.append(run_job(j))
             bar.step(*done[-1])
+    if failed:
+        lines = "; ".join(f"{' '.join(map(str, j))}: {type(e).__name__}: {e}" for j, e in failed[:5])
+        raise RuntimeError(f"simt-tiles warm: {len(failed)} of {len(disk)} disk-cached kernels failed ({lines}); the "
+                           f"{len(done)} others are cached. A worker killed (out of memory, a signal) leaves no "
+                           "partial cache entry: run the command again (fewer --jobs when memory is short)")
     return done
 
 
@@ -161,7 +172,11 @@ def run(args) -> int:
         return 2
     skipped = [f for f in args.functions if f not in DISK_CACHED]
     t0 = time.perf_counter()
-    done = warm([f for f in args.functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
+    try:
+        done = warm([f for f in args.functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     print(f"{len(done)} kernels in the disk cache ({time.perf_counter() - t0:.0f} s)")
     if skipped:
         print(f"not disk-cached (about 1 s each on first use; simt_tiles.warm({skipped!r}, in_process=True) "

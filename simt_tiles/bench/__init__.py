@@ -9,6 +9,7 @@ Groups (``simt-tiles bench GROUP --help`` lists each one's options):
     tile          the SIMT-vs-Tile table: best rung, default call, cuTile, Tile C++, Triton,
                   cuda.compute and the library on each problem, with lines of kernel code
     dispatch      host time per call of every public function, beside CuPy/PyTorch and a bare Numba launch
+    soak          --minutes N --threads T --streams S: every public function under load, every result checked
     all           matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}
 
 Every implementation is checked against its reference and bound before it is timed, with
@@ -33,6 +34,7 @@ GROUP_MODULES = {
     **{g: ("patterns", f"patterns, {g} only") for g in PATTERN_GROUPS},
     "tile": ("tile_table", "the SIMT-vs-Tile table (every system per problem, lines of kernel code)"),
     "dispatch": ("dispatch", "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"),
+    "soak": ("soak", "minutes of threads x streams x every public function, every result checked, memory sampled"),
 }
 GROUPS = (*GROUP_MODULES, "all")
 NO_GPU = ("simt-tiles bench: no CUDA GPU found. Benchmarks report GPU timings only and never run in "

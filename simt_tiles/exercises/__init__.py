@@ -71,6 +71,8 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
     Exercise("online_softmax", "max and sum in one pass, merged across lanes", "softmax/k03_online"),
     Exercise("split_k", "slices of K in separate blocks, then a deterministic sum", "matmul/k11_vectorized_bk16"),
     Exercise("vectorized_loads", "128-bit loads and stores with a scalar ragged tail", "matmul/k11_vectorized_bk16"),
+    Exercise("mma_fragments", "which elements of A, B and C each lane holds for one mma.sync m16n8k8",
+             "matmul_mma/k13_mma_tf32"),
 )}
 
 

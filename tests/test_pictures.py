@@ -156,3 +156,22 @@ def test_fragment_figure_shows_a_planted_swap(monkeypatch):
 def test_fragment_cells_bad_precision():
     with pytest.raises(ValueError, match="precision: expected one of"):
         pictures.fragment_cells("fp8")
+
+
+def test_tensor_core_lesson_pages_show_the_fragment_map(tmp_path, monkeypatch):
+    """docs/generate.py draws the map on the k13 (tf32) and k14 (bf16) pages (CI's docs build skips
+    the pictures: SIMT_TILES_DOCS_PICTURES=0; this draws the two)."""
+    from pathlib import Path
+
+    from simt_tiles import registry
+
+    monkeypatch.setenv("SIMT_TILES_DOCS_PICTURES", "1")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs"))
+    import generate
+
+    generate.lessons(tmp_path, {"matmul_mma": registry.ladders()["matmul_mma"]}, {})
+    for rung in ("k13_mma_tf32", "k14_mma_bf16"):
+        page = (tmp_path / "lessons" / "matmul_mma" / f"{rung}.md").read_text()
+        assert f"```{{image}} {rung}_fragments.png" in page and "## The fragment map" in page, page[:2000]
+        png = tmp_path / "lessons" / "matmul_mma" / f"{rung}_fragments.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,7 +10,8 @@
   (with the barriers and shared arrays counted in its source), the kernel code
   (``literalinclude`` of the real files), the diff to the rung it changes (difflib) and, where
   :mod:`simt_tiles.analyze` is installed, its bank-wavefront and sector numbers, measured in
-  the simulator at build time (about 15 s for every rung);
+  the simulator at build time (about 15 s for every rung); the tensor-core rungs' pages also show
+  their mma's fragment map (``simt_tiles.pictures.fragment_figure``, about 1 s each);
 * ``lessons/index.md`` — the ladders and their rungs;
 * ``performance.md`` — the tables of ``benchmarks/results/*.json`` (``simt_tiles.report``);
 * ``simt_vs_tile.md`` — each ladder's rungs beside their cuTile counterparts, with measurements.
@@ -226,7 +227,8 @@ def _fence(directive: str, arg: str, options: dict, body: str = "") -> str:
     return f"```{{{directive}}} {arg}\n{opts}{body}```\n"
 
 
-def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, analyzed: dict) -> str:
+def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, analyzed: dict,
+                fragments: str | None = None) -> str:
     module = inspect.getmodule(rung.factory)
     path = Path(inspect.getsourcefile(module))
     src = path.read_text()
@@ -258,6 +260,15 @@ def lesson_page(ladder: str, name: str, rung, order: list[str], rungs: dict, ana
     out += ["## The lesson", "", f"The rung's header, from `{_rel(path)}`:", "",
             _fence("literalinclude", f"/../{_rel(path)}",
                    {"language": "text", "lines": f"{first}-{last}"})]
+    if fragments:
+        precision = FRAGMENT_PICTURES[ladder, name]
+        out += ["## The fragment map", "",
+                (f"Which lane of the warp holds each element of A, B and C for one `mma.sync` ({precision}), in which "
+                 "register: drawn by `simt_tiles.pictures.fragment_figure` from `simt_tiles.mma`'s fragment "
+                 "helpers, the layout the simulator's emulation multiplies with (the `mma_fragments` exercise "
+                 "asks you to write the TF32 one)."), "",
+                f"```{{image}} {fragments}", f":alt: {name}: the {precision} mma fragment map, lane and register "
+                "of every element of A, B and C", "```", ""]
 
     out += ["## Measured on the H200", ""]
     head = _headline(doc)
@@ -326,7 +337,8 @@ def lessons(outdir: Path, ladders: dict, analyzed: dict) -> list[str]:
         d.mkdir(parents=True, exist_ok=True)
         lad_index = [f"# The {ladder} ladder", "", "```{toctree}", ":maxdepth: 1", "", *order, "```", ""]
         for name, rung in rungs.items():
-            page = lesson_page(ladder, name, rung, order, rungs, analyzed)
+            fragments = _fragment_picture(FRAGMENT_PICTURES.get((ladder, name)), d / f"{name}_fragments.png")
+            page = lesson_page(ladder, name, rung, order, rungs, analyzed, fragments)
             _write(d / f"{name}.md", page)
             pages.append(f"{ladder}/{name}")
             first = (inspect.getmodule(rung.factory).__doc__ or name).strip().splitlines()[0]
@@ -571,6 +583,25 @@ def analyze_all(pictures_dir: Path | None = None) -> dict:
                 "sites": sites, "picture": _picture(rep, f"{ladder} {name}, {rep.config}, shape {shape}",
                                                     pictures_dir / ladder / f"{name}.png" if pictures_dir else None)}
     return data
+
+
+#: the tensor-core rungs' pages show their mma's fragment map (simt_tiles.pictures.fragment_figure)
+FRAGMENT_PICTURES = {("matmul_mma", "k13_mma_tf32"): "tf32", ("matmul_mma", "k14_mma_bf16"): "bf16"}
+
+
+def _fragment_picture(precision: str | None, path: Path) -> str | None:
+    """Draw the fragment map of ``precision`` to ``path``; its file name, or None (no such page,
+    no matplotlib, or ``SIMT_TILES_DOCS_PICTURES=0``; about 1-2 s a picture)."""
+    if precision is None or os.environ.get("SIMT_TILES_DOCS_PICTURES", "1") == "0":
+        return None
+    try:
+        from simt_tiles import pictures
+        fig = pictures.fragment_figure(precision)
+    except ImportError:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=72)
+    return path.name
 
 
 def _picture(report, title: str, path: Path | None) -> str | None:

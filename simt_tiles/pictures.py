@@ -15,6 +15,14 @@ draws four panels from the first block that :mod:`simt_tiles.analyze` recorded:
 The drawing needs no simulator: :func:`lesson_figure` takes a :class:`~simt_tiles.analyze.Report`
 (its ``first_block`` records) and the analyzer's bank model, so this module does not import the
 analyzer (which imports it for ``--plot``).  ``docs/generate.py`` draws one per lesson page.
+
+:func:`fragment_figure` draws a tensor-core instruction's **fragment map** — which lane holds
+each element of A, B and C, in which register — from :mod:`simt_tiles.mma`'s fragment helpers
+(the layout its emulation computes with), not from a table typed here; the k13/k14 lesson pages
+show it::
+
+    fig = pictures.fragment_figure("tf32")   # m16n8k8: A 16×8, B 8×8, C 16×8
+    fig = pictures.fragment_figure("bf16")   # m16n8k16: A 16×16, B 16×8, C 16×8 (two elements a register)
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import collections
 import os
 
-__all__ = ["requests", "bank_rows", "lesson_figure"]
+__all__ = ["requests", "bank_rows", "lesson_figure", "fragment_cells", "fragment_figure"]
 
 SHARED, GLOBAL = "shared", "global"
 
@@ -238,4 +246,96 @@ def lesson_figure(report, title: str, *, banks: int, sector: int, lanes_per_pass
     written = _panel_mapping(axes[1, 0], reqs, shapes, cmap)
     _panel_reads(axes[1, 1], reqs, shapes, written)
     fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# tensor-core fragment maps
+# ---------------------------------------------------------------------------
+
+#: per precision: the mma shape and the (rows, columns) of A, B and C
+MMA_SHAPES = {"tf32": ("m16n8k8", (16, 8), (8, 8)), "bf16": ("m16n8k16", (16, 16), (16, 8)),
+              "fp16": ("m16n8k16", (16, 16), (16, 8))}
+
+
+def fragment_cells(precision: str = "tf32") -> dict:
+    """``{"A" | "B" | "C": {(row, column): (lane, register name)}}`` of one warp-wide mma of
+    ``precision``, read off :func:`simt_tiles.mma.fragment_a` / ``fragment_b`` / ``fragment_c``
+    applied to matrices of element indices (a 16-bit register holds two elements: both cells
+    name it)."""
+    import numpy as np
+
+    from . import mma  # deferred: mma chooses its simulator or GPU half at import (the drawing needs neither)
+
+    if precision not in MMA_SHAPES:
+        raise ValueError(f"precision: expected one of {tuple(MMA_SHAPES)}; got {precision!r}")
+    _, a_shape, b_shape = MMA_SHAPES[precision]
+    frags = {"A": (a_shape, "a", mma.fragment_a(np.arange(a_shape[0] * a_shape[1]).reshape(a_shape), precision)),
+             "B": (b_shape, "b", mma.fragment_b(np.arange(b_shape[0] * b_shape[1]).reshape(b_shape), precision)),
+             "C": ((16, 8), "c", mma.fragment_c(np.arange(128).reshape(16, 8)))}
+    cells: dict = {}
+    for name, (shape, reg, frag) in frags.items():
+        frag = np.asarray(frag).reshape(32, frag.shape[1], -1)  # (lane, register, element of the register)
+        cells[name] = {divmod(int(frag[lane, r, h]), shape[1]): (lane, f"{reg}{r}")
+                       for lane in range(32) for r in range(frag.shape[1]) for h in range(frag.shape[2])}
+    return cells
+
+
+def _panel_fragment(ax, name: str, shape: tuple, cells: dict, cmap):
+    import numpy as np
+
+    rows, cols = shape
+    lane_of = np.full(shape, np.nan)
+    for (i, j), (lane, _reg) in cells.items():
+        lane_of[i, j] = lane
+    ax.imshow(lane_of, cmap=cmap, vmin=0, vmax=31, interpolation="nearest", extent=(0, cols, rows, 0))
+    ax.set_anchor("N")  # B (fewer rows) level with the tops of A and C
+    for (i, j), (lane, reg) in cells.items():
+        r, g, b, _ = cmap(lane / 31)
+        ink = "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"
+        ax.text(j + 0.5, i + 0.5, f"{lane}\n{reg}", ha="center", va="center", fontsize=7, color=ink,
+                linespacing=0.9)
+    for x in range(cols + 1):
+        ax.axvline(x, color="white", linewidth=0.5)
+    for y in range(rows + 1):
+        ax.axhline(y, color="white", linewidth=0.5)
+    regs = sorted({reg for _, reg in cells.values()})
+    for (i, j) in cells:  # thick lines where the register changes: the fragment's blocks
+        reg = cells[i, j][1]
+        if j + 1 < cols and cells.get((i, j + 1), (0, reg))[1] != reg:
+            ax.plot([j + 1, j + 1], [i, i + 1], color="black", linewidth=1.5)
+        if i + 1 < rows and cells.get((i + 1, j), (0, reg))[1] != reg:
+            ax.plot([j, j + 1], [i + 1, i + 1], color="black", linewidth=1.5)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_xticks([c + 0.5 for c in range(cols)], [str(c) for c in range(cols)], fontsize=7)
+    ax.set_yticks([r + 0.5 for r in range(rows)], [str(r) for r in range(rows)], fontsize=7)
+    ax.set_xlabel("k" if name == "A" else "n")
+    ax.set_ylabel("k" if name == "B" else "row")
+    ax.set_title(f"{name} {rows}×{cols}: registers {', '.join(regs)}", fontsize=9)
+
+
+def fragment_figure(precision: str = "tf32"):
+    """The fragment map of one ``mma.sync`` of ``precision`` ("tf32": m16n8k8; "bf16"/"fp16":
+    m16n8k16): three panels, A, B and C, each cell coloured by the lane that holds it and
+    labelled with the lane and the register (:func:`fragment_cells`), as a matplotlib Figure."""
+    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no backend chosen (Jupyter keeps its own)
+
+    cells = fragment_cells(precision)
+    shape, a_shape, b_shape = MMA_SHAPES[precision]
+    shapes = {"A": a_shape, "B": b_shape, "C": (16, 8)}
+    cell = 0.42  # inches: the same cell size in every panel
+    width, height = cell * (a_shape[1] + b_shape[1] + 8) + 3.0, cell * 16 + 1.9
+    fig = Figure(figsize=(width, height), dpi=100)
+    axes = fig.subplots(1, 3, gridspec_kw={"width_ratios": [a_shape[1], b_shape[1], 8], "left": 0.6 / width,
+                                           "right": 1 - 0.2 / width, "top": 1 - 1.2 / height,
+                                           "bottom": 0.6 / height, "wspace": 0.25})
+    cmap = matplotlib.colormaps["turbo"]
+    for ax, name in zip(axes, "ABC"):
+        _panel_fragment(ax, name, shapes[name], cells[name], cmap)
+    pairs = "" if precision == "tf32" else "; a 32-bit register holds two adjacent elements (k, k+1)"
+    fig.suptitle(f"mma.sync.{shape} {precision.upper()}: which lane (number, colour) holds each element in which "
+                 f"register; g = lane >> 2, t = lane & 3{pairs}\n(from simt_tiles.mma.fragment_a / fragment_b / "
+                 "fragment_c, the layout the simulator's emulation multiplies with)", fontsize=10)
     return fig

@@ -5,13 +5,17 @@ are caught with a verdict that names the case."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
-from simt_tiles import exercises
+from simt_tiles import exercises, mma
 from simt_tiles.exercises import _score
+from simt_tiles.registry import ladders
 
 from .profiles import PROFILE
 
@@ -21,7 +25,7 @@ NAMES = list(exercises.EXERCISES)
 #: CI grades the float32 cases only (the stubs fail on their first cases anyway); other profiles all
 QUICK = PROFILE == "ci"
 TECHNIQUES = ["regblock_1d", "regblock_2d", "swizzled_tile", "double_buffer", "warp_tiling", "halo_modes",
-              "separable_filter", "warp_reduce", "online_softmax", "split_k", "vectorized_loads"]
+              "separable_filter", "warp_reduce", "online_softmax", "split_k", "vectorized_loads", "mma_fragments"]
 
 
 def test_an_exercise_per_technique_each_with_statement_hints_and_solution():
@@ -31,8 +35,8 @@ def test_an_exercise_per_technique_each_with_statement_hints_and_solution():
         assert "Statement" in ex.statement and "Hints" in ex.statement, ex.name
         assert (SOLUTIONS / f"{ex.name}.py").is_file(), ex.name
         assert ex.name in _score.SCORES, f"{ex.name}: no traffic score recorded"
-        rung = ROOT / "simt_tiles" / "kernels" / f"{ex.lesson}.py"
-        assert rung.is_file() or (ROOT / "simt_tiles" / "kernels" / ex.lesson).is_dir(), (ex.name, ex.lesson)
+        ladder, rung = ex.lesson.split("/")  # the lesson page docs/generate.py writes: ladder/rung
+        assert rung in ladders()[ladder], (ex.name, ex.lesson)
 
 
 #: what the stubs of the traffic lessons fail on: right values, the analyzer's numbers
@@ -80,6 +84,11 @@ def test_python_only_kernel_fails_the_gpu_compile(tmp_path):
     assert not verdict.passed and "case compile for a GPU" in str(verdict) and "TypingError" in str(verdict), verdict
 
 
+#: the classic fragment bug: a1 (row + 8) and a2 (column + 4) swapped
+_A1_A2 = "        return g + 8, t  # a1\n    if r == 2:\n        return g, t + 4  # a2"
+_A1_A2_SWAPPED = "        return g, t + 4  # a1\n    if r == 2:\n        return g + 8, t  # a2"
+
+
 def _mutant(tmp_path, name, old, new, compile_gpu=False):
     src = (SOLUTIONS / f"{name}.py").read_text()
     assert old in src, f"the planted bug's anchor is gone from the {name} solution: {old!r}"
@@ -115,11 +124,65 @@ def _mutant(tmp_path, name, old, new, compile_gpu=False):
      "rising row"),
     ("split_k", "k_end = min(k_len, k_begin + chunk)", "k_end = k_begin + chunk", "splits"),
     ("vectorized_loads", "if i + 4 <= n:", "if i + 4 < n:", "global loads"),  # right values, scalar traffic
+    ("mma_fragments", _A1_A2, _A1_A2_SWAPPED, "lane 0 (g = 0, t = 0) holds A[8][0] in a1; A[0][4] belongs to lane 0's a2"),
+    ("mma_fragments", "return t + 4, g  # b1", "return t, g + 4  # b1", "b_element(0, 1) = (0, 4): in the m16n8k8"),
+    ("mma_fragments", "return g, 2 * t + 1  # c1", "return g, 2 * t + 2  # c1", "c_element(0, 1) = (0, 2)"),
 ])
 def test_planted_bug_is_caught(tmp_path, name, old, new, expect):
     verdict = _mutant(tmp_path, name, old, new)
     assert not verdict.passed, verdict
     assert expect in str(verdict), verdict
+
+
+def test_mma_probe_names_the_element_the_mma_saw(tmp_path):
+    """Registers handed to mma_tf32 in the wrong order (the maps themselves right): the exact probe
+    (B = I, so C must be A) names the swapped element and the lane and register the layout puts it in."""
+    from simt_tiles.exercises import _grading, _more
+
+    path = tmp_path / "mma_fragments.py"
+    call = "load_a(a, lane, 1, row0, k0),\n                                  load_a(a, lane, 2, row0, k0)"
+    src = (SOLUTIONS / "mma_fragments.py").read_text()
+    assert call in src
+    path.write_text(src.replace(call, call.replace("lane, 1", "lane, @").replace("lane, 2", "lane, 1").replace("@", "2")))
+    mod = _grading._load(path)
+    assert _more._fragment_maps(mod) is None  # the maps are right ...
+    problem = _more._probe(mod, "a")  # ... the call is not
+    assert problem.startswith("C[0][4] = 65 = A[8][0], expected 5 = A[0][4]: the mma saw A[8][0] where the "
+                              "layout puts A[0][4] (lane 0's a2)"), problem
+    verdict = exercises.check("mma_fragments", path, compile_gpu=False, quick=QUICK)
+    assert "case fragment map of A" in str(verdict) and "C[0][4] = 65" in str(verdict), verdict
+
+
+def _stub_map(statement: str, matrix: str) -> dict:
+    """{(row, column): (lane, register)} of the lines ``<matrix> row|k <i> <8 lanes> <registers>`` the
+    stub's picture draws (registers: "a0 | a2" = columns 0-3 | 4-7, "b0" = all, "c0 c1" = even | odd)."""
+    cells = {}
+    for line in statement.splitlines():
+        m = re.match(rf"\s*{matrix} (?:row|k) +(\d+) +((?:\d+ +){{7}}\d+) +(.*)$", line)
+        if not m:
+            continue
+        i, lanes, regs = int(m[1]), [int(v) for v in m[2].split()], re.findall(r"[abc]\d", m[3])[:2]
+        if "|" in m[3]:
+            per_col = [regs[0]] * 4 + [regs[1]] * 4
+        elif len(regs) == 2:
+            per_col = regs * 4
+        else:
+            per_col = regs * 8
+        cells.update({(i, j): (lanes[j], int(per_col[j][1])) for j in range(8)})
+    return cells
+
+
+def test_stub_picture_is_the_layout():
+    """The fragment map drawn in the stub's statement agrees with simt_tiles.mma's fragment helpers
+    (the layout the emulation computes with), row by drawn row."""
+    statement = exercises.EXERCISES["mma_fragments"].statement
+    idx = np.arange(128).reshape(16, 8)
+    frags = {"A": mma.fragment_a(idx, "tf32"), "B": mma.fragment_b(idx[:8], "tf32"), "C": mma.fragment_c(idx)}
+    for matrix, frag in frags.items():
+        drawn = _stub_map(statement, matrix)
+        assert len(drawn) >= 8 * 5, (matrix, len(drawn))  # five rows or more of each drawn
+        truth = {divmod(int(frag[lane, r]), 8): (lane, r) for lane in range(32) for r in range(frag.shape[1])}
+        assert {k: truth[k] for k in drawn} == drawn, matrix
 
 
 def test_missing_barrier_reported_as_race(tmp_path):

@@ -7,7 +7,7 @@
 
 Each stub (``simt_tiles/exercises/stubs/NAME.py``) states the task and gives hints in its
 docstring. ``check`` imports the student's file, runs it on ragged shapes in float32 and
-float64 with NaN-poisoned outputs, compares with the project's references within their
+float64 (float32 only for the TF32 tensor-core one) with NaN-poisoned outputs, compares with the project's references within their
 error bounds (exact where the arithmetic is exact) and prints a verdict naming the case that
 failed, the element, what was expected and what came, and finally compiles the kernels for
 sm_90 with Numba's real compiler (the simulator runs any Python; a GPU does not). Where :mod:`simt_tiles.analyze` is
@@ -71,6 +71,8 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
     Exercise("online_softmax", "max and sum in one pass, merged across lanes", "softmax/k03_online"),
     Exercise("split_k", "slices of K in separate blocks, then a deterministic sum", "matmul/k11_vectorized_bk16"),
     Exercise("vectorized_loads", "128-bit loads and stores with a scalar ragged tail", "matmul/k11_vectorized_bk16"),
+    Exercise("mma_fragments", "which elements of A, B and C each lane holds for one mma.sync m16n8k8",
+             "matmul_mma/k13_mma_tf32"),
 )}
 
 

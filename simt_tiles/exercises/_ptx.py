@@ -36,6 +36,7 @@ KERNELS = {
     "online_softmax": lambda m, dt: [(m.softmax_kernel, "22")],
     "split_k": lambda m, dt: [(k, s) for k, s in zip(m.make_kernels(dt), ("223", "32"))],
     "vectorized_loads": lambda m, dt: [(m.axpy_kernel, "s111")],
+    "mma_fragments": lambda m, dt: [(m.mma_kernel, "222")] if dt == "float32" else [],  # TF32: float32 only
 }
 
 

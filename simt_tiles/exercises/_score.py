@@ -90,6 +90,8 @@ SCORES: dict[str, Score] = {
     "online_softmax": Score("2×64", _softmax, ((8, 32), (4, 16), (0, 0), (0, 0)), ("global load",)),
     "split_k": Score("16×16×32, 4 splits", lambda mod: _mm(16, 16, 32, lambda a, b, c: mod.matmul_split_k(
         a, b, c, 4)), ((544, 1408), (40, 160), (0, 0), (0, 0))),
+    "mma_fragments": Score("16×8×16", lambda mod: _mm(16, 8, 16, lambda a, b, c: mod.mma_kernel[(1, 1), 32](
+        a, b, c)), ((12, 80), (4, 32), (0, 0), (0, 0))),
     "vectorized_loads": Score("n=256", _axpy, ((0, 0), (0, 0), (0, 0), (0, 0)), ("global load", "global store")),
 }
 

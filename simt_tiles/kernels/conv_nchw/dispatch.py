@@ -125,3 +125,27 @@ def plan(variant, config, x_shape: tuple, c_out: int, kh: int, kw: int, padding:
             rung = RUNGS[variant]
     oh, ow = output_hw(h, w, kh, kw, padding)
     return Plan(*_choose(rung, variant, config, (n, c_out, oh, ow), kh, kw, np.dtype(dtype)))
+
+
+#: the rung of every layer the tiled rungs do not take (``_params.Geometry.fast`` false: a stride or
+#: dilation other than 1, groups, a padding that differs between sides), by rule — no tuning yet
+GENERAL_VARIANT = FALLBACK_VARIANT
+
+#: channels per group from which the general layers' rung gives a thread 4 of them ("channels4")
+GENERAL_RCO_MIN = 4
+
+
+def plan_general(variant, config, c_out: int, groups: int, stride, dilation) -> Plan:
+    """The plan for a layer the tiled rungs do not take: :data:`GENERAL_VARIANT` with ``config``
+    (None: "sim" in the simulator, else "channels4" when a group has at least
+    :data:`GENERAL_RCO_MIN` output channels, else "default").  Another named variant: ValueError."""
+    rung = RUNGS[GENERAL_VARIANT]
+    if variant is not None and variant != GENERAL_VARIANT:
+        get_rung(variant)  # an unknown name: the usual error
+        raise ValueError(
+            f"variant: {variant} takes stride 1, dilation 1, groups 1 and the same padding on every side; "
+            f"got stride={stride}, dilation={dilation}, groups={groups} (or an asymmetric padding): "
+            f"use variant=None or '{GENERAL_VARIANT}'")
+    if config is None:
+        config = "sim" if SIMULATOR else ("channels4" if c_out // groups >= GENERAL_RCO_MIN else "default")
+    return Plan(rung, rung.resolve_config(config))

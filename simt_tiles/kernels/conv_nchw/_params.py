@@ -23,16 +23,18 @@ from typing import NamedTuple
 PADDING_STRINGS = ("same", "valid")
 
 
-def pair(name: str, value, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints ``>= minimum`` as ``(h, w)``; TypeError/ValueError naming ``name``."""
+def pair(name: str, value, minimum: int, also: str = "") -> tuple[int, int]:
+    """An int or a pair of ints ``>= minimum`` as ``(h, w)``; TypeError/ValueError naming ``name``
+    (``also``: the other forms it takes, for the message)."""
     if type(value) is int and value >= minimum:  # the common case, cheaply
         return value, value
+    expected = f"{name}: expected an int >= {minimum} or a pair of them{also}; got {value!r}"
     vals = value if isinstance(value, (tuple, list)) else (value,)
     if len(vals) not in (1, 2) or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in vals):
-        raise TypeError(f"{name}: expected an int or a pair of ints (>= {minimum}); got {value!r}")
+        raise TypeError(expected)
     vals = tuple(int(v) for v in vals)
     if min(vals) < minimum:
-        raise ValueError(f"{name}: expected an int or a pair of ints >= {minimum}; got {value!r}")
+        raise ValueError(expected)
     return (vals[0], vals[-1])
 
 
@@ -68,14 +70,14 @@ def padding_of(padding, stride: tuple[int, int]) -> tuple[int, int] | str:
     """``(ph, pw)`` or ``"same"``; ``"same"`` with a stride other than 1 is refused, as torch does."""
     if isinstance(padding, str):
         if padding not in PADDING_STRINGS:
-            raise ValueError(f"padding: expected an int, a pair of ints, 'same' or 'valid'; got {padding!r}")
+            raise ValueError(f"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got {padding!r}")
         if padding == "valid":
             return 0, 0
         if stride != (1, 1):
             raise ValueError(f"padding: 'same' is not supported for strided convolutions (stride={stride}), "
                              "as in torch; give the padding as ints")
         return "same"
-    return pair("padding", padding, 0)
+    return pair("padding", padding, 0, ", 'same' or 'valid'")
 
 
 def geometry(h: int, w: int, kh: int, kw: int, stride, padding, dilation, groups: int) -> Geometry:

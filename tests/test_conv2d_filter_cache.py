@@ -36,6 +36,7 @@ from .common import DTYPES, poisoned
 def plans_on():
     """Launch plans on (the simulator has them off), and an empty filter cache."""
     before = launch.set_enabled(True)
+    launch.clear()  # plans (and counts) of earlier tests in this process
     _filter_cache.clear()
     yield
     launch.set_enabled(before)

@@ -57,6 +57,9 @@ MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 
 TILED = ("k02_smem_tiled", "k03_double_buffered")
 
+#: the padding errors' message, up to the value received
+BAD_PADDING = r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got "
+
 
 # --- strategies --------------------------------------------------------------
 
@@ -518,10 +521,10 @@ def _ones(*shape, dtype=f32):
         (dict(bias=_ones(3)), ValueError, r"bias: expected shape \(2,\) \(C_out = w.shape\[0\]\); got \(3,\)"),
         (dict(bias=_ones(2, 1)), ValueError, r"bias: expected a 1-D array; got 2-D"),
         (dict(bias=_ones(2, dtype=np.float64)), TypeError, r"bias: expected dtype float32 \(the dtype of x\)"),
-        (dict(padding=-1), ValueError, r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got -1"),
-        (dict(padding=1.0), TypeError, r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got 1.0"),
-        (dict(padding=True), TypeError, r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got True"),
-        (dict(padding=(1, 1, 1)), TypeError, r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got \(1, 1, 1\)"),
+        (dict(padding=-1), ValueError, BAD_PADDING + r"-1"),
+        (dict(padding=1.0), TypeError, BAD_PADDING + r"1.0"),
+        (dict(padding=True), TypeError, BAD_PADDING + r"True"),
+        (dict(padding=(1, 1, 1)), TypeError, BAD_PADDING + r"\(1, 1, 1\)"),
         (dict(out=np.empty((1, 2, 4, 4), np.float64)), TypeError, r"out: expected dtype float32; got float64"),
         (dict(out=np.empty((1, 2, 2, 2), f32)), ValueError,
          r"out: expected shape \(1, 2, 4, 4\); got \(1, 2, 2, 2\)"),

@@ -32,6 +32,9 @@ from simt_tiles.runtime import SIMULATOR, ConfigError
 from .common import DTYPES, configs, poisoned
 from .profiles import examples
 
+#: the padding errors' message, up to the value received
+PADDING = "padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got "
+
 EXAMPLES = examples(20) if SIMULATOR else settings.default.max_examples
 
 if SIMULATOR:
@@ -165,7 +168,7 @@ def test_errors_name_the_argument():
         conv2d_nchw(x, np.ones((4, 4, 3, 3), np.float32), groups=2)
     with pytest.raises(ValueError, match="padding: 'same' is not supported for strided convolutions"):
         conv2d_nchw(x, w, groups=2, stride=2, padding="same")
-    with pytest.raises(ValueError, match="padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got 'full'"):
+    with pytest.raises(ValueError, match=PADDING + "'full'"):
         conv2d_nchw(x, w, groups=2, padding="full")
     with pytest.raises(ValueError, match="stride: expected an int >= 1 or a pair of them; got 0"):
         conv2d_nchw(x, w, groups=2, stride=0)
@@ -173,7 +176,7 @@ def test_errors_name_the_argument():
         conv2d_nchw(x, w, groups=2, dilation=1.5)
     with pytest.raises(TypeError, match=r"stride: expected an int >= 1 or a pair of them; got \(1, 2, 3\)"):
         conv2d_nchw(x, w, groups=2, stride=(1, 2, 3))
-    with pytest.raises(ValueError, match="padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got -1"):
+    with pytest.raises(ValueError, match=PADDING + "-1"):
         conv2d_nchw(x, w, groups=2, padding=-1)
     with pytest.raises(TypeError, match="groups: expected an int >= 1; got bool True"):
         conv2d_nchw(x, w, groups=True)

@@ -68,13 +68,15 @@ def write(out: Path) -> None:
              "Command: `python benchmarks/lab/conv_issue33.py --out DIR` (method: the script's docstring).", ""]
     if RESULTS["host"]:
         lines += ["## correlate2d host / wall / GPU µs per call (CuPy image, float32, reflect)", "",
-                  "| image | filter | filter kind | host µs | wall µs | GPU µs | check |", "|---|---|---|---|---|---|---|"]
+                  "| image | filter | filter kind | host µs | wall µs | GPU µs | check |",
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['size']}² | {r['k']}x{r['k']} | {r['kind']} | {r['host_us']:.1f} | {r['wall_us']:.1f} | "
                   f"{r['gpu_us']:.1f} | {r['check']} |" for r in RESULTS["host"]]
         lines.append("")
     if RESULTS["zoo"]:
         lines += ["## conv2d_nchw layer zoo vs cuDNN FP32 (TF32 off), GPU µs per call (median)", "",
-                  "| layer (torchvision, 224²) | N | C_in→C_out | H | K | s | p | g | path | simt µs | cuDNN µs | × cuDNN | check |",
+                  "| layer (torchvision, 224²) | N | C_in→C_out | H | K | s | p | g | path | simt µs | cuDNN µs "
+                  "| × cuDNN | check |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['layer']} | {r['n']} | {r['c_in']}→{r['c_out']} | {r['h']} | {r['k']} | {r['stride']} | "
                   f"{r['padding']} | {r['groups']} | {r['path']} | {r['simt_us']:.1f} | {r['cudnn_us']:.1f} | "

@@ -181,7 +181,8 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
     oh, ow = geom.oh, geom.ow
     if oh < 1 or ow < 1:
         pads = (geom.pad_top, geom.pad_bottom, geom.pad_left, geom.pad_right)
-        sides = f"padding={pads[0]} on each side" if len(set(pads)) == 1 else f"padding (top, bottom, left, right) {pads}"
+        sides = (f"padding={pads[0]} on each side" if len(set(pads)) == 1
+                 else f"padding (top, bottom, left, right) {pads}")
         dil = "" if (dh, dw) == (1, 1) else f" (dilation {dh}x{dw})"
         raise ValueError(
             f"w: a {kh}x{kw} filter{dil} is larger than the padded input {h + pads[0] + pads[1]}x"

@@ -26,12 +26,15 @@ What is swapped
     filter's values in (``variant`` in ``CONSTANT_FILTER_VARIANTS``) keep NumPy filters on the host.
     Anything else is returned as it is, so the public function's own checks name the argument.
 
-Cost of a hit: the bytes of the filter, a dictionary lookup and the current stream's handle
-(≈ 1–2 µs; the lookup itself 0.3 µs on the dev box).
+Cost of a hit: the filter's bytes, the image's kind (per type, once), the current stream's handle
+and a dictionary lookup without a lock: 1.7 µs in the simulator on the dev box.  On the H200 the whole
+call measured 14.0–19.4 µs against 11.7–16.0 µs with a device filter (benchmarks/notes/conv2d.md),
+before the per-type kind and the lock-free hit (not re-measured there).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections import OrderedDict
@@ -39,7 +42,7 @@ from collections import OrderedDict
 import numpy as np
 from numba import cuda
 
-from ...interop import as_stream
+from ...interop import array_device, as_stream
 from ...launch import array_signature, stream_handle
 from ...runtime import SIMULATOR
 
@@ -68,19 +71,39 @@ def clear() -> None:
             _STATS[k] = 0
 
 
-def _current_handle(image) -> int:
+def _current_handle(image, kind: str) -> int:
     """The handle of the stream ``stream=None`` means for ``image`` (interop.as_stream's rule)."""
     if SIMULATOR:
         return 0
-    mod = type(image).__module__.split(".")[0]
-    if mod == "cupy":
+    if kind == "cupy":
         return sys.modules["cupy"].cuda.get_current_stream().ptr
-    if mod == "torch":
+    if kind == "torch":
         raw = getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
         if raw is not None:
             return raw(image.device.index)
         return sys.modules["torch"].cuda.current_stream(image.device).cuda_stream
     return 0
+
+
+#: array type -> its kind ("cupy", "torch", "numba"; "" for anything else), from the first instance seen
+_KINDS: dict = {}
+
+
+def _kind(image) -> str:
+    t = type(image)
+    kind = _KINDS.get(t)
+    if kind is None:
+        sig = array_signature(image)
+        kind = _KINDS[t] = "" if sig is None else sig[0]
+    if kind == "torch" and not image.is_cuda:
+        return ""
+    return kind
+
+
+@functools.lru_cache(maxsize=None)
+def _one_gpu() -> bool:
+    """One GPU visible (or the simulator): every device array is on device 0."""
+    return SIMULATOR or len(cuda.gpus) == 1
 
 
 def device_filter(weights, image, stream, ndim: int):
@@ -90,19 +113,22 @@ def device_filter(weights, image, stream, ndim: int):
     if type(weights) is not np.ndarray or weights.ndim != ndim or weights.dtype.char not in _FLOATS \
             or not weights.dtype.isnative or weights.size == 0 or weights.nbytes > MAX_BYTES:
         return weights
-    sig = array_signature(image)
-    if sig is None:
+    kind = _kind(image)
+    if not kind:
         return weights
-    handle = _current_handle(image) if stream is None else stream_handle(stream)
+    handle = _current_handle(image, kind) if stream is None else stream_handle(stream)
     if handle is None:  # not a stream: the public function says so
         return weights
-    key = (handle, sig[3], weights.dtype.char, weights.shape, weights.tobytes())
-    with _LOCK:
-        dev = _CACHE.get(key)
-        if dev is not None:
+    key = (handle, 0 if _one_gpu() else array_device(image, kind), weights.dtype.char, weights.shape,
+           weights.tobytes())
+    dev = _CACHE.get(key)  # a hit takes no lock: get and move_to_end are atomic under the GIL
+    if dev is not None:
+        try:
             _CACHE.move_to_end(key)
-            _STATS["hit"] += 1
-            return dev
+        except KeyError:  # another thread dropped it meanwhile: it is still a valid copy
+            pass
+        _STATS["hit"] += 1
+        return dev
     host = np.frombuffer(key[-1], weights.dtype).reshape(weights.shape)  # the values keyed on
     # on the call's stream, asynchronously (0, the legacy stream, too: its stream object; a
     # synchronous copy would wait for the GPU's queued work)

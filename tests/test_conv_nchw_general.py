@@ -7,7 +7,9 @@
   the "sim" preset and random k01 configs (rco 1..4 channels a thread), NaN-poisoned outputs,
   the γ bound of (C_in/groups)·KH·KW (+1) terms (simt_tiles.bounds).
 * Routing by rule: stride 1, dilation 1, groups 1, one padding on every side keep the tiled fast
-  path (dispatch.plan, unchanged); every other layer takes dispatch.plan_general (k01).
+  path (dispatch.plan, unchanged); stride 2 with dilation 1 and one group takes it through
+  space-to-depth (dispatch.SpaceToDepth; property test of its own); every other layer takes
+  dispatch.plan_general (k01).
 * Errors name the argument: groups not dividing the channels, w's channels, "same" with a stride
   (refused, as torch), bad stride/dilation/padding, a tiled variant for a strided layer, an output
   smaller than one pixel.
@@ -99,6 +101,30 @@ def test_layers_match_reference(dtype, layer, cfg, bias, seed):
     _check(x, w, b, layer, variant="k01_direct" if general else None, config=cfg if general else None)
 
 
+@st.composite
+def stride2_layers(draw):
+    """Layers the space-to-depth rule takes: stride 2, dilation 1, one group; odd and even filters and
+    sizes, every padding form but "same"."""
+    kh, kw = draw(st.integers(1, 4), "KH"), draw(st.integers(1, 4), "KW")
+    padding = draw(st.one_of(st.integers(0, 2), st.tuples(st.integers(0, 2), st.integers(0, 2)), st.just("valid")),
+                   "padding")
+    pads = _pads(padding, (2, 2), (1, 1), kh, kw)
+    h = draw(st.integers(max(1, kh - pads[0] - pads[1]), 8), "H")
+    w = draw(st.integers(max(1, kw - pads[2] - pads[3]), 8), "W")
+    return dict(n=draw(st.sampled_from([1, 2, 0]), "N"), c_in=draw(st.integers(1, 3), "C_in"),
+                c_out=draw(st.integers(1, 3), "C_out"), h=h, w=w, kh=kh, kw=kw, stride=draw(st.sampled_from([2, (2, 2)])),
+                dilation=1, padding=padding, groups=1, pads=pads)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(layer=stride2_layers(), bias=st.booleans(), seed=st.integers(0, 99))
+def test_stride2_space_to_depth(dtype, layer, bias, seed):
+    """variant=None: the input's and filter's phases, then the tiled stride-1 rungs (dispatch.SpaceToDepth),
+    within the layer's own bound (the extra terms are exact zeros)."""
+    _check(*_operands(np.random.default_rng(seed), layer, dtype, bias), layer)
+
+
 def _is_fast(layer) -> bool:
     s = layer["stride"] if isinstance(layer["stride"], tuple) else (layer["stride"],) * 2
     d = layer["dilation"] if isinstance(layer["dilation"], tuple) else (layer["dilation"],) * 2
@@ -149,10 +175,13 @@ def test_routing_by_rule(monkeypatch):
         conv2d_nchw(x, w, **kw_)
     assert seen == ["tiled"] * 5
     seen.clear()
-    for kw_ in (dict(stride=2), dict(dilation=(1, 2)), dict(groups=2, padding=0), dict(padding=(1, 0)),
-                dict(padding="same", dilation=2)):
+    for kw_ in (dict(stride=(2, 1)), dict(dilation=(1, 2)), dict(groups=2, padding=0), dict(padding=(1, 0)),
+                dict(padding="same", dilation=2), dict(stride=2, variant="k01_direct")):
         conv2d_nchw(x, w if kw_.get("groups") != 2 else w[:, :1].copy(), **kw_)
-    assert seen == ["general"] * 5
+    assert seen == ["general"] * 6
+    seen.clear()
+    conv2d_nchw(x, w, stride=2, padding=1)  # space-to-depth onto the tiled path
+    assert seen == ["tiled"]
     rule = dispatch.plan_general(None, None, 64, 1, (2, 2), (1, 1))
     assert rule.rung is RUNGS["k01_direct"]
     if not SIMULATOR:
@@ -219,3 +248,27 @@ def test_against_torch_on_gpu(dtype):
         for name, val in (("simt_tiles", got), ("torch", expect)):
             chk = check_within(val.cpu().numpy(), ref, 2 * bound)  # 2x: torch's own order of summation
             assert chk.passed, f"{name}: {chk} for layer {(c_in, c_out, h, k, s, p, d, g)}"
+
+
+def test_space_to_depth_replays_its_plan():
+    """With launch plans on, a stride-2 layer's three launches (the phases, the tiled layer) replay:
+    the kept phase buffers are rewritten by each call, so new input values give new results."""
+    from numba import cuda
+
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        rng = np.random.default_rng(1)
+        w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+        xd, wd = cuda.to_device(np.zeros((1, 3, 7, 6), np.float32)), cuda.to_device(w)
+        for _ in range(3):
+            x = rng.standard_normal((1, 3, 7, 6)).astype(np.float32)
+            xd.copy_to_device(x)
+            got = conv2d_nchw(xd, wd, stride=2, padding=1).copy_to_host()
+            ref, bound = conv2d_nchw_reference(x, w, stride=2, padding=1)
+            assert check_within(got, ref, bound).passed
+        assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 2
+    finally:
+        launch.set_enabled(before)

@@ -1,13 +1,16 @@
 """The conv_nchw ladder: a multi-channel CNN convolution layer (NCHW), as ``torch.nn.functional.conv2d``.
 
-``conv2d_nchw(x, w, bias=bias, padding=p)`` computes what
-``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=p)`` computes —
-cross-correlation, stride 1, the same zero padding on every side, optional
-bias — for float32 and float64.  Read the rungs in order:
+``conv2d_nchw(x, w, bias=bias, stride=s, padding=p, dilation=d, groups=g)`` computes what
+``torch.nn.functional.conv2d(x, w, bias, s, p, d, g)`` computes — cross-correlation, zero
+padding (an int, a pair, "same", "valid"), optional bias — for float32 and float64.  The tiled
+rungs take stride 1, dilation 1, one group and one padding on every side (and, through
+space-to-depth, stride 2); k01 takes every layer (``dispatch.py`` says which runs what).
+Read the rungs in order:
 
 =======================  =====================================================
 ``k01_direct``           one thread per output element reads its
-                         C_in·KH·KW window from global memory (any filter)
+                         C_in·KH·KW window from global memory (any filter,
+                         stride, dilation, groups)
 ``k02_smem_tiled``       a block stages CK input patches (tile + halo, zero
                          padding applied while loading) and the CO×CK×KH×KW
                          weights in shared memory; each thread accumulates
@@ -111,8 +114,10 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
         shared memory, see the package docstring).  Stride 1, dilation 1, groups 1 and one padding
-        on every side take the tiled rungs; any other layer takes ``dispatch.GENERAL_VARIANT``
-        (k01; another named variant is a ValueError).
+        on every side take the tiled rungs; with ``variant`` and ``config`` None a stride-2 layer
+        (dilation 1, one group) takes them too, through space-to-depth (``_space_to_depth.py``:
+        the input's and filter's phases as channels, then a stride-1 layer); any other layer takes
+        ``dispatch.GENERAL_VARIANT`` (k01; another named variant is a ValueError).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
         ``"small"``) or the rung's config object; None: the tuned config for
@@ -203,6 +208,9 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             padding = geom.pad_top
             plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, padding, stream))
+        elif dispatch.space_to_depth_applies(variant, config, geom.stride, geom.dilation, groups):
+            dispatch.SpaceToDepth(oh, ow, geom.pad_top, geom.pad_left, autotune).run(
+                Call(x_op.dev, w_op.dev, b_dev, out_op.dev, 0, stream))
         else:
             plan = dispatch.plan_general(variant, config, c_out, groups, (sh, sw), (dh, dw))
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,

@@ -38,8 +38,10 @@ Read the rungs in order:
 ========================  ====================================================
 
 ``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
-filters up to 7 × 7 (NumPy filters as kernel parameters: no upload; device
-filters staged by each block: no copy back), k03 for larger ones (k10's loops
+filters up to 7 × 7 (device filters staged by each block: no copy back; a NumPy
+filter with a NumPy image as kernel parameters: no upload; a NumPy filter with a
+device image through its device copy, cached by content so that the call replays
+its launch plan: ``_filter_cache.py``), k03 for larger ones (k10's loops
 stop unrolling there), k01 when the halo does not fit in shared memory.
 k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
 ``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``

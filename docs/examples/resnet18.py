@@ -3,9 +3,9 @@ computed by ``simt_tiles.conv2d_nchw``.
 
 Random weights (``weights=None``: nothing is downloaded), eval mode, float32.  Each ``nn.Conv2d``
 is replaced by :class:`SimtConv2d`, a small module that keeps the layer's weight and calls
-``conv2d_nchw`` with the layer's stride, padding, dilation and groups (torch's semantics; the
-stride-2 layers and the 1×1 downsampling shortcuts take the general rung, the 3×3 stride-1 ones
-the tiled fast path).  The rest of the network (batch norm, ReLU, pooling, the classifier) stays
+``conv2d_nchw`` with the layer's stride, padding, dilation and groups (torch's semantics; the 3×3
+stride-1 layers take the tiled fast path, the stem, the stride-2 3×3 layers and the 1×1
+downsampling shortcuts the same through space-to-depth).  The rest of the network (batch norm, ReLU, pooling, the classifier) stays
 torch's.
 
     python docs/examples/resnet18.py [--batch 8] [--size 224]

@@ -141,16 +141,32 @@ def test_default_rung_by_filter_size():
 
 
 def test_numpy_filter_is_not_uploaded(monkeypatch):
-    """variant=None passes a NumPy filter as kernel parameters: no copy to the device
-    (an upload on the default stream waits for the GPU's queued work)."""
-    x = cuda.to_device(np.arange(20, dtype=np.float32).reshape(4, 5))
+    """variant=None with a NumPy image passes a NumPy filter as kernel parameters: no copy to
+    the device.  With a device image the filter's values are uploaded once, asynchronously on the
+    call's stream (a synchronous copy on the default stream would wait for the GPU's queued
+    work), and cached by content (conv2d/_filter_cache.py): a repeated filter is not uploaded."""
+    from simt_tiles.kernels.conv2d import _filter_cache
+
+    _filter_cache.clear()
+    image = np.arange(20, dtype=np.float32).reshape(4, 5)
+    x = cuda.to_device(image)
     w = np.array([[0.0, 1.0], [2.0, -1.0]], np.float32)
     seen = []
     real = cuda.to_device
-    monkeypatch.setattr(cuda, "to_device", lambda a, *args, **kw: seen.append(np.shape(a)) or real(a, *args, **kw))
-    got = correlate2d(x, w, mode="wrap").copy_to_host()
-    assert seen == [], f"uploads of shapes {seen}"
-    np.testing.assert_allclose(got, ndi.correlate(x.copy_to_host(), w, mode="wrap"), rtol=1e-6)
+
+    def spy(a, stream=0, *args, **kw):
+        seen.append((np.shape(a), stream != 0))
+        return real(a, stream, *args, **kw)
+
+    monkeypatch.setattr(cuda, "to_device", spy)
+    expect = ndi.correlate(image, w, mode="wrap")
+    np.testing.assert_allclose(correlate2d(image, w, mode="wrap"), expect, rtol=1e-6)
+    assert seen == [(image.shape, False)], f"uploads {seen}"  # the image only
+    seen.clear()
+    for _ in range(2):
+        np.testing.assert_allclose(correlate2d(x, w, mode="wrap").copy_to_host(), expect, rtol=1e-6)
+    assert seen == [((2, 2), True)], f"uploads {seen}"  # once, on a stream object
+    _filter_cache.clear()
 
 
 def test_source_and_register_budget():

@@ -253,11 +253,13 @@ def test_after_tuning_a_new_filter_value_compiles_nothing(small_space, monkeypat
     seen = _launched(monkeypatch)
     before = runtime._compiled.cache_info().misses
     rng = np.random.default_rng(4)
-    x = cuda.to_device(rng.standard_normal(PROBLEM[:2]).astype(np.float32))
+    # a NumPy image keeps the NumPy filter on the host ("host", the tuned problem; with a device image
+    # it would take its cached device copy: the "device" problem, _filter_cache.py)
+    x = rng.standard_normal(PROBLEM[:2]).astype(np.float32)
     for _ in range(2):
         w = rng.standard_normal((3, 3)).astype(np.float32)
-        got = correlate2d(x, w, mode="reflect").copy_to_host()
-        np.testing.assert_allclose(got, ndi.correlate(x.copy_to_host().astype(np.float64), w.astype(np.float64),
+        got = correlate2d(x, w, mode="reflect")
+        np.testing.assert_allclose(got, ndi.correlate(x.astype(np.float64), w.astype(np.float64),
                                                       mode="reflect"), rtol=1e-5, atol=1e-5)
     assert runtime._compiled.cache_info().misses == before, "a new filter value compiled a kernel"
     assert [c for _, c in seen] == [SIM_A, SIM_A]  # the tuned config, whose kernel the tune built

@@ -57,6 +57,9 @@ MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 
 TILED = ("k02_smem_tiled", "k03_double_buffered")
 
+#: the padding errors' message, up to the value received
+BAD_PADDING = r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got "
+
 
 # --- strategies --------------------------------------------------------------
 
@@ -474,7 +477,7 @@ def test_harness_catches_wrong_kernels():
         out = poisoned((1, 2, 4, 4), np.float32)
         grid, block = rung.geometry(cfg, 1, 2, 4, 4)
         rung.kernel(cfg, np.float32)[blocks or grid, block](xf, wf, bf, out.reshape(32), 1, 2, 3, 3, 2, 4, 4,
-                                                            pad_arg, 2, 2, has_bias)
+                                                            pad_arg, pad_arg, 2, 2, 1, 1, 1, 1, 1, has_bias)
         return out.copy_to_host()
 
     def passes(got):
@@ -518,17 +521,17 @@ def _ones(*shape, dtype=f32):
         (dict(bias=_ones(3)), ValueError, r"bias: expected shape \(2,\) \(C_out = w.shape\[0\]\); got \(3,\)"),
         (dict(bias=_ones(2, 1)), ValueError, r"bias: expected a 1-D array; got 2-D"),
         (dict(bias=_ones(2, dtype=np.float64)), TypeError, r"bias: expected dtype float32 \(the dtype of x\)"),
-        (dict(padding=-1), ValueError, r"padding: expected an int >= 0; got -1"),
-        (dict(padding=1.0), TypeError, r"padding: expected an int >= 0; got float 1.0"),
-        (dict(padding=True), TypeError, r"padding: expected an int >= 0; got bool True"),
-        (dict(padding=(1, 1)), TypeError, r"padding: expected an int >= 0; got tuple"),
+        (dict(padding=-1), ValueError, BAD_PADDING + r"-1"),
+        (dict(padding=1.0), TypeError, BAD_PADDING + r"1.0"),
+        (dict(padding=True), TypeError, BAD_PADDING + r"True"),
+        (dict(padding=(1, 1, 1)), TypeError, BAD_PADDING + r"\(1, 1, 1\)"),
         (dict(out=np.empty((1, 2, 4, 4), np.float64)), TypeError, r"out: expected dtype float32; got float64"),
         (dict(out=np.empty((1, 2, 2, 2), f32)), ValueError,
          r"out: expected shape \(1, 2, 4, 4\); got \(1, 2, 2, 2\)"),
         (dict(out=cuda.device_array((1, 3, 4, 4), f32)), ValueError, r"out: expected shape \(1, 2, 4, 4\)"),
         (dict(variant="k99"), ValueError, r"variant: expected one of \('k01_direct', 'k02_smem_tiled'"),
         (dict(variant="k01_direct", config="small"), ValueError,
-         r"config: k01_direct has no preset 'small'; expected one of \['default', 'sim'\]"),
+         r"config: k01_direct has no preset 'small'; expected one of \['channels4', 'default', 'sim'\]"),
         (dict(variant="k02_smem_tiled", config=k03_double_buffered.PRESETS["sim"]), TypeError,
          r"config: expected a preset name or a .*k02_smem_tiled.Config"),
         (dict(stream="s"), TypeError, r"stream: expected None, a Numba stream"),

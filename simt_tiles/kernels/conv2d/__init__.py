@@ -38,8 +38,10 @@ Read the rungs in order:
 ========================  ====================================================
 
 ``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
-filters up to 7 × 7 (NumPy filters as kernel parameters: no upload; device
-filters staged by each block: no copy back), k03 for larger ones (k10's loops
+filters up to 7 × 7 (device filters staged by each block: no copy back; a NumPy
+filter with a NumPy image as kernel parameters: no upload; a NumPy filter with a
+device image through its device copy, cached by content so that the call replays
+its launch plan: ``_filter_cache.py``), k03 for larger ones (k10's loops
 stop unrolling there), k01 when the halo does not fit in shared memory.
 k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
 ``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``
@@ -92,6 +94,7 @@ from ...launch import planned
 from ...registry import Family
 from . import _cases, _tuning, dispatch, reference
 from ._common import MODES, FilterCall, Mode, SeparableCall, flops
+from ._filter_cache import device_filter
 from .dispatch import (
     BEST_MAX_SIZE,
     BEST_SEPARABLE_VARIANT,
@@ -144,7 +147,6 @@ __all__ = [
 ]
 
 
-@planned
 def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
                 stream=None):
     """2-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``.
@@ -196,10 +198,12 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
         CuPy/PyTorch stream.
     """
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False)
+    if _swaps(variant):
+        weights = device_filter(weights, image, stream, 2)
+    return _correlate2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
+                        stream=stream)
 
 
-@planned
 def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
                stream=None):
     """2-D convolution, as ``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``.
@@ -209,10 +213,12 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=No
     even sizes one less than ``size//2``, which is scipy's shift.  The flipped
     filter is a view (negative strides) of ``weights``, not a copy.
     """
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True)
+    if _swaps(variant):
+        weights = device_filter(weights, image, stream, 2)
+    return _convolve2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
+                       stream=stream)
 
 
-@planned
 def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, variant=None,
                 config=None, stream=None):
     """1-D correlation along ``axis`` of a 2-D image, as
@@ -225,11 +231,12 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, 
     ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other
     arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1.
     """
-    axis = _check_axis(axis)
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis)
+    if _swaps(variant):
+        weights = device_filter(weights, image, stream, 1)
+    return _correlate1d(image, weights, axis=axis, mode=mode, cval=cval, out=out, variant=variant,
+                        config=config, stream=stream)
 
 
-@planned
 def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, variant=None,
                         config=None, stream=None):
     """2-D correlation with the separable filter ``wy[:, None] · wx[None, :]``,
@@ -257,6 +264,40 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     from chaining scipy's ``correlate1d``).  The other arguments as
     :func:`correlate2d`.
     """
+    wy = device_filter(wy, image, stream, 1)
+    wx = device_filter(wx, image, stream, 1)
+    return _correlate_separable(image, wy, wx, mode=mode, cval=cval, out=out, variant=variant, config=config,
+                                stream=stream)
+
+
+def _swaps(variant) -> bool:
+    """Whether a NumPy filter becomes a cached device copy (:mod:`._filter_cache`): not for the
+    rungs that compile its values in (they want it on the host)."""
+    return variant is None or not isinstance(variant, str) or variant not in CONSTANT_FILTER_VARIANTS
+
+
+# The planned calls (simt_tiles.launch): what the public functions above run, a NumPy filter
+# already swapped for its cached device copy where that applies
+
+
+@planned
+def _correlate2d(image, weights, *, mode, cval, out, variant, config, stream):
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False)
+
+
+@planned
+def _convolve2d(image, weights, *, mode, cval, out, variant, config, stream):
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True)
+
+
+@planned
+def _correlate1d(image, weights, *, axis, mode, cval, out, variant, config, stream):
+    axis = _check_axis(axis)
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis)
+
+
+@planned
+def _correlate_separable(image, wy, wx, *, mode, cval, out, variant, config, stream):
     mode = Mode.parse(mode)
     _check_cval(cval)
     dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy

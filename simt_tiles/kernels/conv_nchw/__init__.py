@@ -1,13 +1,16 @@
 """The conv_nchw ladder: a multi-channel CNN convolution layer (NCHW), as ``torch.nn.functional.conv2d``.
 
-``conv2d_nchw(x, w, bias=bias, padding=p)`` computes what
-``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=p)`` computes —
-cross-correlation, stride 1, the same zero padding on every side, optional
-bias — for float32 and float64.  Read the rungs in order:
+``conv2d_nchw(x, w, bias=bias, stride=s, padding=p, dilation=d, groups=g)`` computes what
+``torch.nn.functional.conv2d(x, w, bias, s, p, d, g)`` computes — cross-correlation, zero
+padding (an int, a pair, "same", "valid"), optional bias — for float32 and float64.  The tiled
+rungs take stride 1, dilation 1, one group and one padding on every side (and, through
+space-to-depth, stride 2); k01 takes every layer (``dispatch.py`` says which runs what).
+Read the rungs in order:
 
 =======================  =====================================================
 ``k01_direct``           one thread per output element reads its
-                         C_in·KH·KW window from global memory (any filter)
+                         C_in·KH·KW window from global memory (any filter,
+                         stride, dilation, groups)
 ``k02_smem_tiled``       a block stages CK input patches (tile + halo, zero
                          padding applied while loading) and the CO×CK×KH×KW
                          weights in shared memory; each thread accumulates
@@ -47,14 +50,12 @@ Filter shape and shared memory
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
-from . import _cases, _tuning, dispatch, reference
+from . import _cases, _params, _tuning, dispatch, reference
 from ._common import MAX_ELEMENTS, Call, flops, output_hw
 from .dispatch import BEST_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
 
@@ -77,12 +78,13 @@ __all__ = [
 ]
 
 
-@planned
-def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=None, stream=None, autotune=None):
-    """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride=1, padding=padding)``.
+def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, out=None, variant=None,
+                config=None, stream=None, autotune=None):
+    """A convolution layer, as ``torch.nn.functional.conv2d(x, w, bias, stride, padding, dilation, groups)``.
 
-    ``out[n, o, i, j] = bias[o] + Σ_c Σ_a Σ_b w[o, c, a, b] · xp[n, c, i + a, j + b]``
-    with ``xp`` = ``x`` zero-padded by ``padding`` on each side (cross-correlation).
+    ``out[n, o, i, j] = bias[o] + Σ_c Σ_a Σ_b w[o, c, a, b] · xp[n, G(o) + c, i·sh + a·dh, j·sw + b·dw]``
+    with ``xp`` = ``x`` zero-padded (cross-correlation), c < C_in / groups and ``G(o)`` the first
+    input channel of output channel o's group (``_params.py``).
 
     x
         (N, C_in, H, W), float32 or float64: a NumPy array (copied to the
@@ -91,27 +93,38 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         DLPack producer (used in place; the result is of ``x``'s kind).
         Device arrays must be C-contiguous.  N = 0 gives an empty result.
     w
-        (C_out, C_in, KH, KW), x's dtype, KH and KW ≥ 1, C_in equal to x's.
+        (C_out, C_in / groups, KH, KW), x's dtype, KH and KW ≥ 1.
     bias
         None or (C_out,), x's dtype.
+    stride, dilation
+        An int ≥ 1 or a pair ``(h, w)`` of them, as torch.
     padding
-        An int ≥ 0: zero rows and columns added on every side.  The output is
-        (N, C_out, H + 2·padding − KH + 1, W + 2·padding − KW + 1); both must
-        be ≥ 1 (as torch, a filter larger than the padded input is an error).
+        An int ≥ 0 or a pair ``(h, w)``: zero rows and columns added on both sides of each axis;
+        ``"valid"`` (0); ``"same"`` (stride 1 only, as torch: the output has x's size, an odd total
+        padding ``dilation·(K − 1)`` puts the extra row or column after).  The output is
+        ``(N, C_out, OH, OW)``, ``OH = (H + 2·ph − dh·(KH − 1) − 1) // sh + 1``; OH and OW must be ≥ 1
+        (as torch, a filter larger than the padded input is an error).
+    groups
+        An int ≥ 1 dividing C_in and C_out: output channel o reads the C_in / groups input channels
+        of its group (groups = C_in: depthwise).
     out
         Optional C-contiguous array of the output's shape and dtype; it is returned.
         It must not overlap ``x``, ``w`` or ``bias`` in memory (ValueError naming ``out``).
     variant
         A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
-        shared memory, see the package docstring).
+        shared memory, see the package docstring).  Stride 1, dilation 1, groups 1 and one padding
+        on every side take the tiled rungs; with ``variant`` and ``config`` None a stride-2 layer
+        (dilation 1, one group) takes them too, through space-to-depth (``_space_to_depth.py``:
+        the input's and filter's phases as channels, then a stride-1 layer); any other layer takes
+        ``dispatch.GENERAL_VARIANT`` (k01; another named variant is a ValueError).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
         ``"small"``) or the rung's config object; None: the tuned config for
         this GPU and layer when the autotune cache or the shipped table has one
         (:mod:`simt_tiles.autotune`), else ``"sim"`` in the simulator, else
-        ``"default"`` or ``"small"`` by the size of the grid.
-        Its filter-shape fields are replaced by this call's.
+        ``"default"`` or ``"small"`` by the size of the grid (general layers:
+        :func:`dispatch.plan_general`).  Its filter-shape fields are replaced by this call's.
     stream
         None (the current stream of the inputs' framework: CuPy's or PyTorch's current
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
@@ -119,17 +132,24 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     autotune
         True: with ``config=None``, a layer that neither the cache nor the shipped
         table has is tuned now and stored; None: only when ``SIMT_TILES_AUTOTUNE=1``;
-        False: never.
+        False: never (stride-1 layers only).
 
     Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
     """
-    if isinstance(padding, bool) or not isinstance(padding, numbers.Integral):
-        raise TypeError(f"padding: expected an int >= 0; got {type(padding).__name__} {padding!r}")
-    padding = int(padding)
-    if padding < 0:
-        raise ValueError(f"padding: expected an int >= 0; got {padding}")
+    # pairs become ints before the planned call: a tuple argument would keep it off launch plans
+    sh, sw = _params.pair("stride", stride, 1)
+    dh, dw = _params.pair("dilation", dilation, 1)
+    pad = _params.padding_of(padding, (sh, sw))
+    ph, pw = (-1, -1) if pad == "same" else pad
+    return _conv2d_nchw(x, w, bias=bias, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw, groups=_params.groups_of(groups),
+                        out=out, variant=variant, config=config, stream=stream, autotune=autotune)
+
+
+@planned
+def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, config, stream, autotune):
+    """:func:`conv2d_nchw` with its parameters as ints (``ph = pw = -1``: "same")."""
     rung = get_rung(variant)
-    if config is not None:
+    if config is not None and (sh, sw, dh, dw, groups) == (1, 1, 1, 1, 1):
         rung.resolve_config(config)  # a bad preset name or config type fails before any copy
     stream = as_stream(stream, x)
 
@@ -140,9 +160,13 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
         raise TypeError(f"w: expected dtype {dtype} (the dtype of x); got {w_op.dev.dtype}")
     n, c_in, h, wd = x_op.dev.shape
     c_out, w_cin, kh, kw = w_op.dev.shape
-    if w_cin != c_in:
+    if c_in % groups or c_out % groups:
+        raise ValueError(f"groups: expected a divisor of C_in = {c_in} and C_out = {c_out} (x.shape[1], "
+                         f"w.shape[0]); got {groups}")
+    if w_cin * groups != c_in:
+        per = "x.shape[1] = C_in" if groups == 1 else f"x.shape[1] / groups = {c_in} / {groups}"
         raise ValueError(
-            f"w: expected {c_in} input channels (w.shape[1] == x.shape[1] = C_in); "
+            f"w: expected {c_in // groups} input channels (w.shape[1] == {per}); "
             f"got w of shape {tuple(w_op.dev.shape)} for x of shape {tuple(x_op.dev.shape)}"
         )
     if kh < 1 or kw < 1:
@@ -158,11 +182,16 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
             raise ValueError(
                 f"bias: expected shape ({c_out},) (C_out = w.shape[0]); got {tuple(b_op.dev.shape)}"
             )
-    oh, ow = output_hw(h, wd, kh, kw, padding)
+    geom = _params.geometry(h, wd, kh, kw, (sh, sw), "same" if ph < 0 else (ph, pw), (dh, dw), groups)
+    oh, ow = geom.oh, geom.ow
     if oh < 1 or ow < 1:
+        pads = (geom.pad_top, geom.pad_bottom, geom.pad_left, geom.pad_right)
+        sides = (f"padding={pads[0]} on each side" if len(set(pads)) == 1
+                 else f"padding (top, bottom, left, right) {pads}")
+        dil = "" if (dh, dw) == (1, 1) else f" (dilation {dh}x{dw})"
         raise ValueError(
-            f"w: a {kh}x{kw} filter is larger than the padded input {h + 2 * padding}x{wd + 2 * padding} "
-            f"(x's {h}x{wd} plus padding={padding} on each side): the output would be {oh}x{ow}"
+            f"w: a {kh}x{kw} filter{dil} is larger than the padded input {h + pads[0] + pads[1]}x"
+            f"{wd + pads[2] + pads[3]} (x's {h}x{wd} plus {sides}): the output would be {oh}x{ow}"
         )
     shape = (n, c_out, oh, ow)
     for name, size in (("x", x_op.dev.size), ("w", w_op.dev.size), ("out", n * c_out * oh * ow)):
@@ -174,6 +203,16 @@ def conv2d_nchw(x, w, *, bias=None, padding=0, out=None, variant=None, config=No
     out_op = prepare_out(out, x_op, shape, dtype, stream, inputs=(w_op, b_op))
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
-        plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
-        plan.run(Call(x_op.dev, w_op.dev, None if b_op is None else b_op.dev, out_op.dev, padding, stream))
+        b_dev = None if b_op is None else b_op.dev
+        if geom.fast:  # the tiled rungs, as before
+            padding = geom.pad_top
+            plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
+            plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, padding, stream))
+        elif dispatch.space_to_depth_applies(variant, config, geom.stride, geom.dilation, groups):
+            dispatch.SpaceToDepth(oh, ow, geom.pad_top, geom.pad_left, autotune).run(
+                Call(x_op.dev, w_op.dev, b_dev, out_op.dev, 0, stream))
+        else:
+            plan = dispatch.plan_general(variant, config, c_out, groups, (sh, sw), (dh, dw))
+            plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,
+                          geom.stride, geom.dilation, groups))
     return finish_result(out_op, stream)

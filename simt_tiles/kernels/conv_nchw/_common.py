@@ -251,7 +251,9 @@ def specialise(config, kh: int, kw: int):
 
 class Call(NamedTuple):
     """One layer on device arrays, as a rung's ``run(config, call)`` takes it: x (N, C_in, H, W),
-    w (C_out, C_in, KH, KW), bias (C_out,) or None, out (N, C_out, OH, OW)."""
+    w (C_out, C_in/groups, KH, KW), bias (C_out,) or None, out (N, C_out, OH, OW).  ``padding`` is
+    the tiled rungs' (the same on every side); k01 reads ``pad_w`` (None: ``padding``), ``stride``,
+    ``dilation`` and ``groups`` too (``_params.py``)."""
 
     x: Any
     w: Any
@@ -259,6 +261,10 @@ class Call(NamedTuple):
     out: Any
     padding: int
     stream: Any = 0
+    pad_w: int | None = None
+    stride: tuple = (1, 1)
+    dilation: tuple = (1, 1)
+    groups: int = 1
 
     @property
     def dtype(self):
@@ -269,13 +275,25 @@ class Call(NamedTuple):
         """``(n, c_out, oh, ow)``: what the rungs' ``geometry`` takes."""
         return tuple(self.out.shape)
 
+    def _flat(self):
+        w_flat = self.w.reshape(self.w.size)
+        b_flat = w_flat if self.bias is None else self.bias  # never read without a bias
+        return self.x.reshape(self.x.size), w_flat, b_flat, self.out.reshape(self.out.size)
+
     @property
     def args(self) -> tuple:
-        """The kernels' arguments: the arrays flat, then the sizes (:func:`signature`)."""
+        """The tiled kernels' arguments: the arrays flat, then the sizes (:func:`signature`)."""
         n, c_in, h, w = self.x.shape
         c_out, _, kh, kw = self.w.shape
         oh, ow = self.out.shape[2:]
-        w_flat = self.w.reshape(self.w.size)
-        b_flat = w_flat if self.bias is None else self.bias  # never read without a bias
-        return (self.x.reshape(self.x.size), w_flat, b_flat, self.out.reshape(self.out.size),
-                n, c_in, h, w, c_out, oh, ow, self.padding, kh, kw, int(self.bias is not None))
+        return (*self._flat(), n, c_in, h, w, c_out, oh, ow, self.padding, kh, kw, int(self.bias is not None))
+
+    @property
+    def direct_args(self) -> tuple:
+        """k01's arguments (``k01_direct.signature``): torch's parameters at run time."""
+        n, c_in, h, w = self.x.shape
+        c_out, _, kh, kw = self.w.shape
+        oh, ow = self.out.shape[2:]
+        pad_w = self.padding if self.pad_w is None else self.pad_w
+        return (*self._flat(), n, c_in, h, w, c_out, oh, ow, self.padding, pad_w, kh, kw, *self.stride,
+                *self.dilation, self.groups, int(self.bias is not None))

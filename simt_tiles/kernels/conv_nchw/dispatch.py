@@ -10,6 +10,11 @@
 3. a preset whose staging does not fit shared memory gets a smaller CK (:func:`fit`); for
    ``variant=None`` k02 instead of k03 when k03's prefetch would not stay in registers, and
    :data:`FALLBACK_VARIANT` when nothing fits.
+
+Layers with other parameters than stride 1, dilation 1, groups 1 and one padding on every side
+(torch's, ``_params.py``): stride 2 with dilation 1 and one group, ``variant`` and ``config`` None,
+run as :class:`SpaceToDepth` (the phases, then :func:`plan`'s stride-1 layer); the rest
+:func:`plan_general` (k01 with the parameters at run time).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from numba import cuda
 
 from ... import autotune
 from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
-from . import k01_direct, k02_smem_tiled, k03_double_buffered
-from ._common import output_hw, specialise, tiled_geometry
+from typing import NamedTuple
+
+from . import _space_to_depth, k01_direct, k02_smem_tiled, k03_double_buffered
+from ._common import Call, output_hw, specialise, tiled_geometry
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = rung_dict(
@@ -125,3 +132,51 @@ def plan(variant, config, x_shape: tuple, c_out: int, kh: int, kw: int, padding:
             rung = RUNGS[variant]
     oh, ow = output_hw(h, w, kh, kw, padding)
     return Plan(*_choose(rung, variant, config, (n, c_out, oh, ow), kh, kw, np.dtype(dtype)))
+
+
+#: the rung of every layer the tiled rungs do not take (``_params.Geometry.fast`` false: a stride or
+#: dilation other than 1, groups, a padding that differs between sides), by rule — no tuning yet
+GENERAL_VARIANT = FALLBACK_VARIANT
+
+#: channels per group from which the general layers' rung gives a thread 4 of them ("channels4")
+GENERAL_RCO_MIN = 4
+
+
+def plan_general(variant, config, c_out: int, groups: int, stride, dilation) -> Plan:
+    """The plan for a layer the tiled rungs do not take: :data:`GENERAL_VARIANT` with ``config``
+    (None: "sim" in the simulator, else "channels4" when a group has at least
+    :data:`GENERAL_RCO_MIN` output channels, else "default").  Another named variant: ValueError."""
+    rung = RUNGS[GENERAL_VARIANT]
+    if variant is not None and variant != GENERAL_VARIANT:
+        get_rung(variant)  # an unknown name: the usual error
+        raise ValueError(
+            f"variant: {variant} takes stride 1, dilation 1, groups 1 and the same padding on every side; "
+            f"got stride={stride}, dilation={dilation}, groups={groups} (or an asymmetric padding): "
+            f"use variant=None or '{GENERAL_VARIANT}'")
+    if config is None:
+        config = "sim" if SIMULATOR else ("channels4" if c_out // groups >= GENERAL_RCO_MIN else "default")
+    return Plan(rung, rung.resolve_config(config))
+
+
+def space_to_depth_applies(variant, config, stride, dilation, groups: int) -> bool:
+    """Whether a layer runs as :class:`SpaceToDepth`: ``variant`` and ``config`` None, stride 2 on both
+    axes, dilation 1, one group (ResNet's stride-2 3×3 convs, its stem and 1×1 shortcuts)."""
+    return variant is None and config is None and stride == (2, 2) and dilation == (1, 1) and groups == 1
+
+
+class SpaceToDepth(NamedTuple):
+    """A stride-2 layer as the stride-1 layer of its input's and filter's phases (``_space_to_depth``):
+    two copy kernels, then :func:`plan`'s tiled rung for the (N, 4·C_in) input and the ⌈KH/2⌉ × ⌈KW/2⌉
+    filter with padding 0."""
+
+    oh: int
+    ow: int
+    pad_top: int
+    pad_left: int
+    autotune: object = None
+
+    def run(self, call: Call) -> None:
+        xs, ws = _space_to_depth.phases(call.x, call.w, self.oh, self.ow, self.pad_top, self.pad_left, call.stream)
+        c_out, _, kh2, kw2 = ws.shape
+        plan(None, None, tuple(xs.shape), c_out, kh2, kw2, 0, call.x.dtype, self.autotune).run(
+            Call(xs, ws, call.bias, call.out, 0, call.stream))

@@ -1,0 +1,139 @@
+"""NumPy filters swapped for a device copy cached by content (conv2d/_filter_cache.py).
+
+* A NumPy filter changed *in place* between two calls (the same array object) gives the new
+  result every time — with launch plans on, so the second call replays the plan — for
+  correlate2d, convolve2d, correlate1d and correlate_separable; NaN-poisoned outputs.
+* Repeated calls with one filter hit the cache and replay one plan (no checked path).
+* The cache is bounded (least recently used dropped) and stays correct past its bound.
+* What is not swapped: a NumPy image, a rung that compiles the filter's values in, a filter of
+  another dtype (the public function's error names it, as before).
+
+A bug planted once: keying the cache on ``id(weights)`` instead of the bytes made
+test_mutated_in_place fail (the stale filter's result came back).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from simt_tiles import launch
+from simt_tiles.kernels.conv2d import (
+    CONSTANT_FILTER_VARIANTS,
+    _filter_cache,
+    convolve2d,
+    correlate1d,
+    correlate2d,
+    correlate_separable,
+)
+from simt_tiles.kernels.conv2d.reference import correlate2d_reference
+
+from .common import DTYPES, poisoned
+
+
+@pytest.fixture
+def plans_on():
+    """Launch plans on (the simulator has them off), and an empty filter cache."""
+    before = launch.set_enabled(True)
+    launch.clear()  # plans (and counts) of earlier tests in this process
+    _filter_cache.clear()
+    yield
+    launch.set_enabled(before)
+    _filter_cache.clear()
+
+
+def _check(got, image, w2d, mode="reflect", convolve=False):
+    ref, bound = correlate2d_reference(image, w2d, mode=mode, convolve=convolve)
+    np.testing.assert_array_less(np.abs(got.astype(np.float64) - ref), bound + np.finfo(np.float64).tiny)
+
+
+CALLS = {
+    "correlate2d": (lambda img, w, out: correlate2d(img, w, out=out), (3, 3), lambda w: w),
+    "convolve2d": (lambda img, w, out: convolve2d(img, w, out=out), (2, 3), lambda w: w),
+    "correlate1d": (lambda img, w, out: correlate1d(img, w, axis=0, out=out), (4,), lambda w: w[:, None]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_mutated_in_place(plans_on, name, dtype):
+    call, wshape, as_correlation = CALLS[name]
+    rng = np.random.default_rng(3)
+    image = rng.standard_normal((5, 4)).astype(dtype)
+    img = cuda.to_device(image)
+    w = rng.standard_normal(wshape).astype(dtype)
+    results, first = [], w.copy()
+    for step in range(4):
+        out = cuda.to_device(poisoned(image.shape, dtype))
+        got = call(img, w, out).copy_to_host()
+        _check(got, image, as_correlation(w), convolve=name == "convolve2d")
+        results.append(got)
+        w[(step,) * w.ndim if step < min(w.shape) else (0,) * w.ndim] += 1.5  # in place, same object
+    assert all(not np.array_equal(a, b) for a, b in zip(results, results[1:]))
+    assert _filter_cache.stats() == {"hit": 0, "miss": 4, "entries": 4}
+    # the first values again, written in place: found, not uploaded; the plan replays
+    w[...] = first
+    hits = launch.stats()["hit"]
+    got = call(img, w, cuda.to_device(poisoned(image.shape, dtype))).copy_to_host()
+    np.testing.assert_array_equal(got, results[0])
+    assert _filter_cache.stats() == {"hit": 1, "miss": 4, "entries": 4}
+    assert launch.stats()["hit"] == hits + 1
+
+
+def test_separable_mutated_in_place(plans_on):
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((6, 5)).astype(np.float32)
+    img = cuda.to_device(image)
+    wy, wx = rng.standard_normal(3).astype(np.float32), rng.standard_normal(2).astype(np.float32)
+    for _ in range(3):
+        got = correlate_separable(img, wy, wx, out=cuda.to_device(poisoned(image.shape, np.float32)))
+        ref, bound = correlate2d_reference(image, np.outer(wy, wx))
+        assert np.all(np.abs(got.copy_to_host() - ref) <= 2 * bound + 1e-6)
+        wx[1] -= 0.75
+        wy[:] = wy[::-1]
+
+
+def test_repeated_calls_hit(plans_on):
+    rng = np.random.default_rng(1)
+    image = rng.standard_normal((4, 4)).astype(np.float32)
+    img, out = cuda.to_device(image), cuda.device_array((4, 4), np.float32)
+    w = np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]], np.float32) / 16
+    before = launch.stats()
+    for _ in range(5):
+        correlate2d(img, w, out=out)
+    after = launch.stats()
+    assert _filter_cache.stats() == {"hit": 4, "miss": 1, "entries": 1}
+    assert after["recorded"] == before["recorded"] + 1 and after["hit"] == before["hit"] + 4
+    _check(out.copy_to_host(), image, w)
+    # an equal filter in another array object is the same entry
+    correlate2d(img, w.copy(), out=out)
+    assert _filter_cache.stats()["entries"] == 1
+
+
+def test_bounded(plans_on, monkeypatch):
+    monkeypatch.setattr(_filter_cache, "MAX_ENTRIES", 3)
+    rng = np.random.default_rng(2)
+    image = rng.standard_normal((3, 5)).astype(np.float64)
+    img = cuda.to_device(image)
+    filters = [rng.standard_normal((2, 2)) for _ in range(5)]
+    for w in filters + filters[:2]:  # the first two were dropped: uploaded again
+        got = correlate2d(img, w, out=cuda.to_device(poisoned(image.shape, np.float64)))
+        _check(got.copy_to_host(), image, w)
+        assert _filter_cache.stats()["entries"] <= 3
+    assert _filter_cache.stats()["miss"] == 7
+
+
+def test_not_swapped(plans_on):
+    rng = np.random.default_rng(4)
+    image = rng.standard_normal((3, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+    _check(correlate2d(image, w), image, w)  # a NumPy image: the filter stays as it is
+    img = cuda.to_device(image)
+    _check(correlate2d(img, w, variant=CONSTANT_FILTER_VARIANTS[0], config="sim").copy_to_host(), image, w)
+    assert _filter_cache.stats()["entries"] == 0
+    with pytest.raises(TypeError, match="weights: expected dtype float32"):
+        correlate2d(img, w.astype(np.float64))
+    with pytest.raises(ValueError, match="weights"):
+        correlate2d(img, np.zeros((0, 3), np.float32))
+    assert _filter_cache.device_filter(w.astype(">f4"), img, None, 2).dtype == np.dtype(">f4")

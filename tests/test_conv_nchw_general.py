@@ -1,0 +1,274 @@
+"""conv2d_nchw with torch's parameters: stride, padding (int, pair, "same", "valid"), dilation, groups.
+
+* The reference (reference.conv2d_nchw_reference with stride/dilation/groups/pads) against the
+  brute-force definition, and on the GPU against torch.nn.functional.conv2d.
+* Property test: ragged layers (N = 0, 1, 2; channels per group 1..3; groups 1..3 and depthwise;
+  filters 1..3 each way; strides 1..3, dilations 1..2 per axis; every padding form), both dtypes,
+  the "sim" preset and random k01 configs (rco 1..4 channels a thread), NaN-poisoned outputs,
+  the γ bound of (C_in/groups)·KH·KW (+1) terms (simt_tiles.bounds).
+* Routing by rule: stride 1, dilation 1, groups 1, one padding on every side keep the tiled fast
+  path (dispatch.plan, unchanged); stride 2 with dilation 1 and one group takes it through
+  space-to-depth (dispatch.SpaceToDepth; property test of its own); every other layer takes
+  dispatch.plan_general (k01).
+* Errors name the argument: groups not dividing the channels, w's channels, "same" with a stride
+  (refused, as torch), bad stride/dilation/padding, a tiled variant for a strided layer, an output
+  smaller than one pixel.
+
+A bug planted once: k01 ignoring the row dilation (``a`` instead of ``a·dil_h``) failed
+test_layers_match_reference[float32] (ci profile) and test_depthwise_and_dilated (both dtypes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, note, settings
+from hypothesis import strategies as st
+
+from simt_tiles.bounds import check_within
+from simt_tiles.kernels.conv_nchw import RUNGS, conv2d_nchw, dispatch, k01_direct
+from simt_tiles.kernels.conv_nchw._params import geometry, padding_of
+from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_bruteforce, conv2d_nchw_reference
+from simt_tiles.runtime import SIMULATOR, ConfigError
+
+from .common import DTYPES, configs, poisoned
+from .profiles import examples
+
+#: the padding errors' message, up to the value received
+PADDING = "padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got "
+
+EXAMPLES = examples(20) if SIMULATOR else settings.default.max_examples
+
+if SIMULATOR:
+    _RANDOM = st.builds(k01_direct.Config, block_x=st.integers(1, 16), rco=st.integers(1, 4))
+else:
+    _RANDOM = st.builds(k01_direct.Config, block_x=st.sampled_from([32, 128, 256]), rco=st.sampled_from([1, 2, 4]))
+
+
+def _pads(padding, stride, dilation, kh, kw):
+    """(top, bottom, left, right) as torch pads (the reference's ``pads``)."""
+    g = geometry(1, 1, kh, kw, stride, padding_of(padding, stride), dilation, 1)
+    return g.pad_top, g.pad_bottom, g.pad_left, g.pad_right
+
+
+@st.composite
+def layers(draw):
+    groups = draw(st.integers(1, 3), "groups")
+    cg_in, cg_out = draw(st.integers(1, 3), "C_in/groups"), draw(st.integers(1, 3), "C_out/groups")
+    kh, kw = draw(st.integers(1, 3), "KH"), draw(st.integers(1, 3), "KW")
+    stride = draw(st.one_of(st.integers(1, 3), st.tuples(st.integers(1, 3), st.integers(1, 3))), "stride")
+    dilation = draw(st.one_of(st.integers(1, 2), st.tuples(st.integers(1, 2), st.integers(1, 2))), "dilation")
+    choices = [st.integers(0, 2), st.tuples(st.integers(0, 2), st.integers(0, 2)), st.just("valid")]
+    if stride in (1, (1, 1)):
+        choices.append(st.just("same"))
+    padding = draw(st.one_of(*choices), "padding")
+    pads = _pads(padding, (stride, stride) if isinstance(stride, int) else stride,
+                 (dilation, dilation) if isinstance(dilation, int) else dilation, kh, kw)
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[1]), 7), "H")  # output >= 1 row
+    w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[2] - pads[3]), 7), "W")
+    n = draw(st.sampled_from([1, 2, 0, 1]), "N")
+    return dict(n=n, c_in=groups * cg_in, c_out=groups * cg_out, h=h, w=w, kh=kh, kw=kw, stride=stride,
+                dilation=dilation, padding=padding, groups=groups, pads=pads)
+
+
+def _operands(rng, layer, dtype, bias):
+    x = rng.standard_normal((layer["n"], layer["c_in"], layer["h"], layer["w"])).astype(dtype)
+    w = rng.standard_normal((layer["c_out"], layer["c_in"] // layer["groups"], layer["kh"], layer["kw"])).astype(dtype)
+    b = rng.standard_normal(layer["c_out"]).astype(dtype) if bias else None
+    return x, w, b
+
+
+def _check(x, w, b, layer, variant=None, config=None):
+    ref, bound = conv2d_nchw_reference(x, w, b, stride=layer["stride"], dilation=layer["dilation"],
+                                       groups=layer["groups"], pads=layer["pads"])
+    out = poisoned(ref.shape, x.dtype)
+    got = conv2d_nchw(x, w, bias=b, stride=layer["stride"], padding=layer["padding"], dilation=layer["dilation"],
+                      groups=layer["groups"], out=out, variant=variant, config=config)
+    assert got is out
+    chk = check_within(out.copy_to_host(), ref, bound)
+    assert chk.passed, f"{chk} for {layer} {x.dtype}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(layer=layers(), cfg=configs(RUNGS["k01_direct"], _RANDOM), bias=st.booleans(), seed=st.integers(0, 99))
+def test_layers_match_reference(dtype, layer, cfg, bias, seed):
+    note(f"config {cfg}")
+    x, w, b = _operands(np.random.default_rng(seed), layer, dtype, bias)
+    general = not _is_fast(layer)
+    # a general layer takes k01 with the drawn config; a fast one the tiled rungs' rule (config None)
+    _check(x, w, b, layer, variant="k01_direct" if general else None, config=cfg if general else None)
+
+
+@st.composite
+def stride2_layers(draw):
+    """Layers the space-to-depth rule takes: stride 2, dilation 1, one group; odd and even filters and
+    sizes, every padding form but "same"."""
+    kh, kw = draw(st.integers(1, 4), "KH"), draw(st.integers(1, 4), "KW")
+    padding = draw(st.one_of(st.integers(0, 2), st.tuples(st.integers(0, 2), st.integers(0, 2)), st.just("valid")),
+                   "padding")
+    pads = _pads(padding, (2, 2), (1, 1), kh, kw)
+    h = draw(st.integers(max(1, kh - pads[0] - pads[1]), 8), "H")
+    w = draw(st.integers(max(1, kw - pads[2] - pads[3]), 8), "W")
+    return dict(n=draw(st.sampled_from([1, 2, 0]), "N"), c_in=draw(st.integers(1, 3), "C_in"),
+                c_out=draw(st.integers(1, 3), "C_out"), h=h, w=w, kh=kh, kw=kw, stride=draw(st.sampled_from([2, (2, 2)])),
+                dilation=1, padding=padding, groups=1, pads=pads)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(layer=stride2_layers(), bias=st.booleans(), seed=st.integers(0, 99))
+def test_stride2_space_to_depth(dtype, layer, bias, seed):
+    """variant=None: the input's and filter's phases, then the tiled stride-1 rungs (dispatch.SpaceToDepth),
+    within the layer's own bound (the extra terms are exact zeros)."""
+    _check(*_operands(np.random.default_rng(seed), layer, dtype, bias), layer)
+
+
+def _is_fast(layer) -> bool:
+    s = layer["stride"] if isinstance(layer["stride"], tuple) else (layer["stride"],) * 2
+    d = layer["dilation"] if isinstance(layer["dilation"], tuple) else (layer["dilation"],) * 2
+    return s == (1, 1) and d == (1, 1) and layer["groups"] == 1 and len(set(layer["pads"])) == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_depthwise_and_dilated(dtype):
+    """MobileNetV2's depthwise 3×3 stride 2 (groups = C), a channel multiplier of 2, dilation 2
+    with "same" padding (odd total: the extra row after, as torch), ResNet's 1×1 stride 2."""
+    rng = np.random.default_rng(7)
+    cases = [
+        dict(n=2, c_in=4, c_out=4, h=7, w=6, kh=3, kw=3, stride=2, dilation=1, padding=1, groups=4),
+        dict(n=1, c_in=3, c_out=6, h=5, w=5, kh=3, kw=3, stride=1, dilation=1, padding=1, groups=3),
+        dict(n=1, c_in=2, c_out=3, h=6, w=5, kh=2, kw=3, stride=1, dilation=2, padding="same", groups=1),
+        dict(n=1, c_in=5, c_out=4, h=5, w=6, kh=1, kw=1, stride=2, dilation=1, padding=0, groups=1),
+    ]
+    for layer in cases:
+        s, d = (layer["stride"],) * 2, (layer["dilation"],) * 2
+        layer["pads"] = _pads(layer["padding"], s, d, layer["kh"], layer["kw"])
+        _check(*_operands(rng, layer, dtype, bias=True), layer)
+
+
+def test_reference_against_bruteforce():
+    rng = np.random.default_rng(3)
+    for stride, dilation, groups, pads in [((2, 1), (1, 2), 2, (1, 0, 0, 2)), ((3, 2), 1, 1, (0, 1, 2, 0)),
+                                            (1, (2, 2), 4, (2, 2, 1, 1))]:
+        x = rng.standard_normal((2, 4, 6, 7))
+        w = rng.standard_normal((4, 4 // groups, 2, 3))
+        b = rng.standard_normal(4)
+        ref, _ = conv2d_nchw_reference(x, w, b, stride=stride, dilation=dilation, groups=groups, pads=pads)
+        np.testing.assert_allclose(ref.astype(np.float64),
+                                   conv2d_nchw_bruteforce(x, w, b, stride=stride, dilation=dilation, groups=groups,
+                                                          pads=pads), rtol=1e-12, atol=1e-12)
+
+
+def test_routing_by_rule(monkeypatch):
+    """The tiled path (dispatch.plan) for stride 1 / dilation 1 / groups 1 / one padding, exactly as
+    before; dispatch.plan_general for anything else."""
+    seen = []
+    real_plan, real_general = dispatch.plan, dispatch.plan_general
+    monkeypatch.setattr(dispatch, "plan", lambda *a, **k: seen.append("tiled") or real_plan(*a, **k))
+    monkeypatch.setattr(dispatch, "plan_general", lambda *a, **k: seen.append("general") or real_general(*a, **k))
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((2, 2, 3, 3), np.float32)
+    for kw_ in (dict(padding=1), dict(padding=(1, 1)), dict(padding="same"), dict(padding="valid"),
+                dict(stride=(1, 1), dilation=1, groups=1)):
+        conv2d_nchw(x, w, **kw_)
+    assert seen == ["tiled"] * 5
+    seen.clear()
+    for kw_ in (dict(stride=(2, 1)), dict(dilation=(1, 2)), dict(groups=2, padding=0), dict(padding=(1, 0)),
+                dict(padding="same", dilation=2), dict(stride=2, variant="k01_direct")):
+        conv2d_nchw(x, w if kw_.get("groups") != 2 else w[:, :1].copy(), **kw_)
+    assert seen == ["general"] * 6
+    seen.clear()
+    conv2d_nchw(x, w, stride=2, padding=1)  # space-to-depth onto the tiled path
+    assert seen == ["tiled"]
+    rule = dispatch.plan_general(None, None, 64, 1, (2, 2), (1, 1))
+    assert rule.rung is RUNGS["k01_direct"]
+    if not SIMULATOR:
+        assert rule.config.rco == 4 and dispatch.plan_general(None, None, 32, 32, (2, 2), (1, 1)).config.rco == 1
+
+
+def test_errors_name_the_argument():
+    x = np.ones((1, 4, 6, 6), np.float32)
+    w = np.ones((4, 2, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="groups: expected a divisor of C_in = 4 and C_out = 4.*got 3"):
+        conv2d_nchw(x, np.ones((4, 1, 3, 3), np.float32), groups=3)
+    with pytest.raises(ValueError, match=r"w: expected 2 input channels \(w.shape\[1\] == x.shape\[1\] / groups"):
+        conv2d_nchw(x, np.ones((4, 4, 3, 3), np.float32), groups=2)
+    with pytest.raises(ValueError, match="padding: 'same' is not supported for strided convolutions"):
+        conv2d_nchw(x, w, groups=2, stride=2, padding="same")
+    with pytest.raises(ValueError, match=PADDING + "'full'"):
+        conv2d_nchw(x, w, groups=2, padding="full")
+    with pytest.raises(ValueError, match="stride: expected an int >= 1 or a pair of them; got 0"):
+        conv2d_nchw(x, w, groups=2, stride=0)
+    with pytest.raises(TypeError, match="dilation: expected an int >= 1 or a pair of them; got 1.5"):
+        conv2d_nchw(x, w, groups=2, dilation=1.5)
+    with pytest.raises(TypeError, match=r"stride: expected an int >= 1 or a pair of them; got \(1, 2, 3\)"):
+        conv2d_nchw(x, w, groups=2, stride=(1, 2, 3))
+    with pytest.raises(ValueError, match=PADDING + "-1"):
+        conv2d_nchw(x, w, groups=2, padding=-1)
+    with pytest.raises(TypeError, match="groups: expected an int >= 1; got bool True"):
+        conv2d_nchw(x, w, groups=True)
+    with pytest.raises(ValueError, match="groups: expected an int >= 1; got 0"):
+        conv2d_nchw(x, w, groups=0)
+    with pytest.raises(ValueError, match="variant: k03_double_buffered takes stride 1"):
+        conv2d_nchw(x, w, groups=2, variant="k03_double_buffered")
+    with pytest.raises(ValueError, match=r"w: a 3x3 filter \(dilation 4x4\) is larger than the padded input"):
+        conv2d_nchw(x, w, groups=2, dilation=4)
+    with pytest.raises((ValueError, TypeError, ConfigError), match="config"):
+        conv2d_nchw(x, w, groups=2, config="small")  # k01 has no "small"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_against_torch_on_gpu(dtype):
+    """torch.nn.functional.conv2d (cuDNN, TF32 off) on ResNet-18 / MobileNetV2 layer shapes at batch 2,
+    both within the bound of the float64 reference; results as torch tensors."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    torch.backends.cudnn.allow_tf32 = False
+    rng = np.random.default_rng(11)
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    for (c_in, c_out, h, k, s, p, d, g) in [(3, 64, 64, 7, 2, 3, 1, 1),  # resnet18 conv1 (224² scaled down)
+                                            (64, 128, 28, 3, 2, 1, 1, 1),  # resnet18 layer2.0.conv1
+                                            (64, 128, 28, 1, 2, 0, 1, 1),  # resnet18 layer2.0.downsample
+                                            (96, 96, 28, 3, 2, 1, 1, 96),  # mobilenet_v2 features.4 depthwise
+                                            (32, 32, 16, 3, 1, "same", 2, 4)]:
+        x = rng.standard_normal((2, c_in, h, h)).astype(dtype)
+        w = rng.standard_normal((c_out, c_in // g, k, k)).astype(dtype)
+        b = rng.standard_normal(c_out).astype(dtype)
+        xt, wt, bt = (torch.from_numpy(a).cuda() for a in (x, w, b))
+        got = conv2d_nchw(xt, wt, bias=bt, stride=s, padding=p, dilation=d, groups=g)
+        assert isinstance(got, torch.Tensor) and got.dtype == tdt
+        expect = F.conv2d(xt, wt, bt, stride=s, padding=p, dilation=d, groups=g)
+        assert got.shape == expect.shape
+        pads = _pads(p, (s, s), (d, d), k, k)
+        ref, bound = conv2d_nchw_reference(x, w, b, stride=s, dilation=d, groups=g, pads=pads, precise=False)
+        for name, val in (("simt_tiles", got), ("torch", expect)):
+            chk = check_within(val.cpu().numpy(), ref, 2 * bound)  # 2x: torch's own order of summation
+            assert chk.passed, f"{name}: {chk} for layer {(c_in, c_out, h, k, s, p, d, g)}"
+
+
+def test_space_to_depth_replays_its_plan():
+    """With launch plans on, a stride-2 layer's three launches (the phases, the tiled layer) replay:
+    the kept phase buffers are rewritten by each call, so new input values give new results."""
+    from numba import cuda
+
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        rng = np.random.default_rng(1)
+        w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+        xd, wd = cuda.to_device(np.zeros((1, 3, 7, 6), np.float32)), cuda.to_device(w)
+        for _ in range(3):
+            x = rng.standard_normal((1, 3, 7, 6)).astype(np.float32)
+            xd.copy_to_device(x)
+            got = conv2d_nchw(xd, wd, stride=2, padding=1).copy_to_host()
+            ref, bound = conv2d_nchw_reference(x, w, stride=2, padding=1)
+            assert check_within(got, ref, bound).passed
+        assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 2
+    finally:
+        launch.set_enabled(before)

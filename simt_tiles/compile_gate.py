@@ -485,8 +485,9 @@ class Job:
 
 
 #: ladders whose generated kernels take minutes each to reach PTX: with SIMT_TILES_GATE_QUICK=1
-#: (``scripts/test`` without ``--full``) the gate builds only their ``"sim"`` preset; the full gate
-#: (``--full``, the GPU pass) builds every preset
+#: (``scripts/test`` without ``--full``) the gate builds only their ``"sim"`` preset (and only the
+#: other presets of every other ladder: :func:`quick_skips`); the full gate (``--full``, the GPU
+#: pass) builds every preset
 SLOW_LADDERS = {"matmul_mma": "k13/k14's unrolled tensor-core tiles: 100-300 s each to PTX, 954 s for 9 rows on 2 cores"}
 
 
@@ -495,9 +496,19 @@ def quick() -> bool:
     return os.environ.get("SIMT_TILES_GATE_QUICK") == "1"
 
 
+def quick_skips(ladder: str, preset: str) -> bool:
+    """Whether the quick gate leaves this row to the full one: the presets a GPU user runs are
+    built; a rung's ``"sim"`` preset (the simulator tests' tiny tiles, run on a GPU only by the GPU
+    test pass, whose full gate builds it) is not — except for the :data:`SLOW_LADDERS`, whose
+    ``"sim"`` preset is the only one built, as the cheap proof that their kernels assemble."""
+    if not quick():
+        return False
+    return preset != "sim" if ladder in SLOW_LADDERS else preset == "sim"
+
+
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:
-    """The gate's rows: each rung's presets × (float32, float64) × its ``gate_params`` (in the quick
-    gate, only the ``"sim"`` preset of the :data:`SLOW_LADDERS`)."""
+    """The gate's rows: each rung's presets × (float32, float64) × its ``gate_params`` (the quick gate
+    leaves some presets to the full one: :func:`quick_skips`)."""
     all_ladders = ladders()
     for name, choices in (("ladder", ladder), ("variant", variant)):
         known = set(all_ladders) if name == "ladder" else {r for rs in all_ladders.values() for r in rs}
@@ -512,8 +523,8 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
             if variant and rung.name not in variant:
                 continue
             for preset in rung.presets:
-                if quick() and lad in SLOW_LADDERS and preset != "sim":
-                    continue  # SLOW_LADDERS says why; the full gate builds it
+                if quick_skips(lad, preset):
+                    continue  # quick_skips says why; the full gate builds it
                 for dtype in ("float32", "float64"):
                     if not rung.gates(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's

@@ -83,15 +83,30 @@ def test_every_shipped_config_compiles_spill_free():
 
     from simt_tiles.compile_gate import jobs
 
-    total = len(jobs())  # every row, or the quick gate's (SIMT_TILES_GATE_QUICK: the slow ladders' sim preset)
-    assert total >= sum(len(r.gate_params) * sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
-                        for lad, rs in ladders().items() if lad not in compile_gate.SLOW_LADDERS for r in rs.values())
+    total = len(jobs())  # every row, or the quick gate's (SIMT_TILES_GATE_QUICK: compile_gate.quick_skips)
+    gated = lambda lad, r: sum(1 for p in r.presets for d in ("float32", "float64")  # noqa: E731
+                               if r.gates(p, d) and not compile_gate.quick_skips(lad, p))
+    assert total == sum(len(r.gate_params) * gated(lad, r) for lad, rs in ladders().items() for r in rs.values())
     assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
     for v, r in RUNGS.items():
         rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
         # each preset x its gated dtypes (both, but k12's float64 kernel is k11's)
-        expect = sum(1 for p in r.presets for d in ("float32", "float64") if r.gates(p, d))
-        assert len(rows) == len(r.gate_params) * expect and all("  ok  " in r for r in rows), out
+        assert len(rows) == len(r.gate_params) * gated("matmul", r) and all("  ok  " in r for r in rows), out
+
+
+def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
+    """The quick gate (CI) leaves only the simulator tests' "sim" presets to the full one, and of the
+    slow ladders it builds the "sim" preset alone; the full gate builds every row."""
+    from simt_tiles.compile_gate import jobs
+
+    monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "0")
+    full = {(j.ladder, j.rung, j.preset, j.dtype, j.params) for j in jobs()}
+    monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "1")
+    quick = {(j.ladder, j.rung, j.preset, j.dtype, j.params) for j in jobs()}
+    assert quick < full
+    slow = compile_gate.SLOW_LADDERS
+    assert {j for j in full - quick if j[0] not in slow} == {j for j in full if j[0] not in slow and j[2] == "sim"}
+    assert {j for j in quick if j[0] in slow} == {j for j in full if j[0] in slow and j[2] == "sim"}
 
 
 FAKE_PTXAS = """#!/bin/sh

@@ -20,7 +20,7 @@ The bank-conflict lesson (the hazard this rung *creates*)
     The reads ``a_t[kk, tr·TM + i]`` are broadcasts/consecutive: conflict-free.
     k07 (padding) and k08 (swizzling) remove the store conflicts.
 
-Headline (H200, benchmarks/results/matmul_h200.json): 21.2 TFLOP/s at 4096³, 0.42× cuBLAS
+Headline (H200, benchmarks/results/matmul_h200.json): 21.5 TFLOP/s at 4096³, 0.42× cuBLAS
 """
 
 from __future__ import annotations

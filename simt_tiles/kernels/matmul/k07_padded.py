@@ -18,7 +18,7 @@ Which pad
     ``pad`` is a config field; the default is 4, the "sim" preset uses 1 and
     the benchmark measures both (benchmarks/notes/matmul.md).
 
-Headline (H200, benchmarks/results/matmul_h200.json): 22.0 TFLOP/s at 4096³, 0.44× cuBLAS
+Headline (H200, benchmarks/results/matmul_h200.json): 22.4 TFLOP/s at 4096³, 0.44× cuBLAS
 """
 
 from __future__ import annotations

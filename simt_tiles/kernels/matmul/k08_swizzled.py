@@ -18,7 +18,7 @@ Banks, for the warp of the k06 example
 
 Rule: BM % 32 == 0 (the XOR of bits 2–4 must stay inside the row).
 
-Headline (H200, benchmarks/results/matmul_h200.json): 21.8 TFLOP/s at 4096³, 0.43× cuBLAS
+Headline (H200, benchmarks/results/matmul_h200.json): 22.1 TFLOP/s at 4096³, 0.43× cuBLAS
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Cost
     so ``launch_bounds=(threads, 2)`` (``_pipelined.py``) caps them at 128 to
     keep two blocks per SM.
 
-Headline (H200, benchmarks/results/matmul_h200.json): 29.1 TFLOP/s at 4096³, 0.58× cuBLAS
+Headline (H200, benchmarks/results/matmul_h200.json): 29.3 TFLOP/s at 4096³, 0.57× cuBLAS
 """
 
 from __future__ import annotations

@@ -313,12 +313,14 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
     return name, header, s.text()
 
 
-def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int) -> None:
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,
+                 b_swizzled: bool = False) -> None:
     """One tile from shared stage ``stage``: per k-step TM/4 + TN/4 128-bit fragment reads and
     TM·TN FMAs into the scalar accumulators.  A is k-major; ``swizzled``: its columns are XOR-ed
     by k's quarter (k11's register stores).  Each read is ``load4_at(tile, base, constant)``:
     the stage and k-step are an immediate offset on one base register per fragment group
-    (per k-quarter for swizzled A), not an address computed per read."""
+    (per k-quarter for swizzled A), not an address computed per read.  ``b_swizzled``: B's tile is
+    swizzled the same way (a column-major B stored by :mod:`._layouts`)."""
     TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
     step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
     # a multiple of the swizzle's span leaves the swizzled bits alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
@@ -334,6 +336,17 @@ def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, 
             s.line(", ".join(f"fa{mi * 4 + r}" for r in range(4))
                    + f" = load4_at(a_s, {base}, {(stage * depth + kk) * BM + off})")
         for ni in range(TN // 4):  # B is not swizzled: one base, the groups are offsets too
+            if b_swizzled:
+                b_step = config.wn // TN * 4
+                b_one = b_step % swizzle_span(depth) == 0
+                sw_b = (kk >> 2) << 3
+                if sw_b and kk % 4 == 0 and (ni == 0 or not b_one):
+                    s.line(f"bb{ni} = U(bn{ni} ^ U({sw_b}))")
+                g, off = (0, ni * b_step) if b_one else (ni, 0)
+                base = f"bb{g}" if sw_b else f"bn{g}"
+                s.line(", ".join(f"fb{ni * 4 + c}" for c in range(4))
+                       + f" = load4_at(b_s, {base}, {(stage * depth + kk) * BN + off})")
+                continue
             s.line(", ".join(f"fb{ni * 4 + c}" for c in range(4))
                    + f" = load4_at(b_s, bn0, {(stage * depth + kk) * BN + ni * (config.wn // TN) * 4})")
         for i in range(TM):

@@ -224,3 +224,40 @@ def test_cupy_transposed_batches():
     q, k = rng.standard_normal((8, 130, 64), np.float32), rng.standard_normal((8, 131, 64), np.float32)
     got = simt_tiles.matmul(cp.asarray(q), cp.asarray(k).transpose(0, 2, 1))
     assert_np_matmul(cp.asnumpy(got), q, np.ascontiguousarray(k.transpose(0, 2, 1)))
+
+
+# --- the skinny class: k15 -----------------------------------------------------------------------
+
+
+def test_gemv_rule_is_a_shape_class():
+    rule = dispatch.gemv_rule
+    for m in (1, 2, 5, 16):  # decode token counts against any N, K (no table holds these)
+        assert rule(m, 4099, 333, 1, True, True) == "m" and rule(m, 11008, 4096, 1, True, True) == "m"
+    assert rule(7777, 3, 999, 1, True, True) == "n"
+    assert rule(17, 4096, 4096, 1, True, True) is None  # past the class: the tiles
+    assert rule(8, 8, 4096, 1, True, True) is None  # a square tiny problem: one tile
+    assert rule(1, 4096, 4096, 2, True, True) is None  # batched: the layout kernel's grid z
+    assert rule(1, 4096, 4096, 1, True, False) is None  # B row-major (n contiguous): the tiles
+
+
+@pytest.mark.parametrize("m, n, k, offset, dtype", [(1, 37, 45, 0, np.float32), (3, 20, 130, 1, np.float64),
+                                                     (16, 18, 9, 0, np.float32), (29, 5, 13, 0, np.float64)])
+def test_gemv_linear_layer(m, n, k, offset, dtype, monkeypatch):
+    """``x @ w.T`` (M ≤ 16) and ``a @ v.T`` (N ≤ 16) on k15: ragged K (the scalar tail, lanes past K),
+    unaligned rows (the scalar build), rows past the block clamped, C written transposed."""
+    sides = []
+    real = _strided.gemv
+    monkeypatch.setattr(_strided, "gemv", lambda side, *a: sides.append(side) or real(side, *a))
+    rng = np.random.default_rng(8)
+    x, dx = stored(rng, m, k, False, dtype, 0, offset)
+    w, dw = stored(rng, k, n, True, dtype, 0, 0)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(dx, dw, out=out)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), np.ascontiguousarray(w))
+    assert sides == ["m" if m <= 16 else "n"]
+
+
+def test_gemv_vector_times_matrix():
+    rng = np.random.default_rng(9)
+    v, w = rng.standard_normal(40).astype(np.float32), rng.standard_normal((9, 40)).astype(np.float32)
+    assert_np_matmul(simt_tiles.matmul(v, w.T), v, np.ascontiguousarray(w.T))  # 1-D x: M = 1, removed

@@ -118,6 +118,13 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
     c2d = c_op.dev.reshape(nb * sh.m, sh.n)
     if not (nb and sh.m and sh.n):
         return finish_result(c_op, stream)
+    if variant is None and config is None:  # the skinny class: a warp per output row (k15)
+        a_kc = sh.k == 1 or sh.a[1][-1] == 1
+        b_kc = sh.k == 1 or sh.b[1][-2] == 1
+        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc)
+        if side is not None and all(s >= 0 for s in sh.a[1] + sh.b[1]):
+            _strided.gemv(side, a_op.dev, b_op.dev, sh, sh.a[1], sh.b[1], c2d, stream)
+            return finish_result(c_op, stream)
     a_mat, a_str = _strided.matrix(a_op.dev, *sh.a, dtype, stream, "a_copy")
     b_mat, b_str = _strided.matrix(b_op.dev, *sh.b, dtype, stream, "b_copy")
     plan = dispatch.layout_plan(variant, config, sh.m, sh.n, sh.k, nb, dtype, a_mat.t + b_mat.t, autotune)

@@ -27,7 +27,7 @@ from numba import int64, uint32
 from ...interop import device_view
 from ...runtime import cdiv
 from ...vector import aligned
-from . import _layouts
+from . import _layouts, k15_gemv
 from . import k11_vectorized_bk16 as k11
 
 #: most blocks a grid has along z
@@ -218,3 +218,21 @@ def contiguous_copy(dev, shape, strides, dtype, stream, name: str):
         else:
             k11.pad_copy[(cdiv(shape[-1], 32), min(cdiv(rows, 8), k11.MAX_GRID_Y)), (32, 8), stream](src, dst)
     return dst.reshape(*shape) if len(shape) != 2 else dst
+
+
+def gemv(side: str, a, b, sh: Shapes, a_str, b_str, c2d, stream) -> None:
+    """:mod:`.k15_gemv` for ``side`` (:func:`.dispatch.gemv_rule`): the small operand's rows against
+    the big one's, both read along k in place; C written directly (M ≤ 16) or transposed (N ≤ 16)."""
+    item = np.dtype(c2d.dtype).itemsize
+    m, n, k = sh.m, sh.n, sh.k
+    lda = a_str[-2] if m > 1 else 0  # a row's start; a dimension of 1 takes any stride
+    ldb = b_str[-1] if n > 1 else 0  # B[k, j] at j·ldb + k: column j of B is a row of w
+    fa = device_view(a, (max(reach((m, k), a_str[-2:]), 1),), (item,))
+    fb = device_view(b, (max(reach((k, n), b_str[-2:]), 1),), (item,))
+    fc = c2d.reshape(m * n)
+    if side == "m":
+        cfg = k15_gemv.config_for(m)
+        k15_gemv.launch(cfg, fa, fb, fc, m, n, k, lda, ldb, n, 1, stream)
+    else:
+        cfg = k15_gemv.config_for(n)
+        k15_gemv.launch(cfg, fb, fa, fc, n, m, k, ldb, lda, 1, n, stream)

@@ -126,6 +126,25 @@ def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, la
     return resolved(rung, cfg, batches * m, n, k)
 
 
+#: the skinny class: a product with at most this many rows of C (M) or columns (N) is a GEMV
+SKINNY = 16
+
+
+def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool) -> str | None:
+    """Where :mod:`.k15_gemv` runs a ``variant=None`` product: ``"m"`` (x's M ≤ 16 rows against the
+    N rows of a column-major B, the linear layer ``x @ w.T``), ``"n"`` (N ≤ 16 columns against A's
+    M rows), None (the tiles).  A shape class, not a table: both operands contiguous along k
+    (``a_kc``, ``b_kc``), one product, and the other side longer than the small one (else a
+    square-ish tiny problem, which k11's tile does in one block)."""
+    if batches != 1 or not (a_kc and b_kc) or not k:
+        return None
+    if m <= SKINNY and n > m:
+        return "m"
+    if n <= SKINNY and m > n:
+        return "n"
+    return None
+
+
 #: the default's rung for rows of A or B that are not a multiple of 4 long (K % 4, N % 4), by the
 #: rung the table or the split-K rows chose: k11 reads such rows with scalar loads (1024×997×1024,
 #: 64×64 tiles: 83 µs in the kernel alone), k12 copies them into padded rows and keeps its 16-byte

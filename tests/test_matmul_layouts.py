@@ -237,11 +237,13 @@ def test_gemv_rule_is_a_shape_class():
     assert rule(17, 4096, 4096, 1, True, True) is None  # past the class: the tiles
     assert rule(8, 8, 4096, 1, True, True) is None  # a square tiny problem: one tile
     assert rule(1, 4096, 4096, 2, True, True) is None  # batched: the layout kernel's grid z
-    assert rule(1, 4096, 4096, 1, True, False) is None  # B row-major (n contiguous): the tiles
+    assert rule(1, 4096, 4096, 1, True, False) is None  # B neither k- nor n-contiguous: the tiles
+    assert rule(3, 4097, 1000, 1, False, False, True) == "rows"  # B row-major (x @ W, W stored K×N), any A
+    assert rule(20, 4097, 1000, 1, True, False, True) is None
 
 
 @pytest.mark.parametrize("m, n, k, offset, dtype", [(1, 37, 45, 0, np.float32), (3, 20, 130, 1, np.float64),
-                                                     (16, 18, 9, 0, np.float32), (29, 5, 13, 0, np.float64)])
+                                                     (6, 18, 9, 0, np.float32), (29, 2, 13, 0, np.float64)])
 def test_gemv_linear_layer(m, n, k, offset, dtype, monkeypatch):
     """``x @ w.T`` (M ≤ 16) and ``a @ v.T`` (N ≤ 16) on k15: ragged K (the scalar tail, lanes past K),
     unaligned rows (the scalar build), rows past the block clamped, C written transposed."""
@@ -261,3 +263,20 @@ def test_gemv_vector_times_matrix():
     rng = np.random.default_rng(9)
     v, w = rng.standard_normal(40).astype(np.float32), rng.standard_normal((9, 40)).astype(np.float32)
     assert_np_matmul(simt_tiles.matmul(v, w.T), v, np.ascontiguousarray(w.T))  # 1-D x: M = 1, removed
+
+
+@pytest.mark.parametrize("m, n, k, a_t, dtype", [(1, 37, 45, False, np.float32), (3, 20, 130, True, np.float64),
+                                                  (16, 18, 9, False, np.float32)])
+def test_gemv_row_major_b(m, n, k, a_t, dtype, monkeypatch):
+    """``x @ W`` with W stored K×N (C-contiguous: the 2-D call's own path too) on k15's rows kernel:
+    columns past N clamped, 8 rows in flight and the single-row tail, the warps' sums folded."""
+    sides = []
+    real = _strided.gemv
+    monkeypatch.setattr(_strided, "gemv", lambda side, *a: sides.append(side) or real(side, *a))
+    rng = np.random.default_rng(10)
+    x, dx = stored(rng, m, k, a_t, dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(dx, cuda.to_device(w), out=out)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), w)
+    assert sides == ["rows"]

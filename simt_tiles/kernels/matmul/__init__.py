@@ -101,7 +101,8 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         )
     sh = _strided.shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)
     m, n, k = sh.m, sh.n, sh.k
-    if a_op.ndim == 2 and b_op.ndim == 2 and a_op.c_contiguous() and b_op.c_contiguous():
+    if a_op.ndim == 2 and b_op.ndim == 2 and a_op.c_contiguous() and b_op.c_contiguous() and not (
+            variant is None and config is None and m <= dispatch.SKINNY and n > m and k):
         plan = dispatch.plan(variant, config, m, n, k, a_op.dtype, autotune)  # k11/k12's own sources
         c_op = prepare_out(out, a_op, (m, n), a_op.dtype, stream, inputs=(b_op,))
         if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
@@ -121,7 +122,8 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
     if variant is None and config is None:  # the skinny class: a warp per output row (k15)
         a_kc = sh.k == 1 or sh.a[1][-1] == 1
         b_kc = sh.k == 1 or sh.b[1][-2] == 1
-        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc)
+        b_nc = sh.n == 1 or sh.b[1][-1] == 1
+        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc, b_nc)
         if side is not None and all(s >= 0 for s in sh.a[1] + sh.b[1]):
             _strided.gemv(side, a_op.dev, b_op.dev, sh, sh.a[1], sh.b[1], c2d, stream)
             return finish_result(c_op, stream)

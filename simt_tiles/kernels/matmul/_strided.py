@@ -230,7 +230,10 @@ def gemv(side: str, a, b, sh: Shapes, a_str, b_str, c2d, stream) -> None:
     fa = device_view(a, (max(reach((m, k), a_str[-2:]), 1),), (item,))
     fb = device_view(b, (max(reach((k, n), b_str[-2:]), 1),), (item,))
     fc = c2d.reshape(m * n)
-    if side == "m":
+    if side == "rows":  # B row-major: A any (non-negative) strides
+        k15_gemv.launch_rows(k15_gemv.config_for(m), fa, fb, fc, m, n, k, a_str[-2] if m > 1 else 0,
+                             a_str[-1] if k > 1 else 0, b_str[-2] if k > 1 else 0, stream)
+    elif side == "m":
         cfg = k15_gemv.config_for(m)
         k15_gemv.launch(cfg, fa, fb, fc, m, n, k, lda, ldb, n, 1, stream)
     else:

@@ -130,13 +130,18 @@ def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, la
 SKINNY = 16
 
 
-def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool) -> str | None:
+def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool, b_nc: bool = False) -> str | None:
     """Where :mod:`.k15_gemv` runs a ``variant=None`` product: ``"m"`` (x's M ≤ 16 rows against the
-    N rows of a column-major B, the linear layer ``x @ w.T``), ``"n"`` (N ≤ 16 columns against A's
-    M rows), None (the tiles).  A shape class, not a table: both operands contiguous along k
-    (``a_kc``, ``b_kc``), one product, and the other side longer than the small one (else a
-    square-ish tiny problem, which k11's tile does in one block)."""
-    if batches != 1 or not (a_kc and b_kc) or not k:
+    N rows of a column-major B, the linear layer ``x @ w.T``), ``"rows"`` (M ≤ 16 rows against a
+    row-major B: ``b_nc``, B contiguous along n), ``"n"`` (N ≤ 16 columns against A's M rows), None
+    (the tiles).  A shape class, not a table: one product, the operands contiguous along k
+    (``a_kc``, ``b_kc``; ``"rows"``: B along n), and the other side longer than the small one (else
+    a square-ish tiny problem, which k11's tile does in one block)."""
+    if batches != 1 or not k:
+        return None
+    if m <= SKINNY and n > m and b_nc and not b_kc:
+        return "rows"
+    if not (a_kc and b_kc):
         return None
     if m <= SKINNY and n > m:
         return "m"

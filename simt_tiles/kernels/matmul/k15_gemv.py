@@ -29,7 +29,7 @@ import numpy as np
 from numba import float32, float64, int64, void  # noqa: F401 - float types named by the signature
 
 from ... import codegen
-from ...runtime import Rung, TileConfig, cdiv, numba_dtype
+from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, numba_dtype
 from ...vector import aligned
 
 #: most rows of the small operand one block covers (the skinny class: M ≤ 16 or N ≤ 16)
@@ -62,7 +62,8 @@ def config_for(small: int) -> Config:
     """The tile for ``small`` (≤ 16) rows: the next power of two; fewer big rows per warp as MT
     grows (MT·NW partial sums per lane; the small rows' L1 reads grow with MT)."""
     mt = 1 << max(0, (small - 1).bit_length())
-    return PRESETS[f"mt{min(mt, MAX_SMALL)}"]
+    cfg = PRESETS[f"mt{min(mt, MAX_SMALL)}"]
+    return dataclasses.replace(cfg, warps=1) if SIMULATOR else cfg  # the simulator: one warp per block
 
 
 PRESETS = {
@@ -150,6 +151,113 @@ def generate(config: Config, dtype, vec: bool = True) -> tuple[str, str, str]:
     return name, header, s.text()
 
 
+#: B row-major (n contiguous, ``x @ W`` with W stored K×N): columns of B per block, k rows per pass
+NC_COLS, NC_WARPS, NC_UNROLL = 16, 8, 8
+
+
+def generate_rows(mt: int, dtype, vec: bool = True, warps: int = NC_WARPS) -> tuple[str, str, str]:
+    """``(name, header, body)`` of ``name(a, b, c, m, n, k_len, sam, sak, ldb)`` for a row-major B:
+    a block owns 16 columns of C, its 256 threads 64 k rows at a time (a lane: 4 columns of one
+    row, one 128-bit load; eight rows in flight), A's ≤ 16 values per row broadcast from L1; the
+    partial sums fold by shuffles over the lanes of a column group, then over the warps in shared
+    memory.  ``a`` any strides (``sam``, ``sak``), C row-major (M × N)."""
+    dt = np.dtype(dtype).name
+    G = NC_COLS // 4  # lanes per row (column vectors)
+    R = 32 // G * warps  # k rows per pass of the block
+    name = f"matmul_k15rows_mt{mt}_w{warps}_{dt}{'_v4' if vec else '_v1'}"
+    header = ("from numba import cuda, float32, float64, int64 as I\n"
+              "from simt_tiles.runtime import SMEM_ALIGN\n"
+              "from simt_tiles.vector import load1_global, load4_global\n"
+              "from simt_tiles.warp import shfl_xor_sync\n"
+              f"DT = {dt}\n")
+    s = codegen.Source()
+    with s.block(f"def {name}(a, b, c, m, n, k_len, sam, sak, ldb):"):
+        s.line("tid = I(cuda.threadIdx.x); lane = I(tid & 31); warp = I(tid >> 5)",
+               f"cv = I(lane % I({G})); kr = I(I(lane // I({G})) + warp * I({32 // G}))",
+               f"col0 = I(I(cuda.blockIdx.x) * I({NC_COLS}) + cv * I(4))",
+               "# columns past N are clamped: their sums are never stored")
+        if vec:  # n % 4 == 0 here
+            s.line("col = col0")
+            with s.block("if col > n - I(4):"):
+                s.line("col = I(n - I(4))")
+        else:
+            for q in range(4):
+                s.line(f"col{q} = I(col0 + I({q}))")
+                with s.block(f"if col{q} >= n:"):
+                    s.line(f"col{q} = I(n - I(1))")
+        for i in range(mt):
+            s.line(f"r = I({i})")
+            with s.block("if r >= m:"):
+                s.line("r = I(m - I(1))")
+            s.line(f"ab{i} = I(r * sam)")
+            s.line("; ".join(f"c{i}_{q} = DT(0)" for q in range(4)))
+        s.line("k = kr")
+
+        def row(tag, at):
+            if vec:
+                s.line(", ".join(f"b{tag}_{q}" for q in range(4)) + f" = load4_global(b, I({at} * ldb + col))")
+            else:
+                s.line(f"i = I({at} * ldb)", "; ".join(f"b{tag}_{q} = load1_global(b, I(i + col{q}))" for q in range(4)))
+
+        def fmas(tag, at):
+            for i in range(mt):
+                s.line(f"x = load1_global(a, I(ab{i} + {at} * sak))",
+                       "; ".join(f"c{i}_{q} += x * b{tag}_{q}" for q in range(4)))
+
+        s.line(f"# {NC_UNROLL} rows in flight per thread: all loads first, then the FMAs")
+        with s.block(f"while k + I({(NC_UNROLL - 1) * R}) < k_len:"):
+            for u in range(NC_UNROLL):
+                row(u, f"I(k + I({u * R}))")
+            for u in range(NC_UNROLL):
+                fmas(u, f"I(k + I({u * R}))")
+            s.line(f"k = I(k + I({NC_UNROLL * R}))")
+        with s.block("while k < k_len:"):
+            row(0, "k")
+            fmas(0, "k")
+            s.line(f"k = I(k + I({R}))")
+        s.line("# fold the rows: lanes of one column group (shuffles), then the warps (shared memory)")
+        for i in range(mt):
+            for q in range(4):
+                for off in [o for o in (16, 8, 4, 2, 1) if o >= G]:
+                    s.line(f"c{i}_{q} += shfl_xor_sync(0xFFFFFFFF, c{i}_{q}, {off})")
+        s.line(f"part = cuda.shared.array(({warps}, {mt}, {NC_COLS}), DT, alignment=SMEM_ALIGN)")
+        with s.block(f"if lane < I({G}):"):
+            for i in range(mt):
+                for q in range(4):
+                    s.line(f"part[warp, {i}, cv * I(4) + I({q})] = c{i}_{q}")
+        s.line("cuda.syncthreads()")
+        s.line("t = tid")
+        with s.block(f"while t < I({mt * NC_COLS}):"):  # the block's MT × 16 sums, warps added in order
+            s.line(f"i = I(t // I({NC_COLS})); j = I(t % I({NC_COLS}))",
+                   "acc = part[0, i, j]")
+            for w in range(1, warps):
+                s.line(f"acc += part[{w}, i, j]")
+            s.line(f"cc = I(I(cuda.blockIdx.x) * I({NC_COLS}) + j)")
+            with s.block("if i < m and cc < n:"):
+                s.line("c[I(i * n + cc)] = acc")
+            s.line(f"t = I(t + I({warps * 32}))")
+    return name, header, s.text()
+
+
+def make_rows_kernel(config: Config, dtype, vec: bool = True):
+    name, header, body = generate_rows(config.mt, dtype, vec, config.warps)
+    return codegen.load_function(name, body, header)
+
+
+def rows_signature(dtype, vec: bool = True):
+    flat = numba_dtype(dtype)[::1]
+    return void(flat, flat, flat, *([int64] * 6))
+
+
+def launch_rows(config: Config, a, b, c, m, n, k, sam, sak, ldb, stream) -> None:
+    """C (M × N, flat) = A · B for a row-major B (``ldb``), A of any strides, M ≤ config.mt."""
+    vec = aligned(b) and ldb % 4 == 0 and n % 4 == 0
+    config = dataclasses.replace(config, nw=1, unroll=1, warps=2 if SIMULATOR else NC_WARPS)  # one kernel per MT
+    kernel = ROWS_RUNG.kernel(config, c.dtype, vec=vec)
+    i = int64
+    kernel[(cdiv(n, NC_COLS),), (config.warps * 32,), stream](a, b, c, i(m), i(n), i(k), i(sam), i(sak), i(ldb))
+
+
 def source(config: Config, dtype, vec: bool = True, **_) -> str:
     name, header, body = generate(config, dtype, vec)
     return header + "\n" + body
@@ -186,3 +294,7 @@ def jit_options(config: Config, dtype) -> dict:
 #: the skinny kernels as a rung object (not a ladder rung: it takes k-contiguous operands only, which
 #: a C-order B is not); :mod:`._strided` launches it where :func:`.dispatch.gemv_rule` says
 RUNG = Rung("k15_gemv", Config, PRESETS, make_kernel, geometry, signature, jit_options)
+
+#: the row-major-B kernels (one per MT: the block shape is fixed)
+ROWS_RUNG = Rung("k15_gemv/rows", Config, PRESETS, make_rows_kernel, geometry, rows_signature,
+                 lambda config, dtype: {"launch_bounds": (config.warps * 32, 1), "cache": True})

@@ -129,7 +129,7 @@ def run(args) -> int:
 
     import simt_tiles  # deferred: loads Numba (backend choice first)
 
-    rows = [r for r in ZOO if not args.zoo_only or any(s in r[0] for s in args.zoo_only)]
+    rows = [r for r in ZOO if not args.zoo_only or any(s.replace("_", " ") in r[0] for s in args.zoo_only)]
     warm(rows, int(os.environ.get("ZOO_JOBS", "8")))
     impls = [("cuBLAS", "peer", lambda a, b, c: cp.matmul(a, b, out=c))]
     try:

@@ -50,18 +50,28 @@ __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "fl
 
 @planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None, precision=None):
-    """C = A @ B for 2-D float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or on
-    the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs.
+    """``np.matmul(a, b)`` for float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or
+    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (2-D).
 
     a, b
         NumPy arrays (copied to the device; the result comes back as NumPy),
         Numba device arrays, or CUDA arrays from CuPy / PyTorch / any
         ``__cuda_array_interface__`` or DLPack producer (used in place; the
-        result is of ``a``'s kind).  Device arrays must be C-contiguous.
+        result is of ``a``'s kind).  NumPy's rules: a 1-D ``a`` is a row and a
+        1-D ``b`` a column (the added dimension is removed from the result);
+        leading dimensions are batches and broadcast (ValueError naming ``b``
+        when they or the inner dimensions do not match).  Each matrix may be
+        row- or column-major with any leading dimension — ``x @ w.T``, torch's
+        ``w.t()``, CuPy's ``.T``, a column slice of a wider matrix, a batch with
+        stride 0 — and is read in place (no copy, one launch for the batch);
+        other strides (negative, or neither stride 1) are first copied once
+        into a C-order workspace.  M ≤ 16 or N ≤ 16 runs a GEMV kernel
+        (:mod:`.k15_gemv`) where the layout allows.
     out
-        Optional C-contiguous array of shape (M, N) and the inputs' dtype to
-        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory
-        (ValueError naming ``out``); disjoint views of one buffer are fine.
+        Optional C-contiguous array of the result's shape and the inputs' dtype to
+        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory,
+        transposed views included (ValueError naming ``out``); disjoint views of one
+        buffer are fine.
     variant
         A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`,
         or, with ``config=None`` too, the fastest rung and split of K measured

@@ -80,7 +80,7 @@ def test_each_layout_on_the_128_bit_path(layout, dtype):
     run_layout(np.random.default_rng(1), layout, 36, 8, 20, dtype, pad=4)
 
 
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(24), deadline=None)
 @given(layout=st.sampled_from(LAYOUTS), dtype=st.sampled_from(DTYPES), m=SIZES, n=SIZES, k=st.sampled_from([0, 1, 5, 16, 17, 35]),
        pad=st.sampled_from([0, 1, 4]), offset=st.sampled_from([0, 1]), splits=st.integers(1, 2),
        seed=st.integers(0, 2**16))

@@ -10,6 +10,9 @@ ways; shapes straddle it (1, primes, 4·j ± 1) so both the 128-bit and the scal
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -27,6 +30,7 @@ from .common import DTYPES, poisoned
 from .profiles import examples
 
 LAYOUTS = _layouts.LAYOUTS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 31, 33, 36] if SIMULATOR else
                         [1, 3, 4, 17, 64, 127, 128, 129, 257, 500])
 
@@ -280,3 +284,53 @@ def test_gemv_row_major_b(m, n, k, a_t, dtype, monkeypatch):
     simt_tiles.matmul(dx, cuda.to_device(w), out=out)
     assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), w)
     assert sides == ["rows"]
+
+
+# --- SASS rules of the new kernels (compiled for sm_90 in a subprocess; no GPU) -----------------
+
+_SASS = """
+import re, subprocess, sys
+sys.path.insert(0, "benchmarks/lab")
+import numpy as np
+from numba import cuda
+from sass_mix import find_nvdisasm
+from simt_tiles import compile_gate
+from simt_tiles.kernels.matmul import _layouts, k15_gemv, k11_vectorized_bk16 as k11
+from tests.test_matmul_fast import tile_loop
+ptxas = compile_gate.find_ptxas()
+jobs = {"nt": (_layouts.RUNG, k11.PRESETS["default"], dict(idx32=True, vec=True, layout="nt")),
+        "gemv": (k15_gemv.RUNG, k15_gemv.PRESETS["mt1"], dict(vec=True))}
+for v, (r, cfg, params) in jobs.items():
+    ptx, _ = cuda.compile_ptx(r.factory(cfg, np.float32, **params), r.signature(np.float32, **params),
+                              cc=compile_gate.CC, launch_bounds=r.jit_options(cfg, np.float32)["launch_bounds"])
+    path = sys.argv[1] + "/" + v
+    open(path + ".ptx", "w").write(ptx)
+    p = subprocess.run([ptxas, f"-arch={compile_gate.ARCH}", "-v", path + ".ptx", "-o", path + ".cubin"],
+                       capture_output=True, text=True, check=True)
+    sass = subprocess.run([find_nvdisasm(ptxas), "-c", path + ".cubin"], capture_output=True, text=True, check=True).stdout
+    loop = tile_loop(sass)
+    print(v, bool(re.search(r"\\b0 bytes spill stores, 0 bytes spill loads", p.stdout + p.stderr)),
+          bool(re.search(r"\\b(LDL|STL)\\b", sass)), loop["FFMA"], sum(loop.values()), loop["LDG"],
+          loop["DSETP"] + loop["I2F"])
+"""
+
+
+@pytest.mark.skipif(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci",
+                    reason="~60 s on 2 cores (two generated kernels): the full profile and the GPU pass run it")
+def test_layout_and_gemv_kernels_sass(tmp_path):
+    """x @ w.T's tile (B column-major: swizzled scalar stores, swizzled reads) keeps k11's loop: spill-free,
+    2·16·64 FFMA and 8 LDG.128 per trip, FFMA ≥ 88% of it, no float64 compare or int→float conversion;
+    the GEMV: spill-free, 128-bit loads, the same two conversions absent."""
+    from simt_tiles import compile_gate
+
+    if not compile_gate._ptxas_candidates():
+        pytest.skip("no ptxas (pip package nvidia-cuda-nvcc)")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _SASS, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()}
+    spill_free, local, ffma, total, ldg, bad = got["nt"]
+    assert spill_free == "True" and local == "False" and bad == "0", got
+    assert int(ffma) == 2 * 16 * 64 and int(ldg) == 8 and int(ffma) / int(total) >= 0.88, got
+    spill_free, local, ffma, total, ldg, bad = got["gemv"]
+    assert spill_free == "True" and local == "False" and bad == "0" and int(ldg) >= 5, got

@@ -334,3 +334,26 @@ def test_layout_and_gemv_kernels_sass(tmp_path):
     assert int(ffma) == 2 * 16 * 64 and int(ldg) == 8 and int(ffma) / int(total) >= 0.88, got
     spill_free, local, ffma, total, ldg, bad = got["gemv"]
     assert spill_free == "True" and local == "False" and bad == "0" and int(ldg) >= 5, got
+
+
+@pytest.fixture
+def plans():
+    from simt_tiles import launch
+
+    was = launch.set_enabled(True)
+    launch.clear()
+    yield launch
+    launch.set_enabled(was)
+    launch.clear()
+
+
+def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):
+    """A repeated call replays its plan (on a GPU, every call after the first): the strided operands'
+    flat views are tied to the callers' arrays, so new arrays of the same layout get new results."""
+    rng = np.random.default_rng(11)
+    for shape_a, shape_w in (((20, 12), (24, 12)), ((12,), (24, 12)), ((3, 20, 12), (24, 12))):
+        for _ in range(2):
+            a, w = rng.standard_normal(shape_a, np.float32), rng.standard_normal(shape_w, np.float32)
+            got = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(w).T).copy_to_host()
+            assert_np_matmul(got, a, np.ascontiguousarray(w.T))
+    assert plans.stats()["hit"] == 3

@@ -88,7 +88,10 @@ def kernels(rows) -> list:
     out = set()
     for _, m, n, k, layout, batch, _ in rows:
         a_kc, b_kc = layout[0] == "n", layout[1] == "t"
-        side = dispatch.gemv_rule(m, n, k, batch, a_kc, b_kc)
+        side = dispatch.gemv_rule(m, n, k, batch, a_kc, b_kc, not b_kc)
+        if side == "rows":
+            out.add(("k15_rows", k15_gemv.rows_config(k15_gemv.config_for(m)), "float32", (("vec", n % 4 == 0),)))
+            continue
         if side:
             out.add(("k15_gemv", k15_gemv.config_for(m if side == "m" else n), "float32", (("vec", True),)))
             continue
@@ -110,7 +113,7 @@ def _compile(job):
     name, cfg, dtype, params = job
     from ..kernels.matmul import RUNGS, _layouts, k15_gemv  # deferred: one process per kernel
 
-    rung = {"layouts": _layouts.RUNG, "k15_gemv": k15_gemv.RUNG}.get(name) or RUNGS[name]
+    rung = {"layouts": _layouts.RUNG, "k15_gemv": k15_gemv.RUNG, "k15_rows": k15_gemv.ROWS_RUNG}.get(name) or RUNGS[name]
     rung.kernel(cfg, dtype, **dict(params))
     return f"{name} {cfg} {dict(params)}", time.perf_counter() - t0
 

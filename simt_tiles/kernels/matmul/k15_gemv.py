@@ -249,10 +249,15 @@ def rows_signature(dtype, vec: bool = True):
     return void(flat, flat, flat, *([int64] * 6))
 
 
+def rows_config(config: Config) -> Config:
+    """The rows kernel's config for ``config``'s MT (one kernel per MT: the block shape is fixed)."""
+    return dataclasses.replace(config, nw=1, unroll=1, warps=2 if SIMULATOR else NC_WARPS)
+
+
 def launch_rows(config: Config, a, b, c, m, n, k, sam, sak, ldb, stream) -> None:
     """C (M × N, flat) = A · B for a row-major B (``ldb``), A of any strides, M ≤ config.mt."""
     vec = aligned(b) and ldb % 4 == 0 and n % 4 == 0
-    config = dataclasses.replace(config, nw=1, unroll=1, warps=2 if SIMULATOR else NC_WARPS)  # one kernel per MT
+    config = rows_config(config)
     kernel = ROWS_RUNG.kernel(config, c.dtype, vec=vec)
     i = int64
     kernel[(cdiv(n, NC_COLS),), (config.warps * 32,), stream](a, b, c, i(m), i(n), i(k), i(sam), i(sak), i(ldb))

@@ -189,34 +189,17 @@ def generate(config, dtype, idx32: bool, vec: bool, layout: str) -> tuple[str, s
                     else:
                         s.line(f"store4_at({o.n}_s, s{o.n}, {stage * BK * o.W + p * o.R * o.W}, " + ", ".join(regs) + ")")
 
-        s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
-               f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
-        with s.block(f"if rem != {X}(0):"):
-            s.line(f"kt = {X}(k_end - rem)")
-            load_tail()
+        def after_tail():
             s.line("kt = k_begin  # the next full tile")
             init_idx()
-        with s.block(f"elif n_tiles > {X}(0):"):
+
+        def first():
             init_idx()
             load_full()
             advance()
-        with s.block(f"if n_tiles > {X}(0):"):
-            store(0)
-        s.line("cuda.syncthreads()", f"t = {X}(0)")
-        s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
-        with s.block("while t < n_tiles:"):
-            for half in (0, 1):
-                s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
-                with s.block("if has_next:"):
-                    load_full()  # in flight during the compute below
-                    advance()
-                k11.emit_compute(s, config, half, swizzled=A.kc, depth=BK, b_swizzled=B.kc)
-                with s.block("if has_next:"):
-                    store(1 - half)
-                s.line("cuda.syncthreads()", f"t = {X}(t + {X}(1))")
-                if half == 0:
-                    with s.block("if t >= n_tiles:"):
-                        s.line("break")
+
+        k11.emit_pipeline(s, X, BK, load_tail, after_tail, first, load_full, advance, store,
+                          lambda half: k11.emit_compute(s, config, half, swizzled=A.kc, depth=BK, b_swizzled=B.kc))
         k11.emit_epilogue(s, config, X)
     return name, header, s.text()
 

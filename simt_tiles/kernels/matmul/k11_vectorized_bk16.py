@@ -279,38 +279,59 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 s.line(f"store4_at(b_s, sb, {stage * BK * BN + p * RB * BN}, "
                        + ", ".join(f"pb{p}_{q}" for q in range(4)) + ")")
 
-        s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
-               f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
-        with s.block(f"if rem != {X}(0):"):
-            s.line(f"kt = {X}(k_end - rem)")
-            load_tail()
+        def after_tail():
             s.line("kt = k_begin  # the next full tile")
             s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)  # B's flat index at (kt + b_r, b_col)")
-        with s.block(f"elif n_tiles > {X}(0):"):
+
+        def first():
             s.line("kt = k_begin")
             s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)")
             load_full()
+            advance()
+
+        def advance():
             s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-        with s.block(f"if n_tiles > {X}(0):"):
-            store(0)
-        s.line("cuda.syncthreads()", f"t = {X}(0)")
-        s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
-        with s.block("while t < n_tiles:"):
-            for half in (0, 1):
-                s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
-                with s.block("if has_next:"):
-                    load_full()  # in flight during the compute below
-                    s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-                emit_compute(s, config, half, swizzled=True, depth=BK)
-                with s.block("if has_next:"):
-                    store(1 - half)
-                # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
-                s.line("cuda.syncthreads()", f"t = {X}(t + {X}(1))")
-                if half == 0:
-                    with s.block("if t >= n_tiles:"):
-                        s.line("break")
+
+        emit_pipeline(s, X, BK, load_tail, after_tail, first, load_full, advance, store,
+                      lambda half: emit_compute(s, config, half, swizzled=True, depth=BK))
         emit_epilogue(s, config, X)
     return name, header, s.text()
+
+
+def emit_pipeline(s: codegen.Source, X: str, BK: int, load_tail, after_tail, first, load_full, advance, store,
+                  compute) -> None:
+    """The K loop through registers and two shared stages (k11's and :mod:`._layouts`'): the K tail
+    (if any) is tile 0, so every tile in the loop is full; then the loop unrolled ×2 (stage 0,
+    stage 1: constants), the next tile's loads in flight during this tile's FMAs.  The callbacks
+    emit the loader's lines: ``load_tail()`` at ``kt``, ``after_tail()`` (indices at the first full
+    tile), ``first()`` (no tail: load tile 0 and advance), ``load_full()``, ``advance()``,
+    ``store(stage)``, ``compute(stage)``."""
+    s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
+           f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
+    with s.block(f"if rem != {X}(0):"):
+        s.line(f"kt = {X}(k_end - rem)")
+        load_tail()
+        after_tail()
+    with s.block(f"elif n_tiles > {X}(0):"):
+        first()
+    with s.block(f"if n_tiles > {X}(0):"):
+        store(0)
+    s.line("cuda.syncthreads()", f"t = {X}(0)")
+    s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
+    with s.block("while t < n_tiles:"):
+        for half in (0, 1):
+            s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
+            with s.block("if has_next:"):
+                load_full()  # in flight during the compute below
+                advance()
+            compute(half)
+            with s.block("if has_next:"):
+                store(1 - half)
+            # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
+            s.line("cuda.syncthreads()", f"t = {X}(t + {X}(1))")
+            if half == 0:
+                with s.block("if t >= n_tiles:"):
+                    s.line("break")
 
 
 def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,

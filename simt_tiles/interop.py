@@ -12,7 +12,8 @@ rule                   SIMT kernels (``simt_tiles.*``)   Tile kernels (``simt_ti
 NumPy inputs           copied to the device; the result  refused (TypeError: move them
                        comes back as NumPy               first); correlate2d's small
                                                          ``weights`` excepted
-device inputs          C-contiguous (no hidden copy)     any strides (cuTile reads them)
+device inputs          C-contiguous (no hidden copy);    any strides (cuTile reads them)
+                       matmul: any strides
 dtypes                 float32, float64                  float32
 ``dev``                a Numba device array (Numba's     the caller's array (``ct.launch``
                        launch takes it)                  takes it)
@@ -69,6 +70,7 @@ __all__ = [
     "device_mismatch",
     "stream_key",
     "describe",
+    "device_view",
 ]
 
 
@@ -291,7 +293,7 @@ def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
-def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> Operand:
+def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, strided: bool = False) -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
     * NumPy arrays are checked, made C-contiguous (and native byte order) and
@@ -301,7 +303,10 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> O
     * CUDA DLPack producers without the interface go through CuPy, zero-copy.
 
     ``ndim=None`` accepts any number of dimensions from 1 up; ``dtype`` (an ``out=``'s
-    expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.
+    expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.  ``strided=True``
+    (matmul's operands): device arrays keep any strides (the caller reads them), and a NumPy
+    array whose last two axes are a transposed C order (``x.T``) is copied as it lies and
+    comes back as the same transposed view.
     Raises TypeError/ValueError naming ``name``, the expectation and what came.
     """
     from numba import cuda
@@ -309,6 +314,14 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> O
     if isinstance(x, np.ndarray):
         host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
         check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+        if strided and host.ndim >= 2 and not host.flags.c_contiguous:
+            swapped = np.swapaxes(host, -1, -2)
+            if swapped.flags.c_contiguous:  # a transposed view: the device copy keeps the layout
+                dev = cuda.to_device(swapped, stream=stream)
+                lay = layout_of(dev)
+                st = list(lay.strides)
+                st[-1], st[-2] = st[-2], st[-1]
+                return Operand(name, device_view(dev, host.shape, st), "numpy", x)
         host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
     _check_torch(x, name, dtype)
@@ -338,13 +351,33 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None) -> O
     check_device(name, x, kind)
     # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
     check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
-    if not dev.is_c_contiguous():
+    if not strided and not dev.is_c_contiguous():
         raise ValueError(
             f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
             f"with strides {dev.strides} (make a contiguous copy first, e.g. "
             "cupy.ascontiguousarray / tensor.contiguous())"
         )
     return Operand(name, dev, kind, x)
+
+
+def device_view(dev, shape, strides, offset: int = 0):
+    """A Numba device array (or simulator array) on ``dev``'s memory: ``shape``, ``strides`` in
+    bytes, starting ``offset`` bytes past ``dev``'s element 0.  No check that the view stays in
+    ``dev``'s allocation: the caller computes it from ``dev``'s own layout (matmul's flat storage,
+    a batch's slice, a transposed upload)."""
+    from numba import cuda
+
+    shape, strides = tuple(int(n) for n in shape), tuple(int(s) for s in strides)
+    host = getattr(dev, "_ary", None)
+    if host is not None:  # the simulator: a NumPy view of the same buffer
+        item = host.dtype.itemsize
+        start = np.lib.stride_tricks.as_strided(host, shape=(offset // item + 1,), strides=(item,))
+        view = np.lib.stride_tricks.as_strided(start[offset // item:], shape=shape, strides=strides)
+        return type(dev)(view, getattr(dev, "stream", 0))
+    lay = layout_of(dev)
+    desc = {"shape": shape, "strides": strides, "typestr": lay.dtype.str,
+            "data": (lay.ptr + offset, False), "version": 3}
+    return cuda.from_cuda_array_interface(desc, owner=dev, sync=False)
 
 
 def _check_torch(x, name: str, dtype=None) -> None:

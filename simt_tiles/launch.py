@@ -840,6 +840,9 @@ class SimLaunch:
                 args.append(t[4])
             else:
                 lay, base = t[3], arrays[t[1]]._ary
+                if not base.flags.c_contiguous:  # a strided caller's array (matmul's views): its bytes as they lie
+                    lo, hi = layout_of(arrays[t[1]]).span()
+                    base = np.lib.stride_tricks.as_strided(base, ((hi - lo) // base.itemsize,), (base.itemsize,))
                 flat = base.reshape(-1).view(np.uint8)
                 view = np.ndarray(lay.shape, lay.dtype, buffer=flat, offset=t[2], strides=lay.strides)
                 args.append(FakeCUDAArray(view))

@@ -2,6 +2,7 @@
 
     simt-tiles bench matmul [--sizes 4096 1000x1000x1000 ...] [--variants k03_smem_tiled ...]
                             [--config k03_smem_tiled:tile=16 ...] [--reps 20] [--out DIR]
+    simt-tiles bench matmul --zoo [--zoo-only decode attention ...] [--reps 10] [--out DIR]
 
 Method (benchmarks/notes/method.md): each implementation is first checked against a
 float64 cuBLAS reference with the γ_K·|A|·|B| bound on a NaN-poisoned output;
@@ -69,6 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-s", type=float, default=3.0, help="max timed seconds per entry (fewer reps for slow ones)")
     p.add_argument("--default", action="store_true",
                    help="time the default simt_tiles.matmul (its choice per size) beside --variants too")
+    p.add_argument("--zoo", action="store_true",
+                   help="the shape zoo (ZOO: real workloads' shapes, layouts and batches) through the public "
+                        "simt_tiles.matmul beside cuBLAS FP32 and torch FP32 (TF32 off)")
+    p.add_argument("--zoo-only", nargs="+", default=None, metavar="NAME",
+                   help="with --zoo: only the zoo rows whose name contains one of these strings")
     p.add_argument("--no-extra-peers", action="store_true",
                    help="only the FP32 peers (cuBLAS, Triton) beside the rungs: no TF32, torch or cuTile")
     common.add_output_arguments(p)
@@ -86,6 +92,10 @@ def run(args) -> int:
     if os.environ.get("CUPY_TF32"):
         print("bench matmul: CUPY_TF32 must be unset (cuBLAS FP32 is the baseline)", file=sys.stderr)
         return 2
+    if getattr(args, "zoo", False):
+        from . import matmul_zoo  # deferred: the zoo (and torch) only when asked
+
+        return matmul_zoo.run(args)
     unknown = sorted(set(args.variants or ()) - set(RUNGS))
     if unknown:
         print(f"bench matmul: --variants: expected rungs of {list(RUNGS)}; got {unknown}", file=sys.stderr)

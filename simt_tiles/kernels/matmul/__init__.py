@@ -26,11 +26,15 @@ ragged rows; the padding) and the chosen rung launches it (``rung.run(config, ca
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ..._recording import no_plan
 from ...launch import planned
 from ...registry import Family
-from . import _cases, _tuning, dispatch, reference
+from . import _cases, _strided, _tuning, dispatch, reference
 from .mma import MMA_RUNGS, matmul_mma
 from ._common import Call, flops
 from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, choose, get_rung
@@ -46,18 +50,28 @@ __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "fl
 
 @planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None, precision=None):
-    """C = A @ B for 2-D float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or on
-    the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs.
+    """``np.matmul(a, b)`` for float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or
+    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (2-D).
 
     a, b
         NumPy arrays (copied to the device; the result comes back as NumPy),
         Numba device arrays, or CUDA arrays from CuPy / PyTorch / any
         ``__cuda_array_interface__`` or DLPack producer (used in place; the
-        result is of ``a``'s kind).  Device arrays must be C-contiguous.
+        result is of ``a``'s kind).  NumPy's rules: a 1-D ``a`` is a row and a
+        1-D ``b`` a column (the added dimension is removed from the result);
+        leading dimensions are batches and broadcast (ValueError naming ``b``
+        when they or the inner dimensions do not match).  Each matrix may be
+        row- or column-major with any leading dimension — ``x @ w.T``, torch's
+        ``w.t()``, CuPy's ``.T``, a column slice of a wider matrix, a batch with
+        stride 0 — and is read in place (no copy, one launch for the batch);
+        other strides (negative, or neither stride 1) are first copied once
+        into a C-order workspace.  M ≤ 16 or N ≤ 16 runs a GEMV kernel
+        (:mod:`.k15_gemv`) where the layout allows.
     out
-        Optional C-contiguous array of shape (M, N) and the inputs' dtype to
-        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory
-        (ValueError naming ``out``); disjoint views of one buffer are fine.
+        Optional C-contiguous array of the result's shape and the inputs' dtype to
+        write into; it is returned.  It must not overlap ``a`` or ``b`` in memory,
+        transposed views included (ValueError naming ``out``); disjoint views of one
+        buffer are fine.
     variant
         A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`,
         or, with ``config=None`` too, the fastest rung and split of K measured
@@ -89,23 +103,59 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
     get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream, a)
 
-    a_op = device_operand(a, "a", ndim=2, stream=stream)
-    b_op = device_operand(b, "b", ndim=2, stream=stream)
-    (m, k), (kb, n) = a_op.dev.shape, b_op.dev.shape
-    if b_op.dev.dtype != a_op.dev.dtype:
+    a_op = device_operand(a, "a", ndim=None, stream=stream, strided=True)
+    b_op = device_operand(b, "b", ndim=None, stream=stream, strided=True)
+    if b_op.dtype != a_op.dtype:
         raise TypeError(
-            f"b: expected dtype {a_op.dev.dtype} (the dtype of a); got {b_op.dev.dtype}"
+            f"b: expected dtype {a_op.dtype} (the dtype of a); got {b_op.dtype}"
         )
-    if kb != k:
-        raise ValueError(
-            f"b: expected shape ({k}, N) since a has shape {(m, k)} "
-            f"(inner dimensions must match); got {(kb, n)}"
-        )
-    plan = dispatch.plan(variant, config, m, n, k, a_op.dev.dtype, autotune)
-    c_op = prepare_out(out, a_op, (m, n), a_op.dev.dtype, stream, inputs=(b_op,))
+    sh = _strided.shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)
+    m, n, k = sh.m, sh.n, sh.k
+    if a_op.ndim == 2 and b_op.ndim == 2 and a_op.c_contiguous() and b_op.c_contiguous() and not (
+            variant is None and config is None and m <= dispatch.SKINNY and n > m and k):
+        plan = dispatch.plan(variant, config, m, n, k, a_op.dtype, autotune)  # k11/k12's own sources
+        c_op = prepare_out(out, a_op, (m, n), a_op.dtype, stream, inputs=(b_op,))
+        if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
+            plan.run(Call(a_op.dev, b_op.dev, c_op.dev, stream))
+        return finish_result(c_op, stream)
+    return _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune)
 
-    if m and n:  # an empty C needs no launch (and a 0-block grid is invalid)
-        plan.run(Call(a_op.dev, b_op.dev, c_op.dev, stream))
+
+def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
+    """A transposed, strided, 1-D or batched product (:mod:`._strided`)."""
+    dtype = a_op.dtype
+    c_op = prepare_out(out, a_op, sh.out, dtype, stream, inputs=(b_op,))
+    nb = math.prod(sh.batch)
+    c2d = c_op.dev.reshape(nb * sh.m, sh.n)
+    if not (nb and sh.m and sh.n):
+        return finish_result(c_op, stream)
+    if variant is None and config is None:  # the skinny class: a warp per output row (k15)
+        a_kc = sh.k == 1 or sh.a[1][-1] == 1
+        b_kc = sh.k == 1 or sh.b[1][-2] == 1
+        b_nc = sh.n == 1 or sh.b[1][-1] == 1
+        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc, b_nc)
+        if side is not None and all(s >= 0 for s in sh.a[1] + sh.b[1]):
+            _strided.gemv(side, a_op.dev, b_op.dev, sh, sh.a[1], sh.b[1], c2d, stream)
+            return finish_result(c_op, stream)
+    a_mat, a_str = _strided.matrix(a_op.dev, *sh.a, dtype, stream, "a_copy")
+    b_mat, b_str = _strided.matrix(b_op.dev, *sh.b, dtype, stream, "b_copy")
+    plan = dispatch.layout_plan(variant, config, sh.m, sh.n, sh.k, nb, dtype, a_mat.t + b_mat.t, autotune)
+    if plan is not None:
+        _strided.run(plan, a_mat, b_mat, sh, a_str, b_str, c2d, stream)
+        return finish_result(c_op, stream)
+    # a rung that reads C-order matrices only: each operand copied once, one product per batch
+    plan = dispatch.plan(variant, config, sh.m, sh.n, sh.k, dtype, autotune)
+    a_c = _strided.contiguous_copy(a_mat.dev, sh.a[0], a_str, dtype, stream, "a_copy")
+    b_c = _strided.contiguous_copy(b_mat.dev, sh.b[0], b_str, dtype, stream, "b_copy")
+    a_c = a_c.reshape(-1, sh.m, sh.k)
+    b_c = b_c.reshape(-1, sh.k, sh.n)
+    sa = _strided.batch_strides(sh.a[0], _strided._c_strides(sh.a[0]), sh.batch)
+    sb = _strided.batch_strides(sh.b[0], _strided._c_strides(sh.b[0]), sh.batch)
+    mk, kn = sh.m * sh.k, sh.k * sh.n
+    for i, idx in enumerate(np.ndindex(*sh.batch)):
+        ia = sum(j * s for j, s in zip(idx, sa)) // max(mk, 1)
+        ib = sum(j * s for j, s in zip(idx, sb)) // max(kn, 1)
+        plan.run(Call(a_c[ia], b_c[ib], c2d[i * sh.m:(i + 1) * sh.m], stream))
     return finish_result(c_op, stream)
 
 

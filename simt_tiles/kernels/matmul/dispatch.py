@@ -42,6 +42,7 @@ from . import (
     k10_warptiled,
     k11_vectorized_bk16,
     k12_async_copy,
+    _layouts,
 )
 from .k11_vectorized_bk16 import Config as SplitKConfig
 from .k11_vectorized_bk16 import Pad
@@ -98,6 +99,55 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune_=None):
             return rung, cfg
     rung = get_rung(variant)
     return rung, rung.resolve_config(config)
+
+
+#: the rungs whose tile runs every layout and batch (:mod:`._layouts`): a transposed, strided or
+#: batched call with one of them (or ``variant=None``) runs their config on the layout kernel
+LAYOUT_RUNGS = ("k11_vectorized_bk16", "k12_async_copy")
+
+
+def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, layout: str,
+                autotune_=None) -> Plan | None:
+    """The plan of a strided or batched product (:mod:`._strided`): steps 1-5 for the stacked
+    problem ``batches·M × N × K`` (as many output tiles), run on the layout kernel; None when the
+    named rung or config cannot (the caller copies the operands into C order and loops over batches).
+
+    ``variant=None`` keeps the layout kernel for every choice: float64's rung (k10) and a config the
+    layout cannot take give way to k11's preset for this target."""
+    if variant is not None and variant not in LAYOUT_RUNGS:
+        return None
+    rung, cfg = choose(variant, config, batches * m, n, k, dtype, autotune_)
+    ok = rung.name in LAYOUT_RUNGS and isinstance(cfg, SplitKConfig) and not _layouts.layout_rules(cfg, layout)
+    if not ok:
+        if variant is not None or config is not None:
+            return None
+        rung = RUNGS[BEST_VARIANT]
+        cfg = rung.resolve_config(None)
+    return resolved(rung, cfg, batches * m, n, k)
+
+
+#: the skinny class: a product with at most this many rows of C (M) or columns (N) is a GEMV
+SKINNY = 16
+
+
+def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool, b_nc: bool = False) -> str | None:
+    """Where :mod:`.k15_gemv` runs a ``variant=None`` product: ``"m"`` (x's M ≤ 16 rows against the
+    N rows of a column-major B, the linear layer ``x @ w.T``), ``"rows"`` (M ≤ 16 rows against a
+    row-major B: ``b_nc``, B contiguous along n), ``"n"`` (N ≤ 16 columns against A's M rows), None
+    (the tiles).  A shape class, not a table: one product, the operands contiguous along k
+    (``a_kc``, ``b_kc``; ``"rows"``: B along n), and the other side longer than the small one (else
+    a square-ish tiny problem, which k11's tile does in one block)."""
+    if batches != 1 or not k:
+        return None
+    if m <= SKINNY and n > m and b_nc and not b_kc:
+        return "rows"
+    if not (a_kc and b_kc):
+        return None
+    if m <= SKINNY and n > m:
+        return "m"
+    if n <= SKINNY and m > n:
+        return "n"
+    return None
 
 
 #: the default's rung for rows of A or B that are not a multiple of 4 long (K % 4, N % 4), by the

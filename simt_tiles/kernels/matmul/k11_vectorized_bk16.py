@@ -279,46 +279,69 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                 s.line(f"store4_at(b_s, sb, {stage * BK * BN + p * RB * BN}, "
                        + ", ".join(f"pb{p}_{q}" for q in range(4)) + ")")
 
-        s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
-               f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
-        with s.block(f"if rem != {X}(0):"):
-            s.line(f"kt = {X}(k_end - rem)")
-            load_tail()
+        def after_tail():
             s.line("kt = k_begin  # the next full tile")
             s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)  # B's flat index at (kt + b_r, b_col)")
-        with s.block(f"elif n_tiles > {X}(0):"):
+
+        def first():
             s.line("kt = k_begin")
             s.line(f"b_idx = {X}({X}(kt + {X}(b_r)) * ldb + b_col)")
             load_full()
+            advance()
+
+        def advance():
             s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-        with s.block(f"if n_tiles > {X}(0):"):
-            store(0)
-        s.line("cuda.syncthreads()", f"t = {X}(0)")
-        s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
-        with s.block("while t < n_tiles:"):
-            for half in (0, 1):
-                s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
-                with s.block("if has_next:"):
-                    load_full()  # in flight during the compute below
-                    s.line(f"kt = {X}(kt + {X}({BK})); b_idx = {X}(b_idx + b_step)")
-                emit_compute(s, config, half, swizzled=True, depth=BK)
-                with s.block("if has_next:"):
-                    store(1 - half)
-                # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
-                s.line("cuda.syncthreads()", f"t = {X}(t + {X}(1))")
-                if half == 0:
-                    with s.block("if t >= n_tiles:"):
-                        s.line("break")
+
+        emit_pipeline(s, X, BK, load_tail, after_tail, first, load_full, advance, store,
+                      lambda half: emit_compute(s, config, half, swizzled=True, depth=BK))
         emit_epilogue(s, config, X)
     return name, header, s.text()
 
 
-def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int) -> None:
+def emit_pipeline(s: codegen.Source, X: str, BK: int, load_tail, after_tail, first, load_full, advance, store,
+                  compute) -> None:
+    """The K loop through registers and two shared stages (k11's and :mod:`._layouts`'): the K tail
+    (if any) is tile 0, so every tile in the loop is full; then the loop unrolled ×2 (stage 0,
+    stage 1: constants), the next tile's loads in flight during this tile's FMAs.  The callbacks
+    emit the loader's lines: ``load_tail()`` at ``kt``, ``after_tail()`` (indices at the first full
+    tile), ``first()`` (no tail: load tile 0 and advance), ``load_full()``, ``advance()``,
+    ``store(stage)``, ``compute(stage)``."""
+    s.line("# --- prologue: the K tail (if any) is tile 0, so every tile in the loop is full ---",
+           f"rem = {X}({X}(k_end - k_begin) % {X}({BK}))")
+    with s.block(f"if rem != {X}(0):"):
+        s.line(f"kt = {X}(k_end - rem)")
+        load_tail()
+        after_tail()
+    with s.block(f"elif n_tiles > {X}(0):"):
+        first()
+    with s.block(f"if n_tiles > {X}(0):"):
+        store(0)
+    s.line("cuda.syncthreads()", f"t = {X}(0)")
+    s.line("# --- main loop, unrolled x2: stage 0 then stage 1 (constants) ---")
+    with s.block("while t < n_tiles:"):
+        for half in (0, 1):
+            s.line(f"has_next = {X}(t + {X}(1)) < n_tiles")
+            with s.block("if has_next:"):
+                load_full()  # in flight during the compute below
+                advance()
+            compute(half)
+            with s.block("if has_next:"):
+                store(1 - half)
+            # RAW for the stage just stored, WAR for the one just read (the _pipelined argument)
+            s.line("cuda.syncthreads()", f"t = {X}(t + {X}(1))")
+            if half == 0:
+                with s.block("if t >= n_tiles:"):
+                    s.line("break")
+
+
+def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,
+                 b_swizzled: bool = False) -> None:
     """One tile from shared stage ``stage``: per k-step TM/4 + TN/4 128-bit fragment reads and
     TM·TN FMAs into the scalar accumulators.  A is k-major; ``swizzled``: its columns are XOR-ed
     by k's quarter (k11's register stores).  Each read is ``load4_at(tile, base, constant)``:
     the stage and k-step are an immediate offset on one base register per fragment group
-    (per k-quarter for swizzled A), not an address computed per read."""
+    (per k-quarter for swizzled A), not an address computed per read.  ``b_swizzled``: B's tile is
+    swizzled the same way (a column-major B stored by :mod:`._layouts`)."""
     TM, TN, BM, BN = config.tm, config.tn, config.bm, config.bn
     step = config.wm // TM * 4  # columns between a thread's groups of 4 rows of A
     # a multiple of the swizzle's span leaves the swizzled bits alone: (am0 + c) ^ sw == (am0 ^ sw) + c,
@@ -334,6 +357,17 @@ def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, 
             s.line(", ".join(f"fa{mi * 4 + r}" for r in range(4))
                    + f" = load4_at(a_s, {base}, {(stage * depth + kk) * BM + off})")
         for ni in range(TN // 4):  # B is not swizzled: one base, the groups are offsets too
+            if b_swizzled:
+                b_step = config.wn // TN * 4
+                b_one = b_step % swizzle_span(depth) == 0
+                sw_b = (kk >> 2) << 3
+                if sw_b and kk % 4 == 0 and (ni == 0 or not b_one):
+                    s.line(f"bb{ni} = U(bn{ni} ^ U({sw_b}))")
+                g, off = (0, ni * b_step) if b_one else (ni, 0)
+                base = f"bb{g}" if sw_b else f"bn{g}"
+                s.line(", ".join(f"fb{ni * 4 + c}" for c in range(4))
+                       + f" = load4_at(b_s, {base}, {(stage * depth + kk) * BN + off})")
+                continue
             s.line(", ".join(f"fb{ni * 4 + c}" for c in range(4))
                    + f" = load4_at(b_s, bn0, {(stage * depth + kk) * BN + ni * (config.wn // TN) * 4})")
         for i in range(TM):

@@ -1,0 +1,241 @@
+"""NumPy's matmul on the operands users bring: 1-D promotion, broadcast batches, any layout.
+
+:func:`shapes` reads both operands as ``np.matmul`` does (a 1-D ``a`` is a row, a 1-D ``b`` a
+column, the added dimension removed from the result; the leading dimensions broadcast) and
+checks them, naming the argument.  :func:`run` launches the product on its storage as it lies:
+
+* each matrix is row-major (``"n"``) or column-major (``"t"``: ``x.T``, ``w.t()``) with any
+  leading dimension (a column slice of a wider matrix) — :func:`classify`; anything else
+  (negative strides, both strides ≠ 1) is first copied once into a C-contiguous workspace;
+* the batch dimensions collapse to one (batch count, stride per operand, 0 for a broadcast
+  operand) where their strides allow (:func:`collapse`): one launch, grid z over the batches;
+  dimensions that do not collapse are a loop of launches over the rest.
+
+The kernel is :mod:`._layouts`' (k11's tile) with the config :func:`.dispatch.layout_plan`
+chooses for the stacked problem (batches·M × N × K).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import int64, uint32
+
+from ...interop import device_view
+from ...runtime import cdiv
+from ...vector import aligned
+from . import _layouts, k15_gemv
+from . import k11_vectorized_bk16 as k11
+
+#: most blocks a grid has along z
+MAX_GRID_Z = 65535
+
+
+class Shapes(NamedTuple):
+    """The product's shapes, as :func:`shapes` reads them."""
+
+    m: int
+    n: int
+    k: int
+    batch: tuple  #: the broadcast batch shape
+    out: tuple  #: the result's shape (batch, then M and N unless they were added)
+    a: tuple  #: (shape, strides in elements) of A as a batch of M×K matrices (1-D promoted)
+    b: tuple  #: (shape, strides) of B as a batch of K×N matrices
+
+
+def shapes(a_shape, a_strides, b_shape, b_strides) -> Shapes:
+    """``np.matmul``'s reading of two operands (strides in elements); ValueError naming the argument."""
+    a_shape, b_shape, a_strides, b_strides = (tuple(int(v) for v in t) for t in (a_shape, b_shape, a_strides, b_strides))
+    a_vec, b_vec = len(a_shape) == 1, len(b_shape) == 1
+    if a_vec:
+        a_shape, a_strides = (1,) + a_shape, (0,) + a_strides
+    if b_vec:
+        b_shape, b_strides = b_shape + (1,), b_strides + (0,)
+    (m, k), (kb, n) = a_shape[-2:], b_shape[-2:]
+    if kb != k:
+        want = f"({k},)" if b_vec else f"(..., {k}, N)"
+        raise ValueError(f"b: expected shape {want} since a has shape {_orig(a_shape, a_vec)} (the inner "
+                         f"dimensions must match, as in np.matmul); got {_orig(b_shape, b_vec, b=True)}")
+    try:
+        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    except ValueError:
+        raise ValueError(f"b: batch dimensions {b_shape[:-2]} do not broadcast with a's {a_shape[:-2]} "
+                         f"(a has shape {_orig(a_shape, a_vec)}, b {_orig(b_shape, b_vec, b=True)})") from None
+    out = batch + (() if a_vec else (m,)) + (() if b_vec else (n,))
+    return Shapes(m, n, k, batch, out, (a_shape, a_strides), (b_shape, b_strides))
+
+
+def _orig(shape, vec, b=False):
+    return (shape[-1 - b],) if vec else shape
+
+
+def batch_strides(shape, strides, batch) -> tuple:
+    """An operand's batch strides broadcast to ``batch`` (0 where it broadcasts)."""
+    nd = len(shape) - 2
+    pad = len(batch) - nd
+    return tuple(0 if i < pad or shape[i - pad] == 1 else strides[i - pad] for i in range(len(batch)))
+
+
+def collapse(batch, sa, sb) -> tuple[tuple, int, int, int]:
+    """``(outer, nb, sa, sb)``: the innermost batch dimensions merged into one of ``nb`` batches with
+    strides ``sa``, ``sb`` (C's are contiguous), and the ``outer`` ``(extent, a stride, b stride)``
+    dimensions that do not merge (a loop of launches)."""
+    dims = [(n, x, y) for n, x, y in zip(batch, sa, sb) if n != 1]
+    nb, xa, xb = 1, 0, 0
+    while dims:
+        n, x, y = dims[-1]
+        if nb > 1 and not (x == xa * nb and y == xb * nb):
+            break
+        if nb == 1:
+            xa, xb = x, y
+        nb *= n
+        dims.pop()
+    return tuple(dims), nb, xa, xb
+
+
+def classify(rows: int, cols: int, sr: int, sc: int) -> tuple[str, int] | None:
+    """``("n", ld)`` for a row-major matrix (``cols`` contiguous), ``("t", ld)`` for a column-major
+    one, None for another layout (a copy).  A dimension of extent 1 takes any stride."""
+    if sr < 0 or sc < 0:
+        return None
+    if cols == 1:
+        sc = 1
+    if rows == 1:
+        sr = 0 if sc == 1 else 1
+    if sc == 1:
+        return "n", sr
+    if sr == 1:
+        return "t", sc
+    return None
+
+
+def reach(shape, strides) -> int:
+    """Elements from element 0 to the last one ``strides`` (non-negative) can reach, plus one."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+
+
+class Mat(NamedTuple):
+    """One operand for the layout kernel: its array (any strides), layout and leading dimension."""
+
+    dev: Any
+    t: str  #: "n" or "t"
+    ld: int
+
+
+def matrix(dev, shape, strides, dtype, stream, name: str) -> tuple[Mat, tuple]:
+    """``(Mat, strides)``: the operand ``dev`` (a batch of matrices, strides in elements) as the layout
+    kernel reads it; a layout it cannot read is first copied once into a C-order workspace ``name``."""
+    got = classify(shape[-2], shape[-1], strides[-2], strides[-1])
+    if got is None or any(s < 0 for s in strides):
+        dev = contiguous_copy(dev, shape, strides, dtype, stream, name)
+        return Mat(dev, "n", shape[-1]), _c_strides(shape)
+    return Mat(dev, *got), tuple(strides)
+
+
+def _c_strides(shape) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def run(plan, a: Mat, b: Mat, sh: Shapes, a_str, b_str, c2d, stream) -> None:
+    """Launch ``plan``'s config of the layout kernel over every batch: ``c2d`` is the result as
+    (batches·M, N), C-contiguous; ``a_str``/``b_str`` the operands' strides in elements."""
+    cfg, dtype = plan.config, np.dtype(c2d.dtype)
+    m, n, k = sh.m, sh.n, sh.k
+    item = dtype.itemsize
+    sa = batch_strides(sh.a[0], a_str, sh.batch)
+    sb = batch_strides(sh.b[0], b_str, sh.batch)
+    outer, nb, xa, xb = collapse(sh.batch, sa, sb)
+    if not (m and n) or nb == 0 or any(d[0] == 0 for d in outer):
+        return
+    a_one = reach((m, k), a_str[-2:])  # one matrix's storage
+    b_one = reach((k, n), b_str[-2:])
+    layout = a.t + b.t
+    for o, idx in enumerate(np.ndindex(*(d[0] for d in outer))):
+        oa = sum(i * d[1] for i, d in zip(idx, outer))
+        ob = sum(i * d[2] for i, d in zip(idx, outer))
+        fa = device_view(a.dev, (max(a_one + (nb - 1) * xa, 1),), (item,), oa * item)
+        fb = device_view(b.dev, (max(b_one + (nb - 1) * xb, 1),), (item,), ob * item)
+        c = c2d[o * nb * m:(o + 1) * nb * m]
+        if nb == 1 and not outer and cfg.pad == k11.Pad.ALWAYS and not _vec(fa, fb, a, b, m, n, 0, 0):
+            # ragged or unaligned: one copy each into padded C-order buffers, then k11's 128-bit path
+            av = device_view(a.dev, (m, k), tuple(s * item for s in a_str[-2:]))
+            bv = device_view(b.dev, (k, n), tuple(s * item for s in b_str[-2:]))
+            ap, bp = k11.padded_operands(av, bv, dtype, stream)
+            k11.RUNG.run(dataclasses.replace(cfg, pad=k11.Pad.NEVER), (ap, bp, c, stream))
+            continue
+        _launch(cfg, dtype, layout, fa, fb, c, m, n, k, a.ld, b.ld, xa, xb, nb, stream)
+
+
+def _vec(fa, fb, a: Mat, b: Mat, m, n, xa, xb) -> bool:
+    """Whether the 128-bit build may read both operands (alignment, leading dimensions, batch
+    strides, and the extent along an x-contiguous operand's vectors)."""
+    return (aligned(fa) and aligned(fb) and a.ld % 4 == 0 and b.ld % 4 == 0 and xa % 4 == 0 and xb % 4 == 0
+            and (a.t == "n" or m % 4 == 0) and (b.t == "t" or n % 4 == 0))
+
+
+def _launch(cfg, dtype, layout, fa, fb, c, m, n, k, lda, ldb, xa, xb, nb, stream) -> None:
+    splits, chunk = k11.split_plan(cfg, k)
+    if splits * nb > MAX_GRID_Z:
+        splits, chunk = 1, k
+    vec = _vec(fa, fb, Mat(None, layout[0], lda), Mat(None, layout[1], ldb), m, n, xa, xb)
+    total = splits * nb
+    idx32 = max(fa.shape[0], fb.shape[0], total * m * n) + 4 * cfg.bk * max(lda, ldb, 1) < k11.IDX32_LIMIT
+    kernel = _layouts.RUNG.kernel(cfg.compiled(), dtype, idx32=idx32, vec=vec, layout=layout)
+    target = c if splits == 1 else k11.workspace((total * m, n), dtype, stream)
+    flags = uint32(n % 4 == 0 and aligned(target))
+    x = uint32 if idx32 else int64
+    for z0 in range(0, total, MAX_GRID_Z):
+        grid = (cdiv(n, cfg.bn), cdiv(m, cfg.bm), min(MAX_GRID_Z, total - z0))
+        kernel[grid, cfg.block(), stream](fa, fb, target, x(chunk), flags, x(m), x(n), x(k), x(lda), x(ldb),
+                                          x(xa), x(xb), uint32(nb), uint32(z0))
+    if splits > 1:
+        k11.sum_splits[cdiv(nb * m * n, 256), 256, stream](target, c)
+
+
+def contiguous_copy(dev, shape, strides, dtype, stream, name: str):
+    """``dev`` (strides in elements, any sign) copied into a C-contiguous workspace of ``shape``."""
+    item = np.dtype(dtype).itemsize
+    if dev.is_c_contiguous() and tuple(strides) == _c_strides(shape):
+        return dev.reshape(*shape)  # already in C order (a 1-D operand: its promoted shape)
+    rows = math.prod(shape[:-1])
+    dst = k11.workspace((rows, shape[-1]), dtype, stream, name)
+    if rows and shape[-1]:
+        src = dev.reshape(rows, shape[-1]) if dev.is_c_contiguous() else None
+        if src is None:  # one launch per leading index: a 2-D strided view each
+            for i, idx in enumerate(np.ndindex(*shape[:-2])):
+                off = sum(j * s for j, s in zip(idx, strides[:-2])) * item
+                v = device_view(dev, shape[-2:], tuple(s * item for s in strides[-2:]), off)
+                r0 = i * shape[-2]
+                k11.pad_copy[(cdiv(shape[-1], 32), min(cdiv(shape[-2], 8), k11.MAX_GRID_Y)), (32, 8), stream](
+                    v, dst[r0:r0 + shape[-2]])
+        else:
+            k11.pad_copy[(cdiv(shape[-1], 32), min(cdiv(rows, 8), k11.MAX_GRID_Y)), (32, 8), stream](src, dst)
+    return dst.reshape(*shape) if len(shape) != 2 else dst
+
+
+def gemv(side: str, a, b, sh: Shapes, a_str, b_str, c2d, stream) -> None:
+    """:mod:`.k15_gemv` for ``side`` (:func:`.dispatch.gemv_rule`): the small operand's rows against
+    the big one's, both read along k in place; C written directly (M ≤ 16) or transposed (N ≤ 16)."""
+    item = np.dtype(c2d.dtype).itemsize
+    m, n, k = sh.m, sh.n, sh.k
+    lda = a_str[-2] if m > 1 else 0  # a row's start; a dimension of 1 takes any stride
+    ldb = b_str[-1] if n > 1 else 0  # B[k, j] at j·ldb + k: column j of B is a row of w
+    fa = device_view(a, (max(reach((m, k), a_str[-2:]), 1),), (item,))
+    fb = device_view(b, (max(reach((k, n), b_str[-2:]), 1),), (item,))
+    fc = c2d.reshape(m * n)
+    if side == "rows":  # B row-major: A any (non-negative) strides
+        k15_gemv.launch_rows(k15_gemv.config_for(m), fa, fb, fc, m, n, k, a_str[-2] if m > 1 else 0,
+                             a_str[-1] if k > 1 else 0, b_str[-2] if k > 1 else 0, stream)
+    elif side == "m":
+        cfg = k15_gemv.config_for(m)
+        k15_gemv.launch(cfg, fa, fb, fc, m, n, k, lda, ldb, n, 1, stream)
+    else:
+        cfg = k15_gemv.config_for(n)
+        k15_gemv.launch(cfg, fb, fa, fc, n, m, k, ldb, lda, 1, n, stream)

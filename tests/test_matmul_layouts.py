@@ -1,0 +1,359 @@
+"""matmul on the operands users bring (issue 32): row- or column-major operands with any leading
+dimension (NumPy/CuPy ``.T`` views, torch ``.t()``, column slices of a wider matrix) without
+copies, ``np.matmul``'s 1-D promotion and broadcast batches, the errors and the aliasing rule.
+
+Every result is checked against ``np.matmul`` in long double with the γ_K·|A|·|B| bound, into a
+NaN-poisoned ``out=``.  The simulator runs the ``"sim"`` tile (32×32, two warps) with K split 1-2
+ways; shapes straddle it (1, primes, 4·j ± 1) so both the 128-bit and the scalar loaders run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda  # noqa: F401  (module level: the simulator swaps this global)
+
+import simt_tiles
+from simt_tiles.bounds import check_within, gamma, ref_dtype, unit_roundoff
+from simt_tiles.kernels.matmul import _layouts, _strided, dispatch
+from simt_tiles.kernels.matmul.k11_vectorized_bk16 import PRESETS
+from simt_tiles.runtime import SIMULATOR
+
+from .common import DTYPES, poisoned
+from .profiles import examples
+
+LAYOUTS = _layouts.LAYOUTS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12, 13, 16, 17, 31, 33, 36] if SIMULATOR else
+                        [1, 3, 4, 17, 64, 127, 128, 129, 257, 500])
+
+
+def reference(a, b):
+    """``(ref, bound)`` of ``np.matmul(a, b)``: long double, γ_K(u) + γ_K(u_ref) of |A|·|B|."""
+    rdt = ref_dtype()
+    k = a.shape[-1]
+    ar, br = a.astype(rdt), b.astype(rdt)
+    g_ref = gamma(k, unit_roundoff(rdt))
+    factor = (gamma(k, unit_roundoff(a.dtype)) + g_ref) * (1 + 2 * g_ref)
+    return np.matmul(ar, br), np.matmul(np.abs(ar), np.abs(br)) * factor
+
+
+def assert_np_matmul(got, a, b):
+    ref, bound = reference(a, b)
+    assert np.shape(got) == ref.shape, (np.shape(got), ref.shape)
+    chk = check_within(np.asarray(got), ref, bound)
+    assert chk.passed, f"{chk} for a{a.shape} b{b.shape} {a.dtype}"
+
+
+def stored(rng, rows, cols, trans, dtype, pad=0, offset=0):
+    """``(host, device)``: a rows×cols matrix, as a device view stored row-major (``trans=False``)
+    or column-major (``x.T`` of a cols×rows array), inside storage ``pad`` elements wider than its
+    contiguous extent (a column slice) and ``offset`` elements from the start (unaligned)."""
+    inner, outer = (rows, cols) if trans else (cols, rows)
+    buf = np.full(outer * (inner + pad) + offset, np.nan, dtype)  # what the view must not read: NaN
+    full = buf[offset:].reshape(outer, inner + pad)
+    full[:, :inner] = rng.standard_normal((outer, inner))
+    dev = cuda.to_device(buf)[offset:].reshape(outer, inner + pad)[:, :inner]
+    host = full[:, :inner]
+    return (host.T, dev.T) if trans else (host, dev)
+
+
+def run_layout(rng, layout, m, n, k, dtype, pad=0, offset=0, **kw):
+    a, da = stored(rng, m, k, layout[0] == "t", dtype, pad, offset)
+    b, db = stored(rng, k, n, layout[1] == "t", dtype, pad, 0)
+    out = poisoned((m, n), dtype)
+    got = simt_tiles.matmul(da, db, out=out, **kw)
+    assert got is out
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+
+# --- layouts ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_each_layout_on_the_128_bit_path(layout, dtype):
+    """Extents and leading dimensions multiples of 4: the vector build, K tail and M/N edges."""
+    run_layout(np.random.default_rng(1), layout, 36, 8, 20, dtype, pad=4)
+
+
+@settings(max_examples=examples(24), deadline=None)
+@given(layout=st.sampled_from(LAYOUTS), dtype=st.sampled_from(DTYPES), m=SIZES, n=SIZES, k=st.sampled_from([0, 1, 5, 16, 17, 35]),
+       pad=st.sampled_from([0, 1, 4]), offset=st.sampled_from([0, 1]), splits=st.integers(1, 2),
+       seed=st.integers(0, 2**16))
+def test_layouts_match_np_matmul(layout, dtype, m, n, k, pad, offset, splits, seed):
+    """Every layout × dtype × ragged shape × leading dimension × alignment, K split 1-2 ways."""
+    cfg = dataclasses.replace(PRESETS["sim" if SIMULATOR else "default"], splits=splits)
+    run_layout(np.random.default_rng(seed), layout, m, n, k, dtype, pad, offset,
+               variant="k11_vectorized_bk16", config=cfg)
+
+
+def test_transposed_views_run_the_layout_kernel_without_copies(monkeypatch):
+    """``x @ w.T`` and ``a.T @ b`` launch the layout kernel once on the callers' storage."""
+    launched, copied = [], []
+    real_launch = _strided._launch
+    monkeypatch.setattr(_strided, "_launch", lambda *a, **k: launched.append(a[2]) or real_launch(*a, **k))
+    monkeypatch.setattr(_strided, "contiguous_copy", lambda *a, **k: copied.append(1))
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((20, 12), np.float32), rng.standard_normal((24, 12), np.float32)  # past k15's class
+    got = simt_tiles.matmul(cuda.to_device(x), cuda.to_device(w).T).copy_to_host()
+    assert_np_matmul(got, x, np.ascontiguousarray(w.T))
+    p = rng.standard_normal((12, 20), np.float32)
+    got = simt_tiles.matmul(p.T, w.T)  # NumPy views are uploaded as they lie: the same kernel
+    assert_np_matmul(got, np.ascontiguousarray(p.T), np.ascontiguousarray(w.T))
+    assert launched == ["nt", "tt"] and not copied
+
+
+def test_other_strides_are_copied_once():
+    """Neither stride 1 (every other column) or a negative stride: one copy, then the product."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 10)).astype(np.float32)
+    b = rng.standard_normal((5, 7)).astype(np.float32)
+    got = simt_tiles.matmul(cuda.to_device(a)[:, ::2], cuda.to_device(b)).copy_to_host()
+    assert_np_matmul(got, np.ascontiguousarray(a[:, ::2]), b)
+    got = simt_tiles.matmul(a[:, ::-2], b)  # NumPy: made contiguous on the host
+    assert_np_matmul(got, np.ascontiguousarray(a[:, ::-2]), b)
+
+
+def test_a_named_lesser_rung_gets_c_order_copies():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((2, 7, 5)), rng.standard_normal((6, 5))
+    got = simt_tiles.matmul(a, cuda.to_device(b).T, variant="k03_smem_tiled")  # a's kind: NumPy
+    assert_np_matmul(got, a, np.ascontiguousarray(b.T))
+
+
+def test_out_overlapping_a_transposed_view_is_refused():
+    buf = cuda.to_device(np.ones((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"out: overlaps a in memory"):
+        simt_tiles.matmul(buf.T, cuda.to_device(np.ones((4, 4), np.float32)), out=buf)
+    with pytest.raises(ValueError, match=r"out: overlaps b in memory"):
+        simt_tiles.matmul(np.ones((4, 4), np.float32), buf.T, out=buf)
+
+
+# --- NumPy semantics ----------------------------------------------------------------------------
+
+BATCH_CASES = [
+    ((4, 5, 6), (6, 3)),  # a batch against one matrix (B's batch stride 0)
+    ((6,), (4, 6, 3)),  # a 1-D a against a batch
+    ((2, 1, 5, 6), (3, 6, 4)),  # broadcast on both sides: a loop over the dimension that does not merge
+    ((4, 5, 6), (6,)),  # batch @ vector
+    ((6,), (6,)),  # a scalar
+    ((5, 6), (6,)),
+    ((0, 5, 6), (6, 3)),  # an empty batch
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("sa, sb", BATCH_CASES, ids=lambda s: "x".join(map(str, s)))
+def test_np_matmul_semantics(sa, sb, dtype):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+    if dtype == np.float64:  # NumPy in, NumPy out
+        assert_np_matmul(simt_tiles.matmul(a, b), a, b)
+        return
+    got = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b))
+    assert_np_matmul(got.copy_to_host(), a, b)
+
+
+def test_transposed_batches_run_in_one_launch(monkeypatch):
+    """Attention's ``q @ k.T`` per head: both operands batched, B column-major; one launch, z over batches."""
+    calls = []
+    real_launch = _strided._launch
+    monkeypatch.setattr(_strided, "_launch", lambda *a, **k: calls.append(a[-2]) or real_launch(*a, **k))
+    rng = np.random.default_rng(6)
+    q, kk = rng.standard_normal((3, 9, 8)).astype(np.float32), rng.standard_normal((3, 10, 8)).astype(np.float32)
+    out = poisoned((3, 9, 10), np.float32)
+    simt_tiles.matmul(cuda.to_device(q), cuda.to_device(kk).transpose((0, 2, 1)), out=out)
+    assert_np_matmul(out.copy_to_host(), q, np.ascontiguousarray(kk.transpose(0, 2, 1)))
+    assert calls == [3]  # nb
+
+
+def test_collapse_merges_what_strides_allow():
+    assert _strided.collapse((2, 3), (12, 4), (0, 0)) == ((), 6, 4, 0)
+    assert _strided.collapse((2, 3), (4, 0), (0, 7)) == (((2, 4, 0),), 3, 0, 7)
+    assert _strided.collapse((5, 1), (1, 9), (2, 3)) == ((), 5, 1, 2)
+
+
+@pytest.mark.parametrize("a, b, pattern", [
+    ((2, 3), (4, 2), r"b: expected shape \(\.\.\., 3, N\) since a has shape \(2, 3\).*got \(4, 2\)"),
+    ((3,), (4,), r"b: expected shape \(3,\) since a has shape \(3,\).*got \(4,\)"),
+    ((2, 5, 3), (4, 3, 2), r"b: batch dimensions \(4,\) do not broadcast with a's \(2,\)"),
+    ((), (3,), r"a: expected an array of at least 1 dimension; got 0-D"),
+])
+def test_bad_shapes_name_the_argument(a, b, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        simt_tiles.matmul(np.ones(a, np.float32), np.ones(b, np.float32))
+
+
+def test_layout_plan_follows_the_stacked_problem():
+    """A batch of B products is tiled like one (B·M)×N×K problem; float64 stays on the layout kernel."""
+    p = dispatch.layout_plan(None, None, 512, 64, 64, 64, np.float32, "nt")
+    q = dispatch.plan(None, None, 512 * 64, 64, 64, np.float32)
+    assert p.config == q.config
+    assert dispatch.layout_plan(None, None, 8, 8, 8, 1, np.float64, "tn").rung.name == "k11_vectorized_bk16"
+    assert dispatch.layout_plan("k03_smem_tiled", None, 8, 8, 8, 1, np.float32, "tn") is None
+
+
+# --- on the GPU: torch and CuPy views -----------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_torch_linear_layer_and_backward_views():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(300, 256, device="cuda", generator=g)
+    w = torch.randn(129, 256, device="cuda", generator=g)
+    for _ in range(2):  # the second call replays the launch plan
+        y = simt_tiles.matmul(x, w.t())
+        assert isinstance(y, torch.Tensor)
+        assert_np_matmul(y.cpu().numpy(), x.cpu().numpy(), w.t().cpu().numpy())
+    dw = simt_tiles.matmul(y.t(), x)  # dW = dYᵀ·X
+    assert_np_matmul(dw.cpu().numpy(), y.t().cpu().numpy(), x.cpu().numpy())
+    wide = torch.randn(256, 200, device="cuda", generator=g)
+    got = simt_tiles.matmul(x, wide[:, 8:136])  # a column slice: leading dimension 200
+    assert_np_matmul(got.cpu().numpy(), x.cpu().numpy(), wide[:, 8:136].cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_cupy_transposed_batches():
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(7)
+    q, k = rng.standard_normal((8, 130, 64), np.float32), rng.standard_normal((8, 131, 64), np.float32)
+    got = simt_tiles.matmul(cp.asarray(q), cp.asarray(k).transpose(0, 2, 1))
+    assert_np_matmul(cp.asnumpy(got), q, np.ascontiguousarray(k.transpose(0, 2, 1)))
+
+
+# --- the skinny class: k15 -----------------------------------------------------------------------
+
+
+def test_gemv_rule_is_a_shape_class():
+    rule = dispatch.gemv_rule
+    for m in (1, 2, 5, 16):  # decode token counts against any N, K (no table holds these)
+        assert rule(m, 4099, 333, 1, True, True) == "m" and rule(m, 11008, 4096, 1, True, True) == "m"
+    assert rule(7777, 3, 999, 1, True, True) == "n"
+    assert rule(17, 4096, 4096, 1, True, True) is None  # past the class: the tiles
+    assert rule(8, 8, 4096, 1, True, True) is None  # a square tiny problem: one tile
+    assert rule(1, 4096, 4096, 2, True, True) is None  # batched: the layout kernel's grid z
+    assert rule(1, 4096, 4096, 1, True, False) is None  # B neither k- nor n-contiguous: the tiles
+    assert rule(3, 4097, 1000, 1, False, False, True) == "rows"  # B row-major (x @ W, W stored K×N), any A
+    assert rule(20, 4097, 1000, 1, True, False, True) is None
+
+
+@pytest.mark.parametrize("m, n, k, offset, dtype", [(1, 37, 45, 0, np.float32), (3, 20, 130, 1, np.float64),
+                                                     (6, 18, 9, 0, np.float32), (29, 2, 13, 0, np.float64)])
+def test_gemv_linear_layer(m, n, k, offset, dtype, monkeypatch):
+    """``x @ w.T`` (M ≤ 16) and ``a @ v.T`` (N ≤ 16) on k15: ragged K (the scalar tail, lanes past K),
+    unaligned rows (the scalar build), rows past the block clamped, C written transposed."""
+    sides = []
+    real = _strided.gemv
+    monkeypatch.setattr(_strided, "gemv", lambda side, *a: sides.append(side) or real(side, *a))
+    rng = np.random.default_rng(8)
+    x, dx = stored(rng, m, k, False, dtype, 0, offset)
+    w, dw = stored(rng, k, n, True, dtype, 0, 0)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(dx, dw, out=out)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), np.ascontiguousarray(w))
+    assert sides == ["m" if m <= 16 else "n"]
+
+
+def test_gemv_vector_times_matrix():
+    rng = np.random.default_rng(9)
+    v, w = rng.standard_normal(40).astype(np.float32), rng.standard_normal((9, 40)).astype(np.float32)
+    assert_np_matmul(simt_tiles.matmul(v, w.T), v, np.ascontiguousarray(w.T))  # 1-D x: M = 1, removed
+
+
+@pytest.mark.parametrize("m, n, k, a_t, dtype", [(1, 37, 45, False, np.float32), (3, 20, 130, True, np.float64),
+                                                  (16, 18, 9, False, np.float32)])
+def test_gemv_row_major_b(m, n, k, a_t, dtype, monkeypatch):
+    """``x @ W`` with W stored K×N (C-contiguous: the 2-D call's own path too) on k15's rows kernel:
+    columns past N clamped, 8 rows in flight and the single-row tail, the warps' sums folded."""
+    sides = []
+    real = _strided.gemv
+    monkeypatch.setattr(_strided, "gemv", lambda side, *a: sides.append(side) or real(side, *a))
+    rng = np.random.default_rng(10)
+    x, dx = stored(rng, m, k, a_t, dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    out = poisoned((m, n), dtype)
+    simt_tiles.matmul(dx, cuda.to_device(w), out=out)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), w)
+    assert sides == ["rows"]
+
+
+# --- SASS rules of the new kernels (compiled for sm_90 in a subprocess; no GPU) -----------------
+
+_SASS = """
+import re, subprocess, sys
+sys.path.insert(0, "benchmarks/lab")
+import numpy as np
+from numba import cuda
+from sass_mix import find_nvdisasm
+from simt_tiles import compile_gate
+from simt_tiles.kernels.matmul import _layouts, k15_gemv, k11_vectorized_bk16 as k11
+from tests.test_matmul_fast import tile_loop
+ptxas = compile_gate.find_ptxas()
+jobs = {"nt": (_layouts.RUNG, k11.PRESETS["default"], dict(idx32=True, vec=True, layout="nt")),
+        "gemv": (k15_gemv.RUNG, k15_gemv.PRESETS["mt1"], dict(vec=True))}
+for v, (r, cfg, params) in jobs.items():
+    ptx, _ = cuda.compile_ptx(r.factory(cfg, np.float32, **params), r.signature(np.float32, **params),
+                              cc=compile_gate.CC, launch_bounds=r.jit_options(cfg, np.float32)["launch_bounds"])
+    path = sys.argv[1] + "/" + v
+    open(path + ".ptx", "w").write(ptx)
+    p = subprocess.run([ptxas, f"-arch={compile_gate.ARCH}", "-v", path + ".ptx", "-o", path + ".cubin"],
+                       capture_output=True, text=True, check=True)
+    sass = subprocess.run([find_nvdisasm(ptxas), "-c", path + ".cubin"], capture_output=True, text=True, check=True).stdout
+    loop = tile_loop(sass)
+    print(v, bool(re.search(r"\\b0 bytes spill stores, 0 bytes spill loads", p.stdout + p.stderr)),
+          bool(re.search(r"\\b(LDL|STL)\\b", sass)), loop["FFMA"], sum(loop.values()), loop["LDG"],
+          loop["DSETP"] + loop["I2F"])
+"""
+
+
+@pytest.mark.skipif(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci",
+                    reason="~60 s on 2 cores (two generated kernels): the full profile and the GPU pass run it")
+def test_layout_and_gemv_kernels_sass(tmp_path):
+    """x @ w.T's tile (B column-major: swizzled scalar stores, swizzled reads) keeps k11's loop: spill-free,
+    2·16·64 FFMA and 8 LDG.128 per trip, FFMA ≥ 88% of it, no float64 compare or int→float conversion;
+    the GEMV: spill-free, 128-bit loads, the same two conversions absent."""
+    from simt_tiles import compile_gate
+
+    if not compile_gate._ptxas_candidates():
+        pytest.skip("no ptxas (pip package nvidia-cuda-nvcc)")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _SASS, str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()}
+    spill_free, local, ffma, total, ldg, bad = got["nt"]
+    assert spill_free == "True" and local == "False" and bad == "0", got
+    assert int(ffma) == 2 * 16 * 64 and int(ldg) == 8 and int(ffma) / int(total) >= 0.88, got
+    spill_free, local, ffma, total, ldg, bad = got["gemv"]
+    assert spill_free == "True" and local == "False" and bad == "0" and int(ldg) >= 5, got
+
+
+@pytest.fixture
+def plans():
+    from simt_tiles import launch
+
+    was = launch.set_enabled(True)
+    launch.clear()
+    yield launch
+    launch.set_enabled(was)
+    launch.clear()
+
+
+def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):
+    """A repeated call replays its plan (on a GPU, every call after the first): the strided operands'
+    flat views are tied to the callers' arrays, so new arrays of the same layout get new results."""
+    rng = np.random.default_rng(11)
+    for shape_a, shape_w in (((20, 12), (24, 12)), ((12,), (24, 12)), ((3, 20, 12), (24, 12))):
+        for _ in range(2):
+            a, w = rng.standard_normal(shape_a, np.float32), rng.standard_normal(shape_w, np.float32)
+            got = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(w).T).copy_to_host()
+            assert_np_matmul(got, a, np.ascontiguousarray(w.T))
+    assert plans.stats()["hit"] == 3

@@ -93,6 +93,32 @@ def overhead(rows):
             print(f"{problem:32s} {impl:22s} host {host:7.2f} µs  wall {wall:7.2f} µs", flush=True)
 
 
+def registration_probe(rows):
+    """The torch.library layer alone: an op whose kernel is ``torch.empty_like`` (no simt_tiles),
+    registered as simt_tiles.torch registers (Library.define + impl + register_autograd) and with
+    ``torch.library.custom_op``; beside ``torch.empty_like`` itself."""
+    lib = torch.library.Library("simt_tiles_probe", "DEF")
+    lib.define("low(Tensor a, Tensor b) -> Tensor")
+    lib.impl("low", lambda a, b: torch.empty_like(a), "CUDA")
+    torch.library.register_autograd("simt_tiles_probe::low", lambda ctx, g: (g, g),
+                                    setup_context=lambda ctx, i, o: None, lib=lib)
+
+    @torch.library.custom_op("simt_tiles_probe::high", mutates_args=())
+    def high(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(a)
+
+    high.register_autograd(lambda ctx, g: (g, g), setup_context=lambda ctx, i, o: None)
+    a, b = torch.randn(256, device="cuda"), torch.randn(256, device="cuda")
+    low = torch.ops.simt_tiles_probe.low.default
+    for impl, fn in (("torch.empty_like", lambda: torch.empty_like(a)),
+                     ("Library.define + impl + register_autograd (simt_tiles.torch)", lambda: low(a, b)),
+                     ("torch.library.custom_op + register_autograd", lambda: high(a, b))):
+        host, wall = sorted(per_call(fn, n=2000) for _ in range(3))[1]
+        rows.append({"problem": "registration layer (kernel: empty_like)", "impl": impl,
+                     "host_us": round(host, 2), "wall_us": round(wall, 2)})
+        print(f"probe {impl:60s} host {host:7.2f} µs", flush=True)
+
+
 def step_time(model, data, batch=64, n=30):
     """Wall ms per training step (forward, backward, Adam) of ``model`` on one fixed batch."""
     xtr, ytr = data[0][:batch], data[1][:batch]
@@ -131,7 +157,10 @@ def markdown(out) -> str:
              "| problem | torch.ops.simt_tiles host | wall | simt_tiles (public) host | wall | torch host | wall |",
              "|---|---|---|---|---|---|---|"]
     by = {}
+    probe = [r for r in out["overhead"] if r["problem"].startswith("registration")]
     for r in out["overhead"]:
+        if r in probe:
+            continue
         by.setdefault(r["problem"], {})[r["impl"]] = r
     for p, d in by.items():
         cells = []
@@ -139,6 +168,8 @@ def markdown(out) -> str:
             r = d.get(impl)
             cells += [f"{r['host_us']:.1f}", f"{r['wall_us']:.1f}"] if r else ["—", "—"]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    lines += ["", "The registration layer alone (host µs per call):", ""]
+    lines += [f"- {r['impl']}: {r['host_us']:.1f}" for r in probe]
     dg = out.get("digits")
     if dg:
         lines += ["", f"## Digits CNN ({dg['config']['epochs']} epochs, batch {dg['config']['batch']}, Adam, float32)", "",
@@ -159,6 +190,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
            "command": "python " + " ".join(sys.argv), "overhead": []}
+    registration_probe(out["overhead"])
     overhead(out["overhead"])
     Path(a.out + ".json").write_text(json.dumps(out, indent=1))  # kept if the digits run is cut short
     if not a.skip_digits:

@@ -1,7 +1,7 @@
 """The ``torch.library`` registrations: one custom op per public function, its fake, its autograd.
 
-Each op ``torch.ops.simt_tiles.NAME`` is defined in :mod:`torch.library` (functional: the
-result is a new tensor; the schema from the Python signature), with a fake implementation that checks the arguments and
+Each op ``torch.ops.simt_tiles.NAME`` is registered with :func:`torch.library.custom_op`
+(functional: the result is a new tensor), a fake implementation that checks the arguments and
 gives the result's shape, dtype and device (what ``torch.compile`` and ``torch.export`` trace
 with), and a backward built from the ops themselves, so gradients run this project's kernels:
 
@@ -116,40 +116,6 @@ def _axis_index(axis: int, ndim: int) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Registration: torch.library's low-level API (a third of custom_op's host time per call)
-# ---------------------------------------------------------------------------
-
-#: the ``simt_tiles`` namespace of ``torch.ops``; the ops' kernels are registered for CPU
-#: (the simulator) and CUDA
-LIB = torch.library.Library("simt_tiles", "DEF")
-
-
-def _define(fn):
-    """Define ``torch.ops.simt_tiles.<fn's name>`` with the schema of ``fn``'s annotations
-    (functional: nothing mutated) and ``fn`` as its CPU and CUDA kernel; return the op.
-
-    ``torch.library.custom_op`` would do the same with a Python wrapper around each call
-    (alias checks, an autograd.Function per call): 2-3× the host time of this registration
-    (benchmarks/notes/torch.md); the fake and autograd registrations are the same calls."""
-    name = fn.__name__
-    LIB.define(name + torch.library.infer_schema(fn, mutates_args=()), tags=(torch.Tag.pt2_compliant_tag,))
-    for key in ("CPU", "CUDA"):
-        LIB.impl(name, fn, key)
-    op = getattr(torch.ops.simt_tiles, name).default
-    op.__doc__ = fn.__doc__
-    return op
-
-
-def _fake(op):
-    """Register the decorated function as ``op``'s fake (meta) implementation."""
-    return lambda fn: torch.library.register_fake(op, fn, lib=LIB)
-
-
-def _autograd(op, backward, setup_context):
-    torch.library.register_autograd(op, backward, setup_context=setup_context, lib=LIB)
-
-
-# ---------------------------------------------------------------------------
 # matmul
 # ---------------------------------------------------------------------------
 
@@ -162,14 +128,14 @@ def _check_matmul(a, b):
                          f"(inner dimensions must match); got {tuple(b.shape)}")
 
 
-@_define
+@torch.library.custom_op("simt_tiles::matmul", mutates_args=())
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """C = A @ B (2-D, float32/float64): :func:`simt_tiles.matmul`."""
     _check_matmul(a, b)
     return _call(st.matmul, a, b, views=MATMUL_TAKES_TRANSPOSED)
 
 
-@_fake(matmul)
+@matmul.register_fake
 def _(a, b):
     _check_matmul(a, b)
     return a.new_empty((a.shape[0], b.shape[1]))
@@ -186,7 +152,7 @@ def _matmul_backward(ctx, dc):
     return da, db
 
 
-_autograd(matmul, _matmul_backward, setup_context=_matmul_setup)
+matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +167,7 @@ def _check_softmax(x, axis):
     _axis_index(axis, x.dim())
 
 
-@_define
+@torch.library.custom_op("simt_tiles::softmax_backward", mutates_args=())
 def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
     """The gradient of softmax (``log`` False) or log_softmax from their output ``y``."""
     _check("y", y)
@@ -209,7 +175,7 @@ def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
     return _call(_softmax_backward_kernel, y, dy, axis=axis, log=log)
 
 
-@_fake(softmax_backward)
+@softmax_backward.register_fake
 def _(y, dy, axis, log):
     _check("y", y)
     _check("dy", dy, like=y, like_name="y")
@@ -218,14 +184,14 @@ def _(y, dy, axis, log):
     return torch.empty_like(y)
 
 
-@_define
+@torch.library.custom_op("simt_tiles::softmax", mutates_args=())
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.softmax` along one axis."""
     _check_softmax(x, axis)
     return _call(st.softmax, x, axis=axis)
 
 
-@_define
+@torch.library.custom_op("simt_tiles::log_softmax", mutates_args=())
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.log_softmax` along one axis."""
     _check_softmax(x, axis)
@@ -252,10 +218,10 @@ def _log_softmax_backward(ctx, dy):
     return softmax_backward(y, dy, ctx.axis, True), None
 
 
-_fake(softmax)(_softmax_fake)
-_fake(log_softmax)(_softmax_fake)
-_autograd(softmax, _softmax_backward, setup_context=_softmax_setup)
-_autograd(log_softmax, _log_softmax_backward, setup_context=_softmax_setup)
+softmax.register_fake(_softmax_fake)
+log_softmax.register_fake(_softmax_fake)
+softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+log_softmax.register_autograd(_log_softmax_backward, setup_context=_softmax_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -271,14 +237,14 @@ def _check_bias_relu(x, bias):
                          f"got {tuple(bias.shape)}")
 
 
-@_define
+@torch.library.custom_op("simt_tiles::bias_relu", mutates_args=())
 def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
     """y = max(x + bias, 0) for x (M, N), bias (N,): :func:`simt_tiles.bias_relu`."""
     _check_bias_relu(x, bias)
     return _call(st.bias_relu, x, bias)
 
 
-@_fake(bias_relu)
+@bias_relu.register_fake
 def _(x, bias):
     _check_bias_relu(x, bias)
     return torch.empty_like(x)
@@ -295,7 +261,7 @@ def _bias_relu_backward(ctx, dy):
     return dx, db
 
 
-_autograd(bias_relu, _bias_relu_backward, setup_context=_bias_relu_setup)
+bias_relu.register_autograd(_bias_relu_backward, setup_context=_bias_relu_setup)
 
 
 def _check_vector_add(a, b):
@@ -305,14 +271,14 @@ def _check_vector_add(a, b):
         raise ValueError(f"b: expected shape {tuple(a.shape)} (the shape of a); got {tuple(b.shape)}")
 
 
-@_define
+@torch.library.custom_op("simt_tiles::vector_add", mutates_args=())
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """c = a + b, 1-D: :func:`simt_tiles.vector_add`."""
     _check_vector_add(a, b)
     return _call(st.vector_add, a, b)
 
 
-@_fake(vector_add)
+@vector_add.register_fake
 def _(a, b):
     _check_vector_add(a, b)
     return torch.empty_like(a)
@@ -322,7 +288,7 @@ def _vector_add_backward(ctx, dc):
     return dc, dc
 
 
-_autograd(vector_add, _vector_add_backward, setup_context=lambda ctx, inputs, output: None)
+vector_add.register_autograd(_vector_add_backward, setup_context=lambda ctx, inputs, output: None)
 
 
 # ---------------------------------------------------------------------------
@@ -343,14 +309,14 @@ def _reduce_axes(x, op, axis) -> tuple:
     return tuple(axes)
 
 
-@_define
+@torch.library.custom_op("simt_tiles::reduce", mutates_args=())
 def reduce(x: Tensor, op: str = "sum", axis: list[int] | None = None, keepdims: bool = False) -> Tensor:
     """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all): :func:`simt_tiles.reduce`."""
     axes = _reduce_axes(x, op, axis)
     return _call(st.reduce, x, op=op, axis=axes, keepdims=keepdims)
 
 
-@_fake(reduce)
+@reduce.register_fake
 def _(x, op="sum", axis=None, keepdims=False):
     axes = _reduce_axes(x, op, axis)
     shape = [1 if a in axes else d for a, d in enumerate(x.shape)] if keepdims else \
@@ -373,7 +339,7 @@ def _reduce_backward(ctx, dy):
     return g.expand(ctx.shape), None, None, None
 
 
-_autograd(reduce, _reduce_backward, setup_context=_reduce_setup)
+reduce.register_autograd(_reduce_backward, setup_context=_reduce_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -390,14 +356,14 @@ def _check_filter(image, weights, mode):
         raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
 
 
-@_define
+@torch.library.custom_op("simt_tiles::correlate2d", mutates_args=())
 def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.correlate2d`."""
     _check_filter(image, weights, mode)
     return _call(st.correlate2d, image, weights, mode=mode, cval=cval)
 
 
-@_define
+@torch.library.custom_op("simt_tiles::convolve2d", mutates_args=())
 def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.convolve2d`."""
     _check_filter(image, weights, mode)
@@ -409,8 +375,8 @@ def _filter_fake(image, weights, mode="reflect", cval=0.0):
     return torch.empty_like(image)
 
 
-_fake(correlate2d)(_filter_fake)
-_fake(convolve2d)(_filter_fake)
+correlate2d.register_fake(_filter_fake)
+convolve2d.register_fake(_filter_fake)
 
 #: scipy.ndimage's modes as numpy.pad's (the index map of the extended grid)
 _NUMPY_PAD = {"reflect": "symmetric", "mirror": "reflect", "nearest": "edge", "wrap": "wrap"}
@@ -491,8 +457,8 @@ def _convolve_backward(ctx, dy):
     return di, (None if dwf is None else dwf.flip(0, 1)), None, None
 
 
-_autograd(correlate2d, _correlate_backward, setup_context=_filter_setup)
-_autograd(convolve2d, _convolve_backward, setup_context=_filter_setup)
+correlate2d.register_autograd(_correlate_backward, setup_context=_filter_setup)
+convolve2d.register_autograd(_convolve_backward, setup_context=_filter_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -523,7 +489,7 @@ def _check_bias(bias, w, x):
             raise ValueError(f"bias: expected shape ({w.shape[0]},) (C_out = w.shape[0]); got {tuple(bias.shape)}")
 
 
-@_define
+@torch.library.custom_op("simt_tiles::conv2d_nchw", mutates_args=())
 def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int = 0) -> Tensor:
     """``torch.nn.functional.conv2d(x, w, bias, padding=padding)`` (stride 1): :func:`simt_tiles.conv2d_nchw`."""
     _conv_out_hw(x, w, padding)
@@ -533,7 +499,7 @@ def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int =
     return _call(lambda x, w, b: st.conv2d_nchw(x, w, bias=b, padding=padding), x, w, bias)
 
 
-@_fake(conv2d_nchw)
+@conv2d_nchw.register_fake
 def _(x, w, bias=None, padding=0):
     oh, ow = _conv_out_hw(x, w, padding)
     _check_bias(bias, w, x)
@@ -568,7 +534,7 @@ def _conv_backward(ctx, dy):
     return dx, dw, db, None
 
 
-_autograd(conv2d_nchw, _conv_backward, setup_context=_conv_setup)
+conv2d_nchw.register_autograd(_conv_backward, setup_context=_conv_setup)
 
 #: every op, by name (the tests and the benchmark iterate over it)
 OPS = {"matmul": matmul, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,

@@ -64,6 +64,12 @@ def case(name: str, dtype=None):
         return (lambda x: stt.reduce(x, "mean", [-1], True)), (r(2, 3),)
     if name == "conv2d_nchw":
         return (lambda x, w, b: stt.conv2d_nchw(x, w, b, 1)), (r(2, 2, 4, 3), r(3, 2, 3, 2), r(3))
+    if name == "conv2d_nchw-crop":  # padding > K − 1: the data gradient crops dy
+        return (lambda x, w: stt.conv2d_nchw(x, w, None, 2)), (r(1, 1, 3, 3), r(2, 1, 2, 2))
+    if name == "correlate2d-large-filter":  # a filter larger than the image: extension beyond one reflection
+        return (lambda x, w: stt.correlate2d(x, w, "reflect", 0.0)), (r(2, 2), r(5, 4))
+    if name == "convolve2d-mirror-one-row":
+        return (lambda x, w: stt.convolve2d(x, w, "mirror", 0.0)), (r(1, 3), r(2, 2))
     op, mode = name.split("-")
     fn = stt.correlate2d if op == "correlate2d" else stt.convolve2d
     return (lambda x, w: fn(x, w, mode, 0.5)), (r(4, 3), r(2, 3))
@@ -73,7 +79,7 @@ MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 CASES = ["matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce_sum", "reduce_mean",
          "conv2d_nchw", "correlate2d-reflect", "convolve2d-constant"]
 MORE = [f"{op}-{m}" for op in ("correlate2d", "convolve2d") for m in MODES
-        if f"{op}-{m}" not in CASES]
+        if f"{op}-{m}" not in CASES] + ["conv2d_nchw-crop", "correlate2d-large-filter", "convolve2d-mirror-one-row"]
 
 
 def _gradcheck(name):
@@ -92,7 +98,7 @@ def test_gradcheck(name):
 @needs_torch
 @not_in_ci
 @pytest.mark.parametrize("name", MORE)
-def test_gradcheck_every_filter_mode(name):
+def test_gradcheck_every_filter_mode_and_edge(name):
     _gradcheck(name)
 
 

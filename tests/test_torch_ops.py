@@ -193,6 +193,22 @@ def test_compile_fullgraph_every_op_no_graph_break():
 
 
 @needs_torch
+@not_in_ci
+def test_export_keeps_every_op():
+    """torch.export traces the module to one program whose nodes are the simt_tiles ops."""
+    torch.manual_seed(0)
+    dt = torch.float64
+    model = Every(dt).to(DEVICE)
+    x, img = torch.randn(2, 1, 4, 4, dtype=dt, device=DEVICE), torch.randn(5, 4, dtype=dt, device=DEVICE)
+    program = torch.export.export(model, (x, img))
+    names = {str(n.target).split(".")[1] for n in program.graph.nodes if "simt_tiles" in str(n.target)}
+    assert names == {"conv2d_nchw", "bias_relu", "matmul", "vector_add", "softmax", "correlate2d", "convolve2d",
+                     "log_softmax", "reduce"}
+    for a, b in zip(model(x, img), program.module()(x, img)):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@needs_torch
 def test_errors_name_the_argument_eager_and_compiled(monkeypatch):
     a = torch.zeros(2, 3, dtype=torch.bfloat16, device=DEVICE)
     b = torch.zeros(3, 2, device=DEVICE)

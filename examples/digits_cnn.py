@@ -99,7 +99,7 @@ def train(model, data, *, epochs=15, batch=64, lr=1e-3, seed=0, steps=None, forw
     the test accuracy (None without ``evaluate``); ``forward`` (default the model) may be a
     compiled model."""
     xtr, ytr, xte, yte = data
-    forward = forward or model
+    forward = model if forward is None else forward
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     losses, epoch_loss, done = [], [], 0

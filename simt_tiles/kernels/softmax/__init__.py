@@ -11,6 +11,9 @@
 ``k07_strided_axis``   an axis that is not the last, read in place
 =====================  ====================================================
 
+``backward.py`` is the gradient of both (:func:`softmax_backward`, the autograd backward of
+:mod:`simt_tiles.torch`), outside the forward ladder.
+
 Check → choose → launch: the functions below check the arguments and prepare ``out``;
 :mod:`.dispatch` chooses (one :class:`~.dispatch.Plan`) and launches.
 """
@@ -25,6 +28,7 @@ from ...launch import planned
 from ...registry import Family
 from . import _cases
 from . import dispatch, reference
+from .backward import softmax_backward
 from .dispatch import RUNGS
 
 SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
@@ -35,7 +39,7 @@ LONG_ROW_VARIANTS = ("k05_split_row", "k06_split_blocks")
 #: the family's registration (:mod:`simt_tiles.registry`)
 FAMILY = Family("softmax", RUNGS, reference, (), _cases.softmax_demo, _cases.SOFTMAX_ALIASING, _cases.SOFTMAX_HAZARDS)
 
-__all__ = ["softmax", "log_softmax", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
+__all__ = ["softmax", "log_softmax", "softmax_backward", "SOFTMAX_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
 @planned

@@ -1,0 +1,542 @@
+"""The ``torch.library`` registrations: one custom op per public function, its fake, its autograd.
+
+Each op ``torch.ops.simt_tiles.NAME`` is registered with :func:`torch.library.custom_op`
+(functional: the result is a new tensor), a fake implementation that checks the arguments and
+gives the result's shape, dtype and device (what ``torch.compile`` and ``torch.export`` trace
+with), and a backward built from the ops themselves, so gradients run this project's kernels:
+
+=================  =========================================================================
+op                 backward
+=================  =========================================================================
+matmul             dA = dC·Bᵀ, dB = Aᵀ·dC (two matmuls)
+softmax            ``softmax_backward`` (kernels/softmax/backward.py): y·(dy − Σ y·dy)
+log_softmax        ``softmax_backward(log=True)``: dy − exp(y)·Σ dy
+bias_relu          dx = dy where y > 0 (a torch ``where``), dbias = reduce(dx, "sum", axis 0)
+vector_add         da = db = dc
+reduce             sum / mean: dy broadcast back over the reduced axes (torch ``expand``)
+correlate2d        image: convolve2d of dy with the filter on the extended grid, folded back by
+convolve2d         the mode's index map (torch ``index_add``); filter: correlate2d of the
+                   extended image with dy as the filter (a "valid" correlation)
+conv2d_nchw        x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
+                   the batch as channels (x and dy transposed); bias: reduce over N, H, W
+=================  =========================================================================
+
+Where a tensor lives
+    CUDA tensors go to the kernels as they are (zero-copy through ``__cuda_array_interface__``,
+    :mod:`simt_tiles.interop`), on torch's current stream; results are new tensors from torch's
+    allocator.  CPU tensors run the same kernels in Numba's CUDA simulator when it was chosen
+    (``NUMBA_ENABLE_CUDASIM=1`` before Numba is imported): slow, but the real kernels.  Without
+    the simulator a CPU tensor raises ``ValueError`` naming the argument, in eager mode and
+    while ``torch.compile`` traces (the fake implementations run the same checks).
+
+Transposed operands
+    ``MATMUL_TAKES_TRANSPOSED`` is False until ``simt_tiles.matmul`` accepts the transpose of a
+    C-contiguous tensor without a copy; until then :func:`transposed` makes a contiguous copy.
+    Setting it to True is the one-line change that removes the copies from the matmul backward and
+    from :class:`simt_tiles.torch.nn.Linear`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import simt_tiles as st
+from simt_tiles.kernels.softmax.backward import softmax_backward as _softmax_backward_kernel
+
+__all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
+           "correlate2d", "convolve2d", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
+
+#: True once simt_tiles.matmul takes ``w.t()`` of a C-contiguous ``w`` in place (the matmul issue)
+MATMUL_TAKES_TRANSPOSED = False
+
+_FLOATS = (torch.float32, torch.float64)
+_MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
+
+
+def transposed(x: Tensor) -> Tensor:
+    """``x.t()`` as the matmul takes it: a view once it reads transposed operands, a copy until then."""
+    return x.t() if MATMUL_TAKES_TRANSPOSED else x.t().contiguous()
+
+
+# ---------------------------------------------------------------------------
+# Checks shared by the real and the fake implementations (errors name the argument)
+# ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _simulator() -> bool:
+    return bool(st.SIMULATOR)
+
+
+def _check(name: str, t, ndim: int | None = None, *, like: Tensor | None = None, like_name: str = "") -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor; got {type(t).__module__}.{type(t).__qualname__}")
+    if t.dtype not in _FLOATS:
+        raise TypeError(f"{name}: expected dtype torch.float32 or torch.float64; got {t.dtype}")
+    if like is not None and t.dtype != like.dtype:
+        raise TypeError(f"{name}: expected dtype {like.dtype} (the dtype of {like_name}); got {t.dtype}")
+    if like is not None and t.device != like.device:
+        raise ValueError(f"{name}: expected a tensor on {like.device} (the device of {like_name}); got {t.device}")
+    kind = t.device.type
+    if kind == "cpu" and not _simulator():
+        raise ValueError(
+            f"{name}: expected a CUDA tensor; got a tensor on cpu (simt_tiles runs CPU tensors only in "
+            "Numba's CUDA simulator, NUMBA_ENABLE_CUDASIM=1 set before Numba is imported; else move it "
+            "with .cuda())")
+    if kind not in ("cuda", "cpu", "meta"):
+        raise ValueError(f"{name}: expected a CUDA tensor; got a tensor on {t.device}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D tensor; got {t.dim()}-D with shape {tuple(t.shape)}")
+
+
+def _call(fn, *tensors, views: bool = False, **kw) -> Tensor:
+    """``fn`` (a public simt_tiles function) on tensors: CUDA ones in place (made C-contiguous
+    unless ``views``), CPU ones through NumPy into the simulator and back."""
+    if tensors[0].is_cuda:
+        args = [t.detach() if views else t.detach().contiguous() for t in tensors]
+        return fn(*args, **kw)
+    out = fn(*(t.detach().numpy() for t in tensors), **kw)
+    return torch.from_numpy(np.array(out, copy=True))
+
+
+def _filled(inputs: tuple, defaults: tuple) -> tuple:
+    """The op's arguments with the defaults of those after the first left out filled in."""
+    return (*inputs, *defaults[len(inputs) - 1:])
+
+
+def _axis_index(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis: {axis} is out of bounds for a tensor of {ndim} dimensions")
+    return axis % ndim
+
+
+# ---------------------------------------------------------------------------
+# matmul
+# ---------------------------------------------------------------------------
+
+
+def _check_matmul(a, b):
+    _check("a", a, 2)
+    _check("b", b, 2, like=a, like_name="a")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"b: expected shape ({a.shape[1]}, N) since a has shape {tuple(a.shape)} "
+                         f"(inner dimensions must match); got {tuple(b.shape)}")
+
+
+@torch.library.custom_op("simt_tiles::matmul", mutates_args=())
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """C = A @ B (2-D, float32/float64): :func:`simt_tiles.matmul`."""
+    _check_matmul(a, b)
+    return _call(st.matmul, a, b, views=MATMUL_TAKES_TRANSPOSED)
+
+
+@matmul.register_fake
+def _(a, b):
+    _check_matmul(a, b)
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _matmul_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx, dc):
+    a, b = ctx.saved_tensors
+    da = matmul(dc, transposed(b)) if ctx.needs_input_grad[0] else None
+    db = matmul(transposed(a), dc) if ctx.needs_input_grad[1] else None
+    return da, db
+
+
+matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
+
+
+# ---------------------------------------------------------------------------
+# softmax, log_softmax and their backward
+# ---------------------------------------------------------------------------
+
+
+def _check_softmax(x, axis):
+    _check("x", x)
+    if x.dim() < 1:
+        raise ValueError("x: expected a tensor of at least 1 dimension; got 0-D")
+    _axis_index(axis, x.dim())
+
+
+@torch.library.custom_op("simt_tiles::softmax_backward", mutates_args=())
+def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
+    """The gradient of softmax (``log`` False) or log_softmax from their output ``y``."""
+    _check("y", y)
+    _check("dy", dy, like=y, like_name="y")
+    return _call(_softmax_backward_kernel, y, dy, axis=axis, log=log)
+
+
+@softmax_backward.register_fake
+def _(y, dy, axis, log):
+    _check("y", y)
+    _check("dy", dy, like=y, like_name="y")
+    if dy.shape != y.shape:
+        raise ValueError(f"dy: expected shape {tuple(y.shape)} (the shape of y); got {tuple(dy.shape)}")
+    return torch.empty_like(y)
+
+
+@torch.library.custom_op("simt_tiles::softmax", mutates_args=())
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """:func:`simt_tiles.softmax` along one axis."""
+    _check_softmax(x, axis)
+    return _call(st.softmax, x, axis=axis)
+
+
+@torch.library.custom_op("simt_tiles::log_softmax", mutates_args=())
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """:func:`simt_tiles.log_softmax` along one axis."""
+    _check_softmax(x, axis)
+    return _call(st.log_softmax, x, axis=axis)
+
+
+def _softmax_fake(x, axis=-1):
+    _check_softmax(x, axis)
+    return torch.empty_like(x)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.axis = _filled(inputs, (-1,))[1]
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return softmax_backward(y, dy, ctx.axis, False), None
+
+
+def _log_softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return softmax_backward(y, dy, ctx.axis, True), None
+
+
+softmax.register_fake(_softmax_fake)
+log_softmax.register_fake(_softmax_fake)
+softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+log_softmax.register_autograd(_log_softmax_backward, setup_context=_softmax_setup)
+
+
+# ---------------------------------------------------------------------------
+# bias_relu, vector_add
+# ---------------------------------------------------------------------------
+
+
+def _check_bias_relu(x, bias):
+    _check("x", x, 2)
+    _check("bias", bias, 1, like=x, like_name="x")
+    if bias.shape[0] != x.shape[1]:
+        raise ValueError(f"bias: expected shape ({x.shape[1]},) (x has {x.shape[1]} columns); "
+                         f"got {tuple(bias.shape)}")
+
+
+@torch.library.custom_op("simt_tiles::bias_relu", mutates_args=())
+def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
+    """y = max(x + bias, 0) for x (M, N), bias (N,): :func:`simt_tiles.bias_relu`."""
+    _check_bias_relu(x, bias)
+    return _call(st.bias_relu, x, bias)
+
+
+@bias_relu.register_fake
+def _(x, bias):
+    _check_bias_relu(x, bias)
+    return torch.empty_like(x)
+
+
+def _bias_relu_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _bias_relu_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    dx = torch.where(y > 0, dy, torch.zeros((), dtype=dy.dtype, device=dy.device))
+    db = reduce(dx, "sum", [0], False) if ctx.needs_input_grad[1] else None
+    return dx, db
+
+
+bias_relu.register_autograd(_bias_relu_backward, setup_context=_bias_relu_setup)
+
+
+def _check_vector_add(a, b):
+    _check("a", a, 1)
+    _check("b", b, 1, like=a, like_name="a")
+    if b.shape != a.shape:
+        raise ValueError(f"b: expected shape {tuple(a.shape)} (the shape of a); got {tuple(b.shape)}")
+
+
+@torch.library.custom_op("simt_tiles::vector_add", mutates_args=())
+def vector_add(a: Tensor, b: Tensor) -> Tensor:
+    """c = a + b, 1-D: :func:`simt_tiles.vector_add`."""
+    _check_vector_add(a, b)
+    return _call(st.vector_add, a, b)
+
+
+@vector_add.register_fake
+def _(a, b):
+    _check_vector_add(a, b)
+    return torch.empty_like(a)
+
+
+def _vector_add_backward(ctx, dc):
+    return dc, dc
+
+
+vector_add.register_autograd(_vector_add_backward, setup_context=lambda ctx, inputs, output: None)
+
+
+# ---------------------------------------------------------------------------
+# reduce (sum, mean)
+# ---------------------------------------------------------------------------
+
+
+def _reduce_axes(x, op, axis) -> tuple:
+    _check("x", x)
+    if op not in ("sum", "mean"):
+        raise ValueError(f"op: expected 'sum' or 'mean' (the differentiable reductions; "
+                         f"simt_tiles.reduce has max/min/argmax/argmin); got {op!r}")
+    if axis is None:
+        return tuple(range(x.dim()))
+    axes = sorted(_axis_index(a, x.dim()) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axis: expected distinct axes; got {list(axis)}")
+    return tuple(axes)
+
+
+@torch.library.custom_op("simt_tiles::reduce", mutates_args=())
+def reduce(x: Tensor, op: str = "sum", axis: list[int] | None = None, keepdims: bool = False) -> Tensor:
+    """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all): :func:`simt_tiles.reduce`."""
+    axes = _reduce_axes(x, op, axis)
+    return _call(st.reduce, x, op=op, axis=axes, keepdims=keepdims)
+
+
+@reduce.register_fake
+def _(x, op="sum", axis=None, keepdims=False):
+    axes = _reduce_axes(x, op, axis)
+    shape = [1 if a in axes else d for a, d in enumerate(x.shape)] if keepdims else \
+        [d for a, d in enumerate(x.shape) if a not in axes]
+    return x.new_empty(shape)
+
+
+def _reduce_setup(ctx, inputs, output):
+    x, op, axis, keepdims = _filled(inputs, ("sum", None, False))
+    ctx.axes = _reduce_axes(x, op, axis)
+    ctx.mean = op == "mean"
+    ctx.shape = tuple(x.shape)
+
+
+def _reduce_backward(ctx, dy):
+    kept = tuple(1 if a in ctx.axes else d for a, d in enumerate(ctx.shape))
+    g = dy.reshape(kept)
+    if ctx.mean:
+        g = g / math.prod(ctx.shape[a] for a in ctx.axes)
+    return g.expand(ctx.shape), None, None, None
+
+
+reduce.register_autograd(_reduce_backward, setup_context=_reduce_setup)
+
+
+# ---------------------------------------------------------------------------
+# correlate2d, convolve2d
+# ---------------------------------------------------------------------------
+
+
+def _check_filter(image, weights, mode):
+    _check("image", image, 2)
+    _check("weights", weights, 2, like=image, like_name="image")
+    if 0 in weights.shape:
+        raise ValueError(f"weights: expected a non-empty 2-D array (at least 1x1); got shape {tuple(weights.shape)}")
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
+
+
+@torch.library.custom_op("simt_tiles::correlate2d", mutates_args=())
+def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.correlate2d`."""
+    _check_filter(image, weights, mode)
+    return _call(st.correlate2d, image, weights, mode=mode, cval=cval)
+
+
+@torch.library.custom_op("simt_tiles::convolve2d", mutates_args=())
+def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.convolve2d`."""
+    _check_filter(image, weights, mode)
+    return _call(st.convolve2d, image, weights, mode=mode, cval=cval)
+
+
+def _filter_fake(image, weights, mode="reflect", cval=0.0):
+    _check_filter(image, weights, mode)
+    return torch.empty_like(image)
+
+
+correlate2d.register_fake(_filter_fake)
+convolve2d.register_fake(_filter_fake)
+
+#: scipy.ndimage's modes as numpy.pad's (the index map of the extended grid)
+_NUMPY_PAD = {"reflect": "symmetric", "mirror": "reflect", "nearest": "edge", "wrap": "wrap"}
+
+
+def _index_map(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Row (or column) of the input each row of the extended grid reads; −1 outside (mode constant)."""
+    if mode == "constant":
+        return np.pad(np.arange(n), (before, after), constant_values=-1)
+    if mode == "mirror" and n == 1:
+        return np.zeros(n + before + after, dtype=np.int64)  # scipy: a 1-wide mirror repeats the value
+    return np.pad(np.arange(n), (before, after), mode=_NUMPY_PAD[mode])
+
+
+def _extend(x: Tensor, rows: np.ndarray, cols: np.ndarray, cval: float) -> Tensor:
+    """The image on the extended grid: x read through the index maps (cval where they are −1)."""
+    r = torch.as_tensor(np.maximum(rows, 0), device=x.device)
+    c = torch.as_tensor(np.maximum(cols, 0), device=x.device)
+    xe = x.index_select(0, r).index_select(1, c)
+    if (rows < 0).any() or (cols < 0).any():
+        inside = torch.as_tensor((rows >= 0)[:, None] & (cols >= 0)[None, :], device=x.device)
+        xe = torch.where(inside, xe, torch.full((), cval, dtype=x.dtype, device=x.device))
+    return xe
+
+
+def _fold(ge: Tensor, rows: np.ndarray, cols: np.ndarray, shape) -> Tensor:
+    """The adjoint of :func:`_extend`: each extended cell's gradient added to the input cell it read."""
+    keep_r, keep_c = np.nonzero(rows >= 0)[0], np.nonzero(cols >= 0)[0]
+    dev = ge.device
+    ge = ge.index_select(0, torch.as_tensor(keep_r, device=dev)).index_select(1, torch.as_tensor(keep_c, device=dev))
+    g = ge.new_zeros((shape[0], ge.shape[1])).index_add(0, torch.as_tensor(rows[keep_r], device=dev), ge)
+    return g.new_zeros(tuple(shape)).index_add(1, torch.as_tensor(cols[keep_c], device=dev), g)
+
+
+def _filter_grads(ctx, dy, weff: Tensor, ca: int, cb: int):
+    """(d image, d weff) of ``out = valid_correlation(extend(image), weff)`` with the filter's
+    centre at (ca, cb): the image gradient is the full convolution of dy with weff on the extended
+    grid, folded back; the filter gradient the valid correlation of the extended image with dy."""
+    image, _ = ctx.saved_tensors
+    # the index maps are NumPy constants: symbolic sizes (dynamic shapes) are specialised here
+    h, w = (int(n) for n in image.shape)
+    kh, kw = (int(n) for n in weff.shape)
+    rows = _index_map(h, ca, kh - 1 - ca, ctx.mode)
+    cols = _index_map(w, cb, kw - 1 - cb, ctx.mode)
+    dimage = dweff = None
+    if ctx.needs_input_grad[0]:
+        # dy placed so convolve2d's centre ((K − 1)//2) lines up: rows K//2 before, K − 1 − K//2 after
+        dyp = torch.nn.functional.pad(dy, (kw // 2, kw - 1 - kw // 2, kh // 2, kh - 1 - kh // 2))
+        ge = convolve2d(dyp, weff, "constant", 0.0)
+        if ctx.mode == "constant":
+            dimage = ge[ca:ca + h, cb:cb + w]
+        else:
+            dimage = _fold(ge, rows, cols, (h, w))
+    if ctx.needs_input_grad[1]:
+        xe = _extend(image, rows, cols, ctx.cval)
+        full = correlate2d(xe, dy.contiguous(), "constant", 0.0)
+        dweff = full[h // 2:h // 2 + kh, w // 2:w // 2 + kw]
+    return dimage, dweff
+
+
+def _filter_setup(ctx, inputs, output):
+    image, weights, mode, cval = _filled(inputs, (None, "reflect", 0.0))
+    ctx.mode, ctx.cval = mode, float(cval)
+    ctx.save_for_backward(image, weights)
+
+
+def _correlate_backward(ctx, dy):
+    _, weights = ctx.saved_tensors
+    kh, kw = (int(n) for n in weights.shape)
+    di, dw = _filter_grads(ctx, dy, weights, kh // 2, kw // 2)
+    return di, dw, None, None
+
+
+def _convolve_backward(ctx, dy):
+    _, weights = ctx.saved_tensors
+    kh, kw = (int(n) for n in weights.shape)
+    di, dwf = _filter_grads(ctx, dy, weights.flip(0, 1), (kh - 1) // 2, (kw - 1) // 2)
+    return di, (None if dwf is None else dwf.flip(0, 1)), None, None
+
+
+correlate2d.register_autograd(_correlate_backward, setup_context=_filter_setup)
+convolve2d.register_autograd(_convolve_backward, setup_context=_filter_setup)
+
+
+# ---------------------------------------------------------------------------
+# conv2d_nchw
+# ---------------------------------------------------------------------------
+
+
+def _conv_out_hw(x, w, padding):
+    _check("x", x, 4)
+    _check("w", w, 4, like=x, like_name="x")
+    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
+        raise ValueError(f"padding: expected an int >= 0; got {padding!r}")
+    if w.shape[1] != x.shape[1]:
+        raise ValueError(f"w: expected {x.shape[1]} input channels (w.shape[1] == x.shape[1] = C_in); "
+                         f"got w of shape {tuple(w.shape)} for x of shape {tuple(x.shape)}")
+    oh = x.shape[2] + 2 * padding - w.shape[2] + 1
+    ow = x.shape[3] + 2 * padding - w.shape[3] + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"w: a {w.shape[2]}x{w.shape[3]} filter is larger than the padded input "
+                         f"(x's {x.shape[2]}x{x.shape[3]} plus padding={padding} on each side)")
+    return oh, ow
+
+
+def _check_bias(bias, w, x):
+    if bias is not None:
+        _check("bias", bias, 1, like=x, like_name="x")
+        if bias.shape[0] != w.shape[0]:
+            raise ValueError(f"bias: expected shape ({w.shape[0]},) (C_out = w.shape[0]); got {tuple(bias.shape)}")
+
+
+@torch.library.custom_op("simt_tiles::conv2d_nchw", mutates_args=())
+def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int = 0) -> Tensor:
+    """``torch.nn.functional.conv2d(x, w, bias, padding=padding)`` (stride 1): :func:`simt_tiles.conv2d_nchw`."""
+    _conv_out_hw(x, w, padding)
+    _check_bias(bias, w, x)
+    if bias is None:
+        return _call(st.conv2d_nchw, x, w, padding=padding)
+    return _call(lambda x, w, b: st.conv2d_nchw(x, w, bias=b, padding=padding), x, w, bias)
+
+
+@conv2d_nchw.register_fake
+def _(x, w, bias=None, padding=0):
+    oh, ow = _conv_out_hw(x, w, padding)
+    _check_bias(bias, w, x)
+    return x.new_empty((x.shape[0], w.shape[0], oh, ow))
+
+
+def _conv_setup(ctx, inputs, output):
+    x, w, _, padding = _filled(inputs, (None, None, 0))
+    ctx.padding = padding
+    ctx.save_for_backward(x, w)
+
+
+def _conv_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    p = ctx.padding
+    kh, kw = w.shape[2], w.shape[3]
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        wt = w.flip(2, 3).transpose(0, 1).contiguous()  # (C_in, C_out, KH, KW)
+        if kh == kw and p <= kh - 1:
+            dx = conv2d_nchw(dy, wt, None, kh - 1 - p)
+        else:  # unequal paddings per axis (or a crop): pad dy itself, then a valid convolution
+            qh, qw = kh - 1 - p, kw - 1 - p
+            dx = conv2d_nchw(torch.nn.functional.pad(dy, (qw, qw, qh, qh)).contiguous(), wt, None, 0)
+    if ctx.needs_input_grad[1]:
+        # dw[o, c] = Σ_n dy[n, o] ⋆ xp[n, c]: the batch as the channels of a convolution
+        xt = x.transpose(0, 1).contiguous()  # (C_in, N, H, W)
+        dyt = dy.transpose(0, 1).contiguous()  # (C_out, N, OH, OW): the "filter"
+        dw = conv2d_nchw(xt, dyt, None, p).transpose(0, 1)  # (C_in, C_out, KH, KW) -> (C_out, C_in, ...)
+    if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
+        db = reduce(dy, "sum", [0, 2, 3], False)
+    return dx, dw, db, None
+
+
+conv2d_nchw.register_autograd(_conv_backward, setup_context=_conv_setup)
+
+#: every op, by name (the tests and the benchmark iterate over it)
+OPS = {"matmul": matmul, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
+       "bias_relu": bias_relu, "vector_add": vector_add, "reduce": reduce, "correlate2d": correlate2d,
+       "convolve2d": convolve2d, "conv2d_nchw": conv2d_nchw}

@@ -1,0 +1,264 @@
+"""simt_tiles.torch: every custom op's gradient (gradcheck, float64), torch.library.opcheck, a
+module of every op under torch.compile(fullgraph=True) with no graph break and the eager result,
+clear errors in eager mode and under compile, and the digits CNN for one step beside plain torch.
+
+In the simulator the ops take CPU tensors (the real kernels in Numba's CUDA simulator); on a GPU,
+CUDA tensors.  Skipped where torch is not installed (the extra ``torch``; docs/torch.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simt_tiles.bounds import gamma, unit_roundoff
+from simt_tiles.runtime import SIMULATOR
+
+from .profiles import PROFILE
+
+try:
+    import torch
+
+    import simt_tiles.torch as stt
+    from simt_tiles.torch import ops
+except ImportError:  # the torch extra is not installed
+    torch = stt = ops = None
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (pip install simt-tiles[torch])")
+#: heavier checks (opcheck of every op, every mode of the filters) outside the CI profile
+not_in_ci = pytest.mark.skipif(PROFILE == "ci", reason="ci profile: the full and gpu profiles run it")
+DEVICE = "cpu" if SIMULATOR else "cuda"
+
+
+def _r(*shape, dtype=None, grad=True):
+    dtype = dtype or torch.float64
+    return torch.randn(*shape, dtype=dtype, device=DEVICE, requires_grad=grad)
+
+
+def case(name: str, dtype=None):
+    """``(function, inputs)`` of one op on tiny inputs (a seed per case)."""
+    torch.manual_seed(sum(map(ord, name)))
+    r = lambda *s: _r(*s, dtype=dtype)  # noqa: E731
+    if name == "matmul":
+        return stt.matmul, (r(3, 4), r(4, 2))
+    if name == "softmax":
+        return (lambda x: stt.softmax(x, 1)), (r(3, 2, 2),)
+    if name == "log_softmax":
+        return (lambda x: stt.log_softmax(x, -1)), (r(2, 5),)
+    if name == "bias_relu":
+        x, b = r(3, 4), r(4)
+        with torch.no_grad():  # away from the kink at 0, where the finite differences straddle it
+            x += torch.sign(x + b) * 0.1
+        return stt.bias_relu, (x, b)
+    if name == "vector_add":
+        return stt.vector_add, (r(5), r(5))
+    if name == "reduce_sum":
+        return (lambda x: stt.reduce(x, "sum", [0, 2], False)), (r(2, 3, 2),)
+    if name == "reduce_mean":
+        return (lambda x: stt.reduce(x, "mean", [-1], True)), (r(2, 3),)
+    if name == "conv2d_nchw":
+        return (lambda x, w, b: stt.conv2d_nchw(x, w, b, 1)), (r(2, 2, 4, 3), r(3, 2, 3, 2), r(3))
+    if name == "conv2d_nchw-crop":  # padding > K − 1: the data gradient crops dy
+        return (lambda x, w: stt.conv2d_nchw(x, w, None, 2)), (r(1, 1, 3, 3), r(2, 1, 2, 2))
+    if name == "correlate2d-large-filter":  # a filter larger than the image: extension beyond one reflection
+        return (lambda x, w: stt.correlate2d(x, w, "reflect", 0.0)), (r(2, 2), r(5, 4))
+    if name == "convolve2d-mirror-one-row":
+        return (lambda x, w: stt.convolve2d(x, w, "mirror", 0.0)), (r(1, 3), r(2, 2))
+    op, mode = name.split("-")
+    fn = stt.correlate2d if op == "correlate2d" else stt.convolve2d
+    return (lambda x, w: fn(x, w, mode, 0.5)), (r(4, 3), r(2, 3))
+
+
+MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
+CASES = ["matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce_sum", "reduce_mean",
+         "conv2d_nchw", "correlate2d-reflect", "convolve2d-constant"]
+MORE = [f"{op}-{m}" for op in ("correlate2d", "convolve2d") for m in MODES
+        if f"{op}-{m}" not in CASES] + ["conv2d_nchw-crop", "correlate2d-large-filter", "convolve2d-mirror-one-row"]
+
+
+def _gradcheck(name):
+    fn, inputs = case(name)
+    # fast mode (random projections) in the simulator, where every evaluation is a simulated launch
+    assert torch.autograd.gradcheck(fn, inputs, fast_mode=SIMULATOR)
+
+
+@needs_torch
+# conv2d_nchw's backward is checked against torch's in the ci profile by the digits step
+@pytest.mark.parametrize("name", [pytest.param(n, marks=not_in_ci if n == "conv2d_nchw" else ()) for n in CASES])
+def test_gradcheck(name):
+    _gradcheck(name)
+
+
+@needs_torch
+@not_in_ci
+@pytest.mark.parametrize("name", MORE)
+def test_gradcheck_every_filter_mode_and_edge(name):
+    _gradcheck(name)
+
+
+OPCHECK = {
+    "matmul": lambda: (stt.matmul, (_r(3, 4, dtype=torch.float32), _r(4, 2, dtype=torch.float32))),
+    "softmax": lambda: (stt.softmax, (_r(3, 2, 2), 1)),
+    "log_softmax": lambda: (stt.log_softmax, (_r(2, 5, dtype=torch.float32),)),
+    "softmax_backward": lambda: (stt.softmax_backward, (_r(2, 5, grad=False), _r(2, 5, grad=False), -1, True)),
+    "bias_relu": lambda: (stt.bias_relu, (_r(3, 4), _r(4))),
+    "vector_add": lambda: (stt.vector_add, (_r(5), _r(5))),
+    "reduce": lambda: (stt.reduce, (_r(2, 3, 2), "mean", [0, 2], True)),
+    "correlate2d": lambda: (stt.correlate2d, (_r(4, 3), _r(2, 3), "wrap", 0.0)),
+    "convolve2d": lambda: (stt.convolve2d, (_r(4, 3), _r(3, 3), "constant", 0.5)),
+    "conv2d_nchw": lambda: (stt.conv2d_nchw, (_r(2, 2, 4, 3), _r(3, 2, 3, 2), _r(3), 1)),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "vector_add" else not_in_ci)
+                                  for n in OPCHECK])
+def test_opcheck(name):
+    """Schema, fake implementation (static and dynamic shapes), autograd registration."""
+    op, args = OPCHECK[name]()
+    assert set(torch.library.opcheck(op, args).values()) == {"SUCCESS"}
+
+
+def test_every_op_is_registered():
+    if torch is None:
+        pytest.skip("torch is not installed")
+    import simt_tiles
+
+    public = {"matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce", "correlate2d",
+              "convolve2d", "conv2d_nchw"}
+    assert public <= set(simt_tiles.__all__)
+    assert public <= set(stt.OPS)
+    for name in stt.OPS:
+        assert hasattr(torch.ops.simt_tiles, name)
+
+
+class Every(torch.nn.Module if torch is not None else object):
+    """A module calling every op (the layers too), forward and backward."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.conv = stt.Conv2d(1, 2, 3, padding=1, dtype=dtype)
+        self.fc = stt.Linear(2 * 4 * 4, 3, dtype=dtype)
+        self.filt = torch.nn.Parameter(torch.randn(3, 2, dtype=dtype))
+        self.b = torch.nn.Parameter(torch.randn(3, dtype=dtype))
+
+    def forward(self, x, img):
+        st = torch.ops.simt_tiles
+        h = stt.ReLU()(self.conv(x))
+        y = self.fc(h.reshape(x.shape[0], -1))
+        y = st.bias_relu(y, self.b) + st.softmax(y, 0)
+        i = st.correlate2d(img, self.filt, "reflect", 0.0)
+        j = st.convolve2d(img, self.filt, "wrap", 0.0)
+        v = st.vector_add(i.reshape(-1), j.reshape(-1))
+        return st.log_softmax(y, -1), st.reduce(v, "mean", None, False)
+
+
+@needs_torch
+def test_compile_fullgraph_every_op_no_graph_break():
+    """Dynamo sees one op per call (fullgraph=True compiles; explain counts no break) and the
+    compiled module gives the eager outputs and gradients (the same kernels: within a few ulps)."""
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    dt = torch.float64
+    model = Every(dt).to(DEVICE)
+    x, img = torch.randn(2, 1, 4, 4, dtype=dt, device=DEVICE), torch.randn(5, 4, dtype=dt, device=DEVICE)
+
+    def run(fn):
+        model.zero_grad(set_to_none=True)
+        out = fn(x, img)
+        (out[0].sum() + out[1]).backward()
+        return [o.detach() for o in out], {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    eager = run(model)
+    torch._dynamo.reset()
+    # the simulator's CPU tensors: aot_eager (the graphs, forward and backward, without inductor's
+    # C++ build); on a GPU the default inductor backend
+    backend = "aot_eager" if SIMULATOR else "inductor"
+    compiled = run(torch.compile(model, fullgraph=True, backend=backend))
+    tol = gamma(64, unit_roundoff(np.float64))  # the backward's torch ops (where, index_add) may re-associate
+    for a, b in zip(eager[0], compiled[0]):
+        torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+    for n in eager[1]:
+        torch.testing.assert_close(compiled[1][n], eager[1][n], rtol=tol, atol=tol)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(x, img)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+@needs_torch
+@not_in_ci
+def test_export_keeps_every_op():
+    """torch.export traces the module to one program whose nodes are the simt_tiles ops."""
+    torch.manual_seed(0)
+    dt = torch.float64
+    model = Every(dt).to(DEVICE)
+    x, img = torch.randn(2, 1, 4, 4, dtype=dt, device=DEVICE), torch.randn(5, 4, dtype=dt, device=DEVICE)
+    program = torch.export.export(model, (x, img))
+    names = {str(n.target).split(".")[1] for n in program.graph.nodes if "simt_tiles" in str(n.target)}
+    assert names == {"conv2d_nchw", "bias_relu", "matmul", "vector_add", "softmax", "correlate2d", "convolve2d",
+                     "log_softmax", "reduce"}
+    for a, b in zip(model(x, img), program.module()(x, img)):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@needs_torch
+def test_errors_name_the_argument_eager_and_compiled(monkeypatch):
+    a = torch.zeros(2, 3, dtype=torch.bfloat16, device=DEVICE)
+    b = torch.zeros(3, 2, device=DEVICE)
+    with pytest.raises(TypeError, match=r"a: expected dtype torch.float32 or torch.float64; got torch.bfloat16"):
+        stt.matmul(a, b)
+    with pytest.raises(TypeError, match=r"b: expected dtype torch.float32 \(the dtype of a\); got torch.float64"):
+        stt.matmul(b.t(), b.double())
+    with pytest.raises(ValueError, match=r"b: expected shape \(3, N\)"):
+        stt.matmul(b.t(), b.t())
+    with pytest.raises(ValueError, match="op: expected 'sum' or 'mean'"):
+        stt.reduce(b, "max")
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        stt.correlate2d(b, b, "zeros")
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, y: torch.ops.simt_tiles.matmul(x, y), fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match=r"a: expected dtype torch.float32 or torch.float64; got torch.bfloat16"):
+        f(a, b)
+    # a CPU tensor without the simulator: refused by the real and the fake implementation
+    monkeypatch.setattr(ops, "_simulator", lambda: False)
+    x = torch.zeros(2, 4)
+    with pytest.raises(ValueError, match="x: expected a CUDA tensor; got a tensor on cpu"):
+        stt.softmax(x)
+    torch._dynamo.reset()
+    g = torch.compile(lambda t: torch.ops.simt_tiles.softmax(t, -1), fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match="x: expected a CUDA tensor; got a tensor on cpu"):
+        g(x)
+
+
+@needs_torch
+def test_digits_one_step_beside_plain_torch():
+    """The example's model, tiny, one Adam step: the simt loss equals plain torch's (float64) and
+    the updated parameters agree."""
+    pytest.importorskip("sklearn")
+    spec = importlib.util.spec_from_file_location("digits_cnn", ROOT / "examples" / "digits_cnn.py")
+    digits = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digits)
+    dt = torch.float64
+    data = [t[:4] for t in digits.load(dt, DEVICE)]
+    ref, ours = digits.pair(0, (1, 2), 4, dt, DEVICE)
+    a = digits.train(ref, data, epochs=1, batch=2, steps=1, evaluate=False)
+    b = digits.train(ours, data, epochs=1, batch=2, steps=1, evaluate=False)
+    u = unit_roundoff(np.float64)
+    assert abs(a["losses"][0] - b["losses"][0]) <= gamma(200, u) * abs(a["losses"][0])
+    for (n, p), q in zip(ref.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-12, msg=n)
+
+
+def test_import_simt_tiles_loads_no_torch():
+    """``import simt_tiles`` (and a kernel) never imports torch: simt_tiles.torch is opt-in."""
+    code = "import sys, simt_tiles; simt_tiles.vector_add; print('torch' in sys.modules)"
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"

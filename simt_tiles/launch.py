@@ -406,7 +406,8 @@ def out_of_memory(function: str, exc) -> OutOfMemoryError:
 
 
 def planned(fn):
-    """Wrap a public function with the fast launch path (see the module docstring)."""
+    """Wrap a public function (or the planned helper ``_name`` a public ``name`` runs after its own
+    argument work) with the fast launch path (see the module docstring)."""
     ident = f"{fn.__module__}.{fn.__qualname__}"
     #: the parameter whose framework's current stream ``stream=None`` means (``as_stream(stream,
     #: <first parameter>)`` in every public function), however the caller passes it
@@ -483,8 +484,10 @@ def planned(fn):
         except _CudaAPIError as exc:  # (a try costs nothing until it raises: Python 3.11+)
             if isinstance(exc, OutOfMemoryError) or not _is_out_of_memory(exc):
                 raise
-            raise out_of_memory(fn.__name__, exc) from exc
+            raise out_of_memory(public, exc) from exc
 
+    # the name the caller knows: a planned helper ``_correlate2d`` runs for the public ``correlate2d``
+    public = fn.__name__.lstrip("_")
     call.__wrapped_planned__ = fn
     return call
 

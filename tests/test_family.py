@@ -106,6 +106,7 @@ def test_a_toy_family_is_seen_by_every_consumer(toy, monkeypatch):
 
     assert "toy" in registry.ladders() and registry.families()["toy"].name == "toy"  # registry, analyze, codegen
     assert simt_tiles.toy_plus_one.__module__ == "toyfam"  # the package's public names
+    monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "0")  # the full gate: every preset (the quick one leaves "sim")
     assert {j.preset for j in compile_gate.jobs(["toy"])} == {"sim", "default"}  # the compile gate
     assert autotune.tunable("toy_plus_one").ladder == "toy"  # the autotuner
     assert "toy_plus_one" in registry.aliasing_cases()  # tests/test_aliasing.py

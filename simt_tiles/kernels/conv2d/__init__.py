@@ -377,3 +377,10 @@ def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipp
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
         plan.run(FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream, all_taps=axis is not None))
     return finish_result(out_op, stream)
+
+
+# the planned call each public function runs (simt_tiles.launch; tests/test_faults.py checks every one has one)
+correlate2d.__planned__ = _correlate2d
+convolve2d.__planned__ = _convolve2d
+correlate1d.__planned__ = _correlate1d
+correlate_separable.__planned__ = _correlate_separable

@@ -216,3 +216,7 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,
                           geom.stride, geom.dilation, groups))
     return finish_result(out_op, stream)
+
+
+# the planned call each public function runs (simt_tiles.launch; tests/test_faults.py checks every one has one)
+conv2d_nchw.__planned__ = _conv2d_nchw

@@ -51,8 +51,8 @@ from simt_tiles.kernels.softmax.backward import softmax_backward as _softmax_bac
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
            "correlate2d", "convolve2d", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
 
-#: True once simt_tiles.matmul takes ``w.t()`` of a C-contiguous ``w`` in place (the matmul issue)
-MATMUL_TAKES_TRANSPOSED = False
+#: simt_tiles.matmul takes ``w.t()`` of a C-contiguous ``w`` in place (issue 32): the backward and Linear pass views
+MATMUL_TAKES_TRANSPOSED = True
 
 _FLOATS = (torch.float32, torch.float64)
 _MODES = ("reflect", "constant", "nearest", "mirror", "wrap")

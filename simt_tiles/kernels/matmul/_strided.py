@@ -1,8 +1,9 @@
 """NumPy's matmul on the operands users bring: 1-D promotion, broadcast batches, any layout.
 
-:func:`shapes` reads both operands as ``np.matmul`` does (a 1-D ``a`` is a row, a 1-D ``b`` a
-column, the added dimension removed from the result; the leading dimensions broadcast) and
-checks them, naming the argument.  :func:`run` launches the product on its storage as it lies:
+:func:`simt_tiles.kernels.matmul.shapes` reads both operands as ``np.matmul`` does (a 1-D ``a`` is a
+row, a 1-D ``b`` a column, the added dimension removed from the result; the leading dimensions
+broadcast) and checks them, naming the argument.  :func:`run` launches the product on its storage as
+it lies:
 
 * each matrix is row-major (``"n"``) or column-major (``"t"``: ``x.T``, ``w.t()``) with any
   leading dimension (a column slice of a wider matrix) — :func:`classify`; anything else
@@ -32,44 +33,6 @@ from . import k11_vectorized_bk16 as k11
 
 #: most blocks a grid has along z
 MAX_GRID_Z = 65535
-
-
-class Shapes(NamedTuple):
-    """The product's shapes, as :func:`shapes` reads them."""
-
-    m: int
-    n: int
-    k: int
-    batch: tuple  #: the broadcast batch shape
-    out: tuple  #: the result's shape (batch, then M and N unless they were added)
-    a: tuple  #: (shape, strides in elements) of A as a batch of M×K matrices (1-D promoted)
-    b: tuple  #: (shape, strides) of B as a batch of K×N matrices
-
-
-def shapes(a_shape, a_strides, b_shape, b_strides) -> Shapes:
-    """``np.matmul``'s reading of two operands (strides in elements); ValueError naming the argument."""
-    a_shape, b_shape, a_strides, b_strides = (tuple(int(v) for v in t) for t in (a_shape, b_shape, a_strides, b_strides))
-    a_vec, b_vec = len(a_shape) == 1, len(b_shape) == 1
-    if a_vec:
-        a_shape, a_strides = (1,) + a_shape, (0,) + a_strides
-    if b_vec:
-        b_shape, b_strides = b_shape + (1,), b_strides + (0,)
-    (m, k), (kb, n) = a_shape[-2:], b_shape[-2:]
-    if kb != k:
-        want = f"({k},)" if b_vec else f"(..., {k}, N)"
-        raise ValueError(f"b: expected shape {want} since a has shape {_orig(a_shape, a_vec)} (the inner "
-                         f"dimensions must match, as in np.matmul); got {_orig(b_shape, b_vec, b=True)}")
-    try:
-        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
-    except ValueError:
-        raise ValueError(f"b: batch dimensions {b_shape[:-2]} do not broadcast with a's {a_shape[:-2]} "
-                         f"(a has shape {_orig(a_shape, a_vec)}, b {_orig(b_shape, b_vec, b=True)})") from None
-    out = batch + (() if a_vec else (m,)) + (() if b_vec else (n,))
-    return Shapes(m, n, k, batch, out, (a_shape, a_strides), (b_shape, b_strides))
-
-
-def _orig(shape, vec, b=False):
-    return (shape[-1 - b],) if vec else shape
 
 
 def batch_strides(shape, strides, batch) -> tuple:
@@ -143,8 +106,9 @@ def _c_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
-def run(plan, a: Mat, b: Mat, sh: Shapes, a_str, b_str, c2d, stream) -> None:
-    """Launch ``plan``'s config of the layout kernel over every batch: ``c2d`` is the result as
+def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream) -> None:
+    """Launch ``plan``'s config of the layout kernel over every batch (``sh``: the product's
+    :class:`~simt_tiles.kernels.matmul.Shapes`): ``c2d`` is the result as
     (batches·M, N), C-contiguous; ``a_str``/``b_str`` the operands' strides in elements."""
     cfg, dtype = plan.config, np.dtype(c2d.dtype)
     m, n, k = sh.m, sh.n, sh.k
@@ -220,7 +184,7 @@ def contiguous_copy(dev, shape, strides, dtype, stream, name: str):
     return dst.reshape(*shape) if len(shape) != 2 else dst
 
 
-def gemv(side: str, a, b, sh: Shapes, a_str, b_str, c2d, stream) -> None:
+def gemv(side: str, a, b, sh, a_str, b_str, c2d, stream) -> None:
     """:mod:`.k15_gemv` for ``side`` (:func:`.dispatch.gemv_rule`): the small operand's rows against
     the big one's, both read along k in place; C written directly (M ≤ 16) or transposed (N ≤ 16)."""
     item = np.dtype(c2d.dtype).itemsize

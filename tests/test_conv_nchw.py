@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import numpy as np
+import os
+
 import pytest
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
@@ -579,6 +581,8 @@ def test_outputs_beyond_32_bit_offsets_are_refused():
 
 
 @pytest.mark.long
+@pytest.mark.skipif(os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci",
+                    reason="~20 s of compiles on 2 cores: the full profile (scripts/test --full) and the GPU pass run it")
 def test_variant_none_kernels_compile_spill_free_for_common_filters():
     """The compile gate builds the presets (3x3 and the sim shapes); this builds
     what ``variant=None`` runs for 1x1, 5x5, 7x7, 1x7 and 7x1 filters with the GPU

@@ -7,7 +7,8 @@
 # weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), sanitize_cases (the sanitizers on SANITIZE_CASES), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
-# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning).
+# SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
+# zoo (issue 32's matmul zoo), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -193,6 +194,29 @@ for step in $steps; do
           echo "$tool $ladder rc=$? checks ok: $(grep -c ' ok' "$log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
         done
       done ;;
+    zoo)
+      # issue 32: the layout/batch/GEMV tests, then the matmul shape zoo beside cuBLAS and torch FP32
+      OUT="$out" BUDGET_S=$(limit ${ZOO_BUDGET:-400}) bash benchmarks/lab/matmul_zoo_pass.sh 2>&1 | tail -40 ;;
+    conv33)
+      # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18
+      timeout $(limit ${CONV33_TIMEOUT:-400}) python3 benchmarks/lab/conv_issue33.py --out "$out" 2>&1 \
+        | tee "$out/conv33.log" | tail -40 ;;
+    torch)
+      # issue 35: the torch operators' tests (gradcheck, opcheck, fullgraph compile), then host overhead per op
+      # inside torch and the digits model beside plain torch
+      SIMT_TILES_HYPOTHESIS_PROFILE=gpu-quick timeout -s INT $(limit 200) python3 -m pytest -q -p no:cacheprovider \
+        tests/test_torch_ops.py tests/test_softmax_backward.py > "$out/torch_tests.log" 2>&1; tail -3 "$out/torch_tests.log"
+      timeout $(limit 300) python3 benchmarks/bench_torch.py --out "$out/torch_h200" --epochs 15 2>&1 | tail -30 ;;
+    soak)
+      # issue 36: the fault tests on the GPU (not the subprocess kills), a short soak that fills the caches,
+      # then the soak itself (SOAK_MINUTES, 16 threads, 4 streams; benchmarks/notes/faults.md)
+      export SIMT_TILES_CACHE_DIR=${SIMT_TILES_CACHE_DIR:-/tmp/stc} NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/nbc}
+      timeout -s INT $(limit 150) python3 -m pytest -q -p no:cacheprovider tests/test_faults.py -k "not killed" \
+        > "$out/test_faults.log" 2>&1; tail -3 "$out/test_faults.log"
+      timeout $(limit 120) python3 -m simt_tiles bench soak --minutes 0.5 --threads 16 --streams 4 --problems 3 \
+        --json "$out/soak_fill.json" > "$out/soak_fill.log" 2>&1; tail -5 "$out/soak_fill.log"
+      timeout $(limit 420) python3 -m simt_tiles bench soak --minutes ${SOAK_MINUTES:-5} --threads 16 --streams 4 \
+        --problems 3 --out "$out" > "$out/soak.log" 2>&1; tail -30 "$out/soak.log" ;;
   esac
 done
 # BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it

@@ -436,7 +436,9 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     by ``_ndimage.convert``), as scipy allows.  Errors name ``name``."""
     ndim = 2 if axis is None else 1
     wdt = _ndimage.array_dtype(weights)
-    if wdt is not None and wdt.newbyteorder("=") != dtype and wdt.newbyteorder("=") in _ndimage.SUPPORTED:
+    if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
+                                                               or _ndimage.is_array(weights)):
+        wdt = _ndimage.check_dtype(name, wdt)
         if isinstance(weights, np.ndarray):
             weights = weights.astype(dtype)
         else:

@@ -89,10 +89,16 @@ def array_dtype(x) -> np.dtype | None:
 
 
 def is_plain(x) -> bool:
-    """Whether ``x`` is what the float path takes as it is (or rejects with its own message):
-    a float32/float64 array, or no array at all."""
+    """Whether ``x`` is what the float path takes as it is: a float32/float64 array, or no array
+    at all (rejected there with its own message)."""
     dt = array_dtype(x)
-    return dt is None or dt.newbyteorder("=") in FLOAT_DTYPES or dt.newbyteorder("=") not in SUPPORTED
+    return dt is None or dt.newbyteorder("=") in FLOAT_DTYPES
+
+
+def is_array(x) -> bool:
+    """A device array of some kind (what ``interop.device_operand`` takes in place)."""
+    return bool(getattr(x, "__cuda_ndarray__", False)) or hasattr(x, "__cuda_array_interface__") \
+        or hasattr(x, "__dlpack__")
 
 
 def check_dtype(name: str, dtype) -> np.dtype:

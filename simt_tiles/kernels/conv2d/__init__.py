@@ -1,10 +1,14 @@
 """The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes.
 
 ``correlate2d`` / ``convolve2d`` compute exactly what ``scipy.ndimage.correlate``
-/ ``scipy.ndimage.convolve`` compute for a 2-D image with origin 0 — modes
+/ ``scipy.ndimage.convolve`` compute for a 2-D image — modes
 "reflect", "constant" (with ``cval``), "nearest", "mirror", "wrap"; any filter
-size, even sizes and filters larger than the image included — in the image's
-dtype (float32 or float64).  ``correlate1d`` is scipy.ndimage's ``correlate1d``
+size, even sizes and filters larger than the image included; scipy's ``origin``
+(the anchor shifted at run time: no new kernel) — in the image's dtype (float32
+or float64).  Integer images (``uint8`` … ``int64``), scipy's output-dtype rule
+(``output=`` a dtype or an array) and filters of another dtype are scipy's too:
+computed in float32 or float64 and converted as scipy converts (:mod:`._ndimage`).
+3-D volumes and complex inputs are not supported.  ``correlate1d`` is scipy.ndimage's ``correlate1d``
 on either axis of a 2-D image, and ``correlate_separable`` the 2-D correlation
 with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes.
 Read the rungs in order:

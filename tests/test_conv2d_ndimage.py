@@ -28,7 +28,8 @@ from simt_tiles.kernels.conv2d import _common, _filter_cache, _ndimage, k10_runt
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 
 from .common import poisoned
-from .profiles import examples
+from .gate_subprocess import run_real_target
+from .profiles import PROFILE, examples
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 INTS = tuple(d.name for d in _ndimage.INTEGER_DTYPES)
@@ -325,3 +326,21 @@ def test_planted_convolve_origin_bug_is_caught(monkeypatch):
             except AssertionError:
                 failed += 1
     assert failed == 2 * len(MODES)
+
+
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (a subprocess compiles for seconds): the full profile runs it")
+def test_conversion_kernels_compile_for_the_gpu():
+    """The elementwise conversions (not rungs, so not in the compile gate) build PTX for sm_90:
+    every integer dtype from float32 and float64, and the widening of each into its compute dtype."""
+    proc = run_real_target("""
+        import numpy as np
+        from numba import cuda
+        from simt_tiles.kernels.conv2d import _ndimage as m
+        pairs = [(f, i) for f in m.FLOAT_DTYPES for i in m.INTEGER_DTYPES]
+        pairs += [(i, m.compute_dtype(i, i)) for i in m.INTEGER_DTYPES] + [(m.FLOAT_DTYPES[1], m.FLOAT_DTYPES[0])]
+        for src, dst in pairs:
+            ptx, _ = cuda.compile_ptx(m.make_converter(src, dst), m.convert_signature(src, dst), cc=(9, 0))
+            assert ".entry" in ptx, (src, dst)
+        print(len(pairs), "built")
+    """)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -185,10 +185,20 @@ def _cast_statements(dtype: np.dtype):
     return cast
 
 
+def convert_signature(src: np.dtype, dst: np.dtype):
+    return void(numba_dtype(src)[::1], numba_dtype(dst)[::1])
+
+
 @functools.lru_cache(maxsize=None)
 def _converter(src: np.dtype, dst: np.dtype):
-    """The elementwise kernel ``dst[i] = convert(src[i])`` for flat C-contiguous arrays."""
-    cast = None if dst.kind == "f" else _cast_statements(dst)
+    """The compiled :func:`make_converter` kernel for ``src`` → ``dst``."""
+    return jit(make_converter(src, dst), func_or_sig=convert_signature(src, dst))
+
+
+def make_converter(src: np.dtype, dst: np.dtype):
+    """The elementwise kernel ``b[i] = convert(a[i])`` for flat C-contiguous arrays (the Python
+    function: :func:`_converter` compiles it)."""
+    cast = None if np.dtype(dst).kind == "f" else _cast_statements(np.dtype(dst))
 
     def convert(a, b):
         i = cuda.grid(1)
@@ -198,7 +208,7 @@ def _converter(src: np.dtype, dst: np.dtype):
             else:
                 b[i] = cast(a[i])
 
-    return jit(convert, func_or_sig=void(numba_dtype(src)[::1], numba_dtype(dst)[::1]))
+    return convert
 
 
 def convert(src, dst, stream) -> None:

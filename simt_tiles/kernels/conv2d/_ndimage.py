@@ -72,7 +72,8 @@ def check_origin(origin: tuple[int, ...], shape: tuple[int, ...], what: str = "w
         if not lo <= o <= hi:
             axis = f"[{i}]" if len(shape) > 1 else ""
             raise ValueError(f"origin: expected -({what}{axis} // 2) <= origin{axis} <= ({what}{axis} - 1) // 2, "
-                             f"i.e. {lo} .. {hi} for a filter of shape {tuple(shape)}; got {tuple(origin)}")
+                             f"i.e. {lo} .. {hi} for a filter of shape {tuple(shape)}; got "
+                             f"{origin[0] if len(origin) == 1 else tuple(origin)}")
 
 
 def array_dtype(x) -> np.dtype | None:

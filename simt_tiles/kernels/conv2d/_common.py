@@ -2,12 +2,13 @@
 config is specialised for one call, the per-filter kernel cache, and how a rung
 takes a call.
 
-The operation (scipy.ndimage.correlate, 2-D, origin 0)::
+The operation (scipy.ndimage.correlate, 2-D)::
 
     out[i, j] = Σ_a Σ_b  weights[a, b] · ext(image)[i + a − anchor_h, j + b − anchor_w]
 
 ``ext`` extends the image beyond its edges by the boundary mode; the anchor
-(the filter's centre) is ``(KH // 2, KW // 2)``.  ``convolve2d`` is the same
+(the filter's centre) is ``(KH // 2, KW // 2)``, shifted by scipy's ``origin``
+(:func:`anchors`; ``FilterCall.origin``).  ``convolve2d`` is the same
 kernel given the *flipped* filter (a view with negative strides, no copy) and
 anchor ``((KH − 1) // 2, (KW − 1) // 2)`` — for an even size that is one less
 than ``size // 2``, which is scipy's shift (``convolve`` = ``correlate`` of the

@@ -1,7 +1,7 @@
 """NumPy reference and error bound for 2-D correlation / convolution (no scipy needed).
 
-The operation is scipy.ndimage.correlate / convolve on a 2-D image with
-origin 0 (the conv2d ladder's docstring states it).  Each output is a dot
+The operation is scipy.ndimage.correlate / convolve on a 2-D image, with
+scipy's ``origin`` (the conv2d ladder's docstring states it).  Each output is a dot
 product of n = KH·KW terms — the filter against the window of the *extended*
 image — so the classic bound applies (see :mod:`simt_tiles.bounds`)::
 

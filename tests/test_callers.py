@@ -9,7 +9,8 @@ operation is exact) or a TypeError/ValueError that names the argument.  Policies
 * any NumPy layout and byte order works (a NumPy input is copied anyway); a non-C-contiguous
   *device* array is a ValueError (no hidden copy); a contiguous device view with an offset works;
 * mixed dtypes, integer/float16/complex/bool dtypes, lists and scalars are TypeErrors (nothing is
-  cast silently); shapes the function does not define (1-D softmax, 0-D matmul) are ValueErrors;
+  cast silently) — except that the scipy.ndimage filters take integer images, a filter of another
+  dtype and an output of another dtype, as scipy does (``NDIMAGE``); shapes the function does not define (1-D softmax, 0-D matmul) are ValueErrors;
 * ``out`` may be a NumPy input (like ``np.add(a, b, out=a)``): NumPy inputs are copied first.
 
 Tiny shapes and the "sim" presets: the whole file runs in well under a minute in the simulator.

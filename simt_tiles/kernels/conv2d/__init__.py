@@ -1,10 +1,14 @@
 """The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes.
 
 ``correlate2d`` / ``convolve2d`` compute exactly what ``scipy.ndimage.correlate``
-/ ``scipy.ndimage.convolve`` compute for a 2-D image with origin 0 — modes
+/ ``scipy.ndimage.convolve`` compute for a 2-D image — modes
 "reflect", "constant" (with ``cval``), "nearest", "mirror", "wrap"; any filter
-size, even sizes and filters larger than the image included — in the image's
-dtype (float32 or float64).  ``correlate1d`` is scipy.ndimage's ``correlate1d``
+size, even sizes and filters larger than the image included; scipy's ``origin``
+(the anchor shifted at run time: no new kernel) — in the image's dtype (float32
+or float64).  Integer images (``uint8`` … ``int64``), scipy's output-dtype rule
+(``output=`` a dtype or an array) and filters of another dtype are scipy's too:
+computed in float32 or float64 and converted as scipy converts (:mod:`._ndimage`).
+3-D volumes and complex inputs are not supported.  ``correlate1d`` is scipy.ndimage's ``correlate1d``
 on either axis of a 2-D image, and ``correlate_separable`` the 2-D correlation
 with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes.
 Read the rungs in order:
@@ -88,11 +92,12 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from numba import cuda
 
 from ...interop import Operand, as_stream, device_operand, finish_result, host_operand, prepare_out
 from ...launch import planned
 from ...registry import Family
-from . import _cases, _tuning, dispatch, reference
+from . import _cases, _ndimage, _tuning, dispatch, reference
 from ._common import MODES, FilterCall, Mode, SeparableCall, flops
 from ._filter_cache import device_filter
 from .dispatch import (
@@ -147,21 +152,28 @@ __all__ = [
 ]
 
 
-def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
-                stream=None):
-    """2-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``.
+def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+                config=None, stream=None):
+    """2-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval,
+    origin=origin, output=output)``.
+
+    Images of an integer dtype (``uint8`` photos, ``int16``, ``int32``, ...) and a filter of
+    another dtype than the image's are scipy's too: the filter runs in float32 (images and
+    results of at most 16 bits or float32) or float64, and the result is converted to the output
+    dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
+    :mod:`._ndimage`).  3-D volumes and complex inputs are not supported (ValueError / TypeError).
 
     ``out[i, j] = Σ_a Σ_b weights[a, b] · ext(image)[i + a − KH//2, j + b − KW//2]``
     where ``ext`` extends the image by ``mode``.
 
     image
-        2-D float32 or float64: a NumPy array (copied to the device; the result
+        2-D float32, float64 or integer (not uint64): a NumPy array (copied to the device; the result
         comes back as NumPy), a Numba device array, or a CUDA array from CuPy /
         PyTorch / any ``__cuda_array_interface__`` or DLPack producer (used in
         place; the result is of ``image``'s kind).  Device arrays must be
         C-contiguous.
     weights
-        2-D, the image's dtype, at least 1×1; any size (larger than the image
+        2-D, any real dtype (converted to the compute dtype), at least 1×1; any size (larger than the image
         too).  Same kinds as ``image``.
     mode
         One of :data:`MODES`: "reflect" (d c b a | a b c d | d c b a),
@@ -169,9 +181,17 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         (a a a | a b c d | d d d), "mirror" (d c b | a b c d | c b a),
         "wrap" (a b c d | a b c d | a b c d).
     cval
-        The value outside the image for mode "constant" (rounded to the image's dtype).
+        The value outside the image for mode "constant" (rounded to the compute dtype).
+    origin
+        scipy's ``origin``: an int (both axes) or a pair; the filter's anchor is
+        ``(KH // 2 + origin[0], KW // 2 + origin[1])``.  ``-(KH // 2) <= origin[0] <= (KH − 1) // 2``
+        (likewise on axis 1), else ValueError naming ``origin``.  A new origin compiles nothing.
+    output
+        scipy's ``output``: a dtype (float32, float64 or an integer dtype but uint64) for the
+        result, or an array (as ``out``).  None: the image's dtype, as scipy.
     out
-        Optional C-contiguous array of the image's shape and dtype; it is returned.
+        Optional C-contiguous array of the image's shape; it is returned.  Its dtype is the
+        result's (any of ``output``'s), as scipy's ``output`` array.
         It must not overlap ``image`` or ``weights`` in memory (ValueError naming
         ``out``: blocks would read inputs another block already overwrote);
         disjoint views of one buffer are fine.
@@ -198,29 +218,33 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=N
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
         CuPy/PyTorch stream.
     """
+    out, more = _more(origin, output, out, 2)
     if _swaps(variant):
         weights = device_filter(weights, image, stream, 2)
     return _correlate2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                        stream=stream)
+                        stream=stream, **more)
 
 
-def convolve2d(image, weights, *, mode="reflect", cval=0.0, out=None, variant=None, config=None,
-               stream=None):
+def convolve2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+               config=None, stream=None):
     """2-D convolution, as ``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``.
 
     The correlation (see :func:`correlate2d`, same arguments) with the filter
     flipped on both axes and its centre at ``(KH − 1)//2, (KW − 1)//2`` — for
     even sizes one less than ``size//2``, which is scipy's shift.  The flipped
-    filter is a view (negative strides) of ``weights``, not a copy.
+    filter is a view (negative strides) of ``weights``, not a copy.  ``origin`` has
+    scipy's mirrored meaning: the anchor is ``(KH − 1)//2 − origin[0], (KW − 1)//2 − origin[1]``
+    (the same valid range as :func:`correlate2d`'s).
     """
+    out, more = _more(origin, output, out, 2)
     if _swaps(variant):
         weights = device_filter(weights, image, stream, 2)
     return _convolve2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                       stream=stream)
+                       stream=stream, **more)
 
 
-def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, variant=None,
-                config=None, stream=None):
+def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, output=None, out=None,
+                variant=None, config=None, stream=None):
     """1-D correlation along ``axis`` of a 2-D image, as
     ``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``.
 
@@ -229,16 +253,18 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, out=None, 
     at least one value, any length (even, or longer than the axis).  It is
     :func:`correlate2d` with the 1 × K (axis 1) or K × 1 (axis 0) filter, so
     ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other
-    arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1.
+    arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1; ``origin`` one int
+    (``-(K // 2) <= origin <= (K − 1) // 2``: the filter's centre is ``K // 2 + origin``).
     """
+    out, more = _more(origin, output, out, 1)
     if _swaps(variant):
         weights = device_filter(weights, image, stream, 1)
     return _correlate1d(image, weights, axis=axis, mode=mode, cval=cval, out=out, variant=variant,
-                        config=config, stream=stream)
+                        config=config, stream=stream, **more)
 
 
-def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, variant=None,
-                        config=None, stream=None):
+def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, output=None, out=None,
+                        variant=None, config=None, stream=None):
     """2-D correlation with the separable filter ``wy[:, None] · wx[None, :]``,
     as ``scipy.ndimage.correlate(image, np.outer(wy, wx), mode=mode, cval=cval)``,
     computed as a column pass with ``wy`` then a row pass with ``wx``
@@ -262,12 +288,40 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, out=None, va
     γ_{KH+KW}·Σ|wy_a|·|wx_b|·|x| (see k06).  Every mode has the 2-D semantics,
     mode "constant" included (see the package docstring for how that differs
     from chaining scipy's ``correlate1d``).  The other arguments as
-    :func:`correlate2d`.
+    :func:`correlate2d` (``origin`` as for the outer product: ``origin[0]`` shifts ``wy``,
+    ``origin[1]`` shifts ``wx``).
     """
+    out, more = _more(origin, output, out, 2)
     wy = device_filter(wy, image, stream, 1)
     wx = device_filter(wx, image, stream, 1)
     return _correlate_separable(image, wy, wx, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                                stream=stream)
+                                stream=stream, **more)
+
+
+_NONE: dict = {}
+
+
+def _more(origin, output, out, ndim):
+    """``(out, keyword arguments)`` for the planned call: none for ``origin=0, output=None`` (the
+    call is the one it always was), else ``origin``/``origin_h``, ``origin_w`` as ints and
+    ``output`` as a dtype name (plain values: such calls get launch plans too)."""
+    if type(origin) is int and not origin and output is None:
+        return out, _NONE
+    out, output = _ndimage.split_output(output, out)
+    more = {}
+    if ndim == 1:
+        (o,) = _ndimage.parse_origin(origin, 1)
+        if o:
+            more["origin"] = o
+    else:
+        oh, ow = _ndimage.parse_origin(origin, 2)
+        if oh:
+            more["origin_h"] = oh
+        if ow:
+            more["origin_w"] = ow
+    if output is not None:
+        more["output"] = output
+    return out, more
 
 
 def _swaps(variant) -> bool:
@@ -281,38 +335,47 @@ def _swaps(variant) -> bool:
 
 
 @planned
-def _correlate2d(image, weights, *, mode, cval, out, variant, config, stream):
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False)
+def _correlate2d(image, weights, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
+                 output=None):
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False,
+                     origin=(origin_h, origin_w), output=output)
 
 
 @planned
-def _convolve2d(image, weights, *, mode, cval, out, variant, config, stream):
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True)
+def _convolve2d(image, weights, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
+                output=None):
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True,
+                     origin=(origin_h, origin_w), output=output)
 
 
 @planned
-def _correlate1d(image, weights, *, axis, mode, cval, out, variant, config, stream):
+def _correlate1d(image, weights, *, axis, mode, cval, out, variant, config, stream, origin=0, output=None):
     axis = _check_axis(axis)
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis)
+    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis,
+                     origin=(origin, 0) if axis == 0 else (0, origin), output=output)
 
 
 @planned
-def _correlate_separable(image, wy, wx, *, mode, cval, out, variant, config, stream):
+def _correlate_separable(image, wy, wx, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
+                         output=None):
     mode = Mode.parse(mode)
     _check_cval(cval)
     dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy
     stream = as_stream(stream, image)
 
-    img_op = device_operand(image, "image", ndim=2, stream=stream)
-    dtype = np.dtype(img_op.dev.dtype)
+    img_op, src, out_dtype = _image_operand(image, out, output, stream)
+    dtype = np.dtype(src.dtype)
     wy_op = _weights_operand(wy, "wy", dtype, stream, axis=0)  # KH x 1
     wx_op = _weights_operand(wx, "wx", dtype, stream, axis=1)  # 1 x KW
     kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
+    _ndimage.check_origin((origin_h, origin_w), (kh, kw), "(len(wy), len(wx))")
     h, w = img_op.dev.shape
-    out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(wy_op, wx_op))
+    out_op, dst = _out_operand(out, img_op, (h, w), out_dtype, dtype, stream, (wy_op, wx_op))
     if h and w:
         plan = dispatch.plan_separable(variant, config, kh, kw, mode, dtype)
-        plan.run(SeparableCall(img_op.dev, wy_op, wx_op, out_op.dev, cval, stream))
+        plan.run(SeparableCall(src, wy_op, wx_op, dst, cval, stream, origin=(origin_h, origin_w)))
+        if dst is not out_op.dev:
+            _ndimage.convert(dst, out_op.dev, stream)
     return finish_result(out_op, stream)
 
 
@@ -330,11 +393,62 @@ def _check_axis(axis) -> int:
     return int(axis) % 2
 
 
+def _image_operand(image, out, output, stream):
+    """``(image operand, the device image the filter reads, output dtype)``.  A float32/float64
+    image with its own dtype out is used as it is; any other (an integer image, another output
+    dtype: ``_ndimage``) is converted to the compute dtype — a NumPy one on the host before the
+    upload, a device one by the elementwise kernel."""
+    if output is not None:
+        out_dtype = np.dtype(output)
+    elif out is not None and _ndimage.array_dtype(out) is not None:
+        out_dtype = _ndimage.check_dtype("out", _ndimage.array_dtype(out))
+    else:
+        out_dtype = None
+    if _ndimage.is_plain(image):
+        img_op = device_operand(image, "image", ndim=2, stream=stream)
+        in_dtype = np.dtype(img_op.dev.dtype)
+        dtype = in_dtype if out_dtype is None else _ndimage.compute_dtype(in_dtype, out_dtype)
+        if dtype == in_dtype:
+            return img_op, img_op.dev, in_dtype if out_dtype is None else out_dtype
+        return img_op, _ndimage.converted(img_op.dev, dtype, stream), out_dtype
+    in_dtype = _ndimage.check_dtype("image", _ndimage.array_dtype(image))
+    out_dtype = in_dtype if out_dtype is None else out_dtype
+    dtype = _ndimage.compute_dtype(in_dtype, out_dtype)
+    if isinstance(image, np.ndarray):
+        img_op = device_operand(image.astype(dtype), "image", ndim=2, stream=stream)
+        return Operand("image", img_op.dev, "numpy", image), img_op.dev, out_dtype
+    img_op = device_operand(image, "image", ndim=2, stream=stream, dtype=in_dtype)
+    return img_op, _ndimage.converted(img_op.dev, dtype, stream), out_dtype
+
+
+def _out_operand(out, img_op, shape, out_dtype, dtype, stream, inputs):
+    """``(out operand, the array the filter writes)``: ``out`` itself when it has the compute
+    dtype, else a scratch array that ``_ndimage.convert`` then writes into ``out``."""
+    if out is None and img_op.kind == "torch" and out_dtype.kind != "f":
+        out_op = _ndimage.torch_result(img_op, shape, out_dtype, stream)
+    else:
+        out_op = prepare_out(out, img_op, shape, out_dtype, stream, inputs=inputs)
+    if out_dtype == dtype:
+        return out_op, out_op.dev
+    return out_op, cuda.device_array(shape, dtype, stream=stream)
+
+
 def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> Operand:
-    """The filter as a device operand of the image's ``dtype``: 2-D for
+    """The filter as a device operand of the compute ``dtype``: 2-D for
     ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
-    (axis 1).  Errors name ``name``."""
+    (axis 1).  A filter of another real dtype is converted (NumPy on the host, a device one
+    by ``_ndimage.convert``), as scipy allows.  Errors name ``name``."""
     ndim = 2 if axis is None else 1
+    wdt = _ndimage.array_dtype(weights)
+    if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
+                                                               or _ndimage.is_array(weights)):
+        wdt = _ndimage.check_dtype(name, wdt)
+        if isinstance(weights, np.ndarray):
+            weights = weights.astype(dtype)
+        else:
+            op = device_operand(weights, name, ndim=ndim, stream=stream, dtype=wdt)
+            if 0 not in op.dev.shape:
+                weights = _ndimage.converted(op.dev, dtype, stream)
     if not upload and isinstance(weights, np.ndarray):
         # a constant-filter rung compiles the values in: NumPy weights stay on the host
         # (an upload on the default stream would wait for the GPU's queued work)
@@ -356,26 +470,33 @@ def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) ->
     return Operand(name, op.dev.reshape(as2d), op.kind, original)
 
 
-def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None):
+def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None, origin=(0, 0),
+              output=None):
     mode = Mode.parse(mode)
     _check_cval(cval)
     get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
     stream = as_stream(stream, image)
 
-    img_op = device_operand(image, "image", ndim=2, stream=stream)
-    dtype = np.dtype(img_op.dev.dtype)
+    img_op, src, out_dtype = _image_operand(image, out, output, stream)
+    dtype = np.dtype(src.dtype)
     # NumPy weights stay on the host for a rung that compiles them in or passes them as
     # kernel parameters (the default); the others get them uploaded
     w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis,
                             upload=not dispatch.keeps_host_weights(variant))
+    if axis is None:
+        _ndimage.check_origin(origin, w_op.dev.shape)
+    else:
+        _ndimage.check_origin(origin[axis:axis + 1], w_op.dev.shape[axis:axis + 1], "len(weights)")
     h, w = img_op.dev.shape
-    out_op = prepare_out(out, img_op, (h, w), dtype, stream, inputs=(w_op,))
+    out_op, dst = _out_operand(out, img_op, (h, w), out_dtype, dtype, stream, (w_op,))
 
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
         plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, mode, dtype, weights_at)
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        plan.run(FilterCall(img_op.dev, w_op, out_op.dev, cval, flipped, stream, all_taps=axis is not None))
+        plan.run(FilterCall(src, w_op, dst, cval, flipped, stream, all_taps=axis is not None, origin=origin))
+        if dst is not out_op.dev:  # the output dtype is not the compute dtype: scipy's conversion
+            _ndimage.convert(dst, out_op.dev, stream)
     return finish_result(out_op, stream)
 
 

@@ -2,12 +2,13 @@
 config is specialised for one call, the per-filter kernel cache, and how a rung
 takes a call.
 
-The operation (scipy.ndimage.correlate, 2-D, origin 0)::
+The operation (scipy.ndimage.correlate, 2-D)::
 
     out[i, j] = Σ_a Σ_b  weights[a, b] · ext(image)[i + a − anchor_h, j + b − anchor_w]
 
 ``ext`` extends the image beyond its edges by the boundary mode; the anchor
-(the filter's centre) is ``(KH // 2, KW // 2)``.  ``convolve2d`` is the same
+(the filter's centre) is ``(KH // 2, KW // 2)``, shifted by scipy's ``origin``
+(:func:`anchors`; ``FilterCall.origin``).  ``convolve2d`` is the same
 kernel given the *flipped* filter (a view with negative strides, no copy) and
 anchor ``((KH − 1) // 2, (KW − 1) // 2)`` — for an even size that is one less
 than ``size // 2``, which is scipy's shift (``convolve`` = ``correlate`` of the
@@ -219,12 +220,15 @@ def specialise(config, kh: int, kw: int, mode: Mode):
     return dataclasses.replace(config, **{k: v for k, v in values.items() if k in names})
 
 
-def anchors(kh: int, kw: int, *, flipped: bool) -> tuple[int, int]:
-    """The filter's centre: ``size // 2`` (correlate) or ``(size − 1) // 2``
-    (convolve, whose filter is flipped: scipy's shift for even sizes)."""
+def anchors(kh: int, kw: int, *, flipped: bool, origin: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """The filter's anchor: its centre ``size // 2`` shifted by scipy's ``origin`` (correlate), or
+    ``(size − 1) // 2`` shifted by ``−origin`` (convolve, whose filter is flipped: scipy mirrors
+    the origin and shifts even sizes by one).  ``origin`` is checked by the public functions
+    (``_ndimage.check_origin``), so the anchor lies in ``0 .. size − 1``."""
+    oh, ow = origin
     if flipped:
-        return (kh - 1) // 2, (kw - 1) // 2
-    return kh // 2, kw // 2
+        return (kh - 1) // 2 - oh, (kw - 1) // 2 - ow
+    return kh // 2 + oh, kw // 2 + ow
 
 
 def flops(h: int, w: int, kh: int, kw: int) -> int:
@@ -249,6 +253,8 @@ class FilterCall:
     stream: Any
     #: count zero taps too (correlate1d, as scipy's; ``_common.TINY_WEIGHT``)
     all_taps: bool = False
+    #: scipy's ``origin`` (rows, columns): shifts the anchor (:func:`anchors`), at run time
+    origin: tuple = (0, 0)
 
     @property
     def dtype(self) -> np.dtype:
@@ -270,6 +276,7 @@ class SeparableCall:
     out: Any
     cval: float
     stream: Any
+    origin: tuple = (0, 0)  #: scipy's origin (rows, columns), as :class:`FilterCall`'s
 
     dtype = FilterCall.dtype
     problem = FilterCall.problem
@@ -309,7 +316,7 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
     if isinstance(w, np.ndarray):  # kept on the host for a constant-filter rung, then fell back
         w = cuda.to_device(w, stream=call.stream)
     kh, kw = w.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
+    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
     kernel = rung.kernel(spec, dtype, all_taps=True) if call.all_taps else rung.kernel(spec, dtype)
     return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out, dtype.type(call.cval),
                     anchor_h, anchor_w)
@@ -317,7 +324,7 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
 
 def _constant_filter(rung, spec, dtype, call: FilterCall):
     kh, kw = call.weights.dev.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
+    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
     kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
                                     all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w)
@@ -326,14 +333,15 @@ def _constant_filter(rung, spec, dtype, call: FilterCall):
 def _constant_vector(rung, spec, dtype, call: FilterCall):
     kh, kw = call.weights.dev.shape
     kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
-                                    anchors(kh, kw, flipped=call.flipped), all_taps=call.all_taps)
+                                    anchors(kh, kw, flipped=call.flipped, origin=call.origin), all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), aligned(call.image) and aligned(call.out))
 
 
 def _separable(rung, spec, dtype, call: SeparableCall):
     kh, kw = call.wy.dev.shape[0], call.wx.dev.shape[1]
+    anchor_h, anchor_w = anchors(kh, kw, flipped=False, origin=call.origin)
     return rung.kernel(spec, dtype), (call.image, call.wy.dev[:, 0], call.wx.dev[0], call.out,
-                                      dtype.type(call.cval), kh // 2, kw // 2)
+                                      dtype.type(call.cval), anchor_h, anchor_w)
 
 
 WEIGHTS_ARGUMENT = Binding("weights argument", False, _weights_argument)

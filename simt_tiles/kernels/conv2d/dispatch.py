@@ -255,10 +255,12 @@ class TwoPass(NamedTuple):
         h, w = call.image.shape
         mid = cuda.device_array((h, w), call.image.dtype, stream=call.stream)
         rung, cfg = self.columns
-        rung.run(cfg, FilterCall(call.image, call.wy, mid, call.cval, False, call.stream))
+        rung.run(cfg, FilterCall(call.image, call.wy, mid, call.cval, False, call.stream,
+                                 origin=(call.origin[0], 0)))
         cval_rows = call.cval
         if self.mode == Mode.CONSTANT and call.cval != 0:
             cval_rows = float(call.cval) * math.fsum(v for v in host_filter(call.wy, False, call.stream)[:, 0].tolist()
                                                      if tap_counts(v))  # the taps the column pass counts
         rung, cfg = self.rows
-        rung.run(cfg, FilterCall(mid, call.wx, call.out, cval_rows, False, call.stream))
+        rung.run(cfg, FilterCall(mid, call.wx, call.out, cval_rows, False, call.stream,
+                                 origin=(0, call.origin[1])))

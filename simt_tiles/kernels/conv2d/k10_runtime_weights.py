@@ -293,7 +293,7 @@ def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
     kernel parameters (:data:`PARAMS`), anything else as a device array (:data:`STAGED`)."""
     w = call.weights.dev
     kh, kw = w.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped)
+    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
     if call.flipped:
         w = w[::-1, ::-1]
     if isinstance(w, np.ndarray) and w.nbytes > MAX_PARAM_BYTES:

@@ -1,7 +1,7 @@
 """NumPy reference and error bound for 2-D correlation / convolution (no scipy needed).
 
-The operation is scipy.ndimage.correlate / convolve on a 2-D image with
-origin 0 (the conv2d ladder's docstring states it).  Each output is a dot
+The operation is scipy.ndimage.correlate / convolve on a 2-D image, with
+scipy's ``origin`` (the conv2d ladder's docstring states it).  Each output is a dot
 product of n = KH·KW terms — the filter against the window of the *extended*
 image — so the classic bound applies (see :mod:`simt_tiles.bounds`)::
 
@@ -71,41 +71,54 @@ def extend_indices(p: np.ndarray, n: int, mode: str) -> np.ndarray:
 
 
 def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "reflect",
-                          cval: float = 0.0, *, convolve: bool = False, all_taps: bool = False):
+                          cval: float = 0.0, *, convolve: bool = False, all_taps: bool = False,
+                          origin=(0, 0)):
     """``(ref, bound)`` for scipy.ndimage.correlate (or ``convolve``) of a 2-D
-    image, origin 0, both long double arrays of the image's shape.  Taps with
-    ``|w| <= 2**-52`` are skipped, as scipy does, unless ``all_taps``."""
+    image with scipy's ``origin`` (rows, columns), both long double arrays of the
+    image's shape.  Taps with ``|w| <= 2**-52`` are skipped, as scipy does, unless
+    ``all_taps``.  An integer image is read exactly (long double holds 64 bits)."""
     rdt = np.longdouble
     w = np.asarray(weights, dtype=rdt)
     kh, kw = w.shape
-    if convolve:  # the flipped filter, centred at (size - 1) // 2: scipy's shift for even sizes
+    oh, ow = origin
+    if convolve:  # the flipped filter, centred at (size - 1) // 2 (scipy's shift for even sizes), origin mirrored
         w = w[::-1, ::-1]
-        ah, aw = (kh - 1) // 2, (kw - 1) // 2
+        ah, aw = (kh - 1) // 2 - oh, (kw - 1) // 2 - ow
     else:
-        ah, aw = kh // 2, kw // 2
+        ah, aw = kh // 2 + oh, kw // 2 + ow
     keep = np.ones(w.shape, bool) if all_taps else abs(w) > TINY_WEIGHT
     ref, absref = _window_sums(image, w, ah, aw, mode, cval, keep)
     n = kh * kw + (1 if mode == "constant" else 0)
     u_ref = unit_roundoff(rdt)
     g_ref = gamma(n, u_ref)
-    factor = (gamma(n, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
+    factor = (gamma(n, unit_roundoff(_float_of(image.dtype))) + g_ref) * (1 + 2 * g_ref)
     return ref, absref * factor
 
 
+def _float_of(dtype) -> np.dtype:
+    """The dtype the kernels compute in for an image of ``dtype`` (``_ndimage.compute_dtype``'s
+    rule for the default output): itself for floats, float32 up to 16-bit integers, else float64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype
+    return np.dtype(np.float32 if dtype.itemsize <= 2 else np.float64)
+
+
 def correlate1d_reference(image: np.ndarray, weights: np.ndarray, axis: int = -1,
-                          mode: str = "reflect", cval: float = 0.0):
+                          mode: str = "reflect", cval: float = 0.0, origin: int = 0):
     """``(ref, bound)`` for scipy.ndimage.correlate1d of a 2-D image along
     ``axis``, origin 0: the 2-D correlation with the K × 1 (axis 0) or 1 × K
     (axis 1) filter — K terms per output, so γ_K (γ_{K+1} in mode "constant").
     Every tap counts, zero weights too, as in scipy's correlate1d."""
     w = np.asarray(weights)
     k = w.shape[0]
-    return correlate2d_reference(image, w.reshape((k, 1) if axis % 2 == 0 else (1, k)), mode, cval,
-                                 all_taps=True)
+    along0 = axis % 2 == 0
+    return correlate2d_reference(image, w.reshape((k, 1) if along0 else (1, k)), mode, cval,
+                                 all_taps=True, origin=(origin, 0) if along0 else (0, origin))
 
 
 def correlate_separable_reference(image: np.ndarray, wy: np.ndarray, wx: np.ndarray,
-                                  mode: str = "reflect", cval: float = 0.0):
+                                  mode: str = "reflect", cval: float = 0.0, origin=(0, 0)):
     """``(ref, bound)`` for scipy.ndimage.correlate with the outer product
     ``wy[:, None] · wx[None, :]``, computed as a column pass (KH terms) then a
     row pass (KW terms) with the intermediate rounded to the image's dtype.
@@ -123,10 +136,10 @@ def correlate_separable_reference(image: np.ndarray, wy: np.ndarray, wx: np.ndar
     kh, kw = wy_r.shape[0], wx_r.shape[0]
     w = wy_r[:, None] * wx_r[None, :]
     keep = (abs(wy_r) > TINY_WEIGHT)[:, None] & (abs(wx_r) > TINY_WEIGHT)[None, :]
-    ref, absref = _window_sums(image, w, kh // 2, kw // 2, mode, cval, keep)
+    ref, absref = _window_sums(image, w, kh // 2 + origin[0], kw // 2 + origin[1], mode, cval, keep)
     extra = 1 if mode == "constant" else 0
     g_ref = gamma(kh * kw + 1 + extra, unit_roundoff(rdt))
-    factor = (gamma(kh + kw + extra, unit_roundoff(image.dtype)) + g_ref) * (1 + 2 * g_ref)
+    factor = (gamma(kh + kw + extra, unit_roundoff(_float_of(image.dtype))) + g_ref) * (1 + 2 * g_ref)
     return ref, absref * factor
 
 

@@ -73,7 +73,7 @@ from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
 
 __all__ = ["planned", "clear", "stats", "enabled", "set_enabled", "no_plan", "flatten", "ctype_args",
-           "stream_handle", "array_signature", "OutOfMemoryError"]
+           "stream_handle", "array_signature", "OutOfMemoryError", "is_out_of_memory"]
 
 _env = os.environ.get("SIMT_TILES_FAST_LAUNCH")
 _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
@@ -317,7 +317,10 @@ class OutOfMemoryError(MemoryError, _CudaAPIError):
         return type(self), (self.msg, self.function, self.what, self.nbytes)
 
 
-def _is_out_of_memory(exc) -> bool:
+def is_out_of_memory(exc) -> bool:
+    """Whether ``exc`` is numba-cuda's error for a failed device allocation (CUDA_ERROR_OUT_OF_MEMORY)."""
+    if not isinstance(exc, _CudaAPIError):
+        return False
     code = getattr(exc, "code", None)
     if code is None and exc.args:
         code = exc.args[0]
@@ -482,7 +485,7 @@ def planned(fn):
                     return result
             return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle)
         except _CudaAPIError as exc:  # (a try costs nothing until it raises: Python 3.11+)
-            if isinstance(exc, OutOfMemoryError) or not _is_out_of_memory(exc):
+            if isinstance(exc, OutOfMemoryError) or not is_out_of_memory(exc):
                 raise
             raise out_of_memory(public, exc) from exc
 

@@ -124,6 +124,26 @@ def test_bounded(plans_on, monkeypatch):
     assert _filter_cache.stats()["miss"] == 7
 
 
+def test_no_room_for_a_cached_copy_leaves_the_filter_to_the_checked_path(plans_on, monkeypatch):
+    """The cache's upload out of GPU memory: the NumPy filter goes on as it is (the checked path
+    uploads it for the call), the result is right and nothing is cached."""
+    rng = np.random.default_rng(6)
+    image = rng.standard_normal((4, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+
+    def no_room(obj, stream=0, **kw):
+        raise launch._CudaAPIError(2, "Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+
+    # the cache module's own view of numba.cuda: its upload fails, nothing else does
+    monkeypatch.setattr(_filter_cache, "cuda", type("NoRoom", (), {"to_device": staticmethod(no_room),
+                                                                   "default_stream": staticmethod(cuda.default_stream),
+                                                                   "gpus": cuda.gpus}))
+    got = correlate2d(cuda.to_device(image), w, out=cuda.to_device(poisoned(image.shape, np.float32)))
+    _check(got.copy_to_host(), image, w)
+    assert _filter_cache.stats() == {"hit": 0, "miss": 0, "entries": 0}
+    assert launch.is_out_of_memory(launch._CudaAPIError(2, "x")) and not launch.is_out_of_memory(ValueError("x"))
+
+
 def test_not_swapped(plans_on):
     rng = np.random.default_rng(4)
     image = rng.standard_normal((3, 3)).astype(np.float32)

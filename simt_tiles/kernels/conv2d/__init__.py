@@ -249,8 +249,8 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, 
     ``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``.
 
     Along axis 1: ``out[i, j] = Σ_b weights[b] · ext(image)[i, j + b − K//2]``
-    (axis 0 likewise down the columns).  ``weights`` is 1-D, the image's dtype,
-    at least one value, any length (even, or longer than the axis).  It is
+    (axis 0 likewise down the columns).  ``weights`` is 1-D, any real dtype (as
+    :func:`correlate2d`'s), at least one value, any length (even, or longer than the axis).  It is
     :func:`correlate2d` with the 1 × K (axis 1) or K × 1 (axis 0) filter, so
     ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other
     arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1; ``origin`` one int
@@ -271,7 +271,7 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, ou
     (KH + KW multiply-adds per output instead of KH·KW).
 
     wy, wx
-        1-D, the image's dtype, at least one value each, any length.
+        1-D, any real dtype (as :func:`correlate2d`'s ``weights``), at least one value each, any length.
     variant
         A name from :data:`SEPARABLE_VARIANTS`: ``"k06_separable_fused"`` (one
         kernel, the intermediate in shared memory) or ``"two_pass"`` (two

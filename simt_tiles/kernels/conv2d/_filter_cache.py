@@ -43,7 +43,7 @@ import numpy as np
 from numba import cuda
 
 from ...interop import array_device, as_stream
-from ...launch import array_signature, stream_handle
+from ...launch import array_signature, is_out_of_memory, stream_handle
 from ...runtime import SIMULATOR
 
 #: device copies kept; the least recently used is dropped
@@ -132,7 +132,14 @@ def device_filter(weights, image, stream, ndim: int):
     host = np.frombuffer(key[-1], weights.dtype).reshape(weights.shape)  # the values keyed on
     # on the call's stream, asynchronously (0, the legacy stream, too: its stream object; a
     # synchronous copy would wait for the GPU's queued work)
-    dev = cuda.to_device(host, stream=as_stream(stream, image) or cuda.default_stream())
+    try:
+        dev = cuda.to_device(host, stream=as_stream(stream, image) or cuda.default_stream())
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        # no room for a cached copy: the NumPy filter goes on as it is, to the checked path, which
+        # uploads it for this call (and, short of memory there too, raises OutOfMemoryError naming it)
+        return weights
     with _LOCK:
         _CACHE[key] = dev
         _STATS["miss"] += 1

@@ -18,7 +18,7 @@ Operands must be contiguous along k (row-major A, column-major B: the linear lay
 layout); :func:`.dispatch.gemv_rule` sends such shapes here (``matmul`` of a 1-D vector too).
 Rules: MT ∈ {1, 2, 4, 8, 16}; ragged K takes a scalar tail; unaligned rows the scalar build.
 
-Headline (H200): measured in benchmarks/notes/matmul.md (the zoo's decode rows)
+Headline: none yet — not measured on a GPU (the zoo's decode rows, `benchmarks/gpu_pass.sh zoo`, will give it)
 """
 
 from __future__ import annotations

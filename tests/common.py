@@ -32,6 +32,19 @@ def poisoned(shape, dtype):
     return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
 
 
+def transposed(dev, axes=None):
+    """A transposed *view* of a device array.  numba-cuda's ``DeviceNDArray.T`` copies on a GPU (it
+    launches a transpose kernel and refuses more than 2-D); the simulator's ``.T`` is a NumPy view, so
+    a test of strided operands must build the view itself to test the same thing in both."""
+    axes = tuple(reversed(range(dev.ndim))) if axes is None else tuple(axes)
+    if SIMULATOR:
+        return dev.transpose(axes)
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    return DeviceNDArray(tuple(dev.shape[i] for i in axes), tuple(dev.strides[i] for i in axes), dev.dtype,
+                         gpu_data=dev.gpu_data)
+
+
 def configs(rung, random_configs, n_drawn: int = 2):
     """Launch configs for a property test of ``rung``.
 

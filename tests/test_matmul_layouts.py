@@ -26,7 +26,7 @@ from simt_tiles.kernels.matmul import _layouts, _strided, dispatch
 from simt_tiles.kernels.matmul.k11_vectorized_bk16 import PRESETS
 from simt_tiles.runtime import SIMULATOR
 
-from .common import DTYPES, poisoned
+from .common import DTYPES, poisoned, transposed
 from .profiles import examples
 
 LAYOUTS = _layouts.LAYOUTS
@@ -57,12 +57,13 @@ def stored(rng, rows, cols, trans, dtype, pad=0, offset=0):
     or column-major (``x.T`` of a cols×rows array), inside storage ``pad`` elements wider than its
     contiguous extent (a column slice) and ``offset`` elements from the start (unaligned)."""
     inner, outer = (rows, cols) if trans else (cols, rows)
-    buf = np.full(outer * (inner + pad) + offset, np.nan, dtype)  # what the view must not read: NaN
-    full = buf[offset:].reshape(outer, inner + pad)
+    size = outer * (inner + pad)
+    buf = np.full(size + offset + 1, np.nan, dtype)  # what the view must not read: NaN (one past: never empty)
+    full = buf[offset:offset + size].reshape(outer, inner + pad)
     full[:, :inner] = rng.standard_normal((outer, inner))
-    dev = cuda.to_device(buf)[offset:].reshape(outer, inner + pad)[:, :inner]
+    dev = cuda.to_device(buf)[offset:offset + size].reshape(outer, inner + pad)[:, :inner]
     host = full[:, :inner]
-    return (host.T, dev.T) if trans else (host, dev)
+    return (host.T, transposed(dev)) if trans else (host, dev)
 
 
 def run_layout(rng, layout, m, n, k, dtype, pad=0, offset=0, **kw):
@@ -103,7 +104,7 @@ def test_transposed_views_run_the_layout_kernel_without_copies(monkeypatch):
     monkeypatch.setattr(_strided, "contiguous_copy", lambda *a, **k: copied.append(1))
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((20, 12), np.float32), rng.standard_normal((24, 12), np.float32)  # past k15's class
-    got = simt_tiles.matmul(cuda.to_device(x), cuda.to_device(w).T).copy_to_host()
+    got = simt_tiles.matmul(cuda.to_device(x), transposed(cuda.to_device(w))).copy_to_host()
     assert_np_matmul(got, x, np.ascontiguousarray(w.T))
     p = rng.standard_normal((12, 20), np.float32)
     got = simt_tiles.matmul(p.T, w.T)  # NumPy views are uploaded as they lie: the same kernel
@@ -125,16 +126,16 @@ def test_other_strides_are_copied_once():
 def test_a_named_lesser_rung_gets_c_order_copies():
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((2, 7, 5)), rng.standard_normal((6, 5))
-    got = simt_tiles.matmul(a, cuda.to_device(b).T, variant="k03_smem_tiled")  # a's kind: NumPy
+    got = simt_tiles.matmul(a, transposed(cuda.to_device(b)), variant="k03_smem_tiled")  # a's kind: NumPy
     assert_np_matmul(got, a, np.ascontiguousarray(b.T))
 
 
 def test_out_overlapping_a_transposed_view_is_refused():
     buf = cuda.to_device(np.ones((4, 4), np.float32))
     with pytest.raises(ValueError, match=r"out: overlaps a in memory"):
-        simt_tiles.matmul(buf.T, cuda.to_device(np.ones((4, 4), np.float32)), out=buf)
+        simt_tiles.matmul(transposed(buf), cuda.to_device(np.ones((4, 4), np.float32)), out=buf)
     with pytest.raises(ValueError, match=r"out: overlaps b in memory"):
-        simt_tiles.matmul(np.ones((4, 4), np.float32), buf.T, out=buf)
+        simt_tiles.matmul(np.ones((4, 4), np.float32), transposed(buf), out=buf)
 
 
 # --- NumPy semantics ----------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_transposed_batches_run_in_one_launch(monkeypatch):
     rng = np.random.default_rng(6)
     q, kk = rng.standard_normal((3, 9, 8)).astype(np.float32), rng.standard_normal((3, 10, 8)).astype(np.float32)
     out = poisoned((3, 9, 10), np.float32)
-    simt_tiles.matmul(cuda.to_device(q), cuda.to_device(kk).transpose((0, 2, 1)), out=out)
+    simt_tiles.matmul(cuda.to_device(q), transposed(cuda.to_device(kk), (0, 2, 1)), out=out)
     assert_np_matmul(out.copy_to_host(), q, np.ascontiguousarray(kk.transpose(0, 2, 1)))
     assert calls == [3]  # nb
 
@@ -354,6 +355,6 @@ def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):
     for shape_a, shape_w in (((20, 12), (24, 12)), ((12,), (24, 12)), ((3, 20, 12), (24, 12))):
         for _ in range(2):
             a, w = rng.standard_normal(shape_a, np.float32), rng.standard_normal(shape_w, np.float32)
-            got = simt_tiles.matmul(cuda.to_device(a), cuda.to_device(w).T).copy_to_host()
+            got = simt_tiles.matmul(cuda.to_device(a), transposed(cuda.to_device(w))).copy_to_host()
             assert_np_matmul(got, a, np.ascontiguousarray(w.T))
     assert plans.stats()["hit"] == 3

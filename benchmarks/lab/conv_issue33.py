@@ -155,7 +155,7 @@ def zoo_section(reps: int, quick: bool) -> None:
     import torch.nn.functional as F
 
     import simt_tiles
-    from simt_tiles.kernels.conv_nchw import _params
+    from simt_tiles.kernels.conv_nchw import _params, dispatch
 
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -188,7 +188,9 @@ def zoo_section(reps: int, quick: bool) -> None:
                         times.append(e0.elapsed_time(e1) * 1e3)
                     ts[name] = sorted(times)[len(times) // 2]
                 RESULTS["zoo"].append(dict(layer=layer, n=batch, c_in=c_in, c_out=c_out, h=h, k=k, stride=s,
-                                           padding=p, groups=g, path="tiled" if fast else "k01 general",
+                                           padding=p, groups=g, path=("tiled" if fast else "space-to-depth, tiled"
+                                                 if dispatch.space_to_depth_applies(None, None, (s, s), (1, 1), g)
+                                                 else "k01 general"),
                                            simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL"))
                 print(RESULTS["zoo"][-1], flush=True)
             except Exception as exc:  # a layer that fails is reported, the others still run

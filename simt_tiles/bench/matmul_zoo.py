@@ -18,6 +18,7 @@ compiles per shape class for minutes: ``bench matmul --sizes`` has it).
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 
@@ -122,7 +123,8 @@ def warm(rows, jobs: int = 8) -> None:
     """Every kernel of :func:`kernels` compiled into Numba's disk cache, ``jobs`` processes at once."""
     todo = kernels(rows)
     print(f"zoo: warming {len(todo)} kernels, {jobs} at a time", flush=True)
-    with ProcessPoolExecutor(jobs) as pool:
+    # spawn: planning the rows read the GPU's tuned rules, and a process forked after CUDA is up can't use it
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         for what, sec in pool.map(_compile, todo):
             print(f"  {sec:6.1f} s  {what}", flush=True)
 

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36).
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -197,6 +197,22 @@ for step in $steps; do
     zoo)
       # issue 32: the layout/batch/GEMV tests, then the matmul shape zoo beside cuBLAS and torch FP32
       OUT="$out" BUDGET_S=$(limit ${ZOO_BUDGET:-400}) bash benchmarks/lab/matmul_zoo_pass.sh 2>&1 | tail -40 ;;
+    narrow)
+      # issue 32's narrow class (dispatch.narrow_plan): the zoo's narrow rows with the default, then the
+      # tiles and splits around the rule's picks at measured and unmeasured narrow sizes
+      K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"; c128x64="bn=64,min_blocks=3"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
+      cfgs="$K12:$c64,splits=2 $K12:$c64,splits=4 $K12:$c64,splits=8 $K12:$c128x64 $K12:$c128x64,splits=4
+        $K12:$c64x128,splits=4 $K12:$c32x64,splits=4 $K12:$c32x64,splits=8"
+      sizes=${NARROW_SIZES:-"4096x64x4096 64x4096x4096 100352x64x576 32x1000x2048 4096x128x4096 2048x64x8192 48x3000x1024"}
+      choices $sizes | tee "$out/narrow_choices.txt"
+      python3 benchmarks/warm_kernel_cache.py -j 16 --no-conv --dtypes float32 --configs $cfgs > "$out/narrow_warm.log" 2>&1 &
+      ZOO_JOBS=16 timeout $(limit ${NARROW_ZOO_TIMEOUT:-150}) python3 -m simt_tiles bench matmul --zoo --zoo-only resnet \
+        skinny attention --reps 10 --budget-s 0.25 --json "$out/zoo_narrow.json" --md "$out/zoo_narrow.md" \
+        > "$out/zoo_narrow.log" 2>&1; echo "zoo rc=$?"; wait
+      timeout $(limit ${BENCH_TIMEOUT:-150}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --reps 10 --budget-s 0.25 --sizes $sizes --config $cfgs --json "$out/matmul_narrow_h200.json" \
+        --md "$out/matmul_narrow_h200.md" > "$out/narrow.log" 2>&1; echo "sweep rc=$?" ;;
     conv33)
       # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18
       timeout $(limit ${CONV33_TIMEOUT:-400}) python3 benchmarks/lab/conv_issue33.py --out "$out" 2>&1 \
@@ -204,16 +220,16 @@ for step in $steps; do
     torch)
       # issue 35: the torch operators' tests (gradcheck, opcheck, fullgraph compile), then host overhead per op
       # inside torch and the digits model beside plain torch
-      SIMT_TILES_HYPOTHESIS_PROFILE=gpu-quick timeout -s INT $(limit 200) python3 -m pytest -q -p no:cacheprovider \
+      SIMT_TILES_HYPOTHESIS_PROFILE=gpu-quick timeout -s INT $(limit ${TORCH_TESTS_TIMEOUT:-200}) python3 -m pytest -q -p no:cacheprovider \
         tests/test_torch_ops.py tests/test_softmax_backward.py > "$out/torch_tests.log" 2>&1; tail -3 "$out/torch_tests.log"
-      timeout $(limit 300) python3 benchmarks/bench_torch.py --out "$out/torch_h200" --epochs 15 2>&1 | tail -30 ;;
+      timeout $(limit ${TORCH_BENCH_TIMEOUT:-300}) python3 benchmarks/bench_torch.py --out "$out/torch_h200" --epochs ${TORCH_EPOCHS:-15} 2>&1 | tail -30 ;;
     soak)
       # issue 36: the fault tests on the GPU (not the subprocess kills), a short soak that fills the caches,
       # then the soak itself (SOAK_MINUTES, 16 threads, 4 streams; benchmarks/notes/faults.md)
       export SIMT_TILES_CACHE_DIR=${SIMT_TILES_CACHE_DIR:-/tmp/stc} NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/nbc}
-      timeout -s INT $(limit 150) python3 -m pytest -q -p no:cacheprovider tests/test_faults.py -k "not killed" \
+      timeout -s INT $(limit ${FAULTS_TIMEOUT:-150}) python3 -m pytest -q -p no:cacheprovider tests/test_faults.py -k "not killed" \
         > "$out/test_faults.log" 2>&1; tail -3 "$out/test_faults.log"
-      timeout $(limit 120) python3 -m simt_tiles bench soak --minutes 0.5 --threads 16 --streams 4 --problems 3 \
+      timeout $(limit ${SOAK_FILL_TIMEOUT:-120}) python3 -m simt_tiles bench soak --minutes 0.5 --threads 16 --streams 4 --problems 3 \
         --json "$out/soak_fill.json" > "$out/soak_fill.log" 2>&1; tail -5 "$out/soak_fill.log"
       timeout $(limit 420) python3 -m simt_tiles bench soak --minutes ${SOAK_MINUTES:-5} --threads 16 --streams 4 \
         --problems 3 --out "$out" > "$out/soak.log" 2>&1; tail -30 "$out/soak.log" ;;

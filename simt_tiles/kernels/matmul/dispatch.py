@@ -260,11 +260,54 @@ def sm_count() -> int:
     return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
+#: the narrow class: C at most this many columns (or rows) wide, the other side at least
+#: :data:`NARROW_LONG` long (a skinny layer, a 1×1 conv's 64 channels, a classifier's 32 rows)
+NARROW = 64
+NARROW_LONG = 512
+#: most K splits the narrow class takes (each split at least :data:`MIN_SPLIT_K` long)
+MAX_NARROW_SPLITS = 8
+#: the narrow class's tiles: config fields over k12's ``"default"`` preset (128×128) and the blocks of
+#: that tile resident per SM (its ``min_blocks``); 128-long tiles where they alone fill two waves
+NARROW_TILES = {
+    "128x64": {"bn": 64, "min_blocks": 3},
+    "64x128": {"bm": 64, "wm": 32, "wn": 64, "min_blocks": 3},
+    "64x64": {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4},
+    "32x64": {"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 6},
+}
+
+
+def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
+    """``(variant, splits, fields)`` for a float32 product in the narrow class, else None.
+
+    A 128×128 tile over a C 64 wide computes half zeros (N = 64: 100352×64×576, a ResNet 1×1
+    conv as a GEMM ran at 0.37× cuBLAS), and a 64-wide C of 4096 rows is 64 tiles, half a wave on
+    132 SMs.  So the tile's short side is :data:`NARROW` (32 for C at most 32 rows), its long side
+    128 only where those tiles fill two blocks per SM, and K is split until the grid reaches two
+    blocks per SM (:data:`MAX_NARROW_SPLITS`, :data:`MIN_SPLIT_K` each): partial sums of a narrow C
+    are small (8 of 4096×64 floats: 8 MiB against A's 64 MiB).  Shapes within 2·NARROW of square
+    keep the table's rows (one or a few tiles)."""
+    if min(m, n) > NARROW or max(m, n) < NARROW_LONG:
+        return None
+    full = 2 * sm_count()
+    if n <= NARROW:
+        tile = "128x64" if -(-m // 128) >= full else "64x64"
+    else:
+        tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= full else "64x64"
+    bm, bn = map(int, tile.split("x"))
+    blocks = -(-m // bm) * -(-n // bn)
+    splits = max(1, min(MAX_NARROW_SPLITS, k // MIN_SPLIT_K, -(-full // blocks)))
+    return "k12_async_copy", splits, NARROW_TILES[tile]
+
+
 def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:
-    """``(variant, splits, fields)`` for ``matmul(variant=None)`` from :func:`fast_table`:
-    ``fields`` are the row's config fields (``{}``: the variant's preset)."""
+    """``(variant, splits, fields)`` for ``matmul(variant=None)``: the narrow class
+    (:func:`narrow_plan`), else :func:`fast_table`'s first matching row; ``fields`` are the config
+    fields over the variant's ``"default"`` preset (``{}``: the preset)."""
     if np.dtype(dtype) != np.float32:
         return FLOAT64_VARIANT, 1, {}
+    narrow = narrow_plan(m, n, k)
+    if narrow is not None:
+        return narrow
     tiles = -(-m // 128) * -(-n // 128)
     for row in fast_table():
         if row.most is None or tiles <= row.most:

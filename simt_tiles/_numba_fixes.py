@@ -38,6 +38,15 @@ compare flags in typing's template cache) read from the option table instead of 
    a miss with a warning, the entry rewritten; a failed write (a full disk, a read-only directory)
    a warning (numba-cuda raised from the compile in both).
 
+4. A kernel's first launch (:func:`apply_cufunc_lock`, with 2): ``CUDACodeLibrary.get_cufunc``
+   loads the kernel's module into the context on a cache miss, unlocked.  Two threads launching a
+   kernel for the first time at once both load the same cubin (one ``ObjectCode``, so one library
+   handle); the context's module table keeps the second under that handle and drops the first,
+   whose finalizer then queues an unload of the handle both share.  The next flush of Numba's
+   pending frees raised ``AssertionError`` in ``module_unload`` (the H200 soak, 16 threads), and
+   under ``python -O`` it would unload a library kernels still run from.  Here the miss is loaded
+   under a lock, so once.
+
 ``SIMT_TILES_NUMBA_FIXES=0`` installs none of them.  Each is left alone when Numba's method is not the
 one it was written against (then compiles are only slower).
 """
@@ -205,7 +214,7 @@ def _apply_ssa_and_flags() -> None:
 
 
 def apply() -> bool:
-    """Install the four compile-time fixes (once per process); whether the lowering scan is installed
+    """Install the four compile-time fixes and the two locks (once per process); whether the lowering scan is installed
     (the inliner's copy, the SSA positions and the flags' values are each installed where they match).  Imports Numba's CUDA lowering: call it where
     the real target is loaded (the compile gate's processes; :mod:`simt_tiles.runtime` off the
     simulator)."""
@@ -227,6 +236,7 @@ def apply() -> bool:
     _apply_shared_block_memo()
     _apply_ssa_and_flags()
     apply_cache_lock()
+    apply_cufunc_lock()
     _APPLIED.append(known)
     return known
 
@@ -347,6 +357,48 @@ def apply_cache_lock() -> bool:
         return False
     _CACHE_ORIGINAL.update(save=cls.save, load=cls.load)
     cls.save, cls.load = _cache_save, _cache_load
+    return True
+
+
+# --- a kernel's module loaded once, whatever the threads ----------------------------------------
+
+_CUFUNC_LOCK = threading.RLock()  # re-entrant: a module's setup may load another library's module
+_CUFUNC_ORIGINAL: list = []
+
+
+def locked_get_cufunc(original):
+    """``original`` (``CUDACodeLibrary.get_cufunc``, called at every launch) under
+    :data:`_CUFUNC_LOCK`: a hit is a dict lookup either way (the GIL already runs one thread's at a
+    time); a miss loads the module once, whichever threads ask."""
+
+    @functools.wraps(original)
+    def get_cufunc(self):
+        with _CUFUNC_LOCK:
+            return original(self)
+
+    return get_cufunc
+
+
+def apply_cufunc_lock() -> bool:
+    """Install :func:`locked_get_cufunc` over numba-cuda's ``CUDACodeLibrary.get_cufunc`` (once per
+    process); whether it is installed.  Left alone when the method is not the one this was written
+    against, or with ``SIMT_TILES_NUMBA_FIXES=0``."""
+    if not ENABLED:
+        return False
+    if _CUFUNC_ORIGINAL:
+        return True
+    try:
+        from numba.cuda import codegen
+
+        cls = codegen.CUDACodeLibrary
+        src = inspect.getsource(cls.get_cufunc)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return False
+    if not all(m in src for m in ("self._cufunc_cache.get(device.id", "ctx.create_module_image(",
+                                  "self._cufunc_cache[device.id] = cufunc")):
+        return False
+    _CUFUNC_ORIGINAL.append(cls.get_cufunc)
+    cls.get_cufunc = locked_get_cufunc(cls.get_cufunc)
     return True
 
 

@@ -829,6 +829,96 @@ def test_threads_asking_for_one_kernel_at_once_compile_it_once(monkeypatch):
     assert rung.kernel(cfg, np.float32) is got[0] and len(calls) == 1  # (then a lookup)
 
 
+def test_threads_first_launches_of_one_kernel_load_its_module_once():
+    """numba-cuda's ``get_cufunc`` (a kernel's module loaded at its first launch) under the lock of
+    :mod:`simt_tiles._numba_fixes`: eight threads missing at once load it once, and all get it
+    (unlocked, each loaded the one cubin: the H200 soak's ``module_unload`` AssertionError)."""
+    import threading
+    import time
+
+    from simt_tiles import _numba_fixes
+
+    loads = []
+
+    class Library:
+        def __init__(self):
+            self._cufunc_cache = {}
+
+        def get_cufunc(self):  # numba-cuda's shape: a miss loads, then fills the cache
+            hit = self._cufunc_cache.get(0)
+            if hit:
+                return hit
+            loads.append(1)
+            time.sleep(0.05)  # cuLibraryLoad; the GIL is free meanwhile
+            self._cufunc_cache[0] = cufunc = object()
+            return cufunc
+
+    lib, got, start = Library(), [], threading.Barrier(8)
+    locked = _numba_fixes.locked_get_cufunc(Library.get_cufunc)
+
+    def first_launch():
+        start.wait()
+        got.append(locked(lib))
+
+    threads = [threading.Thread(target=first_launch) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(loads) == 1 and len(got) == 8 and all(g is got[0] for g in got)
+
+
+def test_the_module_load_lock_is_installed_over_numba_cudas_get_cufunc():
+    """Installed on the real target (no GPU needed to import it): numba-cuda's ``get_cufunc`` is still
+    the one the lock was written against, else this names the file to review."""
+    from .gate_subprocess import run_real_target
+
+    proc = run_real_target("""
+        from numba.cuda import codegen
+        import simt_tiles.runtime  # installs the fixes off the simulator, at the first real-target kernel
+        from simt_tiles import _numba_fixes
+        assert _numba_fixes.apply_cufunc_lock(), "numba-cuda's get_cufunc changed: review simt_tiles/_numba_fixes.py"
+        print(codegen.CUDACodeLibrary.get_cufunc.__wrapped__ is _numba_fixes._CUFUNC_ORIGINAL[0])
+    """)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "True"
+
+
+@pytest.mark.gpu
+def test_threads_first_launches_then_numbas_pending_frees_flush():
+    """On the GPU: 16 threads' first launches of one fresh kernel at once, then Numba's pending frees
+    flushed (what its allocator does when they pile up): no module of a live kernel is unloaded."""
+    import threading
+
+    from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
+
+    rung = VECTOR_ADD_RUNGS[st.VECTOR_ADD_VARIANTS[0]]
+    base = rung.resolve_config(None)
+    fields = dataclasses.asdict(base)
+    name = next(k for k, v in fields.items() if isinstance(v, int))
+    cfg = dataclasses.replace(base, **{name: fields[name] + 3})  # a kernel no other test builds
+    x = np.arange(4096, dtype=np.float32)
+    want = x + x
+    start, errors, outs = threading.Barrier(16), [], []
+
+    def first_launch():
+        try:
+            start.wait()
+            outs.append(st.vector_add(x, x, variant=rung.name, config=cfg))
+        except Exception as exc:  # noqa: BLE001  (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_launch) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and len(outs) == 16 and all(np.array_equal(o, want) for o in outs)
+    cuda.synchronize()
+    cuda.current_context().deallocations.clear()  # unlocked: AssertionError in module_unload
+    assert np.array_equal(st.vector_add(x, x, variant=rung.name, config=cfg), want)
+
+
 def test_threads_opting_into_tuning_one_problem_tune_it_once(cache_dir, monkeypatch):
     """``autotune=True`` from several threads at once (a server's first requests): one tune (two at
     once would time each other's kernels on one GPU), every thread gets its choice."""

@@ -10,7 +10,8 @@ compiled kernel with ``cuLaunchKernel`` on the plan's stream.
 
 The signature is everything a call's checks and choices can depend on: the function; every
 non-array argument (type and value; floats by their bits, so -0.0 is not 0.0 and every NaN is one
-key: variant, config, mode, cval, axis, ...); the keyword names; for each device array its kind
+key: variant, config, mode, cval, axis, ...; a tuple of ints, strings, bools or None by its
+values and their types); the keyword names; for each device array its kind
 (Numba, CuPy, PyTorch), dtype (byte order included), shape, strides, device, whether its address
 is 16-byte aligned (the vectorised rungs choose by it) and, for torch, ``requires_grad``; the
 launch stream (``stream=None``: the current stream of the framework of the function's *first
@@ -84,6 +85,8 @@ _PLANS: dict = {}
 _COUNTS = {"hit": 0, "recorded": 0, "refused": 0}
 _MISS = object()
 _SCALARS = frozenset({int, float, str, bool, type(None)})
+#: what a tuple argument may hold and still be part of a signature (floats not: -0.0 == 0.0)
+_TUPLE_ITEMS = frozenset({int, str, bool, type(None)})
 
 
 def enabled() -> bool:
@@ -448,6 +451,10 @@ def planned(fn):
                 elif isinstance(v, TileConfig):
                     append(t)
                     append(v)
+                elif t is tuple and all(type(i) in _TUPLE_ITEMS for i in v):
+                    append(t)  # axis=(0, 2), stride=(2, 2): the values, and their types (True == 1)
+                    append(v)
+                    append(tuple(map(type, v)))
                 elif isinstance(v, np.generic):
                     append(t)
                     append(v.tobytes())  # the bits: -0.0 and NaN as for floats

@@ -332,6 +332,29 @@ def test_float_arguments_are_keyed_by_their_bits(plans):
         st.correlate2d(image.copy_to_host(), w.copy_to_host(), mode="constant", cval=np.nan)))
 
 
+def test_tuple_arguments_are_keyed_by_their_values_and_types(plans):
+    """``axis=(0,)`` (the torch op's form of one axis) replays a plan; ``(0, 1)`` is another problem,
+    and ``(True,)`` (== ``(1,)``) is not ``(1,)``: the checked path rejects it every time."""
+    x = cuda.to_device(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    for axis in ((0,), (0,), (0, 1), (1,)):
+        got = st.reduce(x, "sum", axis=axis)
+        np.testing.assert_array_equal(got.copy_to_host(), np.sum(x.copy_to_host(), axis=axis))
+    assert (_count("recorded"), _count("hit")) == (3, 1)
+    with pytest.raises(TypeError, match="axis"):
+        st.reduce(x, "sum", axis=(True,))
+    assert (_count("recorded"), _count("hit")) == (3, 1)
+
+
+def test_softmax_backward_replays_a_plan(plans):
+    from simt_tiles.kernels.softmax import softmax_backward
+
+    y = cuda.to_device(np.full((4, 8), 1 / 8, np.float32))
+    dy = cuda.to_device(np.arange(32, dtype=np.float32).reshape(4, 8))
+    first, second = softmax_backward(y, dy), softmax_backward(y, dy)
+    assert (_count("recorded"), _count("hit")) == (1, 1)
+    np.testing.assert_array_equal(first.copy_to_host(), second.copy_to_host())
+
+
 def test_byte_order_is_part_of_the_signature(plans):
     a, b, o = _dev([np.arange(9, dtype=np.float32), np.ones(9, np.float32), np.zeros(9, np.float32)])
     st.vector_add(a, b, out=o)

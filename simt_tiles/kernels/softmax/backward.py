@@ -32,6 +32,7 @@ from numba import cuda, uint64, void
 
 from ...bounds import gamma, ref_dtype, unit_roundoff
 from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...launch import planned
 from ...runtime import Rung, TileConfig, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 
@@ -111,6 +112,7 @@ RUNG = Rung("softmax_backward", Config, PRESETS, make_kernel, geometry, signatur
             smem_exception="no shared memory")
 
 
+@planned
 def softmax_backward(y, dy, *, axis: int = -1, log: bool = False, out=None, config=None, stream=None):
     """The gradient ``dx`` of ``softmax(x, axis=axis)`` (``log=False``) or ``log_softmax``
     (``log=True``) given the forward's output ``y`` and the output gradient ``dy``.

@@ -540,6 +540,39 @@ def test_balance_splits_the_h200_numbers():
     assert bal(0, 4096, 132) == 1  # an empty C
 
 
+def test_the_narrow_class_at_the_measured_shapes():
+    """dispatch.narrow_plan where the H200 measured it (benchmarks/results/matmul_narrow_h200.md)."""
+    f, tiles = dispatch.narrow_plan, dispatch.NARROW_TILES
+    assert f(100352, 64, 576) == ("k12_async_copy", 1, tiles["128x64"])  # a ResNet 1x1 conv: 784 blocks
+    assert f(4096, 64, 4096) == ("k12_async_copy", 5, tiles["64x64"])  # 64 blocks: 5 splits, 320
+    assert f(64, 4096, 4096) == ("k12_async_copy", 5, tiles["64x64"])
+    assert f(32, 1000, 2048) == ("k12_async_copy", 8, tiles["32x64"])  # ResNet's fc at batch 32
+    assert f(2048, 64, 8192) == ("k12_async_copy", 8, tiles["64x64"])
+    assert f(4096, 128, 4096) is None  # 128 wide: the table's rows
+    assert f(300, 64, 300) is None  # within 2·64 of square... and short: one or a few tiles
+    assert dispatch.fast_plan(4096, 64, 4096, np.float64) == (dispatch.FLOAT64_VARIANT, 1, {})
+    assert dispatch.fast_plan(4096, 64, 4096, np.float32) == f(4096, 64, 4096)
+
+
+@settings(max_examples=200, deadline=None)
+@given(short=st.integers(1, 64), long=st.integers(512, 10**6), k=st.integers(0, 20000), narrow_n=st.booleans())
+def test_the_narrow_class_between_the_measured_shapes(short, long, k, narrow_n):
+    """Any narrow shape: the tile's short side covers C's short side once (no half-empty 128 edge),
+    K splits only into chunks of at least MIN_SPLIT_K, and the grid reaches two blocks per SM unless
+    the split cap or K stops it."""
+    m, n = (long, short) if narrow_n else (short, long)
+    variant, splits, fields = dispatch.narrow_plan(m, n, k)
+    cfg = dataclasses.replace(dispatch.RUNGS[variant].presets["default"], **fields)
+    assert (cfg.bn if narrow_n else cfg.bm) <= 64
+    if not narrow_n and short <= 32:
+        assert cfg.bm == 32
+    assert splits == 1 or k // splits >= dispatch.MIN_SPLIT_K
+    blocks = -(-m // cfg.bm) * -(-n // cfg.bn)
+    full = 2 * dispatch.sm_count()
+    assert blocks * splits >= full or splits in (dispatch.MAX_NARROW_SPLITS, max(1, k // dispatch.MIN_SPLIT_K))
+    assert blocks * (splits - 1) < full  # no more splits than filling needs
+
+
 def test_rows_without_a_tile_behave_as_before(split_rows):
     split_rows([[66, 4, "k11_vectorized_bk16"], [None, 1, "k12_async_copy"]])
     assert dispatch.fast_plan(1000, 1000, 1000, np.float32) == ("k11_vectorized_bk16", 4, {})

@@ -202,9 +202,13 @@ for step in $steps; do
       # tiles and splits around the rule's picks at measured and unmeasured narrow sizes
       K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"; c128x64="bn=64,min_blocks=3"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
-      cfgs="$K12:$c64,splits=2 $K12:$c64,splits=4 $K12:$c64,splits=8 $K12:$c128x64 $K12:$c128x64,splits=4
-        $K12:$c64x128,splits=4 $K12:$c32x64,splits=4 $K12:$c32x64,splits=8"
-      sizes=${NARROW_SIZES:-"4096x64x4096 64x4096x4096 100352x64x576 32x1000x2048 4096x128x4096 2048x64x8192 48x3000x1024"}
+      # k11 beside k12: k12 first writes Aᵀ (an extra read and write of A: ~50/N of the product's time at
+      # 50 TFLOP/s and 4 TB/s), which tall, narrow products (N ≤ 256) pay most (benchmarks/notes/matmul.md)
+      K=k11_vectorized_bk16
+      cfgs=${NARROW_CONFIGS:-"$K12:$c64,splits=4 $K12:$c64,splits=8 $K12:$c128x64 $K12:$c128x64,splits=4
+        $K12:$c32x64,splits=8 $K:$c128x64 $K:$c128x64,splits=4 $K:$c64,splits=4 $K:$c64,splits=8 $K:splits=2"}
+      sizes=${NARROW_SIZES:-"4096x64x4096 64x4096x4096 100352x64x576 32x1000x2048 4096x128x4096 2048x64x8192
+        6272x256x2304 25088x128x1152 100352x128x576"}
       choices $sizes | tee "$out/narrow_choices.txt"
       python3 benchmarks/warm_kernel_cache.py -j 16 --no-conv --dtypes float32 --configs $cfgs > "$out/narrow_warm.log" 2>&1 &
       ZOO_JOBS=16 timeout $(limit ${NARROW_ZOO_TIMEOUT:-150}) python3 -m simt_tiles bench matmul --zoo --zoo-only resnet \

@@ -383,23 +383,9 @@ def apply_cufunc_lock() -> bool:
     """Install :func:`locked_get_cufunc` over numba-cuda's ``CUDACodeLibrary.get_cufunc`` (once per
     process); whether it is installed.  Left alone when the method is not the one this was written
     against, or with ``SIMT_TILES_NUMBA_FIXES=0``."""
-    if not ENABLED:
-        return False
-    if _CUFUNC_ORIGINAL:
-        return True
-    try:
-        from numba.cuda import codegen
-
-        cls = codegen.CUDACodeLibrary
-        src = inspect.getsource(cls.get_cufunc)
-    except (ImportError, AttributeError, OSError, TypeError):
-        return False
-    if not all(m in src for m in ("self._cufunc_cache.get(device.id", "ctx.create_module_image(",
-                                  "self._cufunc_cache[device.id] = cufunc")):
-        return False
-    _CUFUNC_ORIGINAL.append(cls.get_cufunc)
-    cls.get_cufunc = locked_get_cufunc(cls.get_cufunc)
-    return True
+    return _install("numba.cuda.codegen", "CUDACodeLibrary", "get_cufunc", locked_get_cufunc, _CUFUNC_ORIGINAL,
+                    ("self._cufunc_cache.get(device.id", "ctx.create_module_image(",
+                     "self._cufunc_cache[device.id] = cufunc"))
 
 
 # --- the simulator: a block's shared arrays created under a lock ------------------------------
@@ -440,9 +426,14 @@ def apply_simulator_shared_lock() -> bool:
 
 
 def _install_simulator(module: str, cls: str, name: str, replacement, saved: list, markers) -> bool:
-    """Put ``replacement`` in place of ``numba.cuda.simulator.<module>.<cls>.<name>`` (the original
-    kept in ``saved``) when that method's source holds every one of ``markers``; whether it is
-    installed (once per process; never with ``SIMT_TILES_NUMBA_FIXES=0``)."""
+    """:func:`_install` over ``numba.cuda.simulator.<module>.<cls>.<name>``."""
+    return _install(f"numba.cuda.simulator.{module}", cls, name, lambda original: replacement, saved, markers)
+
+
+def _install(module: str, cls: str, name: str, make, saved: list, markers) -> bool:
+    """Put ``make(original)`` in place of ``<module>.<cls>.<name>`` (the original kept in ``saved``)
+    when that method's source holds every one of ``markers``; whether it is installed (once per
+    process; never with ``SIMT_TILES_NUMBA_FIXES=0``)."""
     if not ENABLED:
         return False
     if saved:
@@ -450,14 +441,14 @@ def _install_simulator(module: str, cls: str, name: str, replacement, saved: lis
     try:
         import importlib
 
-        owner = getattr(importlib.import_module(f"numba.cuda.simulator.{module}"), cls)
+        owner = getattr(importlib.import_module(module), cls)
         src = inspect.getsource(getattr(owner, name))
     except (ImportError, AttributeError, OSError, TypeError):
         return False
     if not all(m in src for m in markers):
         return False
     saved.append(getattr(owner, name))
-    setattr(owner, name, replacement)
+    setattr(owner, name, make(saved[0]))
     return True
 
 

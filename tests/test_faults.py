@@ -27,6 +27,8 @@ import dataclasses
 import math
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -792,11 +794,32 @@ def test_an_interrupted_compile_poisons_nothing(monkeypatch):
     assert len(calls) == 2
 
 
+def at_once(fn, n: int, timeout: float = 30) -> list:
+    """``fn()`` in ``n`` threads released together by a barrier (a server's first requests): their
+    results in the order they finished; the first exception a thread raised is raised here."""
+
+    start, got, errors = threading.Barrier(n), [], []
+
+    def run():
+        start.wait()
+        try:
+            got.append(fn())
+        except BaseException as exc:  # noqa: BLE001  (raised below, in the test's thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    if errors:
+        raise errors[0]
+    return got
+
+
 def test_threads_asking_for_one_kernel_at_once_compile_it_once(monkeypatch):
     """Many threads' first calls at once (a server's first requests): one compile per kernel, every
     thread gets it (``functools.lru_cache`` alone compiled it in each thread, one after another)."""
-    import threading
-    import time
 
     from simt_tiles import runtime
     from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
@@ -814,17 +837,7 @@ def test_threads_asking_for_one_kernel_at_once_compile_it_once(monkeypatch):
         return object()
 
     monkeypatch.setattr(runtime, "jit", slow_jit)
-    got, start = [], threading.Barrier(8)
-
-    def ask():
-        start.wait()
-        got.append(rung.kernel(cfg, np.float32))
-
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    got = at_once(lambda: rung.kernel(cfg, np.float32), 8)
     assert len(calls) == 1 and len(got) == 8 and all(k is got[0] for k in got)
     assert rung.kernel(cfg, np.float32) is got[0] and len(calls) == 1  # (then a lookup)
 
@@ -833,8 +846,6 @@ def test_threads_first_launches_of_one_kernel_load_its_module_once():
     """numba-cuda's ``get_cufunc`` (a kernel's module loaded at its first launch) under the lock of
     :mod:`simt_tiles._numba_fixes`: eight threads missing at once load it once, and all get it
     (unlocked, each loaded the one cubin: the H200 soak's ``module_unload`` AssertionError)."""
-    import threading
-    import time
 
     from simt_tiles import _numba_fixes
 
@@ -853,18 +864,9 @@ def test_threads_first_launches_of_one_kernel_load_its_module_once():
             self._cufunc_cache[0] = cufunc = object()
             return cufunc
 
-    lib, got, start = Library(), [], threading.Barrier(8)
+    lib = Library()
     locked = _numba_fixes.locked_get_cufunc(Library.get_cufunc)
-
-    def first_launch():
-        start.wait()
-        got.append(locked(lib))
-
-    threads = [threading.Thread(target=first_launch) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    got = at_once(lambda: locked(lib), 8)
     assert len(loads) == 1 and len(got) == 8 and all(g is got[0] for g in got)
 
 
@@ -888,7 +890,6 @@ def test_the_module_load_lock_is_installed_over_numba_cudas_get_cufunc():
 def test_threads_first_launches_then_numbas_pending_frees_flush():
     """On the GPU: 16 threads' first launches of one fresh kernel at once, then Numba's pending frees
     flushed (what its allocator does when they pile up): no module of a live kernel is unloaded."""
-    import threading
 
     from simt_tiles.kernels.elementwise import VECTOR_ADD_RUNGS
 
@@ -899,21 +900,8 @@ def test_threads_first_launches_then_numbas_pending_frees_flush():
     cfg = dataclasses.replace(base, **{name: fields[name] + 3})  # a kernel no other test builds
     x = np.arange(4096, dtype=np.float32)
     want = x + x
-    start, errors, outs = threading.Barrier(16), [], []
-
-    def first_launch():
-        try:
-            start.wait()
-            outs.append(st.vector_add(x, x, variant=rung.name, config=cfg))
-        except Exception as exc:  # noqa: BLE001  (reported below)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=first_launch) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors and len(outs) == 16 and all(np.array_equal(o, want) for o in outs)
+    outs = at_once(lambda: st.vector_add(x, x, variant=rung.name, config=cfg), 16, timeout=120)
+    assert len(outs) == 16 and all(np.array_equal(o, want) for o in outs)
     cuda.synchronize()
     cuda.current_context().deallocations.clear()  # unlocked: AssertionError in module_unload
     assert np.array_equal(st.vector_add(x, x, variant=rung.name, config=cfg), want)
@@ -922,8 +910,6 @@ def test_threads_first_launches_then_numbas_pending_frees_flush():
 def test_threads_opting_into_tuning_one_problem_tune_it_once(cache_dir, monkeypatch):
     """``autotune=True`` from several threads at once (a server's first requests): one tune (two at
     once would time each other's kernels on one GPU), every thread gets its choice."""
-    import threading
-    import time
 
     from simt_tiles import autotune, runtime
 
@@ -940,15 +926,5 @@ def test_threads_opting_into_tuning_one_problem_tune_it_once(cache_dir, monkeypa
         return autotune.TuneResult("matmul", a[1], ("k10_warptiled", SIM_K10), [], 0.2)
 
     monkeypatch.setattr(autotune, "tune", tune)
-    got, start = [], threading.Barrier(6)
-
-    def ask():
-        start.wait()
-        got.append(autotune.choose("matmul", (33, 33, 33, "float32"), autotune=True))
-
-    threads = [threading.Thread(target=ask) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    got = at_once(lambda: autotune.choose("matmul", (33, 33, 33, "float32"), autotune=True), 6)
     assert len(tuned) == 1 and got == [("k10_warptiled", SIM_K10)] * 6

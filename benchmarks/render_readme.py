@@ -17,6 +17,8 @@ names them), and each (problem, implementation) pair appears in one block only:
     bias_tiles    bias_tiles_<device>.json    every bias_relu tile shape
     tile_table    tile_table_<device>.json    the SIMT-vs-Tile table: every system per problem, with lines
                                               of kernel code (``simt-tiles bench tile``)
+    matmul_zoo    matmul_zoo_<device>.json    the default beside cuBLAS FP32 and torch on the shape zoo (where each
+                                              problem comes from, × cuBLAS, the geometric mean)
     dispatch      dispatch_<device>.json      host time per call of every public function (CuPy, PyTorch, Numba
                                               arrays) with launch plans, on the checked path, and the peers
                                               (rendered where README.md has the block)
@@ -217,6 +219,36 @@ def dispatch_block(path: str) -> str:
     return _block("dispatch", [note, "", markdown(data)])
 
 
+def zoo_block(path: str) -> str:
+    """The matmul shape zoo: the default beside cuBLAS FP32 and torch per problem, with where each
+    problem comes from, the geometric mean and the worst ratio."""
+    import json
+
+    with open(path) as fh:
+        data = json.load(fh)
+    by = {}
+    for r in data["results"]:
+        by.setdefault(r["problem"], {})[r["impl"]] = r
+    lines = ["| problem | layout | from | default ms | cuBLAS ms | torch ms | × cuBLAS |", "|---|---|---|---|---|---|---|"]
+    ratios = []
+    for problem, impls in by.items():
+        d, c, t = impls["default"], impls["cuBLAS"], impls.get("torch.matmul")
+        ok = d.get("passed") and c.get("passed")
+        ratio = c["median_ms"] / d["median_ms"] if ok else float("nan")
+        ratios.append(ratio)
+        lines.append(f"| {problem.rsplit(' ', 2)[0]} {problem.rsplit(' ', 2)[1]} | {d['layout']} | {d['source']} | "
+                     f"{d['median_ms']:.3f} | {c['median_ms']:.3f} | {t['median_ms']:.3f} | "
+                     f"{ratio:.2f}{'' if ok else ' (check failed)'} |" if t else "")
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    summary = (f"Geometric mean over the {len(ratios)} problems: the default is {geo:.2f}× cuBLAS FP32; the worst "
+               f"is {min(ratios):.2f}×, the best {max(ratios):.2f}× (where each comes from and what is next: "
+               "`benchmarks/notes/matmul.md`, session 16).")
+    note = (_measured_on(data, path, "simt-tiles bench matmul --zoo") + "; float32, GPU time (CUDA events, median "
+            "of 10, inputs cycled over more than L2), every output checked against float64 first. The file merges "
+            "three runs of one session (its `method` says which row comes from which).")
+    return _block("matmul_zoo", [note, "", *lines, "", summary])
+
+
 def render_all(text: str, results: str, device: str, *, plots: bool = True) -> str:
     """``text`` (the README) with every block regenerated; ``plots=False`` leaves the PNGs alone."""
     def path(group):
@@ -237,6 +269,8 @@ def render_all(text: str, results: str, device: str, *, plots: bool = True) -> s
     text = put(text, "patterns", groups_block("patterns", path("patterns"), f"docs/img/patterns_{device}.png",
                                               exclude=("bias_tiles",), draw=plots))
     text = put(text, "bias_tiles", bias_tiles_block(path("bias_tiles")))
+    if "<!-- matmul_zoo-table:begin -->" in text and os.path.exists(path("matmul_zoo")):
+        text = put(text, "matmul_zoo", zoo_block(path("matmul_zoo")))
     if "<!-- dispatch-table:begin -->" in text and os.path.exists(path("dispatch")):
         text = put(text, "dispatch", dispatch_block(path("dispatch")))
     return put(text, "tile_table", tile_table_block(path("tile_table")))

@@ -1,7 +1,8 @@
 """The ``torch.library`` registrations: one custom op per public function, its fake, its autograd.
 
-Each op ``torch.ops.simt_tiles.NAME`` is registered with :func:`torch.library.custom_op`
-(functional: the result is a new tensor), a fake implementation that checks the arguments and
+Each op ``torch.ops.simt_tiles.NAME`` is registered through :class:`torch.library.Library` as
+:func:`torch.library.custom_op` would (the schema inferred from the annotations; functional: the
+result is a new tensor) but without its per-call Python wrapper, with a fake implementation that checks the arguments and
 gives the result's shape, dtype and device (what ``torch.compile`` and ``torch.export`` trace
 with), and a backward built from the ops themselves, so gradients run this project's kernels:
 
@@ -30,10 +31,9 @@ Where a tensor lives
     while ``torch.compile`` traces (the fake implementations run the same checks).
 
 Transposed operands
-    ``MATMUL_TAKES_TRANSPOSED`` is False until ``simt_tiles.matmul`` accepts the transpose of a
-    C-contiguous tensor without a copy; until then :func:`transposed` makes a contiguous copy.
-    Setting it to True is the one-line change that removes the copies from the matmul backward and
-    from :class:`simt_tiles.torch.nn.Linear`.
+    ``MATMUL_TAKES_TRANSPOSED`` is True: ``simt_tiles.matmul`` reads the transpose of a C-contiguous
+    tensor in place (issue 32), so the matmul backward and :class:`simt_tiles.torch.nn.Linear` pass
+    views; set to False, :func:`transposed` makes contiguous copies instead.
 """
 
 from __future__ import annotations
@@ -104,6 +104,38 @@ def _call(fn, *tensors, views: bool = False, **kw) -> Tensor:
     return torch.from_numpy(np.array(out, copy=True))
 
 
+# ---------------------------------------------------------------------------
+# Registration: torch.library's Library directly (custom_op's Python layer costs more per call)
+# ---------------------------------------------------------------------------
+
+_LIB = torch.library.Library("simt_tiles", "DEF")
+
+
+def _custom_op(fn):
+    """``torch.ops.simt_tiles.<fn.__name__>.default``: the schema inferred from ``fn``'s annotations
+    (functional: no argument is mutated), ``fn`` its implementation for every backend.  What
+    ``torch.library.custom_op`` registers, without its Python wrapper around each call (on the
+    H200: 10.6 µs per call of an op whose kernel is ``empty_like`` against 15.8;
+    ``benchmarks/results/torch_h200.md``)."""
+    name = fn.__name__
+    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=()))
+    _LIB.impl(name, fn, "CompositeExplicitAutograd")
+    return getattr(torch.ops.simt_tiles, name).default
+
+
+def _fake(op):
+    """A decorator registering ``op``'s fake implementation (shapes for tracing; the same checks)."""
+    def register(fake):
+        torch.library.register_fake(op, fake, lib=_LIB)
+        return fake
+    return register
+
+
+def _autograd(op, backward, setup_context) -> None:
+    """``op``'s backward formula and what its forward saves (:func:`torch.library.register_autograd`)."""
+    torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
+
+
 def _filled(inputs: tuple, defaults: tuple) -> tuple:
     """The op's arguments with the defaults of those after the first left out filled in."""
     return (*inputs, *defaults[len(inputs) - 1:])
@@ -128,14 +160,14 @@ def _check_matmul(a, b):
                          f"(inner dimensions must match); got {tuple(b.shape)}")
 
 
-@torch.library.custom_op("simt_tiles::matmul", mutates_args=())
+@_custom_op
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """C = A @ B (2-D, float32/float64): :func:`simt_tiles.matmul`."""
     _check_matmul(a, b)
     return _call(st.matmul, a, b, views=MATMUL_TAKES_TRANSPOSED)
 
 
-@matmul.register_fake
+@_fake(matmul)
 def _(a, b):
     _check_matmul(a, b)
     return a.new_empty((a.shape[0], b.shape[1]))
@@ -152,7 +184,7 @@ def _matmul_backward(ctx, dc):
     return da, db
 
 
-matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
+_autograd(matmul, _matmul_backward, _matmul_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -167,7 +199,7 @@ def _check_softmax(x, axis):
     _axis_index(axis, x.dim())
 
 
-@torch.library.custom_op("simt_tiles::softmax_backward", mutates_args=())
+@_custom_op
 def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
     """The gradient of softmax (``log`` False) or log_softmax from their output ``y``."""
     _check("y", y)
@@ -175,7 +207,7 @@ def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
     return _call(_softmax_backward_kernel, y, dy, axis=axis, log=log)
 
 
-@softmax_backward.register_fake
+@_fake(softmax_backward)
 def _(y, dy, axis, log):
     _check("y", y)
     _check("dy", dy, like=y, like_name="y")
@@ -184,14 +216,14 @@ def _(y, dy, axis, log):
     return torch.empty_like(y)
 
 
-@torch.library.custom_op("simt_tiles::softmax", mutates_args=())
+@_custom_op
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.softmax` along one axis."""
     _check_softmax(x, axis)
     return _call(st.softmax, x, axis=axis)
 
 
-@torch.library.custom_op("simt_tiles::log_softmax", mutates_args=())
+@_custom_op
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.log_softmax` along one axis."""
     _check_softmax(x, axis)
@@ -218,10 +250,10 @@ def _log_softmax_backward(ctx, dy):
     return softmax_backward(y, dy, ctx.axis, True), None
 
 
-softmax.register_fake(_softmax_fake)
-log_softmax.register_fake(_softmax_fake)
-softmax.register_autograd(_softmax_backward, setup_context=_softmax_setup)
-log_softmax.register_autograd(_log_softmax_backward, setup_context=_softmax_setup)
+_fake(softmax)(_softmax_fake)
+_fake(log_softmax)(_softmax_fake)
+_autograd(softmax, _softmax_backward, _softmax_setup)
+_autograd(log_softmax, _log_softmax_backward, _softmax_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -237,14 +269,14 @@ def _check_bias_relu(x, bias):
                          f"got {tuple(bias.shape)}")
 
 
-@torch.library.custom_op("simt_tiles::bias_relu", mutates_args=())
+@_custom_op
 def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
     """y = max(x + bias, 0) for x (M, N), bias (N,): :func:`simt_tiles.bias_relu`."""
     _check_bias_relu(x, bias)
     return _call(st.bias_relu, x, bias)
 
 
-@bias_relu.register_fake
+@_fake(bias_relu)
 def _(x, bias):
     _check_bias_relu(x, bias)
     return torch.empty_like(x)
@@ -261,7 +293,7 @@ def _bias_relu_backward(ctx, dy):
     return dx, db
 
 
-bias_relu.register_autograd(_bias_relu_backward, setup_context=_bias_relu_setup)
+_autograd(bias_relu, _bias_relu_backward, _bias_relu_setup)
 
 
 def _check_vector_add(a, b):
@@ -271,14 +303,14 @@ def _check_vector_add(a, b):
         raise ValueError(f"b: expected shape {tuple(a.shape)} (the shape of a); got {tuple(b.shape)}")
 
 
-@torch.library.custom_op("simt_tiles::vector_add", mutates_args=())
+@_custom_op
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """c = a + b, 1-D: :func:`simt_tiles.vector_add`."""
     _check_vector_add(a, b)
     return _call(st.vector_add, a, b)
 
 
-@vector_add.register_fake
+@_fake(vector_add)
 def _(a, b):
     _check_vector_add(a, b)
     return torch.empty_like(a)
@@ -288,7 +320,7 @@ def _vector_add_backward(ctx, dc):
     return dc, dc
 
 
-vector_add.register_autograd(_vector_add_backward, setup_context=lambda ctx, inputs, output: None)
+_autograd(vector_add, _vector_add_backward, lambda ctx, inputs, output: None)
 
 
 # ---------------------------------------------------------------------------
@@ -309,14 +341,14 @@ def _reduce_axes(x, op, axis) -> tuple:
     return tuple(axes)
 
 
-@torch.library.custom_op("simt_tiles::reduce", mutates_args=())
+@_custom_op
 def reduce(x: Tensor, op: str = "sum", axis: list[int] | None = None, keepdims: bool = False) -> Tensor:
     """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all): :func:`simt_tiles.reduce`."""
     axes = _reduce_axes(x, op, axis)
     return _call(st.reduce, x, op=op, axis=axes, keepdims=keepdims)
 
 
-@reduce.register_fake
+@_fake(reduce)
 def _(x, op="sum", axis=None, keepdims=False):
     axes = _reduce_axes(x, op, axis)
     shape = [1 if a in axes else d for a, d in enumerate(x.shape)] if keepdims else \
@@ -339,7 +371,7 @@ def _reduce_backward(ctx, dy):
     return g.expand(ctx.shape), None, None, None
 
 
-reduce.register_autograd(_reduce_backward, setup_context=_reduce_setup)
+_autograd(reduce, _reduce_backward, _reduce_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -356,14 +388,14 @@ def _check_filter(image, weights, mode):
         raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
 
 
-@torch.library.custom_op("simt_tiles::correlate2d", mutates_args=())
+@_custom_op
 def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.correlate2d`."""
     _check_filter(image, weights, mode)
     return _call(st.correlate2d, image, weights, mode=mode, cval=cval)
 
 
-@torch.library.custom_op("simt_tiles::convolve2d", mutates_args=())
+@_custom_op
 def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.convolve2d`."""
     _check_filter(image, weights, mode)
@@ -375,8 +407,8 @@ def _filter_fake(image, weights, mode="reflect", cval=0.0):
     return torch.empty_like(image)
 
 
-correlate2d.register_fake(_filter_fake)
-convolve2d.register_fake(_filter_fake)
+_fake(correlate2d)(_filter_fake)
+_fake(convolve2d)(_filter_fake)
 
 #: scipy.ndimage's modes as numpy.pad's (the index map of the extended grid)
 _NUMPY_PAD = {"reflect": "symmetric", "mirror": "reflect", "nearest": "edge", "wrap": "wrap"}
@@ -457,8 +489,8 @@ def _convolve_backward(ctx, dy):
     return di, (None if dwf is None else dwf.flip(0, 1)), None, None
 
 
-correlate2d.register_autograd(_correlate_backward, setup_context=_filter_setup)
-convolve2d.register_autograd(_convolve_backward, setup_context=_filter_setup)
+_autograd(correlate2d, _correlate_backward, _filter_setup)
+_autograd(convolve2d, _convolve_backward, _filter_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -489,7 +521,7 @@ def _check_bias(bias, w, x):
             raise ValueError(f"bias: expected shape ({w.shape[0]},) (C_out = w.shape[0]); got {tuple(bias.shape)}")
 
 
-@torch.library.custom_op("simt_tiles::conv2d_nchw", mutates_args=())
+@_custom_op
 def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int = 0) -> Tensor:
     """``torch.nn.functional.conv2d(x, w, bias, padding=padding)`` (stride 1): :func:`simt_tiles.conv2d_nchw`."""
     _conv_out_hw(x, w, padding)
@@ -499,7 +531,7 @@ def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int =
     return _call(lambda x, w, b: st.conv2d_nchw(x, w, bias=b, padding=padding), x, w, bias)
 
 
-@conv2d_nchw.register_fake
+@_fake(conv2d_nchw)
 def _(x, w, bias=None, padding=0):
     oh, ow = _conv_out_hw(x, w, padding)
     _check_bias(bias, w, x)
@@ -534,7 +566,7 @@ def _conv_backward(ctx, dy):
     return dx, dw, db, None
 
 
-conv2d_nchw.register_autograd(_conv_backward, setup_context=_conv_setup)
+_autograd(conv2d_nchw, _conv_backward, _conv_setup)
 
 #: every op, by name (the tests and the benchmark iterate over it)
 OPS = {"matmul": matmul, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,

@@ -11,7 +11,8 @@ compiled kernel with ``cuLaunchKernel`` on the plan's stream.
 The signature is everything a call's checks and choices can depend on: the function; every
 non-array argument (type and value; floats by their bits, so -0.0 is not 0.0 and every NaN is one
 key: variant, config, mode, cval, axis, ...; a tuple of ints, strings, bools or None by its
-values and their types); the keyword names; for each device array its kind
+values and their types; a NumPy dtype or a class, ``output=np.uint8``, by itself); the
+keyword names; for each device array its kind
 (Numba, CuPy, PyTorch), dtype (byte order included), shape, strides, device, whether its address
 is 16-byte aligned (the vectorised rungs choose by it) and, for torch, ``requires_grad``; the
 launch stream (``stream=None``: the current stream of the framework of the function's *first
@@ -458,6 +459,9 @@ def planned(fn):
                 elif isinstance(v, np.generic):
                     append(t)
                     append(v.tobytes())  # the bits: -0.0 and NaN as for floats
+                elif t is type or isinstance(v, np.dtype):
+                    append(t)  # output=np.uint8, output=np.dtype("uint8"): a class or a dtype, by itself
+                    append(v)
                 elif "stream" in kwargs and v is kwargs["stream"]:
                     if stream_handle(v) is None:
                         return fn(*args, **kwargs)  # not a stream: the checked path says so

@@ -41,6 +41,7 @@ from simt_tiles.kernels.conv2d import (
     k09_async_copy,
     k10_runtime_weights,
 )
+from simt_tiles.kernels.conv2d._args import mode_of
 from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, specialise
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference, extend_indices
 from simt_tiles.runtime import SIMULATOR, ConfigError, TileConfig
@@ -132,7 +133,7 @@ def _fits(dtype):
     """A :func:`kernel_cases` predicate: the config's shared memory holds the filter's halo."""
     def fits(config, kh, kw, mode):
         try:  # a halo over 48 KiB in float32 already fails the specialised config's own check
-            spec = specialise(config, kh, kw, Mode.parse(mode))
+            spec = specialise(config, kh, kw, mode_of(mode))
         except ConfigError:
             return False
         return spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM
@@ -211,7 +212,7 @@ def test_public_names():
 def test_modes():
     assert MODES == ("reflect", "constant", "nearest", "mirror", "wrap")
     assert [str(m) for m in Mode] == list(MODES) and f"{Mode.WRAP}" == "wrap"
-    assert all(Mode.parse(name) == Mode[name.upper()] for name in MODES)
+    assert all(mode_of(name) == Mode[name.upper()] for name in MODES)
 
 
 def test_extend_index_twins_agree():
@@ -219,7 +220,7 @@ def test_extend_index_twins_agree():
     p = np.arange(-45, 46)
     for n in range(1, 7):
         for mode in MODES:
-            py = [extend_index(int(q), n, Mode.parse(mode)) for q in p]
+            py = [extend_index(int(q), n, mode_of(mode)) for q in p]
             np.testing.assert_array_equal(py, extend_indices(p, n, mode), err_msg=f"{mode} n={n}")
 
 
@@ -322,7 +323,7 @@ def test_conv2d_matches_reference(variant, dtype, data):
         w = data.draw(st.sampled_from(image_sides(tw)), "W")
     assume(h * w * kh * kw <= MAX_WORK)
     cval = data.draw(st.sampled_from([0.0, 1.5, -0.1]), "cval")  # -0.1: rounded to float32
-    spec = specialise(config, kh, kw, Mode.parse(mode))
+    spec = specialise(config, kh, kw, mode_of(mode))
     assume(spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     image = rng.standard_normal((h, w)).astype(dtype)

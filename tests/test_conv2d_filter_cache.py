@@ -1,4 +1,4 @@
-"""NumPy filters swapped for a device copy cached by content (conv2d/_filter_cache.py).
+"""NumPy filters swapped for a device copy cached by content (simt_tiles/device_copies.py).
 
 * A NumPy filter changed *in place* between two calls (the same array object) gives the new
   result every time — with launch plans on, so the second call replays the plan — for
@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from simt_tiles import launch
+from simt_tiles import device_copies, launch
 from simt_tiles.kernels.conv2d import (
     CONSTANT_FILTER_VARIANTS,
-    _filter_cache,
     convolve2d,
     correlate1d,
     correlate2d,
@@ -37,10 +36,10 @@ def plans_on():
     """Launch plans on (the simulator has them off), and an empty filter cache."""
     before = launch.set_enabled(True)
     launch.clear()  # plans (and counts) of earlier tests in this process
-    _filter_cache.clear()
+    device_copies.clear()
     yield
     launch.set_enabled(before)
-    _filter_cache.clear()
+    device_copies.clear()
 
 
 def _check(got, image, w2d, mode="reflect", convolve=False):
@@ -71,13 +70,13 @@ def test_mutated_in_place(plans_on, name, dtype):
         results.append(got)
         w[(step,) * w.ndim if step < min(w.shape) else (0,) * w.ndim] += 1.5  # in place, same object
     assert all(not np.array_equal(a, b) for a, b in zip(results, results[1:]))
-    assert _filter_cache.stats() == {"hit": 0, "miss": 4, "entries": 4}
+    assert device_copies.stats() == {"hit": 0, "miss": 4, "entries": 4}
     # the first values again, written in place: found, not uploaded; the plan replays
     w[...] = first
     hits = launch.stats()["hit"]
     got = call(img, w, cuda.to_device(poisoned(image.shape, dtype))).copy_to_host()
     np.testing.assert_array_equal(got, results[0])
-    assert _filter_cache.stats() == {"hit": 1, "miss": 4, "entries": 4}
+    assert device_copies.stats() == {"hit": 1, "miss": 4, "entries": 4}
     assert launch.stats()["hit"] == hits + 1
 
 
@@ -103,16 +102,16 @@ def test_repeated_calls_hit(plans_on):
     for _ in range(5):
         correlate2d(img, w, out=out)
     after = launch.stats()
-    assert _filter_cache.stats() == {"hit": 4, "miss": 1, "entries": 1}
+    assert device_copies.stats() == {"hit": 4, "miss": 1, "entries": 1}
     assert after["recorded"] == before["recorded"] + 1 and after["hit"] == before["hit"] + 4
     _check(out.copy_to_host(), image, w)
     # an equal filter in another array object is the same entry
     correlate2d(img, w.copy(), out=out)
-    assert _filter_cache.stats()["entries"] == 1
+    assert device_copies.stats()["entries"] == 1
 
 
 def test_bounded(plans_on, monkeypatch):
-    monkeypatch.setattr(_filter_cache, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(device_copies, "MAX_ENTRIES", 3)
     rng = np.random.default_rng(2)
     image = rng.standard_normal((3, 5)).astype(np.float64)
     img = cuda.to_device(image)
@@ -120,8 +119,8 @@ def test_bounded(plans_on, monkeypatch):
     for w in filters + filters[:2]:  # the first two were dropped: uploaded again
         got = correlate2d(img, w, out=cuda.to_device(poisoned(image.shape, np.float64)))
         _check(got.copy_to_host(), image, w)
-        assert _filter_cache.stats()["entries"] <= 3
-    assert _filter_cache.stats()["miss"] == 7
+        assert device_copies.stats()["entries"] <= 3
+    assert device_copies.stats()["miss"] == 7
 
 
 def test_no_room_for_a_cached_copy_leaves_the_filter_to_the_checked_path(plans_on, monkeypatch):
@@ -135,12 +134,12 @@ def test_no_room_for_a_cached_copy_leaves_the_filter_to_the_checked_path(plans_o
         raise launch._CudaAPIError(2, "Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
 
     # the cache module's own view of numba.cuda: its upload fails, nothing else does
-    monkeypatch.setattr(_filter_cache, "cuda", type("NoRoom", (), {"to_device": staticmethod(no_room),
+    monkeypatch.setattr(device_copies, "cuda", type("NoRoom", (), {"to_device": staticmethod(no_room),
                                                                    "default_stream": staticmethod(cuda.default_stream),
                                                                    "gpus": cuda.gpus}))
     got = correlate2d(cuda.to_device(image), w, out=cuda.to_device(poisoned(image.shape, np.float32)))
     _check(got.copy_to_host(), image, w)
-    assert _filter_cache.stats() == {"hit": 0, "miss": 0, "entries": 0}
+    assert device_copies.stats() == {"hit": 0, "miss": 0, "entries": 0}
     assert launch.is_out_of_memory(launch._CudaAPIError(2, "x")) and not launch.is_out_of_memory(ValueError("x"))
 
 
@@ -151,9 +150,9 @@ def test_not_swapped(plans_on):
     _check(correlate2d(image, w), image, w)  # a NumPy image: the filter stays as it is
     img = cuda.to_device(image)
     _check(correlate2d(img, w, variant=CONSTANT_FILTER_VARIANTS[0], config="sim").copy_to_host(), image, w)
-    assert _filter_cache.stats()["entries"] == 0
+    assert device_copies.stats()["entries"] == 0
     # a filter of another dtype is scipy's too: converted to the image's (a TypeError until issue 33)
     _check(correlate2d(img, w.astype(np.float64)).copy_to_host(), image, w)
     with pytest.raises(ValueError, match="weights"):
         correlate2d(img, np.zeros((0, 3), np.float32))
-    assert _filter_cache.device_filter(w.astype(">f4"), img, None, 2).dtype == np.dtype(">f4")
+    assert device_copies.device_copy(w.astype(">f4"), img, None, 2).dtype == np.dtype(">f4")

@@ -23,8 +23,8 @@ from hypothesis import strategies as hs
 from numba import cuda
 
 import simt_tiles as st
-from simt_tiles import launch
-from simt_tiles.kernels.conv2d import _common, _filter_cache, _ndimage, k10_runtime_weights
+from simt_tiles import device_copies, launch
+from simt_tiles.kernels.conv2d import _args, _common
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 
 from .common import poisoned
@@ -32,7 +32,7 @@ from .gate_subprocess import run_real_target
 from .profiles import PROFILE, examples
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
-INTS = tuple(d.name for d in _ndimage.INTEGER_DTYPES)
+INTS = tuple(d.name for d in _args.INTEGER_DTYPES)
 
 
 @hs.composite
@@ -150,16 +150,27 @@ def test_bad_origin_1d():
         st.correlate1d(np.ones((3, 3), np.float32), np.ones(3, np.float32), origin=(0, 1))
 
 
-def test_default_call_is_unchanged():
-    """origin=0 and output=None add nothing to the planned call (its launch plan key and launches)."""
-    from simt_tiles.kernels.conv2d import _more  # noqa: PLC0415  # a private helper, here only
-
-    out = object()
-    assert _more(0, None, out, 2) == (out, {})
-    assert _more(np.int64(0), None, None, 2) == (None, {})
-    assert _more((0, 0), "uint8", None, 2) == (None, {"output": "uint8"})
-    assert _more((1, 0), None, None, 2) == (None, {"origin_h": 1})
-    assert _more(-1, None, None, 1) == (None, {"origin": -1})
+def test_scipy_forms_are_part_of_the_plan_key():
+    """origin and output go to the planned call as the caller gave them, and their scipy forms key
+    its launch plan: an int, a NumPy int and a pair; a dtype name, a NumPy type and a dtype — each
+    call replays the second time.  The defaults (origin=0, output=None) are the call without them."""
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        x = np.arange(20, dtype=np.float32).reshape(4, 5) % 7
+        w = np.arange(9, dtype=np.float32).reshape(3, 3)
+        img, dev_w = cuda.to_device(x), cuda.to_device(w)
+        forms = ({}, {"origin": 0, "output": None}, {"origin": np.int64(1)}, {"origin": (1, -1)},
+                 {"output": "float64"}, {"output": np.float64}, {"output": np.dtype(np.float64)})
+        for kw in forms:
+            for _ in range(2):
+                got = st.correlate2d(img, dev_w, mode="wrap", **kw).copy_to_host()
+                np.testing.assert_allclose(got, ndi.correlate(x, w, mode="wrap", **kw), rtol=1e-6)
+        assert launch.stats()["recorded"] == len(forms) - 1  # {} and the defaults: one plan
+        assert launch.stats()["hit"] == len(forms) + 1
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -246,7 +257,7 @@ def test_conversion_is_scipys(dtype):
     """Out-of-range, NaN, ±inf and fractional results become what scipy writes."""
     v = np.array([-50.0, 300.0, 1e10, -1e10, 2.7, -2.7, 255.9, -0.5, 2.0**31, -(2.0**31) - 0.5, 4e9, 1e19,
                   -1e19, 2.0**63, np.inf, -np.inf, np.nan])
-    ref = _ndimage.scipy_cast(v, dtype)
+    ref = _args.scipy_cast(v, dtype)
     # scipy: a 1 x 1 filter of weight 1 over the values (scipy skips no tap of weight 1)
     expect = ndi.correlate(v[None, :], np.ones((1, 1)), output=dtype)[0]
     np.testing.assert_array_equal(ref, expect)
@@ -287,7 +298,7 @@ def test_integer_device_calls_replay():
     """An integer device image records a launch plan (conversions included) that replays right."""
     before = launch.set_enabled(True)
     launch.clear()
-    _filter_cache.clear()
+    device_copies.clear()
     try:
         rng = np.random.default_rng(9)
         w = rng.integers(-2, 3, (3, 3)).astype(np.float32)
@@ -298,7 +309,7 @@ def test_integer_device_calls_replay():
         assert launch.stats()["hit"] >= 1
     finally:
         launch.set_enabled(before)
-        _filter_cache.clear()
+        device_copies.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -312,8 +323,7 @@ def test_planted_convolve_origin_bug_is_caught(monkeypatch):
     def wrong(kh, kw, *, flipped, origin=(0, 0)):  # the bug: convolve shifts like correlate
         return right(kh, kw, flipped=flipped, origin=(-origin[0], -origin[1]) if flipped else origin)
 
-    monkeypatch.setattr(_common, "anchors", wrong)
-    monkeypatch.setattr(k10_runtime_weights, "anchors", wrong)
+    monkeypatch.setattr(_common, "anchors", wrong)  # every rung's call: FilterCall.anchor
     x = np.arange(30, dtype=np.float64).reshape(5, 6) % 7
     w = np.arange(9, dtype=np.float64).reshape(3, 3)
     got = st.convolve2d(x, w, origin=(1, 0), mode="wrap")
@@ -335,7 +345,7 @@ def test_conversion_kernels_compile_for_the_gpu():
     proc = run_real_target("""
         import numpy as np
         from numba import cuda
-        from simt_tiles.kernels.conv2d import _ndimage as m
+        from simt_tiles.kernels.conv2d import _args as m
         pairs = [(f, i) for f in m.FLOAT_DTYPES for i in m.INTEGER_DTYPES]
         pairs += [(i, m.compute_dtype(i, i)) for i in m.INTEGER_DTYPES] + [(m.FLOAT_DTYPES[1], m.FLOAT_DTYPES[0])]
         for src, dst in pairs:

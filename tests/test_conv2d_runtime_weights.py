@@ -144,10 +144,10 @@ def test_numpy_filter_is_not_uploaded(monkeypatch):
     """variant=None with a NumPy image passes a NumPy filter as kernel parameters: no copy to
     the device.  With a device image the filter's values are uploaded once, asynchronously on the
     call's stream (a synchronous copy on the default stream would wait for the GPU's queued
-    work), and cached by content (conv2d/_filter_cache.py): a repeated filter is not uploaded."""
-    from simt_tiles.kernels.conv2d import _filter_cache
+    work), and cached by content (simt_tiles/device_copies.py): a repeated filter is not uploaded."""
+    from simt_tiles import device_copies
 
-    _filter_cache.clear()
+    device_copies.clear()
     image = np.arange(20, dtype=np.float32).reshape(4, 5)
     x = cuda.to_device(image)
     w = np.array([[0.0, 1.0], [2.0, -1.0]], np.float32)
@@ -166,7 +166,7 @@ def test_numpy_filter_is_not_uploaded(monkeypatch):
     for _ in range(2):
         np.testing.assert_allclose(correlate2d(x, w, mode="wrap").copy_to_host(), expect, rtol=1e-6)
     assert seen == [((2, 2), True)], f"uploads {seen}"  # once, on a stream object
-    _filter_cache.clear()
+    device_copies.clear()
 
 
 def test_source_and_register_budget():

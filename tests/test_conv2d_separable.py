@@ -45,6 +45,7 @@ from simt_tiles.kernels.conv2d import (
     k05_register_tile_2d,
     k06_separable_fused,
 )
+from simt_tiles.kernels.conv2d._args import mode_of
 from simt_tiles.kernels.conv2d._common import Mode, specialise
 from simt_tiles.kernels.conv2d.reference import (
     correlate1d_reference,
@@ -241,7 +242,7 @@ def test_correlate_separable_matches_reference(variant, dtype, data):
     assume(h * w * (kh + kw) <= 1500 or not SIMULATOR)
     cval = data.draw(st.sampled_from([0.0, 1.5, -0.1]), "cval")
     if config is not None:
-        spec = specialise(config, kh, kw, Mode.parse(mode))
+        spec = specialise(config, kh, kw, mode_of(mode))
         assume(spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
     image = rng.standard_normal((h, w)).astype(dtype)
@@ -331,7 +332,7 @@ def test_constant_filter_rungs_match_reference(variant, dtype, data):
         h, w = data.draw(sides(th), "H"), data.draw(sides(tw), "W")
     assume(h * w * kh * kw <= 3000 or not SIMULATOR)
     cval = data.draw(st.sampled_from([0.0, 1.5, -0.1]), "cval")
-    spec = specialise(config, kh, kw, Mode.parse(mode))
+    spec = specialise(config, kh, kw, mode_of(mode))
     assume(spec.smem_bytes(np.dtype(dtype).itemsize) <= spec.MAX_STATIC_SMEM)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
     image = rng.standard_normal((h, w)).astype(dtype)

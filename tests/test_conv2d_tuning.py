@@ -32,6 +32,7 @@ from simt_tiles.kernels.conv2d import (
 )
 from simt_tiles.kernels.conv2d import dispatch
 from simt_tiles.kernels.conv2d import k10_runtime_weights as k10
+from simt_tiles.kernels.conv2d._args import mode_of
 from simt_tiles.kernels.conv2d._common import MODES, Mode
 from simt_tiles.kernels.conv2d.reference import correlate2d_reference
 from simt_tiles.runtime import fits
@@ -85,12 +86,12 @@ def test_the_space_is_valid_for_every_filter_mode_and_filter_kind(dtype):
         cands = _tuning.TUNABLE.candidates(K10.name, p, dtype)
         where = f"{kh}x{kw} {mode} {weights} {dtype}"
         assert 1 <= len(cands) <= 10 and len(set(cands)) == len(cands), where
-        first = k10.for_source(dataclasses.replace(K10.presets["default"], kh=kh, kw=kw, mode=Mode.parse(mode)),
+        first = k10.for_source(dataclasses.replace(K10.presets["default"], kh=kh, kw=kw, mode=mode_of(mode)),
                                source)
         assert (cands[0].tile(), cands[0].block()) == (first.tile(), first.block()), where  # the default first
         for c in cands:
             assert isinstance(c, k10.Config) and fits(c, dtype) is None, where
-            assert (c.kh, c.kw, c.mode, c.source) == (kh, kw, Mode.parse(mode), source), where
+            assert (c.kh, c.kw, c.mode, c.source) == (kh, kw, mode_of(mode), source), where
             assert k10.for_source(c, source) == c, where  # what the launcher runs, unchanged
             blocks = k10.jit_options(c, dtype)["launch_bounds"][1]
             assert _tuning.registers(c, source, itemsize) <= min(255, 65536 // (c.threads * blocks)), where
@@ -254,7 +255,7 @@ def test_after_tuning_a_new_filter_value_compiles_nothing(small_space, monkeypat
     before = runtime._compiled.cache_info().misses
     rng = np.random.default_rng(4)
     # a NumPy image keeps the NumPy filter on the host ("host", the tuned problem; with a device image
-    # it would take its cached device copy: the "device" problem, _filter_cache.py)
+    # it would take its cached device copy: the "device" problem, simt_tiles/device_copies.py)
     x = rng.standard_normal(PROBLEM[:2]).astype(np.float32)
     for _ in range(2):
         w = rng.standard_normal((3, 3)).astype(np.float32)

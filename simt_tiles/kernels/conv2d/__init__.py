@@ -7,7 +7,7 @@ size, even sizes and filters larger than the image included; scipy's ``origin``
 (the anchor shifted at run time: no new kernel) — in the image's dtype (float32
 or float64).  Integer images (``uint8`` … ``int64``), scipy's output-dtype rule
 (``output=`` a dtype or an array) and filters of another dtype are scipy's too:
-computed in float32 or float64 and converted as scipy converts (:mod:`._ndimage`).
+computed in float32 or float64 and converted as scipy converts (:mod:`._args`).
 3-D volumes and complex inputs are not supported.  ``correlate1d`` is scipy.ndimage's ``correlate1d``
 on either axis of a 2-D image, and ``correlate_separable`` the 2-D correlation
 with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes.
@@ -45,7 +45,7 @@ Read the rungs in order:
 filters up to 7 × 7 (device filters staged by each block: no copy back; a NumPy
 filter with a NumPy image as kernel parameters: no upload; a NumPy filter with a
 device image through its device copy, cached by content so that the call replays
-its launch plan: ``_filter_cache.py``), k03 for larger ones (k10's loops
+its launch plan: :mod:`simt_tiles.device_copies`), k03 for larger ones (k10's loops
 stop unrolling there), k01 when the halo does not fit in shared memory.
 k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
 ``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``
@@ -89,17 +89,14 @@ documentation and its 1-D ``correlate1d`` do (``tests/test_conv2d.py`` shows bot
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
-from numba import cuda
 
-from ...interop import Operand, as_stream, device_operand, finish_result, host_operand, prepare_out
+from ...device_copies import device_copy
+from ...interop import finish_result
 from ...launch import planned
 from ...registry import Family
-from . import _cases, _ndimage, _tuning, dispatch, reference
-from ._common import MODES, FilterCall, Mode, SeparableCall, flops
-from ._filter_cache import device_filter
+from . import _args, _cases, _tuning, dispatch, reference
+from ._common import MODES, FilterCall, SeparableCall, flops
 from .dispatch import (
     BEST_MAX_SIZE,
     BEST_SEPARABLE_VARIANT,
@@ -161,7 +158,7 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     another dtype than the image's are scipy's too: the filter runs in float32 (images and
     results of at most 16 bits or float32) or float64, and the result is converted to the output
     dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
-    :mod:`._ndimage`).  3-D volumes and complex inputs are not supported (ValueError / TypeError).
+    :mod:`._args`).  3-D volumes and complex inputs are not supported (ValueError / TypeError).
 
     ``out[i, j] = Σ_a Σ_b weights[a, b] · ext(image)[i + a − KH//2, j + b − KW//2]``
     where ``ext`` extends the image by ``mode``.
@@ -218,11 +215,10 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
         stream; Numba's default stream for Numba and NumPy arrays), a Numba stream, or a
         CuPy/PyTorch stream.
     """
-    out, more = _more(origin, output, out, 2)
     if _swaps(variant):
-        weights = device_filter(weights, image, stream, 2)
-    return _correlate2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                        stream=stream, **more)
+        weights = device_copy(weights, image, stream, 2)
+    return _correlate2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                        variant=variant, config=config, stream=stream)
 
 
 def convolve2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
@@ -236,11 +232,10 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=Non
     scipy's mirrored meaning: the anchor is ``(KH − 1)//2 − origin[0], (KW − 1)//2 − origin[1]``
     (the same valid range as :func:`correlate2d`'s).
     """
-    out, more = _more(origin, output, out, 2)
     if _swaps(variant):
-        weights = device_filter(weights, image, stream, 2)
-    return _convolve2d(image, weights, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                       stream=stream, **more)
+        weights = device_copy(weights, image, stream, 2)
+    return _convolve2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                       variant=variant, config=config, stream=stream)
 
 
 def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, output=None, out=None,
@@ -256,11 +251,10 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, 
     arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1; ``origin`` one int
     (``-(K // 2) <= origin <= (K − 1) // 2``: the filter's centre is ``K // 2 + origin``).
     """
-    out, more = _more(origin, output, out, 1)
     if _swaps(variant):
-        weights = device_filter(weights, image, stream, 1)
-    return _correlate1d(image, weights, axis=axis, mode=mode, cval=cval, out=out, variant=variant,
-                        config=config, stream=stream, **more)
+        weights = device_copy(weights, image, stream, 1)
+    return _correlate1d(image, weights, axis=axis, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                        variant=variant, config=config, stream=stream)
 
 
 def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, output=None, out=None,
@@ -291,213 +285,68 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, ou
     :func:`correlate2d` (``origin`` as for the outer product: ``origin[0]`` shifts ``wy``,
     ``origin[1]`` shifts ``wx``).
     """
-    out, more = _more(origin, output, out, 2)
-    wy = device_filter(wy, image, stream, 1)
-    wx = device_filter(wx, image, stream, 1)
-    return _correlate_separable(image, wy, wx, mode=mode, cval=cval, out=out, variant=variant, config=config,
-                                stream=stream, **more)
-
-
-_NONE: dict = {}
-
-
-def _more(origin, output, out, ndim):
-    """``(out, keyword arguments)`` for the planned call: none for ``origin=0, output=None`` (the
-    call is the one it always was), else ``origin``/``origin_h``, ``origin_w`` as ints and
-    ``output`` as a dtype name (plain values: such calls get launch plans too)."""
-    if type(origin) is int and not origin and output is None:
-        return out, _NONE
-    out, output = _ndimage.split_output(output, out)
-    more = {}
-    if ndim == 1:
-        (o,) = _ndimage.parse_origin(origin, 1)
-        if o:
-            more["origin"] = o
-    else:
-        oh, ow = _ndimage.parse_origin(origin, 2)
-        if oh:
-            more["origin_h"] = oh
-        if ow:
-            more["origin_w"] = ow
-    if output is not None:
-        more["output"] = output
-    return out, more
+    wy = device_copy(wy, image, stream, 1)
+    wx = device_copy(wx, image, stream, 1)
+    return _correlate_separable(image, wy, wx, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                                variant=variant, config=config, stream=stream)
 
 
 def _swaps(variant) -> bool:
-    """Whether a NumPy filter becomes a cached device copy (:mod:`._filter_cache`): not for the
-    rungs that compile its values in (they want it on the host)."""
+    """Whether a NumPy filter becomes a cached device copy (:mod:`simt_tiles.device_copies`), so that
+    the call replays its launch plan: not for the rungs that compile its values in (they want it on
+    the host)."""
     return variant is None or not isinstance(variant, str) or variant not in CONSTANT_FILTER_VARIANTS
 
 
 # The planned calls (simt_tiles.launch): what the public functions above run, a NumPy filter
-# already swapped for its cached device copy where that applies
+# already swapped for its cached device copy where that applies.  Each reads check (_args: the
+# arguments as device arrays, scipy.ndimage's rules) → choose (dispatch) → launch (the rung).
 
 
 @planned
-def _correlate2d(image, weights, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
-                 output=None):
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False,
-                     origin=(origin_h, origin_w), output=output)
+def _correlate2d(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=False)
 
 
 @planned
-def _convolve2d(image, weights, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
-                output=None):
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=True,
-                     origin=(origin_h, origin_w), output=output)
+def _convolve2d(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=True)
 
 
 @planned
-def _correlate1d(image, weights, *, axis, mode, cval, out, variant, config, stream, origin=0, output=None):
-    axis = _check_axis(axis)
-    return _filter2d(image, weights, mode, cval, out, variant, config, stream, flipped=False, axis=axis,
-                     origin=(origin, 0) if axis == 0 else (0, origin), output=output)
+def _correlate1d(image, weights, *, axis, mode, cval, origin, output, out, variant, config, stream):
+    return _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=False,
+                     ndim=1, axis=axis)
 
 
-@planned
-def _correlate_separable(image, wy, wx, *, mode, cval, out, variant, config, stream, origin_h=0, origin_w=0,
-                         output=None):
-    mode = Mode.parse(mode)
-    _check_cval(cval)
-    dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy
-    stream = as_stream(stream, image)
-
-    img_op, src, out_dtype = _image_operand(image, out, output, stream)
-    dtype = np.dtype(src.dtype)
-    wy_op = _weights_operand(wy, "wy", dtype, stream, axis=0)  # KH x 1
-    wx_op = _weights_operand(wx, "wx", dtype, stream, axis=1)  # 1 x KW
-    kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
-    _ndimage.check_origin((origin_h, origin_w), (kh, kw), "(len(wy), len(wx))")
-    h, w = img_op.dev.shape
-    out_op, dst = _out_operand(out, img_op, (h, w), out_dtype, dtype, stream, (wy_op, wx_op))
-    if h and w:
-        plan = dispatch.plan_separable(variant, config, kh, kw, mode, dtype)
-        plan.run(SeparableCall(src, wy_op, wx_op, dst, cval, stream, origin=(origin_h, origin_w)))
-        if dst is not out_op.dev:
-            _ndimage.convert(dst, out_op.dev, stream)
-    return finish_result(out_op, stream)
-
-
-def _check_cval(cval) -> None:
-    if isinstance(cval, bool) or not isinstance(cval, numbers.Real):
-        raise TypeError(f"cval: expected a real number; got {type(cval).__name__} {cval!r}")
-
-
-def _check_axis(axis) -> int:
-    """``axis`` of a 2-D image as 0 or 1; TypeError/ValueError naming it otherwise."""
-    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"axis: expected an int; got {type(axis).__name__} {axis!r}")
-    if not -2 <= axis <= 1:
-        raise ValueError(f"axis: expected -2, -1, 0 or 1 for a 2-D image; got {axis}")
-    return int(axis) % 2
-
-
-def _image_operand(image, out, output, stream):
-    """``(image operand, the device image the filter reads, output dtype)``.  A float32/float64
-    image with its own dtype out is used as it is; any other (an integer image, another output
-    dtype: ``_ndimage``) is converted to the compute dtype — a NumPy one on the host before the
-    upload, a device one by the elementwise kernel."""
-    if output is not None:
-        out_dtype = np.dtype(output)
-    elif out is not None and _ndimage.array_dtype(out) is not None:
-        out_dtype = _ndimage.check_dtype("out", _ndimage.array_dtype(out))
-    else:
-        out_dtype = None
-    if _ndimage.is_plain(image):
-        img_op = device_operand(image, "image", ndim=2, stream=stream)
-        in_dtype = np.dtype(img_op.dev.dtype)
-        dtype = in_dtype if out_dtype is None else _ndimage.compute_dtype(in_dtype, out_dtype)
-        if dtype == in_dtype:
-            return img_op, img_op.dev, in_dtype if out_dtype is None else out_dtype
-        return img_op, _ndimage.converted(img_op.dev, dtype, stream), out_dtype
-    in_dtype = _ndimage.check_dtype("image", _ndimage.array_dtype(image))
-    out_dtype = in_dtype if out_dtype is None else out_dtype
-    dtype = _ndimage.compute_dtype(in_dtype, out_dtype)
-    if isinstance(image, np.ndarray):
-        img_op = device_operand(image.astype(dtype), "image", ndim=2, stream=stream)
-        return Operand("image", img_op.dev, "numpy", image), img_op.dev, out_dtype
-    img_op = device_operand(image, "image", ndim=2, stream=stream, dtype=in_dtype)
-    return img_op, _ndimage.converted(img_op.dev, dtype, stream), out_dtype
-
-
-def _out_operand(out, img_op, shape, out_dtype, dtype, stream, inputs):
-    """``(out operand, the array the filter writes)``: ``out`` itself when it has the compute
-    dtype, else a scratch array that ``_ndimage.convert`` then writes into ``out``."""
-    if out is None and img_op.kind == "torch" and out_dtype.kind != "f":
-        out_op = _ndimage.torch_result(img_op, shape, out_dtype, stream)
-    else:
-        out_op = prepare_out(out, img_op, shape, out_dtype, stream, inputs=inputs)
-    if out_dtype == dtype:
-        return out_op, out_op.dev
-    return out_op, cuda.device_array(shape, dtype, stream=stream)
-
-
-def _weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> Operand:
-    """The filter as a device operand of the compute ``dtype``: 2-D for
-    ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
-    (axis 1).  A filter of another real dtype is converted (NumPy on the host, a device one
-    by ``_ndimage.convert``), as scipy allows.  Errors name ``name``."""
-    ndim = 2 if axis is None else 1
-    wdt = _ndimage.array_dtype(weights)
-    if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
-                                                               or _ndimage.is_array(weights)):
-        wdt = _ndimage.check_dtype(name, wdt)
-        if isinstance(weights, np.ndarray):
-            weights = weights.astype(dtype)
-        else:
-            op = device_operand(weights, name, ndim=ndim, stream=stream, dtype=wdt)
-            if 0 not in op.dev.shape:
-                weights = _ndimage.converted(op.dev, dtype, stream)
-    if not upload and isinstance(weights, np.ndarray):
-        # a constant-filter rung compiles the values in: NumPy weights stay on the host
-        # (an upload on the default stream would wait for the GPU's queued work)
-        op = host_operand(weights, name, ndim=ndim)
-    else:
-        op = device_operand(weights, name, ndim=ndim, stream=stream)
-    if op.dev.dtype != dtype:
-        raise TypeError(f"{name}: expected dtype {dtype} (the dtype of image); got {op.dev.dtype}")
-    shape = tuple(op.dev.shape)
-    if 0 in shape:
-        if axis is None:
-            raise ValueError(f"{name}: expected a non-empty 2-D array (at least 1x1); got shape {shape}")
-        raise ValueError(f"{name}: expected a non-empty 1-D array; got shape {shape}")
-    if axis is None:
-        return op
-    k = shape[0]
-    as2d = (k, 1) if axis == 0 else (1, k)
-    original = op.original.reshape(as2d) if op.kind == "numpy" else op.original
-    return Operand(name, op.dev.reshape(as2d), op.kind, original)
-
-
-def _filter2d(image, weights, mode, cval, out, variant, config, stream, *, flipped, axis=None, origin=(0, 0),
-              output=None):
-    mode = Mode.parse(mode)
-    _check_cval(cval)
-    get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
-    stream = as_stream(stream, image)
-
-    img_op, src, out_dtype = _image_operand(image, out, output, stream)
-    dtype = np.dtype(src.dtype)
-    # NumPy weights stay on the host for a rung that compiles them in or passes them as
-    # kernel parameters (the default); the others get them uploaded
-    w_op = _weights_operand(weights, "weights", dtype, stream, axis=axis,
-                            upload=not dispatch.keeps_host_weights(variant))
-    if axis is None:
-        _ndimage.check_origin(origin, w_op.dev.shape)
-    else:
-        _ndimage.check_origin(origin[axis:axis + 1], w_op.dev.shape[axis:axis + 1], "len(weights)")
-    h, w = img_op.dev.shape
-    out_op, dst = _out_operand(out, img_op, (h, w), out_dtype, dtype, stream, (w_op,))
-
+def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, *, flipped, ndim=2,
+              axis=None):
+    args, w_op = _args.filter2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                                variant=variant, config=config, stream=stream, ndim=ndim, axis=axis)
+    h, w = args.src.shape
     if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
-        plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, mode, dtype, weights_at)
+        plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, args.mode, args.dtype, weights_at)
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        plan.run(FilterCall(src, w_op, dst, cval, flipped, stream, all_taps=axis is not None, origin=origin))
-        if dst is not out_op.dev:  # the output dtype is not the compute dtype: scipy's conversion
-            _ndimage.convert(dst, out_op.dev, stream)
-    return finish_result(out_op, stream)
+        plan.run(FilterCall(args.src, w_op, args.dst, cval, flipped, args.stream, all_taps=ndim == 1,
+                            origin=args.origin))
+        if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
+            _args.convert(args.dst, args.out.dev, args.stream)
+    return finish_result(args.out, args.stream)
+
+
+@planned
+def _correlate_separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config, stream):
+    args, wy_op, wx_op = _args.separable(image, wy, wx, mode=mode, cval=cval, origin=origin, output=output,
+                                         out=out, variant=variant, config=config, stream=stream)
+    h, w = args.src.shape
+    if h and w:
+        kh, kw = wy_op.dev.shape[0], wx_op.dev.shape[1]
+        plan = dispatch.plan_separable(variant, config, kh, kw, args.mode, args.dtype)
+        plan.run(SeparableCall(args.src, wy_op, wx_op, args.dst, cval, args.stream, origin=args.origin))
+        if args.dst is not args.out.dev:
+            _args.convert(args.dst, args.out.dev, args.stream)
+    return finish_result(args.out, args.stream)
 
 
 # the planned call each public function runs (simt_tiles.launch; tests/test_faults.py checks every one has one)

@@ -1,6 +1,6 @@
 """What every conv2d rung shares: boundary modes, the kernel signatures, how a
-config is specialised for one call, the per-filter kernel cache, and how a rung
-takes a call.
+config is specialised for one call, the per-filter kernel cache, the register-tile
+rungs' config and geometry, and how a rung takes a call.
 
 The operation (scipy.ndimage.correlate, 2-D)::
 
@@ -41,10 +41,11 @@ device functions, which Numba inlines before typing.
 :func:`extend_index` below is its plain-Python twin, for readers and tests.
 
 How a rung takes a call
-    The public functions check the arguments, :mod:`.dispatch` chooses the rung and its
-    config, and the rung launches: ``rung.run(spec, call)`` (:class:`FilterRung`) asks its
+    The public functions check the arguments (:mod:`._args`), :mod:`.dispatch` chooses the rung
+    and its config, and the rung launches: ``rung.run(spec, call)`` (:class:`FilterRung`) asks its
     binding, ``bind(rung, spec, dtype, call)``, for the compiled kernel and its arguments
-    (:class:`FilterCall`, :class:`SeparableCall`).  Three calling conventions for 2-D filters
+    (:class:`FilterCall`, :class:`SeparableCall`; the call carries the filter's anchor, so that a
+    binding calls nothing back here).  Three calling conventions for 2-D filters
     here, k10's own in its file, one for the fused separable kernel:
 
     =========================  ==========================================================
@@ -73,14 +74,15 @@ from numba import cuda, int64, void
 
 from ..._recording import no_plan
 from ...interop import Operand
-from ...runtime import Rung, jit, numba_dtype
+from ...runtime import Rung, TileConfig, grid_for, jit, numba_dtype
 from ...vector import aligned
 
 
 class Mode(enum.IntEnum):
     """scipy.ndimage's boundary modes, as the positive ints a config can hold.
 
-    ``str(Mode.REFLECT) == "reflect"`` (the name the public functions take)."""
+    ``str(Mode.REFLECT) == "reflect"`` (the name the public functions take; ``_args.mode_of``
+    reads it)."""
 
     REFLECT = 1  # d c b a | a b c d | d c b a   (edge repeated; period 2n)
     CONSTANT = 2  # k k k k | a b c d | k k k k   (k = cval)
@@ -93,16 +95,6 @@ class Mode(enum.IntEnum):
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
-
-    @classmethod
-    def parse(cls, mode) -> "Mode":
-        """The Mode named ``mode`` (or ``mode`` itself, a Mode); ValueError naming
-        the argument otherwise."""
-        if isinstance(mode, cls):
-            return mode
-        if isinstance(mode, str) and mode in MODES:
-            return cls[mode.upper()]
-        raise ValueError(f"mode: expected one of {MODES}; got {mode!r}")
 
 
 #: the mode names the public functions accept, in scipy's documentation order
@@ -224,7 +216,7 @@ def anchors(kh: int, kw: int, *, flipped: bool, origin: tuple[int, int] = (0, 0)
     """The filter's anchor: its centre ``size // 2`` shifted by scipy's ``origin`` (correlate), or
     ``(size − 1) // 2`` shifted by ``−origin`` (convolve, whose filter is flipped: scipy mirrors
     the origin and shifts even sizes by one).  ``origin`` is checked by the public functions
-    (``_ndimage.check_origin``), so the anchor lies in ``0 .. size − 1``."""
+    (``_args.check_origin``), so the anchor lies in ``0 .. size − 1``."""
     oh, ow = origin
     if flipped:
         return (kh - 1) // 2 - oh, (kw - 1) // 2 - ow
@@ -234,6 +226,50 @@ def anchors(kh: int, kw: int, *, flipped: bool, origin: tuple[int, int] = (0, 0)
 def flops(h: int, w: int, kh: int, kw: int) -> int:
     """Floating-point operations of one filtering (a multiply and an add per tap)."""
     return 2 * h * w * kh * kw
+
+
+# ---------------------------------------------------------------------------
+# The 2-D register-tile rungs (k05, k06, and k07–k10 built on k05): config and launch geometry
+# ---------------------------------------------------------------------------
+
+# A ``block_x × block_y`` block computes an output tile of ``(ry·block_y) × (rx·block_x)``: each
+# thread ``ry × rx`` outputs, ``rx`` consecutive columns of ``ry`` consecutive rows.  ``kh``, ``kw``
+# and ``mode`` are compile-time constants set by the launcher from the call (:func:`specialise`); a
+# preset's values only choose what the compile gate builds.  The rungs also share device code —
+# the patch loader (interior fast path, edge path with the boundary mapping) and the staged,
+# coalesced tile store: :mod:`._staging`.
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterTileConfig(TileConfig):
+    """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs.
+
+    Subclasses give ``smem_bytes`` (what the rung stages) and may change the
+    defaults."""
+
+    block_x: int = 32
+    block_y: int = 8
+    rx: int = 3
+    ry: int = 4
+    kh: int = 7
+    kw: int = 7
+    mode: int = Mode.REFLECT
+
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def tile(self) -> tuple[int, int]:
+        """Output tile (rows, columns) of one block."""
+        return (self.ry * self.block_y, self.rx * self.block_x)
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+def geometry(config: RegisterTileConfig, h: int, w: int):
+    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
+    th, tw = config.tile()
+    return grid_for((w, h), (tw, th)), config.block()
 
 
 # ---------------------------------------------------------------------------
@@ -255,6 +291,13 @@ class FilterCall:
     all_taps: bool = False
     #: scipy's ``origin`` (rows, columns): shifts the anchor (:func:`anchors`), at run time
     origin: tuple = (0, 0)
+    #: the anchor (row, column) the kernel is given: :func:`anchors` of the filter's shape,
+    #: ``flipped`` and ``origin``, set when the call is made (a binding reads it as a field)
+    anchor: tuple = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        kh, kw = self.weights.dev.shape
+        object.__setattr__(self, "anchor", anchors(kh, kw, flipped=self.flipped, origin=self.origin))
 
     @property
     def dtype(self) -> np.dtype:
@@ -277,6 +320,11 @@ class SeparableCall:
     cval: float
     stream: Any
     origin: tuple = (0, 0)  #: scipy's origin (rows, columns), as :class:`FilterCall`'s
+    anchor: tuple = dataclasses.field(init=False)  #: as :class:`FilterCall`'s (``wy`` × ``wx``, not flipped)
+
+    def __post_init__(self):
+        kh, kw = self.wy.dev.shape[0], self.wx.dev.shape[1]
+        object.__setattr__(self, "anchor", anchors(kh, kw, flipped=False, origin=self.origin))
 
     dtype = FilterCall.dtype
     problem = FilterCall.problem
@@ -315,31 +363,27 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
     w = call.weights.dev
     if isinstance(w, np.ndarray):  # kept on the host for a constant-filter rung, then fell back
         w = cuda.to_device(w, stream=call.stream)
-    kh, kw = w.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
+    anchor_h, anchor_w = call.anchor
     kernel = rung.kernel(spec, dtype, all_taps=True) if call.all_taps else rung.kernel(spec, dtype)
     return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out, dtype.type(call.cval),
                     anchor_h, anchor_w)
 
 
 def _constant_filter(rung, spec, dtype, call: FilterCall):
-    kh, kw = call.weights.dev.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
+    anchor_h, anchor_w = call.anchor
     kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
                                     all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w)
 
 
 def _constant_vector(rung, spec, dtype, call: FilterCall):
-    kh, kw = call.weights.dev.shape
     kernel = constant_filter_kernel(rung, spec, dtype, host_filter(call.weights, call.flipped, call.stream),
-                                    anchors(kh, kw, flipped=call.flipped, origin=call.origin), all_taps=call.all_taps)
+                                    call.anchor, all_taps=call.all_taps)
     return kernel, (call.image, call.out, dtype.type(call.cval), aligned(call.image) and aligned(call.out))
 
 
 def _separable(rung, spec, dtype, call: SeparableCall):
-    kh, kw = call.wy.dev.shape[0], call.wx.dev.shape[1]
-    anchor_h, anchor_w = anchors(kh, kw, flipped=False, origin=call.origin)
+    anchor_h, anchor_w = call.anchor
     return rung.kernel(spec, dtype), (call.image, call.wy.dev[:, 0], call.wx.dev[0], call.out,
                                       dtype.type(call.cval), anchor_h, anchor_w)
 

@@ -57,7 +57,8 @@ from ...bounds import check_within, gamma, unit_roundoff
 from ...interop import device_operand, host_operand
 from ...runtime import SM_SMEM, ConfigError
 from . import k10_runtime_weights as k10
-from ._common import TINY_WEIGHT, FilterCall, Mode, flops, specialise
+from ._args import mode_of
+from ._common import TINY_WEIGHT, FilterCall, flops, specialise
 from .dispatch import BEST_VARIANT, RUNGS
 from .reference import extend_indices
 
@@ -111,7 +112,7 @@ def register_tile_space(presets: dict, problem: dict, dtype):
     leaves) is left out."""
     dtype = np.dtype(dtype)
     source = source_of(problem["weights"])
-    mode = Mode.parse(problem["mode"])
+    mode = mode_of(problem["mode"])
     looser = (0, LOOSER) if dtype.itemsize == 4 else (0,)
     for tile in TILES:
         try:
@@ -198,7 +199,7 @@ class Case:
     def launcher(self, rung, config):
         """One call of ``rung`` with ``config`` as ``correlate2d`` makes it (``rung.bind``)."""
         p, dtype = self.p, self.dtype
-        spec = specialise(config, p["kh"], p["kw"], Mode.parse(p["mode"]))
+        spec = specialise(config, p["kh"], p["kw"], mode_of(p["mode"]))
         spec.check_smem(dtype)
         call = FilterCall(self.image, self.w_op, self.out, 0.0, False, 0)
         kernel, args = rung.bind(rung, spec, dtype, call)
@@ -227,7 +228,7 @@ def parse(shape: str, options: dict) -> tuple:
     """``--shape HxW [--filter KHxKW] [--mode M] [--weights host|device]`` → the problem tuple."""
     h, w = parse_ints(shape, "--shape", (2,))
     kh, kw = parse_ints(options.get("filter") or "3x3", "--filter", (2,))
-    mode = str(Mode.parse(options.get("mode") or "reflect"))
+    mode = str(mode_of(options.get("mode") or "reflect"))
     weights = options.get("weights") or "host"
     source_of(weights)
     return (h, w, kh, kw, mode, np.dtype(options.get("dtype") or "float32").name, weights)

@@ -70,7 +70,7 @@ from numba import cuda, uint32
 
 from ...runtime import cdiv, numba_dtype
 from ._common import CONSTANT_FILTER, FilterRung, Mode, constant_filter_signature, gate_filter
-from ._register_tile import RegisterTileConfig, geometry
+from ._common import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store, make_window_accumulator
 
 
@@ -80,7 +80,7 @@ class Config(RegisterTileConfig):
     outputs (``rx`` consecutive columns of ``ry`` consecutive rows), so the
     output tile is ``(ry·block_y) × (rx·block_x)``.  The fields (``block_x``,
     ``block_y``, ``rx``, ``ry``, ``kh``, ``kw``, ``mode``), ``tile()`` and the
-    launch geometry are k06's too: :mod:`._register_tile`.
+    launch geometry are k06's too: ``_common.RegisterTileConfig``.
 
     ``kh``, ``kw`` and ``mode`` are set by the launcher from the call."""
 

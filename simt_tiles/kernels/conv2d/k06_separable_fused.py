@@ -73,7 +73,7 @@ from numba import cuda, int64, uint32, void
 
 from ...runtime import cdiv, numba_dtype
 from ._common import SEPARABLE, TINY_WEIGHT, FilterRung, Mode
-from ._register_tile import RegisterTileConfig, geometry
+from ._common import RegisterTileConfig, geometry
 from ._staging import make_patch_loader, make_tile_store
 
 
@@ -82,7 +82,7 @@ class Config(RegisterTileConfig):
     """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs
     (``rx`` consecutive columns of ``ry`` consecutive rows): output tile
     ``(ry·block_y) × (rx·block_x)`` — k05's tiling and fields
-    (:mod:`._register_tile`), with ``ry = 2`` by default (float64 fits).
+    (``_common.RegisterTileConfig``), with ``ry = 2`` by default (float64 fits).
 
     ``kh`` (length of ``wy``), ``kw`` (length of ``wx``) and ``mode`` are set by
     the launcher from the call."""

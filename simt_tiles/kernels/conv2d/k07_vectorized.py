@@ -76,8 +76,7 @@ from numba import boolean, cuda, uint32, uint64, void
 from ...runtime import ConfigError, SMEM_ALIGN, cdiv, numba_dtype
 from ...vector import load4, store4
 from . import k05_register_tile_2d as k05
-from ._common import CONSTANT_VECTOR, FilterRung, Mode, gate_filter
-from ._register_tile import geometry
+from ._common import CONSTANT_VECTOR, FilterRung, Mode, gate_filter, geometry
 from ._staging import make_output_store, make_patch_loader, make_window_accumulator
 
 VEC = 4  # elements per vector access (float32: 16 bytes; float64: two 16-byte halves)

@@ -67,8 +67,7 @@ from numba import boolean, cuda, int64, types, uint32, void
 from ... import codegen
 from ...runtime import cdiv, numba_dtype
 from . import k05_register_tile_2d as k05
-from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, anchors
-from ._register_tile import geometry
+from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, geometry
 from ._staging import (
     inline,
     make_patch_loader,
@@ -293,7 +292,7 @@ def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
     kernel parameters (:data:`PARAMS`), anything else as a device array (:data:`STAGED`)."""
     w = call.weights.dev
     kh, kw = w.shape
-    anchor_h, anchor_w = anchors(kh, kw, flipped=call.flipped, origin=call.origin)
+    anchor_h, anchor_w = call.anchor
     if call.flipped:
         w = w[::-1, ::-1]
     if isinstance(w, np.ndarray) and w.nbytes > MAX_PARAM_BYTES:

@@ -96,7 +96,7 @@ def correlate2d_reference(image: np.ndarray, weights: np.ndarray, mode: str = "r
 
 
 def _float_of(dtype) -> np.dtype:
-    """The dtype the kernels compute in for an image of ``dtype`` (``_ndimage.compute_dtype``'s
+    """The dtype the kernels compute in for an image of ``dtype`` (``_args.compute_dtype``'s
     rule for the default output): itself for floats, float32 up to 16-bit integers, else float64."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":

@@ -1,16 +1,21 @@
-"""NumPy filters at µs cost: a device copy of each filter's *current values*, cached by content.
+"""Small NumPy arguments at µs cost: a device copy of an array's *current values*, cached by content.
 
 Why
     The fast launch path (:mod:`simt_tiles.launch`) replays a recorded call only when every array
     argument is a device array: a NumPy argument sends the call down the checked path every time
     (~400 µs of host time for ``correlate2d(cupy_image, numpy_filter)`` against ~10 µs with the
     filter on the device).  A NumPy filter is what most users pass
-    (``w = np.array([[1, 2, 1], ...]) / 16``), so the public functions swap it for a device copy
-    before the planned call, and the call replays like one with a device filter.
+    (``w = np.array([[1, 2, 1], ...]) / 16``), so a public function swaps it for a device copy
+    (:func:`device_copy`) *before* its planned call, and the call replays like one with a device
+    filter.  The swap is the one piece of argument work that runs before the planned call (it
+    changes the plan's key), so it sits beside the launch path rather than in a family's argument
+    module: a call then enters its family's checked path once (docs/design.md, "The one path of a
+    call").  Used by the conv2d functions, which say which calls swap (not those for the rungs that
+    compile the filter's values in).
 
 Correctness
-    The key is the filter's *bytes* (``tobytes()``: its values in C order), shape and dtype, with
-    the device and the launch stream's handle: a filter changed in place between two calls has
+    The key is the array's *bytes* (``tobytes()``: its values in C order), shape and dtype, with
+    the device and the launch stream's handle: an array changed in place between two calls has
     other bytes, so it gets (or finds) another copy — never a stale one.  The copy is private (no
     caller can write it).  Each copy is uploaded on the stream of the call that first needs it
     (stream-ordered, no synchronisation) and used only by calls on that stream, so no kernel can
@@ -20,16 +25,15 @@ Correctness
     manager; an EMM plugin's pool is stream-ordered by that plugin).
 
 What is swapped
-    Only a NumPy filter of a float dtype and the expected number of dimensions, non-empty, at most
-    :data:`MAX_BYTES`, for a call whose image is a device array (a NumPy image takes the checked
-    path anyway, and keeps its filter as it is: kernel parameters).  Rungs that compile the
-    filter's values in (``variant`` in ``CONSTANT_FILTER_VARIANTS``) keep NumPy filters on the host.
+    Only a NumPy array of a float dtype and the expected number of dimensions, non-empty, at most
+    :data:`MAX_BYTES`, for a call whose leading array (``like``: the image) is a device array (a
+    NumPy image takes the checked path anyway, and keeps its filter as it is: kernel parameters).
     Anything else is returned as it is, so the public function's own checks name the argument.
 
-Cost of a hit: the filter's bytes, the image's kind (per type, once), the current stream's handle
-and a dictionary lookup without a lock: 1.7 µs in the simulator on the dev box.  On the H200 the whole
-call measured 14.0–19.4 µs against 11.7–16.0 µs with a device filter (benchmarks/notes/conv2d.md),
-before the per-type kind and the lock-free hit (not re-measured there).
+Cost of a hit: the array's bytes, the leading array's kind (per type, once), the current stream's
+handle and a dictionary lookup without a lock: 1.7 µs in the simulator on the dev box.  On the H200
+the whole ``correlate2d`` call measured 14.0–19.4 µs against 11.7–16.0 µs with a device filter
+(benchmarks/notes/conv2d.md), before the per-type kind and the lock-free hit (not re-measured there).
 """
 
 from __future__ import annotations
@@ -42,16 +46,16 @@ from collections import OrderedDict
 import numpy as np
 from numba import cuda
 
-from ...interop import array_device, as_stream
-from ...launch import array_signature, is_out_of_memory, stream_handle
-from ...runtime import SIMULATOR
+from .interop import array_device, as_stream
+from .launch import array_signature, is_out_of_memory, stream_handle
+from .runtime import SIMULATOR
 
 #: device copies kept; the least recently used is dropped
 MAX_ENTRIES = 64
-#: larger NumPy filters are not cached (the checked path uploads them per call, as before)
+#: larger NumPy arrays are not cached (the checked path uploads them per call)
 MAX_BYTES = 1 << 20
 
-#: the filter dtypes swapped: float32 and float64 in native byte order (``dtype.char``)
+#: the dtypes swapped: float32 and float64 in native byte order (``dtype.char``)
 _FLOATS = "fd"
 _CACHE: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
@@ -71,8 +75,8 @@ def clear() -> None:
             _STATS[k] = 0
 
 
-def _current_handle(image, kind: str) -> int:
-    """The handle of the stream ``stream=None`` means for ``image`` (interop.as_stream's rule)."""
+def _current_handle(like, kind: str) -> int:
+    """The handle of the stream ``stream=None`` means for ``like`` (interop.as_stream's rule)."""
     if SIMULATOR:
         return 0
     if kind == "cupy":
@@ -80,8 +84,8 @@ def _current_handle(image, kind: str) -> int:
     if kind == "torch":
         raw = getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
         if raw is not None:
-            return raw(image.device.index)
-        return sys.modules["torch"].cuda.current_stream(image.device).cuda_stream
+            return raw(like.device.index)
+        return sys.modules["torch"].cuda.current_stream(like.device).cuda_stream
     return 0
 
 
@@ -89,13 +93,13 @@ def _current_handle(image, kind: str) -> int:
 _KINDS: dict = {}
 
 
-def _kind(image) -> str:
-    t = type(image)
+def _kind(like) -> str:
+    t = type(like)
     kind = _KINDS.get(t)
     if kind is None:
-        sig = array_signature(image)
+        sig = array_signature(like)
         kind = _KINDS[t] = "" if sig is None else sig[0]
-    if kind == "torch" and not image.is_cuda:
+    if kind == "torch" and not like.is_cuda:
         return ""
     return kind
 
@@ -106,21 +110,21 @@ def _one_gpu() -> bool:
     return SIMULATOR or len(cuda.gpus) == 1
 
 
-def device_filter(weights, image, stream, ndim: int):
-    """``weights`` as a cached device copy of its current values, or ``weights`` itself (the
-    module docstring says when).  ``stream`` is the caller's argument (None: the image's
-    framework's current stream)."""
-    if type(weights) is not np.ndarray or weights.ndim != ndim or weights.dtype.char not in _FLOATS \
-            or not weights.dtype.isnative or weights.size == 0 or weights.nbytes > MAX_BYTES:
-        return weights
-    kind = _kind(image)
+def device_copy(array, like, stream, ndim: int):
+    """``array`` as a cached device copy of its current values, or ``array`` itself (the module
+    docstring says when).  ``like`` is the call's leading array (its kind and device, and the
+    stream ``stream=None`` means); ``stream`` is the caller's argument."""
+    if type(array) is not np.ndarray or array.ndim != ndim or array.dtype.char not in _FLOATS \
+            or not array.dtype.isnative or array.size == 0 or array.nbytes > MAX_BYTES:
+        return array
+    kind = _kind(like)
     if not kind:
-        return weights
-    handle = _current_handle(image, kind) if stream is None else stream_handle(stream)
+        return array
+    handle = _current_handle(like, kind) if stream is None else stream_handle(stream)
     if handle is None:  # not a stream: the public function says so
-        return weights
-    key = (handle, 0 if _one_gpu() else array_device(image, kind), weights.dtype.char, weights.shape,
-           weights.tobytes())
+        return array
+    key = (handle, 0 if _one_gpu() else array_device(like, kind), array.dtype.char, array.shape,
+           array.tobytes())
     dev = _CACHE.get(key)  # a hit takes no lock: get and move_to_end are atomic under the GIL
     if dev is not None:
         try:
@@ -129,17 +133,17 @@ def device_filter(weights, image, stream, ndim: int):
             pass
         _STATS["hit"] += 1
         return dev
-    host = np.frombuffer(key[-1], weights.dtype).reshape(weights.shape)  # the values keyed on
+    host = np.frombuffer(key[-1], array.dtype).reshape(array.shape)  # the values keyed on
     # on the call's stream, asynchronously (0, the legacy stream, too: its stream object; a
     # synchronous copy would wait for the GPU's queued work)
     try:
-        dev = cuda.to_device(host, stream=as_stream(stream, image) or cuda.default_stream())
+        dev = cuda.to_device(host, stream=as_stream(stream, like) or cuda.default_stream())
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
-        # no room for a cached copy: the NumPy filter goes on as it is, to the checked path, which
+        # no room for a cached copy: the NumPy array goes on as it is, to the checked path, which
         # uploads it for this call (and, short of memory there too, raises OutOfMemoryError naming it)
-        return weights
+        return array
     with _LOCK:
         _CACHE[key] = dev
         _STATS["miss"] += 1

@@ -1,5 +1,14 @@
-"""scipy.ndimage's semantics beyond a float image at origin 0: ``origin=``, integer images,
-SciPy's output-dtype rule (``output=``) and a filter dtype other than the image's.
+"""The argument work of the conv2d functions: the caller's arguments checked and made the device
+arrays a rung reads and writes, with scipy.ndimage's rules.
+
+The public functions (``__init__.py``) read check → choose → launch; this module is the *check*:
+:func:`filter2d` (``correlate2d``, ``convolve2d``, ``correlate1d``) and :func:`separable`
+(``correlate_separable``) return the call's :class:`Checked` arguments and its filter operands;
+:mod:`.dispatch` then chooses, the rung launches.  In the order the checks run (a bad argument
+fails before any upload): ``output`` and ``origin`` (their scipy forms), ``axis``, ``mode``,
+``cval``, ``variant`` and ``config`` (:mod:`.dispatch`), the stream, the image, the filter, the
+origin's range, ``out``.  One piece of argument work runs before the planned call instead: a NumPy
+filter swapped for its cached device copy (:mod:`simt_tiles.device_copies`).
 
 origin
     scipy's ``origin`` shifts the filter's anchor: ``correlate`` centres a ``KH × KW`` filter at
@@ -28,12 +37,23 @@ from __future__ import annotations
 
 import functools
 import numbers
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda, void
 
-from ...interop import Operand, current_stream_ptr, stream_key
+from ...interop import (
+    Operand,
+    as_stream,
+    current_stream_ptr,
+    device_operand,
+    host_operand,
+    prepare_out,
+    stream_key,
+)
 from ...runtime import jit, numba_dtype
+from . import dispatch
+from ._common import MODES, Mode
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: the integer image / output dtypes scipy.ndimage takes and these functions do too
@@ -42,6 +62,101 @@ INTEGER_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uin
                                              np.int64))
 SUPPORTED = FLOAT_DTYPES + INTEGER_DTYPES
 _NAMES = "float32, float64 or an integer dtype (int8 ... int64, not uint64)"
+
+
+# ---------------------------------------------------------------------------
+# One call's arguments, checked
+# ---------------------------------------------------------------------------
+
+
+class Checked(NamedTuple):
+    """A call's arguments, checked: what its choice and launch take (the filters come beside it)."""
+
+    src: Any  #: the device image the filter reads, in the compute dtype
+    dtype: np.dtype  #: the compute dtype (the image's, or :func:`compute_dtype`'s)
+    out: Operand  #: the result the call returns (``interop.finish_result``)
+    #: the device array the filter writes: ``out``'s, or a scratch array :func:`convert` copies into ``out``
+    dst: Any
+    mode: Mode
+    origin: tuple  #: scipy's origin (rows, columns)
+    stream: Any
+
+
+def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config, stream, ndim=2, axis=None):
+    """``(Checked, the filter operand)`` for ``correlate2d``/``convolve2d`` (``ndim`` 2: a 2-D
+    filter) and ``correlate1d`` (``ndim`` 1: a 1-D filter along ``axis``, as its 2-D view)."""
+    out, output, origin, mode, axis = _values(mode, cval, origin, output, out, ndim, axis)
+    dispatch.get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
+    stream = as_stream(stream, image)
+    img_op, src, out_dtype = image_operand(image, out, output, stream)
+    # NumPy weights stay on the host for a rung that compiles them in or passes them as
+    # kernel parameters (the default); the others get them uploaded
+    w_op = weights_operand(weights, "weights", src.dtype, stream, axis=axis,
+                           upload=not dispatch.keeps_host_weights(variant))
+    if axis is None:
+        check_origin(origin, w_op.dev.shape)
+    else:
+        check_origin(origin[axis:axis + 1], w_op.dev.shape[axis:axis + 1], "len(weights)")
+    out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (w_op,))
+    return Checked(src, src.dtype, out_op, dst, mode, origin, stream), w_op
+
+
+def separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config, stream):
+    """``(Checked, wy's operand (KH × 1), wx's (1 × KW))`` for ``correlate_separable``."""
+    out, output, origin, mode, _ = _values(mode, cval, origin, output, out, 2)
+    dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy
+    stream = as_stream(stream, image)
+    img_op, src, out_dtype = image_operand(image, out, output, stream)
+    wy_op = weights_operand(wy, "wy", src.dtype, stream, axis=0)  # KH x 1
+    wx_op = weights_operand(wx, "wx", src.dtype, stream, axis=1)  # 1 x KW
+    check_origin(origin, (wy_op.dev.shape[0], wx_op.dev.shape[1]), "(len(wy), len(wx))")
+    out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (wy_op, wx_op))
+    return Checked(src, src.dtype, out_op, dst, mode, origin, stream), wy_op, wx_op
+
+
+def _values(mode, cval, origin, output, out, ndim, axis=None):
+    """``(out, output as a dtype name or None, origin (rows, columns), Mode, axis)``: the arguments
+    that are values, checked first (``output=`` an array becomes ``out``); ``axis`` 0 or 1 for a 1-D
+    filter (``ndim`` 1), None for a 2-D one."""
+    out, output = split_output(output, out)
+    if ndim == 2:
+        origin = parse_origin(origin, 2)
+    else:
+        (o,) = parse_origin(origin, 1)
+        axis = check_axis(axis)
+        origin = (o, 0) if axis == 0 else (0, o)
+    mode = mode_of(mode)
+    check_cval(cval)
+    return out, output, origin, mode, axis
+
+
+# ---------------------------------------------------------------------------
+# The checks, one argument each
+# ---------------------------------------------------------------------------
+
+
+def mode_of(mode) -> Mode:
+    """The :class:`~._common.Mode` named ``mode`` (or ``mode`` itself, a Mode); ValueError naming
+    the argument otherwise."""
+    if isinstance(mode, Mode):
+        return mode
+    if isinstance(mode, str) and mode in MODES:
+        return Mode[mode.upper()]
+    raise ValueError(f"mode: expected one of {MODES}; got {mode!r}")
+
+
+def check_cval(cval) -> None:
+    if isinstance(cval, bool) or not isinstance(cval, numbers.Real):
+        raise TypeError(f"cval: expected a real number; got {type(cval).__name__} {cval!r}")
+
+
+def check_axis(axis) -> int:
+    """``axis`` of a 2-D image as 0 or 1; TypeError/ValueError naming it otherwise."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis: expected an int; got {type(axis).__name__} {axis!r}")
+    if not -2 <= axis <= 1:
+        raise ValueError(f"axis: expected -2, -1, 0 or 1 for a 2-D image; got {axis}")
+    return int(axis) % 2
 
 
 def parse_origin(origin, ndim: int) -> tuple[int, ...]:
@@ -131,6 +246,89 @@ def compute_dtype(image_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
     wide = any((d.kind == "f" and d.itemsize == 8) or (d.kind in "iu" and d.itemsize > 2)
                for d in (np.dtype(image_dtype), np.dtype(out_dtype)))
     return np.dtype(np.float64 if wide else np.float32)
+
+
+# ---------------------------------------------------------------------------
+# The arrays: image, filter and out as device arrays of the compute dtype
+# ---------------------------------------------------------------------------
+
+
+def image_operand(image, out, output, stream):
+    """``(image operand, the device image the filter reads, output dtype)``.  A float32/float64
+    image with its own dtype out is used as it is; any other (an integer image, another output
+    dtype) is converted to the compute dtype — a NumPy one on the host before the upload, a device
+    one by the elementwise kernel (:func:`converted`)."""
+    if output is not None:
+        out_dtype = np.dtype(output)
+    elif out is not None and array_dtype(out) is not None:
+        out_dtype = check_dtype("out", array_dtype(out))
+    else:
+        out_dtype = None
+    if is_plain(image):
+        img_op = device_operand(image, "image", ndim=2, stream=stream)
+        in_dtype = np.dtype(img_op.dev.dtype)
+        dtype = in_dtype if out_dtype is None else compute_dtype(in_dtype, out_dtype)
+        if dtype == in_dtype:
+            return img_op, img_op.dev, in_dtype if out_dtype is None else out_dtype
+        return img_op, converted(img_op.dev, dtype, stream), out_dtype
+    in_dtype = check_dtype("image", array_dtype(image))
+    out_dtype = in_dtype if out_dtype is None else out_dtype
+    dtype = compute_dtype(in_dtype, out_dtype)
+    if isinstance(image, np.ndarray):
+        img_op = device_operand(image.astype(dtype), "image", ndim=2, stream=stream)
+        return Operand("image", img_op.dev, "numpy", image), img_op.dev, out_dtype
+    img_op = device_operand(image, "image", ndim=2, stream=stream, dtype=in_dtype)
+    return img_op, converted(img_op.dev, dtype, stream), out_dtype
+
+
+def out_operand(out, img_op, out_dtype, dtype, stream, inputs):
+    """``(out operand, the array the filter writes)``: ``out`` itself when it has the compute
+    dtype, else a scratch array that :func:`convert` then writes into ``out``; of the image's shape."""
+    shape = tuple(img_op.dev.shape)
+    if out is None and img_op.kind == "torch" and out_dtype.kind != "f":
+        out_op = torch_result(img_op, shape, out_dtype, stream)
+    else:
+        out_op = prepare_out(out, img_op, shape, out_dtype, stream, inputs=inputs)
+    if out_dtype == dtype:
+        return out_op, out_op.dev
+    return out_op, cuda.device_array(shape, dtype, stream=stream)
+
+
+def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> Operand:
+    """The filter as a device operand of the compute ``dtype``: 2-D for
+    ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
+    (axis 1).  A filter of another real dtype is converted (NumPy on the host, a device one
+    by :func:`convert`), as scipy allows.  Errors name ``name``."""
+    ndim = 2 if axis is None else 1
+    wdt = array_dtype(weights)
+    if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
+                                                               or is_array(weights)):
+        wdt = check_dtype(name, wdt)
+        if isinstance(weights, np.ndarray):
+            weights = weights.astype(dtype)
+        else:
+            op = device_operand(weights, name, ndim=ndim, stream=stream, dtype=wdt)
+            if 0 not in op.dev.shape:
+                weights = converted(op.dev, dtype, stream)
+    if not upload and isinstance(weights, np.ndarray):
+        # a constant-filter rung compiles the values in: NumPy weights stay on the host
+        # (an upload on the default stream would wait for the GPU's queued work)
+        op = host_operand(weights, name, ndim=ndim)
+    else:
+        op = device_operand(weights, name, ndim=ndim, stream=stream)
+    if op.dev.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype} (the dtype of image); got {op.dev.dtype}")
+    shape = tuple(op.dev.shape)
+    if 0 in shape:
+        if axis is None:
+            raise ValueError(f"{name}: expected a non-empty 2-D array (at least 1x1); got shape {shape}")
+        raise ValueError(f"{name}: expected a non-empty 1-D array; got shape {shape}")
+    if axis is None:
+        return op
+    k = shape[0]
+    as2d = (k, 1) if axis == 0 else (1, k)
+    original = op.original.reshape(as2d) if op.kind == "numpy" else op.original
+    return Operand(name, op.dev.reshape(as2d), op.kind, original)
 
 
 # ---------------------------------------------------------------------------

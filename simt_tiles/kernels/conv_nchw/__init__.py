@@ -37,7 +37,10 @@ Presets
     "small" for N8 C256 14×14, the fastest of the six tuned configs there
     (16.1 TFLOP/s, "default" 10.5).  Before this rule, :mod:`simt_tiles.autotune`
     is asked (the user's cache, then the shipped H200 table: for N32 C64 56×56
-    k03 with CK = 4, 3% faster than its preset).
+    k03 with CK = 4, 3% faster than its preset).  k04 has ``"small"`` too (8 × 8
+    tiles): ``config=None`` on a GPU takes it where the default's 16 × 32 tiles
+    would leave more than half of an output plane idle (``dispatch.depthwise_preset``;
+    a rule, not yet measured).
 
 Filter shape and shared memory
     The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the

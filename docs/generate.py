@@ -555,6 +555,7 @@ LESSON_RUNS = {
     ("conv2d", "k02_halo_tiled"): ("tile_w=8,tile_h=8", "10x9x3x3"),
     ("conv_nchw", "k02_smem_tiled"): ("tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
     ("conv_nchw", "k03_double_buffered"): ("tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3"),
+    ("conv_nchw", "k04_depthwise"): ("block_x=8,block_y=8,rw=2,min_blocks=1", "1x2x9x16x4x3x3"),
     ("elementwise", "bias_relu"): (None, "9x37"),
 }
 

@@ -412,7 +412,7 @@ DEFAULT_SHAPES = {
     "matmul": "33x17x9",  # M x N x K
     "matmul_mma": "33x17x9",  # M x N x K (k13: float32 as TF32; k14: bfloat16 bits)
     "conv2d": "13x11x3x3",  # H x W x KH x KW
-    "conv_nchw": "1x3x7x6x5x3x3",  # N x C x H x W x C_out x KH x KW (padding KH // 2)
+    "conv_nchw": "1x3x7x6x5x3x3",  # N x C x H x W x C_out x KH x KW (padding KH // 2; k04: groups C)
     "softmax": "3x77",  # rows x columns
     "reduce": "3x37",  # rows x columns (axis -1); one number: the whole array
     "elementwise": "37",  # vector_add: N; bias_relu: M x N
@@ -454,6 +454,13 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
     elif ladder == "conv_nchw":
         need(7)
         n, c, h, w, co, kh, kw = dims
+        if name == getattr(fam, "DEPTHWISE_VARIANT", None):  # groups = C: C_OUT a multiple of C
+            if co % c:
+                raise ValueError(f"shape: {name} runs a depthwise layer (groups = C): C_OUT must be a multiple of "
+                                 f"C; got C = {c}, C_OUT = {co}")
+            fam.conv2d_nchw(rand(n, c, h, w), rand(co, 1, kh, kw), bias=rand(co), padding=kh // 2, groups=c,
+                            variant=name, config=cfg)
+            return
         fam.conv2d_nchw(rand(n, c, h, w), rand(co, c, kh, kw), bias=rand(co), padding=kh // 2,
                         variant=name, config=cfg)
     elif ladder == "softmax":

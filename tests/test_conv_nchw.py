@@ -26,6 +26,7 @@ from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv_nchw import (
     BEST_VARIANT,
     CONV_NCHW_VARIANTS,
+    DEPTHWISE_VARIANT,
     FALLBACK_VARIANT,
     RUNGS,
     conv2d_nchw,
@@ -58,6 +59,9 @@ EXAMPLES = examples(25) if SIMULATOR else settings.default.max_examples  # GPU: 
 MAX_BLOCKS, MAX_THREADS = (10, 80) if SIMULATOR else (10**9, 10**9)
 
 TILED = ("k02_smem_tiled", "k03_double_buffered")
+#: the rungs that take these tests' dense layers (groups 1): all but the depthwise one
+#: (tests/test_conv_nchw_depthwise.py)
+DENSE = tuple(v for v in CONV_NCHW_VARIANTS if v != DEPTHWISE_VARIANT)
 
 #: the padding errors' message, up to the value received
 BAD_PADDING = r"padding: expected an int >= 0 or a pair of them, 'same' or 'valid'; got "
@@ -149,10 +153,11 @@ def assert_ok(got, x, w, bias, padding):
 
 
 def test_variants_are_in_ladder_order_and_have_both_presets():
-    assert CONV_NCHW_VARIANTS == ("k01_direct", "k02_smem_tiled", "k03_double_buffered")
-    assert BEST_VARIANT in CONV_NCHW_VARIANTS and FALLBACK_VARIANT == "k01_direct"
+    assert CONV_NCHW_VARIANTS == ("k01_direct", "k02_smem_tiled", "k03_double_buffered", "k04_depthwise")
+    assert BEST_VARIANT in DENSE and FALLBACK_VARIANT == "k01_direct" and DEPTHWISE_VARIANT == "k04_depthwise"
     for v in CONV_NCHW_VARIANTS:
-        assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/test_conv_nchw.py"
+        if v in DENSE:  # the depthwise rung's strategy is in tests/test_conv_nchw_depthwise.py
+            assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/test_conv_nchw.py"
         assert {"sim", "default"} <= set(RUNGS[v].presets)
         for cfg in RUNGS[v].presets.values():
             assert isinstance(cfg, RUNGS[v].config_type) and isinstance(cfg, TileConfig)
@@ -254,7 +259,7 @@ def test_reference_matches_torch_cpu():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("variant", CONV_NCHW_VARIANTS)
+@pytest.mark.parametrize("variant", DENSE)
 @settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(data=st.data())
 def test_conv_nchw_matches_reference(variant, dtype, data):
@@ -277,7 +282,7 @@ def test_conv_nchw_matches_reference(variant, dtype, data):
     note(repr(assert_ok(got, x, wt, b, pad)))
 
 
-@pytest.mark.parametrize("variant", [*CONV_NCHW_VARIANTS, None])
+@pytest.mark.parametrize("variant", [*DENSE, None])
 def test_one_layer_every_path(variant):
     """A fixed layer through every rung and variant=None: several channel steps
     with a tail (C_in = 5, CK = 2), C_out not a multiple of the block's,
@@ -290,7 +295,7 @@ def test_one_layer_every_path(variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", [*CONV_NCHW_VARIANTS, None])
+@pytest.mark.parametrize("variant", [*DENSE, None])
 def test_larger_layers_on_gpu(variant):
     rng = np.random.default_rng(11)
     layers_ = [(2, 64, 64, 56, 56, 3, 3, 1), (8, 256, 256, 14, 14, 3, 3, 1), (3, 17, 33, 15, 14, 3, 3, 1),
@@ -312,7 +317,7 @@ def test_larger_layers_on_gpu(variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", [*CONV_NCHW_VARIANTS, None])
+@pytest.mark.parametrize("variant", [*DENSE, None])
 def test_matches_torch_cudnn_on_gpu(variant):
     """torch.nn.functional.conv2d on the GPU (cuDNN, TF32 off): both within the
     reference's bound, and torch tensors in → torch tensor out."""

@@ -163,11 +163,13 @@ def test_reference_against_bruteforce():
 
 def test_routing_by_rule(monkeypatch):
     """The tiled path (dispatch.plan) for stride 1 / dilation 1 / groups 1 / one padding, exactly as
-    before; dispatch.plan_general for anything else."""
+    before; the depthwise rung (dispatch.plan_depthwise) for groups = C_in >= 2 with variant and config
+    None (tests/test_conv_nchw_depthwise.py has its rule); dispatch.plan_general for anything else."""
     seen = []
-    real_plan, real_general = dispatch.plan, dispatch.plan_general
+    real_plan, real_general, real_dw = dispatch.plan, dispatch.plan_general, dispatch.plan_depthwise
     monkeypatch.setattr(dispatch, "plan", lambda *a, **k: seen.append("tiled") or real_plan(*a, **k))
     monkeypatch.setattr(dispatch, "plan_general", lambda *a, **k: seen.append("general") or real_general(*a, **k))
+    monkeypatch.setattr(dispatch, "plan_depthwise", lambda *a, **k: seen.append("depthwise") or real_dw(*a, **k))
     x = np.ones((1, 2, 5, 5), np.float32)
     w = np.ones((2, 2, 3, 3), np.float32)
     for kw_ in (dict(padding=1), dict(padding=(1, 1)), dict(padding="same"), dict(padding="valid"),
@@ -175,10 +177,14 @@ def test_routing_by_rule(monkeypatch):
         conv2d_nchw(x, w, **kw_)
     assert seen == ["tiled"] * 5
     seen.clear()
-    for kw_ in (dict(stride=(2, 1)), dict(dilation=(1, 2)), dict(groups=2, padding=0), dict(padding=(1, 0)),
-                dict(padding="same", dilation=2), dict(stride=2, variant="k01_direct")):
+    for kw_ in (dict(stride=(2, 1)), dict(dilation=(1, 2)), dict(groups=2, padding=0, variant="k01_direct"),
+                dict(padding=(1, 0)), dict(padding="same", dilation=2), dict(stride=2, variant="k01_direct"),
+                dict(groups=2, stride=3, padding=1)):
         conv2d_nchw(x, w if kw_.get("groups") != 2 else w[:, :1].copy(), **kw_)
-    assert seen == ["general"] * 6
+    assert seen == ["general"] * 7
+    seen.clear()
+    conv2d_nchw(x, w[:, :1].copy(), groups=2, padding=0)  # groups = C_in: depthwise
+    assert seen == ["depthwise"]
     seen.clear()
     conv2d_nchw(x, w, stride=2, padding=1)  # space-to-depth onto the tiled path
     assert seen == ["tiled"]

@@ -57,6 +57,11 @@ ZOO = (
 )
 
 
+#: the zoo's "path" column: what ``dispatch.route`` says ``conv2d_nchw`` with defaults runs
+PATH_LABELS = {"tiled": "tiled", "space_to_depth": "space-to-depth, tiled", "depthwise": "k04 depthwise",
+               "general": "k01 general"}
+
+
 def _gamma(n, u):
     return n * u / (1 - n * u)
 
@@ -172,7 +177,8 @@ def zoo_section(reps: int, quick: bool) -> None:
                 gu = _gamma(n, 2.0**-53)
                 bound = F.conv2d(x.double().abs(), w.double().abs(), **kw) * ((_gamma(n, 2.0**-24) + gu) * (1 + 2 * gu))
                 ok = bool(((got.double() - ref).abs() <= bound).all())
-                fast = _params.geometry(h, h, k, k, (s, s), (p, p), (1, 1), g).fast
+                geom = _params.geometry(h, h, k, k, (s, s), (p, p), (1, 1), g)
+                path = PATH_LABELS[dispatch.route(None, None, geom, c_in, c_out, k, k)]  # what variant=None runs
                 ts = {}
                 for name, fn in (("simt", lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, groups=g)),
                                  ("cudnn", lambda: F.conv2d(x, w, stride=s, padding=p, groups=g))):
@@ -188,9 +194,7 @@ def zoo_section(reps: int, quick: bool) -> None:
                         times.append(e0.elapsed_time(e1) * 1e3)
                     ts[name] = sorted(times)[len(times) // 2]
                 RESULTS["zoo"].append(dict(layer=layer, n=batch, c_in=c_in, c_out=c_out, h=h, k=k, stride=s,
-                                           padding=p, groups=g, path=("tiled" if fast else "space-to-depth, tiled"
-                                                 if dispatch.space_to_depth_applies(None, None, (s, s), (1, 1), g)
-                                                 else "k01 general"),
+                                           padding=p, groups=g, path=path,
                                            simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL"))
                 print(RESULTS["zoo"][-1], flush=True)
             except Exception as exc:  # a layer that fails is reported, the others still run

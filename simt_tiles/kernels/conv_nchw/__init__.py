@@ -4,8 +4,8 @@
 ``torch.nn.functional.conv2d(x, w, bias, s, p, d, g)`` computes — cross-correlation, zero
 padding (an int, a pair, "same", "valid"), optional bias — for float32 and float64.  The tiled
 rungs take stride 1, dilation 1, one group and one padding on every side (and, through
-space-to-depth, stride 2); k01 takes every layer (``dispatch.py`` says which runs what).
-Read the rungs in order:
+space-to-depth, stride 2); k04 takes depthwise layers (groups = C_in) at stride 1 and 2; k01 takes
+every layer (``dispatch.py`` says which runs what).  Read the rungs in order:
 
 =======================  =====================================================
 ``k01_direct``           one thread per output element reads its
@@ -17,6 +17,10 @@ Read the rungs in order:
                          RCO channels × RP pixels in registers
 ``k03_double_buffered``  k02 with two shared stages: the loads of channel
                          step c+1 are in flight while step c is computed
+``k04_depthwise``        depthwise layers (no channel reduction): a block
+                         stages one channel's input patch with its halo
+                         once, the taps in registers, RW outputs along W
+                         a thread (stride 1 and 2, a channel multiplier)
 =======================  =====================================================
 
 ``_common.py`` holds the kernel signature (flat arrays, 32-bit offsets), the
@@ -33,7 +37,10 @@ Presets
     "small" for N8 C256 14×14, the fastest of the six tuned configs there
     (16.1 TFLOP/s, "default" 10.5).  Before this rule, :mod:`simt_tiles.autotune`
     is asked (the user's cache, then the shipped H200 table: for N32 C64 56×56
-    k03 with CK = 4, 3% faster than its preset).
+    k03 with CK = 4, 3% faster than its preset).  k04 has ``"small"`` too (8 × 8
+    tiles): ``config=None`` on a GPU takes it where the default's 16 × 32 tiles
+    would leave more than half of an output plane idle (``dispatch.depthwise_preset``;
+    a rule, not yet measured).
 
 Filter shape and shared memory
     The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the
@@ -57,7 +64,7 @@ from ...launch import planned
 from ...registry import Family
 from . import _cases, _params, _tuning, dispatch, reference
 from ._common import MAX_ELEMENTS, Call, flops, output_hw
-from .dispatch import BEST_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
+from .dispatch import BEST_VARIANT, DEPTHWISE_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
 
 #: variant names in ladder order (later rungs append)
 CONV_NCHW_VARIANTS: tuple[str, ...] = tuple(RUNGS)
@@ -72,6 +79,7 @@ __all__ = [
     "RUNGS",
     "BEST_VARIANT",
     "FALLBACK_VARIANT",
+    "DEPTHWISE_VARIANT",
     "get_rung",
     "flops",
     "output_hw",
@@ -114,10 +122,12 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
         shared memory, see the package docstring).  Stride 1, dilation 1, groups 1 and one padding
-        on every side take the tiled rungs; with ``variant`` and ``config`` None a stride-2 layer
-        (dilation 1, one group) takes them too, through space-to-depth (``_space_to_depth.py``:
-        the input's and filter's phases as channels, then a stride-1 layer); any other layer takes
-        ``dispatch.GENERAL_VARIANT`` (k01; another named variant is a ValueError).
+        on every side take the tiled rungs; with ``variant`` and ``config`` None a depthwise layer
+        (groups = C_in ≥ 2, stride 1 or 2 per axis: ``dispatch.depthwise_rule``) takes
+        :data:`DEPTHWISE_VARIANT` (k04), and a stride-2 layer (dilation 1, one group) the tiled
+        rungs, through space-to-depth (``_space_to_depth.py``: the input's and filter's phases as
+        channels, then a stride-1 layer); any other layer takes ``dispatch.GENERAL_VARIANT`` (k01).
+        Another named variant is a ValueError naming the rule (``dispatch.route``).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
         ``"small"``) or the rung's config object; None: the tuned config for
@@ -193,6 +203,7 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             f"w: a {kh}x{kw} filter{dil} is larger than the padded input {h + pads[0] + pads[1]}x"
             f"{wd + pads[2] + pads[3]} (x's {h}x{wd} plus {sides}): the output would be {oh}x{ow}"
         )
+    path = dispatch.route(variant, config, geom, c_in, c_out, kh, kw)  # a variant for another layer: ValueError
     shape = (n, c_out, oh, ow)
     for name, size in (("x", x_op.dev.size), ("w", w_op.dev.size), ("out", n * c_out * oh * ow)):
         if size > MAX_ELEMENTS:
@@ -204,11 +215,15 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
 
     if n and c_out:  # an empty output needs no launch (and a 0-block grid is invalid)
         b_dev = None if b_op is None else b_op.dev
-        if geom.fast:  # the tiled rungs, as before
+        if path == "tiled":  # the tiled rungs, as before
             padding = geom.pad_top
             plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, padding, stream))
-        elif dispatch.space_to_depth_applies(variant, config, geom.stride, geom.dilation, groups):
+        elif path == "depthwise":
+            plan = dispatch.plan_depthwise(config, shape, kh, kw, geom.stride, geom.dilation)
+            plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,
+                          geom.stride, geom.dilation, groups))
+        elif path == "space_to_depth":
             dispatch.SpaceToDepth(oh, ow, geom.pad_top, geom.pad_left, autotune).run(
                 Call(x_op.dev, w_op.dev, b_dev, out_op.dev, 0, stream))
         else:

@@ -12,9 +12,11 @@
    :data:`FALLBACK_VARIANT` when nothing fits.
 
 Layers with other parameters than stride 1, dilation 1, groups 1 and one padding on every side
-(torch's, ``_params.py``): stride 2 with dilation 1 and one group, ``variant`` and ``config`` None,
-run as :class:`SpaceToDepth` (the phases, then :func:`plan`'s stride-1 layer); the rest
-:func:`plan_general` (k01 with the parameters at run time).
+(torch's, ``_params.py``): depthwise layers (groups = C_in ≥ 2) that :data:`DEPTHWISE_VARIANT` takes
+(:func:`depthwise_rule`), ``variant`` and ``config`` None, run on it (:func:`plan_depthwise`); stride 2
+with dilation 1 and one group, ``variant`` and ``config`` None, as :class:`SpaceToDepth` (the phases,
+then :func:`plan`'s stride-1 layer); the rest :func:`plan_general` (k01 with the parameters at run
+time).  :func:`route` says which of these paths a layer takes.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ import numpy as np
 from numba import cuda
 
 from ... import autotune
-from ...runtime import SIMULATOR, ConfigError, Plan, Rung, pick_rung, rung_dict
+from ...runtime import SIMULATOR, ConfigError, Plan, Rung, cdiv, pick_rung, rung_dict
 from typing import NamedTuple
 
-from . import _space_to_depth, k01_direct, k02_smem_tiled, k03_double_buffered
+from . import _space_to_depth, k01_direct, k02_smem_tiled, k03_double_buffered, k04_depthwise
 from ._common import Call, output_hw, specialise, tiled_geometry
 
 #: every rung, in ladder order
@@ -37,6 +39,7 @@ RUNGS: dict[str, Rung] = rung_dict(
     k01_direct.RUNG,
     k02_smem_tiled.RUNG,
     k03_double_buffered.RUNG,
+    k04_depthwise.RUNG,
 )
 
 #: the rung ``variant=None`` uses: the fastest on the H200 (1.12× cuDNN FP32 on the
@@ -156,6 +159,79 @@ def plan_general(variant, config, c_out: int, groups: int, stride, dilation) -> 
     if config is None:
         config = "sim" if SIMULATOR else ("channels4" if c_out // groups >= GENERAL_RCO_MIN else "default")
     return Plan(rung, rung.resolve_config(config))
+
+
+#: the rung of depthwise layers (groups = C_in, C_out a multiple of it): with ``variant`` and ``config``
+#: None it runs those :func:`depthwise_rule` accepts (groups >= 2); by rule, not measured yet
+DEPTHWISE_VARIANT = "k04_depthwise"
+
+#: what :data:`DEPTHWISE_VARIANT` takes, as its ValueError states it
+DEPTHWISE_RULE = (f"depthwise layers (groups == C_in, C_out a multiple of C_in) with stride 1 or 2 on each "
+                  f"axis, at most {k04_depthwise.TAPS_MAX} taps and a patch that fits shared memory")
+
+
+@functools.lru_cache(maxsize=1024)
+def depthwise_rule(c_in: int, c_out: int, groups: int, stride: tuple, dilation: tuple, kh: int, kw: int):
+    """Why :data:`DEPTHWISE_VARIANT` cannot take a layer (None: it can): not depthwise, a stride above 2,
+    more than ``k04_depthwise.TAPS_MAX`` taps, or a patch (a dilation stretches it) that does not fit
+    static shared memory with the "default" preset in float64 (the largest patch a preset stages)."""
+    if groups != c_in or c_out % c_in:
+        return f"groups={groups} with C_in={c_in}, C_out={c_out} is not depthwise"
+    try:
+        k04_depthwise.for_layer(k04_depthwise.PRESETS["default"], kh, kw, stride, dilation).check_smem(np.float64)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int) -> str:
+    """The path a layer takes (``geom``: its ``_params.Geometry``): ``"depthwise"`` (:func:`plan_depthwise`:
+    the variant named, or ``variant`` and ``config`` None on a layer of groups >= 2 that
+    :func:`depthwise_rule` accepts), ``"tiled"`` (:func:`plan`), ``"space_to_depth"``
+    (:class:`SpaceToDepth`) or ``"general"`` (:func:`plan_general`).  :data:`DEPTHWISE_VARIANT` named
+    for a layer it does not take: ValueError naming the variant and the rule."""
+    if variant == DEPTHWISE_VARIANT:
+        why = depthwise_rule(c_in, c_out, geom.groups, geom.stride, geom.dilation, kh, kw)
+        if why is not None:
+            raise ValueError(f"variant: {variant} takes {DEPTHWISE_RULE}; got groups={geom.groups}, C_in={c_in}, "
+                             f"C_out={c_out}, stride={geom.stride}, dilation={geom.dilation}, a {kh}x{kw} filter "
+                             f"({why}): use variant=None or '{GENERAL_VARIANT}'")
+        return "depthwise"
+    if (variant is None and config is None and geom.groups > 1
+            and depthwise_rule(c_in, c_out, geom.groups, geom.stride, geom.dilation, kh, kw) is None):
+        return "depthwise"
+    if geom.fast:
+        return "tiled"
+    if space_to_depth_applies(variant, config, geom.stride, geom.dilation, geom.groups):
+        return "space_to_depth"
+    return "general"
+
+
+def depthwise_preset(oh: int, ow: int) -> str:
+    """The preset ``config=None`` means for k04 on a GPU: "default" (a 16 × 32 tile), unless its tiles
+    would leave more than half of an OH × OW plane's outputs idle and "small"'s (8 × 8) fewer — the
+    7 × 7 and 14 × 14 planes of MobileNetV2's last stages.  By rule, not measured yet."""
+    def used(cfg) -> float:
+        return oh * ow / (cdiv(oh, cfg.tile_h) * cfg.tile_h * cdiv(ow, cfg.tile_w) * cfg.tile_w)
+
+    default, small = k04_depthwise.PRESETS["default"], k04_depthwise.PRESETS["small"]
+    return "small" if used(default) < 0.5 and used(small) > used(default) else "default"
+
+
+def plan_depthwise(config, shape: tuple, kh: int, kw: int, stride: tuple, dilation: tuple) -> Plan:
+    """:data:`DEPTHWISE_VARIANT` for one layer of output ``shape`` (N, C_out, OH, OW): ``config`` (None:
+    "sim" in the simulator, else :func:`depthwise_preset`) with the layer's filter shape, stride and
+    dilation compiled in (``k04_depthwise.for_layer``; a config whose patch does not fit raises
+    ConfigError naming it)."""
+    rung = RUNGS[DEPTHWISE_VARIANT]
+    if config is None:
+        config = "sim" if SIMULATOR else depthwise_preset(shape[2], shape[3])
+    return _depthwise_plan(rung.resolve_config(config), kh, kw, stride, dilation)
+
+
+@functools.lru_cache(maxsize=1024)  # a layer called again launches without re-validating its config
+def _depthwise_plan(config, kh: int, kw: int, stride: tuple, dilation: tuple) -> Plan:
+    return Plan(RUNGS[DEPTHWISE_VARIANT], k04_depthwise.for_layer(config, kh, kw, stride, dilation))
 
 
 def space_to_depth_applies(variant, config, stride, dilation, groups: int) -> bool:

@@ -37,8 +37,6 @@ HEADLINE = re.compile(
     r"(?P<value>\d+(?:\.\d+)?) (?P<unit>TFLOP/s|TB/s|µs) (?:on|at) (?P<problem>[^,]+?)"
     r"(?:, (?:(?P<ratio>\d+(?:\.\d+)?)× (?P<peer>.+)|(?P<pct>\d+(?:\.\d+)?)% of copy))?$"
 )
-
-
 UNMEASURED = re.compile(r"^Headline: none yet — not measured on a GPU \((?P<where>.+)\)$")
 
 #: the results files each ladder's measured rungs quote (an unmeasured rung must have no row there)
@@ -77,8 +75,19 @@ def find_row(results: list[dict], impl: str, problem: str) -> dict:
     return rows[0]
 
 
+def measured_rows(rung_name: str, root: Path = ROOT) -> list[str]:
+    """The committed results files that have a row for ``rung_name`` (its ``impl``)."""
+    return [path.name for path in sorted((root / "benchmarks" / "results").glob("*.json"))
+            if any(r.get("impl") == rung_name for r in json.loads(path.read_text()).get("results", []))]
+
+
 def check_headline(line: str, rung_name: str, root: Path = ROOT) -> None:
-    """Raise AssertionError unless ``line`` parses and agrees with its results file."""
+    """Raise AssertionError unless ``line`` parses and agrees with its results file (or says
+    "none yet — not measured on a GPU" of a rung no results file has a row for)."""
+    if UNMEASURED.match(line):
+        found = measured_rows(rung_name, root)
+        assert not found, f"{line!r}: {rung_name} has been measured ({', '.join(found)}): state its headline"
+        return
     m = HEADLINE.match(line)
     assert m, f"headline not in the fixed form: {line!r}"
     path = root / m["file"]
@@ -155,6 +164,8 @@ def test_unmeasured_form():
     (GOOD.replace("Headline (H200, ", "Headline ("), "k10_warptiled"),  # not the fixed form
     ("Headline (H200, benchmarks/results/patterns_h200.json, impl \"simt_tiles.reduce\"): "
      "4.18 TB/s on sum 2^28, 90% of copy", "k01_warp_shuffle"),  # a wrong percentage
+    ("Headline: none yet — not measured on a GPU (the zoo)", "k01_warp_shuffle"),  # a measured rung claiming none
+    ("Headline: not measured yet", "k99_new"),  # not the fixed form: what will measure it is missing
 ])
 def test_checker_rejects(bad, rung):
     with pytest.raises(AssertionError):

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import assume, given, note
 from hypothesis import strategies as st
 from numba import cuda
 
@@ -17,6 +17,7 @@ from simt_tiles.bounds import gamma, unit_roundoff
 from simt_tiles.kernels.reduce import REDUCE_OPS, RUNGS, dispatch
 from simt_tiles.kernels.reduce._common import ReduceConfig
 from simt_tiles.kernels.reduce.k02_axis_lanes import Config as LanesConfig
+from simt_tiles.kernels.reduce.k03_flat_lanes import Config as FlatConfig
 from simt_tiles.runtime import SIMULATOR
 
 from .common import DTYPES, configs, edge_sizes
@@ -247,3 +248,161 @@ RULES = {
 @pytest.mark.parametrize("key", list(RULES), ids=str)
 def test_dispatch_rules_between_measured_points(key):
     assert _steps(*key) == RULES[key]
+
+
+# --- k03_flat_lanes: k02's plan over the flat memory (unchecked full steps, one checked tail) ---
+
+#: k03's lanes, lane axis and warps per output are the dispatch's (k02's rule): threads and loads vary
+K03_CONFIGS = st.builds(FlatConfig, threads=st.sampled_from([32, 64, 128] if SIMULATOR else [64, 256, 1024]),
+                        loads=st.sampled_from([1, 2, 3] if SIMULATOR else [1, 4, 8]))
+
+
+def _fill(data, rng, shape, dtype):
+    """Normal values (two scales), small integers (ties) or mostly ±inf (the arg ops' identities), then NaN/±inf."""
+    kind = data.draw(st.sampled_from(["normal", "ties", "infinities"]), "values")
+    if kind == "ties":
+        x = rng.integers(-3, 4, shape).astype(dtype)
+    else:
+        x = (rng.standard_normal(shape) * data.draw(st.sampled_from([1.0, 1e6]), "scale")).astype(dtype)
+    if kind == "infinities":
+        x[rng.random(shape) < 0.9] = data.draw(st.sampled_from([-np.inf, np.inf]), "infinity")
+    for v in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=3), "specials"):
+        if x.size:
+            x.flat[rng.integers(x.size)] = v
+    return x
+
+
+@given(data=st.data())
+def test_k03_matches_numpy_on_every_axis_form(data):
+    """Every op × axis form × keepdims × dtype on N-D shapes whose reduced lengths sit around the
+    rung's steps (a lane's LOADS, G·LOADS for the lanes rows get, the block's span), NaN/±inf, a
+    NaN-poisoned ``out=`` or none; several warps."""
+    config = data.draw(configs(RUNGS["k03_flat_lanes"], K03_CONFIGS), "config")
+    op = data.draw(st.sampled_from(REDUCE_OPS), "op")
+    dtype = data.draw(st.sampled_from(DTYPES), "dtype")
+    small = [0, 1, 2, 3, 5, 7] if SIMULATOR else [0, 1, 7, 33, 257]
+    shape = data.draw(st.lists(st.sampled_from(small), min_size=1, max_size=3), "shape")
+    if data.draw(st.booleans(), "an axis around a step"):
+        nw, ld = config.threads // 32, config.loads
+        long = edge_sizes(ld, 4 * ld, 32 * ld, 32 * nw * ld)
+        long = [n for n in long if n <= (800 if SIMULATOR else 300_007)] + ([] if SIMULATOR else [70001])
+        shape.insert(data.draw(st.integers(0, len(shape)), "where"), data.draw(st.sampled_from(long), "length"))
+    shape = tuple(shape)
+    assume(math.prod(shape) <= (1600 if SIMULATOR else 2**22))
+    axis = data.draw(st.sampled_from(axis_forms(len(shape), op.startswith("arg"))), "axis")
+    keepdims = data.draw(st.booleans(), "keepdims")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
+    x = _fill(data, rng, shape, dtype)
+    note(f"x={x!r}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            expect = np.asarray(getattr(np, op)(x, axis=axis, keepdims=keepdims))
+    except ValueError:
+        with pytest.raises(ValueError, match="x: zero-size array"):
+            simt_tiles.reduce(x, op, axis=axis, keepdims=keepdims, variant="k03_flat_lanes", config=config)
+        return
+    out = None
+    if data.draw(st.booleans(), "out= (NaN-poisoned)"):
+        out = cuda.to_device(np.full(expect.shape, -1 if expect.dtype == np.int64 else np.nan, expect.dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice, as NumPy
+        got = simt_tiles.reduce(x, op, axis=axis, keepdims=keepdims, out=out, variant="k03_flat_lanes", config=config)
+    if out is not None:
+        assert got is out
+        got = out.copy_to_host()
+    assert_matches_numpy(x, op, axis, keepdims, got)
+
+
+#: reduced lengths at k03's step boundaries for FlatConfig(threads=64, loads=3) (the sim's two SMs):
+#: rows get G = 1…32 lanes (one step of G·3), past 96 a block of 2 warps (span 192) and splits of
+#: 192; columns of 3 (W = 2 outputs a warp, G = 16) one step of 48, then spans of 96 and splits
+K03_ROW_LENGTHS = (1, 2, 3, 5, 6, 7, 11, 12, 13, 23, 24, 47, 48, 95, 96, 97, 191, 192, 193, 383, 384, 385)
+K03_COLUMN_LENGTHS = (1, 2, 3, 47, 48, 49, 95, 96, 97, 191, 192, 193, 289, 290, 385)
+
+
+@pytest.mark.parametrize("axis", [-1, 0], ids=["rows", "columns"])
+def test_k03_every_element_at_its_step_boundaries(axis):
+    """A permutation (every element distinct, integer sums exact): the full steps and the tail must
+    take each element once — one step too many, or a tail skipped, changes every op."""
+    config = FlatConfig(threads=64, loads=3)
+    lengths = K03_ROW_LENGTHS if axis == -1 else K03_COLUMN_LENGTHS
+    for t, n in enumerate(lengths):
+        shape = (2, n) if axis == -1 else (n, 3)
+        rng = np.random.default_rng(n)
+        x = rng.permutation(math.prod(shape)).reshape(shape).astype(np.float32)
+        op = ("sum", "argmax", "max", "argmin", "mean", "min")[(t + (axis == 0)) % 6]
+        if op == "argmax":
+            x[(Ellipsis, -1) if axis == -1 else (-1, Ellipsis)] = x.size  # the extreme in the last element
+        got = simt_tiles.reduce(x, op, axis=axis, variant="k03_flat_lanes", config=config)
+        assert_matches_numpy(x, op, axis, False, got)
+
+
+def test_k03_arg_ops_of_infinities_nan_and_ties():
+    """The cheaper in-lane rule keeps ±inf (the identity) unreplaced: an accumulator left at it
+    takes its first element's index; NaN first, the first of several; ties the first index."""
+    config = FlatConfig(threads=64, loads=3)
+    for n in (7, 385):
+        x = np.full((5, n), -np.inf, np.float32)
+        x[1, n // 2:] = np.nan
+        x[2, -1] = np.inf
+        x[3] = 7.0
+        x[4, ::2] = np.inf
+        for a in (1, 0):
+            xa = np.ascontiguousarray(x if a == 1 else x.T)
+            for op in ("argmax", "argmin"):
+                for xs in (xa, -xa):
+                    np.testing.assert_array_equal(
+                        simt_tiles.reduce(xs, op, axis=a, variant="k03_flat_lanes", config=config),
+                        getattr(np, op)(xs, axis=a), err_msg=f"{op} n={n} axis={a}")
+    # lanes of several steps (one load a step, one warp, outputs enough not to split much): a NaN
+    # must stay the kept one of its accumulator while later elements, NaN or not, go by
+    one = FlatConfig(threads=32, loads=1)
+    rng = np.random.default_rng(3)
+    for shape, a in (((96, 32), 0), ((16, 100), 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        lines = np.moveaxis(x, a, -1)  # a view: writes land in x
+        lines[1, [5, 37, 69]] = np.nan  # one accumulator, several steps apart
+        lines[2, 3:] = np.nan
+        lines[3, 10] = np.nan
+        lines[3, 50:] = 9.0  # ties after the NaN
+        lines[4, :] = 9.0  # all tied
+        for op in ("argmax", "argmin"):
+            np.testing.assert_array_equal(simt_tiles.reduce(x, op, axis=a, variant="k03_flat_lanes", config=one),
+                                          getattr(np, op)(x, axis=a), err_msg=f"{op} {shape} axis={a}")
+
+
+def test_k03_runs_k02s_plan_and_is_never_the_default():
+    for key in RULES:
+        shape, axes, *op = key
+        op = op[0] if op else "sum"
+        auto = dispatch.plan(shape, axes, op, 0, np.float32, config="default", sms=132, min_steps=4)
+        assert auto.rung.name != "k03_flat_lanes"
+        flat = dispatch.plan(shape, axes, op, 0, np.float32, variant="k03_flat_lanes", config="default",
+                             sms=132, min_steps=4)
+        lanes = dispatch.plan(shape, axes, op, 0, np.float32, variant="k02_axis_lanes", config="default",
+                              sms=132, min_steps=4)
+        assert flat.rung.name == "k03_flat_lanes"
+        strip = lambda p: [(s.view, s.config.lanes, s.config.lane_axis, s.config.wpo, s.splits, s.chunk,  # noqa: E731
+                            s.params, s.grid, s.block) for s in p.steps]
+        assert strip(flat) == strip(lanes), key
+    # a k03 config object names its rung
+    assert dispatch.plan((4, 40), (1,), "sum", 0, np.float32, config=FlatConfig()).rung.name == "k03_flat_lanes"
+    with pytest.raises(TypeError, match="config: expected a preset name or a .*k02_axis_lanes.Config"):
+        dispatch.plan((4, 40), (1,), "sum", 0, np.float32, variant="k02_axis_lanes", config=FlatConfig())
+
+
+def test_k03_split_sums_are_deterministic():
+    n = next(n for n in (600, 60_000, 6_000_000)
+             if len(dispatch.plan((n,), (0,), "sum", 0, np.float32, variant="k03_flat_lanes").steps) == 2)
+    x = np.random.default_rng(7).standard_normal(n).astype(np.float32)
+    a, b = (simt_tiles.reduce(x, variant="k03_flat_lanes") for _ in range(2))
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("cfg", [LanesConfig(threads=32, loads=1), FlatConfig(threads=32, loads=1)], ids=["k02", "k03"])
+def test_a_split_pass_over_partials_shrinks(cfg):
+    """One lane a column, one warp, one load, one step a piece (the simulator's min_steps): the pass
+    over (1, S, Q) partials used to split into S pieces again, for ever; each pass now at least halves."""
+    p = dispatch.plan((96, 32), (0,), "argmax", 3, np.float32, config=cfg, sms=2, min_steps=1)
+    assert [s.view[1] for s in p.steps] == [96, 16, 8, 4, 2]

@@ -418,6 +418,8 @@ def _reduce_zoo_row(h, cp, torch, rng, op, shape, axis) -> None:
     # deferred: loads Numba (backend choice first)
     import simt_tiles
     from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
+    from simt_tiles.kernels.reduce import dispatch
+    from simt_tiles.kernels.reduce._common import op_code
 
     u32 = unit_roundoff(np.float32)
     x = rng.standard_normal(shape, dtype=cp.float32)
@@ -456,6 +458,13 @@ def _reduce_zoo_row(h, cp, torch, rng, op, shape, axis) -> None:
         h.entry("reduce zoo", problem, "k01_warp_shuffle", lambda: simt_tiles.reduce(
             x, op, axis=axis, variant="k01_warp_shuffle"), check=lambda: check(simt_tiles.reduce(
                 x, op, axis=axis, variant="k01_warp_shuffle")), **kw)
+    # the lanes rungs on every problem: k02 (where variant=None runs k01) and k03 (never the default
+    # until measured), each beside torch; rows named by the rung, as the headers' check reads them
+    default = dispatch.plan(tuple(shape), tuple(sorted(axes)), op, op_code(op), np.float32).rung.name
+    for variant in ("k02_axis_lanes", "k03_flat_lanes"):
+        if variant != default:
+            h.entry("reduce zoo", problem, variant, lambda v=variant: simt_tiles.reduce(x, op, axis=axis, variant=v),
+                    check=lambda v=variant: check(simt_tiles.reduce(x, op, axis=axis, variant=v)), **kw)
     h.entry("reduce zoo", problem, "torch", tfun, check=lambda: peer_check(tfun()), kind="peer", **kw)
     x = tx = None
     cp.get_default_memory_pool().free_all_blocks()

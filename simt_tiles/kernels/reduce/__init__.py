@@ -5,6 +5,9 @@
                        whole arrays in two launches (blocks, then partials)
 ``k02_axis_lanes``     any axis: a few lanes per output along the memory,
                        short rows many to a warp, long axes split
+``k03_flat_lanes``     k02's plan over the flat memory: one offset, a constant
+                       stride, unchecked full steps, one checked tail
+                       (not measured yet; ``variant="k03_flat_lanes"`` only)
 =====================  ====================================================
 
 Check → choose → launch: :func:`reduce` checks the arguments and prepares ``out``;

@@ -30,4 +30,8 @@ REDUCE_HAZARDS = {
     "k02_axis_lanes": ("Many short rows to a warp: the lanes of one output must reduce among themselves only "
                        "(a segmented shuffle), and a long axis split across blocks needs a deterministic "
                        "second pass."),
+    "k03_flat_lanes": ("Unchecked full steps: the count of steps whose loads all lie in the chunk must be exact "
+                       "(one step too many reads past the row, or past the array), and the tail must take "
+                       "every element left; the cheaper argmax rule holds only while k grows within an "
+                       "accumulator."),
 }

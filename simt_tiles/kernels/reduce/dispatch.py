@@ -21,6 +21,10 @@ The rules (k02, ``variant=None``):
 k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` values when there
 are ``K01_MIN_ROWS_PER_SM`` rows per SM (``config`` None or a preset name; a k01 config object or
 ``variant="k01_warp_shuffle"`` asks for it anywhere it applies: ``axis=None`` or the last axis).
+
+k03 runs k02's plan (the same passes, lanes, warps per output and splits) over the flat memory; only
+``variant="k03_flat_lanes"`` or a k03 config object asks for it (not measured yet: ``variant=None``
+never picks it).
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ from numba import cuda
 
 from ...interop import stream_key
 from ...runtime import SIMULATOR, Rung, cdiv
-from . import k01_warp_shuffle, k02_axis_lanes
+from . import k01_warp_shuffle, k02_axis_lanes, k03_flat_lanes
 from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
 
-RUNGS: dict[str, Rung] = {r.name: r for r in (k01_warp_shuffle.RUNG, k02_axis_lanes.RUNG)}
+RUNGS: dict[str, Rung] = {r.name: r for r in (k01_warp_shuffle.RUNG, k02_axis_lanes.RUNG, k03_flat_lanes.RUNG)}
+#: the rungs that run a lanes plan (:func:`plan`'s passes): k02 subscripts the (outer, n, inner) view, k03 the flat array
+LANE_RUNGS = ("k02_axis_lanes", "k03_flat_lanes")
 WARPS_PER_SM = 64  # 2048 threads
 BLOCKS_PER_SM = 8  # of 256 threads
 MAX_SPLITS = 1024
@@ -86,10 +92,10 @@ def workspace(shape, dtype, stream, tag: str = ""):
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One launch of k02: ``src`` (a buffer name) viewed as ``view`` (outer, n, inner) into
-    ``dst`` viewed as (splits, Q); compile-time ``params``; ``chunk`` and ``scale`` arguments."""
+    """One launch of a lanes rung (k02, k03): ``src`` (a buffer name) viewed as ``view`` (outer, n,
+    inner) into ``dst`` viewed as (splits, Q); compile-time ``params``; ``chunk`` and ``scale`` arguments."""
 
-    config: k02_axis_lanes.Config
+    config: k02_axis_lanes.Config | k03_flat_lanes.Config
     params: tuple
     view: tuple
     splits: int
@@ -117,6 +123,7 @@ class Plan:
             bufs[name] = workspace(shape, dt, stream, name)
         arg = self.out_dtype == np.int64
         none = workspace((1, 1, 1), np.int64, stream, "no indices")
+        flat = self.rung is k03_flat_lanes.RUNG  # k03 reads the flat array and (n, inner)
 
         # argmax/argmin: a buffer's values are "<name>.v", its indices "<name>" (x: no indices)
         def values(name):
@@ -130,10 +137,17 @@ class Plan:
             kernel = self.rung.kernel(st.config, src.dtype, **dict(st.params))
             q = st.view[0] * st.view[2]
             dst_i = indices(st.dst)
-            kernel[st.grid, st.block, stream](
-                src.reshape(st.view), indices(st.src).reshape(st.view if arg and st.src != "x" else (1, 1, 1)),
-                values(st.dst).reshape(st.splits, q), dst_i.reshape((st.splits, q) if arg else (1, 1)),
-                st.chunk, st.scale)
+            src_i = indices(st.src)
+            out2, out_i = values(st.dst).reshape(st.splits, q), dst_i.reshape((st.splits, q) if arg else (1, 1))
+            if flat:
+                size = st.view[0] * st.view[1] * st.view[2]
+                kernel[st.grid, st.block, stream](
+                    src.reshape(size), src_i.reshape(size if arg and st.src != "x" else 1), out2, out_i,
+                    st.view[1], st.view[2], st.chunk, st.scale)
+            else:
+                kernel[st.grid, st.block, stream](
+                    src.reshape(st.view), src_i.reshape(st.view if arg and st.src != "x" else (1, 1, 1)), out2, out_i,
+                    st.chunk, st.scale)
 
 
 def groups_of(axes: tuple) -> list:
@@ -155,16 +169,19 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
     sms = sm_count() if sms is None else sms
     if variant is None and isinstance(config, RUNGS["k01_warp_shuffle"].config_type):
         variant = "k01_warp_shuffle"  # a config object names its rung
+    if variant is None and isinstance(config, RUNGS["k03_flat_lanes"].config_type):
+        variant = "k03_flat_lanes"
     nd = len(shape)
     if variant is None and (config is None or isinstance(config, str)) and op in ("sum", "max", "min") and (
             axes == tuple(range(nd)) or (axes == (nd - 1,) and nd > 1 and shape[-1] >= K01_MIN_ROW
                                          and math.prod(shape[:-1]) >= K01_MIN_ROWS_PER_SM * sms)):
         variant = "k01_warp_shuffle"  # measured at 97-100% of the copy there (k02: 72% and 35%)
-    if variant not in (None, "k02_axis_lanes"):
+    if variant not in (None, *LANE_RUNGS):
         if variant != "k01_warp_shuffle":
             raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
         return _k01_plan(shape, axes, op, code, dtype, config)
-    base = RUNGS["k02_axis_lanes"].resolve_config(config)
+    rung = RUNGS[variant or "k02_axis_lanes"]
+    base = rung.resolve_config(config)
     arg = code in (ARGMAX, ARGMIN)
     out_dtype = np.dtype(np.int64) if arg else dtype
     acc = acc_dtype(code, dtype)
@@ -204,17 +221,17 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
             if arg:
                 buffers[dst + ".v"] = ((splits, q), dtype)
             chunk = cdiv(n, splits)
-            grid, block = k02_axis_lanes.geometry(cfg, q, splits)
+            grid, block = rung.geometry(cfg, q, splits)
             steps.append(Step(cfg, tuple(sorted(params.items())), view, splits, chunk, scale, src, dst, grid, block))
             src = dst
             if done:
                 break
             view = (1, splits, q)
-    return Plan(RUNGS["k02_axis_lanes"], tuple(steps), buffers, out_dtype)
+    return Plan(rung, tuple(steps), buffers, out_dtype)
 
 
-def _fit(base: k02_axis_lanes.Config, view: tuple, sms: int, min_steps: int):
-    """k02's config for one pass over ``view``, and its number of splits."""
+def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: int, min_steps: int):
+    """A lanes rung's config for one pass over ``view`` (k02's rule, k03's too), and its number of splits."""
     outer, n, inner = view
     q = outer * inner
     if inner == 1:
@@ -230,7 +247,9 @@ def _fit(base: k02_axis_lanes.Config, view: tuple, sms: int, min_steps: int):
     cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo)
     min_chunk = lanes * wpo * base.loads * min_steps
     target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
-    splits = max(1, min(cdiv(target, groups), n // min_chunk, MAX_SPLITS))
+    # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)
+    # a pass over the (1, S, Q) partials would split into S pieces again, for ever
+    splits = max(1, min(cdiv(target, groups), n // max(2, min_chunk), MAX_SPLITS))
     return cfg, splits
 
 

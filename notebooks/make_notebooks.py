@@ -171,10 +171,18 @@ x = rng.standard_normal((1, 3, 7, 9)).astype(np.float32)
 w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
 bias = rng.standard_normal(4).astype(np.float32)
 ref, bound = conv2d_nchw_reference(x, w, bias, padding=1)
-for v in simt_tiles.CONV_NCHW_VARIANTS:
+from simt_tiles.kernels.conv_nchw.dispatch import DEPTHWISE_VARIANT  # depthwise layers only
+dense = [v for v in simt_tiles.CONV_NCHW_VARIANTS if v != DEPTHWISE_VARIANT]
+for v in dense:
     chk = check_within(simt_tiles.conv2d_nchw(x, w, bias=bias, padding=1, variant=v, config="sim"), ref, bound)
     print(f"{v:<24} {chk}")
-    assert chk, v'''),
+    assert chk, v
+wd = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)  # depthwise: one filter per channel, groups = C_in
+ref, bound = conv2d_nchw_reference(x, wd, None, padding=1, groups=3)
+chk = check_within(simt_tiles.conv2d_nchw(x, wd, padding=1, groups=3, variant=DEPTHWISE_VARIANT, config="sim"),
+                   ref, bound)
+print(f"{DEPTHWISE_VARIANT:<24} {chk} (groups=3)")
+assert chk'''),
     md("## Block 0's accesses"),
     code(PICTURE),
     code('''picture("k02_smem_tiled", "conv_nchw", "tile_h=4,tile_w=8,co=8,rco=2,rp=2,ck=2", "1x5x4x8x8x3x3")'''),
@@ -182,7 +190,8 @@ for v in simt_tiles.CONV_NCHW_VARIANTS:
     code(TIMER + '''
 x = cuda.to_device(np.random.default_rng(1).standard_normal((32, 64, 56, 56)).astype(np.float32))
 w = cuda.to_device(np.random.default_rng(2).standard_normal((64, 64, 3, 3)).astype(np.float32))
-for v in simt_tiles.CONV_NCHW_VARIANTS:
+from simt_tiles.kernels.conv_nchw.dispatch import DEPTHWISE_VARIANT  # depthwise layers only
+for v in [v for v in simt_tiles.CONV_NCHW_VARIANTS if v != DEPTHWISE_VARIANT]:
     print(f"{v:<24} {median_ms(lambda: simt_tiles.conv2d_nchw(x, w, padding=1, variant=v, config='default')):7.3f} ms")
 try:
     import torch

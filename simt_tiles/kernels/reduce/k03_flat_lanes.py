@@ -26,7 +26,10 @@ What changed versus k02
     (value, index) partials reads its indices and uses the full rule throughout.
 
 Sums and means accumulate in float64 and round once (the mean's 1/count in the last pass),
-max/min propagate NaN: k02's operators, identities and passes.
+max/min propagate NaN: k02's operators, identities and passes.  The fold after the loop
+(accumulators, lane shuffles, the warps' meeting in shared memory, the store) is k02's, copied so
+that each rung reads whole; it moves to the family's ``_common`` once the GPU pass decides whether
+k03 replaces k02.
 
 Memory traffic: every input element read once; Q values written (S·Q, then Q, when split).
 

@@ -190,3 +190,15 @@ def _gpu_faults_blame_their_own_test(request):
         from numba import cuda
 
         cuda.synchronize()
+
+
+@pytest.fixture
+def plans():
+    """Launch plans on (the simulator's default is off), none recorded before the test or kept after."""
+    from simt_tiles import launch  # (after the backend choice at the top of this file)
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    yield launch
+    launch.set_enabled(before)
+    launch.clear()

@@ -33,14 +33,14 @@ from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 
 from simt_tiles import analyze
-from simt_tiles.bounds import check_within
 from simt_tiles.kernels.conv_nchw import DEPTHWISE_VARIANT, RUNGS, conv2d_nchw, dispatch, k04_depthwise
 from simt_tiles.kernels.conv_nchw._params import geometry, padding_of
-from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
-from .common import DTYPES, configs, poisoned
+from .common import DTYPES, configs
 from .profiles import examples
+from .test_conv_nchw_general import _check as general_check
+from .test_conv_nchw_general import _operands as general_operands
 
 RUNG = RUNGS[DEPTHWISE_VARIANT]
 EXAMPLES = examples(20) if SIMULATOR else settings.default.max_examples
@@ -95,23 +95,18 @@ def layers(draw, hmax=9):
                 padding=padding, pads=pads)
 
 
+def _depthwise(layer: dict) -> dict:
+    return {**layer, "groups": layer["c_in"]}
+
+
 def _operands(rng, layer, dtype, bias):
-    x = rng.standard_normal((layer["n"], layer["c_in"], layer["h"], layer["w"])).astype(dtype)
-    w = rng.standard_normal((layer["c_out"], 1, layer["kh"], layer["kw"])).astype(dtype)
-    b = rng.standard_normal(layer["c_out"]).astype(dtype) if bias else None
-    return x, w, b
+    """The general tests' operands of a depthwise layer (one filter channel per group)."""
+    return general_operands(rng, _depthwise(layer), dtype, bias)
 
 
 def _check(x, w, b, layer, variant=DEPTHWISE_VARIANT, config=None):
-    ref, bound = conv2d_nchw_reference(x, w, b, stride=layer["stride"], dilation=layer["dilation"],
-                                       groups=layer["c_in"], pads=layer["pads"])
-    out = poisoned(ref.shape, x.dtype)
-    got = conv2d_nchw(x, w, bias=b, stride=layer["stride"], padding=layer["padding"], dilation=layer["dilation"],
-                      groups=layer["c_in"], out=out, variant=variant, config=config)
-    assert got is out
-    chk = check_within(out.copy_to_host(), ref, bound)
-    assert chk.passed, f"{chk} for {layer} {x.dtype} {config}"
-    return chk
+    """The general tests' check (poisoned ``out=``, the reference's bound) with groups = C_in."""
+    return general_check(x, w, b, _depthwise(layer), variant, config)
 
 
 def _threads(cfg, layer) -> int:

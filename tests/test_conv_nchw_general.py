@@ -87,7 +87,8 @@ def _check(x, w, b, layer, variant=None, config=None):
                       groups=layer["groups"], out=out, variant=variant, config=config)
     assert got is out
     chk = check_within(out.copy_to_host(), ref, bound)
-    assert chk.passed, f"{chk} for {layer} {x.dtype}"
+    assert chk.passed, f"{chk} for {layer} {x.dtype} {config}"
+    return chk
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -28,15 +28,6 @@ from simt_tiles import interop, launch
 from .test_aliasing import CASES, FUNCTIONS, _host_inputs
 
 
-@pytest.fixture
-def plans():
-    before = launch.set_enabled(True)
-    launch.clear()
-    yield launch
-    launch.set_enabled(before)
-    launch.clear()
-
-
 def _dev(hosts):
     return [cuda.to_device(h) for h in hosts]
 

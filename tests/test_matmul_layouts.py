@@ -337,17 +337,6 @@ def test_layout_and_gemv_kernels_sass(tmp_path):
     assert spill_free == "True" and local == "False" and bad == "0" and int(ldg) >= 5, got
 
 
-@pytest.fixture
-def plans():
-    from simt_tiles import launch
-
-    was = launch.set_enabled(True)
-    launch.clear()
-    yield launch
-    launch.set_enabled(was)
-    launch.clear()
-
-
 def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):
     """A repeated call replays its plan (on a GPU, every call after the first): the strided operands'
     flat views are tied to the callers' arrays, so new arrays of the same layout get new results."""

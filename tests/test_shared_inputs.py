@@ -8,7 +8,7 @@ from numba import cuda
 
 import simt_tiles as st
 
-from .test_launch import _count, plans  # noqa: F401  (the fixture: plans on, cleared around each test)
+from .test_launch import _count
 
 
 def test_the_same_array_twice_replays(plans):

@@ -633,7 +633,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     state = State()
     t_begin = state.t0
     wall_end = t_begin + wall_limit_s if wall_limit_s else math.inf
-    reserve = 25.0 if wall_limit_s else 0.0  # the end: the last sample, the joins, the release, the JSON
+    reserve = 20.0 if wall_limit_s else 0.0  # the end: the last sample, the joins, the release, the JSON
     settle_s = default_settle_s(minutes) if settle_s is None else settle_s
     cupy = _cupy(SIMULATOR)
     if forms is None:
@@ -739,9 +739,12 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
                          "for_s": round(time.perf_counter() - w.current[1], 1) if w.current else None,
                          "stack": "".join(traceback.format_stack(frames))[-3000:] if frames else ""})
     data = collect(True)
-    if release:
+    if release:  # (the workers first: their CuPy capture streams, then the Numba streams)
+        if not hung:
+            ts.clear()
+            workers.clear()
+            stream_pool.clear()
         data["released"] = _release(SIMULATOR, t_begin, cupy, hung)
-        workers.clear()
     return data
 
 

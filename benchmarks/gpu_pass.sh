@@ -252,12 +252,14 @@ for step in $steps; do
       fi
       if [ $step = soak ]; then
         # SOAK_MINUTES of measured calls after the warm-up (every problem x form once per thread, the stream
-        # forms on every stream: in-process compiles and module loads) and a 30 s settle; the soak cuts its
+        # forms on every stream: in-process compiles and module loads) and a settle (SOAK_SETTLE_S, 20 s) before
+        # the memory baseline; SOAK_ARGS adds options (--gc-freeze); the soak cuts its
         # measured phase to end inside the limit (--wall-limit-s: the "minutes run" target then fails, saying so)
         want=$(awk -v m=${SOAK_MINUTES:-5} 'BEGIN {print int(m * 60 + 0.5)}'); t=$(limit $(( want + ${SOAK_OVERHEAD_S:-150} )))
         echo "soak: ${SOAK_MINUTES:-5} min, limit $t s"
         timeout -k 10 $t python3 -m simt_tiles bench soak --minutes ${SOAK_MINUTES:-5} --threads ${SOAK_THREADS:-16} \
-          --streams ${SOAK_STREAMS:-4} --problems $P --wall-limit-s $(( t - 10 )) --out "$out" > "$out/soak.log" 2>&1
+          --streams ${SOAK_STREAMS:-4} --problems $P --settle-s ${SOAK_SETTLE_S:-20} --wall-limit-s $(( t - 10 )) \
+          ${SOAK_ARGS:-} --out "$out" > "$out/soak.log" 2>&1
         echo "soak rc=$? (0: every target passed, 1: one failed; $out/soak_*.json)"; grep -E "^(- (PASS|FAIL|INFO)|\*\*|phases|memory)" "$out/soak.log" | cut -c1-400
       else
         # memcheck over a 1-minute soak: SOAK_MEMCHECK_MINUTES of measured calls after the warm-up, which calls

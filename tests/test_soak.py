@@ -147,3 +147,29 @@ def test_the_command_exits_1_when_a_target_fails(monkeypatch, capsys, tmp_path, 
     assert soak.run(args) == (1 if plant else 0)
     out = capsys.readouterr().out
     assert ("FAIL: wrong results: 1" in out) == bool(plant) and (tmp_path / "soak.json").exists()
+
+
+def test_calls_that_overlapped_a_full_collection_are_told_apart():
+    """Python's full garbage collections stop every thread: the slowest call that overlapped none is
+    reported beside the slowest call (the target judges the slowest call, as the issue says)."""
+    import gc
+
+    lat = soak.Latencies()
+    for _ in range(99):
+        lat.add(20e-6, "fast")
+    lat.add(5e-3, "during a full GC", clean=False)
+    lat.add(40e-6, "slowest without one")
+    s = lat.summary()
+    assert s["max_over_median"] > 200 and s["max_no_gc_over_median"] == pytest.approx(2, rel=0.05)
+    assert s["slowest"] == "during a full GC" and s["slowest_no_gc"] == "slowest without one"
+    data = soak.summarise(_run(latency={"vector_add 10 float32 [device]": s},
+                               gc={"full_collections": 3, "max_ms": 4.9, "total_ms": 9.1, "frozen": False}))
+    detail = data["targets"]["no call over 100x its median"]["detail"]
+    assert not data["passed"] and "overlapped no full GC: worst 2.0x" in detail and "3 full GCs" in detail
+    full = soak._FullCollections()
+    full.install()
+    try:
+        gc.collect()
+    finally:
+        full.remove()
+    assert full.count == 2 and len(full.pauses) == 1 and not full.active and full not in gc.callbacks

@@ -272,20 +272,26 @@ class Latencies:
 
     def __init__(self):
         self.counts = np.zeros(self.BINS, np.int32)
-        self.max = 0.0
-        self.max_where = ""
+        self.max = self.max_clean = 0.0
+        self.max_where = self.max_clean_where = ""
 
-    def add(self, seconds: float, where: Callable | str = "") -> None:
+    def add(self, seconds: float, where: Callable | str = "", clean: bool = True) -> None:
+        """``clean``: the call overlapped no full garbage collection."""
         i = 0 if seconds <= self.LO else min(self.BINS - 1, int(math.log(seconds / self.LO) / self.STEP) + 1)
         self.counts[i] += 1
         if seconds > self.max:
             self.max = seconds
             self.max_where = where() if callable(where) else where
+        if clean and seconds > self.max_clean:
+            self.max_clean = seconds
+            self.max_clean_where = where() if callable(where) else where
 
     def merge(self, other: "Latencies") -> None:
         self.counts += other.counts
         if other.max > self.max:
             self.max, self.max_where = other.max, other.max_where
+        if other.max_clean > self.max_clean:
+            self.max_clean, self.max_clean_where = other.max_clean, other.max_clean_where
 
     def _value(self, i: int) -> float:
         return self.LO * math.exp(self.STEP * max(i - 0.5, 0))
@@ -304,7 +310,41 @@ class Latencies:
         over = int(self.counts[values > LATENCY_FACTOR * med].sum())
         return {"calls": n, "median_us": round(med * 1e6, 2), "p99_us": round(p99 * 1e6, 2),
                 "max_us": round(self.max * 1e6, 2), "max_over_median": round(self.max / med, 1) if med > 0 else 1.0,
-                "over_limit": over, "slowest": self.max_where}
+                "over_limit": over, "slowest": self.max_where,
+                "max_no_gc_over_median": round(self.max_clean / med, 1) if med > 0 else 1.0,
+                "slowest_no_gc": self.max_clean_where}
+
+
+class _FullCollections:
+    """Python's full (generation 2) garbage collections, whichever thread runs them: it holds the GIL
+    throughout, so every call in flight then waits.  ``count`` changes at each start and stop (a call
+    that sees it change, or ``active``, overlapped one); the pauses' seconds are kept (the last 1000)."""
+
+    def __init__(self):
+        self.count, self.active, self.started = 0, False, 0.0
+        self.pauses: list = []
+        self.installed = False
+
+    def __call__(self, phase, info):
+        if info.get("generation") != 2:
+            return
+        self.count += 1
+        if phase == "start":
+            self.active, self.started = True, time.perf_counter()
+        else:
+            self.active = False
+            self.pauses.append(time.perf_counter() - self.started)
+            del self.pauses[:-1000]
+
+    def install(self):
+        if not self.installed:
+            gc.callbacks.append(self)
+            self.installed = True
+
+    def remove(self):
+        if self.installed:
+            gc.callbacks.remove(self)
+            self.installed = False
 
 
 def _host_rss() -> int:
@@ -337,6 +377,9 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
 # ---------------------------------------------------------------------------
 # One call, checked
 # ---------------------------------------------------------------------------
+
+FULL_GC = _FullCollections()
+
 
 class _Serial:
     """The simulator's kernels are not safe to run from two host threads at once (it swaps the kernel
@@ -492,12 +535,13 @@ class Worker:
                 return host
         kwargs = {**self.device_kwargs(problem, form, stream), **kw}
         with self.serial:
-            t0, c0 = time.perf_counter(), time.thread_time()
+            g0, t0, c0 = FULL_GC.count, time.perf_counter(), time.thread_time()
             result = fn(*args, **kwargs)
             dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+            clean = g0 == FULL_GC.count and not FULL_GC.active
             got = read(result if form != "out" else kw["out"])
         self.check(got, ref, bound, where)
-        self.record(problem.label, form, dt, dc, where, phase)
+        self.record(problem.label, form, dt, dc, where, phase, clean)
 
     def device_kwargs(self, problem, form, stream):
         """The problem's keyword arguments; array ones (conv2d_nchw's bias) as the form's arrays."""
@@ -509,11 +553,12 @@ class Worker:
                 else v
         return out
 
-    def record(self, label, form, seconds, cpu_seconds, where, phase):
+    def record(self, label, form, seconds, cpu_seconds, where, phase, clean=True):
         if phase == MEASURED:
             t = time.perf_counter() - self.state.t0
-            self.latency[label, form].add(seconds, lambda: f"{where} at {t:.1f} s, {seconds * 1e6:.0f} µs")
-            self.cpu[label, form].add(cpu_seconds, lambda: f"{where} at {t:.1f} s, {cpu_seconds * 1e6:.0f} µs CPU")
+            self.latency[label, form].add(seconds, lambda: f"{where} at {t:.1f} s, {seconds * 1e6:.0f} µs", clean)
+            self.cpu[label, form].add(cpu_seconds, lambda: f"{where} at {t:.1f} s, {cpu_seconds * 1e6:.0f} µs CPU",
+                                      clean)
 
     def check(self, got, ref, bound, where):
         got = np.asarray(got)
@@ -528,11 +573,12 @@ class Worker:
         cp = self.cupy
         args = tuple(cp.asarray(x) for x in problem.inputs)
         kwargs = {k: cp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in problem.kwargs.items()}
-        t0, c0 = time.perf_counter(), time.thread_time()
+        g0, t0, c0 = FULL_GC.count, time.perf_counter(), time.thread_time()
         result = fn(*args, **kwargs)
         dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+        clean = g0 == FULL_GC.count and not FULL_GC.active
         self.check(cp.asnumpy(result), problem.ref, problem.bound, where)
-        self.record(problem.label, "cupy", dt, dc, where, phase)
+        self.record(problem.label, "cupy", dt, dc, where, phase, clean)
 
     def capture_stream(self):
         """This thread's CuPy stream for graph captures, made once (a stream per capture would make a
@@ -565,13 +611,14 @@ class Worker:
             for d, h in zip((*args, *_arrays(kwargs)), (*other.inputs, *_arrays(other.kwargs))):
                 d[...] = cp.asarray(h)
             out.fill(cp.nan)
-            t0, c0 = time.perf_counter(), time.thread_time()
+            g0, t0, c0 = FULL_GC.count, time.perf_counter(), time.thread_time()
             graph.launch(stream=s)
             dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+            clean = g0 == FULL_GC.count and not FULL_GC.active
             self.graph_replays += 1
             s.synchronize()
         self.check(cp.asnumpy(out), other.ref, other.bound, where + " (graph replayed on new inputs)")
-        self.record(problem.label, "graph", dt, dc, where, phase)
+        self.record(problem.label, "graph", dt, dc, where, phase, clean)
 
     def warm_up(self, progress: bool = False):
         """Every problem in every form; the stream forms on every stream (see the module docstring)."""
@@ -620,8 +667,8 @@ def _cupy(simulator: bool):
 
 def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_per_function: int = 6,
          seed: int = 0, sample_s: float = 10.0, forms=None, settle_s: float | None = None,
-         wall_limit_s: float | None = None, release: bool = False, ignore=(), progress: bool = True,
-         on_sample: Callable | None = None) -> dict:
+         wall_limit_s: float | None = None, release: bool = False, ignore=(), gc_freeze: bool = False,
+         progress: bool = True, on_sample: Callable | None = None) -> dict:
     """Run the soak (see the module docstring); the results as a dict (the JSON).  ``on_sample(data)``
     is called with the results so far (``"complete": False``) at every memory sample."""
     from numba import cuda
@@ -648,6 +695,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     settings = {"minutes": minutes, "threads": threads, "streams": streams, "seed": seed,
                 "problems_per_function": problems_per_function, "forms": forms, "settle_s": settle_s,
                 "sample_s": sample_s, "wall_limit_s": wall_limit_s, "release": release, "ignore": list(ignore),
+                "gc_freeze": gc_freeze,
                 "problems": [p.label for p in pool], "simulator": bool(SIMULATOR)}
     functions = sorted(n for n in registry.public_names() if callable(getattr(st, n)))
     mem = {"start": memory(SIMULATOR, t_begin), "baseline": None, "samples": [], "end": None}
@@ -656,14 +704,19 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
 
     def collect(complete: bool) -> dict:
         raw = _collect(workers, settings, functions, phases, mem, hung, complete)
-        raw.update(machine=describe(), title="soak", command=" ".join(sys.argv), plans=launch.stats())
+        pauses = list(FULL_GC.pauses)
+        raw.update(machine=describe(), title="soak", command=" ".join(sys.argv), plans=launch.stats(),
+                   gc={"full_collections": len(pauses), "max_ms": round(1e3 * max(pauses, default=0), 1),
+                       "total_ms": round(1e3 * sum(pauses), 1), "frozen": gc_freeze})
         return summarise(raw, ignore=ignore)
 
     def sample(text: str = "") -> dict:
         quiet = gate.pause(timeout=60)
+        FULL_GC.remove()  # (the sample's own collection: no call is in flight)
         try:
             s = memory(SIMULATOR, t_begin)
         finally:
+            FULL_GC.install()
             gate.resume()
         if not quiet:
             s["calls_in_flight"] = [w.current[0] for w in workers if w.current]
@@ -693,6 +746,8 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     t_settle = time.perf_counter()
     phases["warm_up"] = round(t_settle - t_begin, 1)
     state.phase = SETTLE
+    if gc_freeze:  # what a server does after its start-up: full collections then skip the modules' objects
+        gc.freeze()
     if progress:
         print(f"soak: warm-up {phases['warm_up']:.1f} s ({_calls(workers)} calls, {len(pool)} problems, "
               f"forms {', '.join(forms)}); settle {settle_s:g} s; then {minutes:g} min with {threads} threads "
@@ -705,6 +760,8 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     try:
         baseline = memory(SIMULATOR, t_begin)
         state.phase = MEASURED
+        FULL_GC.pauses.clear()
+        FULL_GC.install()
     finally:
         gate.resume()
     if not quiet:
@@ -726,6 +783,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     quiet = gate.pause(timeout=60)
     phases["measured"] = round(time.perf_counter() - t_measure, 1)
     state.stop.set()
+    FULL_GC.remove()
     try:
         mem["end"] = memory(SIMULATOR, t_begin)
     finally:
@@ -893,12 +951,19 @@ def summarise(raw: dict, ignore=()) -> dict:
         over = sum(v["over_limit"] for v in lat.values())
         n = sum(v["calls"] for v in lat.values())
         cpu = raw.get("cpu_latency", {}).get(key, {})
-        worst_latency = {"key": key, **w, "cpu": cpu}
+        clean_key, clean = max(lat.items(), key=lambda kv: kv[1].get("max_no_gc_over_median", 0))
+        worst_latency = {"key": key, **w, "cpu": cpu, "no_gc_key": clean_key,
+                         "no_gc_max_over_median": clean.get("max_no_gc_over_median"),
+                         "no_gc_slowest": clean.get("slowest_no_gc")}
+        g = raw.get("gc") or {}
         t[f"no call over {LATENCY_FACTOR:g}x its median"] = _target(
             w["max_over_median"], LATENCY_FACTOR, w["max_over_median"] <= LATENCY_FACTOR,
             f"worst {key}: max {w['max_us']:.0f} µs / median {w['median_us']:.1f} µs ({w['slowest']}); "
             f"{over} of {n} measured calls over {LATENCY_FACTOR:g}x their median"
-            + (f"; its CPU time max/median {cpu.get('max_over_median')}" if cpu.get("calls") else ""),
+            + (f"; its CPU time max/median {cpu.get('max_over_median')}" if cpu.get("calls") else "")
+            + (f"; calls that overlapped no full GC: worst {clean.get('max_no_gc_over_median')}x ({clean_key})"
+               if "max_no_gc_over_median" in clean else "")
+            + (f"; {g['full_collections']} full GCs in the measured phase, max {g['max_ms']} ms" if g else ""),
             ignored="latency" in ignore)
     scale = {k: s[k] >= v for k, v in ISSUE_SCALE.items()}
     return {**raw, "targets": t, "passed": all(v["passed"] for v in t.values() if not v["ignored"]),
@@ -978,6 +1043,8 @@ def add_arguments(p) -> None:
     p.add_argument("--release", action="store_true",
                    help="at the end free every cache and destroy the CUDA context (for compute-sanitizer --leak-check full)")
     p.add_argument("--ignore", default="", help="targets reported but not judged: latency,memory (under a sanitizer)")
+    p.add_argument("--gc-freeze", action="store_true",
+                   help="gc.freeze() after the warm-up (full collections then skip the objects made so far)")
     p.add_argument("--fill", metavar="I/N", default=None,
                    help="only the warm-up's calls of every N-th problem from the I-th, one thread (fills the disk caches)")
 
@@ -999,7 +1066,7 @@ def run(args) -> int:
 
     data = soak(args.minutes, args.threads, args.streams, problems_per_function=args.problems, seed=args.seed,
                 sample_s=args.sample_s, forms=forms, settle_s=args.settle_s, wall_limit_s=args.wall_limit_s,
-                release=args.release, ignore=ignore, on_sample=interim)
+                release=args.release, ignore=ignore, gc_freeze=getattr(args, "gc_freeze", False), on_sample=interim)
     text = table(data)
     print(text, flush=True)
     paths = write_outputs(args, "soak", data, text)

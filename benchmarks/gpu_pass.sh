@@ -232,16 +232,55 @@ for step in $steps; do
       SIMT_TILES_HYPOTHESIS_PROFILE=gpu-quick timeout -s INT $(limit ${TORCH_TESTS_TIMEOUT:-200}) python3 -m pytest -q -p no:cacheprovider \
         tests/test_torch_ops.py tests/test_softmax_backward.py > "$out/torch_tests.log" 2>&1; tail -3 "$out/torch_tests.log"
       timeout $(limit ${TORCH_BENCH_TIMEOUT:-300}) python3 benchmarks/bench_torch.py --out "$out/torch_h200" --epochs ${TORCH_EPOCHS:-15} 2>&1 | tail -30 ;;
-    soak)
-      # issue 36: the fault tests on the GPU (not the subprocess kills), a short soak that fills the caches,
-      # then the soak itself (SOAK_MINUTES, 16 threads, 4 streams; benchmarks/notes/faults.md)
+    soak_faults)
+      # issue 36: the fault tests on the GPU (real allocations; not the subprocess kills, each a cold k11
+      # compile) and the soak's verdict tests
       export SIMT_TILES_CACHE_DIR=${SIMT_TILES_CACHE_DIR:-/tmp/stc} NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/nbc}
-      timeout -s INT $(limit ${FAULTS_TIMEOUT:-150}) python3 -m pytest -q -p no:cacheprovider tests/test_faults.py -k "not killed" \
-        > "$out/test_faults.log" 2>&1; tail -3 "$out/test_faults.log"
-      timeout $(limit ${SOAK_FILL_TIMEOUT:-120}) python3 -m simt_tiles bench soak --minutes 0.5 --threads 16 --streams 4 --problems 3 \
-        --json "$out/soak_fill.json" > "$out/soak_fill.log" 2>&1; tail -5 "$out/soak_fill.log"
-      timeout $(limit 420) python3 -m simt_tiles bench soak --minutes ${SOAK_MINUTES:-5} --threads 16 --streams 4 \
-        --problems 3 --out "$out" > "$out/soak.log" 2>&1; tail -30 "$out/soak.log" ;;
+      timeout -s INT $(limit ${FAULTS_TIMEOUT:-150}) python3 -m pytest -q -p no:cacheprovider tests/test_faults.py \
+        tests/test_soak.py -k "not killed" > "$out/test_faults.log" 2>&1; echo "fault tests rc=$?"; tail -3 "$out/test_faults.log" ;;
+    soak|soak_memcheck)
+      # issue 36 (benchmarks/notes/faults.md): one cache pair for the fills, the soak and the memcheck soak (the
+      # same seed draws the same problems; --problems 1 is the first draw of --problems 3)
+      export SIMT_TILES_CACHE_DIR=${SIMT_TILES_CACHE_DIR:-/tmp/stc} NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/nbc}
+      if [ $step = soak ]; then P=${SOAK_PROBLEMS:-3}; else P=${SOAK_MEMCHECK_PROBLEMS:-1}; fi
+      # the fill: the soak's warm-up calls split over SOAK_FILL_JOBS processes (each problem's calls in one), so
+      # the disk-cached kernels (matmul k11/k12, conv2d k10: 5-50 s cold each) compile in parallel, not one
+      # after another in the soak's warm-up; skipped when a fill of as many problems finished before
+      if ! ls "$SIMT_TILES_CACHE_DIR"/soak_filled_p* 2>/dev/null | awk -F_p -v p=$P '$NF >= p {f=1} END {exit !f}'; then
+        J=${SOAK_FILL_JOBS:-12}; fill_start=$(date +%s); ft=$(limit ${SOAK_FILL_TIMEOUT:-180}); mkdir -p "$out/.fill"
+        for i in $(seq 0 $((J - 1))); do
+          timeout -k 5 $ft python3 -m simt_tiles bench soak --fill $i/$J --problems $P > "$out/.fill/$i.log" 2>&1 &
+        done
+        wait; cat "$out"/.fill/*.log > "$out/${step}_fill.log"; rm -rf "$out/.fill"; fails=$(grep -c "^soak fill.* [1-9][0-9]* \(wrong\|errors\)" "$out/${step}_fill.log")
+        echo "fill (problems $P, $J processes): $(grep -c '^soak fill' "$out/${step}_fill.log") of $J done, $fails with wrong results or errors, $(( $(date +%s) - fill_start )) s"
+        [ "$(grep -c '^soak fill' "$out/${step}_fill.log")" = $J ] && mkdir -p "$SIMT_TILES_CACHE_DIR" && touch "$SIMT_TILES_CACHE_DIR/soak_filled_p$P"
+      fi
+      if [ $step = soak ]; then
+        # SOAK_MINUTES of measured calls after the warm-up (every problem x form once per thread, the stream
+        # forms on every stream: in-process compiles and module loads) and a settle (SOAK_SETTLE_S, 20 s) before
+        # the memory baseline; SOAK_ARGS adds options (--gc-freeze); the soak cuts its
+        # measured phase to end inside the limit (--wall-limit-s: the "minutes run" target then fails, saying so)
+        want=$(awk -v m=${SOAK_MINUTES:-5} 'BEGIN {print int(m * 60 + 0.5)}'); t=$(limit $(( want + ${SOAK_OVERHEAD_S:-150} )))
+        echo "soak: ${SOAK_MINUTES:-5} min, limit $t s"
+        timeout -k 10 $t python3 -m simt_tiles bench soak --minutes ${SOAK_MINUTES:-5} --threads ${SOAK_THREADS:-16} \
+          --streams ${SOAK_STREAMS:-4} --problems $P --settle-s ${SOAK_SETTLE_S:-20} --wall-limit-s $(( t - 10 )) \
+          ${SOAK_ARGS:-} --out "$out" > "$out/soak.log" 2>&1
+        echo "soak rc=$? (0: every target passed, 1: one failed; $out/soak_*.json)"; grep -E "^(- (PASS|FAIL|INFO)|\*\*|phases|memory)" "$out/soak.log" | cut -c1-400
+      else
+        # memcheck over a 1-minute soak: SOAK_MEMCHECK_MINUTES of measured calls after the warm-up, which calls
+        # every public function in every form on every thread (so each is checked whatever the minute reaches:
+        # the JSON's calls_per_function). 4 threads on 2 streams: memcheck serialises and instruments every
+        # launch (kernels 10-100x slower), so more threads add no checked code, only a longer warm-up; the latency and
+        # memory targets are information there (--ignore). --release frees every cache and destroys the
+        # context at the end: --leak-check full reports what is still allocated then. rc 9: memcheck errors.
+        t=$(limit ${SOAK_MEMCHECK_TIMEOUT:-300}); echo "memcheck soak: limit $t s"
+        timeout -k 10 $t compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 9 \
+          python3 -m simt_tiles bench soak --minutes ${SOAK_MEMCHECK_MINUTES:-1} --threads ${SOAK_MEMCHECK_THREADS:-4} \
+          --streams 2 --problems $P --settle-s 5 --sample-s 15 --wall-limit-s $(( t - 20 )) --release \
+          --ignore latency,memory --json "$out/soak_memcheck.json" --md "$out/soak_memcheck.md" > "$out/soak_memcheck.log" 2>&1
+        echo "memcheck soak rc=$? (0: clean and every target passed, 9: memcheck errors, 1: a soak target failed)"
+        grep -E "ERROR SUMMARY|LEAK SUMMARY|^(- (PASS|FAIL|INFO)|\*\*|phases)" "$out/soak_memcheck.log" | cut -c1-400
+      fi ;;
   esac
 done
 # BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it

@@ -589,10 +589,11 @@ def test_killed_at_a_random_moment_then_a_fresh_process_is_right(tmp_path, seed)
 # --- the soak (simt_tiles.bench.soak), a smoke run ---------------------------------------------
 
 def test_soak_smoke_checks_every_result_and_reports_memory_and_latency(monkeypatch):
-    """Two threads, two streams and the default one, every public function in every call form the
-    simulator has, launch plans on, for a second after the warm-up — with vector_add planted wrong
+    """Two threads, one or two streams and the default one, every public function in every call form
+    the simulator has, launch plans on, for a second after the warm-up — with vector_add planted wrong
     (one added to its results): the soak reports exactly those calls as wrong and everything else
-    right, with memory samples, latencies and the verdict."""
+    right, with memory samples, latencies, call counts per function and the verdict (its logic is
+    tested on synthetic runs in tests/test_soak.py)."""
     from simt_tiles.bench import soak
 
     real = st.vector_add
@@ -601,25 +602,37 @@ def test_soak_smoke_checks_every_result_and_reports_memory_and_latency(monkeypat
         r = real(*args, **kw)
         if isinstance(r, np.ndarray):
             return r + 1
-        r.copy_to_device(r.copy_to_host() + 1)
+        if hasattr(r, "copy_to_device"):  # Numba
+            r.copy_to_device(r.copy_to_host() + 1)
+        else:  # CuPy (the cupy and graph forms on a GPU)
+            r += 1
         return r
 
     monkeypatch.setattr(st, "vector_add", planted)
     before = launch.set_enabled(True)
-    try:
-        data = soak.soak(0.01, 2, 2, problems_per_function=1, sample_s=0.3, progress=False,
-                         forms=("out", "shared") if CI else None)  # (ci budget: the warm-up runs each form)
+    try:  # (ci budget: the warm-up runs each form on each stream)
+        data = soak.soak(0.01, 2, 1 if CI else 2, problems_per_function=1, sample_s=0.3, settle_s=0.2,
+                         progress=False, forms=("out", "shared") if CI else None)
     finally:
         launch.set_enabled(before)
         launch.clear()
     assert data["errors"] == 0, data["error_examples"]
     assert data["wrong_results"] >= 4 and all(w.startswith("vector_add") for w in data["wrong"]), data["wrong"]
-    assert data["targets"]["no wrong result"] is False and data["passed"] is False
+    assert data["targets"]["wrong results"]["passed"] is False and data["passed"] is False
+    assert data["targets"]["wrong results"]["measured"] == data["wrong_results"]
     assert {p.split()[0] for p in data["settings"]["problems"]} == set(_public_functions())
-    assert data["calls"] > data["warm_up_calls"] and data["plans"]["hit"] > 0
-    assert set(data["memory"]) >= {"start", "after_warm_up", "end", "samples"} and data["memory"]["end"]["host_rss"] > 0
-    assert all(s["median_us"] > 0 and s["max_us"] >= s["median_us"] * 0.99 for s in data["latency"].values())
-    assert data["latency"] and all(f"| {fn} | {s['calls']} |" in soak.table(data) for fn, s in data["latency"].items())
+    assert data["warm_up_complete"] and data["targets"]["every public function called"]["passed"]
+    assert data["calls_measured"] > 0 and data["calls_total"] > data["calls_measured"] and data["plans"]["hit"] > 0
+    # the warm-up ran the stream forms on every stream: 1 + streams calls of "out" per problem and thread
+    per_thread_out = sum(c[0] for f in data["calls"].values() for form, c in f.items() if form == "out")
+    assert per_thread_out >= 2 * len(_public_functions()) * (2 if CI else 3)
+    assert data["memory"]["baseline"] and data["memory"]["end"]["host_rss"] > 0
+    assert data["targets"]["minutes run"]["passed"], data["targets"]["minutes run"]
+    lat = [s for s in data["latency"].values() if s["calls"]]
+    assert lat and all(s["median_us"] > 0 and s["max_us"] >= s["median_us"] for s in lat)
+    text = soak.table(data)
+    assert "FAIL: wrong results" in text and "PASS: errors" in text and "**FAIL**" in text
+    assert all(f"| {fn} | {c['total']} | {c['measured']} |" in text for fn, c in data["calls_per_function"].items())
 
 
 class _StandInCupy:
@@ -628,6 +641,7 @@ class _StandInCupy:
     launch runs them again with the same arrays (the same device addresses, as a real replay)."""
 
     nan = np.nan
+    __version__ = "stand-in"
 
     def __init__(self):
         import types
@@ -693,10 +707,12 @@ def test_soak_graph_form_checks_the_replay_against_the_new_inputs(monkeypatch):
             monkeypatch.setattr(st, name, cp.capturing(fn))
 
     install(_StandInCupy())
-    data = soak.soak(0.005, 1, 1, problems_per_function=1, sample_s=1, progress=False, forms=("cupy", "graph"))
+    data = soak.soak(0.005, 1, 1, problems_per_function=1, sample_s=1, settle_s=0, progress=False,
+                     forms=("cupy", "graph"))
     assert data["errors"] == 0 and data["wrong_results"] == 0, (data["error_examples"], data["wrong"])
-    assert any(fn.endswith("(graph replay)") for fn in data["latency"])
-    assert data["calls"] >= 2 * len(_public_functions())
+    assert all(set(c) == {"cupy", "graph"} for c in data["calls"].values()) and data["latency"]
+    assert data["calls_total"] >= 2 * len(_public_functions())
+    assert data["graph"]["captures"] == data["graph"]["replays"] >= len(_public_functions())
     # a graph whose replay does not see the new inputs (the stale values): the soak says so
     real = _StandInCupy._stream
 
@@ -718,7 +734,7 @@ def test_soak_graph_form_checks_the_replay_against_the_new_inputs(monkeypatch):
 
     monkeypatch.setattr(_StandInCupy, "_stream", stale)
     install(_StandInCupy())
-    data = soak.soak(0.001, 1, 1, problems_per_function=1, sample_s=1, progress=False, forms=("graph",))
+    data = soak.soak(0.001, 1, 1, problems_per_function=1, sample_s=1, settle_s=0, progress=False, forms=("graph",))
     assert data["wrong_results"] >= len(_public_functions()), data["wrong"]
     assert all("graph replayed on new inputs" in w for w in data["wrong"])
 

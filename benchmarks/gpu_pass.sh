@@ -255,6 +255,10 @@ for step in $steps; do
         echo "fill (problems $P, $J processes): $(grep -c '^soak fill' "$out/${step}_fill.log") of $J done, $fails with wrong results or errors, $(( $(date +%s) - fill_start )) s"
         [ "$(grep -c '^soak fill' "$out/${step}_fill.log")" = $J ] && mkdir -p "$SIMT_TILES_CACHE_DIR" && touch "$SIMT_TILES_CACHE_DIR/soak_filled_p$P"
       fi
+      # SOAK_AFTER_PID: the measured soak starts once that process (a memcheck soak run beside the fill) is gone
+      if [ $step = soak ] && [ -n "${SOAK_AFTER_PID:-}" ]; then
+        while kill -0 "$SOAK_AFTER_PID" 2>/dev/null; do sleep 1; done; echo "soak: waited for $SOAK_AFTER_PID ($(date +%T))"
+      fi
       if [ $step = soak ]; then
         # SOAK_MINUTES of measured calls after the warm-up (every problem x form once per thread, the stream
         # forms on every stream: in-process compiles and module loads) and a settle (SOAK_SETTLE_S, 20 s) before

@@ -104,8 +104,8 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
     get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream, a)
 
-    a_op = device_operand(a, "a", ndim=None, stream=stream, strided=True)
-    b_op = device_operand(b, "b", ndim=None, stream=stream, strided=True)
+    a_op = _unbroadcast(device_operand(a, "a", ndim=None, stream=stream, strided=True), stream)
+    b_op = _unbroadcast(device_operand(b, "b", ndim=None, stream=stream, strided=True), stream)
     if b_op.dtype != a_op.dtype:
         raise TypeError(
             f"b: expected dtype {a_op.dtype} (the dtype of a); got {b_op.dtype}"
@@ -120,6 +120,23 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
             plan.run(Call(a_op.dev, b_op.dev, c_op.dev, stream))
         return finish_result(c_op, stream)
     return _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune)
+
+
+def _unbroadcast(op, stream):
+    """A PyTorch or CuPy operand whose matrix has a zero stride over a dimension longer than one
+    (``x.expand(m, n)``; the ones tensor autograd passes as the gradient of ``y.sum()``), as a
+    C-contiguous copy its own framework makes. On the H200 such operands read in place gave wrong
+    products (benchmarks/notes/matmul.md, "Zero strides"), which the simulator's NumPy-backed arrays
+    do not reproduce; the copy is the framework's kernel, which a launch plan cannot replay, so the
+    call runs checked."""
+    if op.kind not in ("torch", "cupy") or op.ndim < 2:
+        return op
+    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
+        return op
+    no_plan("an operand with a zero stride is first copied by its framework")
+    x = op.original
+    x = x.contiguous() if op.kind == "torch" else __import__("cupy").ascontiguousarray(x)
+    return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
 
 
 class Shapes(NamedTuple):

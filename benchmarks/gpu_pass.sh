@@ -8,7 +8,8 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36).
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), defaults (every
+# public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -217,6 +218,10 @@ for step in $steps; do
       timeout $(limit ${BENCH_TIMEOUT:-150}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
         --reps 10 --budget-s 0.25 --sizes $sizes --config $cfgs --json "$out/matmul_narrow_h200.json" \
         --md "$out/matmul_narrow_h200.md" > "$out/narrow.log" 2>&1; echo "sweep rc=$?" ;;
+    defaults)
+      # issue 29: each default against its committed time (benchmarks/lab/defaults_check.py; compiles first)
+      timeout $(limit ${DEFAULTS_TIMEOUT:-300}) python3 benchmarks/lab/defaults_check.py -j 16 --json "$out/defaults_h200.json" \
+        > "$out/defaults.log" 2>&1; echo "defaults rc=$?"; grep -v "^\[" "$out/defaults.log" | tail -45 ;;
     conv33)
       # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18
       timeout $(limit ${CONV33_TIMEOUT:-400}) python3 benchmarks/lab/conv_issue33.py --out "$out" 2>&1 \
@@ -249,6 +254,10 @@ for step in $steps; do
         wait; cat "$out"/.fill/*.log > "$out/${step}_fill.log"; rm -rf "$out/.fill"; fails=$(grep -c "^soak fill.* [1-9][0-9]* \(wrong\|errors\)" "$out/${step}_fill.log")
         echo "fill (problems $P, $J processes): $(grep -c '^soak fill' "$out/${step}_fill.log") of $J done, $fails with wrong results or errors, $(( $(date +%s) - fill_start )) s"
         [ "$(grep -c '^soak fill' "$out/${step}_fill.log")" = $J ] && mkdir -p "$SIMT_TILES_CACHE_DIR" && touch "$SIMT_TILES_CACHE_DIR/soak_filled_p$P"
+      fi
+      # SOAK_AFTER_PID: the measured soak starts once that process (a memcheck soak run beside the fill) is gone
+      if [ $step = soak ] && [ -n "${SOAK_AFTER_PID:-}" ]; then
+        while kill -0 "$SOAK_AFTER_PID" 2>/dev/null; do sleep 1; done; echo "soak: waited for $SOAK_AFTER_PID ($(date +%T))"
       fi
       if [ $step = soak ]; then
         # SOAK_MINUTES of measured calls after the warm-up (every problem x form once per thread, the stream

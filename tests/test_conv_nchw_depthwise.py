@@ -39,9 +39,12 @@ from simt_tiles.runtime import SIMULATOR, ConfigError
 
 from .common import DTYPES, configs
 from .profiles import examples
+
 from .test_conv_nchw_general import _check as general_check
 from .test_conv_nchw_general import _operands as general_operands
 
+#: the race check and the bank model run on the simulator's recording of each thread's accesses
+simulator_only = pytest.mark.skipif(not SIMULATOR, reason="simt_tiles.analyze needs Numba's CUDA simulator")
 RUNG = RUNGS[DEPTHWISE_VARIANT]
 EXAMPLES = examples(20) if SIMULATOR else settings.default.max_examples
 #: simulator budget per example: threads launched in all (the simulator runs each in Python)
@@ -133,6 +136,7 @@ WARPS = [k04_depthwise.Config(block_x=64, block_y=1, rw=1, min_blocks=1),
          k04_depthwise.Config(block_x=64, block_y=2, rw=1, min_blocks=1)]
 
 
+@simulator_only
 @pytest.mark.parametrize("cfg", WARPS, ids=lambda c: f"{c.block_x}x{c.block_y}x{c.rw}")
 def test_several_warps_race_free(cfg):
     """Two tile rows and a ragged tile column (every thread's share of the patch, the halo at both
@@ -148,6 +152,7 @@ def test_several_warps_race_free(cfg):
             _check(*_operands(rng, layer, dtype, bias=True), layer, config=cfg)
 
 
+@simulator_only
 def test_the_race_check_sees_a_missing_barrier():
     """The same launch with the barrier dropped (a mutant of the rung's source): races reported."""
     path = pathlib.Path(k04_depthwise.__file__)
@@ -181,6 +186,7 @@ def test_tile_edges(dtype, stride):
         _check(*_operands(rng, layer, dtype, bias=False), layer, config=cfg)
 
 
+@simulator_only
 def test_window_reads_are_conflict_free_at_stride_1():
     """The analyzer's bank model (32 banks of 4 bytes) on one warp of the default layout (8 × 4, rw 4):
     the patch's rows padded by ``padded_row`` put every window read in distinct banks (1 wavefront).

@@ -26,6 +26,8 @@ error bound, :mod:`simt_tiles.bounds`) and a call form:
    take a stream (``device``, ``out``) once on each stream (the default one included): every kernel
    is compiled (or loaded from the disk cache) and loaded, every launch plan recorded, and every
    per-(thread, stream, dtype) workspace grown to its largest size before anything is measured.
+   Each thread starts at its own problem, so a warm-up cut short by ``--wall-limit-s`` (a slow
+   sanitizer) has still called every function.
 2. *Settle*: the random calls of the soak for ``--settle-s`` seconds (default 10 % of the
    minutes, at least 5 s and at most 30 s): the frameworks' memory pools reach their working size.
 3. *Measured*: ``--minutes`` of random calls.  Its first memory sample is the **baseline** ("after
@@ -459,6 +461,7 @@ class Worker:
         self.n_wrong = self.n_errors = 0
         self.graph_captures = self.graph_replays = 0
         self.warmed = False
+        self.offset = 0  # where in the problems this thread's warm-up starts
         self.current = None  # (what, since): the call in flight
         self._capture_stream = None
         # the latency bins of every (problem, form), made now: constant memory from the start
@@ -623,7 +626,8 @@ class Worker:
     def warm_up(self, progress: bool = False):
         """Every problem in every form; the stream forms on every stream (see the module docstring)."""
         t0 = time.perf_counter()
-        for i, p in enumerate(self.problems):
+        k = self.offset % max(len(self.problems), 1)  # (threads start apart: a cut warm-up still reaches them all)
+        for i, p in enumerate(self.problems[k:] + self.problems[:k]):
             for f in self.forms_of(p):
                 for s in (self.streams if f in STREAM_FORMS else (None,)):
                     if self.state.abort.is_set():
@@ -692,6 +696,8 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     stream_pool = [None] + [cuda.stream() for _ in range(streams)]
     gate = Gate()
     workers = [Worker(i, pool, stream_pool, forms, rng.randrange(2**32), cupy, gate, state) for i in range(threads)]
+    for w in workers:
+        w.offset = w.index * len(pool) // max(threads, 1)
     settings = {"minutes": minutes, "threads": threads, "streams": streams, "seed": seed,
                 "problems_per_function": problems_per_function, "forms": forms, "settle_s": settle_s,
                 "sample_s": sample_s, "wall_limit_s": wall_limit_s, "release": release, "ignore": list(ignore),

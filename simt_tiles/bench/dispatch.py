@@ -36,6 +36,9 @@ import simt_tiles
 from ..machine import describe
 from .common import add_output_arguments, main_of, write_outputs
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"
+
 KINDS = ("cupy", "torch", "numba")
 
 

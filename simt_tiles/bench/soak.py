@@ -58,6 +58,9 @@ from .common import add_output_arguments, write_outputs
 
 __all__ = ["soak", "Problem", "problems", "FORMS", "add_arguments", "run"]
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "minutes of threads x streams x every public function, every result checked, memory sampled"
+
 FORMS = ("numpy", "device", "out", "shared", "cupy", "graph")
 #: issue 36's targets
 MEMORY_TOLERANCE = 0.05

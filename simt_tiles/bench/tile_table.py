@@ -35,6 +35,9 @@ from ..machine import describe
 from . import cccl_peers, common, loc, loc as L, matmul_peers, triton_peers
 from .cccl_peers import BIAS_RELU_OP
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "the SIMT-vs-Tile table (every system per problem, lines of kernel code)"
+
 SYSTEMS = ("SIMT best rung", "simt_tiles default", "cuTile Python", "CUDA Tile C++", "Triton", "cuda.compute",
            "library")
 #: problem key → (title, precision)

@@ -164,8 +164,8 @@ def same(x, y):
 checked = 0
 for lad, rungs in registry.ladders().items():
     for name, rung in rungs.items():
-        for dt in rung.gate_dtypes:
-            for params in rung.gate_params:
+        for dt in rung.gate.dtypes:
+            for params in rung.gate.params:
                 sig = rung.signature(np.dtype(dt), **params)
                 vals = [value(t, i) for i, t in enumerate(sig.args)]
                 numba_flat = []

@@ -125,7 +125,7 @@ def test_a_rungs_gate_says_what_the_gate_builds(monkeypatch):
     assert not Gate(dtypes=("float32",)).builds("default", "float64")
     monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "0")
     rows = {(j.rung, j.preset, j.dtype, j.params) for j in jobs(["matmul", "matmul_mma"])}
-    k11 = {(p, d) for r, p, d, _ in rows if r == "k11_vectorized_bk16"}
+    k11 = {(p, d) for r, p, d, _ in rows if r == "k11_generated_split_k"}
     assert ("64x64", "float32") in k11 and ("64x64", "float64") not in k11 and ("default", "float64") in k11
     assert {d for r, _, d, _ in rows if r in ("k12_async_copy", "k13_mma_tf32", "k14_mma_bf16")} == {"float32"}
     assert {dict(q)["precision"] for r, p, _, q in rows if r == "k14_mma_bf16" and p == "default"} == {"bf16", "fp16"}

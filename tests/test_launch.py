@@ -497,9 +497,9 @@ def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypa
     import dataclasses
 
     from simt_tiles.kernels.matmul import get_rung
-    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     cfg = dataclasses.replace(rung.presets["sim"], splits=2)
     rng = np.random.default_rng(3)
     hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]

@@ -135,7 +135,7 @@ def matmul_cases(size: int = 256) -> tuple[Case, ...]:
     # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     out = []
     for label, preset, splits in MATMUL_CONFIGS:
         cfg = dc.replace(rung.presets[preset], splits=splits)
@@ -474,7 +474,7 @@ def matmul_entry(results, size: int = 256) -> dict:
     # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     cfg = dc.asdict(dc.replace(rung.presets[preset], splits=splits))
     return {f"matmul|*|float32|{size}x{size}x{size}xfloat32": {
         "choice": {"variant": rung.name, "config": cfg}, "problems": [[size, size, size, "float32"]],

@@ -33,8 +33,8 @@ from numba import cuda, float32, int64, uint32
 from ... import codegen
 from ...runtime import Gate, cdiv, jit
 from ...vector import aligned
-from . import k11_vectorized_bk16 as k11
-from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
+from . import k11_generated_split_k as k11
+from .k11_generated_split_k import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),

@@ -528,5 +528,5 @@ class SplitKRung(Rung):
 
 
 # the small tiles are float32 tuning candidates (float64's default is k10): gated for float32 only
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+RUNG = SplitKRung("k11_generated_split_k", Config, PRESETS, make_kernel, geometry, signature, jit_options,
                   gate=Gate(float32_only=("64x64", "64x128", "128x64")))

@@ -71,7 +71,7 @@ for step in $steps; do
       # k12 tiles that might pass Triton at 1024^3; then Nsight Compute on the default at 4096^3 and
       # 1024^3, and the three sanitizers on ragged shapes for every small-tile preset, split and the
       # padded path (benchmarks/lab/run_fast_once.py)
-      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      K=k11_generated_split_k; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
       ragged="$K:$c64,pad=2 $K:$c64,pad=3 $K:splits=3,pad=2 $K:splits=3,pad=3 $K:splits=4,pad=3
         $K:$c64x128,splits=2,pad=3 $K12:$c64 $K12:$c64x128 $K12:$c128x64 $K12:splits=2"
@@ -101,7 +101,7 @@ for step in $steps; do
       # the split-K rule's small and ragged sizes (tuned/h200.json rules.matmul_split_k): 64x64 tiles with k12
       # (cp.async zero-fill: any K tail, any alignment) at 1-4 splits and k11 padded, beside the default,
       # cuBLAS and Triton (matmul_small_h200.*): SM load balance decides (272 64x64 blocks on 132 SMs)
-      K=k11_vectorized_bk16; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
+      K=k11_generated_split_k; K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c128x64="bn=64,min_blocks=3"
       # tiles whose grid fills whole waves at 1031x997 (benchmarks/notes/matmul.md, "Waves and tiles"): 32x64 (64 threads of 8x4, cuBLAS's
       # tile there) 33x16 = 528 blocks, four per SM; 32x128 / 128x32 (64 threads of 8x8) 264, two per SM
@@ -205,7 +205,7 @@ for step in $steps; do
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"; c32x64="bm=32,bn=64,wm=32,wn=32,tm=8,tn=4,min_blocks=6"
       # k11 beside k12: k12 first writes Aᵀ (an extra read and write of A: ~50/N of the product's time at
       # 50 TFLOP/s and 4 TB/s), which tall, narrow products (N ≤ 256) pay most (benchmarks/notes/matmul.md)
-      K=k11_vectorized_bk16
+      K=k11_generated_split_k
       cfgs=${NARROW_CONFIGS:-"$K12:$c64,splits=4 $K12:$c64,splits=8 $K12:$c128x64 $K12:$c128x64,splits=4
         $K12:$c32x64,splits=8 $K:$c128x64 $K:$c128x64,splits=4 $K:$c64,splits=4 $K:$c64,splits=8 $K:splits=2"}
       sizes=${NARROW_SIZES:-"4096x64x4096 64x4096x4096 100352x64x576 32x1000x2048 4096x128x4096 2048x64x8192

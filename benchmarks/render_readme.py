@@ -115,14 +115,14 @@ def peers_block(path: str, shown: set[str]) -> str:
 
 
 #: the rows of the fast-matmul run the README shows (its split-K sweeps stay in the results file)
-FAST_IMPLS = {"default": "`simt_tiles.matmul(a, b)` (default)", "k11_vectorized_bk16": "`k11_vectorized_bk16`",
+FAST_IMPLS = {"default": "`simt_tiles.matmul(a, b)` (default)", "k11_generated_split_k": "`k11_generated_split_k`",
               "k12_async_copy": "`k12_async_copy` (Aᵀ copy counted)", "Triton FP32": "Triton FP32 (`ieee`)",
               "cuBLAS": "cuBLAS FP32"}
 
 
 #: the command that wrote each results file the matmul_fast block may come from
 FAST_COMMANDS = {
-    "matmul_fast": "simt-tiles bench matmul --sizes ... --variants k11_vectorized_bk16 k12_async_copy",
+    "matmul_fast": "simt-tiles bench matmul --sizes ... --variants k11_generated_split_k k12_async_copy",
     "matmul_targets": "simt-tiles bench matmul --default --variants k12_async_copy --sizes 1000 1024 "
                       "1031x997x1013 2048 4096 8192 4096x8192x1024 8192x1024x8192",
 }

@@ -1,6 +1,6 @@
 """Compile the generated matmul rungs' shipped kernels and conv2d's default (k10) into Numba's disk cache, in parallel.
 
-    python benchmarks/warm_kernel_cache.py [-j 8] [--variants k11_vectorized_bk16 k12_async_copy]
+    python benchmarks/warm_kernel_cache.py [-j 8] [--variants k11_generated_split_k k12_async_copy]
                                            [--dtypes float32] [--tuning-sizes 1024 2048]
                                            [--configs RUNG:FIELD=V,...] [--no-conv] [--conv-tuning]
 
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: (variant, dtype, compile-time params) of every kernel the default API can launch
 KERNELS = {
-    "k11_vectorized_bk16": [(dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
+    "k11_generated_split_k": [(dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
                             for vec in (True, False)],
     "k12_async_copy": [("float32", {"idx32": True})],  # float64 launches k11's kernel
 }
@@ -154,7 +154,7 @@ def tuning_jobs(variants, sizes) -> list:
             for cfg in autotune.tunable("matmul").candidates(v, {"m": n, "n": n, "k": n}, "float32"):
                 fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
                           if f.name != "splits" and getattr(cfg, f.name) != getattr(base, f.name)}
-                params = {"idx32": True, "vec": True} if v == "k11_vectorized_bk16" else {"idx32": True}
+                params = {"idx32": True, "vec": True} if v == "k11_generated_split_k" else {"idx32": True}
                 if fields and (v, "float32", params, fields) not in jobs:
                     jobs.append((v, "float32", params, fields))
     return jobs
@@ -166,9 +166,9 @@ def preset_jobs(names, dtypes=("float32",)) -> list:
 
     from simt_tiles.kernels.matmul import RUNGS
 
-    presets = RUNGS["k11_vectorized_bk16"].presets
+    presets = RUNGS["k11_generated_split_k"].presets
     base = presets["default"]
-    return [("k11_vectorized_bk16", dt, {"idx32": True, "vec": vec},
+    return [("k11_generated_split_k", dt, {"idx32": True, "vec": vec},
              {f.name: getattr(presets[name], f.name) for f in dataclasses.fields(base)
               if getattr(presets[name], f.name) != getattr(base, f.name)})
             for name in names for dt in dtypes for vec in (True, False)]
@@ -188,7 +188,7 @@ def config_jobs(texts) -> list:
         base, compiled = RUNGS[variant].presets["default"], cfg.compiled()
         fields = {f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)
                   if getattr(compiled, f.name) != getattr(base, f.name)}
-        params = {"idx32": True, "vec": True} if variant == "k11_vectorized_bk16" else {"idx32": True}
+        params = {"idx32": True, "vec": True} if variant == "k11_generated_split_k" else {"idx32": True}
         if (variant, "float32", params, fields) not in jobs:
             jobs.append((variant, "float32", params, fields))
     return jobs

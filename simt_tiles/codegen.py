@@ -25,7 +25,7 @@ directory (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``simt_tiles/generated``).
 
 Read what a rung generates:
 
-    python -m simt_tiles.codegen dump k11_vectorized_bk16 [--dtype float32] [--config default]
+    python -m simt_tiles.codegen dump k11_generated_split_k [--dtype float32] [--config default]
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
                                 description="Print the source a generated rung compiles.")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="print a rung's generated kernel source")
-    d.add_argument("variant", help="a generated rung, e.g. k11_vectorized_bk16")
+    d.add_argument("variant", help="a generated rung, e.g. k11_generated_split_k")
     d.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     d.add_argument("--config", default="default", help="a preset name")
     args = p.parse_args(argv)

@@ -15,7 +15,7 @@ A row fails when the kernel does not compile or assemble (the *first* error
 line is shown), when a rung declared spill-free uses local memory (spill bytes
 or a stack frame), or when the static shared memory the assembler reports is
 not the config's declared ``smem_bytes`` (a rung may declare why it differs:
-``Rung.smem_exception``).  Rows stream as they finish, from a pool of worker
+``Gate.smem_exception``).  Rows stream as they finish, from a pool of worker
 processes (one per core; ``--jobs``); ``--ladder``/``--variant`` filter.
 
 Must run with the real CUDA target loaded (``NUMBA_ENABLE_CUDASIM=0``); no GPU
@@ -411,8 +411,8 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     dtype = np.dtype(dtype)
     params = params or {}
     name = rung.name + "".join(f" {k}={_param_text(v)}" for k, v in params.items())
-    row = GateRow(ladder, name, preset, dtype.name, _short(cfg), spill_free=rung.spill_free,
-                  smem_exception=getattr(rung, "smem_exception", "") or "")
+    row = GateRow(ladder, name, preset, dtype.name, _short(cfg), spill_free=rung.gate.spill_free,
+                  smem_exception=rung.gate.smem_exception)
     options = rung.jit_options(cfg, dtype)
     ptx_opts = {k: v for k, v in options.items() if k in _PTX_OPTIONS}
     try:
@@ -507,7 +507,7 @@ def quick_skips(ladder: str, preset: str) -> bool:
 
 
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:
-    """The gate's rows: each rung's presets × (float32, float64) × its ``gate_params`` (the quick gate
+    """The gate's rows: each rung's presets × (float32, float64) × its ``gate.params`` (the quick gate
     leaves some presets to the full one: :func:`quick_skips`)."""
     all_ladders = ladders()
     for name, choices in (("ladder", ladder), ("variant", variant)):
@@ -526,9 +526,9 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
                 if quick_skips(lad, preset):
                     continue  # quick_skips says why; the full gate builds it
                 for dtype in ("float32", "float64"):
-                    if not rung.gates(preset, dtype):
+                    if not rung.gate.builds(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's
-                    for params in rung.gate_params:
+                    for params in rung.gate.params:
                         out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))
     return out
 

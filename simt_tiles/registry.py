@@ -5,8 +5,8 @@ A family is a package under :mod:`simt_tiles.kernels` that exports ``FAMILY``, a
 its rungs, its reference, the :class:`~simt_tiles.autotune.Tunable` of each tunable function, its
 demo case, its aliasing cases and the hazard each rung's lesson introduces.  The registry holds one
 :class:`Ladder` line per family — its name, its package, the public names ``simt_tiles`` exports
-from it and the functions it can tune — so that ``import simt_tiles`` and ``simt-tiles --help``
-know them without importing the family (which loads Numba).  Adding a family is its folder and one
+from it, the functions it can tune and its bench group — so that ``import simt_tiles`` and
+``simt-tiles --help`` know them without importing the family (which loads Numba).  Adding a family is its folder and one
 line of :data:`LADDERS` (or :func:`register`); adding a rung is one entry in its family's ``RUNGS``
 (docs/design.md, "Adding a rung, a family, a peer").
 """
@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Mapping  # (loaded at interpreter start: no import cost)
 
 __all__ = ["Family", "AliasCase", "Ladder", "LADDERS", "ladder", "ladders", "families", "register",
-           "aliasing_cases", "public_names", "tunable_functions", "numpy_case"]
+           "aliasing_cases", "public_names", "bench_groups", "tunable_functions", "numpy_case"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,12 +55,16 @@ class Family:
 @dataclasses.dataclass(frozen=True)
 class Ladder:
     """One registry line: a family's name, its package, the names ``simt_tiles`` exports from it
-    (loaded on first use) and the functions :mod:`simt_tiles.autotune` can tune."""
+    (loaded on first use), the functions :mod:`simt_tiles.autotune` can tune and the
+    ``simt-tiles bench`` group that times it."""
 
     name: str
     module: str
     public: tuple[str, ...] = ()
     tunables: tuple[str, ...] = ()
+    #: the bench group timing this family ("" for none; families may share one): the module
+    #: ``simt_tiles.bench.<bench>``, or ``<module>.bench`` for a family outside this package
+    bench: str = ""
 
     def family(self) -> Family:
         """The package's ``FAMILY`` (imports the family); a package that has not registered one yet
@@ -74,15 +78,17 @@ class Ladder:
 
 
 LADDERS: tuple[Ladder, ...] = (
-    Ladder("matmul", "simt_tiles.kernels.matmul", ("matmul", "MATMUL_VARIANTS"), ("matmul",)),
+    Ladder("matmul", "simt_tiles.kernels.matmul", ("matmul", "MATMUL_VARIANTS"), ("matmul",), bench="matmul"),
     Ladder("matmul_mma", "simt_tiles.kernels.matmul.mma"),
     Ladder("conv2d", "simt_tiles.kernels.conv2d",
            ("correlate2d", "convolve2d", "CONV2D_VARIANTS", "correlate1d", "correlate_separable",
-            "SEPARABLE_VARIANTS"), ("conv2d",)),
-    Ladder("conv_nchw", "simt_tiles.kernels.conv_nchw", ("conv2d_nchw", "CONV_NCHW_VARIANTS"), ("conv2d_nchw",)),
-    Ladder("softmax", "simt_tiles.kernels.softmax", ("softmax", "log_softmax", "SOFTMAX_VARIANTS")),
-    Ladder("reduce", "simt_tiles.kernels.reduce", ("reduce", "REDUCE_OPS")),
-    Ladder("elementwise", "simt_tiles.kernels.elementwise", ("vector_add", "bias_relu", "VECTOR_ADD_VARIANTS")),
+            "SEPARABLE_VARIANTS"), ("conv2d",), bench="conv"),
+    Ladder("conv_nchw", "simt_tiles.kernels.conv_nchw", ("conv2d_nchw", "CONV_NCHW_VARIANTS"), ("conv2d_nchw",),
+           bench="conv"),
+    Ladder("softmax", "simt_tiles.kernels.softmax", ("softmax", "log_softmax", "SOFTMAX_VARIANTS"), bench="patterns"),
+    Ladder("reduce", "simt_tiles.kernels.reduce", ("reduce", "REDUCE_OPS"), bench="patterns"),
+    Ladder("elementwise", "simt_tiles.kernels.elementwise", ("vector_add", "bias_relu", "VECTOR_ADD_VARIANTS"),
+           bench="patterns"),
 )
 
 
@@ -120,6 +126,16 @@ def aliasing_cases() -> dict[str, AliasCase]:
 def public_names() -> dict[str, str]:
     """``{public name: the package defining it}`` over every line (no family is imported)."""
     return {name: lad.module for lad in LADDERS for name in lad.public}
+
+
+def bench_groups() -> dict[str, str]:
+    """``{bench group: its module}`` of the families, in registry order (no family is imported)."""
+    groups = {}
+    for lad in LADDERS:
+        if lad.bench:
+            inside = lad.module.startswith(f"{__package__}.")
+            groups.setdefault(lad.bench, f"{__package__}.bench.{lad.bench}" if inside else f"{lad.module}.bench")
+    return groups
 
 
 def tunable_functions() -> dict[str, Ladder]:

@@ -49,6 +49,7 @@ __all__ = [
     "grid_for",
     "numba_dtype",
     "SUPPORTED_FLOATS",
+    "Gate",
     "Rung",
     "pick_rung",
     "rung_dict",
@@ -227,6 +228,32 @@ def grid_for(extents: tuple[int, ...], per_block: tuple[int, ...]) -> tuple[int,
 # ---------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """What the compile gate (:mod:`simt_tiles.compile_gate`) builds of a rung and requires of it;
+    a rung whose gate differs from the default says why in its RUNG line."""
+
+    #: extra compile-time parameters the factory and signature take (e.g. a reduction's operator),
+    #: one dict per kernel the gate must build
+    params: tuple = ({},)
+    #: dtypes built; a rung whose kernel for a dtype *is* another rung's (and is gated there) leaves it out
+    dtypes: tuple = ("float32", "float64")
+    #: presets built for float32 only (besides those named ``*_float32``): e.g. tuning candidates of
+    #: a rung whose float64 default is another rung's
+    float32_only: tuple = ()
+    #: a preset that spills (or has a stack frame) fails the gate
+    spill_free: bool = True
+    #: the assembler's static shared memory must equal the config's ``smem_bytes``; a rung where they
+    #: differ on purpose says why here (empty: they must match)
+    smem_exception: str = ""
+
+    def builds(self, preset: str, dtype: str) -> bool:
+        """Whether the gate builds ``preset`` in ``dtype``."""
+        if dtype not in self.dtypes:
+            return False
+        return dtype == "float32" or not (preset.endswith("_float32") or preset in self.float32_only)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Rung:
     """One rung of a ladder: the pieces a kernel file exports.
@@ -248,22 +275,10 @@ class Rung:
     #: the config's block size, makes ptxas keep registers within what a block of
     #: that size may use (65536 / threads), so every valid config can launch.
     jit_options: Callable = lambda config, dtype: {"launch_bounds": (config.threads,)}
-    #: the compile gate fails if a preset of a spill-free rung spills
-    spill_free: bool = True
-    #: extra compile-time parameters the factory and signature take (e.g. a
-    #: reduction's operator), one dict per kernel the compile gate must build
-    gate_params: tuple = ({},)
     #: bytes of dynamic shared memory a launch needs, per (config, dtype)
     dynamic_smem: Callable = lambda config, dtype: 0
-    #: the compile gate requires the assembler's static shared memory to equal the config's
-    #: ``smem_bytes``; a rung where they differ on purpose says why here (empty: they must match)
-    smem_exception: str = ""
-    #: dtypes the compile gate builds; a rung whose kernel for a dtype *is* another rung's (and is
-    #: gated there) leaves it out, saying so in its RUNG line
-    gate_dtypes: tuple = ("float32", "float64")
-    #: presets the gate builds for float32 only (besides those named ``*_float32``): e.g. tuning
-    #: candidates of a rung whose float64 default is another rung's; the RUNG line says why
-    gate_float32_only: tuple = ()
+    #: what the compile gate builds and requires (:class:`Gate`)
+    gate: Gate = Gate()
     #: the configs :mod:`simt_tiles.autotune` times for one problem: a tuple, or a function
     #: ``(problem: dict, dtype) -> iterable`` of preset names (skipped where this rung has no such
     #: preset), dicts of fields replacing the "default" preset's, or config objects; see :meth:`candidates`
@@ -288,12 +303,6 @@ class Rung:
                 f"{self.config_type.__qualname__} for {self.name}; got {config!r}"
             )
         return config
-
-    def gates(self, preset: str, dtype: str) -> bool:
-        """Whether the compile gate builds ``preset`` in ``dtype``."""
-        if dtype not in self.gate_dtypes:
-            return False
-        return dtype == "float32" or not (preset.endswith("_float32") or preset in self.gate_float32_only)
 
     def candidates(self, problem: dict, dtype, space=None) -> list:
         """The valid configs of ``space`` (default :attr:`tuning_space`) for one ``problem`` (the family's fields, e.g.

@@ -21,7 +21,7 @@ import sys
 import time
 
 #: matmul's disk-cached kernels that ``matmul(a, b)`` launches: (variant, dtype, compile-time params)
-MATMUL_KERNELS = [("k11_vectorized_bk16", dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
+MATMUL_KERNELS = [("k11_generated_split_k", dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
                   for vec in (True, False)] + [("k12_async_copy", "float32", {"idx32": True})]
 #: conv2d filters (kh, kw, mode) the default path compiles k10 for (bench conv's), both filter kinds
 CONV_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]

@@ -16,7 +16,7 @@ from simt_tiles.kernels.matmul.k07_padded import Config as PaddedConfig
 from simt_tiles.kernels.matmul.k08_swizzled import Config as SwizzledConfig
 from simt_tiles.kernels.matmul.k09_double_buffered import Config as PipelinedConfig
 from simt_tiles.kernels.matmul.k10_warptiled import Config as WarpConfig
-from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config as FastConfig
+from simt_tiles.kernels.matmul.k11_generated_split_k import Config as FastConfig
 from simt_tiles.kernels.matmul.reference import matmul_reference
 from simt_tiles.runtime import SIMULATOR, ConfigError
 
@@ -116,7 +116,7 @@ CONFIG_STRATEGIES = {
     "k08_swizzled": swizzled_configs(),
     "k09_double_buffered": swizzled_configs(PipelinedConfig, groups_of_4=True),
     "k10_warptiled": warp_configs(),
-    "k11_vectorized_bk16": fast_configs(),
+    "k11_generated_split_k": fast_configs(),
     "k12_async_copy": fast_configs(),
 }
 

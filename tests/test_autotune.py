@@ -74,7 +74,7 @@ def test_buckets_are_quarter_octaves_above_16():
     assert autotune.bucket((1000, 1024, 3, "float32")) == "1024x1024x3xfloat32"
 
 
-@pytest.mark.parametrize("variant", ["k10_warptiled", "k11_vectorized_bk16", "k12_async_copy"])
+@pytest.mark.parametrize("variant", ["k10_warptiled", "k11_generated_split_k", "k12_async_copy"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_spaces_are_small_valid_and_pruned(variant, dtype):
     for n in (1000, 1024, 2048, 4096):
@@ -99,7 +99,7 @@ def test_a_space_skips_missing_presets_and_invalid_configs():
 
 
 def test_register_estimate_prunes_tiles_over_the_launch_bounds():
-    k11 = RUNGS["k11_vectorized_bk16"].presets["default"]
+    k11 = RUNGS["k11_generated_split_k"].presets["default"]
     assert _tuning.registers(k11, 4) <= 65536 // (k11.threads * k11.min_blocks)
     greedy = dataclasses.replace(k11, min_blocks=4)  # 64 registers a thread: too few for 8×8 outputs
     assert _tuning.registers(greedy, 4) > 65536 // (k11.threads * 4)

@@ -13,7 +13,7 @@ import pytest
 from simt_tiles import bench, cli, registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELP = [[], *([name] for name in cli.available()), *(["bench", g] for g in bench.GROUPS)]
+HELP = [[], *([name] for name in cli.available()), *(["bench", g] for g in (*bench.groups(), "all"))]
 
 
 def run_cli(*argv, env=None):

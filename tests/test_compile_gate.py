@@ -85,13 +85,13 @@ def test_every_shipped_config_compiles_spill_free():
 
     total = len(jobs())  # every row, or the quick gate's (SIMT_TILES_GATE_QUICK: compile_gate.quick_skips)
     gated = lambda lad, r: sum(1 for p in r.presets for d in ("float32", "float64")  # noqa: E731
-                               if r.gates(p, d) and not compile_gate.quick_skips(lad, p))
-    assert total == sum(len(r.gate_params) * gated(lad, r) for lad, rs in ladders().items() for r in rs.values())
+                               if r.gate.builds(p, d) and not compile_gate.quick_skips(lad, p))
+    assert total == sum(len(r.gate.params) * gated(lad, r) for lad, rs in ladders().items() for r in rs.values())
     assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
     for v, r in RUNGS.items():
         rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
         # each preset x its gated dtypes (both, but k12's float64 kernel is k11's)
-        assert len(rows) == len(r.gate_params) * gated("matmul", r) and all("  ok  " in r for r in rows), out
+        assert len(rows) == len(r.gate.params) * gated("matmul", r) and all("  ok  " in r for r in rows), out
 
 
 def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
@@ -107,6 +107,28 @@ def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
     slow = compile_gate.SLOW_LADDERS
     assert {j for j in full - quick if j[0] not in slow} == {j for j in full if j[0] not in slow and j[2] == "sim"}
     assert {j for j in quick if j[0] in slow} == {j for j in full if j[0] in slow and j[2] == "sim"}
+
+
+def test_a_rungs_gate_says_what_the_gate_builds(monkeypatch):
+    """``Rung.gate`` (a :class:`~simt_tiles.runtime.Gate`) alone decides the rows: k11's small tiles
+    in float32 only, k12 and k13 in float32 only, k14 once per precision, a default gate both dtypes;
+    and no gate setting is left on :class:`~simt_tiles.runtime.Rung` itself."""
+    import dataclasses
+
+    from simt_tiles.compile_gate import jobs
+    from simt_tiles.runtime import Gate, Rung
+
+    assert not {f.name for f in dataclasses.fields(Rung)} & {*(f.name for f in dataclasses.fields(Gate)),
+                                                              "gate_params", "gate_dtypes", "gate_float32_only"}
+    assert Gate().builds("default", "float64") and not Gate().builds("big_float32", "float64")
+    assert not Gate(float32_only=("64x64",)).builds("64x64", "float64") and Gate().builds("64x64", "float64")
+    assert not Gate(dtypes=("float32",)).builds("default", "float64")
+    monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "0")
+    rows = {(j.rung, j.preset, j.dtype, j.params) for j in jobs(["matmul", "matmul_mma"])}
+    k11 = {(p, d) for r, p, d, _ in rows if r == "k11_generated_split_k"}
+    assert ("64x64", "float32") in k11 and ("64x64", "float64") not in k11 and ("default", "float64") in k11
+    assert {d for r, _, d, _ in rows if r in ("k12_async_copy", "k13_mma_tf32", "k14_mma_bf16")} == {"float32"}
+    assert {dict(q)["precision"] for r, p, _, q in rows if r == "k14_mma_bf16" and p == "default"} == {"bf16", "fp16"}
 
 
 FAKE_PTXAS = """#!/bin/sh
@@ -170,7 +192,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 from simt_tiles import compile_gate
-from simt_tiles.runtime import numba_dtype
+from simt_tiles.runtime import Gate, numba_dtype
 from simt_tiles.kernels.matmul import k03_smem_tiled as k03, k07_padded as k07
 from simt_tiles.kernels.matmul._transposed import make_transposed_kernel
 
@@ -198,7 +220,7 @@ items = [(dataclasses.replace(k03.RUNG, name="shape_expr", factory=shape_expr), 
          (dataclasses.replace(k03.RUNG, name="dynamic_local", factory=dynamic_local), "default"),
          (dataclasses.replace(k07.RUNG, name="k07_unpadded", factory=k07_unpadded), "default"),
          (dataclasses.replace(k07.RUNG, name="k07_unpadded_excused", factory=k07_unpadded,
-                              smem_exception="test: declared with its padding"), "default")]
+                              gate=Gate(smem_exception="test: declared with its padding")), "default")]
 rows = compile_gate.compile_configs([(r, p, r.presets[p], np.float32) for r, p in items], "test")
 for r in rows:
     print(r.rung, r.ok, r.problem)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -389,6 +390,27 @@ def test_cupy_and_torch_in_same_kind_out(variant):
 
 
 # --- launcher behaviour ----------------------------------------------------------------
+
+
+def test_row_tile_rungs_share_the_tile_and_keep_what_they_stage():
+    """k03 and k04 take their fields, tile, patch, block, rules and geometry from
+    ``_common.RowTileConfig`` (no copy in either file) and keep their own shared memory, the
+    lesson: k03 stages the patch and the weights, k04 (constant-memory filter) the patch alone."""
+    from simt_tiles.kernels.conv2d import _common
+
+    for rung in (k03_register_blocked.RUNG, k04_constant_filter.RUNG):
+        assert issubclass(rung.config_type, _common.RowTileConfig) and rung.geometry is _common.geometry
+        assert not {"block", "tile", "patch", "rules"} & set(vars(rung.config_type)), rung.name
+        assert [f.name for f in dataclasses.fields(rung.config_type)] == ["block_x", "block_y", "rx", "kh", "kw",
+                                                                          "mode"]
+    for c in (k03_register_blocked.Config(block_x=4, block_y=3, rx=5, kh=2, kw=7),
+              k04_constant_filter.Config(block_x=4, block_y=3, rx=5, kh=2, kw=7)):
+        assert c.block() == (4, 3) and c.tile() == (3, 20) and c.patch() == (4, 26)
+        assert _common.geometry(c, 10, 41) == ((3, 4), (4, 3))
+        with pytest.raises(ConfigError, match="mode"):
+            type(c)(mode=99)
+    assert k03_register_blocked.Config(block_x=4, block_y=3, rx=5, kh=2, kw=7).smem_bytes(4) == (4 * 26 + 14) * 4
+    assert k04_constant_filter.Config(block_x=4, block_y=3, rx=5, kh=2, kw=7).smem_bytes(8) == 4 * 26 * 8
 
 
 def test_config_fields_are_replaced_by_the_call():

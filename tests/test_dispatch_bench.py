@@ -72,7 +72,7 @@ def test_matmul_choice_and_its_shipped_entry():
     (key, rec), = dispatch.matmul_entry(rows).items()
     assert key == "matmul|*|float32|256x256x256xfloat32"
     variant, cfg = autotune._decode(autotune.tunable("matmul"), rec, "float32", "test")
-    assert variant == "k11_vectorized_bk16" and (cfg.bm, cfg.bn, cfg.splits) == (64, 64, 1)
+    assert variant == "k11_generated_split_k" and (cfg.bm, cfg.bn, cfg.splits) == (64, 64, 1)
     assert dispatch.matmul_entry(rows[3:]) == {}
 
 

@@ -1,10 +1,11 @@
 """One registration per family: a toy family — one folder and one registry line — is seen by every
 consumer (the package's public names, the compile gate, the demo, the autotuner, the docs, the
-aliasing tests), and every shipped family's registration is complete.  Pure Python but for the
-toy's one simulated launch (4 threads)."""
+aliasing tests, the bench), and every shipped family's registration is complete.  Pure Python but
+for the toy's one simulated launch (4 threads)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
 from pathlib import Path
@@ -87,22 +88,40 @@ TOY = textwrap.dedent('''
 ''')
 
 
+#: the toy family's bench group (a family outside the package keeps it in its folder: ``toyfam.bench``)
+TOY_BENCH = textwrap.dedent('''
+    """Time the toy family (here: say what would be timed)."""
+    HELP = "the toy family"
+
+
+    def add_arguments(p):
+        p.add_argument("--reps", type=int, default=20)
+
+
+    def run(args):
+        print(f"toy: {args.reps} reps")
+        return 0
+''')
+
+
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """The toy family's folder on sys.path and its one line in the registry."""
     (tmp_path / "toyfam").mkdir()
     (tmp_path / "toyfam" / "__init__.py").write_text(TOY)
+    (tmp_path / "toyfam" / "bench.py").write_text(TOY_BENCH)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "LADDERS", registry.LADDERS)  # undone after the test
-    registry.register(registry.Ladder("toy", "toyfam", ("toy_plus_one",), ("toy_plus_one",)))
+    registry.register(registry.Ladder("toy", "toyfam", ("toy_plus_one",), ("toy_plus_one",), bench="toy"))
     yield sys.modules.get("toyfam")
     monkeypatch.delitem(sys.modules, "toyfam", raising=False)
+    monkeypatch.delitem(sys.modules, "toyfam.bench", raising=False)
     autotune._TUNABLES.pop("toy_plus_one", None)
     vars(simt_tiles).pop("toy_plus_one", None)
 
 
-def test_a_toy_family_is_seen_by_every_consumer(toy, monkeypatch):
-    from simt_tiles import compile_gate, demo
+def test_a_toy_family_is_seen_by_every_consumer(toy, monkeypatch, capsys):
+    from simt_tiles import bench, compile_gate, demo
 
     assert "toy" in registry.ladders() and registry.families()["toy"].name == "toy"  # registry, analyze, codegen
     assert simt_tiles.toy_plus_one.__module__ == "toyfam"  # the package's public names
@@ -115,6 +134,12 @@ def test_a_toy_family_is_seen_by_every_consumer(toy, monkeypatch):
 
     assert generate._hazards("toy") == {"k01_plus_one": "None: one thread per element."}  # the docs
     assert demo.main(["--ladder", "toy", "--dtype", "float32"]) == 0  # the demo: its case, checked
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)  # the bench: its group, from the registry line
+    assert "the toy family" in parser.format_help() and "toy:" in parser.format_help()  # listed, and in `all`
+    monkeypatch.setattr(bench._probe, "select_backend", lambda: False)  # as on a GPU: run the group
+    assert bench.run(parser.parse_args(["toy", "--reps", "3"])) == 0
+    assert capsys.readouterr().out.endswith("toy: 3 reps\n")
 
 
 def test_a_second_line_for_a_family_is_refused(toy):

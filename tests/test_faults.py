@@ -119,7 +119,7 @@ ALIAS = {fn: (c.call, c.shapes, c.out_shape) for fn, c in registry.aliasing_case
 def _split_k(a, b, out=None):
     from simt_tiles.kernels.matmul import get_rung  # deferred: the matmul family (the test's own case)
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     return st.matmul(a, b, out=out, variant=rung.name, config=dataclasses.replace(rung.presets["sim"], splits=2))
 
 
@@ -525,7 +525,7 @@ elif mode == "numba-data":
 import simt_tiles as st
 from simt_tiles.kernels.matmul import get_rung
 
-rung = get_rung("k11_vectorized_bk16")
+rung = get_rung("k11_generated_split_k")
 rng = np.random.default_rng(1)
 a = (rng.integers(-4, 5, (5, 41)) / 4).astype(np.float32)
 b = (rng.integers(-4, 5, (41, 6)) / 4).astype(np.float32)

@@ -164,8 +164,8 @@ def same(x, y):
 checked = 0
 for lad, rungs in registry.ladders().items():
     for name, rung in rungs.items():
-        for dt in rung.gate_dtypes:
-            for params in rung.gate_params:
+        for dt in rung.gate.dtypes:
+            for params in rung.gate.params:
                 sig = rung.signature(np.dtype(dt), **params)
                 vals = [value(t, i) for i, t in enumerate(sig.args)]
                 numba_flat = []
@@ -497,9 +497,9 @@ def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypa
     import dataclasses
 
     from simt_tiles.kernels.matmul import get_rung
-    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     cfg = dataclasses.replace(rung.presets["sim"], splits=2)
     rng = np.random.default_rng(3)
     hosts = [rng.standard_normal((5, 40)).astype(np.float32), rng.standard_normal((40, 6)).astype(np.float32)]

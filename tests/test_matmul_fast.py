@@ -26,7 +26,7 @@ from numba import cuda  # noqa: F401  (module level: the simulator swaps this gl
 import simt_tiles
 from simt_tiles import codegen
 from simt_tiles.kernels.matmul import RUNGS, dispatch
-from simt_tiles.kernels.matmul.k11_vectorized_bk16 import Config, generate, split_plan
+from simt_tiles.kernels.matmul.k11_generated_split_k import Config, generate, split_plan
 from simt_tiles.kernels.matmul.k12_async_copy import generate as generate_k12
 from simt_tiles.runtime import SIMULATOR
 
@@ -40,7 +40,7 @@ from .matmul_helpers import (
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAST = ("k11_vectorized_bk16", "k12_async_copy")
+FAST = ("k11_generated_split_k", "k12_async_copy")
 
 
 # --- the generated-source mechanism ------------------------------------------------------
@@ -79,7 +79,7 @@ def test_load_function_writes_one_file_once(tmp_path, monkeypatch):
 
 
 def test_dump_prints_a_rungs_source(capsys):
-    assert codegen.main(["dump", "k11_vectorized_bk16", "--config", "sim"]) == 0
+    assert codegen.main(["dump", "k11_generated_split_k", "--config", "sim"]) == 0
     text = capsys.readouterr().out
     ast.parse(text)
     assert "def matmul_k11_32x32x16" in text and "load4_global" in text
@@ -93,7 +93,7 @@ def test_dump_prints_a_rungs_source(capsys):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("vec", [True, False])
 def test_k11_tile_is_written_out(dtype, vec):
-    cfg = RUNGS["k11_vectorized_bk16"].presets["default"]
+    cfg = RUNGS["k11_generated_split_k"].presets["default"]
     name, header, body = generate(cfg, dtype, vec=vec)
     tree = ast.parse(header + body)
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.For)], "a loop NVVM would have to unroll"
@@ -109,7 +109,7 @@ def test_k11_tile_is_written_out(dtype, vec):
 def test_launch_bounds_make_a_distinct_source():
     """Numba's disk cache is keyed by the source (not the jit options): two tiles that differ only
     in their launch bounds must generate two sources, or one would load the other's cubin."""
-    cfg = RUNGS["k11_vectorized_bk16"].presets["128x64"]
+    cfg = RUNGS["k11_generated_split_k"].presets["128x64"]
     other = dataclasses.replace(cfg, min_blocks=cfg.min_blocks + 1)
     assert generate(cfg, np.float32)[0] != generate(other, np.float32)[0]
     assert generate_k12(cfg, np.float32)[0] != generate_k12(other, np.float32)[0]
@@ -133,10 +133,10 @@ def test_small_problems_split_k_until_the_sms_are_full():
     assert dispatch.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 2)  # 16 tiles: 64x64 tiles, 2 splits
     assert dispatch.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
     assert dispatch.fast_choice(768, 768, 768, f32) == ("k12_async_copy", 2)  # 36 tiles
-    assert dispatch.fast_choice(1000, 1000, 1000, f32) == ("k11_vectorized_bk16", 1)  # 64 tiles: 64x64 tiles
+    assert dispatch.fast_choice(1000, 1000, 1000, f32) == ("k11_generated_split_k", 1)  # 64 tiles: 64x64 tiles
     assert dispatch.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
     assert dispatch.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
-    assert dispatch.fast_choice(1300, 1300, 1300, f32) == ("k11_vectorized_bk16", 2)  # 121 tiles
+    assert dispatch.fast_choice(1300, 1300, 1300, f32) == ("k11_generated_split_k", 2)  # 121 tiles
     assert dispatch.fast_choice(2048, 2048, 2048, f32) == ("k12_async_copy", 1)  # 256 tiles: unsplit, cp.async
     assert dispatch.fast_choice(509, 503, 16, f32)[1] == 1  # K too short to split (one tile of 16)
     assert dispatch.fast_choice(1000, 1000, 1000, np.float64) == (dispatch.FLOAT64_VARIANT, 1)
@@ -188,14 +188,14 @@ def test_unaligned_device_operands(variant):
 
 
 def test_default_api_splits_k_and_stays_within_the_bound(monkeypatch, split_rows):
-    split_rows([[None, 4, "k11_vectorized_bk16"]])  # every size splits K in 4
+    split_rows([[None, 4, "k11_generated_split_k"]])  # every size splits K in 4
     monkeypatch.setattr(dispatch, "MIN_SPLIT_K", 8)  # small problems split too
     rng = np.random.default_rng(5)
     a, b = random_operands(rng, 19, 20, 44, np.float32)  # rows a multiple of 4: k11 stays (RAGGED_ROWS)
     from simt_tiles.kernels.matmul import choose
 
     rung, cfg = choose(None, None, 19, 20, 44, np.float32)
-    assert rung.name == "k11_vectorized_bk16" and cfg.splits == 4
+    assert rung.name == "k11_generated_split_k" and cfg.splits == 4
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
 
@@ -210,7 +210,7 @@ SMALL_PRESETS = ("64x64", "64x128", "128x64")
 def test_small_tile_presets_match_reference(preset, dtype, data):
     """The shipped presets themselves (not the simulator's stand-ins): ragged M, N, K around the
     tile and the K depth, both dtypes, split K, NaN-poisoned outputs, the γ_K bound."""
-    cfg = RUNGS["k11_vectorized_bk16"].presets[preset]
+    cfg = RUNGS["k11_generated_split_k"].presets[preset]
     assert cfg.wm < cfg.bm and cfg.wn < cfg.bn  # several warps in each direction
     d = cfg.depth(np.dtype(dtype).itemsize)
     m = data.draw(st.sampled_from([1, 3, cfg.bm - 1, cfg.bm + 1]), "M")
@@ -219,7 +219,7 @@ def test_small_tile_presets_match_reference(preset, dtype, data):
     cfg = dataclasses.replace(cfg, splits=data.draw(st.integers(1, 2), "splits"))
     a, b = random_operands(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed")), m, n, k, dtype)
     out = poisoned((m, n), dtype)
-    simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
+    simt_tiles.matmul(a, b, out=out, variant="k11_generated_split_k", config=cfg)
     note(repr(assert_matmul_ok(a, b, out.copy_to_host())))
 
 
@@ -277,7 +277,7 @@ def tile_loop(sass: str) -> collections.Counter:
 #: a few instructions), k12 2048 of 2253 (90.9%), their shared-memory addresses one base register plus
 #: immediate offsets (``vector.load4_at``; an add and a shift per read cost 4 points:
 #: benchmarks/notes/matmul.md, "Shared-memory addresses as base + immediate"). k11's rule sits just under its measured share, not at the target.
-MIN_FFMA_SHARE = {"k11_vectorized_bk16": 0.895, "k12_async_copy": 0.90}
+MIN_FFMA_SHARE = {"k11_generated_split_k": 0.895, "k12_async_copy": 0.90}
 
 
 def test_fast_rungs_sass_rules(tmp_path):
@@ -326,7 +326,7 @@ def test_fast_rungs_sass_rules(tmp_path):
 
 # --- ragged operands: the padded-copy path (k11 ``Config.pad``) --------------------------------
 
-from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11  # noqa: E402
+from simt_tiles.kernels.matmul import k11_generated_split_k as k11  # noqa: E402
 
 
 @pytest.fixture
@@ -361,13 +361,13 @@ def test_padded_path_matches_reference(nan_workspaces, dtype, data):
     a, b = random_operands(np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed")), m, n, k, dtype)
     nan_workspaces.clear()
     out = poisoned((m, n), dtype)
-    assert simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg) is out
+    assert simt_tiles.matmul(a, b, out=out, variant="k11_generated_split_k", config=cfg) is out
     note(repr(assert_matmul_ok(a, b, out.copy_to_host())))
     ragged = k % 4 or n % 4
     kp, np_ = -(-k // 4) * 4, -(-n // 4) * 4
     assert _padded(nan_workspaces) == ([(m, kp), (kp, np_)] if ragged and m and n and k else [])
     masked = poisoned((m, n), dtype)
-    simt_tiles.matmul(a, b, out=masked, variant="k11_vectorized_bk16",
+    simt_tiles.matmul(a, b, out=masked, variant="k11_generated_split_k",
                       config=dataclasses.replace(cfg, pad=k11.PAD_NEVER))
     assert_matmul_ok(a, b, masked.copy_to_host())
 
@@ -382,20 +382,20 @@ def test_padded_path_takes_misaligned_and_noncontiguous_operands(nan_workspaces)
         a_dev, b_dev = a_buf[1:].reshape(m, k), b_buf[1:].reshape(k, n)  # one element past alignment
         a_dev.copy_to_device(a)
         b_dev.copy_to_device(b)
-        cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+        cfg = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], pad=k11.PAD_ALWAYS)
         out = poisoned((m, n), dtype)
         nan_workspaces.clear()
-        simt_tiles.matmul(a_dev, b_dev, out=out, variant="k11_vectorized_bk16", config=cfg)
+        simt_tiles.matmul(a_dev, b_dev, out=out, variant="k11_generated_split_k", config=cfg)
         assert_matmul_ok(a, b, out.copy_to_host())
         assert _padded(nan_workspaces) == [(m, k), (k, n)]
         at = np.ascontiguousarray(a.T).T  # a Fortran-ordered view of A: NumPy input, any layout
         assert not at.flags.c_contiguous
-        assert_matmul_ok(a, b, simt_tiles.matmul(at, b, variant="k11_vectorized_bk16", config=cfg))
+        assert_matmul_ok(a, b, simt_tiles.matmul(at, b, variant="k11_generated_split_k", config=cfg))
 
 
 def test_pad_rule_by_size(monkeypatch):
     """PAD_NEVER / PAD_ALWAYS as asked; PAD_RULE from M·N·K ≥ the shipped ``rules.matmul_pad``."""
-    base = RUNGS["k11_vectorized_bk16"].presets["default"]
+    base = RUNGS["k11_generated_split_k"].presets["default"]
     assert base.pad == k11.PAD_RULE and base.compiled() == dataclasses.replace(base, pad=k11.PAD_ALWAYS).compiled()
     # tuned/h200.json: never by default (the H200 sweep: the copies did not pay where k12 is the choice)
     assert dispatch.pad_rule() is None and not dispatch.pads(base, 1031, 997, 1013)
@@ -416,11 +416,11 @@ def test_k11_pads_ragged_problems_above_the_rule(nan_workspaces, monkeypatch):
     monkeypatch.setattr(dispatch, "pad_rule", lambda: 1000)
     dispatch._with_pad.cache_clear()  # the rule resolved per size is cached
     a, b = random_operands(np.random.default_rng(6), 11, 13, 9, np.float32)  # 1287 ≥ 1000
-    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_vectorized_bk16"))
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_generated_split_k"))
     assert _padded(nan_workspaces) == [(11, 12), (12, 16)]
     nan_workspaces.clear()
     a, b = random_operands(np.random.default_rng(7), 7, 13, 9, np.float32)  # 819 < 1000: masked
-    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_vectorized_bk16"))
+    assert_matmul_ok(a, b, simt_tiles.matmul(a, b, variant="k11_generated_split_k"))
     assert _padded(nan_workspaces) == []
 
 
@@ -429,18 +429,18 @@ def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypa
     the same config; aligned sizes, float64, a named variant and a named config are left alone."""
     from simt_tiles.kernels.matmul import RAGGED_ROWS, choose
 
-    assert RAGGED_ROWS == {"k11_vectorized_bk16": "k12_async_copy"}
-    split_rows([[None, 1, "k11_vectorized_bk16"]])
+    assert RAGGED_ROWS == {"k11_generated_split_k": "k12_async_copy"}
+    split_rows([[None, 1, "k11_generated_split_k"]])
     names = {s: choose(None, None, *s, np.float32)[0].name for s in [(16, 20, 44), (16, 21, 44), (16, 20, 45)]}
-    assert names == {(16, 20, 44): "k11_vectorized_bk16", (16, 21, 44): "k12_async_copy",
+    assert names == {(16, 20, 44): "k11_generated_split_k", (16, 21, 44): "k12_async_copy",
                      (16, 20, 45): "k12_async_copy"}
     assert choose(None, None, 16, 21, 44, np.float64)[0].name == dispatch.FLOAT64_VARIANT
-    assert choose("k11_vectorized_bk16", None, 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"
-    assert choose(None, "sim", 16, 21, 44, np.float32)[0].name == "k11_vectorized_bk16"  # BEST_VARIANT, as named
-    tuned = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], splits=2)
-    monkeypatch.setattr(dispatch.autotune, "choose", lambda f, p, v, a: ("k11_vectorized_bk16", tuned))
+    assert choose("k11_generated_split_k", None, 16, 21, 44, np.float32)[0].name == "k11_generated_split_k"
+    assert choose(None, "sim", 16, 21, 44, np.float32)[0].name == "k11_generated_split_k"  # BEST_VARIANT, as named
+    tuned = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], splits=2)
+    monkeypatch.setattr(dispatch.autotune, "choose", lambda f, p, v, a: ("k11_generated_split_k", tuned))
     assert choose(None, None, 16, 21, 44, np.float32) == (RUNGS["k12_async_copy"], tuned)
-    assert choose(None, None, 16, 20, 44, np.float32) == (RUNGS["k11_vectorized_bk16"], tuned)
+    assert choose(None, None, 16, 20, 44, np.float32) == (RUNGS["k11_generated_split_k"], tuned)
     a, b = random_operands(np.random.default_rng(9), 16, 21, 45, np.float32)
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
@@ -449,9 +449,9 @@ def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
     """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy's rows stride."""
     monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
     a, b = random_operands(np.random.default_rng(8), 37, 5, 19, np.float32)
-    cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+    cfg = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], pad=k11.PAD_ALWAYS)
     out = poisoned((37, 5), np.float32)
-    simt_tiles.matmul(a, b, out=out, variant="k11_vectorized_bk16", config=cfg)
+    simt_tiles.matmul(a, b, out=out, variant="k11_generated_split_k", config=cfg)
     assert_matmul_ok(a, b, out.copy_to_host())
     assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
 
@@ -464,11 +464,11 @@ def test_launch_plan_replays_the_padded_path():
     before = launch.set_enabled(True)
     launch.clear()
     try:
-        cfg = dataclasses.replace(RUNGS["k11_vectorized_bk16"].presets["sim"], pad=k11.PAD_ALWAYS)
+        cfg = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], pad=k11.PAD_ALWAYS)
         out = cuda.device_array((13, 11), np.float32)
         for seed in (1, 2):
             a, b = random_operands(np.random.default_rng(seed), 13, 11, 21, np.float32)
-            simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant="k11_vectorized_bk16",
+            simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant="k11_generated_split_k",
                               config=cfg)
             assert_matmul_ok(a, b, out.copy_to_host())
         assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 1
@@ -483,7 +483,7 @@ def test_ragged_rule_reads_the_sweep():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks", "lab"))
     import ragged_rule
 
-    def row(problem, pad, ms, impl="k11_vectorized_bk16"):
+    def row(problem, pad, ms, impl="k11_generated_split_k"):
         m, n, k = map(int, problem.split("x"))
         return {"problem": problem, "m": m, "n": n, "k": k, "kind": "simt", "passed": True, "impl": impl,
                 "config": f"bm=64,splits=1,pad={pad}", "median_ms": ms}
@@ -574,26 +574,26 @@ def test_the_narrow_class_between_the_measured_shapes(short, long, k, narrow_n):
 
 
 def test_rows_without_a_tile_behave_as_before(split_rows):
-    split_rows([[66, 4, "k11_vectorized_bk16"], [None, 1, "k12_async_copy"]])
-    assert dispatch.fast_plan(1000, 1000, 1000, np.float32) == ("k11_vectorized_bk16", 4, {})
-    assert dispatch.fast_plan(1000, 1000, 200, np.float32) == ("k11_vectorized_bk16", 1, {})
+    split_rows([[66, 4, "k11_generated_split_k"], [None, 1, "k12_async_copy"]])
+    assert dispatch.fast_plan(1000, 1000, 1000, np.float32) == ("k11_generated_split_k", 4, {})
+    assert dispatch.fast_plan(1000, 1000, 200, np.float32) == ("k11_generated_split_k", 1, {})
     assert dispatch.fast_plan(2048, 2048, 2048, np.float32) == ("k12_async_copy", 1, {})
 
 
 def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
 
-    split_rows([[88, "balance", "k11_vectorized_bk16", dict(TILE64, resident=2, partial_cost=0.05)],
+    split_rows([[88, "balance", "k11_generated_split_k", dict(TILE64, resident=2, partial_cost=0.05)],
                 [None, 1, "k12_async_copy"]])
     # matched by 128×128 tiles of C (1031×997: 72 ≤ 88), balanced on the row's 64×64 tiles
     variant, splits, fields = dispatch.fast_plan(1031, 997, 1013, np.float32)
-    assert (variant, fields) == ("k11_vectorized_bk16", TILE64) and splits in (3, 4)
+    assert (variant, fields) == ("k11_generated_split_k", TILE64) and splits in (3, 4)
     assert dispatch.fast_plan(1024, 1024, 1024, np.float32)[1] == 1  # 256 blocks: one full wave
     assert dispatch.fast_plan(1031, 997, 1013, np.float64) == (dispatch.FLOAT64_VARIANT, 1, {})
     # on a GPU the choice runs the row's tile; the simulator keeps its "sim" tile, with the split
     # (the rule's own choice: on a GPU choose() asks the shipped tuned table first, which has this size)
     dispatch._split_k_choice.cache_clear()
     rung, cfg = dispatch._split_k_choice(1031, 997, 1013, "float32")
-    assert rung.name == "k11_vectorized_bk16" and cfg.splits == splits
+    assert rung.name == "k11_generated_split_k" and cfg.splits == splits
     assert cfg.bm == (rung.presets["sim"].bm if SIMULATOR else 64)
     monkeypatch.setattr(dispatch, "SIMULATOR", False)
     dispatch._split_k_choice.cache_clear()
@@ -603,8 +603,8 @@ def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
 
 @pytest.mark.parametrize("m,n,k", [(7, 13, 257), (33, 1, 300), (0, 5, 260)])
 def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
-    split_rows([[1, "balance", "k11_vectorized_bk16", TILE64],
-                [None, 3, "k11_vectorized_bk16", {"bm": 64, "bn": 128, "wm": 32, "wn": 64, "min_blocks": 3}]])
+    split_rows([[1, "balance", "k11_generated_split_k", TILE64],
+                [None, 3, "k11_generated_split_k", {"bm": 64, "bn": 128, "wm": 32, "wn": 64, "min_blocks": 3}]])
     _, cfg = simt_tiles.kernels.matmul.choose(None, None, m, n, k, np.float32)
     assert cfg.splits == (2 if m and n else 1)  # the split path runs (an empty C: 0 blocks, unsplit)
     a, b = random_operands(np.random.default_rng(m + n + k), m, n, k, np.float32)
@@ -615,19 +615,19 @@ def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
 
 @pytest.mark.parametrize("row,names", [
     ([5, 2], "expected [most, splits, variant]"),
-    ([-1, 2, "k11_vectorized_bk16"], "most"),
-    ([5, 0, "k11_vectorized_bk16"], "splits"),
-    ([5, "even", "k11_vectorized_bk16"], "splits"),
+    ([-1, 2, "k11_generated_split_k"], "most"),
+    ([5, 0, "k11_generated_split_k"], "splits"),
+    ([5, "even", "k11_generated_split_k"], "splits"),
     ([5, 2, "k99_nope"], "variant"),
-    ([5, 2, "k11_vectorized_bk16", [64]], "fields"),
-    ([5, 2, "k11_vectorized_bk16", {"wm": 48}], "wm"),  # the rung's own rules
-    ([5, 2, "k11_vectorized_bk16", {"splits": 2}], "not config fields"),
-    ([5, 2, "k11_vectorized_bk16", {"tile": 64}], "not config fields"),
-    ([5, "balance", "k11_vectorized_bk16", {"resident": 0}], "resident"),
-    ([5, "balance", "k11_vectorized_bk16", {"partial_cost": -1}], "partial_cost"),
+    ([5, 2, "k11_generated_split_k", [64]], "fields"),
+    ([5, 2, "k11_generated_split_k", {"wm": 48}], "wm"),  # the rung's own rules
+    ([5, 2, "k11_generated_split_k", {"splits": 2}], "not config fields"),
+    ([5, 2, "k11_generated_split_k", {"tile": 64}], "not config fields"),
+    ([5, "balance", "k11_generated_split_k", {"resident": 0}], "resident"),
+    ([5, "balance", "k11_generated_split_k", {"partial_cost": -1}], "partial_cost"),
 ])
 def test_a_bad_row_is_named_when_the_table_is_read(split_rows, row, names):
-    split_rows([[1, 2, "k11_vectorized_bk16"], row, [None, 1, "k12_async_copy"]])
+    split_rows([[1, 2, "k11_generated_split_k"], row, [None, 1, "k12_async_copy"]])
     with pytest.raises(ValueError, match=re.escape("rules.matmul_split_k row 1 ")) as err:
         dispatch.fast_table()
     assert names in str(err.value)

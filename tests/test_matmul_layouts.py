@@ -23,7 +23,7 @@ from numba import cuda  # noqa: F401  (module level: the simulator swaps this gl
 import simt_tiles
 from simt_tiles.bounds import check_within, gamma, ref_dtype, unit_roundoff
 from simt_tiles.kernels.matmul import _layouts, _strided, dispatch
-from simt_tiles.kernels.matmul.k11_vectorized_bk16 import PRESETS
+from simt_tiles.kernels.matmul.k11_generated_split_k import PRESETS
 from simt_tiles.runtime import SIMULATOR
 
 from .common import DTYPES, poisoned, transposed
@@ -93,7 +93,7 @@ def test_layouts_match_np_matmul(layout, dtype, m, n, k, pad, offset, splits, se
     """Every layout × dtype × ragged shape × leading dimension × alignment, K split 1-2 ways."""
     cfg = dataclasses.replace(PRESETS["sim" if SIMULATOR else "default"], splits=splits)
     run_layout(np.random.default_rng(seed), layout, m, n, k, dtype, pad, offset,
-               variant="k11_vectorized_bk16", config=cfg)
+               variant="k11_generated_split_k", config=cfg)
 
 
 def test_transposed_views_run_the_layout_kernel_without_copies(monkeypatch):
@@ -198,7 +198,7 @@ def test_layout_plan_follows_the_stacked_problem():
     p = dispatch.layout_plan(None, None, 512, 64, 64, 64, np.float32, "nt")
     q = dispatch.plan(None, None, 512 * 64, 64, 64, np.float32)
     assert p.config == q.config
-    assert dispatch.layout_plan(None, None, 8, 8, 8, 1, np.float64, "tn").rung.name == "k11_vectorized_bk16"
+    assert dispatch.layout_plan(None, None, 8, 8, 8, 1, np.float64, "tn").rung.name == "k11_generated_split_k"
     assert dispatch.layout_plan("k03_smem_tiled", None, 8, 8, 8, 1, np.float32, "tn") is None
 
 
@@ -296,7 +296,7 @@ import numpy as np
 from numba import cuda
 from sass_mix import find_nvdisasm
 from simt_tiles import compile_gate
-from simt_tiles.kernels.matmul import _layouts, k15_gemv, k11_vectorized_bk16 as k11
+from simt_tiles.kernels.matmul import _layouts, k15_gemv, k11_generated_split_k as k11
 from tests.test_matmul_fast import tile_loop
 ptxas = compile_gate.find_ptxas()
 jobs = {"nt": (_layouts.RUNG, k11.PRESETS["default"], dict(idx32=True, vec=True, layout="nt")),

@@ -143,7 +143,7 @@ def test_rung_lines_follows_sibling_imports(tmp_path, monkeypatch):
 def test_rung_lines_of_the_ladders():
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     k03 = loc.rung_lines("simt_tiles.kernels.matmul.k03_smem_tiled")
-    assert 10 < k03 < loc.rung_lines("simt_tiles.kernels.matmul.k11_vectorized_bk16")
+    assert 10 < k03 < loc.rung_lines("simt_tiles.kernels.matmul.k11_generated_split_k")
     assert loc.function_lines(os.path.join(ROOT, "simt_tiles", "bench", "triton_peers.py"),
                               ["softmax_kernel", "reduce_kernel", "matmul_kernel"]) > 0
     assert loc.cpp_lines(cccl_peers.BIAS_RELU_OP) > 0

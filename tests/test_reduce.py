@@ -204,7 +204,7 @@ def test_workspaces_are_per_host_thread():
     buffer; one thread reuses its own (reduce's and the split-K matmul's)."""
     import threading
 
-    from simt_tiles.kernels.matmul import k11_vectorized_bk16 as k11
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
 
     got = {}
 

@@ -18,9 +18,9 @@ import sys
 
 import _once  # noqa: E402  (the checkout on sys.path)
 
-CASES = ["k11_vectorized_bk16:64x64", "k11_vectorized_bk16:64x128", "k11_vectorized_bk16:128x64",
-         "k11_vectorized_bk16:64x64:2", "k11_vectorized_bk16:default:2", "k11_vectorized_bk16:64x64:1:3",
-         "k11_vectorized_bk16:default:3:3", "default"]
+CASES = ["k11_generated_split_k:64x64", "k11_generated_split_k:64x128", "k11_generated_split_k:128x64",
+         "k11_generated_split_k:64x64:2", "k11_generated_split_k:default:2", "k11_generated_split_k:64x64:1:3",
+         "k11_generated_split_k:default:3:3", "default"]
 
 
 def main(argv=None) -> int:
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
             variant, config = None, None
             if case != "default":
                 variant, preset, *launch = case.split(":")
-                if "=" in preset:  # fields over the default preset: "k11_vectorized_bk16:bm=64,bk=32"
+                if "=" in preset:  # fields over the default preset: "k11_generated_split_k:bm=64,bk=32"
                     fields = {f: int(v) for f, v in (kv.split("=") for kv in preset.split(","))}
                     config = dataclasses.replace(RUNGS[variant].presets["default"], **fields)
                 else:

@@ -10,7 +10,10 @@ Groups (``simt-tiles bench GROUP --help`` lists each one's options):
                   cuda.compute and the library on each problem, with lines of kernel code
     dispatch      host time per call of every public function, beside CuPy/PyTorch and a bare Numba launch
     soak          --minutes N --threads T --streams S: every public function under load, every result checked
-    all           matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}
+    all           the families' groups (matmul, conv and patterns), each into DIR/<group>_<device>.{json,md,png}
+
+The families' groups come from the registry (each ``registry.Ladder`` names its ``bench`` group), the
+others from :data:`OTHER_GROUPS`; a group module has ``HELP``, ``add_arguments`` and ``run``.
 
 Every implementation is checked against its reference and bound before it is timed, with
 one harness (``simt_tiles.bench.harness``) and one row schema; ``--out DIR`` names the
@@ -23,39 +26,41 @@ import argparse
 import importlib
 import sys
 
-from .. import _probe
+from .. import _probe, registry
 
-PATTERN_GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
-#: group → (module of simt_tiles.bench, one line of help)
-GROUP_MODULES = {
-    "matmul": ("matmul", "the matmul ladder vs cuBLAS FP32 and the other registered peers"),
-    "conv": ("conv", "2-D filtering and the NCHW layer vs copy / cupyx / cuDNN"),
-    "patterns": ("patterns", "softmax, reduce, vector_add, bias_relu vs copy / torch / cupy"),
-    **{g: ("patterns", f"patterns, {g} only") for g in PATTERN_GROUPS},
-    "tile": ("tile_table", "the SIMT-vs-Tile table (every system per problem, lines of kernel code)"),
-    "dispatch": ("dispatch", "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"),
-    "soak": ("soak", "minutes of threads x streams x every public function, every result checked, memory sampled"),
-}
-GROUPS = (*GROUP_MODULES, "all")
+#: the groups that time no one family: group → module of simt_tiles.bench (the families' groups
+#: come from their registry lines, :func:`simt_tiles.registry.bench_groups`)
+OTHER_GROUPS = {"tile": "tile_table", "dispatch": "dispatch", "soak": "soak"}
 NO_GPU = ("simt-tiles bench: no CUDA GPU found. Benchmarks report GPU timings only and never run in "
           "the simulator; use `simt-tiles demo` to check the kernels here.")
 
 
+def groups() -> dict[str, tuple[str, str | None]]:
+    """Every group, in ``--help`` order: group → (its module, the part of it the group runs, None for
+    all). The families' groups come first, each followed by its module's ``SUBGROUPS``; the
+    ``all`` group is not listed (it runs the families' groups)."""
+    found = {}
+    for group, module in registry.bench_groups().items():
+        found[group] = (module, None)
+        for part in getattr(importlib.import_module(module), "SUBGROUPS", ()):  # imports no Numba
+            found[part] = (module, part)
+    return {**found, **{group: (f"{__name__}.{module}", None) for group, module in OTHER_GROUPS.items()}}
+
+
 def _module(group: str):
-    return importlib.import_module(f".{GROUP_MODULES[group][0]}", __name__)
+    return importlib.import_module(groups()[group][0])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``bench`` subcommand's groups (importing a group module imports no Numba)."""
     sub = p.add_subparsers(dest="group", metavar="GROUP", required=True)
-    for group, (_, text) in GROUP_MODULES.items():
-        mod = _module(group)
+    for group, (module, part) in groups().items():
+        mod = importlib.import_module(module)
+        text = mod.HELP if part is None else f"{module.rsplit('.', 1)[-1]}, {part} only"
         g = sub.add_parser(group, help=text, description=mod.__doc__.split("\n\n")[0])
-        if group in PATTERN_GROUPS:
-            mod.add_arguments(g, only=group)
-        else:
-            mod.add_arguments(g)
-    a = sub.add_parser("all", help="matmul, conv and patterns, each into DIR/<group>_<device>.{json,md,png}")
+        mod.add_arguments(g) if part is None else mod.add_arguments(g, only=part)
+    families = ", ".join(registry.bench_groups())
+    a = sub.add_parser("all", help=f"{families}: each into DIR/<group>_<device>.{{json,md,png}}")
     a.add_argument("--out", metavar="DIR", help="where the results go (default: print only)")
 
 
@@ -67,7 +72,7 @@ def run(args) -> int:
     if args.group != "all":
         return _module(args.group).run(args)
     status = 0
-    for group in ("matmul", "conv", "patterns"):
+    for group in registry.bench_groups():
         p = argparse.ArgumentParser()
         _module(group).add_arguments(p)
         sub_args = p.parse_args(["--out", args.out] if args.out else [])

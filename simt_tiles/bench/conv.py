@@ -37,6 +37,9 @@ from simt_tiles.bounds import BoundCheck, gamma, TF32_U, unit_roundoff
 
 from . import common
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "2-D filtering and the NCHW layer vs copy / cupyx / cuDNN"
+
 NCHW_PROBLEMS = ((32, 64, 56, 56), (8, 256, 14, 14))
 #: k05 shapes (block_x, block_y, rx, ry) timed besides the default 32×4, rx=4, ry=6 (mode constant
 #: unless --k05-all-modes): the previous default, and the 7×7 filter's best (benchmarks/notes/conv2d.md)

@@ -36,6 +36,9 @@ import simt_tiles
 from ..machine import describe
 from .common import add_output_arguments, main_of, write_outputs
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"
+
 KINDS = ("cupy", "torch", "numba")
 
 
@@ -132,7 +135,7 @@ def matmul_cases(size: int = 256) -> tuple[Case, ...]:
     # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     out = []
     for label, preset, splits in MATMUL_CONFIGS:
         cfg = dc.replace(rung.presets[preset], splits=splits)
@@ -471,7 +474,7 @@ def matmul_entry(results, size: int = 256) -> dict:
     # deferred: loads Numba (backend choice first)
     from ..kernels.matmul import get_rung
 
-    rung = get_rung("k11_vectorized_bk16")
+    rung = get_rung("k11_generated_split_k")
     cfg = dc.asdict(dc.replace(rung.presets[preset], splits=splits))
     return {f"matmul|*|float32|{size}x{size}x{size}xfloat32": {
         "choice": {"variant": rung.name, "config": cfg}, "problems": [[size, size, size, "float32"]],

@@ -32,6 +32,9 @@ from ..machine import l2_bytes
 from . import common
 from .peers import baseline, peers
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "the matmul ladder vs cuBLAS FP32 and the other registered peers"
+
 DEFAULT_SIZES = ["1024", "2048", "4096", "8192", "4096x1024x8192", "8192x8192x1024", "1000x1000x1000", "1031x997x1013"]
 #: L2 size assumed when the device does not report one
 FALLBACK_L2_BYTES = 50 * 2**20

@@ -36,13 +36,19 @@ from simt_tiles.bounds import BoundCheck, gamma, unit_roundoff
 from . import common
 from .common import copy_ceiling
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "softmax, reduce, vector_add, bias_relu vs copy / torch / cupy"
+#: the groups of ``simt-tiles bench`` that run one part of this one (``bench softmax`` =
+#: ``bench patterns --only softmax``)
+SUBGROUPS = ("softmax", "reduce", "elementwise", "bias_tiles")
+
 SOFTMAX_COLS = (256, 1024, 4096, 16384, 32768)
-GROUPS = ("softmax", "reduce", "elementwise", "bias_tiles", "zoo")
+GROUPS = (*SUBGROUPS, "zoo")
 
 
 def add_arguments(p, only=None) -> None:
     if only is None:
-        p.add_argument("--only", nargs="+", default=[g for g in GROUPS if g != "zoo"], choices=[*GROUPS, "copy"])
+        p.add_argument("--only", nargs="+", default=list(SUBGROUPS), choices=[*GROUPS, "copy"])
     else:
         p.set_defaults(only=[only])
     if only in (None, "softmax"):

@@ -86,6 +86,9 @@ from .common import add_output_arguments, write_outputs
 
 __all__ = ["soak", "fill", "summarise", "Problem", "problems", "FORMS", "add_arguments", "run"]
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "minutes of threads x streams x every public function, every result checked, memory sampled"
+
 FORMS = ("numpy", "device", "out", "shared", "cupy", "graph")
 #: the forms that take a stream argument: the warm-up runs them on every stream
 STREAM_FORMS = ("device", "out")

@@ -35,6 +35,9 @@ from ..machine import describe
 from . import cccl_peers, common, loc, loc as L, matmul_peers, triton_peers
 from .cccl_peers import BIAS_RELU_OP
 
+#: the one line of ``simt-tiles bench --help`` for this group
+HELP = "the SIMT-vs-Tile table (every system per problem, lines of kernel code)"
+
 SYSTEMS = ("SIMT best rung", "simt_tiles default", "cuTile Python", "CUDA Tile C++", "Triton", "cuda.compute",
            "library")
 #: problem key → (title, precision)
@@ -54,7 +57,7 @@ PROBLEMS = {
 #: --quick: small sizes (a trial of every code path; the numbers mean little)
 QUICK = {"mm": 1024, "img": 2048, "rows": 1024, "cols": 4096, "n": 2**22, "sq": 2048}
 FULL = {"mm": 4096, "img": 8192, "rows": 16384, "cols": 4096, "n": 2**28, "sq": 16384}
-SIMT_MATMUL = ("k10_warptiled", "k11_vectorized_bk16", "k12_async_copy")
+SIMT_MATMUL = ("k10_warptiled", "k11_generated_split_k", "k12_async_copy")
 SIMT_CONV = ("k03_register_blocked", "k05_register_tile_2d", "k07_vectorized", "k08_prefetched")
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -69,8 +69,8 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
     Exercise("separable_filter", "a KH×KW filter as a column pass and a row pass", "conv2d/k06_separable_fused"),
     Exercise("warp_reduce", "a row sum in registers: five shuffles, no shared memory", "reduce/k01_warp_shuffle"),
     Exercise("online_softmax", "max and sum in one pass, merged across lanes", "softmax/k03_online"),
-    Exercise("split_k", "slices of K in separate blocks, then a deterministic sum", "matmul/k11_vectorized_bk16"),
-    Exercise("vectorized_loads", "128-bit loads and stores with a scalar ragged tail", "matmul/k11_vectorized_bk16"),
+    Exercise("split_k", "slices of K in separate blocks, then a deterministic sum", "matmul/k11_generated_split_k"),
+    Exercise("vectorized_loads", "128-bit loads and stores with a scalar ragged tail", "matmul/k11_generated_split_k"),
     Exercise("mma_fragments", "which elements of A, B and C each lane holds for one mma.sync m16n8k8",
              "matmul_mma/k13_mma_tf32"),
 )}

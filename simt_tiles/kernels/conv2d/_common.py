@@ -229,23 +229,62 @@ def flops(h: int, w: int, kh: int, kw: int) -> int:
 
 
 # ---------------------------------------------------------------------------
-# The 2-D register-tile rungs (k05, k06, and k07–k10 built on k05): config and launch geometry
+# The tiled rungs (k03, k04: a row of outputs per thread; k05, k06 and k07–k10 built on k05: a
+# 2-D register tile): config and launch geometry
 # ---------------------------------------------------------------------------
 
-# A ``block_x × block_y`` block computes an output tile of ``(ry·block_y) × (rx·block_x)``: each
-# thread ``ry × rx`` outputs, ``rx`` consecutive columns of ``ry`` consecutive rows.  ``kh``, ``kw``
-# and ``mode`` are compile-time constants set by the launcher from the call (:func:`specialise`); a
-# preset's values only choose what the compile gate builds.  The rungs also share device code —
-# the patch loader (interior fast path, edge path with the boundary mapping) and the staged,
-# coalesced tile store: :mod:`._staging`.
+# A ``block_x × block_y`` block computes one output tile (:meth:`FilterTileConfig.tile`) from a
+# staged patch, the tile plus the filter's halo.  ``kh``, ``kw`` and ``mode`` are compile-time
+# constants set by the launcher from the call (:func:`specialise`); a preset's values only choose
+# what the compile gate builds.  Each rung gives ``smem_bytes`` (what it stages: its lesson).  The
+# 2-D rungs also share device code — the patch loader (interior fast path, edge path with the
+# boundary mapping) and the staged, coalesced tile store: :mod:`._staging`.  k02 keeps its own
+# config: its lesson is the tile itself, one output per thread (``tile_w × tile_h`` threads).
 
 
 @dataclasses.dataclass(frozen=True)
-class RegisterTileConfig(TileConfig):
-    """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs.
+class FilterTileConfig(TileConfig):
+    """What the tiled configs share besides their fields (``block_x``, ``block_y``, ``kh``, ``kw``,
+    ``mode``, and the per-thread outputs :meth:`tile` reads): the block, the patch, the mode rule."""
 
-    Subclasses give ``smem_bytes`` (what the rung stages) and may change the
-    defaults."""
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def tile(self) -> tuple[int, int]:
+        """Output tile (rows, columns) of one block."""
+        raise NotImplementedError
+
+    def patch(self) -> tuple[int, int]:
+        """The staged patch (rows, columns): the output tile plus the filter's halo."""
+        th, tw = self.tile()
+        return th + self.kh - 1, tw + self.kw - 1
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowTileConfig(FilterTileConfig):
+    """A ``block_x × block_y`` block; each thread computes ``rx`` consecutive outputs of one row,
+    so the output tile is ``block_y × (rx·block_x)`` (k03, k04)."""
+
+    block_x: int = 32
+    block_y: int = 8
+    rx: int = 3
+    kh: int = 5
+    kw: int = 5
+    mode: int = Mode.REFLECT
+
+    def tile(self) -> tuple[int, int]:
+        return (self.block_y, self.rx * self.block_x)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterTileConfig(FilterTileConfig):
+    """A ``block_x × block_y`` block; each thread computes ``ry × rx`` outputs (``rx`` consecutive
+    columns of ``ry`` consecutive rows), so the output tile is ``(ry·block_y) × (rx·block_x)``.
+
+    Subclasses may change the defaults."""
 
     block_x: int = 32
     block_y: int = 8
@@ -255,19 +294,12 @@ class RegisterTileConfig(TileConfig):
     kw: int = 7
     mode: int = Mode.REFLECT
 
-    def block(self):
-        return (self.block_x, self.block_y)
-
     def tile(self) -> tuple[int, int]:
-        """Output tile (rows, columns) of one block."""
         return (self.ry * self.block_y, self.rx * self.block_x)
 
-    def rules(self):
-        yield mode_rule(self)
 
-
-def geometry(config: RegisterTileConfig, h: int, w: int):
-    """One block per (ry·block_y) × (rx·block_x) output tile; grid x over columns."""
+def geometry(config: FilterTileConfig, h: int, w: int):
+    """One block per output tile (``config.tile()``); grid x over columns, y over rows."""
     th, tw = config.tile()
     return grid_for((w, h), (tw, th)), config.block()
 

@@ -53,7 +53,10 @@ class Config(TileConfig):
     """A ``tile_w × tile_h`` block computes a ``tile_h × tile_w`` output tile.
 
     ``kh``, ``kw`` (the filter shape compiled in) and ``mode`` are set by the
-    launcher from the call; the presets' values are what the compile gate builds."""
+    launcher from the call; the presets' values are what the compile gate builds.
+    The later tiled rungs take their config from ``_common`` (``RowTileConfig``,
+    ``RegisterTileConfig``); this one stays here, as the lesson: the block *is* the
+    tile, one output per thread, and the patch is the tile plus the halo."""
 
     tile_w: int = 32
     tile_h: int = 8

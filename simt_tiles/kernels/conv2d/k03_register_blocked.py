@@ -44,40 +44,23 @@ import dataclasses
 
 from numba import cuda
 
-from ...runtime import TileConfig, cdiv, grid_for, numba_dtype
-from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
+from ...runtime import cdiv, numba_dtype
+from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, RowTileConfig, geometry, signature
 from .k02_halo_tiled import make_patch_loader
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(TileConfig):
+class Config(RowTileConfig):
     """A ``block_x × block_y`` block; each thread computes ``rx`` consecutive
-    outputs of one row, so the output tile is ``block_y × (rx·block_x)``.
+    outputs of one row, so the output tile is ``block_y × (rx·block_x)``
+    (``_common.RowTileConfig``: the fields, the tile, the patch, the geometry).
 
     ``kh``, ``kw`` (the filter shape compiled in) and ``mode`` are set by the
     launcher from the call; the presets' values are what the compile gate builds."""
 
-    block_x: int = 32
-    block_y: int = 8
-    rx: int = 3
-    kh: int = 5
-    kw: int = 5
-    mode: int = Mode.REFLECT
-
-    def block(self):
-        return (self.block_x, self.block_y)
-
-    def tile(self) -> tuple[int, int]:
-        """Output tile (rows, columns) of one block."""
-        return (self.block_y, self.rx * self.block_x)
-
     def smem_bytes(self, itemsize):
-        th, tw = self.tile()
-        patch = (th + self.kh - 1) * (tw + self.kw - 1)
-        return (patch + self.kh * self.kw) * itemsize
-
-    def rules(self):
-        yield mode_rule(self)
+        rows, cols = self.patch()
+        return (rows * cols + self.kh * self.kw) * itemsize  # the patch and the weights
 
 
 # A call replaces kh, kw and mode; the presets' values only choose what the compile
@@ -144,12 +127,6 @@ def make_kernel(config: Config, dtype, all_taps=False):
                     out[row, col] = acc[i]
 
     return conv2d_k03_register_blocked
-
-
-def geometry(config: Config, h: int, w: int):
-    """One block per block_y × (rx·block_x) output tile; grid x over columns, y over rows."""
-    th, tw = config.tile()
-    return grid_for((w, h), (tw, th)), config.block()
 
 
 RUNG = FilterRung("k03_register_blocked", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)

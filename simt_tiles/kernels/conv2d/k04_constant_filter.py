@@ -67,40 +67,25 @@ import dataclasses
 
 from numba import cuda, uint32
 
-from ...runtime import TileConfig, grid_for, numba_dtype
-from ._common import CONSTANT_FILTER, TINY_WEIGHT, FilterRung, Mode, constant_filter_signature, gate_filter, mode_rule
+from ...runtime import numba_dtype
+from ._common import CONSTANT_FILTER, TINY_WEIGHT, FilterRung, Mode, RowTileConfig, constant_filter_signature, gate_filter
+from ._common import geometry
 from .k02_halo_tiled import make_patch_loader
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(TileConfig):
+class Config(RowTileConfig):
     """A ``block_x × block_y`` block; each thread computes ``rx`` consecutive
-    outputs of one row, so the output tile is ``block_y × (rx·block_x)`` (k03's).
+    outputs of one row, so the output tile is ``block_y × (rx·block_x)`` (k03's:
+    ``_common.RowTileConfig``).
 
     ``kh``, ``kw`` and ``mode`` are set by the launcher from the call; the
     presets' values (and :func:`~._common.gate_filter`'s values) are what the
     compile gate builds."""
 
-    block_x: int = 32
-    block_y: int = 8
-    rx: int = 3
-    kh: int = 5
-    kw: int = 5
-    mode: int = Mode.REFLECT
-
-    def block(self):
-        return (self.block_x, self.block_y)
-
-    def tile(self) -> tuple[int, int]:
-        """Output tile (rows, columns) of one block."""
-        return (self.block_y, self.rx * self.block_x)
-
     def smem_bytes(self, itemsize):
-        th, tw = self.tile()
-        return (th + self.kh - 1) * (tw + self.kw - 1) * itemsize  # the patch; no weights
-
-    def rules(self):
-        yield mode_rule(self)
+        rows, cols = self.patch()
+        return rows * cols * itemsize  # the patch; no weights
 
 
 # A call replaces kh, kw and mode (and brings its own filter values); the presets'
@@ -196,12 +181,6 @@ def make_kernel(config: Config, dtype, weights=None, all_taps=False):
                     out[row, col] = acc[i]
 
     return conv2d_k04_constant_filter
-
-
-def geometry(config: Config, h: int, w: int):
-    """One block per block_y × (rx·block_x) output tile; grid x over columns, y over rows."""
-    th, tw = config.tile()
-    return grid_for((w, h), (tw, th)), config.block()
 
 
 #: ``Rung.kernel`` would build the gate's filter: launch through

@@ -91,8 +91,8 @@ class Config(RegisterTileConfig):
     min_blocks: int = 1
 
     def smem_bytes(self, itemsize):
-        th, tw = self.tile()
-        return (th + self.kh - 1) * 4 * cdiv(tw + self.kw - 1, 4) * itemsize  # the patch (rows padded to 16 B)
+        rows, cols = self.patch()
+        return rows * 4 * cdiv(cols, 4) * itemsize  # the patch (rows padded to 16 B)
 
 
 # A call replaces kh, kw and mode (and brings its own filter values); the presets'

@@ -65,7 +65,7 @@ import numpy as np
 from numba import boolean, cuda, int64, types, uint32, void
 
 from ... import codegen
-from ...runtime import cdiv, numba_dtype
+from ...runtime import Gate, cdiv, numba_dtype
 from . import k05_register_tile_2d as k05
 from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, geometry
 from ._staging import (
@@ -315,4 +315,4 @@ def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
 RUNTIME_WEIGHTS = Binding("weights at run time", False, bind_runtime_weights, host_weights=True)
 
 RUNG = FilterRung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  gate_params=GATE_PARAMS, bind=RUNTIME_WEIGHTS)
+                  gate=Gate(GATE_PARAMS), bind=RUNTIME_WEIGHTS)

@@ -13,7 +13,7 @@ The file tree is the lesson — read the rungs in order:
 ``k08_swizzled``       XOR-swizzled columns remove them with no extra memory
 ``k09_double_buffered`` two smem stages: next tile's loads overlap this tile's math
 ``k10_warptiled``      warp tiles, strided lane slices, launch bounds
-``k11_vectorized_bk16`` generated tile code, BK=16, 128-bit loads, split-K
+``k11_generated_split_k`` generated tile code, BK=16, 128-bit loads, split-K
 ``k12_async_copy``     cp.async for both operands (A transposed first)
 ``k13_mma_tf32``       tensor cores by hand: mma.sync TF32 fragments, cp.async stages
 ``k14_mma_bf16``       BF16/FP16 fragments by ldmatrix (precision opt-in, :mod:`.mma`)

@@ -59,7 +59,7 @@ HAZARDS = {
                            "buffer, so the buffer index arithmetic is the synchronisation."),
     "k10_warptiled": ("k09's single barrier per K step; lanes read strided slices, so the index maps decide both "
                      "banks and correctness."),
-    "k11_vectorized_bk16": ("Rows and columns past the matrix are clamped, not masked: edge threads load real data into "
+    "k11_generated_split_k": ("Rows and columns past the matrix are clamped, not masked: edge threads load real data into "
                            "outputs nobody stores, so only the final store may be guarded; split-K adds a second "
                            "kernel that sums the partials in a fixed order (deterministic)."),
     "k12_async_copy": ("`cp.async` copies land in shared memory behind the threads' backs: `wait_copies` plus the "

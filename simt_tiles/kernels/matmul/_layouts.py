@@ -31,7 +31,7 @@ from numba import int64, uint32, void
 
 from ... import codegen
 from ...runtime import Rung, numba_dtype
-from . import k11_vectorized_bk16 as k11
+from . import k11_generated_split_k as k11
 
 #: the layouts: A's then B's, "n" row-major (C order), "t" column-major (a transposed view)
 LAYOUTS = ("nn", "nt", "tn", "tt")
@@ -222,5 +222,5 @@ def signature(dtype, idx32: bool = True, vec: bool = True, layout: str = "nn"):
 
 #: the layout kernels as a rung object (not a ladder rung: k11's configs and presets, compiled per
 #: ``idx32``, ``vec`` and ``layout``); :mod:`._strided` launches it
-RUNG = Rung("k11_vectorized_bk16/layouts", k11.Config, k11.PRESETS, make_kernel, k11.geometry, signature,
+RUNG = Rung("k11_generated_split_k/layouts", k11.Config, k11.PRESETS, make_kernel, k11.geometry, signature,
             k11.jit_options)

@@ -29,7 +29,7 @@ from ...interop import device_view
 from ...runtime import cdiv
 from ...vector import aligned
 from . import _layouts, k15_gemv
-from . import k11_vectorized_bk16 as k11
+from . import k11_generated_split_k as k11
 
 #: most blocks a grid has along z
 MAX_GRID_Z = 65535

@@ -29,7 +29,7 @@ from numba import cuda
 from ...autotune import Tunable, parse_ints
 from ...bounds import check_within
 from ...runtime import ConfigError, cdiv
-from . import dispatch, k11_vectorized_bk16, k12_async_copy
+from . import dispatch, k11_generated_split_k, k12_async_copy
 from ._common import Call
 from .dispatch import MIN_SPLIT_K
 from .reference import matmul_reference
@@ -131,8 +131,8 @@ class Case:
 def variants(dtype) -> tuple:
     """Rungs searched for ``variant=None``: the generated ones (float64: k10 and k11's kernel)."""
     if np.dtype(dtype) == np.float32:
-        return ("k11_vectorized_bk16", "k12_async_copy")
-    return ("k10_warptiled", "k11_vectorized_bk16")
+        return ("k11_generated_split_k", "k12_async_copy")
+    return ("k10_warptiled", "k11_generated_split_k")
 
 
 def parse(shape: str, options: dict) -> tuple:
@@ -144,4 +144,4 @@ def parse(shape: str, options: dict) -> tuple:
 
 TUNABLE = Tunable("matmul", "matmul", ("m", "n", "k", "dtype"), variants, Case, parse, "N or MxNxK",
                   spaces={r.name: functools.partial(split_k_space, r.presets)
-                          for r in (k11_vectorized_bk16.RUNG, k12_async_copy.RUNG)})
+                          for r in (k11_generated_split_k.RUNG, k12_async_copy.RUNG)})

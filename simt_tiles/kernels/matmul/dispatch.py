@@ -40,12 +40,12 @@ from . import (
     k08_swizzled,
     k09_double_buffered,
     k10_warptiled,
-    k11_vectorized_bk16,
+    k11_generated_split_k,
     k12_async_copy,
     _layouts,
 )
-from .k11_vectorized_bk16 import Config as SplitKConfig
-from .k11_vectorized_bk16 import Pad
+from .k11_generated_split_k import Config as SplitKConfig
+from .k11_generated_split_k import Pad
 
 #: every rung, in ladder order
 RUNGS: dict[str, Rung] = rung_dict(
@@ -59,12 +59,12 @@ RUNGS: dict[str, Rung] = rung_dict(
     k08_swizzled.RUNG,
     k09_double_buffered.RUNG,
     k10_warptiled.RUNG,
-    k11_vectorized_bk16.RUNG,
+    k11_generated_split_k.RUNG,
     k12_async_copy.RUNG,
 )
 
 #: the rung ``variant=None`` uses with a config but no table entry: the fastest one shipped
-BEST_VARIANT = "k11_vectorized_bk16"
+BEST_VARIANT = "k11_generated_split_k"
 
 
 def get_rung(variant: str | None) -> Rung:
@@ -103,7 +103,7 @@ def choose(variant, config, m: int, n: int, k: int, dtype, autotune_=None):
 
 #: the rungs whose tile runs every layout and batch (:mod:`._layouts`): a transposed, strided or
 #: batched call with one of them (or ``variant=None``) runs their config on the layout kernel
-LAYOUT_RUNGS = ("k11_vectorized_bk16", "k12_async_copy")
+LAYOUT_RUNGS = ("k11_generated_split_k", "k12_async_copy")
 
 
 def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, layout: str,
@@ -154,7 +154,7 @@ def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool, b_nc
 #: rung the table or the split-K rows chose: k11 reads such rows with scalar loads (1024×997×1024,
 #: 64×64 tiles: 83 µs in the kernel alone), k12 copies them into padded rows and keeps its 16-byte
 #: copies.  Same config: k12 takes k11's.
-RAGGED_ROWS = {"k11_vectorized_bk16": "k12_async_copy"}
+RAGGED_ROWS = {"k11_generated_split_k": "k12_async_copy"}
 
 
 @functools.lru_cache(maxsize=4096)  # a size called again skips the rule and the config's validation

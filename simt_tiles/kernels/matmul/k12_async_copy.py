@@ -31,10 +31,10 @@ import numpy as np
 from numba import cuda, float32, int64, uint32
 
 from ... import codegen
-from ...runtime import cdiv, jit
+from ...runtime import Gate, cdiv, jit
 from ...vector import aligned
-from . import k11_vectorized_bk16 as k11
-from .k11_vectorized_bk16 import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
+from . import k11_generated_split_k as k11
+from .k11_generated_split_k import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
 
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
@@ -225,4 +225,4 @@ class AsyncCopyRung(k11.SplitKRung):
 
 # float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only
 RUNG = AsyncCopyRung("k12_async_copy", Config, PRESETS, make_kernel, geometry, signature, k11.jit_options,
-                     gate_dtypes=("float32",))
+                     gate=Gate(dtypes=("float32",)))

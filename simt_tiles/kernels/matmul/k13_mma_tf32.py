@@ -36,7 +36,7 @@ import dataclasses
 import numpy as np
 
 from ... import codegen
-from ...runtime import TileConfig, cdiv, jit, Rung
+from ...runtime import Gate, TileConfig, cdiv, jit, Rung
 
 __all__ = ["Config", "PRESETS", "RUNG", "generate", "Pipeline"]
 
@@ -333,4 +333,4 @@ class MmaRung(Rung):
 
 
 RUNG = MmaRung("k13_mma_tf32", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-               dynamic_smem=lambda config, dtype: config.dynamic_smem(), gate_dtypes=("float32",))
+               dynamic_smem=lambda config, dtype: config.dynamic_smem(), gate=Gate(dtypes=("float32",)))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...runtime import Gate
 from . import k13_mma_tf32 as k13
 
 
@@ -102,7 +103,7 @@ class Mma16Rung(k13.MmaRung):
         return source(config, dtype, precision)
 
 
-# the kernel's dtype is the precision (gate_params): built once under the gate's "float32" row
+# the kernel's dtype is the precision (the gate's params): built once under the gate's "float32" row
 RUNG = Mma16Rung("k14_mma_bf16", Config, PRESETS, make_kernel, k13.geometry, signature, k13.jit_options,
-                 dynamic_smem=lambda config, dtype: config.dynamic_smem(), gate_dtypes=("float32",),
-                 gate_params=({"precision": "bf16"}, {"precision": "fp16"}))
+                 dynamic_smem=lambda config, dtype: config.dynamic_smem(),
+                 gate=Gate(({"precision": "bf16"}, {"precision": "fp16"}), dtypes=("float32",)))

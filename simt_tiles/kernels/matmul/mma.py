@@ -26,7 +26,7 @@ from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
 from ...vector import aligned
 from . import k13_mma_tf32, k14_mma_bf16, reference
-from .k11_vectorized_bk16 import workspace
+from .k11_generated_split_k import workspace
 
 __all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, uint64, void
 
-from ...runtime import Rung, numba_dtype
+from ...runtime import Gate, Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import MAX, MIN, SUM, ReduceConfig, acc_dtype, identity
 
@@ -138,6 +138,7 @@ GATE_PARAMS = tuple(
 TUNING_SPACE = ("default", {"threads": 256, "max_blocks": 1056}, {"threads": 1024, "max_blocks": 264},
                 {"row_threads": 512}, {"loads": 4})
 
-RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
-            smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of float32 keep 4",
+RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature,
+            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); "
+                                                  "max/min of float32 keep 4"),
             tuning_space=TUNING_SPACE)

@@ -36,7 +36,7 @@ import dataclasses
 import numpy as np
 from numba import cuda, int64, uint64, void
 
-from ...runtime import Rung, TileConfig, numba_dtype
+from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import ARGMAX, ARGMIN, MAX, SUM, identity
 
@@ -203,5 +203,6 @@ def geometry(config: Config, outputs: int, splits: int = 1):
 #: (the pair path, indices read)
 GATE_PARAMS = ({"op": SUM, "acc": np.float64, "out_dtype": np.float64}, {"op": ARGMIN, "idx_in": True})
 
-RUNG = Rung("k02_axis_lanes", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
-            smem_exception="smem_bytes counts 8-byte partials and indices; max/min of float32 keep 4")
+RUNG = Rung("k02_axis_lanes", Config, PRESETS, make_kernel, geometry, signature,
+            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials and indices; "
+                                                  "max/min of float32 keep 4"))

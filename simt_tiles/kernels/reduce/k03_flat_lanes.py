@@ -42,7 +42,7 @@ import dataclasses
 
 from numba import cuda, int64, uint64, void
 
-from ...runtime import Rung, TileConfig, numba_dtype
+from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import ARGMAX, ARGMIN, MAX, SUM, identity
 from .k02_axis_lanes import ALONG_K, ALONG_OUTPUTS, BIG, GATE_PARAMS, geometry  # the same units as k02's
@@ -239,5 +239,6 @@ def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = Fal
 #: argmax, where the cheaper in-lane pair rule lives
 GATE_PARAMS = (*GATE_PARAMS, {"op": ARGMAX})
 
-RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
-            smem_exception="smem_bytes counts 8-byte partials and indices; max/min of float32 keep 4")
+RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature,
+            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials and indices; "
+                                                  "max/min of float32 keep 4"))

@@ -33,7 +33,7 @@ from numba import cuda, uint64, void
 from ...bounds import gamma, ref_dtype, unit_roundoff
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
-from ...runtime import Rung, TileConfig, cdiv, numba_dtype
+from ...runtime import Gate, Rung, TileConfig, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 
 __all__ = ["softmax_backward", "backward_reference", "RUNG", "Config"]
@@ -108,8 +108,8 @@ def geometry(config: Config, outer: int, n: int, inner: int):
 
 
 RUNG = Rung("softmax_backward", Config, PRESETS, make_kernel, geometry, signature,
-            gate_params=({"log": False, "lines": False}, {"log": True, "lines": True}),
-            smem_exception="no shared memory")
+            gate=Gate(({"log": False, "lines": False}, {"log": True, "lines": True}),
+                      smem_exception="no shared memory"))
 
 
 @planned

@@ -24,7 +24,7 @@ import math
 
 from numba import cuda
 
-from ...runtime import Rung, numba_dtype
+from ...runtime import Gate, Rung, numba_dtype
 from ._common import RowConfig, geometry, signature
 
 Config = RowConfig
@@ -78,4 +78,5 @@ def make_kernel(config: Config, dtype):
 
 
 RUNG = Rung("k01_smem_tree", Config, PRESETS, make_kernel, geometry, signature,
-            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; the tree uses threads")
+            gate=Gate(smem_exception="smem_bytes is the softmax family's bound, 2·threads words; "
+                                     "the tree uses threads"))

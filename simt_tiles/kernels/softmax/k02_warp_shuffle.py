@@ -24,7 +24,7 @@ import math
 
 from numba import cuda
 
-from ...runtime import Rung, numba_dtype
+from ...runtime import Gate, Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import WarpRowConfig, geometry, signature
 
@@ -81,4 +81,5 @@ def make_kernel(config: Config, dtype):
 
 
 RUNG = Rung("k02_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature,
-            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; two per-warp arrays use 2·threads/32")
+            gate=Gate(smem_exception="smem_bytes is the softmax family's bound, 2·threads words; "
+                                     "two per-warp arrays use 2·threads/32"))

@@ -40,7 +40,7 @@ import math
 
 from numba import cuda, uint32, uint64
 
-from ...runtime import ConfigError, Rung, cdiv, numba_dtype
+from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
 
 
@@ -189,4 +189,5 @@ def geometry(config: Config, rows: int, cols: int):
 
 
 RUNG = Rung("k04_register_row", Config, PRESETS, make_kernel, geometry, signature,
-            smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: ptxas drops the partials")
+            gate=Gate(smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: "
+                                     "ptxas drops the partials"))

@@ -30,7 +30,7 @@ import math
 
 from numba import cuda, uint64, void
 
-from ...runtime import Rung, cdiv, numba_dtype
+from ...runtime import Gate, Rung, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import WarpRowConfig, make_log_shift, make_pair_fold
 
@@ -136,5 +136,6 @@ def geometry(config: Config, rows: int, cols: int, pieces: int = 1):
 #: the fused kernel holds every code path but the partials' store (CI time: two of three phases)
 GATE_PARAMS = ({"phase": FUSED}, {"phase": FINISH})
 
-RUNG = Rung("k06_split_blocks", Config, PRESETS, make_kernel, geometry, signature, gate_params=GATE_PARAMS,
-            smem_exception="smem_bytes is the softmax family's bound, 2·threads words; two per-warp arrays use 2·threads/32")
+RUNG = Rung("k06_split_blocks", Config, PRESETS, make_kernel, geometry, signature,
+            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes is the softmax family's bound, 2·threads words; "
+                                                  "two per-warp arrays use 2·threads/32"))

@@ -26,7 +26,7 @@ import math
 
 from numba import cuda, uint64, void
 
-from ...runtime import Rung, cdiv, numba_dtype
+from ...runtime import Gate, Rung, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import WarpRowConfig, make_log_shift, make_pair_fold
 
@@ -114,4 +114,4 @@ def geometry(config: Config, outer: int, n: int, inner: int):
 
 
 RUNG = Rung("k07_strided_axis", Config, PRESETS, make_kernel, geometry, signature,
-            smem_exception="no shared memory")
+            gate=Gate(smem_exception="no shared memory"))

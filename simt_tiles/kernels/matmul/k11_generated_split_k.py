@@ -56,7 +56,7 @@ from numba import cuda, int64, uint32, void
 
 from ... import codegen
 from ...interop import stream_key
-from ...runtime import SIMULATOR, Rung, TileConfig, cdiv, jit, numba_dtype
+from ...runtime import SIMULATOR, Gate, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
@@ -528,5 +528,5 @@ class SplitKRung(Rung):
 
 
 # the small tiles are float32 tuning candidates (float64's default is k10): gated for float32 only
-RUNG = SplitKRung("k11_vectorized_bk16", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  gate_float32_only=("64x64", "64x128", "128x64"))
+RUNG = SplitKRung("k11_generated_split_k", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  gate=Gate(float32_only=("64x64", "64x128", "128x64")))

@@ -231,6 +231,62 @@ def test_cupy_transposed_batches():
     assert_np_matmul(cp.asnumpy(got), q, np.ascontiguousarray(k.transpose(0, 2, 1)))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["torch", "cupy"])
+def test_zero_stride_operands(kind):
+    """Expanded operands (strides (0, 0) and (0, 1): the ones autograd passes as the gradient of
+    ``y.sum()``, a broadcast row) against the product of their copies, both sides, twice (the second
+    call would replay a plan). On the H200 these read in place gave wrong products (2.3-4.9 off)."""
+    xp = pytest.importorskip(kind)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 4), np.float32), rng.standard_normal((4, 2), np.float32)
+    if kind == "torch":
+        dev = lambda v: xp.from_numpy(v).cuda()  # noqa: E731
+        forms = [xp.ones((), device="cuda").expand(3, 2), xp.ones(2, device="cuda").expand(3, 2)]
+        host = lambda v: v.cpu().numpy()  # noqa: E731
+    else:
+        dev, host = xp.asarray, xp.asnumpy
+        forms = [xp.broadcast_to(xp.ones((), xp.float32), (3, 2)), xp.broadcast_to(xp.arange(2, dtype=xp.float32), (3, 2))]
+    da, db = dev(a), dev(b)
+    for dc in forms:
+        for _ in range(2):
+            assert_np_matmul(host(simt_tiles.matmul(dc, db.T if kind == "cupy" else db.t())), host(dc), b.T)
+            assert_np_matmul(host(simt_tiles.matmul(da.T if kind == "cupy" else da.t(), dc)), a.T, host(dc))
+
+
+def test_zero_stride_operands_are_copied_by_their_framework(monkeypatch):
+    """The rule without a GPU: a torch/CuPy operand with a zero stride in its matrix is replaced by
+    its framework's contiguous copy and the call leaves the launch plans (the copy is not replayable);
+    a batch stride of 0 or a Numba/NumPy operand is left alone."""
+    import simt_tiles.kernels.matmul as mm
+
+    class Fake:  # a torch tensor as the rule sees it
+        def __init__(self, strides):
+            self.strides, self.copied = strides, False
+
+        def contiguous(self):
+            self.copied = True
+            return self
+
+    refused, rebuilt = [], []
+    monkeypatch.setattr(mm, "no_plan", refused.append)
+    monkeypatch.setattr(mm, "device_operand", lambda x, name, **kw: rebuilt.append((x, name)) or "copy")
+
+    def op(kind, shape, strides):
+        x = Fake(strides)
+        return x, type("Op", (), {"kind": kind, "ndim": len(shape), "shape": shape, "strides": strides,
+                                  "original": x, "name": "a"})()
+
+    for kind, shape, strides, copies in [("torch", (3, 2), (0, 0), True), ("torch", (3, 2), (0, 1), True),
+                                         ("torch", (1, 2), (0, 1), False), ("torch", (4, 3, 2), (0, 2, 1), False),
+                                         ("numba", (3, 2), (0, 0), False), ("torch", (3, 2), (2, 1), False)]:
+        refused.clear(), rebuilt.clear()
+        x, o = op(kind, shape, strides)
+        got = mm._unbroadcast(o, 0)
+        assert (got == "copy") is copies and x.copied is copies and bool(refused) is copies, (kind, shape, strides)
+        assert rebuilt == ([(x, "a")] if copies else [])
+
+
 # --- the skinny class: k15 -----------------------------------------------------------------------
 
 

@@ -191,16 +191,9 @@ def generate(config: Config, dtype, idx32: bool = True, vec: bool = True) -> tup
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# --- the problem and this block's part of it (global index type) ---",
                "# C (or the split-K workspace) gives N; B's rows may be padded past it (ldb)",
-               f"m = {X}(a.shape[0]); k_len = {X}(a.shape[1]); n = {X}(c.shape[1]); ldb = {X}(b.shape[1])",
-               f"row0 = {X}({X}(cuda.blockIdx.y) * {X}({BM})); col0 = {X}({X}(cuda.blockIdx.x) * {X}({BN}))",
-               f"z = {X}(cuda.blockIdx.z); k_begin = {X}(z * {X}(k_chunk)); c_row0 = {X}(z * m)",
-               f"k_end = {X}(k_begin + {X}(k_chunk))")
-        with s.block("if k_end > k_len:"):
-            s.line("k_end = k_len")
-        with s.block("if k_begin > k_end:"):
-            s.line("k_begin = k_end")
-        s.line(f"n_tiles = {X}({X}(k_end - k_begin + {X}({BK - 1})) // {X}({BK}))",
-               f"vec_c = flags != U(0)  # C's rows 16-byte aligned (host-checked)")
+               f"m = {X}(a.shape[0]); k_len = {X}(a.shape[1]); n = {X}(c.shape[1]); ldb = {X}(b.shape[1])")
+        emit_k_range(s, X, BM, BN, BK)
+        s.line("vec_c = flags != U(0)  # C's rows 16-byte aligned (host-checked)")
         s.line("# rows past M / columns past N are clamped: they feed only outputs never stored")
         for p in range(A_VEC):
             s.line(f"r = {X}(row0 + {X}(a_r + U({p * RA})))")
@@ -332,6 +325,19 @@ def emit_pipeline(s: codegen.Source, X: str, BK: int, load_tail, after_tail, fir
             if half == 0:
                 with s.block("if t >= n_tiles:"):
                     s.line("break")
+
+
+def emit_k_range(s: codegen.Source, X: str, BM: int, BN: int, BK: int) -> None:
+    """This block's tile origin and its slice of K (``blockIdx.z``: one split of ``k_chunk``),
+    clamped to K, and its number of BK tiles (k12 writes the same lines)."""
+    s.line(f"row0 = {X}({X}(cuda.blockIdx.y) * {X}({BM})); col0 = {X}({X}(cuda.blockIdx.x) * {X}({BN}))",
+           f"z = {X}(cuda.blockIdx.z); k_begin = {X}(z * {X}(k_chunk)); c_row0 = {X}(z * m)",
+           f"k_end = {X}(k_begin + {X}(k_chunk))")
+    with s.block("if k_end > k_len:"):
+        s.line("k_end = k_len")
+    with s.block("if k_begin > k_end:"):
+        s.line("k_begin = k_end")
+    s.line(f"n_tiles = {X}({X}(k_end - k_begin + {X}({BK - 1})) // {X}({BK}))")
 
 
 def emit_compute(s: codegen.Source, config: Config, stage: int, swizzled: bool, depth: int,

@@ -66,16 +66,9 @@ def generate(config: Config, dtype, idx32: bool = True) -> tuple[str, str, str]:
                f"b_r = U(tid // U({BN // 4})); b_c = U(U(tid % U({BN // 4})) * U(4))",
                "# C (or the split-K workspace, gridDim.z slices) gives M and N; the operands' widths may be padded",
                f"m = {X}({X}(c.shape[0]) // {X}(cuda.gridDim.z)); n = {X}(c.shape[1])",
-               f"k_len = {X}(at.shape[0]); ldm = {X}(at.shape[1]); ldb = {X}(b.shape[1])",
-               f"row0 = {X}({X}(cuda.blockIdx.y) * {X}({BM})); col0 = {X}({X}(cuda.blockIdx.x) * {X}({BN}))",
-               f"z = {X}(cuda.blockIdx.z); k_begin = {X}(z * {X}(k_chunk)); c_row0 = {X}(z * m)",
-               f"k_end = {X}(k_begin + {X}(k_chunk))")
-        with s.block("if k_end > k_len:"):
-            s.line("k_end = k_len")
-        with s.block("if k_begin > k_end:"):
-            s.line("k_begin = k_end")
-        s.line(f"n_tiles = {X}({X}(k_end - k_begin + {X}({BK - 1})) // {X}({BK}))",
-               "vec_c = flags != U(0)",
+               f"k_len = {X}(at.shape[0]); ldm = {X}(at.shape[1]); ldb = {X}(b.shape[1])")
+        k11.emit_k_range(s, X, BM, BN, BK)
+        s.line("vec_c = flags != U(0)",
                "# a vector past the padded width is clamped whole (it feeds outputs never stored)",
                f"a_col = {X}(row0 + {X}(a_c))")
         with s.block(f"if a_col > {X}(ldm - {X}(4)):"):

@@ -123,6 +123,12 @@ def layout_of(x) -> Layout:
         dt = _torch_dtype_to_numpy(x.dtype)
         item = x.element_size()
         return Layout(tuple(x.shape), dt, tuple(s * item for s in x.stride()), int(x.data_ptr()))
+    if _is_numba_device_array(x) and hasattr(x, "gpu_data"):
+        # its own strides: numba-cuda's interface says ``strides: None`` (C order) for a broadcast array
+        # (its ``is_contiguous`` skips stride-0 dimensions), so a (3, 2) view with strides (0, 0) would
+        # read as six contiguous elements of a one-element buffer (wrong products on the H200)
+        ptr = x.device_ctypes_pointer.value or 0
+        return Layout(tuple(x.shape), np.dtype(x.dtype), tuple(int(s) for s in x.strides), int(ptr))
     iface = None
     try:
         iface = x.__cuda_array_interface__

@@ -195,6 +195,32 @@ def test_layout_of_contiguous_strided_reversed_and_empty():
     assert hi - lo == 9 * 8 and lo == host.__array_interface__["data"][0] + 8
 
 
+def test_layout_of_a_broadcast_numba_array_reads_its_own_strides():
+    """numba-cuda's ``__cuda_array_interface__`` gives ``strides: None`` (C order) for a broadcast device
+    array (its ``is_contiguous`` skips stride-0 dimensions): read through it, a (3, 2) view with strides
+    (0, 0) is six contiguous floats of a one-float buffer — wrong products on the H200. The stand-in has
+    that interface; the layout must be the array's own strides."""
+    from simt_tiles.interop import layout_of
+
+    class NumbaLike:  # a DeviceNDArray as layout_of sees one
+        __cuda_ndarray__ = True
+        gpu_data = object()
+        device_ctypes_pointer = type("P", (), {"value": 4096})()
+        dtype = np.dtype(np.float32)
+
+        def __init__(self, shape, strides):
+            self.shape, self.strides = shape, strides
+
+        @property
+        def __cuda_array_interface__(self):  # numba-cuda 0.30's rule
+            return {"shape": self.shape, "strides": None, "typestr": "<f4", "data": (4096, False), "version": 3}
+
+    for strides in ((0, 0), (0, 4)):
+        lay = layout_of(NumbaLike((3, 2), strides))
+        assert lay.strides == strides and lay.ptr == 4096
+        assert lay.span() == (4096, 4096 + 4 + strides[1])
+
+
 def test_check_no_overlap_by_byte_ranges():
     from simt_tiles.interop import check_no_overlap
 

@@ -232,6 +232,24 @@ def test_cupy_transposed_batches():
 
 
 @pytest.mark.gpu
+def test_zero_stride_numba_operands():
+    """Numba device views with strides (0, 0) and (0, 1) read in place (their own strides: Numba's
+    interface reports a broadcast array as C-contiguous), both sides, twice (a plan's replay)."""
+    from simt_tiles.interop import device_view
+
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 4), np.float32), rng.standard_normal((4, 2), np.float32)
+    base = cuda.to_device(np.arange(1, 3, dtype=np.float32))
+    for strides in ((0, 0), (0, 4)):
+        dc = device_view(base, (3, 2), strides)
+        want = np.lib.stride_tricks.as_strided(np.arange(1, 3, dtype=np.float32), (3, 2), strides)
+        for _ in range(2):
+            assert_np_matmul(simt_tiles.matmul(dc, transposed(cuda.to_device(np.ascontiguousarray(b.T)))).copy_to_host(),
+                             want, b.T)
+            assert_np_matmul(simt_tiles.matmul(transposed(cuda.to_device(a)), dc).copy_to_host(), a.T, want)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["torch", "cupy"])
 def test_zero_stride_operands(kind):
     """Expanded operands (strides (0, 0) and (0, 1): the ones autograd passes as the gradient of

@@ -125,10 +125,11 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
 def _unbroadcast(op, stream):
     """A PyTorch or CuPy operand whose matrix has a zero stride over a dimension longer than one
     (``x.expand(m, n)``; the ones tensor autograd passes as the gradient of ``y.sum()``), as a
-    C-contiguous copy its own framework makes. On the H200 such operands read in place gave wrong
-    products (benchmarks/notes/matmul.md, "Zero strides"), which the simulator's NumPy-backed arrays
-    do not reproduce; the copy is the framework's kernel, which a launch plan cannot replay, so the
-    call runs checked."""
+    C-contiguous copy its own framework makes — what torch.matmul does with expanded operands too.
+    Such operands once gave wrong products on the H200 (benchmarks/notes/matmul.md, "Zero strides":
+    Numba's interface reports them C-contiguous; :func:`~simt_tiles.interop.layout_of` now reads
+    their strides); the in-place path for them is checked in the simulator and Numba views only. The
+    copy is the framework's kernel, which a launch plan cannot replay, so the call runs checked."""
     if op.kind not in ("torch", "cupy") or op.ndim < 2:
         return op
     if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):

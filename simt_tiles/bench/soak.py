@@ -850,6 +850,7 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     leak check reports what is still allocated then)."""
     from numba import cuda
 
+    # deferred: loads Numba (backend choice first)
     from .. import launch
 
     launch.clear()
@@ -881,6 +882,7 @@ def fill(index: int, count: int, problems_per_function: int = 6, seed: int = 0, 
     caches.  ``count`` processes, one per ``index``, fill them in parallel."""
     from numba import cuda
 
+    # deferred: loads Numba (backend choice first)
     from ..runtime import SIMULATOR
 
     cupy = _cupy(SIMULATOR)

@@ -136,7 +136,12 @@ def _unbroadcast(op, stream):
         return op
     no_plan("an operand with a zero stride is first copied by its framework")
     x = op.original
-    x = x.contiguous() if op.kind == "torch" else __import__("cupy").ascontiguousarray(x)
+    if op.kind == "torch":
+        x = x.contiguous()
+    else:
+        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
+
+        x = cupy.ascontiguousarray(x)
     return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
 
 

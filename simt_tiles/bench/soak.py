@@ -850,18 +850,12 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     leak check reports what is still allocated then)."""
     from numba import cuda
 
-    from .. import launch
+    # deferred: loads Numba (backend choice first)
+    from .. import _per_stream, launch
 
     launch.clear()
     launch._RETIRED.clear()
-    dropped = 0
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("simt_tiles"):
-            for attr in ("_WORKSPACE", "_WORKSPACES"):
-                d = getattr(mod, attr, None)
-                if isinstance(d, dict):
-                    dropped += len(d)
-                    d.clear()
+    dropped = _per_stream.clear_all()
     if cupy is not None and not simulator:
         cupy.cuda.Device().synchronize()
         cupy.get_default_memory_pool().free_all_blocks()
@@ -881,6 +875,7 @@ def fill(index: int, count: int, problems_per_function: int = 6, seed: int = 0, 
     caches.  ``count`` processes, one per ``index``, fill them in parallel."""
     from numba import cuda
 
+    # deferred: loads Numba (backend choice first)
     from ..runtime import SIMULATOR
 
     cupy = _cupy(SIMULATOR)

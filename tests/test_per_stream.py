@@ -123,9 +123,12 @@ def handles(monkeypatch):
     original, kept, configure = launch.stream_handle, [], FakeCUDAKernel.__getitem__
     monkeypatch.setattr(launch, "stream_handle", lambda s: id(s) if any(s is k for k in kept) else original(s))
 
+    configured = set()
+
     def getitem(self, configuration):
         self = configure(self, configuration)
         self.stream = configuration[2] if len(configuration) > 2 else 0
+        configured.add(self)
         return self
 
     monkeypatch.setattr(FakeCUDAKernel, "__getitem__", getitem)
@@ -134,7 +137,9 @@ def handles(monkeypatch):
         kept.append(cuda.stream())
         return kept[-1]
 
-    return new
+    yield new
+    for kernel in configured:  # (the simulator's kernels are cached: no stand-in stream left behind)
+        kernel.stream = 0
 
 
 def _vadd_on(stream, n=7):

@@ -38,6 +38,14 @@ order on the plan's stream; :func:`clear` keeps them allocated (a captured CUDA 
 them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
 checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
 
+Bounds (issue 36: a stream per request made a plan, and workspaces, per call): at most
+:data:`MAX_PLANS` plans (past it the least recently used sixteenth is forgotten, and recording goes
+on), and plans on at most ``SIMT_TILES_STREAM_KEYS`` streams per device (default 128; the stream
+whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A forgotten plan lets
+go of its buffers (safe while its launches are queued: Numba defers ``cuMemFree``, which waits for
+the device) unless it was recorded or replayed on a capturing stream (``cuStreamIsCapturing``):
+those are kept for good in ``_RETIRED``.
+
 CUDA graphs: a call captured on a stream records (or replays) a plan; its first call on that
 stream may allocate a workspace, which recording allows by relaxing the thread's capture mode.
 With ``SIMT_TILES_FAST_LAUNCH=0`` nothing is relaxed or held: a workspace first needed inside a

@@ -38,6 +38,14 @@ order on the plan's stream; :func:`clear` keeps them allocated (a captured CUDA 
 them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
 checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
 
+Bounds (issue 36: a stream per request made a plan, and workspaces, per call): at most
+:data:`MAX_PLANS` plans (past it the least recently used sixteenth is forgotten, and recording goes
+on), and plans on at most ``SIMT_TILES_STREAM_KEYS`` streams per device (default 128; the stream
+whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A forgotten plan lets
+go of its buffers (safe while its launches are queued: Numba defers ``cuMemFree``, which waits for
+the device) unless it was recorded or replayed on a capturing stream (``cuStreamIsCapturing``):
+those are kept for good in ``_RETIRED``.
+
 CUDA graphs: a call captured on a stream records (or replays) a plan; its first call on that
 stream may allocate a workspace, which recording allows by relaxing the thread's capture mode.
 With ``SIMT_TILES_FAST_LAUNCH=0`` nothing is relaxed or held: a workspace first needed inside a
@@ -62,7 +70,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import heapq
 import inspect
+import itertools
 import os
 import threading
 
@@ -70,6 +80,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv import driver as _driver
 
+from . import _per_stream
 from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
@@ -79,11 +90,20 @@ __all__ = ["planned", "clear", "stats", "enabled", "set_enabled", "no_plan", "fl
 
 _env = os.environ.get("SIMT_TILES_FAST_LAUNCH")
 _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
-#: plans by signature; never evicted (a captured CUDA graph may use a plan's buffers): past this
-#: many signatures, new ones stay on the checked path
+#: plans by signature, at most this many: past it the least recently used sixteenth is forgotten
+#: (a long-running process with changing shapes keeps planning)
 MAX_PLANS = 4096
 _PLANS: dict = {}
-_COUNTS = {"hit": 0, "recorded": 0, "refused": 0}
+#: stream group (device, stream handle; (2, thread) for the per-thread default stream) → its plans'
+#: keys: at most ``_per_stream.LIMIT`` groups per device (SIMT_TILES_STREAM_KEYS), the least
+#: recently used group forgotten past it (a stream per request would make a plan per call, each
+#: holding its workspaces)
+_GROUPS: dict = {}
+#: recording and forgetting plans (a replay only reads ``_PLANS`` and stamps its plan's ``used``)
+_LOCK = threading.Lock()
+#: recency stamps (``next`` on a count is atomic): a plan's ``used`` is its last record or replay
+_TICK = itertools.count()
+_COUNTS = {"hit": 0, "recorded": 0, "refused": 0, "evicted": 0}
 _MISS = object()
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 #: what a tuple argument may hold and still be part of a signature (floats not: -0.0 == 0.0)
@@ -103,25 +123,70 @@ def set_enabled(on: bool) -> bool:
     return before
 
 
-#: buffers that forgotten plans held (split-K partials, scratch), by id: a CUDA graph captured
-#: from a plan's launches keeps using them, so they are never freed
+#: buffers that captured or forgotten plans held (split-K partials, scratch), by id: a CUDA graph
+#: captured from a plan's launches keeps using them, so they are never freed.  A plan is known to
+#: be captured when it was recorded or replayed on a capturing stream (``_Plan.captured``): its
+#: buffers are retired then.  :func:`clear` retires every plan's; an evicted plan not captured
+#: just lets go of them (safe against its queued launches: see :mod:`simt_tiles._per_stream`).
 _RETIRED: dict = {}
 
 
 def clear() -> None:
     """Forget every plan (the next call of each signature takes the checked path again) and
     reset :func:`stats`.  The buffers the plans held stay allocated (a captured graph may use them)."""
-    for plan in _PLANS.values():
-        for buf in plan.held:
-            _RETIRED[id(buf)] = buf
-    _PLANS.clear()
+    with _LOCK:
+        for plan in _PLANS.values():
+            for buf in plan.held:
+                _RETIRED[id(buf)] = buf
+        _PLANS.clear()
+        _GROUPS.clear()
     for k in _COUNTS:
         _COUNTS[k] = 0
 
 
 def stats() -> dict:
-    """``{"hit", "recorded", "refused", "plans"}``: replays, plans made, recordings refused."""
+    """``{"hit", "recorded", "refused", "evicted", "plans"}``: replays, plans made, recordings
+    refused, plans forgotten by the bounds (:data:`MAX_PLANS`, stream groups), plans held."""
     return {**_COUNTS, "plans": len(_PLANS)}
+
+
+def _add(key, plan, group) -> list:
+    """Keep ``plan`` (under ``_LOCK``), forgetting what the bounds say; the plans forgotten (let
+    go of by the caller, outside the lock: a finalizer may flush Numba's pending cuMemFree)."""
+    replaced = [_PLANS.pop(key)] if key in _PLANS else []  # (another thread recorded it meanwhile)
+    _PLANS[key] = plan
+    gone = []
+    keys = _GROUPS.get(group)
+    if keys is None:
+        keys = _GROUPS[group] = set()
+        mine = [g for g in _GROUPS if g[0] == group[0] and g != group]  # the device's other groups
+        if len(mine) >= _per_stream.LIMIT:  # the least recently used: its latest plan is the oldest
+            old = min(mine, key=lambda g: max(_PLANS[k].used for k in _GROUPS[g]))
+            gone += [_PLANS.pop(k) for k in _GROUPS.pop(old)]
+    keys.add(key)
+    if len(_PLANS) > MAX_PLANS:
+        for k in heapq.nsmallest(len(_PLANS) - MAX_PLANS + MAX_PLANS // 16, _PLANS, key=lambda k: _PLANS[k].used):
+            gone.append(_PLANS.pop(k))
+            g = _GROUPS[gone[-1].group]
+            g.discard(k)
+            if not g:
+                del _GROUPS[gone[-1].group]
+    _COUNTS["evicted"] += len(gone)
+    return gone + replaced
+
+
+def _capturing(handle: int) -> bool:
+    """Whether stream ``handle`` is capturing a CUDA graph (never in the simulator; the legacy
+    default stream cannot capture)."""
+    if SIMULATOR or not handle:
+        return False
+    f = _c_function("cuStreamIsCapturing")
+    if f is None:
+        drv = _drv()
+        err, status = drv.cuStreamIsCapturing(drv.CUstream(handle))
+        return err == _SUCCESS and int(status) != 0
+    status = ctypes.c_int()
+    return f(ctypes.c_void_p(handle), ctypes.byref(status)) == 0 and status.value != 0  # ACTIVE or INVALIDATED
 
 
 # ---------------------------------------------------------------------------
@@ -490,11 +555,14 @@ def planned(fn):
             key = tuple(key)
             plan = _PLANS.get(key)
             if plan is not None:
+                plan.used = next(_TICK)
+                if not plan.captured and _capturing(handle):  # (a cheap driver query, GPU only)
+                    plan.capture()
                 result = plan.replay(arrays, ptrs)
                 if result is not _MISS:
                     _COUNTS["hit"] += 1
                     return result
-            return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle)
+            return _record(fn, key, args, kwargs, arrays, ptrs, dev0, handle, (dev0, key[-1]))
         except _CudaAPIError as exc:  # (a try costs nothing until it raises: Python 3.11+)
             if isinstance(exc, OutOfMemoryError) or not is_out_of_memory(exc):
                 raise
@@ -512,19 +580,26 @@ class _Recording:
         self.refused = None
 
 
-def _record(fn, key, args, kwargs, arrays, ptrs, dev, handle):
+def _record(fn, key, args, kwargs, arrays, ptrs, dev, handle, group):
     rec = _tls.rec = _Recording()
     try:
-        with _relaxed_capture(handle):
+        with _relaxed_capture(handle) as capture:
             result = fn(*args, **kwargs)
     finally:
         _tls.rec = None
-    if rec.refused is None and len(_PLANS) < MAX_PLANS:
+    if rec.refused is None:
         try:
-            _PLANS[key] = _Plan(rec, arrays, ptrs, result, handle, dev)
-            _COUNTS["recorded"] += 1
+            plan = _Plan(rec, arrays, ptrs, result, handle, dev)
         except _Refuse as exc:
             rec.refused = str(exc)
+        else:
+            plan.group = group
+            if capture.active:
+                plan.capture()
+            with _LOCK:
+                gone = _add(key, plan, group)
+            del gone  # (outside the lock)
+            _COUNTS["recorded"] += 1
     if rec.refused is not None:
         _COUNTS["refused"] += 1
     return result
@@ -536,7 +611,7 @@ class _relaxed_capture:
     capture mode is relaxed around the call (what PyTorch's allocator does for its own)."""
 
     def __init__(self, handle: int):
-        self.stream, self.old = handle, None
+        self.stream, self.old, self.active = handle, None, False
 
     def __enter__(self):
         if SIMULATOR:
@@ -544,6 +619,7 @@ class _relaxed_capture:
         drv = _drv()
         err, status = drv.cuStreamIsCapturing(drv.CUstream(self.stream))
         if err == _SUCCESS and status == drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE:
+            self.active = True
             err, self.old = drv.cuThreadExchangeStreamCaptureMode(
                 drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
         return self
@@ -624,10 +700,14 @@ class _Plan:
     position, plus a byte offset), to the new result, or to a buffer the plan holds."""
 
     same = ()  # (see __init__) none unless recorded with inputs sharing memory
+    #: recorded or replayed on a capturing stream: a CUDA graph may use ``held`` (retired then)
+    captured = False
+    group = None  # (device, stream) its stream group (``_GROUPS``)
 
     def __init__(self, rec, arrays, ptrs, result, handle, dev):
         if not rec.launches:
             raise _Refuse("no launch")
+        self.used = next(_TICK)
         self.key_stream = handle
         self.device = dev
         self.lock = threading.Lock()
@@ -669,6 +749,13 @@ class _Plan:
                 else:
                     template.append(("value", v))
             self.launches.append(_LAUNCH(kernel, template, grid, block, shared, self.key_stream))
+
+    def capture(self) -> None:
+        """A CUDA graph may now use the buffers this plan holds: they are kept for good (before the
+        plan's launches are captured, so that a plan forgotten meanwhile cannot free them)."""
+        self.captured = True
+        for buf in self.held:
+            _RETIRED[id(buf)] = buf
 
     def replay(self, arrays, ptrs):
         if _MULTI_GPU and _current_device() != self.device:

@@ -35,7 +35,7 @@ import pytest
 from numba import cuda
 
 import simt_tiles as st
-from simt_tiles import launch, registry
+from simt_tiles import _per_stream, launch, registry
 
 CI = os.environ.get("SIMT_TILES_HYPOTHESIS_PROFILE") == "ci"
 
@@ -99,13 +99,9 @@ class Allocations:
 
 
 def drop_workspaces() -> None:
-    """Forget the scratch buffers simt_tiles keeps between calls (every module's ``_WORKSPACE`` or
-    ``_WORKSPACES`` dict): the next call allocates them again, as a new process's first call does."""
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("simt_tiles"):
-            for attr in ("_WORKSPACE", "_WORKSPACES"):
-                if isinstance(getattr(mod, attr, None), dict):
-                    getattr(mod, attr).clear()
+    """Forget the scratch buffers simt_tiles keeps between calls (every ``_per_stream.PerStream``
+    cache): the next call allocates them again, as a new process's first call does."""
+    _per_stream.clear_all()
 
 
 def _public_functions() -> list:

@@ -851,18 +851,11 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
-    from .. import launch
+    from .. import _per_stream, launch
 
     launch.clear()
     launch._RETIRED.clear()
-    dropped = 0
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("simt_tiles"):
-            for attr in ("_WORKSPACE", "_WORKSPACES"):
-                d = getattr(mod, attr, None)
-                if isinstance(d, dict):
-                    dropped += len(d)
-                    d.clear()
+    dropped = _per_stream.clear_all()
     if cupy is not None and not simulator:
         cupy.cuda.Device().synchronize()
         cupy.get_default_memory_pool().free_all_blocks()

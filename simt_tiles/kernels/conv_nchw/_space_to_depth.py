@@ -17,32 +17,25 @@ per call) then the tuned stride-1 rungs (``dispatch.plan``).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 from numba import cuda
 
-from ...interop import stream_key
-from ...runtime import SIMULATOR, cdiv, jit
+from ..._per_stream import PerStream
+from ...runtime import cdiv, jit
 
 #: threads per block of the two copy kernels
 THREADS = 256
 
-_BUFFERS: dict = {}
+#: per (device, stream, host thread), bounded (:mod:`simt_tiles._per_stream`), then (shape, dtype, tag)
+_BUFFERS = PerStream("space_to_depth")
 
 
 def _buffer(shape, dtype, stream, tag: str):
     """A kept device array per (device, stream, host thread, shape, dtype, tag): the phases of one
     layer shape are rewritten by each call on that stream (in order); a launch plan holds the one
-    its recording used.  Many shapes or streams: start over rather than grow."""
-    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
-           tuple(shape), np.dtype(dtype), tag)
-    buf = _BUFFERS.get(key)
-    if buf is None:
-        if len(_BUFFERS) > 64:
-            _BUFFERS.clear()
-        buf = _BUFFERS[key] = cuda.device_array(shape, dtype, stream=stream)
-    return buf
+    its recording used."""
+    return _BUFFERS.get(stream, (tuple(shape), np.dtype(dtype), tag),
+                        lambda: cuda.device_array(shape, dtype, stream=stream))
 
 
 def _input_phases(x, xs, pad_top, pad_left, ph, pw):

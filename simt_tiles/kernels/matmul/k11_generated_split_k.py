@@ -49,14 +49,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import threading
 
 import numpy as np
 from numba import cuda, int64, uint32, void
 
 from ... import codegen
-from ...interop import stream_key
-from ...runtime import SIMULATOR, Gate, Rung, TileConfig, cdiv, jit, numba_dtype
+from ..._per_stream import PerStream
+from ...runtime import Gate, Rung, TileConfig, cdiv, jit, numba_dtype
 from ...vector import aligned
 
 #: arrays with fewer elements than this use the uint32 build (one register per index)
@@ -455,19 +454,20 @@ def sum_splits(w, c):
         c[r, col] = acc
 
 
-_WORKSPACE: dict = {}
+#: split-K partials and copies per (device, stream, host thread), bounded (simt_tiles._per_stream)
+_WORKSPACE = PerStream("matmul")
 
 
 def workspace(shape, dtype, stream, name: str = "partials"):
-    """A grow-only scratch array per (name, device, stream, host thread, dtype): split-K partials,
-    copies (two threads' calls would interleave on a shared stream; see reduce's workspace)."""
-    key = (name, 0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
-           np.dtype(dtype).str)
+    """A grow-only scratch array per (name, dtype) of each (device, stream, host thread): split-K
+    partials, copies (two threads' calls would interleave on a shared stream; see reduce's workspace)."""
+    mine = _WORKSPACE.entries(stream)
+    key = (name, np.dtype(dtype).str)
     size = int(np.prod(shape))
-    buf, views = _WORKSPACE.get(key, (None, {}))
+    buf, views = mine.get(key, (None, {}))
     if buf is None or buf.size < size:
         buf, views = cuda.device_array(max(size, 1), dtype=dtype, stream=stream), {}
-        _WORKSPACE[key] = buf, views
+        mine[key] = buf, views
     if shape not in views:  # views are cached: slicing a device array costs tens of µs
         views[shape] = buf[:size].reshape(shape)
     return views[shape]

@@ -32,12 +32,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import threading
 
 import numpy as np
 from numba import cuda
 
-from ...interop import stream_key
+from ..._per_stream import PerStream
 from ...runtime import SIMULATOR, Rung, cdiv
 from . import k01_warp_shuffle, k02_axis_lanes, k03_flat_lanes
 from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
@@ -66,23 +65,17 @@ def sm_count() -> int:
 # Workspaces: partials and intermediates, kept between calls
 # ---------------------------------------------------------------------------
 
-#: per (device, stream, host thread, shape, dtype, tag): a buffer kept between calls.  A fresh
-#: cuda.device_array per call costs a cudaMalloc and, later, a cudaFree that synchronises the
-#: device.  Work on one stream runs in order, so calls sharing a stream can share its buffer —
-#: from one host thread: two threads' calls interleave their kernels on a shared stream, and the
-#: per-thread default stream is one handle for many streams.
-_WORKSPACES: dict = {}
+#: per (device, stream, host thread) — bounded, see :mod:`simt_tiles._per_stream` — and (shape,
+#: dtype, tag): a buffer kept between calls.  A fresh cuda.device_array per call costs a cudaMalloc
+#: and, later, a cudaFree that synchronises the device.  Work on one stream runs in order, so calls
+#: sharing a stream can share its buffer — from one host thread: two threads' calls interleave
+#: their kernels on a shared stream, and the per-thread default stream is one handle for many streams.
+_WORKSPACES = PerStream("reduce")
 
 
 def workspace(shape, dtype, stream, tag: str = ""):
-    key = (0 if SIMULATOR else cuda.get_current_device().id, stream_key(stream), threading.get_ident(),
-           tuple(shape), np.dtype(dtype), tag)
-    buf = _WORKSPACES.get(key)
-    if buf is None:
-        if len(_WORKSPACES) > 64:  # many streams come and go: start over rather than grow
-            _WORKSPACES.clear()
-        buf = _WORKSPACES[key] = cuda.device_array(shape, dtype, stream=stream)
-    return buf
+    return _WORKSPACES.get(stream, (tuple(shape), np.dtype(dtype), tag),
+                           lambda: cuda.device_array(shape, dtype, stream=stream))
 
 
 # ---------------------------------------------------------------------------

@@ -63,7 +63,7 @@ import time
 import warnings
 from pathlib import Path
 
-from . import _probe, codegen, registry
+from . import _probe, codegen, devices, registry
 from ._version import __version__
 from .machine import device_name, l2_bytes, slug_from_name
 
@@ -161,13 +161,14 @@ def bucket(problem: tuple) -> str:
     return "x".join(str(bucket_int(p)) if isinstance(p, int) else str(p) for p in problem)
 
 
-_MACHINE: dict | None = None
+#: per current GPU ordinal (:func:`simt_tiles.devices.current`): two GPUs may be two models
+_MACHINE: dict = {}
 
 
 def machine() -> dict:
-    """This process's GPU and software: what a cache entry is keyed by (memoised)."""
-    global _MACHINE
-    if _MACHINE is None:
+    """The current GPU and this process's software: what a cache entry is keyed by (memoised per GPU)."""
+    device = devices.current()
+    if device not in _MACHINE:
         info = {"gpu": device_name(), "cc": "sim", "driver": "sim", "simt_tiles": __version__}
         try:
             from importlib.metadata import version
@@ -182,8 +183,8 @@ def machine() -> dict:
 
             info["cc"] = ".".join(map(str, cuda.get_current_device().compute_capability))
             info["driver"] = ".".join(map(str, cuda.cudadrv.driver.driver.get_version()))
-        _MACHINE = info
-    return _MACHINE
+        _MACHINE[device] = info
+    return _MACHINE[device]
 
 
 _MACHINE_FIELDS = ("gpu", "cc", "driver", "numba_cuda", "simt_tiles")
@@ -428,7 +429,7 @@ def choose(function: str, problem: tuple, variant=None, autotune=None):
     ``problem`` is the function's problem tuple (hashable), e.g. ``(m, n, k, "float32")`` for
     matmul; ``variant`` the caller's variant (None: any rung).  A function with no
     :class:`Tunable` (neither built in nor :func:`register`-ed) gets None."""
-    key = (function, problem, variant, autotune)
+    key = (function, problem, variant, autotune, devices.current())  # each GPU its own choice
     try:
         return _MEMO[key]
     except KeyError:

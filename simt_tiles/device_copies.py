@@ -46,6 +46,7 @@ from collections import OrderedDict
 import numpy as np
 from numba import cuda
 
+from . import devices
 from .interop import array_device, as_stream
 from .launch import array_signature, is_out_of_memory, stream_handle
 from .runtime import SIMULATOR
@@ -137,7 +138,8 @@ def device_copy(array, like, stream, ndim: int):
     # on the call's stream, asynchronously (0, the legacy stream, too: its stream object; a
     # synchronous copy would wait for the GPU's queued work)
     try:
-        dev = cuda.to_device(host, stream=as_stream(stream, like) or cuda.default_stream())
+        with devices.on_device_of(like):  # the copy lives on the call's device (its key says so)
+            dev = cuda.to_device(host, stream=as_stream(stream, like) or cuda.default_stream())
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise

@@ -30,7 +30,8 @@ SIMT side: :func:`device_operand` takes NumPy arrays, Numba device arrays, any
 :func:`prepare_out` checks ``out=`` or makes the result in the caller's kind,
 :func:`finish_result` hands it back; :func:`as_stream` turns the caller's
 stream into a Numba one (``None``: the current stream of the inputs' framework), and
-:func:`check_device` refuses an array on another GPU than the current one.
+:func:`check_device` refuses an array on another GPU than the current one (a safety net: the public
+functions first make their arrays' device current, :mod:`simt_tiles.devices`).
 The Tile side's checks and allocation are in :mod:`simt_tiles.tile._interop`.
 Repeated calls skip all of this through :mod:`simt_tiles.launch`'s plans.
 

@@ -80,7 +80,7 @@ import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv import driver as _driver
 
-from . import _per_stream
+from . import _per_stream, devices
 from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
@@ -571,7 +571,7 @@ def planned(fn):
     # the name the caller knows: a planned helper ``_correlate2d`` runs for the public ``correlate2d``
     public = fn.__name__.lstrip("_")
     call.__wrapped_planned__ = fn
-    return call
+    return devices.following(call)  # on its arrays' device, plans included (simt_tiles.devices)
 
 
 class _Recording:

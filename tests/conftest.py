@@ -46,12 +46,25 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a real CUDA GPU (running in the simulator)")
     skip_sim = pytest.mark.skip(reason="simulator-only test (a real GPU is present)")
+    skip_gpus2 = pytest.mark.skip(reason="needs two CUDA GPUs (fewer are visible)")
+    two = None
     for item in items:
         if SIM and "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+        if "gpus2" in item.keywords:
+            if two is None:
+                two = not SIM and _gpu_count() >= 2
+            if not two:
+                item.add_marker(skip_gpus2)
         if not SIM and "sim" in item.keywords:
             item.add_marker(skip_sim)
     _long_first(config, items)
+
+
+def _gpu_count() -> int:
+    from numba import cuda
+
+    return len(cuda.gpus)
 
 
 #: tests that compile for 25-120 s each on a GPU (the H200 pass's ``--durations`` and its compile log:

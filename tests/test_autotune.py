@@ -32,7 +32,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMT_TILES_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(autotune.AUTOTUNE_ENV, raising=False)
     monkeypatch.delenv(autotune.VERBOSE_ENV, raising=False)
-    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "_MACHINE", {0: dict(H200)})
     monkeypatch.setattr(autotune, "SHIPPED_DIR", tmp_path / "shipped")
     autotune._MEMO.clear()
     yield
@@ -186,9 +186,9 @@ def test_an_invalid_or_tampered_entry_is_never_trusted():
                                          ("numba_cuda", "0.31.0"), ("simt_tiles", "0.2.0")])
 def test_another_gpu_driver_or_version_does_not_match(monkeypatch, field, value):
     store()
-    monkeypatch.setattr(autotune, "_MACHINE", {**H200, field: value})
+    monkeypatch.setattr(autotune, "_MACHINE", {0: {**H200, field: value}})
     assert autotune.lookup("matmul", PROBLEM) is None
-    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "_MACHINE", {0: dict(H200)})
     assert autotune.lookup("matmul", PROBLEM) is not None
 
 
@@ -364,7 +364,7 @@ def test_the_shipped_tables_are_valid(monkeypatch):
     for path in tables:
         data = json.loads(path.read_text())
         assert data["format"] == autotune.SHIPPED_FORMAT
-        monkeypatch.setattr(autotune, "_MACHINE", {**H200, "gpu": data["gpu"], "cc": data["compute_capability"]})
+        monkeypatch.setattr(autotune, "_MACHINE", {0: {**H200, "gpu": data["gpu"], "cc": data["compute_capability"]}})
         for key, rec in data["entries"].items():
             function, variant, _, bkt = key.split("|")
             for problem in rec["problems"]:

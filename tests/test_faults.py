@@ -450,7 +450,7 @@ def test_an_unwritable_autotune_cache_is_a_clear_error_and_a_tune_is_kept(cache_
 
     from .test_autotune import H200, PROBLEM, SIM_K10, store, tune
 
-    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "_MACHINE", {0: dict(H200)})
     monkeypatch.setattr(autotune, "SHIPPED_DIR", cache_dir / "shipped")
     store()
     before = autotune.cache_path().read_text()
@@ -992,7 +992,7 @@ def test_threads_opting_into_tuning_one_problem_tune_it_once(cache_dir, monkeypa
     from .test_autotune import H200, SIM_K10
 
     monkeypatch.setattr(runtime, "SIMULATOR", False)
-    monkeypatch.setattr(autotune, "_MACHINE", dict(H200))
+    monkeypatch.setattr(autotune, "_MACHINE", {0: dict(H200)})
     monkeypatch.setattr(autotune, "SHIPPED_DIR", cache_dir / "shipped")
     tuned = []
 

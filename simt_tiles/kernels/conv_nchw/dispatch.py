@@ -28,6 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ... import autotune
+from ...devices import per_device
 from ...runtime import SIMULATOR, ConfigError, Plan, Rung, cdiv, pick_rung, rung_dict
 from typing import NamedTuple
 
@@ -55,7 +56,7 @@ def get_rung(variant: str | None) -> Rung:
     return pick_rung(RUNGS, variant, BEST_VARIANT)
 
 
-@functools.lru_cache(maxsize=None)
+@per_device
 def sm_count() -> int:
     """Streaming multiprocessors of the current device (GPU only)."""
     return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)

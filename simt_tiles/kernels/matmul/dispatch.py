@@ -28,6 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ... import autotune
+from ...devices import per_device
 from ...runtime import SIMULATOR, Plan, Rung, fits, pick_rung, rung_dict
 from . import (
     k01_naive,
@@ -252,7 +253,7 @@ def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial
     return best
 
 
-@functools.lru_cache(maxsize=1)
+@per_device
 def sm_count() -> int:
     """The current device's SM count (:data:`DEFAULT_SMS` in the simulator)."""
     if SIMULATOR:

@@ -22,6 +22,7 @@ from numba import cuda
 
 from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
 from ...bounds import mma_error_factor, ref_dtype
+from ...devices import following
 from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
 from ...vector import aligned
@@ -161,6 +162,7 @@ def _aligned_rows(x, vec: int, stream, name: str):
     return dst
 
 
+@following  # on its arrays' device (matmul(precision=...) is already there)
 def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, stream=None):
     """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
 

@@ -76,7 +76,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
     out_dtype = np.dtype(np.int64) if code in (ARGMAX, ARGMIN) else x_op.dev.dtype
     out_op = prepare_out(out, x_op, result_shape, out_dtype, stream)
     if count == 0 and op == "mean":
-        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)  # (planned's wrapper, then ours)
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=4)  # (the device guard, planned's wrapper, ours)
     if math.prod(result_shape):
         p = dispatch.plan(shape, axes, op, code, x_op.dev.dtype, variant=variant, config=config)
         p.launch(x_op.dev, out_op.dev, stream)

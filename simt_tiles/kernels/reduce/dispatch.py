@@ -30,13 +30,13 @@ never picks it).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
 from numba import cuda
 
 from ..._per_stream import PerStream
+from ...devices import per_device
 from ...runtime import SIMULATOR, Rung, cdiv
 from . import k01_warp_shuffle, k02_axis_lanes, k03_flat_lanes
 from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
@@ -56,7 +56,7 @@ K01_MIN_ROW = 2048
 K01_MIN_ROWS_PER_SM = 2
 
 
-@functools.lru_cache(maxsize=1)
+@per_device
 def sm_count() -> int:
     return SIM_SMS if SIMULATOR else int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 

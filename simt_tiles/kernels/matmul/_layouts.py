@@ -87,12 +87,8 @@ def generate(config, dtype, idx32: bool, vec: bool, layout: str) -> tuple[str, s
                f"k_begin = {X}(split * {X}(k_chunk)); c_row0 = {X}(zz * {X}(m))",
                f"k_end = {X}(k_begin + {X}(k_chunk))",
                f"a_off = {X}(batch * {X}(sa)); b_off = {X}(batch * {X}(sb))")
-        with s.block("if k_end > k_len:"):
-            s.line("k_end = k_len")
-        with s.block("if k_begin > k_end:"):
-            s.line("k_begin = k_end")
-        s.line(f"n_tiles = {X}({X}(k_end - k_begin + {X}({BK - 1})) // {X}({BK}))",
-               "vec_c = flags != U(0)",
+        k11.emit_k_clamp(s, X, BK)
+        s.line("vec_c = flags != U(0)",
                "# rows past M / columns past N are clamped: they feed only outputs never stored")
         for o in (A, B):
             if o.kc:

@@ -332,6 +332,12 @@ def emit_k_range(s: codegen.Source, X: str, BM: int, BN: int, BK: int) -> None:
     s.line(f"row0 = {X}({X}(cuda.blockIdx.y) * {X}({BM})); col0 = {X}({X}(cuda.blockIdx.x) * {X}({BN}))",
            f"z = {X}(cuda.blockIdx.z); k_begin = {X}(z * {X}(k_chunk)); c_row0 = {X}(z * m)",
            f"k_end = {X}(k_begin + {X}(k_chunk))")
+    emit_k_clamp(s, X, BK)
+
+
+def emit_k_clamp(s: codegen.Source, X: str, BK: int) -> None:
+    """``[k_begin, k_end)`` clamped to K (a last split may start past it) and its number of BK tiles
+    (k12 and the layout kernel write the same lines)."""
     with s.block("if k_end > k_len:"):
         s.line("k_end = k_len")
     with s.block("if k_begin > k_end:"):

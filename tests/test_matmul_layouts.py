@@ -244,7 +244,7 @@ def test_zero_stride_numba_operands():
         dc = device_view(base, (3, 2), strides)
         want = np.lib.stride_tricks.as_strided(np.arange(1, 3, dtype=np.float32), (3, 2), strides)
         for _ in range(2):
-            assert_np_matmul(simt_tiles.matmul(dc, transposed(cuda.to_device(np.ascontiguousarray(b.T)))).copy_to_host(),
+            assert_np_matmul(simt_tiles.matmul(dc, transposed(cuda.to_device(b))).copy_to_host(),
                              want, b.T)
             assert_np_matmul(simt_tiles.matmul(transposed(cuda.to_device(a)), dc).copy_to_host(), a.T, want)
 

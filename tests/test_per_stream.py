@@ -160,6 +160,27 @@ def test_plan_stream_groups_stay_bounded(plans, bound, handles):
     assert launch.stats()["hit"] == hits + 1
 
 
+
+def test_a_plan_and_its_workspaces_are_the_recording_threads(plans, handles):
+    """Two threads calling one signature on one stream each record a plan with buffers of their own:
+    one plan replayed by both would interleave their launches on its workspace (thread A's partials
+    overwritten by B's before A's final pass reads them: the H200 soak's wrong products). A thread's
+    later call replays its own plan."""
+    x = cuda.to_device((np.arange(_two_pass_length()) % 7).astype(np.float32))
+    want = float((np.arange(_two_pass_length()) % 7).sum())
+    s = handles()
+    worker = threading.Thread(target=lambda: st.reduce(x, stream=s))
+    worker.start()
+    worker.join()
+    assert launch.stats()["recorded"] == 1
+    (theirs,) = launch._PLANS.values()
+    assert st.reduce(x, stream=s).copy_to_host(stream=s)[()] == want  # this thread: its own plan
+    assert launch.stats()["recorded"] == 2 and launch.stats()["hit"] == 0
+    (mine,) = [p for p in launch._PLANS.values() if p is not theirs]
+    assert theirs.held and mine.held and not {id(b) for b in theirs.held} & {id(b) for b in mine.held}
+    assert st.reduce(x, stream=s).copy_to_host(stream=s)[()] == want
+    assert launch.stats()["hit"] == 1
+
 def test_plan_lru_at_a_small_cap_keeps_the_most_recent_plans(plans, monkeypatch):
     monkeypatch.setattr(launch, "MAX_PLANS", 4)
     for n in range(3, 10):  # 7 signatures on one stream: past the cap, recording goes on

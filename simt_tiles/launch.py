@@ -16,8 +16,8 @@ keyword names; for each device array its kind
 (Numba, CuPy, PyTorch), dtype (byte order included), shape, strides, device, whether its address
 is 16-byte aligned (the vectorised rungs choose by it) and, for torch, ``requires_grad``; the
 launch stream (``stream=None``: the current stream of the framework of the function's *first
-parameter*, however it was passed, as :func:`simt_tiles.interop.as_stream` reads it); the calling
-host thread (below: workspaces).  A call the
+parameter*, however it was passed, as :func:`simt_tiles.interop.as_stream` reads it); for a plan
+that holds workspaces, the calling host thread (below).  A call the
 checks would reject never makes a plan, so it is rejected again the next time.  Aliasing is
 checked on replay from the plan's cached byte extents (:func:`simt_tiles.interop.check_no_overlap`'s
 rule).  A call with CuPy arrays launched on another stream than CuPy's current one (their
@@ -35,9 +35,10 @@ arguments (they are copied anyway), when the slow path read device data to decid
 it had to order the launch after another stream with an event, or when a launch went to another
 stream than the call's.  Buffers a recorded call allocated for itself (split-K partials, a
 separable filter's intermediate) are held by the plan and reused by its replays, which run in
-order on the plan's stream and in the recording thread: a plan is per host thread, as the
+order on the plan's stream and in the recording thread: such a plan is per host thread, as the
 workspaces are (:mod:`simt_tiles._per_stream`) — two threads replaying one plan on a shared stream
-would interleave their launches on one buffer (the H200 soak's wrong products, issue 36);
+would interleave their launches on one buffer (the H200 soak's wrong products, issue 36; a plan
+without workspaces is shared by every thread);
 :func:`clear` keeps them allocated (a captured CUDA graph may use them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
 checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
 
@@ -97,7 +98,8 @@ _ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
 #: (a long-running process with changing shapes keeps planning)
 MAX_PLANS = 4096
 _PLANS: dict = {}
-#: stream group (device, (stream handle, host thread)) → its plans'
+#: stream group (device, stream handle; (2, thread) for the per-thread default stream; (handle, thread)
+#: for a plan holding workspaces, which is its recording thread's) → its plans'
 #: keys: at most ``_per_stream.LIMIT`` groups per device (SIMT_TILES_STREAM_KEYS), the least
 #: recently used group forgotten past it (a stream per request would make a plan per call, each
 #: holding its workspaces)
@@ -553,11 +555,12 @@ def planned(fn):
                 # a CuPy array's producer is CuPy's current stream: the checked path makes the launch
                 # wait for it (an event) and makes no plan — so every such call takes that path
                 return fn(*args, **kwargs)
-            # the stream and the host thread: a plan's workspaces are the recording thread's (two threads
-            # replaying one plan on a shared stream would interleave their launches on its buffers)
-            append((handle, threading.get_ident()))
+            # the per-thread default stream (handle 2) is another stream in every thread: so is the plan
+            append(handle if handle != 2 else (2, threading.get_ident()))
             key = tuple(key)
             plan = _PLANS.get(key)
+            if plan is None:  # a plan holding workspaces is the recording thread's (_record)
+                plan = _PLANS.get((key, threading.get_ident()))
             if plan is not None:
                 plan.used = next(_TICK)
                 if not plan.captured and _capturing(handle):  # (a cheap driver query, GPU only)
@@ -597,6 +600,9 @@ def _record(fn, key, args, kwargs, arrays, ptrs, dev, handle, group):
         except _Refuse as exc:
             rec.refused = str(exc)
         else:
+            if plan.held:  # its workspaces are this thread's (_per_stream): two threads replaying one plan
+                # on a shared stream would interleave their launches on its buffers
+                key, group = (key, threading.get_ident()), (dev, (group[1], threading.get_ident()))
             plan.group = group
             if capture.active:
                 plan.capture()

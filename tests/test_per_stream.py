@@ -165,7 +165,7 @@ def test_a_plan_and_its_workspaces_are_the_recording_threads(plans, handles):
     """Two threads calling one signature on one stream each record a plan with buffers of their own:
     one plan replayed by both would interleave their launches on its workspace (thread A's partials
     overwritten by B's before A's final pass reads them: the H200 soak's wrong products). A thread's
-    later call replays its own plan."""
+    later call replays its own plan; a plan without workspaces is every thread's."""
     x = cuda.to_device((np.arange(_two_pass_length()) % 7).astype(np.float32))
     want = float((np.arange(_two_pass_length()) % 7).sum())
     s = handles()
@@ -180,6 +180,11 @@ def test_a_plan_and_its_workspaces_are_the_recording_threads(plans, handles):
     assert theirs.held and mine.held and not {id(b) for b in theirs.held} & {id(b) for b in mine.held}
     assert st.reduce(x, stream=s).copy_to_host(stream=s)[()] == want
     assert launch.stats()["hit"] == 1
+    worker = threading.Thread(target=lambda: _vadd_on(s))  # no workspace: one plan for every thread
+    worker.start()
+    worker.join()
+    _vadd_on(s)
+    assert launch.stats()["recorded"] == 3 and launch.stats()["hit"] == 2
 
 def test_plan_lru_at_a_small_cap_keeps_the_most_recent_plans(plans, monkeypatch):
     monkeypatch.setattr(launch, "MAX_PLANS", 4)

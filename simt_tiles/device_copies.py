@@ -11,7 +11,11 @@ Why
     changes the plan's key), so it sits beside the launch path rather than in a family's argument
     module: a call then enters its family's checked path once (docs/design.md, "The one path of a
     call").  Used by the conv2d functions, which say which calls swap (not those for the rungs that
-    compile the filter's values in).
+    compile the filter's values in).  A copy carries the values it holds (:func:`host_values`): the
+    default rung takes them as kernel parameters, as it does a NumPy filter's (3-12% faster on the
+    H200 than staging the copy, benchmarks/notes/conv2d.md), and a launch plan keys on the copy's
+    serial (:data:`simt_tiles.launch.HOST_VALUES`), so a filter with other values never replays
+    this one's parameters.
 
 Correctness
     The key is the array's *bytes* (``tobytes()``: its values in C order), shape and dtype, with
@@ -39,6 +43,7 @@ the whole ``correlate2d`` call measured 14.0–19.4 µs against 11.7–16.0 µs 
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 import threading
 from collections import OrderedDict
@@ -48,7 +53,7 @@ from numba import cuda
 
 from . import devices
 from .interop import array_device, as_stream
-from .launch import array_signature, is_out_of_memory, stream_handle
+from .launch import HOST_VALUES, array_signature, is_out_of_memory, stream_handle
 from .runtime import SIMULATOR
 
 #: device copies kept; the least recently used is dropped
@@ -60,6 +65,8 @@ MAX_BYTES = 1 << 20
 _FLOATS = "fd"
 _CACHE: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
+#: each copy's serial (its values' name in a launch plan's key: :data:`simt_tiles.launch.HOST_VALUES`)
+_SERIAL = itertools.count(1)
 _STATS = {"hit": 0, "miss": 0}
 
 
@@ -74,6 +81,12 @@ def clear() -> None:
         _CACHE.clear()
         for k in _STATS:
             _STATS[k] = 0
+
+
+def host_values(array):
+    """The values a cached copy holds (a read-only NumPy array), or None for any other array."""
+    known = getattr(array, HOST_VALUES, None)
+    return None if known is None else known[1]
 
 
 def _current_handle(like, kind: str) -> int:
@@ -146,6 +159,7 @@ def device_copy(array, like, stream, ndim: int):
         # no room for a cached copy: the NumPy array goes on as it is, to the checked path, which
         # uploads it for this call (and, short of memory there too, raises OutOfMemoryError naming it)
         return array
+    setattr(dev, HOST_VALUES, (next(_SERIAL), host))  # what the copy holds, for a rung that wants it on the host
     with _LOCK:
         _CACHE[key] = dev
         _STATS["miss"] += 1

@@ -219,12 +219,23 @@ def _numba_sig(x):
     except (AttributeError, TypeError):  # no gpu_data (Numba then says 0), or a pointer of another kind
         ptr = x.device_ctypes_pointer.value or 0
     dev = x.gpu_data.context.device.id if _MULTI_GPU else 0
-    return ("numba", x.dtype, x.shape, x.strides, dev, ptr & 15), ptr, dev
+    return ("numba", x.dtype, x.shape, x.strides, dev, ptr & 15, _values_serial(x)), ptr, dev
 
 
 def _sim_sig(x):
     ptr = x._ary.__array_interface__["data"][0]
-    return ("numba", x.dtype, x.shape, x.strides, 0, ptr & 15), ptr, 0
+    return ("numba", x.dtype, x.shape, x.strides, 0, ptr & 15, _values_serial(x)), ptr, 0
+
+
+#: the attribute a private device copy whose values the host knows carries: ``(serial, host array)``
+#: (:mod:`simt_tiles.device_copies`); a rung may then take those values as kernel parameters, so the
+#: copy's serial is part of a plan's key (another filter's copy, same shape: another plan)
+HOST_VALUES = "_simt_tiles_host_values"
+
+
+def _values_serial(x):
+    known = getattr(x, HOST_VALUES, None)
+    return None if known is None else known[0]
 
 
 #: more than one GPU visible: arrays' devices are read and compared with the current one on every

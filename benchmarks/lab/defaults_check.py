@@ -29,6 +29,8 @@ OLD = {"matmul_h200.json": ("default",),
        "conv_default_h200.json": ("default, CuPy filter", "default, NumPy filter"),
        "patterns_h200.json": ("softmax (variant=None)", "simt_tiles.reduce", "k02_multi_element")}
 COPY = ("copy", "268435456 float32", "device copy")
+#: the row groups (--groups)
+GROUPS = ("matmul", "filter2d", "softmax", "reduce", "elementwise")
 #: matmul's drift anchor: cuBLAS FP32 at the same problem (one GEMM moves with clocks, not bandwidth)
 ANCHOR = "cuBLAS"
 
@@ -56,7 +58,7 @@ def _warm_matmul(shape) -> str:
     return "x".join(map(str, shape))
 
 
-def warm(jobs: int) -> None:
+def warm(jobs: int, groups=GROUPS) -> None:
     """matmul's defaults at the committed sizes compiled in parallel (the generated rungs take 20-50 s
     each cold; one process per size), conv2d's by ``simt-tiles warm correlate2d``."""
     import multiprocessing as mp
@@ -67,9 +69,10 @@ def warm(jobs: int) -> None:
     t0 = time.perf_counter()
     conv = subprocess.Popen([sys.executable, "-m", "simt_tiles", "warm", "correlate2d", "-j", str(max(jobs // 2, 1))],
                             cwd=ROOT)
-    sizes = [tuple(map(int, k[1].split("x"))) for _, rows in old_rows().values() for k in rows if k[0] == "matmul"]
+    sizes = [tuple(map(int, k[1].split("x"))) for _, rows in old_rows().values() for k in rows
+             if k[0] == "matmul" and "matmul" in groups]
     with ProcessPoolExecutor(max(jobs // 2, 1), mp_context=mp.get_context("spawn")) as ex:
-        print("warmed", *ex.map(_warm_matmul, sorted(set(sizes))), flush=True)
+        print("warmed", *ex.map(_warm_matmul, sorted(set(sizes))), flush=True)  # (none: no matmul group)
     conv.wait()
     print(f"warm: {time.perf_counter() - t0:.0f} s", flush=True)
 
@@ -77,7 +80,7 @@ def warm(jobs: int) -> None:
 def measure(args) -> int:
     sys.path.insert(0, str(ROOT))
     if args.jobs:
-        warm(args.jobs)
+        warm(args.jobs, args.groups)
     import numpy as np
 
     import simt_tiles
@@ -92,7 +95,8 @@ def measure(args) -> int:
 
         rng = cp.random.default_rng(5)
         common.copy_ceiling(h, cp)
-        for (group, problem, impl) in [k for k in want if k[0] == "matmul" and k[2] != ANCHOR]:
+        matmuls = [k for k in want if k[0] == "matmul" and k[2] != ANCHOR] if "matmul" in args.groups else []
+        for (group, problem, impl) in matmuls:
             m, n, k = map(int, problem.split("x"))
             a, b = rng.standard_normal((m, k), dtype=cp.float32), rng.standard_normal((k, n), dtype=cp.float32)
             c = cp.full((m, n), cp.nan, cp.float32)
@@ -106,7 +110,7 @@ def measure(args) -> int:
             cp.get_default_memory_pool().free_all_blocks()
         x = rng.standard_normal((8192, 8192), dtype=cp.float32)
         x64, ax64, out = x.astype(cp.float64), cp.abs(x).astype(cp.float64), cp.empty_like(x)
-        for size in (3, 5, 7):
+        for size in (3, 5, 7) if "filter2d" in args.groups else ():
             w = cp.outer(rng.standard_normal(size, dtype=cp.float32), rng.standard_normal(size, dtype=cp.float32))
             g = gamma(size * size + 1, u32) + gamma(size * size + 1, u64)
             for mode in ("constant", "reflect"):
@@ -120,30 +124,34 @@ def measure(args) -> int:
                             nbytes=2 * x.nbytes, x=size)
         x = x64 = ax64 = out = ref = bound = None
         cp.get_default_memory_pool().free_all_blocks()
-        for cols in (256, 1024, 4096, 16384, 32768):
+        for cols in (256, 1024, 4096, 16384, 32768) if "softmax" in args.groups else ():
             x = rng.standard_normal((16384, cols), dtype=cp.float32)
             out = cp.full_like(x, cp.nan)
             ref, bound = softmax_reference(x, xp=cp)
             h.entry("softmax", f"16384x{cols}", "softmax (variant=None)", lambda: simt_tiles.softmax(x, out=out),
                     check=lambda: BoundCheck(out, ref, bound, xp=cp), nbytes=2 * x.nbytes, x=cols)
         x = out = ref = bound = None
-        n = 2**28
-        v = rng.standard_normal(n, dtype=cp.float32)
-        # float64 accumulation, one rounding (simt_tiles.reduce's contract): γ_n(u64)·Σ|x| + u32·|sum|
-        s, sabs = float(v.astype(cp.float64).sum()), float(cp.abs(v).astype(cp.float64).sum())
-        h.entry("reduce", "sum 2^28", "simt_tiles.reduce", lambda: simt_tiles.reduce(v),
-                check=lambda: abs(float(simt_tiles.reduce(v)) - s) <= u32 * abs(s) + 2 * gamma(n, u64) * sabs,
-                nbytes=v.nbytes, x=n)
-        rows = v.reshape(16384, 16384)
-        r64, rabs = rows.astype(cp.float64).sum(axis=1), cp.abs(rows).astype(cp.float64).sum(axis=1)
-        ro = cp.full(16384, cp.nan, cp.float32)
-        h.entry("reduce", "sum 16384x16384 axis=-1", "simt_tiles.reduce", lambda: simt_tiles.reduce(rows, axis=-1, out=ro),
-                check=lambda: BoundCheck(ro, r64, u32 * cp.abs(r64) + 2 * gamma(16384, u64) * rabs, xp=cp),
-                nbytes=v.nbytes, x=16384)
-        a, b = v, rng.standard_normal(n, dtype=cp.float32)
-        c, exact = cp.full_like(a, cp.nan), a + b
-        h.entry("elementwise", "vector_add 2^28", "k02_multi_element", lambda: simt_tiles.vector_add(a, b, out=c),
-                check=lambda: bool(cp.array_equal(c, exact)), nbytes=3 * a.nbytes, x=n)
+        if "reduce" in args.groups or "elementwise" in args.groups:
+            n = 2**28
+            v = rng.standard_normal(n, dtype=cp.float32)
+        if "reduce" in args.groups:
+            # float64 accumulation, one rounding (simt_tiles.reduce's contract): γ_n(u64)·Σ|x| + u32·|sum|
+            s, sabs = float(v.astype(cp.float64).sum()), float(cp.abs(v).astype(cp.float64).sum())
+            h.entry("reduce", "sum 2^28", "simt_tiles.reduce", lambda: simt_tiles.reduce(v),
+                    check=lambda: abs(float(simt_tiles.reduce(v)) - s) <= u32 * abs(s) + 2 * gamma(n, u64) * sabs,
+                    nbytes=v.nbytes, x=n)
+            rows = v.reshape(16384, 16384)
+            r64, rabs = rows.astype(cp.float64).sum(axis=1), cp.abs(rows).astype(cp.float64).sum(axis=1)
+            ro = cp.full(16384, cp.nan, cp.float32)
+            h.entry("reduce", "sum 16384x16384 axis=-1", "simt_tiles.reduce",
+                    lambda: simt_tiles.reduce(rows, axis=-1, out=ro),
+                    check=lambda: BoundCheck(ro, r64, u32 * cp.abs(r64) + 2 * gamma(16384, u64) * rabs, xp=cp),
+                    nbytes=v.nbytes, x=16384)
+        if "elementwise" in args.groups:
+            a, b = v, rng.standard_normal(n, dtype=cp.float32)
+            c, exact = cp.full_like(a, cp.nan), a + b
+            h.entry("elementwise", "vector_add 2^28", "k02_multi_element", lambda: simt_tiles.vector_add(a, b, out=c),
+                    check=lambda: bool(cp.array_equal(c, exact)), nbytes=3 * a.nbytes, x=n)
         rows_out = h.rows
     pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.json).write_text(json.dumps({"results": rows_out}, indent=1, default=float))
@@ -151,10 +159,10 @@ def measure(args) -> int:
     failed = [r for r in rows_out if not r["passed"]]
     for r in failed:
         print("FAILED", r["group"], r["problem"], r["impl"], r.get("error", ""))
-    return compare(args.json) or (1 if failed else 0)
+    return compare(args.json, args.groups) or (1 if failed else 0)
 
 
-def compare(path) -> int:
+def compare(path, groups=GROUPS) -> int:
     """new/old per default row; 1 when a row is slower than before by more than 2% after the drift."""
     new = {(r["group"], r["problem"], r["impl"]): r.get("median_ms")
            for r in json.loads(pathlib.Path(path).read_text())["results"]}
@@ -164,7 +172,7 @@ def compare(path) -> int:
         drift = new[COPY] / copy_old if new.get(COPY) and copy_old else 1.0
         print(f"-- {name}: device copy new/old {drift:.3f}")
         for key, t_old in rows.items():
-            if key[2] == ANCHOR:
+            if key[2] == ANCHOR or key[0] not in groups:
                 continue
             anchor = (key[0], key[1], ANCHOR)
             if anchor in rows:  # matmul: cuBLAS at the same size
@@ -193,9 +201,11 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("-j", "--jobs", type=int, default=0, help="compile the defaults first with N processes")
     p.add_argument("--budget-s", type=float, default=1.0)
+    p.add_argument("--groups", nargs="+", choices=GROUPS, default=list(GROUPS),
+                   help="measure and compare only these groups' rows (default: all)")
     args = p.parse_args(argv)
     if args.compare:
-        return compare(args.compare)
+        return compare(args.compare, args.groups)
     if not args.json:
         p.error("give --json (measure) or --compare")
     return measure(args)

@@ -36,9 +36,10 @@ it had to order the launch after another stream with an event, or when a launch 
 stream than the call's.  Buffers a recorded call allocated for itself (split-K partials, a
 separable filter's intermediate) are held by the plan and reused by its replays, which run in
 order on the plan's stream and in the recording thread: such a plan is per host thread, as the
-workspaces are (:mod:`simt_tiles._per_stream`) — two threads replaying one plan on a shared stream
-would interleave their launches on one buffer (the H200 soak's wrong products, issue 36; a plan
-without workspaces is shared by every thread);
+workspaces are (:mod:`simt_tiles._per_stream`). Shared, it let thread B replay A's plan while A ran
+another signature of the problem (``out=`` or not, the checked path) on the same workspace — one
+plan's replays are serialised by its lock, two plans' are not — and their launches interleaved on
+one buffer (the H200 soak's wrong products, issue 36); a plan without workspaces is every thread's;
 :func:`clear` keeps them allocated (a captured CUDA graph may use them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
 checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
 
@@ -611,8 +612,8 @@ def _record(fn, key, args, kwargs, arrays, ptrs, dev, handle, group):
         except _Refuse as exc:
             rec.refused = str(exc)
         else:
-            if plan.held:  # its workspaces are this thread's (_per_stream): two threads replaying one plan
-                # on a shared stream would interleave their launches on its buffers
+            if plan.held:  # its workspaces are this thread's (_per_stream), which its other calls use too:
+                # the plan is this thread's (the module docstring: Buffers)
                 key, group = (key, threading.get_ident()), (dev, (group[1], threading.get_ident()))
             plan.group = group
             if capture.active:

@@ -162,10 +162,12 @@ def test_plan_stream_groups_stay_bounded(plans, bound, handles):
 
 
 def test_a_plan_and_its_workspaces_are_the_recording_threads(plans, handles):
-    """Two threads calling one signature on one stream each record a plan with buffers of their own:
-    one plan replayed by both would interleave their launches on its workspace (thread A's partials
-    overwritten by B's before A's final pass reads them: the H200 soak's wrong products). A thread's
-    later call replays its own plan; a plan without workspaces is every thread's."""
+    """Two threads calling one signature on one stream each record a plan with buffers of their own.
+    A plan holds its recording thread's workspace, which that thread's other signatures of the problem
+    (``out=`` or not, a NumPy form on the checked path) use too: thread B replaying A's plan while A
+    runs one of those interleaved their launches on one buffer (each plan's replays are serialised by
+    its own lock, not across plans) — the H200 soak's wrong products. A thread's later call replays
+    its own plan; a plan without workspaces is every thread's."""
     x = cuda.to_device((np.arange(_two_pass_length()) % 7).astype(np.float32))
     want = float((np.arange(_two_pass_length()) % 7).sum())
     s = handles()

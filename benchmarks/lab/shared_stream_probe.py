@@ -1,8 +1,11 @@
-"""Probe (GPU): host threads sharing one stream, each calling one signature whose launch plan holds
-workspaces (matmul 281x148x228 float32 — the H200 soak's wrong products — and a two-pass reduce),
-each thread with its own inputs, every result checked against its bound. Before launch plans were
-per host thread for such calls, two threads replaying one plan interleaved their launches on the
-plan's workspace. Exit 1 on a wrong result.
+"""Probe (GPU): host threads sharing one stream, each calling two signatures of one problem whose
+launch plans hold workspaces (matmul 281x148x228 float32 — the H200 soak's wrong products — with
+and without ``out=``, and a two-pass reduce), each thread with its own inputs, every result checked
+against its bound. Before workspace-holding plans were per host thread, both plans of a signature
+pair held the *recording* thread's workspace: thread A replaying one while thread B replayed the
+other (each under its own plan's lock) interleaved their launches on that one buffer. One plan
+alone does not show it (a plan's replays are serialised by its lock: session 18's first form of
+this probe, 54,816 calls on the old code, 0 wrong). Exit 1 on a wrong result.
 
     python3 benchmarks/lab/shared_stream_probe.py [--threads 16] [--seconds 20]
 """
@@ -38,13 +41,15 @@ def worker(seed: int, stop: float) -> None:
     ref, bound = matmul_reference(a, b)
     xsum, xbound = float(x.astype(np.float64).sum()), 2 * R * 2.0**-24 * float(np.abs(x).sum())
     da, db, dx = cuda.to_device(a), cuda.to_device(b), cuda.to_device(x)
+    dc, ds = cuda.device_array((M, N), np.float32), cuda.device_array((), np.float32)
     try:
         while time.perf_counter() < stop:
-            got = st.matmul(da, db).copy_to_host()  # the legacy default stream: every thread's
-            s = st.reduce(dx).copy_to_host()[()]
-            calls[0] += 2
-            if np.any(np.abs(got.astype(np.float64) - ref) > bound) or abs(s - xsum) > xbound:
-                wrong[0] += 1
+            # the legacy default stream: every thread's; two signatures sharing one workspace key
+            got = [st.matmul(da, db).copy_to_host(), st.matmul(da, db, out=dc).copy_to_host()]
+            sums = [st.reduce(dx).copy_to_host()[()], st.reduce(dx, out=ds).copy_to_host()[()]]
+            calls[0] += 4
+            wrong[0] += sum(bool(np.any(np.abs(g.astype(np.float64) - ref) > bound)) for g in got)
+            wrong[0] += sum(abs(v - xsum) > xbound for v in sums)
     except Exception as exc:  # noqa: BLE001 — reported below
         errors.append(repr(exc))
 

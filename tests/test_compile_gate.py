@@ -17,6 +17,7 @@ from simt_tiles import compile_gate
 from simt_tiles.compile_gate import _first_error, parse_ptxas, release_for_isa
 
 from .gate_subprocess import ROOT, run_real_target
+from .profiles import PROFILE
 
 REPORT = """\
 ptxas info    : 8 bytes gmem
@@ -318,15 +319,11 @@ def test_fma_peak_times_an_unrolled_ffma_loop():
     assert integer <= 16, mix  # prologue and epilogue only: none per loop trip beyond the counter
 
 
-def test_inliner_block_copies_share_a_memo_and_give_the_same_ptx():
-    """simt_tiles._numba_fixes: the inliner's block copies share one memo per copy (one scope copy),
-    a block copied again starts a fresh copy, and a conv rung that inlines its helpers dozens of
-    times compiles to the same PTX as with numba-cuda's own copy."""
+def test_inliner_block_copies_share_a_memo():
+    """simt_tiles._numba_fixes: the inliner's block copies share one memo per copy (one scope copy)
+    and a block copied again starts a fresh copy (numba-cuda's inliner checked to be the one patched)."""
     proc = run_real_target("""
         import copy
-        import re
-        import numpy as np
-        from numba import cuda
         from numba.cuda.core import inline_closurecall as IC
         from numba.cuda.core import ir
         from simt_tiles import _numba_fixes
@@ -343,6 +340,24 @@ def test_inliner_block_copies_share_a_memo_and_give_the_same_ptx():
         assert a1.scope is b1.scope and a1.scope is not scope and a1.body[0].target.scope is a1.scope
         a2 = IC.copy.deepcopy(a)  # the same callee again: a fresh copy
         assert a2 is not a1 and a2.scope is not a1.scope
+        print("ok")
+    """)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[-1] == "ok", proc.stdout
+
+
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (two conv compilations, ~16 s): the full and gpu profiles run it")
+def test_inliner_block_copies_give_the_same_ptx():
+    """simt_tiles._numba_fixes: a conv rung that inlines its helpers dozens of times compiles to the
+    same PTX with the fixed block copies as with numba-cuda's own copy."""
+    proc = run_real_target("""
+        import copy
+        import re
+        import numpy as np
+        from numba import cuda
+        from numba.cuda.core import inline_closurecall as IC
+        from simt_tiles import _numba_fixes
+        _numba_fixes.apply()
         from simt_tiles.kernels.conv2d import RUNGS
         from simt_tiles.kernels.conv2d._common import Mode, specialise
         rung = RUNGS["k08_prefetched"]

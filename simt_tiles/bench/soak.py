@@ -80,6 +80,7 @@ from collections.abc import Callable
 import numpy as np
 
 import simt_tiles as st
+from .. import launch, runtime
 from ..bounds import check_within
 from ..machine import describe
 from .common import add_output_arguments, write_outputs
@@ -376,6 +377,11 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
         free, total = ctx.get_memory_info()
         sample["gpu_used"] = int(total - free)
     sample["host_rss"] = _host_rss()
+    # what could step the memory once (session 18: host RSS +275 MiB in one step, then flat): kernels built,
+    # plans recorded and held, live threads
+    sample["kernels"] = len(runtime._BUILT)
+    sample["plans_recorded"], sample["plans"] = launch.stats()["recorded"], launch.stats()["plans"]
+    sample["threads"] = threading.active_count()
     return sample
 
 
@@ -681,7 +687,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
-    from .. import launch, registry
+    from .. import registry
     from ..runtime import SIMULATOR
 
     state = State()
@@ -851,7 +857,7 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
-    from .. import _per_stream, launch
+    from .. import _per_stream
 
     launch.clear()
     launch._RETIRED.clear()

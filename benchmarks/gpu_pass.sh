@@ -35,8 +35,9 @@ for step in $steps; do
       # (and the default-path conv2d kernels that several tests call with the same fixed filters, k11's
       # small-tile presets, which test_matmul and test_matmul_fast both launch, and k12 with 64x64 tiles:
       # the float32 default up to 32 128x128 tiles, every small matmul(a, b) of every worker); the cores
-      # split by work: the warm step ~1300 core-seconds cold, the gate ~600 (each ~100-130 s)
-      python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-12} --conv-tests --presets 64x64 64x128 128x64 \
+      # split by work: the warm step ~860 core-seconds cold, the gate ~590 (session 18: 72 s on 12, 148 s on 4;
+      # 10 and 6 should finish both in ~90 s)
+      python3 benchmarks/warm_kernel_cache.py -j ${WARM_JOBS:-10} --conv-tests --presets 64x64 64x128 128x64 \
         --configs k12_async_copy:bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4 ${WARM_CONFIGS:-} > "$out/warm_cache.log" 2>&1 &
       # every test, the "gpu" hypothesis profile: configs from each rung's presets plus a pool drawn
       # once per run, so each (kernel, config, dtype) compiles once; the summary line says how many
@@ -45,7 +46,7 @@ for step in $steps; do
       # the host's cores (compilation is CPU-bound; one GPU serves every worker). SIGINT at the limit,
       # not SIGTERM: pytest then still prints which tests failed and why.
       export SIMT_TILES_GATE_LOG="$out/compile-gate.log" SIMT_TILES_GATE_CUBINS=/tmp/simt-tiles-cubins
-      python3 -m simt_tiles compile-gate -j ${GATE_JOBS:-4} > "$SIMT_TILES_GATE_LOG" 2>&1
+      python3 -m simt_tiles compile-gate -j ${GATE_JOBS:-6} > "$SIMT_TILES_GATE_LOG" 2>&1
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \

@@ -80,7 +80,6 @@ from collections.abc import Callable
 import numpy as np
 
 import simt_tiles as st
-from .. import launch, runtime
 from ..bounds import check_within
 from ..machine import describe
 from .common import add_output_arguments, write_outputs
@@ -379,6 +378,8 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
     sample["host_rss"] = _host_rss()
     # what could step the memory once (session 18: host RSS +275 MiB in one step, then flat): kernels built,
     # plans recorded and held, live threads
+    from .. import launch, runtime  # deferred: loads Numba (backend choice first)
+
     sample["kernels"] = len(runtime._BUILT)
     sample["plans_recorded"], sample["plans"] = launch.stats()["recorded"], launch.stats()["plans"]
     sample["threads"] = threading.active_count()
@@ -687,7 +688,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
-    from .. import registry
+    from .. import launch, registry
     from ..runtime import SIMULATOR
 
     state = State()
@@ -857,7 +858,7 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
-    from .. import _per_stream
+    from .. import _per_stream, launch
 
     launch.clear()
     launch._RETIRED.clear()

@@ -173,3 +173,14 @@ def test_calls_that_overlapped_a_full_collection_are_told_apart():
     finally:
         full.remove()
     assert full.count == 2 and len(full.pauses) == 1 and not full.active and full not in gc.callbacks
+
+
+def test_the_release_counts_the_device_arrays_still_referenced():
+    """What the memcheck soak's leak check reports is what is still referenced after the release:
+    the release's JSON counts Numba's and CuPy's device arrays by type (stand-ins of those names)."""
+    fake = type("DeviceNDArray", (), {"__module__": "numba.cuda.cudadrv.devicearray", "nbytes": 40})
+    other = type("DeviceNDArray", (), {"__module__": "elsewhere", "nbytes": 8})
+    keep = [fake(), fake(), other()]
+    live = soak._live_device_arrays()
+    assert live["numba.cuda.cudadrv.devicearray.DeviceNDArray"] == [2, 80]
+    assert not any(k.startswith("elsewhere") for k in live) and keep

@@ -868,11 +868,26 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
     after = memory(simulator, t0)
+    live = _live_device_arrays()
     closed = False
     if not simulator and not hung:  # (a hung thread may still launch: keep its context)
         cuda.close()
         closed = True
-    return {"workspaces_dropped": dropped, "memory_after_release": after, "context_destroyed": closed}
+    return {"workspaces_dropped": dropped, "memory_after_release": after, "context_destroyed": closed,
+            "live_device_arrays": live}
+
+
+def _live_device_arrays() -> dict:
+    """What is still referenced after the release (what the memcheck's leak check then reports):
+    ``{type name: [count, bytes]}`` of the device arrays the garbage collector sees (Numba's, CuPy's)."""
+    out: dict = {}
+    for obj in gc.get_objects():
+        name = type(obj).__name__
+        if name in ("DeviceNDArray", "ndarray") and type(obj).__module__.split(".")[0] in ("numba", "numba_cuda", "cupy"):
+            entry = out.setdefault(f"{type(obj).__module__}.{name}", [0, 0])
+            entry[0] += 1
+            entry[1] += int(getattr(obj, "nbytes", 0) or 0)
+    return out
 
 
 def fill(index: int, count: int, problems_per_function: int = 6, seed: int = 0, forms=None,

@@ -11,11 +11,13 @@ Why
     changes the plan's key), so it sits beside the launch path rather than in a family's argument
     module: a call then enters its family's checked path once (docs/design.md, "The one path of a
     call").  Used by the conv2d functions, which say which calls swap (not those for the rungs that
-    compile the filter's values in).  A copy carries the values it holds (:func:`host_values`): the
-    default rung takes them as kernel parameters, as it does a NumPy filter's (3-12% faster on the
-    H200 than staging the copy, benchmarks/notes/conv2d.md), and a launch plan keys on the copy's
-    serial (:data:`simt_tiles.launch.HOST_VALUES`), so a filter with other values never replays
-    this one's parameters.
+    compile the filter's values in).  A filter used again comes back as a copy that carries its
+    values (:func:`host_values`; ``with_values``): the default rung takes them as kernel parameters,
+    as it does a NumPy filter's (3-12% faster on the H200 than staging the copy,
+    benchmarks/notes/conv2d.md), and a launch plan keys on that copy's serial
+    (:data:`simt_tiles.launch.HOST_VALUES`), so a filter with other values never replays this one's
+    parameters.  A filter seen once stays a plain copy (staged from memory): filters that change
+    every call replay one plan, as before.
 
 Correctness
     The key is the array's *bytes* (``tobytes()``: its values in C order), shape and dtype, with
@@ -83,6 +85,14 @@ def clear() -> None:
             _STATS[k] = 0
 
 
+def _with_values(dev, data: bytes, array):
+    """A view of the copy ``dev`` tagged with the values it holds (read-only, from the key's bytes)
+    and a new serial (:data:`simt_tiles.launch.HOST_VALUES`)."""
+    twin = dev[:]
+    setattr(twin, HOST_VALUES, (next(_SERIAL), np.frombuffer(data, array.dtype).reshape(array.shape)))
+    return twin
+
+
 def host_values(array):
     """The values a cached copy holds (a read-only NumPy array), or None for any other array."""
     known = getattr(array, HOST_VALUES, None)
@@ -124,10 +134,13 @@ def _one_gpu() -> bool:
     return SIMULATOR or len(cuda.gpus) == 1
 
 
-def device_copy(array, like, stream, ndim: int):
+def device_copy(array, like, stream, ndim: int, with_values: bool = False):
     """``array`` as a cached device copy of its current values, or ``array`` itself (the module
     docstring says when).  ``like`` is the call's leading array (its kind and device, and the
-    stream ``stream=None`` means); ``stream`` is the caller's argument."""
+    stream ``stream=None`` means); ``stream`` is the caller's argument.  ``with_values``: a copy
+    asked for again (a filter that is reused) comes back as a twin that carries its values
+    (:func:`host_values`), for a rung that takes them as kernel parameters; a filter seen once
+    stays a plain copy, so ever-new filters keep replaying one plan."""
     if type(array) is not np.ndarray or array.ndim != ndim or array.dtype.char not in _FLOATS \
             or not array.dtype.isnative or array.size == 0 or array.nbytes > MAX_BYTES:
         return array
@@ -141,6 +154,10 @@ def device_copy(array, like, stream, ndim: int):
            array.tobytes())
     dev = _CACHE.get(key)  # a hit takes no lock: get and move_to_end are atomic under the GIL
     if dev is not None:
+        if with_values and getattr(dev, HOST_VALUES, None) is None:
+            # reused: a twin (a view of the same memory) that carries the values; the plain copy a
+            # caller may hold is never changed (its plan's key read it untagged)
+            dev = _CACHE[key] = _with_values(dev, key[-1], array)
         try:
             _CACHE.move_to_end(key)
         except KeyError:  # another thread dropped it meanwhile: it is still a valid copy
@@ -159,7 +176,6 @@ def device_copy(array, like, stream, ndim: int):
         # no room for a cached copy: the NumPy array goes on as it is, to the checked path, which
         # uploads it for this call (and, short of memory there too, raises OutOfMemoryError naming it)
         return array
-    setattr(dev, HOST_VALUES, (next(_SERIAL), host))  # what the copy holds, for a rung that wants it on the host
     with _LOCK:
         _CACHE[key] = dev
         _STATS["miss"] += 1

@@ -216,7 +216,7 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
         CuPy/PyTorch stream.
     """
     if _swaps(variant):
-        weights = device_copy(weights, image, stream, 2)
+        weights = device_copy(weights, image, stream, 2, _params(variant, config, weights))
     return _correlate2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                         variant=variant, config=config, stream=stream)
 
@@ -233,7 +233,7 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=Non
     (the same valid range as :func:`correlate2d`'s).
     """
     if _swaps(variant):
-        weights = device_copy(weights, image, stream, 2)
+        weights = device_copy(weights, image, stream, 2, _params(variant, config, weights))
     return _convolve2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                        variant=variant, config=config, stream=stream)
 
@@ -252,7 +252,7 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, 
     (``-(K // 2) <= origin <= (K − 1) // 2``: the filter's centre is ``K // 2 + origin``).
     """
     if _swaps(variant):
-        weights = device_copy(weights, image, stream, 1)
+        weights = device_copy(weights, image, stream, 1, _params(variant, config, weights))
     return _correlate1d(image, weights, axis=axis, mode=mode, cval=cval, origin=origin, output=output, out=out,
                         variant=variant, config=config, stream=stream)
 
@@ -289,6 +289,14 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, ou
     wx = device_copy(wx, image, stream, 1)
     return _correlate_separable(image, wy, wx, mode=mode, cval=cval, origin=origin, output=output, out=out,
                                 variant=variant, config=config, stream=stream)
+
+
+def _params(variant, config, weights) -> bool:
+    """Whether the default takes a reused NumPy filter's values as kernel parameters (k10 PARAMS: up
+    to :data:`dispatch.BEST_MAX_SIZE` taps each way, far under its parameter bytes), so its cached
+    copy should carry them (:func:`simt_tiles.device_copies.device_copy`'s ``with_values``)."""
+    return variant is None and config is None and isinstance(weights, np.ndarray) and weights.ndim >= 1 \
+        and max(weights.shape) <= dispatch.BEST_MAX_SIZE
 
 
 def _swaps(variant) -> bool:

@@ -45,8 +45,9 @@ checked path (torch: ``record_stream`` when launched on another stream than torc
 
 Bounds (issue 36: a stream per request made a plan, and workspaces, per call): at most
 :data:`MAX_PLANS` plans (past it the least recently used sixteenth is forgotten, and recording goes
-on), and plans on at most ``SIMT_TILES_STREAM_KEYS`` streams per device (default 128; the stream
-whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A forgotten plan lets
+on), and plans on at most ``SIMT_TILES_STREAM_KEYS`` stream groups per device (default 128; a
+group is a stream, or a (stream, thread) pair for the plans holding workspaces, counted together;
+the group whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A forgotten plan lets
 go of its buffers (safe while its launches are queued: Numba defers ``cuMemFree``, which waits for
 the device) unless it was recorded or replayed on a capturing stream (``cuStreamIsCapturing``):
 those are kept for good in ``_RETIRED``.

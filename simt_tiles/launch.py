@@ -36,19 +36,19 @@ it had to order the launch after another stream with an event, or when a launch 
 stream than the call's.  Buffers a recorded call allocated for itself (split-K partials, a
 separable filter's intermediate) are held by the plan and reused by its replays, which run in
 order on the plan's stream and in the recording thread: such a plan is per host thread, as the
-workspaces are (:mod:`simt_tiles._per_stream`). Shared, it let thread B replay A's plan while A ran
-another signature of the problem (``out=`` or not, the checked path) on the same workspace — one
-plan's replays are serialised by its lock, two plans' are not — and their launches interleaved on
-one buffer (the H200 soak's wrong products, issue 36); a plan without workspaces is every thread's;
-:func:`clear` keeps them allocated (a captured CUDA graph may use them).  A result made by a replay (``out=None``) comes from the caller's framework as on the
-checked path (torch: ``record_stream`` when launched on another stream than torch's current one).
+workspaces are (:mod:`simt_tiles._per_stream`), because the thread's other plans use the same
+buffers and one plan's lock serialises only its own replays (shared, two threads' launches
+interleaved on one buffer: benchmarks/notes/faults.md); a plan without workspaces is every
+thread's.  :func:`clear` keeps the buffers allocated (a captured CUDA graph may use them).  A
+result made by a replay (``out=None``) comes from the caller's framework as on the checked path
+(torch: ``record_stream`` when launched on another stream than torch's current one).
 
 Bounds (issue 36: a stream per request made a plan, and workspaces, per call): at most
 :data:`MAX_PLANS` plans (past it the least recently used sixteenth is forgotten, and recording goes
 on), and plans on at most ``SIMT_TILES_STREAM_KEYS`` stream groups per device (default 128; a
 group is a stream, or a (stream, thread) pair for the plans holding workspaces, counted together;
-the group whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A forgotten plan lets
-go of its buffers (safe while its launches are queued: Numba defers ``cuMemFree``, which waits for
+the group whose latest use is oldest is forgotten, see :mod:`simt_tiles._per_stream`).  A
+forgotten plan lets go of its buffers (safe while its launches are queued: Numba defers ``cuMemFree``, which waits for
 the device) unless it was recorded or replayed on a capturing stream (``cuStreamIsCapturing``):
 those are kept for good in ``_RETIRED``.
 

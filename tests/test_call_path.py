@@ -127,7 +127,8 @@ def _matmul_call():
 
 
 def _check(name, call, family, limit):
-    call()  # compiles (and fills the filter cache): the path measured is a repeated call's
+    for _ in range(2):  # compiles and fills the filter cache (a reused NumPy filter's second call takes its
+        call()  # values as parameters: device_copies): the path measured is a repeated call's
     found = entries(call)
     p = path(found)
     where = f"{name}: the path {p}; entered:\n{_explain(found)}"
@@ -160,6 +161,7 @@ def test_a_replay_enters_at_most_the_public_functions_file():
         for name, call, want in [*((n, c, ["conv2d/__init__.py"]) for n, c in _filter_calls().items()),
                                  ("matmul(a, b)", _matmul_call(), [])]:
             call()
+            call()  # (a reused NumPy filter's second call records its own plan: device_copies)
             hits = launch.stats()["hit"]
             found = entries(call)
             assert launch.stats()["hit"] == hits + 1, name

@@ -381,7 +381,8 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
     from .. import launch, runtime  # deferred: loads Numba (backend choice first)
 
     sample["kernels"] = len(runtime._BUILT)
-    sample["plans_recorded"], sample["plans"] = launch.stats()["recorded"], launch.stats()["plans"]
+    plans = launch.stats()
+    sample["plans_recorded"], sample["plans"] = plans["recorded"], plans["plans"]
     sample["threads"] = threading.active_count()
     return sample
 

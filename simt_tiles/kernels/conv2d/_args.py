@@ -301,10 +301,11 @@ def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> 
     (axis 1).  A filter of another real dtype is converted (NumPy on the host, a device one
     by :func:`convert`), as scipy allows.  Errors name ``name``."""
     ndim = 2 if axis is None else 1
-    if not upload and host_values(weights) is not None:
-        # the cached device copy of a NumPy filter (device_copies: the call then replays its plan, keyed
-        # on the copy): its values, kept on the host as the NumPy filter's would be (kernel parameters)
-        weights = host_values(weights)
+    known = None if upload else host_values(weights)
+    if known is not None:
+        # a reused NumPy filter's cached device copy (device_copies; the plan keys on the copy): its
+        # values, kept on the host as the NumPy filter's would be (kernel parameters)
+        weights = known
     wdt = array_dtype(weights)
     if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
                                                                or is_array(weights)):

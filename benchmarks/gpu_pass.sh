@@ -49,7 +49,7 @@ for step in $steps; do
       python3 -m simt_tiles compile-gate -j ${GATE_JOBS:-6} > "$SIMT_TILES_GATE_LOG" 2>&1
       echo "compile gate rc=$? $(tail -1 "$SIMT_TILES_GATE_LOG") ($(date +%T))"; wait; tail -1 "$out/warm_cache.log"
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
-      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} \
+      export SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu}
       t=$(limit ${TEST_TIMEOUT:-480} 20); echo "pytest limit ${t} s"; tests_start=$(date +%s)
       SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT $t python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1

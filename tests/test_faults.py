@@ -632,14 +632,22 @@ def test_soak_smoke_checks_every_result_and_reports_memory_and_latency(monkeypat
         return r
 
     monkeypatch.setattr(st, "vector_add", planted)
+    # the machine is described once, before a worker starts (on a GPU that imports CuPy and torch: in the
+    # measured phase it stepped the RSS and stalled calls), and every interim JSON reuses it
+    described = []
+    monkeypatch.setattr(soak, "describe", lambda: described.append(threading.active_count()) or {"gpu": "stand-in"})
+    interim = []
     before = launch.set_enabled(True)
     try:  # (ci budget: the warm-up runs each form on each stream)
-        data = soak.soak(0.01, 2, 1 if CI else 2, problems_per_function=1, sample_s=0.3, settle_s=0.2,
-                         progress=False, forms=("out", "shared") if CI else None)
+        data = soak.soak(0.02, 2, 1 if CI else 2, problems_per_function=1, sample_s=0.3, settle_s=0.2,
+                         progress=False, forms=("out", "shared") if CI else None, on_sample=interim.append)
     finally:
         launch.set_enabled(before)
         launch.clear()
     assert data["errors"] == 0, data["error_examples"]
+    assert interim and len(described) == 1 and data["machine"] == {"gpu": "stand-in"}, (len(interim), described)
+    assert described[0] == threading.active_count()  # (no worker running yet: they are all joined now)
+    assert len({x["modules"] for x in data["memory"]["samples"]} | {data["memory"]["baseline"]["modules"]}) == 1
     assert data["wrong_results"] >= 4 and all(w.startswith("vector_add") for w in data["wrong"]), data["wrong"]
     assert data["targets"]["wrong results"]["passed"] is False and data["passed"] is False
     assert data["targets"]["wrong results"]["measured"] == data["wrong_results"]

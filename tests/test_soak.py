@@ -137,6 +137,19 @@ def test_within_five_percent_passes_and_ignored_targets_are_information():
     assert data["passed"] and not data["scale"]["issue_36"] and data["scale"]["threads"] is False
 
 
+def test_what_grew_after_the_baseline_is_named_beside_the_memory_step():
+    """Sessions 18-19's host RSS step came with an import in the measured phase (torch, for the machine's
+    description): the memory targets name the kernels, plans and modules added after the baseline."""
+    raw = _run(**_plant_memory("host_rss", 3, 0.3))
+    mem = raw["memory"]
+    mem["baseline"].update(kernels=31, plans_recorded=1652, modules=900)
+    for i, x in enumerate(mem["samples"]):
+        x.update(kernels=31, plans_recorded=1652, modules=900 if i < 3 else 1450)
+    detail = soak.summarise(raw)["targets"]["host RSS within 5% of the baseline"]["detail"]
+    assert detail.endswith("; after the baseline: modules +550"), detail
+    assert "after the baseline" not in soak.summarise(_run())["targets"]["host RSS within 5% of the baseline"]["detail"]
+
+
 @pytest.mark.parametrize("plant", [None, "wrong result"])
 def test_the_command_exits_1_when_a_target_fails(monkeypatch, capsys, tmp_path, plant):
     raw = _run(**(PLANTS[plant][0] if plant else {}))

@@ -376,14 +376,16 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
         free, total = ctx.get_memory_info()
         sample["gpu_used"] = int(total - free)
     sample["host_rss"] = _host_rss()
-    # what could step the memory once (session 18: host RSS +275 MiB in one step, then flat): kernels built,
-    # plans recorded and held, live threads
+    # what could step the memory once (sessions 18-19: host RSS +275 MiB in one step, then flat: torch imported
+    # for the first interim JSON's machine description): kernels built, plans recorded and held, live threads,
+    # modules loaded
     from .. import launch, runtime  # deferred: loads Numba (backend choice first)
 
     sample["kernels"] = len(runtime._BUILT)
     plans = launch.stats()
     sample["plans_recorded"], sample["plans"] = plans["recorded"], plans["plans"]
     sample["threads"] = threading.active_count()
+    sample["modules"] = len(sys.modules)  # an import in the measured phase (a late import steps the RSS)
     return sample
 
 
@@ -715,6 +717,10 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
                 "gc_freeze": gc_freeze,
                 "problems": [p.label for p in pool], "simulator": bool(SIMULATOR)}
     functions = sorted(n for n in registry.public_names() if callable(getattr(st, n)))
+    # before any worker starts: describe() imports CuPy and torch for their versions (session 19: its first
+    # call, in the first interim JSON 10 s into the measured phase, was the soak's +290 MiB RSS step and
+    # stalled the calls beside it for ~15 s)
+    machine = describe()
     mem = {"start": memory(SIMULATOR, t_begin), "baseline": None, "samples": [], "end": None}
     phases = {"warm_up": None, "settle": None, "measured": None}
     hung: list = []
@@ -722,7 +728,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     def collect(complete: bool) -> dict:
         raw = _collect(workers, settings, functions, phases, mem, hung, complete)
         pauses = list(FULL_GC.pauses)
-        raw.update(machine=describe(), title="soak", command=" ".join(sys.argv), plans=launch.stats(),
+        raw.update(machine=machine, title="soak", command=" ".join(sys.argv), plans=launch.stats(),
                    gc={"full_collections": len(pauses), "max_ms": round(1e3 * max(pauses, default=0), 1),
                        "total_ms": round(1e3 * sum(pauses), 1), "frozen": gc_freeze})
         return summarise(raw, ignore=ignore)
@@ -933,10 +939,16 @@ def _memory_target(kind: str, mem: dict) -> dict:
     worst = max(devs, key=abs)
     end = devs[-1]
     mib = 2**20
+    # what was built, recorded or imported after the baseline (the usual causes of a step)
+    grew = []
+    for key in ("kernels", "plans_recorded", "modules"):
+        n = max(s.get(key, 0) for s in [*mem.get("samples", []), mem.get("end") or {}]) - mem["baseline"].get(key, 0)
+        if key in mem["baseline"] and n > 0:
+            grew.append(f"{key} +{n}")
     return {**_target(round(worst, 4), MEMORY_TOLERANCE, abs(worst) <= MEMORY_TOLERANCE,
                       f"baseline {base / mib:.0f} MiB, end {later[-1] / mib:.0f} MiB ({end:+.1%}), max "
                       f"{max(later) / mib:.0f} MiB, min {min(later) / mib:.0f} MiB; worst {worst:+.1%} over "
-                      f"{len(later)} samples"),
+                      f"{len(later)} samples" + (f"; after the baseline: {', '.join(grew)}" if grew else "")),
             "baseline": base, "end": later[-1], "max": max(later), "min": min(later), "end_change": round(end, 4)}
 
 

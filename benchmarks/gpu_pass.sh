@@ -51,9 +51,16 @@ for step in $steps; do
       # --dist worksteal: an idle worker takes queued tests from a busy one (compile times vary 100x)
       export SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu}
       t=$(limit ${TEST_TIMEOUT:-480} 20); echo "pytest limit ${t} s"; tests_start=$(date +%s)
-      SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT $t python3 -m pytest -q -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
+      # -v: a line per finished test as it finishes, so a pass cut at its limit still says what failed and
+      # what ran; passed.txt lists what passed or skipped: TEST_RESUME=<that file> (carried) runs only the rest
+      [ -n "${TEST_RESUME:-}" ] && export SIMT_TILES_DESELECT_FILE=$TEST_RESUME && echo "resume: $(wc -l < $TEST_RESUME) tests done before"
+      SIMT_TILES_COMPILE_LOG="$out/compiles.tsv" timeout -s INT -k 30 $t python3 -m pytest -v -n "${TEST_JOBS:-16}" --dist worksteal --tb=short -rfE \
         -p no:cacheprovider -p no:benchmark --durations=0 --durations-min=2 --junitxml="$out/junit.xml" tests ${TEST_ARGS:-} > "$out/pytest.log" 2>&1
-      echo "pytest rc=$? ($(date +%T), $(( $(date +%s) - tests_start )) s)"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
+      echo "pytest rc=$? ($(date +%T), $(( $(date +%s) - tests_start )) s)"
+      pkill -9 -f "exec(eval(sys.stdin.readline()))" 2>/dev/null  # xdist workers a cut run's teardown left behind
+      { cat ${TEST_RESUME:-/dev/null}; sed -nE 's/^\[gw[0-9]+\] \[ *[0-9]+%\] (PASSED|SKIPPED|XFAIL) (.*[^ ]) *$/\2/p' "$out/pytest.log"; } > "$out/passed.txt"
+      echo "$(wc -l < "$out/passed.txt") tests passed or skipped so far; failed: $(grep -cE '^\[gw[0-9]+\] \[ *[0-9]+%\] (FAILED|ERROR)' "$out/pytest.log")"
+      grep -E "^(FAILED|ERROR)|^\[gw[0-9]+\] \[ *[0-9]+%\] (FAILED|ERROR)|passed|failed" "$out/pytest.log" | tail -60 ;;
     bench)
       timeout 400 python3 benchmarks/bench_matmul.py --json "$out/matmul_h200.json" --md "$out/matmul_h200.md" \
         --plot "$out/matmul_h200.png" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -v '^|' ;;
@@ -290,7 +297,10 @@ for step in $steps; do
       fi ;;
   esac
 done
-# BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it
+# BUNDLE=name: every output in one tarball (a call returns at most 8 files), the logs that matter beside it.
+# It bundles, then empties $OUT: a caller's own log under $OUT (this script's output redirected there) is bundled
+# half-written and deleted, and a later `tar` of its files in the same call overwrites the bundle with nothing
+# (session 19 lost a whole test pass so): redirect outside $OUT, or leave nothing to run after this script.
 if [ -n "${BUNDLE:-}" ]; then
   (cd "$out" && tar czf "../$BUNDLE.tgz" . && find . -mindepth 1 -delete && mv "../$BUNDLE.tgz" .)
 fi

@@ -58,7 +58,21 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpus2)
         if not SIM and "sim" in item.keywords:
             item.add_marker(skip_sim)
+    _resume(config, items)
     _long_first(config, items)
+
+
+def _resume(config, items) -> None:
+    """``SIMT_TILES_DESELECT_FILE``: node IDs (one per line) not to run again — the tests a cut GPU pass
+    already passed or skipped (``benchmarks/gpu_pass.sh`` writes them; ``TEST_RESUME`` reads them back)."""
+    path = os.environ.get("SIMT_TILES_DESELECT_FILE")
+    if not path:
+        return
+    with open(path) as fh:
+        done = {line.strip() for line in fh if line.strip()}
+    keep = [item for item in items if item.nodeid not in done]
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
+    items[:] = keep
 
 
 def _gpu_count() -> int:

@@ -195,6 +195,12 @@ def check_matmul(m, n, k, precision, cfg):
         got = mma.bits_to_f32(c, "bf16")
     else:
         got = matmul_mma(a, b, precision=precision, out=out, config=cfg).astype(np.float32)
+    assert_within_bound(got, a32, b32, precision, cfg)
+
+
+def assert_within_bound(got, a32, b32, precision, cfg):
+    """Every element of ``got`` within the mma bound of the long-double product, none NaN (unwritten)."""
+    k = a32.shape[1]
     rdt = ref_dtype()
     ref = a32.astype(rdt) @ b32.astype(rdt)
     absprod = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt))
@@ -203,7 +209,7 @@ def check_matmul(m, n, k, precision, cfg):
     bound = absprod * (f + 2 * max(k, 1) * float(np.finfo(rdt).eps))
     err = np.abs(got.astype(rdt) - ref)
     assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
-    assert (err <= bound).all(), (m, n, k, precision, cfg, float((err / np.maximum(bound, 1e-300)).max()))
+    assert (err <= bound).all(), (got.shape, k, precision, cfg, float((err / np.maximum(bound, 1e-300)).max()))
 
 
 def _bf16_call(a_bits, b_bits, out_bits, cfg):
@@ -244,6 +250,25 @@ def test_several_k_tiles_and_blocks(precision, shape):
     """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
     2×1 blocks with ragged edges (TF32)."""
     check_matmul(*shape, precision, (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0])
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp16"])
+def test_device_operands_replay_a_plan_padding_copies_included(precision, plans):
+    """Numba device operands whose rows are not 16-byte multiples (K = 7, N = 3: both copied into
+    zero-padded workspaces): the first call records a plan (the two copies and the tile kernel), the
+    next ones replay it on the arrays' new values, each within the bound; a float16 call returns a
+    float16 Numba array (not its uint16 bits)."""
+    m, n, k = 5, 3, 7
+    cfg = (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0]
+    a, b, a32, b32 = _inputs(m, n, k, precision)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    for i in range(3):
+        c = matmul_mma(da, db, precision=precision, config=cfg)
+        assert c.dtype == a.dtype and c.shape == (m, n)
+        assert_within_bound(c.copy_to_host().astype(np.float32), a32, b32, precision, cfg)
+        assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == i, plans.stats()
+        a, _, a32, _ = _inputs(m, n, k, precision)  # new values in the same device memory
+        da.copy_to_device(a)
 
 
 # --- the launcher's rules -------------------------------------------------------------------

@@ -182,6 +182,7 @@ CASES = (
     ("matmul", "matmul", lambda r: (_f32(r, 8, 8), _f32(r, 8, 8)), {}, {}, (8, 8)),
     ("matmul split-K", "matmul", lambda r: (_f32(r, 8, 40), _f32(r, 40, 8)), {},
      {"variant": "k11_generated_split_k", "config": "split2"}, (8, 8)),
+    ("matmul tf32 ragged", "matmul", lambda r: (_f32(r, 5, 7), _f32(r, 7, 3)), {}, {"precision": "tf32"}, (5, 3)),
     ("correlate2d 3x3", "correlate2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("convolve2d 3x3", "convolve2d", lambda r: (_f32(r, 8, 8), _f32(r, 3, 3)), {}, {}, (8, 8)),
     ("correlate1d 5 axis 0", "correlate1d", lambda r: (_f32(r, 8, 8), _f32(r, 5)), {}, {"axis": 0}, (8, 8)),

@@ -99,7 +99,6 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).
     """
     if precision is not None or (isinstance(variant, str) and variant in MMA_RUNGS) or _dtype16(a):
-        no_plan("the tensor-core path runs checked")  # its padded workspaces are chosen per call
         return matmul_mma(a, b, precision=precision, out=out, variant=variant, config=config, stream=stream)
     get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream, a)

@@ -22,7 +22,7 @@ from numba import cuda
 
 from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
 from ...bounds import mma_error_factor, ref_dtype
-from ...devices import following
+from ...launch import planned
 from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
 from ...vector import aligned
@@ -104,9 +104,10 @@ def _operand16(x, name: str, stream) -> Operand:
             raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
         check_device(name, x, "torch")
         return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
-    if mod == "cupy" or hasattr(x, "__cuda_array_interface__"):
+    numba_array = bool(getattr(x, "__cuda_ndarray__", False))  # (the simulator's arrays too)
+    if mod == "cupy" or numba_array or hasattr(x, "__cuda_array_interface__"):
         kind = "cupy" if mod == "cupy" else "numba"
-        dev = x if cuda.is_cuda_array(x) and kind == "numba" else cuda.as_cuda_array(x, sync=False)
+        dev = x if numba_array else cuda.as_cuda_array(x, sync=False)
         if not dev.is_c_contiguous():
             raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
         check_device(name, x, kind)
@@ -133,8 +134,10 @@ def _out16(out, like: Operand, shape, stream) -> Operand:
         import cupy
 
         return _operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
-    dev = cuda.device_array(shape, np.uint16, stream=stream)
-    return Operand("out", dev, like.kind, None if like.kind == "numpy" else dev)
+    if like.kind == "numpy":
+        return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
+    dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits
+    return Operand("out", dev.view(np.uint16), like.kind, dev)
 
 
 def _finish16(op: Operand, like: Operand, stream):
@@ -162,7 +165,7 @@ def _aligned_rows(x, vec: int, stream, name: str):
     return dst
 
 
-@following  # on its arrays' device (matmul(precision=...) is already there)
+@planned  # repeated calls replay their launches, the padding copies included; on its arrays' device
 def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, stream=None):
     """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
 

@@ -279,3 +279,43 @@ def test_space_to_depth_replays_its_plan():
         assert launch.stats()["recorded"] == 1 and launch.stats()["hit"] == 2
     finally:
         launch.set_enabled(before)
+
+
+# --- variant="im2col_gemm": im2col, then a batched matmul (_im2col.py) ------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(layer=layers(), bias=st.booleans(), seed=st.integers(0, 99))
+def test_im2col_gemm_matches_reference(dtype, layer, bias, seed):
+    """Every one-group layer of the drawn ones (strides, dilations, every padding form, 1×1 layers that
+    skip the im2col, N = 0), within the layer's γ bound: the matmul's sums are the layer's, reordered."""
+    layer = {**layer, "groups": 1}  # (the channel counts stay valid for one group)
+    _check(*_operands(np.random.default_rng(seed), layer, dtype, bias), layer, variant=dispatch.IM2COL_VARIANT)
+
+
+def test_im2col_gemm_chunks_and_replays(monkeypatch, plans):
+    """Images in chunks when ``cols`` would pass MAX_COLS (here: one image a chunk, three chunks), and
+    with launch plans on the im2col copies and the matmuls replay on new input values."""
+    from numba import cuda
+
+    from simt_tiles.kernels.conv_nchw import _im2col
+
+    monkeypatch.setattr(_im2col, "MAX_COLS", 18 * 24)  # one image's cols (K = 2·3·3, P = 4·6) fits, not two
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((4, 2, 3, 3)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    xd, wd, bd = cuda.to_device(np.zeros((3, 2, 9, 11), np.float32)), cuda.to_device(w), cuda.to_device(b)
+    for _ in range(3):
+        x = rng.standard_normal((3, 2, 9, 11)).astype(np.float32)
+        xd.copy_to_device(x)
+        got = conv2d_nchw(xd, wd, bias=bd, stride=2, padding=(0, 1), variant="im2col_gemm").copy_to_host()
+        ref, bound = conv2d_nchw_reference(x, w, b, stride=2, padding=(0, 1))
+        assert check_within(got, ref, bound).passed
+    assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
+
+
+def test_im2col_gemm_errors_name_the_argument():
+    x, w = np.ones((1, 4, 5, 5), np.float32), np.ones((4, 2, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="variant: im2col_gemm takes layers of one group; got groups=2"):
+        conv2d_nchw(x, w, groups=2, variant="im2col_gemm")
+    with pytest.raises(ValueError, match="config: im2col_gemm has no config"):
+        conv2d_nchw(x, np.ones((4, 4, 3, 3), np.float32), variant="im2col_gemm", config="sim")

@@ -81,11 +81,11 @@ def write(out: Path) -> None:
     if RESULTS["zoo"]:
         lines += ["## conv2d_nchw layer zoo vs cuDNN FP32 (TF32 off), GPU µs per call (median)", "",
                   "| layer (torchvision, 224²) | N | C_in→C_out | H | K | s | p | g | path | simt µs | cuDNN µs "
-                  "| × cuDNN | check |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| × cuDNN | check | im2col_gemm µs | × cuDNN |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['layer']} | {r['n']} | {r['c_in']}→{r['c_out']} | {r['h']} | {r['k']} | {r['stride']} | "
                   f"{r['padding']} | {r['groups']} | {r['path']} | {r['simt_us']:.1f} | {r['cudnn_us']:.1f} | "
-                  f"{r['cudnn_us'] / r['simt_us']:.2f} | {r['check']} |" for r in RESULTS["zoo"]]
+                  f"{r['cudnn_us'] / r['simt_us']:.2f} | {r['check']} | " + _im2col_cells(r) for r in RESULTS["zoo"]]
         ratios = [r["cudnn_us"] / r["simt_us"] for r in RESULTS["zoo"]]
         lines += ["", f"Geometric mean × cuDNN: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f} "
                   f"({len(ratios)} layers; min {min(ratios):.2f})", ""]
@@ -99,6 +99,12 @@ def write(out: Path) -> None:
     if RESULTS["errors"]:
         lines += ["## errors", ""] + [f"- {e}" for e in RESULTS["errors"]]
     (out / "conv_issue33_h200.md").write_text("\n".join(lines) + "\n")
+
+
+def _im2col_cells(r) -> str:
+    if r.get("im2col_us") is None:
+        return "— | — |"
+    return f"{r['im2col_us']:.1f} ({r['im2col_check']}) | {r['cudnn_us'] / r['im2col_us']:.2f} |"
 
 
 def host_section(quick: bool) -> None:
@@ -177,11 +183,18 @@ def zoo_section(reps: int, quick: bool) -> None:
                 gu = _gamma(n, 2.0**-53)
                 bound = F.conv2d(x.double().abs(), w.double().abs(), **kw) * ((_gamma(n, 2.0**-24) + gu) * (1 + 2 * gu))
                 ok = bool(((got.double() - ref).abs() <= bound).all())
+                im2col = None  # variant="im2col_gemm" beside the default (one-group layers): checked, then timed
+                if g == 1:
+                    im2col = lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, variant="im2col_gemm")  # noqa: E731
+                    ok_im2col = bool(((im2col().double() - ref).abs() <= bound).all())
                 geom = _params.geometry(h, h, k, k, (s, s), (p, p), (1, 1), g)
                 path = PATH_LABELS[dispatch.route(None, None, geom, c_in, c_out, k, k)]  # what variant=None runs
                 ts = {}
-                for name, fn in (("simt", lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, groups=g)),
-                                 ("cudnn", lambda: F.conv2d(x, w, stride=s, padding=p, groups=g))):
+                fns = {"simt": lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, groups=g),
+                       "cudnn": lambda: F.conv2d(x, w, stride=s, padding=p, groups=g)}
+                if im2col is not None:
+                    fns["im2col"] = im2col
+                for name, fn in fns.items():
                     for _ in range(3):
                         fn()
                     times = []
@@ -195,7 +208,9 @@ def zoo_section(reps: int, quick: bool) -> None:
                     ts[name] = sorted(times)[len(times) // 2]
                 RESULTS["zoo"].append(dict(layer=layer, n=batch, c_in=c_in, c_out=c_out, h=h, k=k, stride=s,
                                            padding=p, groups=g, path=path,
-                                           simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL"))
+                                           simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL",
+                                           im2col_us=ts.get("im2col"),
+                                           im2col_check=None if im2col is None else ("pass" if ok_im2col else "FAIL")))
                 print(RESULTS["zoo"][-1], flush=True)
             except Exception as exc:  # a layer that fails is reported, the others still run
                 RESULTS["errors"].append(f"zoo {layer} N{batch}: {type(exc).__name__}: {exc}"[:300])

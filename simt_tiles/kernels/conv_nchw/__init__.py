@@ -62,9 +62,9 @@ import numpy as np
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
-from . import _cases, _params, _tuning, dispatch, reference
+from . import _cases, _im2col, _params, _tuning, dispatch, reference
 from ._common import MAX_ELEMENTS, Call, flops, output_hw
-from .dispatch import BEST_VARIANT, DEPTHWISE_VARIANT, FALLBACK_VARIANT, RUNGS, get_rung
+from .dispatch import BEST_VARIANT, DEPTHWISE_VARIANT, FALLBACK_VARIANT, IM2COL_VARIANT, RUNGS, get_rung
 
 #: variant names in ladder order (later rungs append)
 CONV_NCHW_VARIANTS: tuple[str, ...] = tuple(RUNGS)
@@ -80,6 +80,7 @@ __all__ = [
     "BEST_VARIANT",
     "FALLBACK_VARIANT",
     "DEPTHWISE_VARIANT",
+    "IM2COL_VARIANT",
     "get_rung",
     "flops",
     "output_hw",
@@ -127,6 +128,8 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         :data:`DEPTHWISE_VARIANT` (k04), and a stride-2 layer (dilation 1, one group) the tiled
         rungs, through space-to-depth (``_space_to_depth.py``: the input's and filter's phases as
         channels, then a stride-1 layer); any other layer takes ``dispatch.GENERAL_VARIANT`` (k01).
+        ``"im2col_gemm"`` (:data:`IM2COL_VARIANT`, ``config`` None): any one-group layer as im2col
+        then a batched :func:`simt_tiles.matmul` (``_im2col.py``).
         Another named variant is a ValueError naming the rule (``dispatch.route``).
     config
         A preset name (``"sim"``, ``"default"``; the tiled rungs also
@@ -158,8 +161,8 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
 @planned
 def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, config, stream, autotune):
     """:func:`conv2d_nchw` with its parameters as ints (``ph = pw = -1``: "same")."""
-    rung = get_rung(variant)
-    if config is not None and (sh, sw, dh, dw, groups) == (1, 1, 1, 1, 1):
+    rung = None if variant == IM2COL_VARIANT else get_rung(variant)
+    if rung is not None and config is not None and (sh, sw, dh, dw, groups) == (1, 1, 1, 1, 1):
         rung.resolve_config(config)  # a bad preset name or config type fails before any copy
     stream = as_stream(stream, x)
 
@@ -223,6 +226,8 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             plan = dispatch.plan_depthwise(config, shape, kh, kw, geom.stride, geom.dilation)
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,
                           geom.stride, geom.dilation, groups))
+        elif path == "im2col":
+            _im2col.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, 0, stream), geom)
         elif path == "space_to_depth":
             dispatch.SpaceToDepth(oh, ow, geom.pad_top, geom.pad_left, autotune).run(
                 Call(x_op.dev, w_op.dev, b_dev, out_op.dev, 0, stream))

@@ -185,12 +185,24 @@ def depthwise_rule(c_in: int, c_out: int, groups: int, stride: tuple, dilation: 
     return None
 
 
+#: any one-group layer as im2col then a batched matmul (``_im2col.py``): by name only, until measured
+IM2COL_VARIANT = "im2col_gemm"
+
+
 def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int) -> str:
     """The path a layer takes (``geom``: its ``_params.Geometry``): ``"depthwise"`` (:func:`plan_depthwise`:
     the variant named, or ``variant`` and ``config`` None on a layer of groups >= 2 that
     :func:`depthwise_rule` accepts), ``"tiled"`` (:func:`plan`), ``"space_to_depth"``
     (:class:`SpaceToDepth`) or ``"general"`` (:func:`plan_general`).  :data:`DEPTHWISE_VARIANT` named
-    for a layer it does not take: ValueError naming the variant and the rule."""
+    for a layer it does not take: ValueError naming the variant and the rule; :data:`IM2COL_VARIANT`
+    named: ``"im2col"`` (one group, ``config`` None)."""
+    if variant == IM2COL_VARIANT:
+        if geom.groups != 1:
+            raise ValueError(f"variant: {variant} takes layers of one group; got groups={geom.groups}: use "
+                             f"variant=None or '{GENERAL_VARIANT}'")
+        if config is not None:
+            raise ValueError(f"config: {variant} has no config (its matmul chooses its own tiles); got {config!r}")
+        return "im2col"
     if variant == DEPTHWISE_VARIANT:
         why = depthwise_rule(c_in, c_out, geom.groups, geom.stride, geom.dilation, kh, kw)
         if why is not None:

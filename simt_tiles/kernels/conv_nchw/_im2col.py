@@ -1,0 +1,98 @@
+"""Any one-group layer as a matmul: im2col, then :func:`simt_tiles.matmul` (where cuDNN's GEMM algorithms start).
+
+With K = C_in·KH·KW and P = OH·OW::
+
+    cols[n, (c·KH + a)·KW + b, i·OW + j] = x[n, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left]   (0 outside x)
+    out[n] (C_out, P) = w (C_out, K) @ cols[n] (K, P)         one batched matmul, w broadcast over n
+
+so a layer of any stride, dilation and padding runs on the matmul ladder's tiles (the 128×128 register
+tiles, split-K, the narrow class) instead of a direct kernel.  The products and sums are the layer's, in
+another order: within its γ_K bound.  Traffic: ``cols`` is KH·KW/(sh·sw) times x, written once and read by
+the matmul (a 3×3 stride-1 layer: ~9× x, against the direct rungs' one read); a 1×1 layer of stride 1
+with no padding needs none (x reshaped is the right operand).  Images go in chunks whose ``cols`` stay
+under :data:`MAX_COLS` elements (a kept buffer per stream, as the space-to-depth phases).  Bias: one
+more pass over the output.  ``variant="im2col_gemm"`` (not a default yet: ``benchmarks/notes/conv_nchw.md``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..._per_stream import PerStream
+from ...runtime import cdiv, jit
+from ..matmul import matmul
+
+#: threads per block of the two copy kernels
+THREADS = 256
+
+#: the largest ``cols`` buffer in elements (1 GiB of float32): a larger batch goes in chunks of images
+MAX_COLS = 1 << 28
+
+#: per (device, stream, host thread), bounded (:mod:`simt_tiles._per_stream`), then (shape, dtype)
+_BUFFERS = PerStream("im2col")
+
+
+def _im2col(x, cols, n0, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
+    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left]."""
+    t = cuda.grid(1)
+    n_img, k_len, p_len = cols.shape
+    if t < n_img * k_len * p_len:
+        p = t % p_len  # the output pixel: consecutive threads write consecutive columns
+        u = t // p_len
+        k = u % k_len
+        m = u // k_len
+        b = k % kw
+        a = (k // kw) % kh
+        c = k // (kw * kh)
+        r = (p // ow) * sh + a * dh - pad_top
+        s = (p % ow) * sw + b * dw - pad_left
+        if 0 <= r < x.shape[2] and 0 <= s < x.shape[3]:
+            cols[m, k, p] = x[n0 + m, c, r, s]
+        else:
+            cols[m, k, p] = 0  # the zero padding
+
+
+def _add_bias(out, bias):
+    """out[n, o, p] += bias[o]."""
+    t = cuda.grid(1)
+    n_img, c_out, p_len = out.shape
+    if t < n_img * c_out * p_len:
+        o = (t // p_len) % c_out
+        out[t // (p_len * c_out), o, t % p_len] += bias[o]
+
+
+im2col = jit(_im2col)
+add_bias = jit(_add_bias)
+
+
+def needs_cols(kh: int, kw: int, stride, dilation, pads) -> bool:
+    """False for a 1×1 layer of stride 1 and no padding (x itself is the right operand)."""
+    return (kh, kw, *stride) != (1, 1, 1, 1) or any(pads)
+
+
+def run(call, geom) -> None:
+    """``call.out = conv(call.x, call.w) (+ call.bias)`` for a one-group layer (``geom``: its
+    ``_params.Geometry``), as im2col then one matmul per chunk of images."""
+    x, w, stream = call.x, call.w, call.stream
+    n, c_in, h, wd = x.shape
+    c_out, _, kh, kw = w.shape
+    k_len, p_len = c_in * kh * kw, geom.oh * geom.ow
+    w2 = w.reshape(c_out, k_len)  # (a view: w is C-contiguous)
+    out3 = call.out.reshape(n, c_out, p_len)
+    pads = (geom.pad_top, geom.pad_left, geom.pad_bottom, geom.pad_right)
+    if not needs_cols(kh, kw, geom.stride, geom.dilation, pads):
+        matmul(w2, x.reshape(n, c_in, h * wd), out=out3, stream=stream)
+    else:
+        chunk = max(1, min(n, MAX_COLS // max(k_len * p_len, 1)))
+        cols = _BUFFERS.get(stream, ((chunk, k_len, p_len), np.dtype(x.dtype)),
+                            lambda: cuda.device_array((chunk, k_len, p_len), x.dtype, stream=stream))
+        (sh, sw), (dh, dw) = geom.stride, geom.dilation
+        for n0 in range(0, n, chunk):
+            m = min(chunk, n - n0)
+            part = cols[:m]
+            im2col[cdiv(part.size, THREADS), THREADS, stream](x, part, n0, kh, kw, sh, sw, dh, dw, geom.pad_top,
+                                                                geom.pad_left, geom.ow)
+            matmul(w2, part, out=out3[n0:n0 + m], stream=stream)
+    if call.bias is not None:
+        add_bias[cdiv(out3.size, THREADS), THREADS, stream](out3, call.bias)

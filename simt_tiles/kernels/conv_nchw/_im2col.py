@@ -66,8 +66,9 @@ im2col = jit(_im2col)
 add_bias = jit(_add_bias)
 
 
-def needs_cols(kh: int, kw: int, stride, dilation, pads) -> bool:
-    """False for a 1×1 layer of stride 1 and no padding (x itself is the right operand)."""
+def needs_cols(kh: int, kw: int, stride, pads) -> bool:
+    """False for a 1×1 layer of stride 1 and no padding (x itself is the right operand; a 1×1 filter
+    has no dilation to apply)."""
     return (kh, kw, *stride) != (1, 1, 1, 1) or any(pads)
 
 
@@ -81,7 +82,7 @@ def run(call, geom) -> None:
     w2 = w.reshape(c_out, k_len)  # (a view: w is C-contiguous)
     out3 = call.out.reshape(n, c_out, p_len)
     pads = (geom.pad_top, geom.pad_left, geom.pad_bottom, geom.pad_right)
-    if not needs_cols(kh, kw, geom.stride, geom.dilation, pads):
+    if not needs_cols(kh, kw, geom.stride, pads):
         matmul(w2, x.reshape(n, c_in, h * wd), out=out3, stream=stream)
     else:
         chunk = max(1, min(n, MAX_COLS // max(k_len * p_len, 1)))

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -240,6 +240,12 @@ for step in $steps; do
       SIMT_TILES_HYPOTHESIS_PROFILE=gpu-quick timeout -s INT $(limit ${TORCH_TESTS_TIMEOUT:-200}) python3 -m pytest -q -p no:cacheprovider \
         tests/test_torch_ops.py tests/test_softmax_backward.py > "$out/torch_tests.log" 2>&1; tail -3 "$out/torch_tests.log"
       timeout $(limit ${TORCH_BENCH_TIMEOUT:-300}) python3 benchmarks/bench_torch.py --out "$out/torch_h200" --epochs ${TORCH_EPOCHS:-15} 2>&1 | tail -30 ;;
+    leak_probe)
+      # issue 36: what the leak check reports for freed allocations (benchmarks/lab/leak_probe.py), N=100
+      for c in numba numba_close cupy cupy_keep both_close; do
+        timeout 60 compute-sanitizer --tool memcheck --leak-check full python3 benchmarks/lab/leak_probe.py $c 100 \
+          > "$out/leak_$c.log" 2>&1; echo "leak_probe $c rc=$? $(grep -c 'Leaked' "$out/leak_$c.log") leak reports; $(grep -E 'ERROR SUMMARY' "$out/leak_$c.log")"
+      done ;;
     soak_faults)
       # issue 36: the fault tests on the GPU (real allocations; not the subprocess kills or Ctrl-Cs, each a
       # cold k11 compile, 30-50 s) and the soak's verdict tests

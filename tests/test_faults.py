@@ -724,6 +724,9 @@ class _StandInCupy:
 
 
 @pytest.mark.skipif(CI, reason="ci budget: the full profile runs it (the GPU soak runs these forms for real)")
+# simulator only: the stand-in's arrays are Numba device arrays, which on a GPU lack the `x[...] = y`
+# and `fill` the soak uses of CuPy (there the soak step runs these forms with CuPy itself)
+@pytest.mark.sim
 def test_soak_graph_form_checks_the_replay_against_the_new_inputs(monkeypatch):
     """The ``cupy`` and ``graph`` forms' bookkeeping with a stand-in CuPy (none in the simulator): the
     captured call replayed after the inputs were overwritten in place with the twin's values is

@@ -341,15 +341,18 @@ class Rung:
         """Launch this rung for one call: ``call`` is the family's description of it (e.g.
         :class:`simt_tiles.kernels.matmul._common.Call`), with ``dtype``, ``problem`` (what
         :attr:`geometry` takes after the config) and ``args`` (the kernel's arguments) and
-        ``stream``.  A rung whose launch is more than one kernel, or whose arguments depend on
-        the call (a filter compiled in, padded copies, split-K partials), overrides this."""
+        ``stream``, and optionally ``params`` (the factory's compile-time parameters, a dict).
+        A rung whose launch is more than one kernel, or whose arguments depend on the call (a
+        filter compiled in, padded copies, split-K partials), overrides this."""
         grid, block = self.geometry(config, *call.problem)
-        self.launch(config, call.dtype, grid, block, call.stream, *call.args)
+        self.launch(config, call.dtype, grid, block, call.stream, *call.args, params=getattr(call, "params", None))
 
-    def launch(self, config: TileConfig, dtype, grid, block, stream, *args) -> None:
-        """Launch the kernel with its :attr:`dynamic_smem` bytes of dynamic shared memory
-        (:func:`allow_dynamic_smem` first, so more than 48 KiB works)."""
-        kernel = self.kernel(config, dtype)
+    def launch(self, config: TileConfig, dtype, grid, block, stream, *args, params=None) -> None:
+        """Launch the kernel of ``config``, ``dtype`` and compile-time ``params`` (a dict, see
+        :meth:`kernel`) with its :attr:`dynamic_smem` bytes of dynamic shared memory
+        (:func:`allow_dynamic_smem` first, so more than 48 KiB works).  Every kernel a family
+        launches for its rungs goes through here or a rung's own :meth:`run`."""
+        kernel = self.kernel(config, dtype, **(params or {}))
         shared = self.dynamic_smem(config, np.dtype(dtype))
         if shared:
             allow_dynamic_smem(kernel, shared)

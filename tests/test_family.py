@@ -6,6 +6,7 @@ for the toy's one simulated launch (4 threads)."""
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 import textwrap
 from pathlib import Path
@@ -158,3 +159,48 @@ def test_every_shipped_family_registers_what_its_line_says():
         assert set(family.aliasing) == functions, lad.name  # every public function has its aliasing case
         for name in lad.public:
             assert getattr(simt_tiles, name) is getattr(__import__(lad.module, fromlist=["_"]), name)
+
+
+# ---------------------------------------------------------------------------
+# One launch style: public function → dispatch's plan → plan.run(call) → the rung
+# ---------------------------------------------------------------------------
+
+KERNELS = Path(__file__).resolve().parents[1] / "simt_tiles" / "kernels"
+
+
+def launches(path: Path) -> list[int]:
+    """Lines of ``path`` that launch a kernel: a call of a subscript by grid and block (``kernel[grid, block,
+    ...](...)``; ``steps[0](...)`` is not one)."""
+    tree = ast.parse(path.read_text())
+    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                  and isinstance(n.func.slice, ast.Tuple) and len(n.func.slice.elts) >= 2)
+
+
+def may_launch(path: Path) -> bool:
+    """A rung file (it defines ``RUNG``) or a family's private module (``_name.py``) may launch kernels."""
+    if path.name.startswith("_") and path.name != "__init__.py":
+        return True
+    tree = ast.parse(path.read_text())
+    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "RUNG" for t in n.targets)
+               for n in tree.body)
+
+
+def test_every_family_chooses_in_dispatch_and_its_public_modules_launch_nothing():
+    """The family's ``__init__``, ``dispatch`` and other public modules hand a call to a plan (``plan.run(call)``,
+    ``rung.run(config, call)``, ``Rung.launch``); ``kernel[...]`` is written only in rung files and private
+    helpers (docs/design.md: "The one path of a call")."""
+    families = sorted(p for p in KERNELS.iterdir() if (p / "__init__.py").exists())
+    assert len(families) >= 6
+    assert [f.name for f in families if not (f / "dispatch.py").exists()] == []
+    bad = [f"{p.relative_to(KERNELS)}:{line}" for f in families for p in sorted(f.glob("*.py"))
+           if not may_launch(p) for line in launches(p)]
+    assert bad == [], "kernel launches outside a rung file or a private helper:\n  " + "\n  ".join(bad)
+
+
+def test_the_launch_check_sees_a_planted_launch(tmp_path):
+    public = tmp_path / "dispatch.py"
+    public.write_text("def run(kernel, x):\n    kernel[1, 32, 0](x)\n")
+    rung = tmp_path / "k01_rung.py"
+    rung.write_text(public.read_text() + "RUNG = None\n")
+    assert launches(public) == [2] and not may_launch(public)
+    assert may_launch(rung) and may_launch(tmp_path / "_helper.py")

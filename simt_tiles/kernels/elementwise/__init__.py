@@ -5,6 +5,9 @@
 ``k02_multi_element``           vector_add: several elements per thread, loads first
 ``bias_relu``                   y = max(x + bias, 0) in masked 2-D tiles
 ==============================  =============================================
+
+Check → choose → launch: the functions below check the arguments and prepare ``out``;
+:mod:`.dispatch` chooses (one plan) and the plan's rung launches.
 """
 
 from __future__ import annotations
@@ -12,16 +15,10 @@ from __future__ import annotations
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
-from ...runtime import Rung, pick_rung
-from . import _cases
-from . import bias_relu as _bias_relu
-from . import k01_grid_stride, k02_multi_element
+from . import _cases, dispatch
+from .dispatch import BEST_VARIANT, RUNGS, VECTOR_ADD_RUNGS, Call
 
-VECTOR_ADD_RUNGS: dict[str, Rung] = {r.name: r for r in (k01_grid_stride.RUNG, k02_multi_element.RUNG)}
 VECTOR_ADD_VARIANTS = tuple(VECTOR_ADD_RUNGS)
-#: the rung ``vector_add(variant=None)`` uses
-BEST_VARIANT = "k02_multi_element"
-RUNGS: dict[str, Rung] = {**VECTOR_ADD_RUNGS, "bias_relu": _bias_relu.RUNG}
 #: the family's registration (:mod:`simt_tiles.registry`); the references are NumPy expressions
 FAMILY = Family("elementwise", RUNGS, None, (), _cases.demo, _cases.ALIASING, _cases.HAZARDS)
 
@@ -34,8 +31,7 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
 
     ``out`` (optional, shape and dtype of ``a``) must not overlap ``a`` or ``b`` in
     memory: ValueError naming ``out`` (compute in place through a temporary)."""
-    rung = pick_rung(VECTOR_ADD_RUNGS, variant, BEST_VARIANT)
-    cfg = rung.resolve_config(config)
+    plan = dispatch.vector_add_plan(variant, config)
     stream = as_stream(stream, a)
     a_op = device_operand(a, "a", ndim=1, stream=stream)
     b_op = device_operand(b, "b", ndim=1, stream=stream)
@@ -46,8 +42,7 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     n = a_op.dev.shape[0]
     c_op = prepare_out(out, a_op, (n,), a_op.dev.dtype, stream, inputs=(b_op,))
     if n:
-        grid, block = rung.geometry(cfg, n)
-        rung.kernel(cfg, a_op.dev.dtype)[grid, block, stream](a_op.dev, b_op.dev, c_op.dev)
+        plan.run(Call(a_op.dev, b_op.dev, c_op.dev, (n,), stream))
     return finish_result(c_op, stream)
 
 
@@ -57,8 +52,7 @@ def bias_relu(x, bias, *, out=None, config=None, stream=None):
 
     ``out`` (optional, shape and dtype of ``x``) must not overlap ``x`` or ``bias`` in
     memory: ValueError naming ``out``."""
-    rung = _bias_relu.RUNG
-    cfg = rung.resolve_config(config)
+    plan = dispatch.bias_relu_plan(config)
     stream = as_stream(stream, x)
     x_op = device_operand(x, "x", ndim=2, stream=stream)
     b_op = device_operand(bias, "bias", ndim=1, stream=stream)
@@ -69,6 +63,5 @@ def bias_relu(x, bias, *, out=None, config=None, stream=None):
         raise ValueError(f"bias: expected shape ({n},) (x has {n} columns); got {b_op.dev.shape}")
     y_op = prepare_out(out, x_op, (m, n), x_op.dev.dtype, stream, inputs=(b_op,))
     if m and n:
-        grid, block = rung.geometry(cfg, m, n)
-        rung.kernel(cfg, x_op.dev.dtype)[grid, block, stream](x_op.dev, b_op.dev, y_op.dev)
+        plan.run(Call(x_op.dev, b_op.dev, y_op.dev, (m, n), stream))
     return finish_result(y_op, stream)

@@ -29,6 +29,7 @@ class Call(NamedTuple):
     b: Any  #: (K, N)
     c: Any  #: (M, N), written
     stream: Any = 0
+    params: Any = None  #: the factory's compile-time parameters (k14: the precision), a dict
 
     @property
     def dtype(self):

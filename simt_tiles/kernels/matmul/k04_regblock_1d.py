@@ -18,7 +18,7 @@ Registers, and what the compiler needs to keep them
     32-bit (``_blocked.u32``, the shape cast too): with Numba's signed int64
     indices every access also tests for a negative index, which turned the
     masked loads into one branch each and added 45% more instructions —
-    that version measured only 6% over k03 (benchmarks/NOTES.md).
+    that version measured only 6% over k03 (benchmarks/notes/matmul.md).
 
 Memory traffic (teaching number)
     Global loads per block tile and K step: BM·BK + BK·BN elements for

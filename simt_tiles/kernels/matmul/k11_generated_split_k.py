@@ -518,7 +518,7 @@ class SplitKRung(Rung):
         return super().kernel(config.compiled(), dtype, **params)
 
     def run(self, config, call) -> None:
-        a, b, c, stream = call
+        a, b, c, stream = call.a, call.b, call.c, call.stream
         dtype = a.dtype
         m, k = a.shape
         n = b.shape[1]

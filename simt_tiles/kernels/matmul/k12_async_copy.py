@@ -190,7 +190,7 @@ class AsyncCopyRung(k11.SplitKRung):
         return source(config, dtype, idx32)
 
     def run(self, config, call) -> None:
-        a, b, c, stream = call
+        a, b, c, stream = call.a, call.b, call.c, call.stream
         dtype = a.dtype
         if dtype != np.float32:
             return k11.RUNG.run(config, call)

@@ -35,8 +35,12 @@ import dataclasses
 
 import numpy as np
 
+from numba import cuda
+
 from ... import codegen
 from ...runtime import Gate, TileConfig, cdiv, jit, Rung
+from ...vector import aligned
+from .k11_generated_split_k import workspace
 
 __all__ = ["Config", "PRESETS", "RUNG", "generate", "Pipeline"]
 
@@ -325,11 +329,50 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, config.min_blocks), "cache": True}
 
 
+@jit
+def pad_rows(src, dst):
+    """dst[:, :w] = src, dst[:, w:] = 0 (rows of dst: a multiple of 16 bytes)."""
+    col, r = cuda.grid(2)
+    if r < dst.shape[0] and col < dst.shape[1]:
+        dst[r, col] = src[r, col] if col < src.shape[1] else 0
+
+
+@jit
+def fill_zero(c):
+    col, r = cuda.grid(2)
+    if r < c.shape[0] and col < c.shape[1]:
+        c[r, col] = 0
+
+
+def aligned_rows(x, stream, name: str):
+    """``x`` itself when its rows are 16-byte multiples and it is aligned, else a zero-padded copy."""
+    rows, w = x.shape
+    vec = 16 // x.dtype.itemsize
+    if w % vec == 0 and aligned(x):
+        return x
+    wp = cdiv(max(w, 1), vec) * vec
+    dst = workspace((rows, wp), x.dtype, stream, f"mma_pad_{name}")
+    if rows:
+        pad_rows[(cdiv(wp, 32), cdiv(rows, 8)), (32, 8), stream](x, dst)
+    return dst
+
+
 class MmaRung(Rung):
-    """A rung whose kernel takes (A, B, C) with A's and B's rows 16-byte aligned (the launcher pads)."""
+    """A rung whose kernel takes (A, B, C) with A's and B's rows 16-byte aligned: :meth:`run` pads."""
 
     def source(self, config, dtype=None, **params) -> str:
         return source(config, dtype, **params)
+
+    def run(self, config, call) -> None:
+        """``call``: a :class:`~simt_tiles.kernels.matmul._common.Call` (16-bit operands as their uint16
+        bits, ``params`` the precision); rows that are not 16-byte multiples copied padded; K = 0: C = 0."""
+        (m, k), n = call.a.shape, call.b.shape[1]
+        if k == 0:
+            fill_zero[(cdiv(n, 32), cdiv(m, 8)), (32, 8), call.stream](call.c)
+            return
+        a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
+        grid, block = self.geometry(config, m, n, k)
+        self.launch(config, np.float32, grid, block, call.stream, a, b, call.c, params=call.params)
 
 
 RUNG = MmaRung("k13_mma_tf32", Config, PRESETS, make_kernel, geometry, signature, jit_options,

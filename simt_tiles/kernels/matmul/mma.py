@@ -24,10 +24,9 @@ from ...interop import as_stream, check_device, describe, device_operand, finish
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
-from ...runtime import SIMULATOR, allow_dynamic_smem, cdiv, jit
-from ...vector import aligned
+from ...runtime import SIMULATOR, cdiv
 from . import k13_mma_tf32, k14_mma_bf16, reference
-from .k11_generated_split_k import workspace
+from ._common import Call
 
 __all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
 
@@ -48,21 +47,6 @@ def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR):
         return rung.resolve_config(config)
     large = rung.presets["large"]
     return large if cdiv(m, large.bm) * cdiv(n, large.bn) >= LARGE_TILES else rung.presets["default"]
-
-
-@jit
-def _pad_rows(src, dst):
-    """dst[:, :w] = src, dst[:, w:] = 0 (rows of dst: a multiple of 16 bytes)."""
-    col, r = cuda.grid(2)
-    if r < dst.shape[0] and col < dst.shape[1]:
-        dst[r, col] = src[r, col] if col < src.shape[1] else 0
-
-
-@jit
-def _fill_zero(c):
-    col, r = cuda.grid(2)
-    if r < c.shape[0] and col < c.shape[1]:
-        c[r, col] = 0
 
 
 def _dtype_name(x) -> str:
@@ -153,18 +137,6 @@ def _finish16(op: Operand, like: Operand, stream):
     return host.view(dt)
 
 
-def _aligned_rows(x, vec: int, stream, name: str):
-    """``x`` itself when its rows are 16-byte multiples and it is aligned, else a zero-padded copy."""
-    rows, w = x.shape
-    if w % vec == 0 and aligned(x):
-        return x
-    wp = cdiv(max(w, 1), vec) * vec
-    dst = workspace((rows, wp), x.dtype, stream, f"mma_pad_{name}")
-    if rows:
-        _pad_rows[(cdiv(wp, 32), cdiv(rows, 8)), (32, 8), stream](x, dst)
-    return dst
-
-
 @planned  # repeated calls replay their launches, the padding copies included; on its arrays' device
 def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, stream=None):
     """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
@@ -214,16 +186,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     else:
         c_op = _out16(out, a_op, (m, n), stream)
     if m and n:
-        if k == 0:
-            _fill_zero[(cdiv(n, 32), cdiv(m, 8)), (32, 8), stream](c_op.dev)
-        else:
-            vec = 16 // a_op.dev.dtype.itemsize
-            ad, bd = _aligned_rows(a_op.dev, vec, stream, "a"), _aligned_rows(b_op.dev, vec, stream, "b")
-            grid, block = rung.geometry(cfg, m, n, k)
-            kernel = rung.kernel(cfg, np.float32, **({} if prec == "tf32" else {"precision": prec}))
-            shared = rung.dynamic_smem(cfg, np.float32)
-            allow_dynamic_smem(kernel, shared)
-            kernel[grid, block, stream, shared](ad, bd, c_op.dev)
+        rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, {} if prec == "tf32" else {"precision": prec}))
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
 
 

@@ -79,7 +79,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=4)  # (the device guard, planned's wrapper, ours)
     if math.prod(result_shape):
         p = dispatch.plan(shape, axes, op, code, x_op.dev.dtype, variant=variant, config=config)
-        p.launch(x_op.dev, out_op.dev, stream)
+        p.run(dispatch.Call(x_op.dev, out_op.dev, stream))
     result = finish_result(out_op, stream)
     if result_shape == () and isinstance(result, np.ndarray) and out is None:
         return result[()]  # NumPy gives a scalar

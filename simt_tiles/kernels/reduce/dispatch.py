@@ -2,7 +2,8 @@
 
 :func:`plan` maps (shape, axes, operator, dtype, ``variant``/``config``) to one :class:`Plan`:
 a list of :class:`Step` launches whose inputs and outputs are the caller's ``x``, the result,
-or workspaces; :meth:`Plan.launch` is the only way the family launches a kernel.
+or workspaces; :meth:`Plan.run` (``plan.run(Call(x, out, stream))``, each launch through ``Rung.launch``) is the
+only way the family launches a kernel.
 
 The rules (k02, ``variant=None``):
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import cuda
@@ -107,7 +109,9 @@ class Plan:
     buffers: dict  # name → (shape, dtype) of the workspaces
     out_dtype: np.dtype
 
-    def launch(self, x, out, stream) -> None:
+    def run(self, call: "Call") -> None:
+        """Run the steps on ``call``'s device arrays, each through ``Rung.launch``."""
+        x, out, stream = call
         if self.rung is k01_warp_shuffle.RUNG:
             self.steps[0](x, out, stream)
             return
@@ -127,20 +131,26 @@ class Plan:
 
         for st in self.steps:
             src = values(st.src)
-            kernel = self.rung.kernel(st.config, src.dtype, **dict(st.params))
             q = st.view[0] * st.view[2]
             dst_i = indices(st.dst)
             src_i = indices(st.src)
             out2, out_i = values(st.dst).reshape(st.splits, q), dst_i.reshape((st.splits, q) if arg else (1, 1))
             if flat:
                 size = st.view[0] * st.view[1] * st.view[2]
-                kernel[st.grid, st.block, stream](
-                    src.reshape(size), src_i.reshape(size if arg and st.src != "x" else 1), out2, out_i,
-                    st.view[1], st.view[2], st.chunk, st.scale)
+                args = (src.reshape(size), src_i.reshape(size if arg and st.src != "x" else 1), out2, out_i,
+                        st.view[1], st.view[2], st.chunk, st.scale)
             else:
-                kernel[st.grid, st.block, stream](
-                    src.reshape(st.view), src_i.reshape(st.view if arg and st.src != "x" else (1, 1, 1)), out2, out_i,
-                    st.chunk, st.scale)
+                args = (src.reshape(st.view), src_i.reshape(st.view if arg and st.src != "x" else (1, 1, 1)), out2,
+                        out_i, st.chunk, st.scale)
+            self.rung.launch(st.config, src.dtype, st.grid, st.block, stream, *args, params=dict(st.params))
+
+
+class Call(NamedTuple):
+    """One reduction on device arrays: ``out`` (the result's shape) from ``x``."""
+
+    x: Any
+    out: Any  #: written
+    stream: Any = 0
 
 
 def groups_of(axes: tuple) -> list:
@@ -262,17 +272,19 @@ def _k01_plan(shape, axes, op, code, dtype, config) -> Plan:
         T = cfg.threads
         if whole:
             if n <= T * cfg.loads:
-                rung.kernel(cfg, dtype, op=code, out_dtype=dtype)[1, T, stream](x.reshape(1, n), out.reshape(1))
+                rung.launch(cfg, dtype, 1, T, stream, x.reshape(1, n), out.reshape(1),
+                            params={"op": code, "out_dtype": dtype})
                 return
             acc = acc_dtype(code, dtype)
             blocks = min(cfg.max_blocks, -(-n // T))
             partials = workspace((blocks,), acc, stream, "k01 partials")
-            rung.kernel(cfg, dtype, op=code, out_dtype=acc)[blocks, T, stream](x.reshape(1, n), partials)
-            rung.kernel(cfg, acc, op=code, out_dtype=dtype)[1, T, stream](partials.reshape(1, blocks), out.reshape(1))
+            rung.launch(cfg, dtype, blocks, T, stream, x.reshape(1, n), partials, params={"op": code, "out_dtype": acc})
+            rung.launch(cfg, acc, 1, T, stream, partials.reshape(1, blocks), out.reshape(1),
+                        params={"op": code, "out_dtype": dtype})
         else:
             rows, cols = math.prod(shape[:-1]), shape[-1]
             rcfg = cfg.for_rows()
-            rung.kernel(rcfg, dtype, op=code, out_dtype=dtype)[rows, rcfg.threads, stream](
-                x.reshape(rows, cols), out.reshape(rows))
+            rung.launch(rcfg, dtype, rows, rcfg.threads, stream, x.reshape(rows, cols), out.reshape(rows),
+                        params={"op": code, "out_dtype": dtype})
 
     return Plan(rung, (run,), {}, dtype)

@@ -73,7 +73,7 @@ def _run(x, axis, out, variant, config, stream, *, log):
     out_op = prepare_out(out, x_op, shape, x_op.dev.dtype, stream)
     if math.prod(shape):
         p = dispatch.plan(shape3, x_op.dev.dtype, log=log, variant=variant, config=config)
-        p.launch(x_op.dev, out_op.dev, stream)
+        p.run(dispatch.Call(x_op.dev, out_op.dev, stream))
     return finish_result(out_op, stream)
 
 

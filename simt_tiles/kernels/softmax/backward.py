@@ -141,8 +141,8 @@ def softmax_backward(y, dy, *, axis: int = -1, log: bool = False, out=None, conf
     out_op = prepare_out(out, y_op, shape, y_op.dev.dtype, stream, inputs=(g_op,))
     if math.prod(shape):
         grid, block = geometry(cfg, *shape3)
-        kernel = RUNG.kernel(cfg, y_op.dev.dtype, log=bool(log), lines=shape3[2] > 1)
-        kernel[grid, block, stream](y_op.dev.reshape(shape3), g_op.dev.reshape(shape3), out_op.dev.reshape(shape3))
+        RUNG.launch(cfg, y_op.dev.dtype, grid, block, stream, y_op.dev.reshape(shape3), g_op.dev.reshape(shape3),
+                    out_op.dev.reshape(shape3), params={"log": bool(log), "lines": shape3[2] > 1})
     return finish_result(out_op, stream)
 
 

@@ -2,7 +2,8 @@
 
 :func:`plan` maps a problem — the input viewed as ``(outer, n, inner)`` around the softmax
 axis, the dtype, softmax or log_softmax, the caller's ``variant``/``config`` — to one
-:class:`Plan`, whose :meth:`Plan.launch` is the only way the family launches a kernel.
+:class:`Plan`, whose :meth:`Plan.run` (``plan.run(Call(x, out, stream))``) launches through
+``Rung.launch``: the only way the family launches a kernel.
 
 The rules (``variant=None``), in order:
 
@@ -22,10 +23,11 @@ k01–k03, the lessons, have no log_softmax); a ``config`` the rung cannot fit r
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...runtime import ConfigError, Rung, TileConfig, allow_dynamic_smem, cdiv
+from ...runtime import ConfigError, Rung, TileConfig, cdiv
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
 from . import k07_strided_axis
@@ -63,8 +65,10 @@ class Plan:
     launches: tuple
     pieces: int = 1  # k06: pieces per row (> 1: partials, then finish)
 
-    def launch(self, x, out, stream) -> None:
-        """Run the plan on device arrays ``x`` and ``out`` (any shape of ``view``'s size)."""
+    def run(self, call: "Call") -> None:
+        """Run the plan on ``call``'s device arrays (any shape of ``view``'s size): each launch
+        through ``Rung.launch``, its compile-time ``params`` (log, phase) given."""
+        x, out, stream = call
         xv, ov = x.reshape(self.view), out.reshape(self.view)
         args = (xv, ov)
         if self.rung is k06_split_blocks.RUNG:
@@ -75,13 +79,16 @@ class Plan:
             else:
                 pm = ps = workspace((1, 1), x.dtype, stream, tag="softmax m")
             args = (xv, ov, pm, ps)
-        dt = np.dtype(x.dtype)
-        shared = self.rung.dynamic_smem(self.config, dt)
         for ln in self.launches:
-            kernel = self.rung.kernel(self.config, dt, **dict(ln.params))
-            if shared:
-                allow_dynamic_smem(kernel, shared)
-            kernel[ln.grid, ln.block, stream, shared](*args)
+            self.rung.launch(self.config, x.dtype, ln.grid, ln.block, stream, *args, params=dict(ln.params))
+
+
+class Call(NamedTuple):
+    """One softmax call on device arrays: ``out = softmax(x)`` over the plan's view."""
+
+    x: Any
+    out: Any  #: written
+    stream: Any = 0
 
 
 def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None, config=None,

@@ -10,8 +10,10 @@ runs in the simulator in ``tests/test_faults.py``.
 from __future__ import annotations
 
 import copy
+import time
 import types
 
+import numpy as np
 import pytest
 
 from simt_tiles.bench import soak
@@ -197,3 +199,145 @@ def test_the_release_counts_the_device_arrays_still_referenced():
     live = soak._live_device_arrays()
     assert live["numba.stand_in.DeviceNDArray"] == [2, 80]
     assert not any(k.startswith("elsewhere") for k in live) and keep
+
+
+# --- why a call is slow: the stall log and its attribution (issue 36's 110.9x graph replay) ----------------
+
+def _slow_call_logs():
+    """Thread 0: 200 calls of 70 µs, one every ms; call 100 takes 8 ms.  Thread 1: a `device` call
+    during which it flushes 11 pending frees (6 ms, from 1 ms before call 100 starts); a flush far from
+    any slow call; a GIL probe wake-up late elsewhere."""
+    t0 = np.arange(200) * 1e-3
+    t1 = t0 + 70e-6
+    t1[100] = t0[100] + 8e-3
+    calls = {"t0": np.r_[t0, 0.0985], "t1": np.r_[t1, 0.1070], "cpu": np.r_[t1 - t0, 5e-3],
+             "thread": np.r_[np.zeros(200, int), 1], "median": np.r_[np.full(200, 70e-6), 4e-3],
+             "key": ["conv2d_nchw (3, 4, 16, 6) float64 [graph]"] * 200 + ["matmul 9x9x9 float64 [device]"]}
+    events = {"t0": np.array([0.099, 0.150, 0.020]), "t1": np.array([0.105, 0.151, 0.025]),
+              "kind": ["numba_free_flush", "numba_free_flush", "gil_wait"], "thread": np.array([1, 1, -2]),
+              "n": np.array([11, 11, 0]), "nbytes": np.array([11 * MIB, 11 * MIB, 0])}
+    return calls, events
+
+
+def test_a_slow_call_is_attributed_to_the_flush_that_overlapped_it():
+    calls, events = _slow_call_logs()
+    r = soak.attribute(calls, events, (0.0, 0.2), origin=-100.0)
+    w = r["worst"][0]
+    assert w["call"].endswith("[graph]") and w["thread"] == 0 and w["ratio"] == pytest.approx(114.3, abs=0.1)
+    assert w["at_s"] == pytest.approx(100.1) and w["others_in_call"] == 1 and w["others_by_form"] == {"device": 1}
+    assert w["event_kinds"] == {"numba_free_flush": {"count": 1, "max_ms": 6.0, "covered_ms": pytest.approx(5.0)}}
+    assert len(w["events"]) == 1
+    flush = w["events"][0]
+    assert flush == {"kind": "numba_free_flush", "thread": 1, "start_ms": pytest.approx(-1.0), "ms": pytest.approx(6.0),
+                     "n": 11, "bytes": 11 * MIB, "in_call": "device"}
+    slow = r["slow"]
+    assert slow["calls"] == 1 and slow["by_form"] == {"graph": 1} and slow["overlapping_no_event"] == 0
+    o = slow["overlap"]["numba_free_flush"]
+    # the one slow call overlapped a flush; by chance an 8 ms call would overlap these 7 ms of flushes
+    # in 0.2 s with probability (7 + 2 x 8) / 200
+    assert o["slow_calls"] == 1 and o["fraction"] == 1.0 and o["by_chance"] == pytest.approx(0.115, abs=1e-3)
+    assert o["half_covered"] == 1.0  # (5 of its 8 ms)
+    assert slow["overlap"]["gil_wait"]["slow_calls"] == 0
+    ev = r["events"]["numba_free_flush"]
+    assert ev["count"] == 2 and ev["coverage"] == pytest.approx(0.035) and ev["inside_library_call"] == 0.5
+    lines = "\n".join(soak._stall_lines({**r, "hooks": {"installed": ["numba_free_flush"]}}))
+    assert "why slow #1: conv2d_nchw" in lines and "numba_free_flush 6.00 ms (thread 1, 11 frees 11.0 MiB, in its " \
+        "device call, from -1.00 ms)" in lines and "FAIL" not in lines
+
+
+def test_the_stall_hooks_log_flushes_slow_allocations_and_collections(monkeypatch):
+    """The hooks wrap an object with Numba's ``_PendingDeallocs`` interface (its ``add_item`` calls
+    ``self.clear()`` past 10 items) and a memory manager's ``memalloc``; the GC callback logs
+    generations 1 and 2; the worker's call log feeds the attribution with the verdict's medians."""
+    import gc
+
+    class Pending:  # (Numba's _PendingDeallocs, as numba-cuda 0.30 has it)
+        def __init__(self):
+            self._cons, self._size, self.is_disabled = [], 0, False
+
+        def add_item(self, dtor, handle, size):
+            self._cons.append((dtor, handle))
+            self._size += size
+            if len(self._cons) > 10:
+                self.clear()
+
+        def clear(self):
+            if not self.is_disabled:
+                while self._cons:
+                    dtor, handle = self._cons.pop(0)
+                    dtor(handle)
+                self._size = 0
+
+        def __len__(self):
+            return len(self._cons)
+
+    class Manager:
+        def __init__(self):
+            self.deallocations = Pending()
+
+        def memalloc(self, size):
+            if size > 2**20:
+                time.sleep(2e-4)  # (slower than SLOW_ALLOC_S: logged)
+            return size
+
+    ctx = types.SimpleNamespace(memory_manager=Manager(), deallocations=Pending())
+    log = soak.EventLog(64)
+    names, undos = soak.install_stall_hooks(ctx, log)
+    assert names == ["numba_free_flush", "numba_ctx_flush", "numba_alloc_slow"]
+    assert soak.install_stall_hooks(ctx, log) == ([], [])  # (once)
+    freed = []
+    for i in range(23):
+        ctx.memory_manager.deallocations.add_item(freed.append, i, 1000)
+    ctx.deallocations.clear()  # (nothing pending: not logged)
+    ctx.memory_manager.memalloc(4096)  # (fast: not logged)
+    ctx.memory_manager.memalloc(2**21)
+    monkeypatch.setattr(soak, "EVENTS", log)
+    full = soak._FullCollections()
+    full.install()
+    try:
+        gc.collect()
+    finally:
+        full.remove()
+    for undo in undos:
+        undo()
+    assert not any("clear" in vars(x) or "memalloc" in vars(x) for x in (ctx.deallocations, ctx.memory_manager,
+                                                                          ctx.memory_manager.deallocations))
+    snap = log.snapshot()
+    assert list(snap["kind"]) == ["numba_free_flush", "numba_free_flush", "numba_alloc_slow", "gc_full"]
+    assert freed == list(range(22)) and list(snap["n"][:3]) == [11, 11, 1]
+    assert list(snap["nbytes"][:3]) == [11000, 11000, 2**21] and snap["t1"][2] - snap["t0"][2] >= 2e-4
+    assert list(snap["thread"]) == [soak.MAIN_THREAD] * 4 and snap["dropped"] == 0
+
+    # a worker's logged calls, with the medians of the verdict's latency summary
+    problem = types.SimpleNamespace(label="vector_add 10 float32", function="vector_add", shared=None)
+    w = soak.Worker(3, [problem], [None], ["numpy", "graph"], 0, None)
+    for i in range(50):
+        w.record(problem.label, "graph", 8e-3 if i == 20 else 70e-6, 50e-6, "where", soak.MEASURED, start=i * 1e-3)
+    w.record(problem.label, "numpy", 1.0, 1.0, "where", soak.WARM_UP, start=0.0)  # (not measured: not logged)
+    latency = {"vector_add 10 float32 [graph]": w.latency[problem.label, "graph"].summary()}
+    log = soak.EventLog(8)
+    log.add(soak.K_GIL, 0.0195, 0.0265, thread=soak.PROBE_THREAD)
+    r = soak._stalls([w], log, latency, {"start": 0.0, "end": 0.06}, 0.0)
+    assert r["calls"] == 50 and r["calls_dropped"] == 0 and r["slow"]["overlap"]["gil_wait"]["slow_calls"] == 1
+    assert r["worst"][0]["call"] == "vector_add 10 float32 [graph]" and r["worst"][0]["at_s"] == pytest.approx(0.02)
+
+
+def test_the_gil_probe_sees_a_c_call_that_keeps_the_gil():
+    """Hypothesis 1's mechanism (benchmarks/notes/faults.md): a C function that does not let go of the
+    GIL (builtin ``sum`` over a range) holds every other thread; the probe's wake-up is late by about
+    as long."""
+    log = soak.EventLog(4096)
+    probe = soak.GilProbe(log, 1e-3, 1e-3).start()
+    try:
+        time.sleep(0.02)
+        t0 = time.perf_counter()
+        sum(range(3_000_000))
+        t1 = time.perf_counter()
+        time.sleep(0.02)
+    finally:
+        probe.close()
+    snap = log.snapshot()
+    held = [(a, b) for a, b, k in zip(snap["t0"], snap["t1"], snap["kind"]) if k == "gil_wait" and a < t1 and b > t0]
+    assert held and max(b - a for a, b in held) > 0.5 * (t1 - t0), (held, t1 - t0)
+    s = probe.summary()
+    assert s["probes"] > 10 and s["late"] >= 1 and s["lateness_max_us"] > 1e3

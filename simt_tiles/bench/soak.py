@@ -43,6 +43,20 @@ launch) is kept per problem and form (its wall time, and the thread's CPU time a
 call slow in wall time but not in CPU time waited — for the GIL, a lock, the driver) in log-spaced
 bins 2 % wide, allocated before the start (constant memory).
 
+**Why a call is slow** (``stalls`` in the JSON, ``- INFO: why slow`` lines in the summary): each
+measured call is also logged (start, seconds, CPU seconds; a preallocated ring per worker), and so are
+the events that could hold another thread's call (a preallocated ring, no lock): Numba's
+pending-free flushes (``_PendingDeallocs.clear`` of the memory manager — ``cuMemFree``, which waits
+for the device — and of the context — streams, events, modules: start, end, frees, bytes), Numba
+allocations slower than 100 µs, Python's collections of generations 1 and 2, and the late wake-ups
+of a GIL probe (a thread sleeping ``--gil-probe-ms`` that needs the GIL to go on: a late one is the
+GIL held elsewhere).  :func:`attribute` reports, for the calls over :data:`SLOW_FACTOR` × their
+median, the fraction that overlapped each kind beside the fraction expected by chance and that of
+all calls, and for the :data:`TOP_SLOW` slowest by ratio the events that overlapped each (which
+thread, how long, inside which of that thread's calls) and how many other threads were in a call.
+The hooks wrap the harness's view of Numba (instance attributes, undone at the end), not the
+library; the verdict is unchanged by them.
+
 **Targets** (issue 36; each in the JSON's ``targets`` with its measured value, its limit and
 pass/fail, and as a PASS/FAIL line of the summary; the exit status is 1 when one fails):
 no wrong result; no error; no hung thread; the measured phase ran its minutes; every public
@@ -329,9 +343,19 @@ class _FullCollections:
         self.count, self.active, self.started = 0, False, 0.0
         self.pauses: list = []
         self.installed = False
+        self.started_any = 0.0
 
     def __call__(self, phase, info):
-        if info.get("generation") != 2:
+        gen = info.get("generation")
+        if gen is None or gen < 1:
+            return
+        # (generations 1 and 2 into the soak's event log: one collection at a time, whichever thread)
+        if phase == "start":
+            self.started_any = time.perf_counter()
+        elif EVENTS is not None:
+            EVENTS.add(K_GC_FULL if gen == 2 else K_GC_GEN1, self.started_any, time.perf_counter(),
+                       int(info.get("collected", 0) or 0))
+        if gen != 2:
             return
         self.count += 1
         if phase == "start":
@@ -350,6 +374,356 @@ class _FullCollections:
         if self.installed:
             gc.callbacks.remove(self)
             self.installed = False
+
+
+# ---------------------------------------------------------------------------
+# Stalls: what could hold another thread's call (issue 36's slow graph replay)
+# ---------------------------------------------------------------------------
+
+#: a call over this many times its median is "slow" for the attribution (the target's limit is LATENCY_FACTOR)
+SLOW_FACTOR = 20.0
+#: the slowest calls (by their ratio to the median of their problem and form) described one by one
+TOP_SLOW = 10
+#: measured calls logged per worker (a ring: the latest kept), events logged (a ring too)
+CALL_LOG = 1 << 15
+EVENT_LOG = 1 << 19
+#: a Numba allocation (``cuMemAlloc``) slower than this is logged
+SLOW_ALLOC_S = 100e-6
+#: the GIL probe: a thread that sleeps GIL_PROBE_S and logs a wake-up later than GIL_WAIT_S (it needs
+#: the GIL to run: a late wake-up is the GIL held elsewhere, or no core free)
+GIL_PROBE_S, GIL_WAIT_S = 1e-3, 1e-3
+#: event kinds: Numba's pending-free flushes (the memory manager's queue: cuMemFree, cuMemFreeHost; the
+#: context's: streams, events, modules), a slow cuMemAlloc, Python's collections of generations 2 and 1,
+#: the GIL probe's late wake-ups
+EVENT_KINDS = ("numba_free_flush", "numba_ctx_flush", "numba_alloc_slow", "gc_full", "gc_gen1", "gil_wait")
+K_FREE_FLUSH, K_CTX_FLUSH, K_ALLOC, K_GC_FULL, K_GC_GEN1, K_GIL = range(len(EVENT_KINDS))
+#: event threads that are no worker
+MAIN_THREAD, PROBE_THREAD, OTHER_THREAD = -1, -2, -3
+
+_TLS = threading.local()
+
+
+def _thread_index() -> int:
+    """The worker's index (set in :meth:`Worker.run`), or MAIN_THREAD / PROBE_THREAD / OTHER_THREAD."""
+    i = getattr(_TLS, "index", None)
+    if i is not None:
+        return i
+    return MAIN_THREAD if threading.current_thread() is threading.main_thread() else OTHER_THREAD
+
+
+class EventLog:
+    """Events ``(kind, thread, start, end, n, bytes)`` in preallocated arrays (a ring; constant memory, the
+    pages written when it is made).  :meth:`add` takes no lock (a slot from an ``itertools.count``, atomic
+    under the GIL): it is called from finalizers and garbage-collector callbacks, which may run inside
+    another :meth:`add` of the same thread."""
+
+    def __init__(self, capacity: int = EVENT_LOG):
+        import itertools
+
+        self.capacity = capacity
+        self.t0 = np.full(capacity, np.nan)
+        self.t1 = np.full(capacity, np.nan)
+        self.kind = np.full(capacity, -1, np.int8)
+        self.thread = np.full(capacity, OTHER_THREAD, np.int16)
+        self.n = np.full(capacity, 0, np.int64)
+        self.nbytes = np.full(capacity, 0, np.int64)
+        self._slots = itertools.count()
+
+    def add(self, kind: int, t0: float, t1: float, n: int = 0, nbytes: int = 0, thread: int | None = None) -> None:
+        i = next(self._slots) % self.capacity
+        self.kind[i] = -1  # (incomplete until the kind is written last)
+        self.t0[i], self.t1[i], self.n[i], self.nbytes[i] = t0, t1, n, nbytes
+        self.thread[i] = _thread_index() if thread is None else thread
+        self.kind[i] = kind
+
+    def snapshot(self) -> dict:
+        """The complete events (arrays; ``kind`` as names) and how many the ring overwrote."""
+        added = next(self._slots)  # (one slot spent: it stays incomplete, kind -1)
+        ok = self.kind >= 0
+        return {"t0": self.t0[ok].copy(), "t1": self.t1[ok].copy(),
+                "kind": np.asarray(EVENT_KINDS, dtype=object)[self.kind[ok]], "thread": self.thread[ok].copy(),
+                "n": self.n[ok].copy(), "nbytes": self.nbytes[ok].copy(), "dropped": max(0, added - self.capacity)}
+
+
+#: the soak's event log while it runs (the GC callback, the hooks and the probe write there), else None
+EVENTS: EventLog | None = None
+
+
+class CallLog:
+    """A worker's measured calls ``(start, seconds, CPU seconds, key)``: preallocated (a ring), one writer."""
+
+    def __init__(self, capacity: int = CALL_LOG):
+        self.capacity, self.n = capacity, 0
+        self.t0 = np.full(capacity, np.nan)
+        self.dt = np.full(capacity, np.nan)
+        self.cpu = np.full(capacity, np.nan)
+        self.key = np.full(capacity, 0, np.int32)
+
+    def add(self, t0: float, seconds: float, cpu_seconds: float, key: int) -> None:
+        i = self.n % self.capacity
+        self.t0[i], self.dt[i], self.cpu[i], self.key[i] = t0, seconds, cpu_seconds, key
+        self.n += 1
+
+
+def _hook_flushes(dealloc, kind: int, log: EventLog):
+    """Wrap a Numba ``_PendingDeallocs``'s ``clear`` (an instance attribute: ``add_item``'s
+    ``self.clear()`` finds it) to log each flush that frees something: start, end, the number of frees,
+    their bytes.  Returns the undo, or None (already hooked, or no such object)."""
+    if dealloc is None or not callable(getattr(dealloc, "clear", None)) or "clear" in vars(dealloc):
+        return None
+    orig = dealloc.clear
+
+    def clear():
+        n = len(dealloc)
+        if not n or getattr(dealloc, "is_disabled", False):
+            return orig()
+        nbytes = int(getattr(dealloc, "_size", 0) or 0)
+        t0 = time.perf_counter()
+        try:
+            return orig()
+        finally:
+            log.add(kind, t0, time.perf_counter(), n, nbytes)
+
+    dealloc.clear = clear
+
+    def undo():
+        if vars(dealloc).get("clear") is clear:
+            del dealloc.clear
+
+    return undo
+
+
+def _hook_alloc(manager, log: EventLog, slow_s: float = SLOW_ALLOC_S):
+    """Wrap a Numba memory manager's ``memalloc`` (``Context.memalloc`` calls it) to log the allocations
+    slower than ``slow_s``.  Returns the undo, or None."""
+    if manager is None or not callable(getattr(manager, "memalloc", None)) or "memalloc" in vars(manager):
+        return None
+    orig = manager.memalloc
+
+    def memalloc(size):
+        t0 = time.perf_counter()
+        try:
+            return orig(size)
+        finally:
+            t1 = time.perf_counter()
+            if t1 - t0 > slow_s:
+                log.add(K_ALLOC, t0, t1, 1, int(size))
+
+    manager.memalloc = memalloc
+
+    def undo():
+        if vars(manager).get("memalloc") is memalloc:
+            del manager.memalloc
+
+    return undo
+
+
+def install_stall_hooks(ctx, log: EventLog) -> tuple[list, list]:
+    """The hooks on the current Numba context (a GPU's; the simulator's has no queues): ``(names
+    installed, undos)``."""
+    mm = getattr(ctx, "memory_manager", None)
+    names, undos = [], []
+    for name, undo in (("numba_free_flush", _hook_flushes(getattr(mm, "deallocations", None), K_FREE_FLUSH, log)),
+                       ("numba_ctx_flush", _hook_flushes(getattr(ctx, "deallocations", None), K_CTX_FLUSH, log)),
+                       ("numba_alloc_slow", _hook_alloc(mm, log))):
+        if undo is not None:
+            names.append(name)
+            undos.append(undo)
+    return names, undos
+
+
+class GilProbe:
+    """A thread that sleeps ``interval_s`` again and again and logs (``gil_wait``) each wake-up later than
+    ``threshold_s``: it needs the GIL to go on, so a late one is the GIL held elsewhere (a C extension that
+    keeps it, a long collection; or every core busy).  Its lateness is kept in :class:`Latencies` bins."""
+
+    def __init__(self, log: EventLog, interval_s: float = GIL_PROBE_S, threshold_s: float = GIL_WAIT_S):
+        self.log, self.interval, self.threshold = log, interval_s, threshold_s
+        self.lateness = Latencies()
+        self.probes = self.late = 0
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        _TLS.index = PROBE_THREAD
+        while not self.stop.is_set():
+            t = time.perf_counter()
+            time.sleep(self.interval)
+            now = time.perf_counter()
+            late = now - t - self.interval
+            self.probes += 1
+            self.lateness.add(max(late, 0.0))
+            if late > self.threshold:
+                self.late += 1
+                self.log.add(K_GIL, t + self.interval, now, thread=PROBE_THREAD)
+
+    def start(self) -> "GilProbe":
+        self.thread = threading.Thread(target=self.run, daemon=True, name="soak-gil-probe")
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=1.0)
+
+    def summary(self) -> dict:
+        s = self.lateness.summary()
+        return {"interval_ms": self.interval * 1e3, "threshold_ms": self.threshold * 1e3, "probes": self.probes,
+                "late": self.late, "lateness_median_us": s.get("median_us"), "lateness_p99_us": s.get("p99_us"),
+                "lateness_max_us": s.get("max_us")}
+
+
+def _merge(t0, t1):
+    """The union of intervals as disjoint sorted ``(starts, ends)``."""
+    t0, t1 = np.asarray(t0, float), np.asarray(t1, float)
+    if not len(t0):
+        return np.zeros(0), np.zeros(0)
+    o = np.argsort(t0, kind="stable")
+    s, e = t0[o], t1[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def _overlaps(starts, ends, a, b):
+    """Whether each interval ``[a, b]`` overlaps the union ``(starts, ends)`` (disjoint, sorted)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if not len(starts):
+        return np.zeros(a.shape, bool)
+    i = np.searchsorted(starts, b, "left") - 1
+    return (i >= 0) & (ends[np.maximum(i, 0)] > a)
+
+
+def _covered(starts, ends, a, b):
+    """The seconds of each interval ``[a, b]`` that the union ``(starts, ends)`` covers."""
+    a, b = np.atleast_1d(np.asarray(a, float)), np.atleast_1d(np.asarray(b, float))
+    out = np.zeros(a.shape)
+    if not len(starts):
+        return out
+    lo, hi = np.searchsorted(ends, a, "right"), np.searchsorted(starts, b, "left")
+    for i in range(len(a)):
+        if hi[i] > lo[i]:
+            s, e = starts[lo[i]:hi[i]], ends[lo[i]:hi[i]]
+            out[i] = float(np.maximum(0.0, np.minimum(e, b[i]) - np.maximum(s, a[i])).sum())
+    return out
+
+
+def _chance(starts, ends, lengths, span: float):
+    """The probability that an interval of each length, started anywhere in a window of ``span``
+    seconds, overlaps the union: ``|∪ [s − L, e]| / span`` (the null a slow call is compared with)."""
+    lengths = np.asarray(lengths, float)
+    if not len(starts) or span <= 0:
+        return np.zeros(lengths.shape)
+    gaps = np.sort(starts[1:] - ends[:-1])
+    cum = np.concatenate([[0.0], np.cumsum(gaps)])
+    k = np.searchsorted(gaps, lengths)
+    reach = cum[k] + lengths * (len(gaps) - k)  # Σ min(gap, L)
+    return np.minimum(1.0, ((ends - starts).sum() + lengths + reach) / span)
+
+
+def _form_of(key: str) -> str:
+    return key.rsplit("[", 1)[-1].rstrip("]") if "[" in key else "?"
+
+
+def attribute(calls: dict, events: dict, window: tuple, *, origin: float = 0.0, top: int = TOP_SLOW,
+              slow_factor: float = SLOW_FACTOR, listed: int = 12) -> dict:
+    """Which events overlapped the slow calls (a pure function of the logs; unit-tested).
+
+    ``calls``: arrays ``t0``, ``t1``, ``cpu`` (seconds), ``thread``, ``median`` (seconds: the median of
+    the call's problem and form), ``key`` ("problem [form]").  ``events``: arrays ``t0``, ``t1``,
+    ``kind`` (names), ``thread``, ``n``, ``nbytes``.  ``window``: the measured phase's ``(start, end)``.
+    Returns per kind the events' count, time and the fraction of the window they cover, and the fraction
+    that began inside a timed call of their own thread; for the calls over ``slow_factor`` × their
+    median, the fraction that overlapped each kind beside the fraction expected by chance (an interval of
+    the same length anywhere in the window) and the fraction of all calls; and the ``top`` calls by ratio,
+    each with the events that overlapped it (kind, thread, start relative to the call's, duration, count,
+    bytes, the form of the call its thread was in then) and the other threads in a timed call then."""
+    c = {k: np.asarray(calls[k]) for k in ("t0", "t1", "cpu", "thread", "median")}
+    keys = np.asarray(calls["key"], dtype=object)
+    forms = np.asarray([_form_of(k) for k in keys], dtype=object)
+    e = {k: np.asarray(events[k]) for k in ("t0", "t1", "thread", "n", "nbytes")}
+    kinds = np.asarray(events["kind"], dtype=object)
+    w0, w1 = window
+    span = max(w1 - w0, 0.0)
+    dur = c["t1"] - c["t0"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(c["median"] > 0, dur / c["median"], np.nan)
+    slow = np.flatnonzero(np.nan_to_num(ratio, nan=0.0) > slow_factor)
+
+    # the call each event began in, on its own thread (-1: none)
+    in_call = np.full(len(kinds), -1)
+    for th in np.unique(e["thread"]) if len(kinds) else ():
+        mine = np.flatnonzero(c["thread"] == th)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(c["t0"][mine])]
+        ev = np.flatnonzero(e["thread"] == th)
+        j = np.searchsorted(c["t0"][mine], e["t0"][ev], "right") - 1
+        hit = (j >= 0) & (c["t1"][mine[np.maximum(j, 0)]] >= e["t0"][ev])
+        in_call[ev[hit]] = mine[j[hit]]
+
+    inside = (e["t1"] > w0) & (e["t0"] < w1) if len(kinds) else np.zeros(0, bool)
+    per_kind, overlap, unions = {}, {}, {}
+    any_event = np.zeros(len(slow), bool)
+    for kind in EVENT_KINDS:
+        k = np.flatnonzero((kinds == kind) & inside)
+        if not len(k):
+            continue
+        s, en = unions[kind] = _merge(np.maximum(e["t0"][k], w0), np.minimum(e["t1"][k], w1))
+        d = e["t1"][k] - e["t0"][k]
+        per_kind[kind] = {"count": int(len(k)), "total_ms": round(1e3 * float(d.sum()), 1),
+                          "max_ms": round(1e3 * float(d.max()), 2),
+                          "coverage": round(float((en - s).sum()) / span, 5) if span else None,
+                          "inside_library_call": round(float((in_call[k] >= 0).mean()), 3)}
+        hit = _overlaps(s, en, c["t0"][slow], c["t1"][slow])
+        any_event |= hit
+        half = _covered(s, en, c["t0"][slow], c["t1"][slow]) >= 0.5 * dur[slow] if len(slow) else np.zeros(0, bool)
+        overlap[kind] = {"slow_calls": int(hit.sum()),
+                         "fraction": round(float(hit.mean()), 3) if len(slow) else None,
+                         # (the stronger test: this kind's events cover at least half of the slow call)
+                         "half_covered": round(float(half.mean()), 3) if len(slow) else None,
+                         "by_chance": round(float(_chance(s, en, dur[slow], span).mean()), 3) if len(slow) else None,
+                         "all_calls": round(float(_overlaps(s, en, c["t0"], c["t1"]).mean()), 3) if len(dur) else None}
+
+    worst = []
+    order = np.argsort(-np.nan_to_num(ratio, nan=0.0), kind="stable")[:top] if len(dur) else []
+    for j in order:
+        a, b, th = c["t0"][j], c["t1"][j], c["thread"][j]
+        others = (c["thread"] != th) & (c["t0"] < b) & (c["t1"] > a)
+        by_form: dict = {}
+        for f in forms[others]:
+            by_form[f] = by_form.get(f, 0) + 1
+        hit = np.flatnonzero((e["t0"] < b) & (e["t1"] > a)) if len(kinds) else np.zeros(0, int)
+        hit = hit[np.argsort(-(e["t1"][hit] - e["t0"][hit]), kind="stable")]
+        summary: dict = {}
+        for i in hit:
+            x = summary.setdefault(kinds[i], [0, 0.0])
+            x[0] += 1
+            x[1] = max(x[1], round(1e3 * float(e["t1"][i] - e["t0"][i]), 2))
+        worst.append({
+            "call": str(keys[j]), "thread": int(th), "at_s": round(float(a - origin), 3),
+            "us": round(1e6 * float(b - a), 1), "median_us": round(1e6 * float(c["median"][j]), 2),
+            "ratio": round(float(ratio[j]), 1), "cpu_us": round(1e6 * float(c["cpu"][j]), 1),
+            "others_in_call": int(len(set(c["thread"][others].tolist()))), "others_by_form": by_form,
+            "event_kinds": {k: {"count": v[0], "max_ms": v[1],
+                                "covered_ms": round(1e3 * float(_covered(*unions[k], a, b)[0]), 3) if k in unions
+                                else None} for k, v in summary.items()},
+            "events": [{"kind": str(kinds[i]), "thread": int(e["thread"][i]),
+                        "start_ms": round(1e3 * float(e["t0"][i] - a), 3),
+                        "ms": round(1e3 * float(e["t1"][i] - e["t0"][i]), 3), "n": int(e["n"][i]),
+                        "bytes": int(e["nbytes"][i]),
+                        "in_call": str(forms[in_call[i]]) if in_call[i] >= 0 else None} for i in hit[:listed]]})
+    by_form: dict = {}
+    for f in forms[slow]:
+        by_form[f] = by_form.get(f, 0) + 1
+    return {"window_s": round(span, 3), "calls": int(len(dur)), "slow_factor": slow_factor,
+            "events": per_kind,
+            "slow": {"calls": int(len(slow)), "by_form": by_form, "overlap": overlap,
+                     "overlapping_no_event": int((~any_event).sum())},
+            "worst": worst}
 
 
 def _host_rss() -> int:
@@ -372,9 +746,18 @@ def memory(simulator: bool, t0: float = 0.0) -> dict:
     if not simulator:
         ctx = cuda.current_context()
         cuda.synchronize()
-        ctx.deallocations.clear()
+        ctx.deallocations.clear()  # (the context's queue: streams, events, modules)
+        queue = getattr(getattr(ctx, "memory_manager", None), "deallocations", None)
+        if queue is not None:  # (the memory manager's: the device arrays' cuMemFree)
+            queue.clear()
         free, total = ctx.get_memory_info()
         sample["gpu_used"] = int(total - free)
+        cp = sys.modules.get("cupy")
+        if cp is not None:  # (its pool grows by cudaMalloc: flat after the settle unless a call needs more)
+            try:
+                sample["cupy_pool"] = int(cp.get_default_memory_pool().total_bytes())
+            except Exception:  # noqa: BLE001 - information only
+                pass
     sample["host_rss"] = _host_rss()
     # what could step the memory once (sessions 18-19: host RSS +275 MiB in one step, then flat: torch imported
     # for the first interim JSON's machine description): kernels built, plans recorded and held, live threads,
@@ -480,6 +863,10 @@ class Worker:
         # the latency bins of every (problem, form), made now: constant memory from the start
         self.latency = {(p.label, f): Latencies() for p in problems_ for f in self.forms_of(p)}
         self.cpu = {k: Latencies() for k in self.latency}
+        #: the measured calls one by one (start, seconds, CPU seconds, key): what the stall attribution reads
+        self.keys = list(self.latency)
+        self.key_index = {k: i for i, k in enumerate(self.keys)}
+        self.log = CallLog()
 
     def forms_of(self, problem):
         return [f for f in self.forms if f != "shared" or problem.shared is not None]
@@ -557,7 +944,7 @@ class Worker:
             clean = g0 == FULL_GC.count and not FULL_GC.active
             got = read(result if form != "out" else kw["out"])
         self.check(got, ref, bound, where)
-        self.record(problem.label, form, dt, dc, where, phase, clean)
+        self.record(problem.label, form, dt, dc, where, phase, clean, start=t0)
 
     def device_kwargs(self, problem, form, stream):
         """The problem's keyword arguments; array ones (conv2d_nchw's bias) as the form's arrays."""
@@ -569,8 +956,11 @@ class Worker:
                 else v
         return out
 
-    def record(self, label, form, seconds, cpu_seconds, where, phase, clean=True):
+    def record(self, label, form, seconds, cpu_seconds, where, phase, clean=True, start=None):
+        """``start``: the timed region's ``perf_counter`` (the call is logged for the stall attribution)."""
         if phase == MEASURED:
+            if start is not None:
+                self.log.add(start, seconds, cpu_seconds, self.key_index[label, form])
             t = time.perf_counter() - self.state.t0
             self.latency[label, form].add(seconds, lambda: f"{where} at {t:.1f} s, {seconds * 1e6:.0f} µs", clean)
             self.cpu[label, form].add(cpu_seconds, lambda: f"{where} at {t:.1f} s, {cpu_seconds * 1e6:.0f} µs CPU",
@@ -594,7 +984,7 @@ class Worker:
         dt, dc = time.perf_counter() - t0, time.thread_time() - c0
         clean = g0 == FULL_GC.count and not FULL_GC.active
         self.check(cp.asnumpy(result), problem.ref, problem.bound, where)
-        self.record(problem.label, "cupy", dt, dc, where, phase, clean)
+        self.record(problem.label, "cupy", dt, dc, where, phase, clean, start=t0)
 
     def capture_stream(self):
         """This thread's CuPy stream for graph captures, made once (a stream per capture would make a
@@ -634,7 +1024,7 @@ class Worker:
             self.graph_replays += 1
             s.synchronize()
         self.check(cp.asnumpy(out), other.ref, other.bound, where + " (graph replayed on new inputs)")
-        self.record(problem.label, "graph", dt, dc, where, phase, clean)
+        self.record(problem.label, "graph", dt, dc, where, phase, clean, start=t0)
 
     def warm_up(self, progress: bool = False):
         """Every problem in every form; the stream forms on every stream (see the module docstring)."""
@@ -657,6 +1047,7 @@ class Worker:
             self.call(p, self.rng.choice(self.forms_of(p)))
 
     def run(self, progress: bool = False):
+        _TLS.index = self.index  # (the events this thread logs name it)
         self.warm_up(progress)
         self.loop()
 
@@ -685,9 +1076,16 @@ def _cupy(simulator: bool):
 def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_per_function: int = 6,
          seed: int = 0, sample_s: float = 10.0, forms=None, settle_s: float | None = None,
          wall_limit_s: float | None = None, release: bool = False, ignore=(), gc_freeze: bool = False,
-         progress: bool = True, on_sample: Callable | None = None) -> dict:
+         progress: bool = True, on_sample: Callable | None = None, gil_probe_ms: float = GIL_PROBE_S * 1e3,
+         switch_interval_ms: float | None = None) -> dict:
     """Run the soak (see the module docstring); the results as a dict (the JSON).  ``on_sample(data)``
-    is called with the results so far (``"complete": False``) at every memory sample."""
+    is called with the results so far (``"complete": False``) at every memory sample.  ``gil_probe_ms``:
+    the GIL probe's sleep (0: no probe); ``switch_interval_ms``: ``sys.setswitchinterval`` for the run
+    (None: Python's, 5 ms), restored at the end."""
+    global EVENTS
+    switch_before = sys.getswitchinterval()
+    if switch_interval_ms is not None:
+        sys.setswitchinterval(switch_interval_ms / 1e3)
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
@@ -714,13 +1112,26 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
     settings = {"minutes": minutes, "threads": threads, "streams": streams, "seed": seed,
                 "problems_per_function": problems_per_function, "forms": forms, "settle_s": settle_s,
                 "sample_s": sample_s, "wall_limit_s": wall_limit_s, "release": release, "ignore": list(ignore),
-                "gc_freeze": gc_freeze,
+                "gc_freeze": gc_freeze, "gil_probe_ms": gil_probe_ms,
+                "switch_interval_ms": round(sys.getswitchinterval() * 1e3, 3),
                 "problems": [p.label for p in pool], "simulator": bool(SIMULATOR)}
     functions = sorted(n for n in registry.public_names() if callable(getattr(st, n)))
     # before any worker starts: describe() imports CuPy and torch for their versions (session 19: its first
     # call, in the first interim JSON 10 s into the measured phase, was the soak's +290 MiB RSS step and
     # stalled the calls beside it for ~15 s)
     machine = describe()
+    # the stall log, its hooks and the GIL probe (made before the first sample: constant memory); the
+    # soak goes on without a hook it could not install (named in the JSON)
+    EVENTS = events = EventLog()
+    hooks: dict = {"installed": [], "error": None}
+    undos: list = []
+    if not SIMULATOR:
+        try:
+            hooks["installed"], undos = install_stall_hooks(cuda.current_context(), events)
+        except Exception as exc:  # noqa: BLE001 - information only
+            hooks["error"] = f"{type(exc).__name__}: {exc}"
+    probe = GilProbe(events, gil_probe_ms / 1e3).start() if gil_probe_ms > 0 else None
+    window: dict = {}  # the measured phase's perf_counter start and end
     mem = {"start": memory(SIMULATOR, t_begin), "baseline": None, "samples": [], "end": None}
     phases = {"warm_up": None, "settle": None, "measured": None}
     hung: list = []
@@ -731,6 +1142,13 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
         raw.update(machine=machine, title="soak", command=" ".join(sys.argv), plans=launch.stats(),
                    gc={"full_collections": len(pauses), "max_ms": round(1e3 * max(pauses, default=0), 1),
                        "total_ms": round(1e3 * sum(pauses), 1), "frozen": gc_freeze})
+        if complete:  # (not at the interim samples: the workers run then, and this holds the GIL)
+            try:
+                raw["stalls"] = {**_stalls(workers, events, raw["latency"], window, t_begin),
+                                 "hooks": hooks, "gil_probe": probe.summary() if probe else None}
+            except Exception as exc:  # noqa: BLE001 - the verdict stands without it
+                raw["stalls"] = {"error": f"{type(exc).__name__}: {exc}", "hooks": hooks,
+                                 "traceback": traceback.format_exc()[-2000:]}
         return summarise(raw, ignore=ignore)
 
     def sample(text: str = "") -> dict:
@@ -791,6 +1209,7 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
         baseline["calls_in_flight"] = [w.current[0] for w in workers if w.current]
     mem["baseline"] = baseline
     t_measure = time.perf_counter()
+    window["start"] = t_measure
     phases["settle"] = round(t_measure - t_settle, 1)
     deadline = min(t_measure + minutes * 60, wall_end - reserve)
     if progress:
@@ -804,9 +1223,14 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
                 on_sample(collect(False))
     # the end, with the workers paused (then stopped)
     quiet = gate.pause(timeout=60)
+    window["end"] = time.perf_counter()
     phases["measured"] = round(time.perf_counter() - t_measure, 1)
     state.stop.set()
     FULL_GC.remove()
+    if probe is not None:
+        probe.close()
+    for undo in undos:
+        undo()
     try:
         mem["end"] = memory(SIMULATOR, t_begin)
     finally:
@@ -820,6 +1244,8 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
                          "for_s": round(time.perf_counter() - w.current[1], 1) if w.current else None,
                          "stack": "".join(traceback.format_stack(frames))[-3000:] if frames else ""})
     data = collect(True)
+    EVENTS = None
+    sys.setswitchinterval(switch_before)
     if release:  # (the workers first: their CuPy capture streams, then the Numba streams)
         if not hung:
             ts.clear()
@@ -831,6 +1257,32 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
 
 def _calls(workers) -> int:
     return sum(sum(c) for w in workers for c in w.calls.values())
+
+
+def _stalls(workers, events: EventLog, latency: dict, window: dict, origin: float) -> dict:
+    """:func:`attribute` over the workers' call logs (the medians: ``latency``'s, the verdict's) and the
+    event log, in the measured phase."""
+    parts: dict = {k: [] for k in ("t0", "t1", "cpu", "thread", "median", "key")}
+    dropped = 0
+    for w in workers:
+        log = w.log
+        n = min(log.n, log.capacity)
+        dropped += log.n - n
+        names = np.asarray([f"{label} [{form}]" for label, form in w.keys], dtype=object)
+        med = np.asarray([1e-6 * (latency.get(k) or {}).get("median_us", math.nan) for k in names], float)
+        key = log.key[:n]
+        parts["t0"].append(log.t0[:n])
+        parts["t1"].append(log.t0[:n] + log.dt[:n])
+        parts["cpu"].append(log.cpu[:n])
+        parts["thread"].append(np.full(n, w.index))
+        parts["median"].append(med[key] if len(med) else np.zeros(n))
+        parts["key"].append(names[key] if len(names) else np.zeros(n, dtype=object))
+    calls = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
+    ev = events.snapshot()
+    if "start" not in window:
+        return {"error": "no measured phase", "calls_dropped": dropped, "events_dropped": ev["dropped"]}
+    out = attribute(calls, ev, (window["start"], window.get("end", time.perf_counter())), origin=origin)
+    return {**out, "calls_dropped": dropped, "events_dropped": ev["dropped"]}
 
 
 def _collect(workers, settings, functions, phases, mem, hung, complete) -> dict:
@@ -1056,6 +1508,7 @@ def table(data: dict) -> str:
             cpu = data.get("cpu_latency", {}).get(k, {}).get("max_over_median")
             lines.append(f"| {k} | {v['calls']} | {v['median_us']} | {v['p99_us']} | {v['max_us']} | "
                          f"{v['max_over_median']} | {cpu} |")
+    lines += _stall_lines(data.get("stalls"))
     lines += [""] + [f"- wrong: {w}" for w in data["wrong"][:5]] + [f"- error: {e}" for e in data["error_examples"][:5]]
     if data.get("hung_threads"):
         lines += [f"- hung: thread {h['thread']} in {h['call']} for {h['for_s']} s" for h in data["hung_threads"]]
@@ -1064,6 +1517,54 @@ def table(data: dict) -> str:
         lines.append(f"- released: {r['workspaces_dropped']} workspaces; after: "
                      f"{_memory_text(r['memory_after_release'])}; context destroyed: {r['context_destroyed']}")
     return "\n".join(lines)
+
+
+def _event_text(x: dict) -> str:
+    who = {MAIN_THREAD: "main", PROBE_THREAD: "probe", OTHER_THREAD: "other"}.get(x["thread"], f"thread {x['thread']}")
+    extra = f", {x['n']} frees {x['bytes'] / 2**20:.1f} MiB" if x["kind"].endswith("flush") else ""
+    where = f", in its {x['in_call']} call" if x.get("in_call") else ""
+    return f"{x['kind']} {x['ms']:.2f} ms ({who}{extra}{where}, from {x['start_ms']:+.2f} ms)"
+
+
+def _stall_lines(st_: dict | None) -> list:
+    """The stall attribution as ``- INFO: why slow`` lines (what ``gpu_pass.sh soak`` prints) and a
+    table of the slowest calls."""
+    if not st_:
+        return []
+    if st_.get("error"):
+        return ["", f"- INFO: why slow: no attribution ({st_['error']})"]
+    slow = st_["slow"]
+    hooks = (st_.get("hooks") or {})
+    probe = st_.get("gil_probe") or {}
+    forms = ", ".join(f"{f} {n}" for f, n in sorted(slow["by_form"].items(), key=lambda kv: -kv[1]))
+    lines = ["", f"- INFO: why slow: {slow['calls']} of {st_['calls']} logged calls over {st_['slow_factor']:g}x "
+                 f"their median ({forms or 'none'}); {slow['overlapping_no_event']} overlapped no logged event; "
+                 f"hooks: {', '.join(hooks.get('installed') or []) or 'none'}{'; ' + hooks['error'] if hooks.get('error') else ''}"
+                 f"; dropped: {st_.get('calls_dropped', 0)} calls, {st_.get('events_dropped', 0)} events"]
+    if probe:
+        lines.append(f"- INFO: why slow: GIL probe ({probe['interval_ms']:g} ms sleeps): {probe['probes']} wake-ups, "
+                     f"{probe['late']} later than {probe['threshold_ms']:g} ms; lateness median "
+                     f"{probe['lateness_median_us']} µs, p99 {probe['lateness_p99_us']} µs, max {probe['lateness_max_us']} µs")
+    for kind, ev in st_["events"].items():
+        o = slow["overlap"].get(kind, {})
+        lines.append(f"- INFO: why slow: {kind}: {o.get('slow_calls')} slow calls ({o.get('fraction')}) overlapped one, "
+                     f"{o.get('by_chance')} by chance, {o.get('all_calls')} of all calls; {o.get('half_covered')} "
+                     f"half covered; {ev['count']} events, "
+                     f"{ev['total_ms']} ms, max {ev['max_ms']} ms, cover {ev['coverage']} of the phase, "
+                     f"{ev['inside_library_call']} began inside a library call")
+    for i, w in enumerate(st_["worst"][:3]):
+        evs = "; ".join(_event_text(x) for x in w["events"][:3]) or "no logged event"
+        lines.append(f"- INFO: why slow #{i + 1}: {w['call']} thread {w['thread']} at {w['at_s']} s: {w['us']:.0f} µs = "
+                     f"{w['ratio']}x (CPU {w['cpu_us']:.0f} µs); {w['others_in_call']} other threads in a call; {evs}")
+    if st_["worst"]:
+        lines += ["", "| slow call | thread | at s | µs | x median | CPU µs | others in a call | overlapping events |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for w in st_["worst"]:
+            kinds = ", ".join(f"{k} {v['count']} (max {v['max_ms']} ms, {v['covered_ms']} ms of the call)"
+                              for k, v in w["event_kinds"].items()) or "-"
+            lines.append(f"| {w['call']} | {w['thread']} | {w['at_s']} | {w['us']:.0f} | {w['ratio']} | {w['cpu_us']:.0f} | "
+                         f"{w['others_in_call']} | {kinds} |")
+    return lines
 
 
 def add_arguments(p) -> None:
@@ -1084,6 +1585,10 @@ def add_arguments(p) -> None:
     p.add_argument("--ignore", default="", help="targets reported but not judged: latency,memory (under a sanitizer)")
     p.add_argument("--gc-freeze", action="store_true",
                    help="gc.freeze() after the warm-up (full collections then skip the objects made so far)")
+    p.add_argument("--gil-probe-ms", type=float, default=GIL_PROBE_S * 1e3,
+                   help="the GIL probe thread's sleep, ms (late wake-ups are logged beside the slow calls; 0: none)")
+    p.add_argument("--switch-interval-ms", type=float, default=None,
+                   help="sys.setswitchinterval for the run, ms (default: Python's 5 ms; the GIL hypothesis's test)")
     p.add_argument("--fill", metavar="I/N", default=None,
                    help="only the warm-up's calls of every N-th problem from the I-th, one thread (fills the disk caches)")
 
@@ -1105,7 +1610,9 @@ def run(args) -> int:
 
     data = soak(args.minutes, args.threads, args.streams, problems_per_function=args.problems, seed=args.seed,
                 sample_s=args.sample_s, forms=forms, settle_s=args.settle_s, wall_limit_s=args.wall_limit_s,
-                release=args.release, ignore=ignore, gc_freeze=getattr(args, "gc_freeze", False), on_sample=interim)
+                release=args.release, ignore=ignore, gc_freeze=getattr(args, "gc_freeze", False), on_sample=interim,
+                gil_probe_ms=getattr(args, "gil_probe_ms", GIL_PROBE_S * 1e3),
+                switch_interval_ms=getattr(args, "switch_interval_ms", None))
     text = table(data)
     print(text, flush=True)
     paths = write_outputs(args, "soak", data, text)

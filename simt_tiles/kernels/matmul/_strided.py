@@ -29,6 +29,7 @@ from ...interop import device_view
 from ...runtime import cdiv
 from ...vector import aligned
 from . import _layouts, k15_gemv
+from ._common import Call
 from . import k11_generated_split_k as k11
 
 #: most blocks a grid has along z
@@ -132,7 +133,7 @@ def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream) -> None:
             av = device_view(a.dev, (m, k), tuple(s * item for s in a_str[-2:]))
             bv = device_view(b.dev, (k, n), tuple(s * item for s in b_str[-2:]))
             ap, bp = k11.padded_operands(av, bv, dtype, stream)
-            k11.RUNG.run(dataclasses.replace(cfg, pad=k11.Pad.NEVER), (ap, bp, c, stream))
+            k11.RUNG.run(dataclasses.replace(cfg, pad=k11.Pad.NEVER), Call(ap, bp, c, stream))
             continue
         _launch(cfg, dtype, layout, fa, fb, c, m, n, k, a.ld, b.ld, xa, xb, nb, stream)
 

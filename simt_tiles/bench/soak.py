@@ -469,7 +469,7 @@ def _hook_flushes(dealloc, kind: int, log: EventLog):
     """Wrap a Numba ``_PendingDeallocs``'s ``clear`` (an instance attribute: ``add_item``'s
     ``self.clear()`` finds it) to log each flush that frees something: start, end, the number of frees,
     their bytes.  Returns the undo, or None (already hooked, or no such object)."""
-    if dealloc is None or not callable(getattr(dealloc, "clear", None)) or "clear" in vars(dealloc):
+    if not callable(getattr(dealloc, "clear", None)) or "clear" in getattr(dealloc, "__dict__", {"clear": 0}):
         return None
     orig = dealloc.clear
 
@@ -496,7 +496,7 @@ def _hook_flushes(dealloc, kind: int, log: EventLog):
 def _hook_alloc(manager, log: EventLog, slow_s: float = SLOW_ALLOC_S):
     """Wrap a Numba memory manager's ``memalloc`` (``Context.memalloc`` calls it) to log the allocations
     slower than ``slow_s``.  Returns the undo, or None."""
-    if manager is None or not callable(getattr(manager, "memalloc", None)) or "memalloc" in vars(manager):
+    if not callable(getattr(manager, "memalloc", None)) or "memalloc" in getattr(manager, "__dict__", {"memalloc": 0}):
         return None
     orig = manager.memalloc
 

@@ -20,7 +20,10 @@ if case.startswith(("numba", "both")):
     for i in range(n):
         d = cuda.to_device(np.full(1000 + i, 1.0, np.float32))
         del d
-    getattr(cuda.current_context(), "deallocations", None) and cuda.current_context().deallocations.clear()
+    ctx = cuda.current_context()
+    for queue in (getattr(ctx, "deallocations", None), getattr(getattr(ctx, "memory_manager", None), "deallocations", None)):
+        if queue is not None:  # the context's queue (streams, events, modules), then the memory manager's (cuMemFree)
+            queue.clear()
 if case.startswith(("cupy", "both")):
     import cupy
 

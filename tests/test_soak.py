@@ -10,6 +10,7 @@ runs in the simulator in ``tests/test_faults.py``.
 from __future__ import annotations
 
 import copy
+import gc
 import time
 import types
 
@@ -55,6 +56,17 @@ def _run(**over) -> dict:
 
 def _failed(data) -> list:
     return [name for name, t in data["targets"].items() if not t["passed"]]
+
+
+def _collected():
+    """One full ``gc.collect()`` under the soak's full-collection counter, removed afterwards."""
+    full = soak._FullCollections()
+    full.install()
+    try:
+        gc.collect()
+    finally:
+        full.remove()
+    return full
 
 
 def test_latency_bins_give_median_tail_and_the_slowest_call():
@@ -167,7 +179,6 @@ def test_the_command_exits_1_when_a_target_fails(monkeypatch, capsys, tmp_path, 
 def test_calls_that_overlapped_a_full_collection_are_told_apart():
     """Python's full garbage collections stop every thread: the slowest call that overlapped none is
     reported beside the slowest call (the target judges the slowest call, as the issue says)."""
-    import gc
 
     lat = soak.Latencies()
     for _ in range(99):
@@ -181,12 +192,7 @@ def test_calls_that_overlapped_a_full_collection_are_told_apart():
                                gc={"full_collections": 3, "max_ms": 4.9, "total_ms": 9.1, "frozen": False}))
     detail = data["targets"]["no call over 100x its median"]["detail"]
     assert not data["passed"] and "overlapped no full GC: worst 2.0x" in detail and "3 full GCs" in detail
-    full = soak._FullCollections()
-    full.install()
-    try:
-        gc.collect()
-    finally:
-        full.remove()
+    full = _collected()
     assert full.count == 2 and len(full.pauses) == 1 and not full.active and full not in gc.callbacks
 
 
@@ -249,7 +255,6 @@ def test_the_stall_hooks_log_flushes_slow_allocations_and_collections(monkeypatc
     """The hooks wrap an object with Numba's ``_PendingDeallocs`` interface (its ``add_item`` calls
     ``self.clear()`` past 10 items) and a memory manager's ``memalloc``; the GC callback logs
     generations 1 and 2; the worker's call log feeds the attribution with the verdict's medians."""
-    import gc
 
     class Pending:  # (Numba's _PendingDeallocs, as numba-cuda 0.30 has it)
         def __init__(self):
@@ -292,12 +297,7 @@ def test_the_stall_hooks_log_flushes_slow_allocations_and_collections(monkeypatc
     ctx.memory_manager.memalloc(4096)  # (fast: not logged)
     ctx.memory_manager.memalloc(2**21)
     monkeypatch.setattr(soak, "EVENTS", log)
-    full = soak._FullCollections()
-    full.install()
-    try:
-        gc.collect()
-    finally:
-        full.remove()
+    full = _collected()
     for undo in undos:
         undo()
     assert not any("clear" in vars(x) or "memalloc" in vars(x) for x in (ctx.deallocations, ctx.memory_manager,

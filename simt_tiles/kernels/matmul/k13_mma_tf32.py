@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from numba import cuda
 
 from ... import codegen

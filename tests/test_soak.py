@@ -341,3 +341,47 @@ def test_the_gil_probe_sees_a_c_call_that_keeps_the_gil():
     assert held and max(b - a for a, b in held) > 0.5 * (t1 - t0), (held, t1 - t0)
     s = probe.summary()
     assert s["probes"] > 10 and s["late"] >= 1 and s["lateness_max_us"] > 1e3
+
+
+def test_the_release_names_the_cycles_that_held_device_arrays():
+    """An array that only a reference cycle holds is counted with the cycle's type, then freed; one
+    still referenced is named with its holder (stand-ins of Numba's name)."""
+    fake = type("DeviceNDArray", (), {"__module__": "numba.stand_in", "nbytes": 40})
+
+    class Holder:
+        pass
+
+    cyc = Holder()
+    cyc.me, cyc.array = cyc, fake()
+    del cyc
+    kept = Holder()
+    kept.array = fake()
+    gc.disable()
+    try:
+        c = soak._cyclic_device_arrays()
+    finally:
+        gc.enable()
+    assert c["arrays"] == {"numba.stand_in.DeviceNDArray": [1, 40]}
+    assert any(k.endswith("Holder") for k in c["array_referrers"])
+    assert not gc.garbage and soak._live_device_arrays()["numba.stand_in.DeviceNDArray"] == [1, 40]
+    held = soak._holders_of_live_arrays()
+    # (Python 3.12 keeps an instance's attributes inline: the Holder itself, or its __dict__'s holder)
+    assert any(k.endswith("Holder") for k in [*held["referrers"], *held["their_referrers"]]) and kept
+
+
+_HELD: dict = {}
+
+
+def test_the_release_names_the_root_that_keeps_an_array_alive():
+    """The chain from a still-referenced array up to a module global (planted: an array kept in this
+    module's dict through a list and an object must be named with the module)."""
+    fake = type("DeviceNDArray", (), {"__module__": "numba.stand_in", "nbytes": 40})
+    holder = type("Holder", (), {})()
+    holder.array = fake()
+    _HELD["x"] = [holder]
+    try:
+        path = soak._root_path(holder.array)
+        assert path.startswith("numba.stand_in.DeviceNDArray <- ") and "Holder" in path
+        assert path.endswith(f"module {__name__}"), path
+    finally:
+        _HELD.clear()

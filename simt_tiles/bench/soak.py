@@ -89,6 +89,7 @@ import threading
 import time
 import traceback
 import zlib
+from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
@@ -1326,14 +1327,120 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
         cupy.cuda.Device().synchronize()
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
+    cyclic = _cyclic_device_arrays()  # (before the sample: arrays in unreachable cycles wait for a full GC)
     after = memory(simulator, t0)
     live = _live_device_arrays()
+    holders = _holders_of_live_arrays() if live else {}
     closed = False
     if not simulator and not hung:  # (a hung thread may still launch: keep its context)
         cuda.close()
         closed = True
     return {"workspaces_dropped": dropped, "memory_after_release": after, "context_destroyed": closed,
-            "live_device_arrays": live}
+            "live_device_arrays": live, "cyclic_device_arrays": cyclic, "holders_of_live_arrays": holders}
+
+
+def _is_device_array(obj) -> bool:
+    return (type(obj).__name__ in ("DeviceNDArray", "ndarray")
+            and type(obj).__module__.split(".")[0] in ("numba", "numba_cuda", "cupy"))
+
+
+def _cyclic_device_arrays(top: int = 8) -> dict:
+    """Collect everything, keeping what was unreachable (``gc.DEBUG_SAVEALL``): the device arrays
+    that only a reference cycle held (freed at the next full collection, which a slow process such
+    as one under compute-sanitizer makes rarely), and the types of the objects in those cycles that
+    refer to them directly (who made the cycle). Then frees them."""
+    flags = gc.get_debug()
+    gc.set_debug(flags | gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        garbage = list(gc.garbage)
+    finally:
+        gc.set_debug(flags)
+        del gc.garbage[:]
+    ids = {id(o) for o in garbage}
+    arrays: dict = {}
+    referrers: Counter = Counter()
+    for obj in garbage:
+        if _is_device_array(obj):
+            entry = arrays.setdefault(f"{type(obj).__module__}.{type(obj).__name__}", [0, 0])
+            entry[0] += 1
+            entry[1] += int(getattr(obj, "nbytes", 0) or 0)
+            referrers.update(f"{type(r).__module__}.{type(r).__qualname__}" for r in gc.get_referrers(obj)
+                             if id(r) in ids)
+    kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in garbage)
+    del garbage
+    gc.collect()
+    return {"objects": sum(kinds.values()), "arrays": arrays, "array_referrers": dict(referrers.most_common(top)),
+            "object_types": dict(kinds.most_common(top))}
+
+
+def _holders_of_live_arrays(sample: int = 200, top: int = 8) -> dict:
+    """The types of what refers to (up to ``sample``) device arrays still referenced after the
+    release and a full collection, two steps back (a holder's own holder names the owner)."""
+    import types as _types
+
+    live = [o for o in gc.get_objects() if _is_device_array(o)][:sample]
+    skip = (_types.FrameType, list)  # (this function's frame and list; a list holding arrays is named below)
+    first: Counter = Counter()
+    second: Counter = Counter()
+    for obj in live:
+        for r in gc.get_referrers(obj):
+            if r is live or isinstance(r, _types.FrameType):
+                continue
+            first[f"{type(r).__module__}.{type(r).__qualname__}"] += 1
+            if isinstance(r, skip + (dict, tuple)):
+                second.update(f"{type(h).__module__}.{type(h).__qualname__}" for h in gc.get_referrers(r)
+                              if not isinstance(h, _types.FrameType) and h is not live)
+    step = max(1, len(live) // 4)
+    roots = [_root_path(live[i], exclude=(live,)) for i in range(0, len(live), step)][:4]
+    del live
+    return {"referrers": dict(first.most_common(top)), "their_referrers": dict(second.most_common(top)),
+            "roots": roots}
+
+
+def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
+    """A chain of referrers from ``obj`` up to what keeps it alive: a module's global, a running
+    frame (function, file:line) or a class attribute, else the longest chain found; found by a
+    breadth-first search over ``gc.get_referrers`` (``width`` referrers a step)."""
+    import types as _types
+
+    modules = {id(vars(m)): name for name, m in list(sys.modules.items()) if m is not None and hasattr(m, "__dict__")}
+    here = sys._getframe()
+    seen = {id(obj), id(here), *map(id, exclude)}
+    paths = [[obj]]
+    seen.add(id(paths))
+    frontier = paths
+
+    def name(o) -> str:
+        if isinstance(o, dict) and id(o) in modules:
+            return f"module {modules[id(o)]}"
+        if isinstance(o, _types.FrameType):
+            return f"frame {o.f_code.co_name} ({os.path.basename(o.f_code.co_filename)}:{o.f_lineno})"
+        return f"{type(o).__module__}.{type(o).__qualname__}"
+
+    longest = frontier[0]
+    for _ in range(depth):
+        nxt = []
+        seen.add(id(nxt))
+        for path in frontier:
+            for r in gc.get_referrers(path[-1])[:width]:
+                if id(r) in seen or r is frontier or r is nxt or isinstance(r, list) and r and r[0] is obj:
+                    continue
+                seen.add(id(r))
+                if isinstance(r, _types.FrameType) and r.f_code in _OWN_CODE:
+                    continue  # (this search's own frames)
+                chain = [*path, r]
+                if (isinstance(r, dict) and id(r) in modules) or isinstance(r, (_types.FrameType, type)):
+                    return " <- ".join(name(o) for o in chain)
+                nxt.append(chain)
+        if not nxt:
+            break
+        longest, frontier = nxt[0], nxt
+    # (since Python 3.11 a running function's locals are found only once its frame object exists)
+    return " <- ".join(name(o) for o in longest) + " (no root found: a running function's local?)"
+
+
+_OWN_CODE = (_root_path.__code__, _holders_of_live_arrays.__code__)
 
 
 def _live_device_arrays() -> dict:
@@ -1341,9 +1448,8 @@ def _live_device_arrays() -> dict:
     ``{type name: [count, bytes]}`` of the device arrays the garbage collector sees (Numba's, CuPy's)."""
     out: dict = {}
     for obj in gc.get_objects():
-        name = type(obj).__name__
-        if name in ("DeviceNDArray", "ndarray") and type(obj).__module__.split(".")[0] in ("numba", "numba_cuda", "cupy"):
-            entry = out.setdefault(f"{type(obj).__module__}.{name}", [0, 0])
+        if _is_device_array(obj):
+            entry = out.setdefault(f"{type(obj).__module__}.{type(obj).__name__}", [0, 0])
             entry[0] += 1
             entry[1] += int(getattr(obj, "nbytes", 0) or 0)
     return out
@@ -1516,6 +1622,13 @@ def table(data: dict) -> str:
         r = data["released"]
         lines.append(f"- released: {r['workspaces_dropped']} workspaces; after: "
                      f"{_memory_text(r['memory_after_release'])}; context destroyed: {r['context_destroyed']}")
+        if r.get("cyclic_device_arrays"):
+            c = r["cyclic_device_arrays"]
+            lines.append(f"- released: device arrays only a reference cycle held: {c['arrays']}; their referrers in "
+                         f"the cycles: {c['array_referrers']}; the cycles' objects: {c['object_types']}")
+        if r.get("live_device_arrays"):
+            lines.append(f"- released: device arrays still referenced: {r['live_device_arrays']}; held by: "
+                         f"{r.get('holders_of_live_arrays')}")
     return "\n".join(lines)
 
 

@@ -385,3 +385,23 @@ def test_the_release_names_the_root_that_keeps_an_array_alive():
         assert path.endswith(f"module {__name__}"), path
     finally:
         _HELD.clear()
+
+
+def test_the_release_names_what_holds_a_finished_calls_frame():
+    """An array kept alive by a finished call's frame object (held in a list here; a traceback or a
+    tool's reference in a real run) is traced to that frame and to what holds it."""
+    import sys
+
+    fake = type("DeviceNDArray", (), {"__module__": "numba.stand_in", "nbytes": 40})
+
+    def alloc():
+        a = fake()  # noqa: F841 - the frame's local
+        _HELD.setdefault("frames", []).append(sys._getframe())
+
+    alloc()
+    try:
+        held = soak._holders_of_live_arrays()
+        assert any("frame alloc (test_soak.py:" in r and "held by {'builtins.list': 1}" in r for r in held["roots"])
+        assert any(k.startswith("alloc (test_soak.py:") for k in held["frames_alive"])
+    finally:
+        _HELD.clear()

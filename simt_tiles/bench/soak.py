@@ -1391,11 +1391,13 @@ def _holders_of_live_arrays(sample: int = 200, top: int = 8) -> dict:
             if isinstance(r, skip + (dict, tuple)):
                 second.update(f"{type(h).__module__}.{type(h).__qualname__}" for h in gc.get_referrers(r)
                               if not isinstance(h, _types.FrameType) and h is not live)
+    frames = Counter(f"{o.f_code.co_name} ({os.path.basename(o.f_code.co_filename)}:{o.f_lineno})"
+                     for o in gc.get_objects() if isinstance(o, _types.FrameType))
     step = max(1, len(live) // 4)
     roots = [_root_path(live[i], exclude=(live,)) for i in range(0, len(live), step)][:4]
     del live
     return {"referrers": dict(first.most_common(top)), "their_referrers": dict(second.most_common(top)),
-            "roots": roots}
+            "roots": roots, "frames_alive": dict(frames.most_common(top))}
 
 
 def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
@@ -1423,14 +1425,20 @@ def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
         nxt = []
         seen.add(id(nxt))
         for path in frontier:
-            for r in gc.get_referrers(path[-1])[:width]:
+            refs = gc.get_referrers(path[-1])[:width]
+            for r in refs:
                 if id(r) in seen or r is frontier or r is nxt or isinstance(r, list) and r and r[0] is obj:
                     continue
                 seen.add(id(r))
                 if isinstance(r, _types.FrameType) and r.f_code in _OWN_CODE:
                     continue  # (this search's own frames)
                 chain = [*path, r]
-                if (isinstance(r, dict) and id(r) in modules) or isinstance(r, (_types.FrameType, type)):
+                if isinstance(r, _types.FrameType):  # (a frame of a finished call: say what holds it)
+                    held = Counter(name(h) for h in gc.get_referrers(r) if h is not refs and h is not nxt
+                                   and not (isinstance(h, list) and h and h[0] is obj)  # (the search's chains)
+                                   and not (isinstance(h, _types.FrameType) and h.f_code in _OWN_CODE))
+                    return " <- ".join(name(o) for o in chain) + f" <- held by {dict(held.most_common(4))}"
+                if (isinstance(r, dict) and id(r) in modules) or isinstance(r, type):
                     return " <- ".join(name(o) for o in chain)
                 nxt.append(chain)
         if not nxt:

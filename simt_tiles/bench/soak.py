@@ -88,6 +88,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -1377,22 +1378,19 @@ def _cyclic_device_arrays(top: int = 8) -> dict:
 def _holders_of_live_arrays(sample: int = 200, top: int = 8) -> dict:
     """The types of what refers to (up to ``sample``) device arrays still referenced after the
     release and a full collection, two steps back (a holder's own holder names the owner)."""
-    import types as _types
-
     live = [o for o in gc.get_objects() if _is_device_array(o)][:sample]
-    skip = (_types.FrameType, list)  # (this function's frame and list; a list holding arrays is named below)
     first: Counter = Counter()
     second: Counter = Counter()
     for obj in live:
         for r in gc.get_referrers(obj):
-            if r is live or isinstance(r, _types.FrameType):
+            if r is live or isinstance(r, types.FrameType):
                 continue
             first[f"{type(r).__module__}.{type(r).__qualname__}"] += 1
-            if isinstance(r, skip + (dict, tuple)):
+            if isinstance(r, (list, dict, tuple)):  # (a container: its holder names the owner)
                 second.update(f"{type(h).__module__}.{type(h).__qualname__}" for h in gc.get_referrers(r)
-                              if not isinstance(h, _types.FrameType) and h is not live)
+                              if not isinstance(h, types.FrameType) and h is not live)
     frames = Counter(f"{o.f_code.co_name} ({os.path.basename(o.f_code.co_filename)}:{o.f_lineno})"
-                     for o in gc.get_objects() if isinstance(o, _types.FrameType))
+                     for o in gc.get_objects() if isinstance(o, types.FrameType))
     step = max(1, len(live) // 4)
     roots = [_root_path(live[i], exclude=(live,)) for i in range(0, len(live), step)][:4]
     del live
@@ -1404,8 +1402,6 @@ def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
     """A chain of referrers from ``obj`` up to what keeps it alive: a module's global, a running
     frame (function, file:line) or a class attribute, else the longest chain found; found by a
     breadth-first search over ``gc.get_referrers`` (``width`` referrers a step)."""
-    import types as _types
-
     modules = {id(vars(m)): name for name, m in list(sys.modules.items()) if m is not None and hasattr(m, "__dict__")}
     here = sys._getframe()
     seen = {id(obj), id(here), *map(id, exclude)}
@@ -1416,7 +1412,7 @@ def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
     def name(o) -> str:
         if isinstance(o, dict) and id(o) in modules:
             return f"module {modules[id(o)]}"
-        if isinstance(o, _types.FrameType):
+        if isinstance(o, types.FrameType):
             return f"frame {o.f_code.co_name} ({os.path.basename(o.f_code.co_filename)}:{o.f_lineno})"
         return f"{type(o).__module__}.{type(o).__qualname__}"
 
@@ -1430,13 +1426,13 @@ def _root_path(obj, exclude=(), depth: int = 10, width: int = 64) -> str:
                 if id(r) in seen or r is frontier or r is nxt or isinstance(r, list) and r and r[0] is obj:
                     continue
                 seen.add(id(r))
-                if isinstance(r, _types.FrameType) and r.f_code in _OWN_CODE:
+                if isinstance(r, types.FrameType) and r.f_code in _OWN_CODE:
                     continue  # (this search's own frames)
                 chain = [*path, r]
-                if isinstance(r, _types.FrameType):  # (a frame of a finished call: say what holds it)
+                if isinstance(r, types.FrameType):  # (a frame of a finished call: say what holds it)
                     held = Counter(name(h) for h in gc.get_referrers(r) if h is not refs and h is not nxt
                                    and not (isinstance(h, list) and h and h[0] is obj)  # (the search's chains)
-                                   and not (isinstance(h, _types.FrameType) and h.f_code in _OWN_CODE))
+                                   and not (isinstance(h, types.FrameType) and h.f_code in _OWN_CODE))
                     return " <- ".join(name(o) for o in chain) + f" <- held by {dict(held.most_common(4))}"
                 if (isinstance(r, dict) and id(r) in modules) or isinstance(r, type):
                     return " <- ".join(name(o) for o in chain)

@@ -294,9 +294,10 @@ for step in $steps; do
         # memory targets are information there (--ignore). --release frees every cache and destroys the
         # context at the end: --leak-check full reports what is still allocated then. rc 9: memcheck errors.
         t=$(limit ${SOAK_MEMCHECK_TIMEOUT:-300}); echo "memcheck soak: limit $t s"
-        # SOAK_MEMCHECK_ARGS: more compute-sanitizer options (--show-backtrace no: see notes/faults.md, session 22)
+        # SOAK_MEMCHECK_ARGS: compute-sanitizer's other options; --show-backtrace no by default, because host
+        # backtraces keep every allocating call's Python frames, and so its arrays, alive (notes/faults.md, session 22)
         timeout -k 10 $t compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 9 \
-          ${SOAK_MEMCHECK_ARGS:-} \
+          ${SOAK_MEMCHECK_ARGS:---show-backtrace no} \
           python3 -m simt_tiles bench soak --minutes ${SOAK_MEMCHECK_MINUTES:-1} --threads ${SOAK_MEMCHECK_THREADS:-4} \
           --streams 2 --problems $P --settle-s 5 --sample-s 15 --wall-limit-s $(( t - 20 )) --release \
           --ignore latency,memory --json "$out/soak_memcheck.json" --md "$out/soak_memcheck.md" > "$out/soak_memcheck.log" 2>&1

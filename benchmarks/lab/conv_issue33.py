@@ -104,7 +104,46 @@ def write(out: Path) -> None:
 def _im2col_cells(r) -> str:
     if r.get("im2col_us") is None:
         return "— | — |"
-    return f"{r['im2col_us']:.1f} ({r['im2col_check']}) | {r['cudnn_us'] / r['im2col_us']:.2f} |"
+    parts = "" if r.get("im2col_copy_us") is None else \
+        f"; copy {r['im2col_copy_us']:.1f} + matmul {r['im2col_matmul_us']:.1f}"
+    return f"{r['im2col_us']:.1f} ({r['im2col_check']}{parts}) | {r['cudnn_us'] / r['im2col_us']:.2f} |"
+
+
+def _im2col_parts(x, w, s, geom, whole) -> dict:
+    """im2col_gemm's two steps apart (issue 33: its 1,458 µs at layer1.0.conv1, N = 32, undiagnosed): the
+    im2col copy kernel alone and the batched matmul alone, on the buffers ``_im2col.run`` uses, for a layer
+    that needs ``cols`` and fits one chunk; checked first (the two steps give ``whole`` exactly)."""
+    import torch
+    from numba import cuda
+
+    import simt_tiles
+    from simt_tiles.kernels.conv_nchw import _im2col
+    from simt_tiles.runtime import cdiv
+
+    n, c_in, _, _ = x.shape
+    c_out, _, kh, kw = w.shape
+    k_len, p_len = c_in * kh * kw, geom.oh * geom.ow
+    pads = (geom.pad_top, geom.pad_left, geom.pad_bottom, geom.pad_right)
+    if not _im2col.needs_cols(kh, kw, (s, s), pads) or n * k_len * p_len > _im2col.MAX_COLS:
+        return {}
+    cols = torch.empty((n, k_len, p_len), device="cuda")
+    out = torch.empty((n, c_out, p_len), device="cuda")
+    xs, cs = cuda.as_cuda_array(x), cuda.as_cuda_array(cols)
+    stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+    w2 = w.reshape(c_out, k_len)
+
+    def copy():
+        _im2col.im2col[cdiv(cols.numel(), _im2col.THREADS), _im2col.THREADS, stream](
+            xs, cs, 0, kh, kw, s, s, 1, 1, geom.pad_top, geom.pad_left, geom.ow)
+
+    def product():
+        simt_tiles.matmul(w2, cols, out=out)
+
+    copy()
+    product()
+    if not torch.equal(out.reshape(whole.shape), whole):
+        raise AssertionError("im2col parts: copy + matmul differ from im2col_gemm's result")
+    return {"im2col_copy": copy, "im2col_matmul": product}
 
 
 def host_section(quick: bool) -> None:
@@ -194,6 +233,7 @@ def zoo_section(reps: int, quick: bool) -> None:
                        "cudnn": lambda: F.conv2d(x, w, stride=s, padding=p, groups=g)}
                 if im2col is not None:
                     fns["im2col"] = im2col
+                    fns.update(_im2col_parts(x, w, s, geom, im2col()))
                 for name, fn in fns.items():
                     for _ in range(3):
                         fn()
@@ -209,7 +249,8 @@ def zoo_section(reps: int, quick: bool) -> None:
                 RESULTS["zoo"].append(dict(layer=layer, n=batch, c_in=c_in, c_out=c_out, h=h, k=k, stride=s,
                                            padding=p, groups=g, path=path,
                                            simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL",
-                                           im2col_us=ts.get("im2col"),
+                                           im2col_us=ts.get("im2col"), im2col_copy_us=ts.get("im2col_copy"),
+                                           im2col_matmul_us=ts.get("im2col_matmul"),
                                            im2col_check=None if im2col is None else ("pass" if ok_im2col else "FAIL")))
                 print(RESULTS["zoo"][-1], flush=True)
             except Exception as exc:  # a layer that fails is reported, the others still run

@@ -111,8 +111,9 @@ def _im2col_cells(r) -> str:
 
 def _im2col_parts(x, w, s, geom, whole) -> dict:
     """im2col_gemm's two steps apart (issue 33: its 1,458 µs at layer1.0.conv1, N = 32, undiagnosed): the
-    im2col copy kernel alone and the batched matmul alone, on the buffers ``_im2col.run`` uses, for a layer
-    that needs ``cols`` and fits one chunk; checked first (the two steps give ``whole`` exactly)."""
+    im2col copy kernel alone and the batched matmul alone, on buffers shaped as ``_im2col.run``'s (the zoo's
+    dilation 1), for a layer that needs ``cols`` and fits one chunk; checked first (the two steps give
+    ``whole`` exactly)."""
     import torch
     from numba import cuda
 

@@ -79,6 +79,7 @@ on synthetic runs); the command line, like every bench group, runs only on a GPU
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import functools
 import gc
 import math
@@ -1223,7 +1224,9 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
             phases["measured"] = round(time.perf_counter() - t_measure, 1)
             if on_sample is not None:
                 on_sample(collect(False))
-    # the end, with the workers paused (then stopped)
+    # the end, with the workers paused (then stopped); each step said, so a crash names where it was
+    if progress:
+        print("soak: end: pausing the workers", flush=True)
     quiet = gate.pause(timeout=60)
     window["end"] = time.perf_counter()
     phases["measured"] = round(time.perf_counter() - t_measure, 1)
@@ -1245,15 +1248,19 @@ def soak(minutes: float = 5.0, threads: int = 16, streams: int = 4, *, problems_
             hung.append({"thread": w.index, "call": w.current[0] if w.current else None,
                          "for_s": round(time.perf_counter() - w.current[1], 1) if w.current else None,
                          "stack": "".join(traceback.format_stack(frames))[-3000:] if frames else ""})
+    if progress:
+        print(f"soak: end: workers joined ({len(hung)} hung)", flush=True)
     data = collect(True)
     EVENTS = None
     sys.setswitchinterval(switch_before)
     if release:  # (the workers first: their CuPy capture streams, then the Numba streams)
+        if progress:
+            print("soak: release: dropping the workers and their streams", flush=True)
         if not hung:
             ts.clear()
             workers.clear()
             stream_pool.clear()
-        data["released"] = _release(SIMULATOR, t_begin, cupy, hung)
+        data["released"] = _release(SIMULATOR, t_begin, cupy, hung, progress)
     return data
 
 
@@ -1312,7 +1319,7 @@ def _collect(workers, settings, functions, phases, mem, hung, complete) -> dict:
             "cpu_latency": {f"{label} [{form}]": l.summary() for (label, form), l in sorted(cpu.items())}}
 
 
-def _release(simulator: bool, t0: float, cupy, hung) -> dict:
+def _release(simulator: bool, t0: float, cupy, hung, progress: bool = False) -> dict:
     """Free what simt_tiles, Numba and CuPy keep between calls (launch plans and the buffers they
     held, workspaces, CuPy's pools), measure, then destroy the CUDA context (compute-sanitizer's
     leak check reports what is still allocated then)."""
@@ -1321,21 +1328,31 @@ def _release(simulator: bool, t0: float, cupy, hung) -> dict:
     # deferred: loads Numba (backend choice first)
     from .. import _per_stream, launch
 
+    def say(step):
+        if progress:
+            print(f"soak: release: {step}", flush=True)
+
+    say("launch plans and workspaces")
     launch.clear()
     launch._RETIRED.clear()
     dropped = _per_stream.clear_all()
+    say("CuPy's pools")
     if cupy is not None and not simulator:
         cupy.cuda.Device().synchronize()
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
+    say("reference cycles")
     cyclic = _cyclic_device_arrays()  # (before the sample: arrays in unreachable cycles wait for a full GC)
+    say("memory and live arrays")
     after = memory(simulator, t0)
     live = _live_device_arrays()
     holders = _holders_of_live_arrays() if live else {}
     closed = False
     if not simulator and not hung:  # (a hung thread may still launch: keep its context)
+        say("destroying the context")
         cuda.close()
         closed = True
+    say("done")
     return {"workspaces_dropped": dropped, "memory_after_release": after, "context_destroyed": closed,
             "live_device_arrays": live, "cyclic_device_arrays": cyclic, "holders_of_live_arrays": holders}
 
@@ -1721,6 +1738,11 @@ def run(args) -> int:
             print("  " + x, flush=True)
         return 0 if not (data["wrong_results"] or data["errors"]) else 1
     ignore = [x for x in args.ignore.split(",") if x]
+    # a crash (SIGSEGV/SIGABRT in a driver, a sanitizer or a binding) prints every thread's Python stack
+    try:
+        faulthandler.enable(file=sys.__stderr__, all_threads=True)
+    except (AttributeError, OSError, ValueError):  # (no stderr with a file descriptor: an embedding)
+        pass
 
     def interim(partial):  # a JSON that survives a kill
         write_outputs(args, "soak", partial, table(partial))

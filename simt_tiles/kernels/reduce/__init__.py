@@ -7,7 +7,7 @@
                        short rows many to a warp, long axes split
 ``k03_flat_lanes``     k02's plan over the flat memory: one offset, a constant
                        stride, unchecked full steps, one checked tail
-                       (not measured yet; ``variant="k03_flat_lanes"`` only)
+                       (the default wherever k01 is not)
 =====================  ====================================================
 
 Check → choose → launch: :func:`reduce` checks the arguments and prepares ``out``;
@@ -32,7 +32,7 @@ from .dispatch import _WORKSPACES, RUNGS  # noqa: F401  (the workspaces: tests c
 
 REDUCE_OPS = OPS
 REDUCE_VARIANTS: tuple[str, ...] = tuple(RUNGS)
-BEST_VARIANT = "k02_axis_lanes"
+BEST_VARIANT = dispatch.DEFAULT_LANES
 RUNG = RUNGS[BEST_VARIANT]
 #: the family's registration (:mod:`simt_tiles.registry`)
 FAMILY = Family("reduce", RUNGS, None, (), _cases.reduce_demo, _cases.REDUCE_ALIASING, _cases.REDUCE_HAZARDS)

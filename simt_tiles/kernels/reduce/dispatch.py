@@ -5,7 +5,7 @@ a list of :class:`Step` launches whose inputs and outputs are the caller's ``x``
 or workspaces; :meth:`Plan.run` (``plan.run(Call(x, out, stream))``, each launch through ``Rung.launch``) is the
 only way the family launches a kernel.
 
-The rules (k02, ``variant=None``):
+The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D subscripts):
 
 * the reduced axes are grouped into runs of adjacent axes; each run is one pass over the
   array viewed as ``(outer, n, inner)``, the last run first (a tuple of non-adjacent axes is
@@ -23,9 +23,11 @@ k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` v
 are ``K01_MIN_ROWS_PER_SM`` rows per SM (``config`` None or a preset name; a k01 config object or
 ``variant="k01_warp_shuffle"`` asks for it anywhere it applies: ``axis=None`` or the last axis).
 
-k03 runs k02's plan (the same passes, lanes, warps per output and splits) over the flat memory; only
-``variant="k03_flat_lanes"`` or a k03 config object asks for it (not measured yet: ``variant=None``
-never picks it).
+k03 runs k02's plan (the same passes, lanes, warps per output and splits) over the flat memory, and is
+what ``variant=None`` runs wherever k01 does not: measured on the H200 (benchmarks/notes/patterns_zoo.md,
+session 23) at 0.120 / 0.224 / 0.263 ms where k02 took 0.155 / 0.933 / 0.712 ms (sum of 2^20 rows of 64,
+argmax of 4096 × 50257, mean of 16384² rows), within ±8% of k02 on inner axes, and 5-10% behind k01 on
+whole arrays and long rows (k01 keeps those). ``variant="k02_axis_lanes"`` still runs k02.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from ._common import ARGMAX, ARGMIN, SUM, acc_dtype
 RUNGS: dict[str, Rung] = {r.name: r for r in (k01_warp_shuffle.RUNG, k02_axis_lanes.RUNG, k03_flat_lanes.RUNG)}
 #: the rungs that run a lanes plan (:func:`plan`'s passes): k02 subscripts the (outer, n, inner) view, k03 the flat array
 LANE_RUNGS = ("k02_axis_lanes", "k03_flat_lanes")
+#: the lanes rung ``variant=None`` runs (where k01 does not)
+DEFAULT_LANES = "k03_flat_lanes"
 WARPS_PER_SM = 64  # 2048 threads
 BLOCKS_PER_SM = 8  # of 256 threads
 MAX_SPLITS = 1024
@@ -172,8 +176,9 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
     sms = sm_count() if sms is None else sms
     if variant is None and isinstance(config, RUNGS["k01_warp_shuffle"].config_type):
         variant = "k01_warp_shuffle"  # a config object names its rung
-    if variant is None and isinstance(config, RUNGS["k03_flat_lanes"].config_type):
-        variant = "k03_flat_lanes"
+    for name in LANE_RUNGS:
+        if variant is None and isinstance(config, RUNGS[name].config_type):
+            variant = name
     nd = len(shape)
     if variant is None and (config is None or isinstance(config, str)) and op in ("sum", "max", "min") and (
             axes == tuple(range(nd)) or (axes == (nd - 1,) and nd > 1 and shape[-1] >= K01_MIN_ROW
@@ -183,7 +188,7 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
         if variant != "k01_warp_shuffle":
             raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
         return _k01_plan(shape, axes, op, code, dtype, config)
-    rung = RUNGS[variant or "k02_axis_lanes"]
+    rung = RUNGS[variant or DEFAULT_LANES]
     base = rung.resolve_config(config)
     arg = code in (ARGMAX, ARGMIN)
     out_dtype = np.dtype(np.int64) if arg else dtype

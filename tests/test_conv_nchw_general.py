@@ -313,6 +313,20 @@ def test_im2col_gemm_chunks_and_replays(monkeypatch, plans):
     assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
 
 
+@pytest.mark.parametrize("limit", [1, 2], ids=lambda n: f"grid_yz_{n}")
+def test_im2col_copy_strides_past_the_grid_limit(monkeypatch, limit):
+    """More filter rows (C_in·KH) and images than the grid's y and z hold (CUDA's 65535; here 1 or 2):
+    each block strides over the rest, and the layer is still right (dilation 2, stride (1, 2), padding)."""
+    from simt_tiles.kernels.conv_nchw import _im2col
+
+    monkeypatch.setattr(_im2col, "MAX_GRID_YZ", limit)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((3, 3, 8, 9)).astype(np.float32), rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
+    got = conv2d_nchw(x, w, stride=(1, 2), padding=(1, 2), dilation=2, variant="im2col_gemm")
+    ref, bound = conv2d_nchw_reference(x, w, stride=(1, 2), padding=(1, 2), dilation=2)
+    assert check_within(np.asarray(got), ref, bound).passed
+
+
 def test_im2col_gemm_errors_name_the_argument():
     x, w = np.ones((1, 4, 5, 5), np.float32), np.ones((4, 2, 3, 3), np.float32)
     with pytest.raises(ValueError, match="variant: im2col_gemm takes layers of one group; got groups=2"):

@@ -119,8 +119,6 @@ def _im2col_parts(x, w, s, geom, whole) -> dict:
 
     import simt_tiles
     from simt_tiles.kernels.conv_nchw import _im2col
-    from simt_tiles.runtime import cdiv
-
     n, c_in, _, _ = x.shape
     c_out, _, kh, kw = w.shape
     k_len, p_len = c_in * kh * kw, geom.oh * geom.ow
@@ -134,8 +132,7 @@ def _im2col_parts(x, w, s, geom, whole) -> dict:
     w2 = w.reshape(c_out, k_len)
 
     def copy():
-        _im2col.im2col[cdiv(cols.numel(), _im2col.THREADS), _im2col.THREADS, stream](
-            xs, cs, 0, kh, kw, s, s, 1, 1, geom.pad_top, geom.pad_left, geom.ow)
+        _im2col.copy(xs, cs, 0, kh, kw, geom, stream)
 
     def product():
         simt_tiles.matmul(w2, cols, out=out)
@@ -168,8 +165,9 @@ def host_section(quick: bool) -> None:
             kinds = {
                 "NumPy (cached device copy)": lambda: simt_tiles.correlate2d(img, w, out=out),
                 "CuPy (device)": (lambda wd=cp.asarray(w): simt_tiles.correlate2d(img, wd, out=out)),
-                "NumPy, before (checked path)": lambda: fam._correlate2d(img, w, mode="reflect", cval=0.0, out=out,
-                                                                        variant=None, config=None, stream=None),
+                "NumPy, before (checked path)": lambda: fam._correlate2d(img, w, mode="reflect", cval=0.0, origin=0,
+                                                                        output=None, out=out, variant=None,
+                                                                        config=None, stream=None),
             }
             for kind, call in kinds.items():
                 out.fill(cp.nan)

@@ -26,6 +26,9 @@ from ..matmul import matmul
 #: threads per block of the two copy kernels
 THREADS = 256
 
+#: the most blocks along a grid's y and z (CUDA's limit): more filter rows or images are strided
+MAX_GRID_YZ = 65535
+
 #: the largest ``cols`` buffer in elements (1 GiB of float32): a larger batch goes in chunks of images
 MAX_COLS = 1 << 28
 
@@ -34,23 +37,27 @@ _BUFFERS = PerStream("im2col")
 
 
 def _im2col(x, cols, n0, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
-    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left]."""
-    t = cuda.grid(1)
+    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left].
+
+    Grid (⌈P / THREADS⌉, filter rows, images): x over the output pixels p = i·ow + j (one division per
+    thread; consecutive threads write consecutive columns), y over the filter rows (c, a) and z over the
+    images (uniform per block, strided past the grid's 65535), each thread its pixel's kw taps b."""
     n_img, k_len, p_len = cols.shape
-    if t < n_img * k_len * p_len:
-        p = t % p_len  # the output pixel: consecutive threads write consecutive columns
-        u = t // p_len
-        k = u % k_len
-        m = u // k_len
-        b = k % kw
-        a = (k // kw) % kh
-        c = k // (kw * kh)
-        r = (p // ow) * sh + a * dh - pad_top
-        s = (p % ow) * sw + b * dw - pad_left
-        if 0 <= r < x.shape[2] and 0 <= s < x.shape[3]:
-            cols[m, k, p] = x[n0 + m, c, r, s]
-        else:
-            cols[m, k, p] = 0  # the zero padding
+    p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if p < p_len:
+        i = p // ow
+        j = p - i * ow
+        h, w = x.shape[2], x.shape[3]
+        for m in range(cuda.blockIdx.z, n_img, cuda.gridDim.z):
+            for ca in range(cuda.blockIdx.y, k_len // kw, cuda.gridDim.y):
+                c = ca // kh
+                r = i * sh + (ca - c * kh) * dh - pad_top
+                for b in range(kw):
+                    s = j * sw + b * dw - pad_left
+                    if 0 <= r < h and 0 <= s < w:
+                        cols[m, ca * kw + b, p] = x[n0 + m, c, r, s]
+                    else:
+                        cols[m, ca * kw + b, p] = 0  # the zero padding
 
 
 def _add_bias(out, bias):
@@ -72,6 +79,15 @@ def needs_cols(kh: int, kw: int, stride, pads) -> bool:
     return (kh, kw, *stride) != (1, 1, 1, 1) or any(pads)
 
 
+def copy(x, cols, n0: int, kh: int, kw: int, geom, stream) -> None:
+    """``cols`` (m, C_in·kh·kw, OH·OW) = the im2col of images ``n0 … n0 + m − 1`` of ``x``."""
+    (sh, sw), (dh, dw) = geom.stride, geom.dilation
+    m, k_len, p_len = cols.shape
+    grid = (cdiv(p_len, THREADS), min(k_len // kw, MAX_GRID_YZ), min(m, MAX_GRID_YZ))
+    if 0 not in grid:
+        im2col[grid, THREADS, stream](x, cols, n0, kh, kw, sh, sw, dh, dw, geom.pad_top, geom.pad_left, geom.ow)
+
+
 def run(call, geom) -> None:
     """``call.out = conv(call.x, call.w) (+ call.bias)`` for a one-group layer (``geom``: its
     ``_params.Geometry``), as im2col then one matmul per chunk of images."""
@@ -88,12 +104,9 @@ def run(call, geom) -> None:
         chunk = max(1, min(n, MAX_COLS // max(k_len * p_len, 1)))
         cols = _BUFFERS.get(stream, ((chunk, k_len, p_len), np.dtype(x.dtype)),
                             lambda: cuda.device_array((chunk, k_len, p_len), x.dtype, stream=stream))
-        (sh, sw), (dh, dw) = geom.stride, geom.dilation
         for n0 in range(0, n, chunk):
-            m = min(chunk, n - n0)
-            part = cols[:m]
-            im2col[cdiv(part.size, THREADS), THREADS, stream](x, part, n0, kh, kw, sh, sw, dh, dw, geom.pad_top,
-                                                                geom.pad_left, geom.ow)
-            matmul(w2, part, out=out3[n0:n0 + m], stream=stream)
+            part = cols[:min(chunk, n - n0)]
+            copy(x, part, n0, kh, kw, geom, stream)
+            matmul(w2, part, out=out3[n0:n0 + len(part)], stream=stream)
     if call.bias is not None:
         add_bias[cdiv(out3.size, THREADS), THREADS, stream](out3, call.bias)

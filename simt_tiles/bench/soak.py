@@ -67,8 +67,9 @@ its kernels are 10–100× slower).  ``scale`` says whether the settings meet th
 ≥ 16 threads, ≥ 4 streams).  ``--wall-limit-s`` bounds the whole run: the measured phase is cut
 short to end in time (the minutes target then fails, saying so) and a JSON written at every sample
 (``"complete": false``) survives a kill.  ``--release`` frees every cache simt_tiles, Numba and
-CuPy keep and destroys the CUDA context at the end (what compute-sanitizer's ``--leak-check full``
-needs to report leaks); ``--fill I/N`` only runs the warm-up's calls of every N-th problem from
+CuPy keep and, after the outputs are written, destroys the CUDA context and exits without the
+interpreter's teardown (what compute-sanitizer's ``--leak-check full`` needs to report leaks; the
+teardown's finalizers would call into the dead context); ``--fill I/N`` only runs the warm-up's calls of every N-th problem from
 the I-th, in one thread (N processes fill the disk caches in parallel before a soak).
 
 :func:`soak` runs in the simulator too (``tests/test_faults.py``: a few seconds, tiny shapes; the
@@ -1347,12 +1348,10 @@ def _release(simulator: bool, t0: float, cupy, hung, progress: bool = False) -> 
     after = memory(simulator, t0)
     live = _live_device_arrays()
     holders = _holders_of_live_arrays() if live else {}
-    closed = False
-    if not simulator and not hung:  # (a hung thread may still launch: keep its context)
-        say("destroying the context")
-        cuda.close()
-        closed = True
     say("done")
+    # the context is destroyed by :func:`run`, after the outputs are written and this frame's objects
+    # (the workers' arrays and streams) are gone: their finalizers call into it (a segfault otherwise)
+    closed = "at the end of the run" if not simulator and not hung else False  # (a hung thread may still launch)
     return {"workspaces_dropped": dropped, "memory_after_release": after, "context_destroyed": closed,
             "live_device_arrays": live, "cyclic_device_arrays": cyclic, "holders_of_live_arrays": holders}
 
@@ -1758,4 +1757,20 @@ def run(args) -> int:
     written = [p for k, p in paths.items() if p and k != "plot"]
     if written:
         print("wrote " + ", ".join(written), flush=True)
-    return 0 if data["passed"] else 1
+    code = 0 if data["passed"] else 1
+    if (data.get("released") or {}).get("context_destroyed"):
+        _destroy_context_and_exit(code)
+    return code
+
+
+def _destroy_context_and_exit(code: int) -> None:
+    """``--release``'s end: destroy the CUDA context (compute-sanitizer's leak check reports what is
+    still allocated then), then leave at once: the interpreter's teardown would run finalizers
+    (CuPy's pools and handles, Numba's arrays and modules) that call into the destroyed context."""
+    from numba import cuda
+
+    gc.collect()
+    cuda.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

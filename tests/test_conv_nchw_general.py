@@ -163,16 +163,17 @@ def test_reference_against_bruteforce():
 
 
 def test_routing_by_rule(monkeypatch):
-    """The tiled path (dispatch.plan) for stride 1 / dilation 1 / groups 1 / one padding, exactly as
-    before; the depthwise rung (dispatch.plan_depthwise) for groups = C_in >= 2 with variant and config
-    None (tests/test_conv_nchw_depthwise.py has its rule); dispatch.plan_general for anything else."""
+    """float64 (no im2col rule): the tiled path (dispatch.plan) for stride 1 / dilation 1 / groups 1 / one
+    padding, exactly as before; the depthwise rung (dispatch.plan_depthwise) for groups = C_in >= 2 with
+    variant and config None (tests/test_conv_nchw_depthwise.py has its rule); dispatch.plan_general for
+    anything else.  float32: test_im2col_rule."""
     seen = []
     real_plan, real_general, real_dw = dispatch.plan, dispatch.plan_general, dispatch.plan_depthwise
     monkeypatch.setattr(dispatch, "plan", lambda *a, **k: seen.append("tiled") or real_plan(*a, **k))
     monkeypatch.setattr(dispatch, "plan_general", lambda *a, **k: seen.append("general") or real_general(*a, **k))
     monkeypatch.setattr(dispatch, "plan_depthwise", lambda *a, **k: seen.append("depthwise") or real_dw(*a, **k))
-    x = np.ones((1, 2, 5, 5), np.float32)
-    w = np.ones((2, 2, 3, 3), np.float32)
+    x = np.ones((1, 2, 5, 5), np.float64)
+    w = np.ones((2, 2, 3, 3), np.float64)
     for kw_ in (dict(padding=1), dict(padding=(1, 1)), dict(padding="same"), dict(padding="valid"),
                 dict(stride=(1, 1), dilation=1, groups=1)):
         conv2d_nchw(x, w, **kw_)
@@ -193,6 +194,44 @@ def test_routing_by_rule(monkeypatch):
     assert rule.rung is RUNGS["k01_direct"]
     if not SIMULATOR:
         assert rule.config.rco == 4 and dispatch.plan_general(None, None, 32, 32, (2, 2), (1, 1)).config.rco == 1
+
+
+def test_im2col_rule(monkeypatch):
+    """variant and config None, float32, one group: im2col for every stride/dilation/padding the tiled rungs
+    do not take, and for stride-1 planes of at most IM2COL_MAX_PLANE pixels unless the tuned table has the
+    layer; larger planes, float64, groups, a named variant or a config keep their paths.  Then end to end: a
+    float32 call runs _im2col.run, a float64 one does not."""
+    from simt_tiles import autotune
+    from simt_tiles.kernels.conv_nchw import _im2col, _params
+
+    def route(h, k=3, stride=1, pad=1, dilation=1, groups=1, c_in=8, dtype=np.float32, **kw):
+        geom = _params.geometry(h, h, k, k, (stride, stride), (pad, pad), (dilation, dilation), groups)
+        return dispatch.route(kw.get("variant"), kw.get("config"), geom, c_in, 16, k, k, x_shape=(2, c_in, h, h),
+                              dtype=dtype)
+
+    side = int(dispatch.IM2COL_MAX_PLANE ** 0.5)  # (400 = 20²)
+    assert route(side) == "im2col" and route(side + 1) == "tiled"  # stride 1, the plane's limit
+    assert route(7, k=1, pad=0) == "im2col" and route(56) == "tiled"  # a 1x1 layer on a 7x7 plane; 56x56
+    assert route(224, k=7, stride=2, pad=3) == "im2col" and route(56, dilation=2, pad=2) == "im2col"  # any plane
+    assert route(56, pad=0) == "tiled" and route(9, stride=2, dtype=np.float64) == "space_to_depth"
+    assert route(9, dtype=np.float64) == "tiled" and route(9, dilation=2, pad=2, dtype=np.float64) == "general"
+    assert route(9, groups=2, stride=2) == "general" and route(9, groups=8, c_in=8) == "depthwise"
+    assert route(9, variant="k02_smem_tiled") == "tiled" and route(9, config="sim") == "tiled"
+    assert dispatch.route(None, None, _params.geometry(9, 9, 3, 3, (1, 1), (1, 1), (1, 1), 1), 8, 16, 3, 3) \
+        == "tiled"  # (no x_shape/dtype: the rule is not asked)
+    monkeypatch.setattr(autotune, "choose", lambda *a, **k: ("k03_double_buffered", "default"))  # a tuned layer
+    assert route(9) == "tiled" and route(9, stride=2) == "im2col"  # (the table tunes stride-1 layers only)
+    monkeypatch.undo()
+    seen = []
+    real = _im2col.run
+    monkeypatch.setattr(_im2col, "run", lambda *a, **k: seen.append(1) or real(*a, **k))
+    rng = np.random.default_rng(2)
+    for dtype, runs in ((np.float32, [1]), (np.float64, [])):
+        seen.clear()
+        x, w = rng.standard_normal((2, 3, 6, 7)).astype(dtype), rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+        ref, bound = conv2d_nchw_reference(x, w, padding=1)
+        assert check_within(np.asarray(conv2d_nchw(x, w, padding=1)), ref, bound).passed
+        assert seen == runs, dtype
 
 
 def test_errors_name_the_argument():

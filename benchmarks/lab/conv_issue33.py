@@ -59,7 +59,7 @@ ZOO = (
 
 #: the zoo's "path" column: what ``dispatch.route`` says ``conv2d_nchw`` with defaults runs
 PATH_LABELS = {"tiled": "tiled", "space_to_depth": "space-to-depth, tiled", "depthwise": "k04 depthwise",
-               "general": "k01 general"}
+               "general": "k01 general", "im2col": "im2col, matmul"}
 
 
 def _gamma(n, u):
@@ -226,7 +226,8 @@ def zoo_section(reps: int, quick: bool) -> None:
                     im2col = lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, variant="im2col_gemm")  # noqa: E731
                     ok_im2col = bool(((im2col().double() - ref).abs() <= bound).all())
                 geom = _params.geometry(h, h, k, k, (s, s), (p, p), (1, 1), g)
-                path = PATH_LABELS[dispatch.route(None, None, geom, c_in, c_out, k, k)]  # what variant=None runs
+                path = PATH_LABELS[dispatch.route(None, None, geom, c_in, c_out, k, k, x_shape=(batch, c_in, h, h),
+                                                           dtype=np.float32)]  # what variant=None runs
                 ts = {}
                 fns = {"simt": lambda: simt_tiles.conv2d_nchw(x, w, stride=s, padding=p, groups=g),
                        "cudnn": lambda: F.conv2d(x, w, stride=s, padding=p, groups=g)}

@@ -185,17 +185,41 @@ def depthwise_rule(c_in: int, c_out: int, groups: int, stride: tuple, dilation: 
     return None
 
 
-#: any one-group layer as im2col then a batched matmul (``_im2col.py``): by name only, until measured
+#: any one-group layer as im2col then a batched matmul (``_im2col.py``): by name, and by :func:`im2col_rule`
 IM2COL_VARIANT = "im2col_gemm"
 
+#: stride-1 layers whose output plane has at most this many pixels run as im2col by default: the direct
+#: rungs tile the plane, and a small one leaves the GPU idle (H200, session 23: 7 × 7 planes 2-4× faster
+#: as im2col, 56 × 56 3× slower at N = 32); 400 = 20², the geometric middle of those two measured points
+IM2COL_MAX_PLANE = 400
 
-def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int) -> str:
+
+def im2col_rule(geom, x_shape: tuple, c_out: int, kh: int, kw: int, dtype, autotune_=None) -> bool:
+    """Whether ``variant=None, config=None`` runs a layer as im2col + matmul: float32, one group, and either
+    a stride, dilation or padding the tiled rungs do not take (the space-to-depth and k01 paths ran at
+    0.26-0.58× cuDNN there, im2col at 0.48-1.31×), or an output plane of at most :data:`IM2COL_MAX_PLANE`
+    pixels with no tuned entry for the layer (the tuned table names a tiled rung it measured).  Measured on
+    the zoo of ``benchmarks/lab/conv_issue33.py`` (``benchmarks/notes/conv_nchw.md``); float64 is not."""
+    if geom.groups != 1 or np.dtype(dtype) != np.float32:
+        return False
+    if not geom.fast:
+        return True
+    if geom.oh * geom.ow > IM2COL_MAX_PLANE:
+        return False
+    problem = (*x_shape, c_out, kh, kw, geom.pad_top, autotune.dtype_name(dtype))
+    return autotune.choose("conv2d_nchw", problem, None, autotune_) is None
+
+
+def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int, *, x_shape=None, dtype=None,
+          autotune_=None) -> str:
     """The path a layer takes (``geom``: its ``_params.Geometry``): ``"depthwise"`` (:func:`plan_depthwise`:
     the variant named, or ``variant`` and ``config`` None on a layer of groups >= 2 that
     :func:`depthwise_rule` accepts), ``"tiled"`` (:func:`plan`), ``"space_to_depth"``
     (:class:`SpaceToDepth`) or ``"general"`` (:func:`plan_general`).  :data:`DEPTHWISE_VARIANT` named
     for a layer it does not take: ValueError naming the variant and the rule; :data:`IM2COL_VARIANT`
-    named: ``"im2col"`` (one group, ``config`` None)."""
+    named: ``"im2col"`` (one group, ``config`` None), and ``variant`` and ``config`` None where
+    :func:`im2col_rule` says so (``x_shape`` (N, C_in, H, W) and ``dtype`` given; without them the rule is
+    not asked)."""
     if variant == IM2COL_VARIANT:
         if geom.groups != 1:
             raise ValueError(f"variant: {variant} takes layers of one group; got groups={geom.groups}: use "
@@ -213,6 +237,9 @@ def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int) -> str
     if (variant is None and config is None and geom.groups > 1
             and depthwise_rule(c_in, c_out, geom.groups, geom.stride, geom.dilation, kh, kw) is None):
         return "depthwise"
+    if (variant is None and config is None and dtype is not None
+            and im2col_rule(geom, x_shape, c_out, kh, kw, dtype, autotune_)):
+        return "im2col"
     if geom.fast:
         return "tiled"
     if space_to_depth_applies(variant, config, geom.stride, geom.dilation, geom.groups):

@@ -16,7 +16,9 @@ Layers with other parameters than stride 1, dilation 1, groups 1 and one padding
 (:func:`depthwise_rule`), ``variant`` and ``config`` None, run on it (:func:`plan_depthwise`); stride 2
 with dilation 1 and one group, ``variant`` and ``config`` None, as :class:`SpaceToDepth` (the phases,
 then :func:`plan`'s stride-1 layer); the rest :func:`plan_general` (k01 with the parameters at run
-time).  :func:`route` says which of these paths a layer takes.
+time).  Before those, in float32, :func:`im2col_rule` sends one-group layers with other parameters, and
+stride-1 layers of small output planes, to im2col + matmul (``_im2col.py``), measured faster there.
+:func:`route` says which of these paths a layer takes.
 """
 
 from __future__ import annotations

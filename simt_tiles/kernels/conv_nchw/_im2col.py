@@ -11,7 +11,8 @@ another order: within its γ_K bound.  Traffic: ``cols`` is KH·KW/(sh·sw) time
 the matmul (a 3×3 stride-1 layer: ~9× x, against the direct rungs' one read); a 1×1 layer of stride 1
 with no padding needs none (x reshaped is the right operand).  Images go in chunks whose ``cols`` stay
 under :data:`MAX_COLS` elements (a kept buffer per stream, as the space-to-depth phases).  Bias: one
-more pass over the output.  ``variant="im2col_gemm"`` (not a default yet: ``benchmarks/notes/conv_nchw.md``).
+more pass over the output.  ``variant="im2col_gemm"``, and the default where ``dispatch.im2col_rule`` says so
+(H200: resnet18's layer4.0.conv1 at N = 32 768 → 225 µs; ``benchmarks/notes/conv_nchw.md``).
 """
 
 from __future__ import annotations

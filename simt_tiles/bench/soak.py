@@ -1322,8 +1322,8 @@ def _collect(workers, settings, functions, phases, mem, hung, complete) -> dict:
 
 def _release(simulator: bool, t0: float, cupy, hung, progress: bool = False) -> dict:
     """Free what simt_tiles, Numba and CuPy keep between calls (launch plans and the buffers they
-    held, workspaces, CuPy's pools), measure, then destroy the CUDA context (compute-sanitizer's
-    leak check reports what is still allocated then)."""
+    held, workspaces, CuPy's pools) and measure; :func:`run` destroys the CUDA context after the
+    outputs (compute-sanitizer's leak check reports what is still allocated then)."""
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)

@@ -366,21 +366,6 @@ def test_im2col_copy_strides_past_the_grid_limit(monkeypatch, limit):
     assert check_within(np.asarray(got), ref, bound).passed
 
 
-@pytest.mark.parametrize("pixels", [2, 3], ids=lambda n: f"pixels_{n}")
-def test_im2col_copy_pixels_per_thread(monkeypatch, pixels):
-    """Several output pixels a thread (the copy's knob; 1 is the measured default): 32 threads a block and
-    99 pixels leave the last block's later pixels past the plane, and the layer is still right."""
-    from simt_tiles.kernels.conv_nchw import _im2col
-
-    monkeypatch.setattr(_im2col, "THREADS", 32)
-    monkeypatch.setattr(_im2col, "PIXELS", pixels)
-    rng = np.random.default_rng(6)
-    x, w = rng.standard_normal((2, 2, 9, 11)).astype(np.float32), rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
-    got = conv2d_nchw(x, w, padding=1, variant="im2col_gemm")  # (9 × 11 = 99 output pixels)
-    ref, bound = conv2d_nchw_reference(x, w, padding=1)
-    assert check_within(np.asarray(got), ref, bound).passed
-
-
 def test_im2col_gemm_errors_name_the_argument():
     x, w = np.ones((1, 4, 5, 5), np.float32), np.ones((4, 2, 3, 3), np.float32)
     with pytest.raises(ValueError, match="variant: im2col_gemm takes layers of one group; got groups=2"):

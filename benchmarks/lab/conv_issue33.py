@@ -106,8 +106,6 @@ def _im2col_cells(r) -> str:
         return "— | — |"
     parts = "" if r.get("im2col_copy_us") is None else \
         f"; copy {r['im2col_copy_us']:.1f} + matmul {r['im2col_matmul_us']:.1f}"
-    if r.get("im2col_copy_p2_us") is not None:
-        parts += f"; copy with 2 / 4 pixels a thread {r['im2col_copy_p2_us']:.1f} / {r['im2col_copy_p4_us']:.1f}"
     return f"{r['im2col_us']:.1f} ({r['im2col_check']}{parts}) | {r['cudnn_us'] / r['im2col_us']:.2f} |"
 
 
@@ -143,19 +141,7 @@ def _im2col_parts(x, w, s, geom, whole) -> dict:
     product()
     if not torch.equal(out.reshape(whole.shape), whole):
         raise AssertionError("im2col parts: copy + matmul differ from im2col_gemm's result")
-    parts = {"im2col_copy": copy, "im2col_matmul": product}
-    # the copy's knob (_im2col.PIXELS, 1 by default): 2 and 4 output pixels a thread, each checked against it
-    other = torch.empty_like(cols)
-    for q in (2, 4):
-        def copy_q(q=q, os_=cuda.as_cuda_array(other)):
-            _im2col.copy(xs, os_, 0, kh, kw, geom, stream, pixels=q)
-
-        other.fill_(float("nan"))
-        copy_q()
-        if not torch.equal(other, cols):
-            raise AssertionError(f"im2col parts: the copy with {q} pixels a thread differs from 1's")
-        parts[f"im2col_copy_p{q}"] = copy_q
-    return parts
+    return {"im2col_copy": copy, "im2col_matmul": product}
 
 
 def host_section(quick: bool) -> None:
@@ -265,8 +251,6 @@ def zoo_section(reps: int, quick: bool) -> None:
                                            simt_us=ts["simt"], cudnn_us=ts["cudnn"], check="pass" if ok else "FAIL",
                                            im2col_us=ts.get("im2col"), im2col_copy_us=ts.get("im2col_copy"),
                                            im2col_matmul_us=ts.get("im2col_matmul"),
-                                           im2col_copy_p2_us=ts.get("im2col_copy_p2"),
-                                           im2col_copy_p4_us=ts.get("im2col_copy_p4"),
                                            im2col_check=None if im2col is None else ("pass" if ok_im2col else "FAIL")))
                 print(RESULTS["zoo"][-1], flush=True)
             except Exception as exc:  # a layer that fails is reported, the others still run

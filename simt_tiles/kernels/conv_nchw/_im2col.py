@@ -17,8 +17,6 @@ more pass over the output.  ``variant="im2col_gemm"``, and the default where ``d
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import cuda
 
@@ -36,9 +34,6 @@ MAX_GRID_YZ = 65535
 #: block per filter row (N = 32, 64 channels, 3×3: 80,000 blocks of 3 stores a thread) ran at 430 GB/s
 TARGET_BLOCKS = 4096
 
-#: output pixels per thread of the copy (measured: 1; ``benchmarks/lab/conv_issue33.py`` times 1, 2 and 4)
-PIXELS = 1
-
 #: the largest ``cols`` buffer in elements (1 GiB of float32): a larger batch goes in chunks of images
 MAX_COLS = 1 << 28
 
@@ -46,45 +41,29 @@ MAX_COLS = 1 << 28
 _BUFFERS = PerStream("im2col")
 
 
-@functools.lru_cache(maxsize=None)
-def copy_kernel(pixels: int):
-    """The im2col copy with ``pixels`` output pixels a thread, ``blockDim`` apart (a warp's stores stay
-    contiguous; more loads in flight a thread)::
+def _im2col(x, cols, n0, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
+    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left].
 
-        cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left]
-
-    Grid (⌈P / (THREADS·pixels)⌉, Y, images): x over the output pixels p = i·ow + j (one division per pixel);
-    block y takes the filter rows (c, a) y, y + Y, … (uniform per block: :func:`copy` picks Y for
-    ~:data:`TARGET_BLOCKS` blocks), z the images (strided past the grid's 65535); each thread writes its
-    pixels' kw taps b of every row it takes."""
-
-    def im2col(x, cols, n0, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
-        n_img, k_len, p_len = cols.shape
+    Grid (⌈P / THREADS⌉, Y, images): x over the output pixels p = i·ow + j (one division per thread;
+    consecutive threads write consecutive columns); block y takes the filter rows (c, a) y, y + Y, …
+    (uniform per block: :func:`copy` picks Y for ~:data:`TARGET_BLOCKS` blocks), z the images (strided past
+    the grid's 65535); each thread writes its pixel's kw taps b of every row it takes."""
+    n_img, k_len, p_len = cols.shape
+    p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if p < p_len:
+        i = p // ow
+        j = p - i * ow
         h, w = x.shape[2], x.shape[3]
-        first = cuda.blockIdx.x * cuda.blockDim.x * pixels + cuda.threadIdx.x
-        top = cuda.local.array(pixels, np.int64)  # i·sh − pad_top of each of the thread's pixels
-        left = cuda.local.array(pixels, np.int64)  # j·sw − pad_left
-        for q in range(pixels):
-            p = first + q * cuda.blockDim.x
-            i = p // ow
-            top[q] = i * sh - pad_top
-            left[q] = (p - i * ow) * sw - pad_left
         for m in range(cuda.blockIdx.z, n_img, cuda.gridDim.z):
             for ca in range(cuda.blockIdx.y, k_len // kw, cuda.gridDim.y):
                 c = ca // kh
-                ra = (ca - c * kh) * dh
-                for q in range(pixels):
-                    p = first + q * cuda.blockDim.x
-                    if p < p_len:
-                        r = top[q] + ra
-                        for b in range(kw):
-                            s = left[q] + b * dw
-                            if 0 <= r < h and 0 <= s < w:
-                                cols[m, ca * kw + b, p] = x[n0 + m, c, r, s]
-                            else:
-                                cols[m, ca * kw + b, p] = 0  # the zero padding
-
-    return jit(im2col)
+                r = i * sh + (ca - c * kh) * dh - pad_top
+                for b in range(kw):
+                    s = j * sw + b * dw - pad_left
+                    if 0 <= r < h and 0 <= s < w:
+                        cols[m, ca * kw + b, p] = x[n0 + m, c, r, s]
+                    else:
+                        cols[m, ca * kw + b, p] = 0  # the zero padding
 
 
 def _add_bias(out, bias):
@@ -96,6 +75,7 @@ def _add_bias(out, bias):
         out[t // (p_len * c_out), o, t % p_len] += bias[o]
 
 
+im2col = jit(_im2col)
 add_bias = jit(_add_bias)
 
 
@@ -105,17 +85,14 @@ def needs_cols(kh: int, kw: int, stride, pads) -> bool:
     return (kh, kw, *stride) != (1, 1, 1, 1) or any(pads)
 
 
-def copy(x, cols, n0: int, kh: int, kw: int, geom, stream, pixels: int | None = None) -> None:
-    """``cols`` (m, C_in·kh·kw, OH·OW) = the im2col of images ``n0 … n0 + m − 1`` of ``x`` (``pixels`` a
-    thread: :data:`PIXELS` unless given)."""
+def copy(x, cols, n0: int, kh: int, kw: int, geom, stream) -> None:
+    """``cols`` (m, C_in·kh·kw, OH·OW) = the im2col of images ``n0 … n0 + m − 1`` of ``x``."""
     (sh, sw), (dh, dw) = geom.stride, geom.dilation
-    pixels = PIXELS if pixels is None else pixels
     m, k_len, p_len = cols.shape
-    blocks_x, blocks_z = cdiv(p_len, THREADS * pixels), min(m, MAX_GRID_YZ)
+    blocks_x, blocks_z = cdiv(p_len, THREADS), min(m, MAX_GRID_YZ)
     grid = (blocks_x, max(1, min(k_len // kw, cdiv(TARGET_BLOCKS, blocks_x * blocks_z), MAX_GRID_YZ)), blocks_z)
     if 0 not in grid:
-        copy_kernel(pixels)[grid, THREADS, stream](x, cols, n0, kh, kw, sh, sw, dh, dw, geom.pad_top, geom.pad_left,
-                                                   geom.ow)
+        im2col[grid, THREADS, stream](x, cols, n0, kh, kw, sh, sw, dh, dw, geom.pad_top, geom.pad_left, geom.ow)
 
 
 def run(call, geom) -> None:

@@ -4,7 +4,7 @@
 # steps (default all): tests bench conv patterns tile ncu sanitize sanitize_patterns; on request: fast (matmul
 # k11/k12 sweep + ncu + sanitizers), small (64x64 tiles and splits at small/ragged sizes), ncu_small (the
 # default's kernel durations at ragged ~1000 sizes), ncu_conv (stall reasons of the conv default's two
-# weight paths; ncu_conv_stalls: every stall reason as a raw metric), split_rule (the default's split-K row choice, timed), sanitize_cases (the sanitizers on SANITIZE_CASES), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
+# weight paths; ncu_conv_stalls: every stall reason as a raw metric), ncu_im2col (conv2d_nchw's im2col copy), split_rule (the default's split-K row choice, timed), sanitize_cases (the sanitizers on SANITIZE_CASES), conv_default (the conv default path), dispatch (host/wall/GPU µs per call,
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
@@ -136,6 +136,13 @@ for step in $steps; do
       timeout $(limit 240) ncu --clock-control none --section WarpStateStats --section SchedulerStats \
         --section LaunchStats --section Occupancy -k regex:k10 --csv python3 benchmarks/lab/ncu_conv_once.py \
         > "$out/ncu_conv_h200.csv" 2> "$out/ncu_conv.err"; echo "ncu rc=$?"; grep -E "constant" "$out/ncu_conv_h200.csv" ;;
+    ncu_im2col)
+      # issue 33: the im2col copy's limits (0.74 TB/s at resnet18 layer1.0.conv1, N = 32; notes/conv_nchw.md):
+      # speed of light, memory workload, warp stalls and occupancy of its launches on two layers
+      timeout $(limit 180) ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section Occupancy -k regex:im2col --csv python3 benchmarks/lab/ncu_im2col_once.py \
+        > "$out/ncu_im2col_h200.csv" 2> "$out/ncu_im2col.err"; echo "ncu rc=$?"
+      grep -E "layer|Memory Throughput|DRAM Throughput|Stall Long Scoreboard|Achieved Occupancy" "$out/ncu_im2col_h200.csv" | cut -c1-200 | head -24 ;;
     sanitize_cases)
       # memcheck, racecheck and synccheck on ragged shapes for the matmul cases in SANITIZE_CASES
       # (run_fast_once.py's "variant:preset[:splits[:pad]]" or "variant:field=value,...")

@@ -197,17 +197,24 @@ def test_routing_by_rule(monkeypatch):
 
 
 def test_im2col_rule(monkeypatch):
-    """variant and config None, float32, one group: im2col for every stride/dilation/padding the tiled rungs
-    do not take, and for stride-1 planes of at most IM2COL_MAX_PLANE pixels unless the tuned table has the
-    layer; larger planes, float64, groups, a named variant or a config keep their paths.  Then end to end: a
-    float32 call runs _im2col.run, a float64 one does not."""
+    """variant and config None, float32, one group, at least IM2COL_MIN_MACS multiply-adds: im2col for every
+    stride/dilation/padding the tiled rungs do not take, and for stride-1 planes of at most IM2COL_MAX_PLANE
+    pixels unless the tuned table has the layer; smaller layers, larger planes, float64, groups, a named
+    variant or a config keep their paths.  Then end to end: a float32 call runs _im2col.run, a float64 one
+    does not."""
     from simt_tiles import autotune
     from simt_tiles.kernels.conv_nchw import _im2col, _params
 
-    def route(h, k=3, stride=1, pad=1, dilation=1, groups=1, c_in=8, dtype=np.float32, **kw):
+    def route(h, k=3, stride=1, pad=1, dilation=1, groups=1, c_in=64, dtype=np.float32, n=256, **kw):
         geom = _params.geometry(h, h, k, k, (stride, stride), (pad, pad), (dilation, dilation), groups)
-        return dispatch.route(kw.get("variant"), kw.get("config"), geom, c_in, 16, k, k, x_shape=(2, c_in, h, h),
+        return dispatch.route(kw.get("variant"), kw.get("config"), geom, c_in, 16, k, k, x_shape=(n, c_in, h, h),
                               dtype=dtype)
+
+    # the floor: N·C_out·OH·OW·C_in·KH·KW multiply-adds (here n·16·9·9·64·9 at a 9 × 9 plane)
+    macs = 16 * 9 * 9 * 64 * 9
+    floor = dispatch.IM2COL_MIN_MACS
+    assert route(9, n=-(-floor // macs)) == "im2col" and route(9, n=floor // macs - (floor % macs == 0)) == "tiled"
+    assert route(9, n=1, stride=2) == "space_to_depth" and route(9, n=1, dilation=2, pad=2) == "general"
 
     side = int(dispatch.IM2COL_MAX_PLANE ** 0.5)  # (400 = 20²)
     assert route(side) == "im2col" and route(side + 1) == "tiled"  # stride 1, the plane's limit
@@ -222,6 +229,7 @@ def test_im2col_rule(monkeypatch):
     monkeypatch.setattr(autotune, "choose", lambda *a, **k: ("k03_double_buffered", "default"))  # a tuned layer
     assert route(9) == "tiled" and route(9, stride=2) == "im2col"  # (the table tunes stride-1 layers only)
     monkeypatch.undo()
+    monkeypatch.setattr(dispatch, "IM2COL_MIN_MACS", 0)  # (the simulator's layers are tiny)
     seen = []
     real = _im2col.run
     monkeypatch.setattr(_im2col, "run", lambda *a, **k: seen.append(1) or real(*a, **k))

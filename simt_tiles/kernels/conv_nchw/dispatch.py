@@ -195,14 +195,24 @@ IM2COL_VARIANT = "im2col_gemm"
 #: as im2col, 56 × 56 3× slower at N = 32); 400 = 20², the geometric middle of those two measured points
 IM2COL_MAX_PLANE = 400
 
+#: the fewest multiply-adds (N·C_out·OH·OW·C_in·KH·KW) for which the rule takes im2col: a smaller layer is
+#: launch-bound, and im2col's two or three launches would cost more than the direct kernel's one.  2^22 is
+#: below the smallest layer measured faster as im2col (resnet18's 1×1 stride-2 shortcut at N = 1: 6.4 M,
+#: 38 against 60 µs); smaller layers keep the direct paths, unmeasured either way
+IM2COL_MIN_MACS = 1 << 22
+
 
 def im2col_rule(geom, x_shape: tuple, c_out: int, kh: int, kw: int, dtype, autotune_=None) -> bool:
-    """Whether ``variant=None, config=None`` runs a layer as im2col + matmul: float32, one group, and either
+    """Whether ``variant=None, config=None`` runs a layer as im2col + matmul: float32, one group, at least
+    :data:`IM2COL_MIN_MACS` multiply-adds, and either
     a stride, dilation or padding the tiled rungs do not take (the space-to-depth and k01 paths ran at
     0.26-0.58× cuDNN there, im2col at 0.48-1.31×), or an output plane of at most :data:`IM2COL_MAX_PLANE`
     pixels with no tuned entry for the layer (the tuned table names a tiled rung it measured).  Measured on
     the zoo of ``benchmarks/lab/conv_issue33.py`` (``benchmarks/notes/conv_nchw.md``); float64 is not."""
     if geom.groups != 1 or np.dtype(dtype) != np.float32:
+        return False
+    n, c_in = x_shape[0], x_shape[1]
+    if n * c_out * geom.oh * geom.ow * c_in * kh * kw < IM2COL_MIN_MACS:
         return False
     if not geom.fast:
         return True

@@ -226,8 +226,15 @@ def test_im2col_rule(monkeypatch):
     assert route(9, variant="k02_smem_tiled") == "tiled" and route(9, config="sim") == "tiled"
     assert dispatch.route(None, None, _params.geometry(9, 9, 3, 3, (1, 1), (1, 1), (1, 1), 1), 8, 16, 3, 3) \
         == "tiled"  # (no x_shape/dtype: the rule is not asked)
-    monkeypatch.setattr(autotune, "choose", lambda *a, **k: ("k03_double_buffered", "default"))  # a tuned layer
-    assert route(9) == "tiled" and route(9, stride=2) == "im2col"  # (the table tunes stride-1 layers only)
+    geom9 = _params.geometry(9, 9, 3, 3, (1, 1), (1, 1), (1, 1), 1)
+    assert dispatch.route(None, None, geom9, 64, 16, 3, 3, dtype=np.float32) == "tiled"  # (no x_shape: not asked)
+    asked = []
+    monkeypatch.setattr(autotune, "choose", lambda *a: asked.append(a[3]) or ("k03_double_buffered", "default"))
+    assert route(9) == "tiled" and route(9, stride=2) == "im2col"  # a tuned layer (the table tunes stride 1 only)
+    assert asked == [False]  # a lookup: never a tune inside the rule, SIMT_TILES_AUTOTUNE or not
+    monkeypatch.undo()
+    monkeypatch.setattr(_im2col, "MAX_COLS", 64 * 9 * 25 - 1)  # one image's cols (C_in·9 × 25 or 81 pixels) past it
+    assert route(9) == "tiled" and route(9, stride=2, pad=1) == "space_to_depth"
     monkeypatch.undo()
     monkeypatch.setattr(dispatch, "IM2COL_MIN_MACS", 0)  # (the simulator's layers are tiny)
     seen = []
@@ -368,7 +375,8 @@ def test_im2col_copy_strides_past_the_grid_limit(monkeypatch, limit):
 
     monkeypatch.setattr(_im2col, "MAX_GRID_YZ", limit)
     rng = np.random.default_rng(5)
-    x, w = rng.standard_normal((3, 3, 8, 9)).astype(np.float32), rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
+    n = 2 + limit  # (a shape per case: a launch plan recorded by one case is never replayed by the other)
+    x, w = rng.standard_normal((n, 3, 8, 9)).astype(np.float32), rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
     got = conv2d_nchw(x, w, stride=(1, 2), padding=(1, 2), dilation=2, variant="im2col_gemm")
     ref, bound = conv2d_nchw_reference(x, w, stride=(1, 2), padding=(1, 2), dilation=2)
     assert check_within(np.asarray(got), ref, bound).passed

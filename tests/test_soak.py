@@ -176,6 +176,41 @@ def test_the_command_exits_1_when_a_target_fails(monkeypatch, capsys, tmp_path, 
     assert ("FAIL: wrong results: 1" in out) == bool(plant) and (tmp_path / "soak.json").exists()
 
 
+class _Exit(Exception):
+    pass
+
+
+@pytest.mark.parametrize("close_fails", [False, True], ids=["closes", "close_raises"])
+def test_release_destroys_the_context_after_the_outputs_then_exits(monkeypatch, tmp_path, close_fails):
+    """``--release`` (a destroyed context): the JSON written first, then ``cuda.close()`` and ``os._exit`` with
+    the run's code; a close that raises still ends in ``os._exit`` (exit 1), never the interpreter's teardown."""
+    import numba.cuda
+
+    raw = {**soak.summarise(_run()), "machine": {"gpu": "H200"},
+           "released": {"workspaces_dropped": 0, "memory_after_release": {}, "context_destroyed": "at the end of the run",
+                        "live_device_arrays": {}, "cyclic_device_arrays": {}, "holders_of_live_arrays": {}}}
+    monkeypatch.setattr(soak, "soak", lambda *a, **k: raw)
+    events = []
+
+    def close():
+        events.append(("close", (tmp_path / "soak.json").exists()))
+        if close_fails:
+            raise RuntimeError("planted: the driver refused")
+
+    def exit_(code):
+        events.append(("exit", code))
+        raise _Exit
+
+    monkeypatch.setattr(numba.cuda, "close", close)
+    monkeypatch.setattr(soak.os, "_exit", exit_)
+    args = types.SimpleNamespace(forms=None, fill=None, ignore="", minutes=5.0, threads=16, streams=4, problems=3,
+                                 seed=0, sample_s=10.0, settle_s=None, wall_limit_s=None, release=True,
+                                 json=str(tmp_path / "soak.json"), md=None, plot=None, out=None)
+    with pytest.raises(_Exit):
+        soak.run(args)
+    assert events == [("close", True), ("exit", 1 if close_fails else 0)]
+
+
 def test_calls_that_overlapped_a_full_collection_are_told_apart():
     """Python's full garbage collections stop every thread: the slowest call that overlapped none is
     reported beside the slowest call (the target judges the slowest call, as the issue says)."""

@@ -1767,10 +1767,18 @@ def _destroy_context_and_exit(code: int) -> None:
     """``--release``'s end: destroy the CUDA context (compute-sanitizer's leak check reports what is
     still allocated then), then leave at once: the interpreter's teardown would run finalizers
     (CuPy's pools and handles, Numba's arrays and modules) that call into the destroyed context."""
-    from numba import cuda
+    try:
+        from numba import cuda
 
-    gc.collect()
-    cuda.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        gc.collect()
+        cuda.close()
+    except BaseException:  # (the exit must still be os._exit: the teardown would meet a half-closed context)
+        traceback.print_exc()
+        code = code or 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # (a closed pipe: nothing more to say)
+                pass
+        os._exit(code)

@@ -206,8 +206,8 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             f"w: a {kh}x{kw} filter{dil} is larger than the padded input {h + pads[0] + pads[1]}x"
             f"{wd + pads[2] + pads[3]} (x's {h}x{wd} plus {sides}): the output would be {oh}x{ow}"
         )
-    path = dispatch.route(variant, config, geom, c_in, c_out, kh, kw, x_shape=(n, c_in, h, wd), dtype=dtype,
-                          autotune_=autotune)  # a variant for another layer: ValueError
+    path = dispatch.route(variant, config, geom, c_in, c_out, kh, kw, x_shape=(n, c_in, h, wd),
+                          dtype=dtype)  # a variant for another layer: ValueError
     shape = (n, c_out, oh, ow)
     for name, size in (("x", x_op.dev.size), ("w", w_op.dev.size), ("out", n * c_out * oh * ow)):
         if size > MAX_ELEMENTS:

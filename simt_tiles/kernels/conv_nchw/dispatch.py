@@ -34,7 +34,7 @@ from ...devices import per_device
 from ...runtime import SIMULATOR, ConfigError, Plan, Rung, cdiv, pick_rung, rung_dict
 from typing import NamedTuple
 
-from . import _space_to_depth, k01_direct, k02_smem_tiled, k03_double_buffered, k04_depthwise
+from . import _im2col, _space_to_depth, k01_direct, k02_smem_tiled, k03_double_buffered, k04_depthwise
 from ._common import Call, output_hw, specialise, tiled_geometry
 
 #: every rung, in ladder order
@@ -202,28 +202,31 @@ IM2COL_MAX_PLANE = 400
 IM2COL_MIN_MACS = 1 << 22
 
 
-def im2col_rule(geom, x_shape: tuple, c_out: int, kh: int, kw: int, dtype, autotune_=None) -> bool:
+def im2col_rule(geom, x_shape: tuple, c_out: int, kh: int, kw: int, dtype) -> bool:
     """Whether ``variant=None, config=None`` runs a layer as im2col + matmul: float32, one group, at least
     :data:`IM2COL_MIN_MACS` multiply-adds, and either
     a stride, dilation or padding the tiled rungs do not take (the space-to-depth and k01 paths ran at
     0.26-0.58× cuDNN there, im2col at 0.48-1.31×), or an output plane of at most :data:`IM2COL_MAX_PLANE`
-    pixels with no tuned entry for the layer (the tuned table names a tiled rung it measured).  Measured on
+    pixels with no tuned entry for the layer (the tuned table names a tiled rung it measured); and one
+    image's ``cols`` within ``_im2col.MAX_COLS`` (else it would be one buffer past the cap).  Measured on
     the zoo of ``benchmarks/lab/conv_issue33.py`` (``benchmarks/notes/conv_nchw.md``); float64 is not."""
     if geom.groups != 1 or np.dtype(dtype) != np.float32:
         return False
     n, c_in = x_shape[0], x_shape[1]
     if n * c_out * geom.oh * geom.ow * c_in * kh * kw < IM2COL_MIN_MACS:
         return False
+    if c_in * kh * kw * geom.oh * geom.ow > _im2col.MAX_COLS:  # (one image's cols over the buffer's cap)
+        return False
     if not geom.fast:
         return True
     if geom.oh * geom.ow > IM2COL_MAX_PLANE:
         return False
+    # a tuned entry (a lookup only: a tune, which times the tiled rungs, is plan()'s, after the checks)
     problem = (*x_shape, c_out, kh, kw, geom.pad_top, autotune.dtype_name(dtype))
-    return autotune.choose("conv2d_nchw", problem, None, autotune_) is None
+    return autotune.choose("conv2d_nchw", problem, None, False) is None
 
 
-def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int, *, x_shape=None, dtype=None,
-          autotune_=None) -> str:
+def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int, *, x_shape=None, dtype=None) -> str:
     """The path a layer takes (``geom``: its ``_params.Geometry``): ``"depthwise"`` (:func:`plan_depthwise`:
     the variant named, or ``variant`` and ``config`` None on a layer of groups >= 2 that
     :func:`depthwise_rule` accepts), ``"tiled"`` (:func:`plan`), ``"space_to_depth"``
@@ -249,8 +252,8 @@ def route(variant, config, geom, c_in: int, c_out: int, kh: int, kw: int, *, x_s
     if (variant is None and config is None and geom.groups > 1
             and depthwise_rule(c_in, c_out, geom.groups, geom.stride, geom.dilation, kh, kw) is None):
         return "depthwise"
-    if (variant is None and config is None and dtype is not None
-            and im2col_rule(geom, x_shape, c_out, kh, kw, dtype, autotune_)):
+    if (variant is None and config is None and dtype is not None and x_shape is not None
+            and im2col_rule(geom, x_shape, c_out, kh, kw, dtype)):
         return "im2col"
     if geom.fast:
         return "tiled"

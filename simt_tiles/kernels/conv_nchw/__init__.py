@@ -4,8 +4,8 @@
 ``torch.nn.functional.conv2d(x, w, bias, s, p, d, g)`` computes — cross-correlation, zero
 padding (an int, a pair, "same", "valid"), optional bias — for float32 and float64.  The tiled
 rungs take stride 1, dilation 1, one group and one padding on every side (and, through
-space-to-depth, stride 2); k04 takes depthwise layers (groups = C_in) at stride 1 and 2; k01 takes
-every layer (``dispatch.py`` says which runs what).  Read the rungs in order:
+space-to-depth, stride 2); k04 takes depthwise layers (groups = C_in) at stride 1 and 2; im2col then
+matmul (``_im2col.py``) takes any one-group layer; k01 takes every layer (``dispatch.py`` says which runs what).  Read the rungs in order:
 
 =======================  =====================================================
 ``k01_direct``           one thread per output element reads its
@@ -125,9 +125,12 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         shared memory, see the package docstring).  Stride 1, dilation 1, groups 1 and one padding
         on every side take the tiled rungs; with ``variant`` and ``config`` None a depthwise layer
         (groups = C_in ≥ 2, stride 1 or 2 per axis: ``dispatch.depthwise_rule``) takes
-        :data:`DEPTHWISE_VARIANT` (k04), and a stride-2 layer (dilation 1, one group) the tiled
-        rungs, through space-to-depth (``_space_to_depth.py``: the input's and filter's phases as
-        channels, then a stride-1 layer); any other layer takes ``dispatch.GENERAL_VARIANT`` (k01).
+        :data:`DEPTHWISE_VARIANT` (k04); a float32 one-group layer of at least 2^22 multiply-adds with a
+        stride, dilation or uneven padding, or with an output plane of at most 400 pixels and no tuned
+        entry, runs as im2col then matmul (``dispatch.im2col_rule``); otherwise a stride-2 layer (dilation
+        1, one group) takes the tiled rungs through space-to-depth (``_space_to_depth.py``: the input's
+        and filter's phases as channels, then a stride-1 layer); any other layer takes
+        ``dispatch.GENERAL_VARIANT`` (k01).
         ``"im2col_gemm"`` (:data:`IM2COL_VARIANT`, ``config`` None): any one-group layer as im2col
         then a batched :func:`simt_tiles.matmul` (``_im2col.py``).
         Another named variant is a ValueError naming the rule (``dispatch.route``).

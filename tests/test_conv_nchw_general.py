@@ -367,10 +367,11 @@ def test_im2col_gemm_chunks_and_replays(monkeypatch, plans):
     assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
 
 
-@pytest.mark.parametrize("limit", [1, 2], ids=lambda n: f"grid_yz_{n}")
+@pytest.mark.parametrize("limit", [1, 2, 3], ids=lambda n: f"grid_yz_{n}")
 def test_im2col_copy_strides_past_the_grid_limit(monkeypatch, limit):
-    """More filter rows (C_in·KH) and images than the grid's y and z hold (CUDA's 65535; here 1 or 2):
-    each block strides over the rest, and the layer is still right (dilation 2, stride (1, 2), padding)."""
+    """More filter rows (C_in·KH) and images than the grid's y and z hold (CUDA's 65535; here 1, 2 or 3: a block
+    steps by a filter row, a channel, or both, with KH = 2): each block strides over the rest, and the layer is
+    still right (dilation 2, stride (1, 2), padding)."""
     from simt_tiles.kernels.conv_nchw import _im2col
 
     monkeypatch.setattr(_im2col, "MAX_GRID_YZ", limit)

@@ -41,29 +41,49 @@ MAX_COLS = 1 << 28
 _BUFFERS = PerStream("im2col")
 
 
-def _im2col(x, cols, n0, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
-    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left].
+def _im2col(x, cols, n0, c_in, h, w, k_len, p_len, kh, kw, sh, sw, dh, dw, pad_top, pad_left, ow):
+    """cols[m, (c·kh + a)·kw + b, i·ow + j] = x[n0 + m, c, i·sh + a·dh − pad_top, j·sw + b·dw − pad_left],
+    on the flat arrays (``x`` (N·C_in·h·w,), ``cols`` (m·k_len·p_len,)).
 
-    Grid (⌈P / THREADS⌉, Y, images): x over the output pixels p = i·ow + j (one division per thread;
-    consecutive threads write consecutive columns); block y takes the filter rows (c, a) y, y + Y, …
-    (uniform per block: :func:`copy` picks Y for ~:data:`TARGET_BLOCKS` blocks), z the images (strided past
-    the grid's 65535); each thread writes its pixel's kw taps b of every row it takes."""
-    n_img, k_len, p_len = cols.shape
+    Grid (⌈P / THREADS⌉, Y, images): x over the output pixels p = i·ow + j (consecutive threads write
+    consecutive columns); block y takes the filter rows ca = (c, a) y, y + Y, … (uniform per block: :func:`copy`
+    picks Y for ~:data:`TARGET_BLOCKS` blocks), z the images (strided past the grid's 65535).  A thread writes
+    its pixel's kw taps of every row it takes, stepping its flat offsets (one division per thread, none per
+    row or tap): the copy is bound by issued instructions, not by memory (benchmarks/notes/conv_nchw.md)."""
     p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if p < p_len:
         i = p // ow
         j = p - i * ow
-        h, w = x.shape[2], x.shape[3]
-        for m in range(cuda.blockIdx.z, n_img, cuda.gridDim.z):
-            for ca in range(cuda.blockIdx.y, k_len // kw, cuda.gridDim.y):
-                c = ca // kh
-                r = i * sh + (ca - c * kh) * dh - pad_top
-                for b in range(kw):
-                    s = j * sw + b * dw - pad_left
-                    if 0 <= r < h and 0 <= s < w:
-                        cols[m, ca * kw + b, p] = x[n0 + m, c, r, s]
+        s0 = j * sw - pad_left  # the column of tap b = 0
+        rows = k_len // kw
+        step = cuda.gridDim.y  # the filter rows a block strides by: (dc, da) channels and filter rows
+        dc = step // kh
+        da = step - dc * kh
+        for m in range(cuda.blockIdx.z, cols.size // (k_len * p_len), cuda.gridDim.z):
+            img = (n0 + m) * c_in
+            ca = cuda.blockIdx.y
+            c = ca // kh
+            a = ca - c * kh
+            while ca < rows:
+                r = i * sh + a * dh - pad_top
+                src = ((img + c) * h + r) * w + s0  # x's flat offset of tap b = 0
+                dst = (m * k_len + ca * kw) * p_len + p  # cols' flat offset of tap b = 0
+                row_in = 0 <= r < h
+                s = s0
+                for _ in range(kw):  # (unsigned subscripts: no negative-index wrap to compute)
+                    if row_in and 0 <= s < w:
+                        cols[np.uint64(dst)] = x[np.uint64(src)]
                     else:
-                        cols[m, ca * kw + b, p] = 0  # the zero padding
+                        cols[np.uint64(dst)] = 0  # the zero padding
+                    s += dw
+                    src += dw
+                    dst += p_len
+                ca += step
+                c += dc
+                a += da
+                if a >= kh:
+                    a -= kh
+                    c += 1
 
 
 def _add_bias(out, bias):
@@ -92,7 +112,9 @@ def copy(x, cols, n0: int, kh: int, kw: int, geom, stream) -> None:
     blocks_x, blocks_z = cdiv(p_len, THREADS), min(m, MAX_GRID_YZ)
     grid = (blocks_x, max(1, min(k_len // kw, cdiv(TARGET_BLOCKS, blocks_x * blocks_z), MAX_GRID_YZ)), blocks_z)
     if 0 not in grid:
-        im2col[grid, THREADS, stream](x, cols, n0, kh, kw, sh, sw, dh, dw, geom.pad_top, geom.pad_left, geom.ow)
+        _, c_in, h, w = x.shape
+        im2col[grid, THREADS, stream](x.reshape(x.size), cols.reshape(cols.size), n0, c_in, h, w, k_len, p_len,
+                                      kh, kw, sh, sw, dh, dw, geom.pad_top, geom.pad_left, geom.ow)
 
 
 def run(call, geom) -> None:

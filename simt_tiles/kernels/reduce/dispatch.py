@@ -15,8 +15,9 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
 * a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
   groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
   in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
-  n // min_chunk, MAX_SPLITS)`` pieces, whose (S, Q) partials the next pass folds in a fixed
-  order (the same result on every run and GPU).
+  n // min_chunk, MAX_SPLITS)`` pieces (a row's pieces whole multiples of ``SPLIT_ALIGN`` values,
+  so each starts on a 128-byte line when the row does), whose (S, Q) partials the next pass folds
+  in a fixed order (the same result on every run and GPU).
 * ``mean`` is the sum times 1/count in the last pass (NaN for an empty axis, as NumPy).
 
 k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` values when there
@@ -53,6 +54,8 @@ DEFAULT_LANES = "k03_flat_lanes"
 WARPS_PER_SM = 64  # 2048 threads
 BLOCKS_PER_SM = 8  # of 256 threads
 MAX_SPLITS = 1024
+#: a split row's pieces are whole multiples of this many values (a float32 row's 128-byte lines)
+SPLIT_ALIGN = 32
 #: each lane of a split piece runs at least this many steps (1 in the simulator: tiny tests split)
 MIN_STEPS = 1 if SIMULATOR else 4
 SIM_SMS = 2
@@ -207,7 +210,7 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
         # passes of this run: split while it pays, each folding the previous one's partials
         while True:
             outer, n, inner = view
-            cfg, splits = _fit(base, view, sms, min_steps)
+            cfg, splits, chunk = _fit(base, view, sms, min_steps)
             q = outer * inner
             done = splits == 1
             final = done and last_run
@@ -228,7 +231,6 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
                 buffers[dst] = ((splits, q), out_dt)
             if arg:
                 buffers[dst + ".v"] = ((splits, q), dtype)
-            chunk = cdiv(n, splits)
             grid, block = rung.geometry(cfg, q, splits)
             steps.append(Step(cfg, tuple(sorted(params.items())), view, splits, chunk, scale, src, dst, grid, block))
             src = dst
@@ -258,7 +260,11 @@ def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: 
     # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)
     # a pass over the (1, S, Q) partials would split into S pieces again, for ever
     splits = max(1, min(cdiv(target, groups), n // max(2, min_chunk), MAX_SPLITS))
-    return cfg, splits
+    chunk = cdiv(n, splits)
+    if inner == 1 and splits > 1:  # pieces of a row start on 128-byte lines (2 rows of 2^27: 528 odd pieces, 82% of copy)
+        chunk = cdiv(chunk, SPLIT_ALIGN) * SPLIT_ALIGN
+        splits = cdiv(n, chunk)
+    return cfg, splits, chunk
 
 
 def _k01_plan(shape, axes, op, code, dtype, config) -> Plan:

@@ -241,24 +241,27 @@ def test_gate_fails_on_gpu_only_compile_errors_local_memory_and_undeclared_share
 
 
 @pytest.mark.parametrize("variant,expect", [("k04_register_row", "(cfg.group, cfg.vpt) == (512, 64)"),
-                                             ("k05_split_row", "(cfg.vpt, cfg.reg_vpt) == (180, 84)")])
+                                             ("k05_split_row", "(cfg.vpt, cfg.reg_vpt) == (180, 84)"),
+                                             ("k05_one_per_sm", "(cfg.vpt, cfg.reg_vpt) == (184, 84)")])
 def test_softmax_largest_float32_fit_does_not_spill(tmp_path, variant, expect):
     """The longest float32 rows each row-in-registers rung takes, compiled: no local memory.
 
     k04: 32768 columns with max_vpt=64 (512 threads × 64 registers of values); k05 (default):
-    46080 columns, 84 values in registers + 96 in shared memory within launch_bounds (256, 2)."""
+    46080 columns, 84 values in registers + 96 in shared memory within launch_bounds (256, 2); k05's
+    one_per_sm preset: 94208 columns, 512 threads × (84 + 100) within launch_bounds (512, 1)."""
     proc = run_real_target(f"""
         import dataclasses, os; os.chdir({str(tmp_path)!r})
         from pathlib import Path
         import numpy as np
         from simt_tiles import compile_gate
         from simt_tiles.kernels.softmax import RUNGS
-        rung = RUNGS[{variant!r}]
-        preset = rung.presets["default"]
+        rung = RUNGS[{variant!r}.replace("k05_one_per_sm", "k05_split_row")]
         if {variant!r} == "k04_register_row":
-            cfg = dataclasses.replace(preset, max_vpt=64).for_problem(16384, 32768, 4)
+            cfg = dataclasses.replace(rung.presets["default"], max_vpt=64).for_problem(16384, 32768, 4)
+        elif {variant!r} == "k05_split_row":
+            cfg = rung.presets["default"].for_problem(16384, 46080, 4)
         else:
-            cfg = preset.for_problem(16384, 46080, 4)
+            cfg = rung.presets["one_per_sm"].for_problem(4096, 94208, 4)
         assert {expect}, cfg
         r, = compile_gate.compile_configs([(rung, "largest", cfg, np.float32)], "t")
         print(r.ok, r.error, r.registers, r.stack, r.spills)

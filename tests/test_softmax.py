@@ -242,6 +242,21 @@ def test_split_row_fits_the_row_or_says_why():
     assert_softmax_ok(x, simt_tiles.softmax(x))
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's presets (on the GPU: the RULES below)")
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
+    """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k05's
+    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None, right, NaN-poisoned output."""
+    rows, n = 4, 2000  # (4 rows fill the simulator's 2 SMs)
+    p = dispatch.plan((rows, n, 1), np.float32, log=log)
+    assert (p.rung.name, p.config.min_blocks, p.config.smem_vpt > 0) == ("k05_split_row", 1, True), p
+    assert p.config.threads * (p.config.reg_vpt + p.config.smem_vpt) >= n > 64 * 20
+    x = np.random.default_rng(11).standard_normal((rows, n)).astype(np.float32) * 8
+    out = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+    (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out)
+    assert_softmax_ok(x, out.copy_to_host(), log=log)
+
+
 def _chosen(rows, n, inner=1, dtype=np.float32, log=False):
     p = dispatch.plan((rows, n, inner), dtype, log=log, config="default", sms=132)
     return p.rung.name, p.pieces
@@ -253,7 +268,11 @@ RULES = {
     (16384, 32): ("k04_register_row", 1), (16384, 256): ("k04_register_row", 1),
     (1000, 3000): ("k04_register_row", 1), (200, 16384): ("k04_register_row", 1),
     (16384, 32768): ("k05_split_row", 1), (4096, 32000): ("k05_split_row", 1), (300, 46080): ("k05_split_row", 1),
-    (4096, 50257): ("k06_split_blocks", 1), (4096, 151936): ("k06_split_blocks", 1), (133, 46081): ("k06_split_blocks", 2),
+    (4096, 50257): ("k05_split_row", 1), (4096, 94208): ("k05_split_row", 1),  # one block per SM (one_per_sm)
+    (4096, 94209): ("k06_split_blocks", 1), (4096, 151936): ("k06_split_blocks", 1),
+    (133, 46081): ("k06_split_blocks", 2), (200, 50257): ("k06_split_blocks", 3),  # waves of 1.01 and 1.5 SMs: split
+    (528, 50257): ("k05_split_row", 1), (500, 50257): ("k05_split_row", 1),  # 4 waves of SMs, full or 95%
+    (400, 50257): ("k06_split_blocks", 2),  # 4 waves 76% full: split
     (2, 4194304): ("k06_split_blocks", 256), (1, 2**22): ("k06_split_blocks", 256), (7, 100000): ("k06_split_blocks", 6),
     (100, 20000): ("k05_split_row", 1),  # 6 pieces wanted, but a piece is ≥ 16384 columns: one per row
     (131, 40000): ("k06_split_blocks", 2), (1, 100): ("k04_register_row", 1), (64, 16384): ("k04_register_row", 1),

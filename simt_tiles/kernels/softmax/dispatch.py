@@ -12,8 +12,9 @@ The rules (``variant=None``), in order:
    rungs would leave the GPU short of blocks: ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)``
    (``min_piece`` = 4 block steps of k06: 16384 columns at the default) is ≥ 2 and either the
    rows are fewer than the SMs or no per-row rung holds the row;
-3. else the first of **k04** (registers), **k05** (registers + shared memory) whose config
-   fits the row;
+3. else the first of **k04** (registers), **k05** (registers + shared memory, two blocks per SM),
+   **k05 one block per SM** (its ``one_per_sm`` preset: rows to 94208 float32 values, vocabularies;
+   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row;
 4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...runtime import ConfigError, Rung, TileConfig, cdiv
+from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
 from . import k07_strided_axis
@@ -36,12 +37,15 @@ RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
                         k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG)
 }
-#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row)
-ROW_VARIANTS = ("k04_register_row", "k05_split_row")
+#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row), each with a
+#: map from the preset named (config None or a name) to the one it runs: k05 again with one block per SM
+ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that compute log_softmax too
 LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
+#: k05 with one block per SM only when the rows fill its last wave of SMs this much
+MIN_WAVE_FILL = 0.8
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
 
@@ -103,7 +107,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         named = next((n for n, r in RUNGS.items() if type(config) is r.config_type), None)
         if named is None:  # a foreign config: the TypeError naming the expected type
             RUNGS["k04_register_row"].resolve_config(config)
-        if named not in (*ROW_VARIANTS, "k06_split_blocks", "k07_strided_axis"):
+        if named not in (*(n for n, _ in ROW_VARIANTS), "k06_split_blocks", "k07_strided_axis"):
             variant = named  # a lesson rung's config names it; the others go to their rung by the rules
     if variant is not None:
         if not isinstance(variant, str) or variant not in RUNGS:
@@ -119,9 +123,16 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
     rows = outer
     fits = None
-    for name in ROW_VARIANTS:
+    for name, twin in ROW_VARIANTS:
+        preset = _preset_for(RUNGS[name], config)
+        if twin is not None:  # a preset's twin: only for a preset named (or None); a config object tries its rung once
+            if preset is not None and not isinstance(preset, str):
+                continue
+            preset = twin.get(preset or ("sim" if SIMULATOR else "default"))
+            if preset is None or rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
+                continue  # (one row an SM: 133 rows on 132 SMs would take two waves)
         try:
-            fits = _build(RUNGS[name], _preset_for(RUNGS[name], config), shape3, itemsize, log, sms)
+            fits = _build(RUNGS[name], preset, shape3, itemsize, log, sms)
             break
         except ConfigError:
             continue

@@ -83,7 +83,8 @@ class Config(WarpRowConfig):
         return max(self.smem_vpt, 1) * self.threads * itemsize
 
     def rules(self):
-        yield from super().rules()
+        # whole warps, any number of them (shuffles, then one barrier: no tree over the block)
+        yield ("threads", self.threads % 32 == 0 and 0 < self.threads <= 1024, "threads a multiple of 32, at most 1024")
         yield ("reg_vpt", self.reg_vpt <= self.vpt <= 5 * self.reg_vpt,
                "reg_vpt <= vpt <= 5·reg_vpt (the rest in shared memory, loaded in ≤ 4 chunks of reg_vpt)")
         yield ("vpt_step", self.vpt_step >= 1, "vpt_step >= 1")
@@ -122,7 +123,15 @@ PRESETS = {
     # largest fit (21504 columns: 36 + 48); float32's (46080: 84 + 96) is checked by
     # tests/test_compile_gate.py
     "default": Config(threads=256, vpt=84, reg_vpt=36),
+    # rows past the default's two blocks per SM, to 94208 float32 columns (512 × (84 + 100)): one block per
+    # SM, 200 KiB of shared memory (vocabulary rows: 50257 columns, 84 + 14 values a thread); the gate
+    # builds float64's largest fit (44032: 36 + 50), tests/test_compile_gate.py float32's.  "sim_one_per_sm":
+    # the simulator's twin, so tests take this path
+    "one_per_sm": Config(threads=512, vpt=86, reg_vpt=36, smem_budget=200 * 1024, min_blocks=1),
+    "sim_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1),
 }
+#: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
+ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm"}
 
 
 def make_kernel(config: Config, dtype, log: bool = False):

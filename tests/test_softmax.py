@@ -246,14 +246,19 @@ def test_split_row_fits_the_row_or_says_why():
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
     """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k05's
-    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None, right, NaN-poisoned output."""
+    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None for softmax (log_softmax: k06),
+    right, NaN-poisoned output; log_softmax is right on the twin too (named by its config)."""
     rows, n = 4, 2000  # (4 rows fill the simulator's 2 SMs)
     p = dispatch.plan((rows, n, 1), np.float32, log=log)
-    assert (p.rung.name, p.config.min_blocks, p.config.smem_vpt > 0) == ("k05_split_row", 1, True), p
-    assert p.config.threads * (p.config.reg_vpt + p.config.smem_vpt) >= n > 64 * 20
+    assert p.rung.name == ("k06_split_blocks" if log else "k05_split_row"), p
+    twin = RUNGS["k05_split_row"].presets["sim_one_per_sm"]
+    if not log:
+        assert (p.config.min_blocks, p.config.smem_vpt > 0) == (1, True), p
+    assert twin.threads * (twin.max_vpt + 4 * twin.max_vpt) >= n > 64 * 20
+    assert dispatch.plan((rows, n, 1), np.float32, log=log, config=twin).config.min_blocks == 1
     x = np.random.default_rng(11).standard_normal((rows, n)).astype(np.float32) * 8
     out = cuda.to_device(np.full((rows, n), np.nan, np.float32))
-    (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out)
+    (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, **({"config": twin} if log else {}))
     assert_softmax_ok(x, out.copy_to_host(), log=log)
 
 

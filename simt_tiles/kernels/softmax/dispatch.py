@@ -14,7 +14,8 @@ The rules (``variant=None``), in order:
    rows are fewer than the SMs or no per-row rung holds the row;
 3. else the first of **k04** (registers), **k05** (registers + shared memory, two blocks per SM),
    **k05 one block per SM** (its ``one_per_sm`` preset: rows to 94208 float32 values, vocabularies;
-   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row;
+   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``; softmax only: log_softmax ran at 0.55× torch
+   there, H200 session 24) whose config fits the row;
 4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
@@ -129,8 +130,8 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
             if preset is not None and not isinstance(preset, str):
                 continue
             preset = twin.get(preset or ("sim" if SIMULATOR else "default"))
-            if preset is None or rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
-                continue  # (one row an SM: 133 rows on 132 SMs would take two waves)
+            if preset is None or log or rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
+                continue  # (one row an SM: 133 rows on 132 SMs would take two waves; log_softmax: 0.55× torch)
         try:
             fits = _build(RUNGS[name], preset, shape3, itemsize, log, sms)
             break

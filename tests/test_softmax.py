@@ -246,7 +246,7 @@ def test_split_row_fits_the_row_or_says_why():
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
     """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k05's
-    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None for softmax (log_softmax: k06),
+    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None for softmax (log_softmax: k06, LOG_SLOW),
     right, NaN-poisoned output; log_softmax is right on the twin too (named by its config)."""
     rows, n = 4, 2000  # (4 rows fill the simulator's 2 SMs)
     p = dispatch.plan((rows, n, 1), np.float32, log=log)
@@ -287,6 +287,13 @@ RULES = {
 @pytest.mark.parametrize("shape", list(RULES), ids=str)
 def test_dispatch_rules_between_measured_points(shape):
     assert _chosen(*shape) == RULES[shape]
+
+
+def test_log_softmax_skips_k05():
+    """log_softmax runs k06 where softmax runs k05 (its log_softmax measured slower than k06's), k04 where both do."""
+    for shape in ((16384, 32768), (4096, 32000), (4096, 46080), (4096, 50257), (300, 46080)):
+        assert _chosen(*shape)[0] == "k05_split_row" and _chosen(*shape, log=True)[0] == "k06_split_blocks", shape
+    assert _chosen(16384, 256, log=True) == ("k04_register_row", 1)
 
 
 def test_dispatch_plans_are_valid_everywhere():

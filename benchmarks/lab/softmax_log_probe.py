@@ -102,7 +102,8 @@ def main() -> int:
                   f"{'ok' if ok else 'WRONG'}", flush=True)
             rows_out.append({"shape": [rows, cols], "log": True, "impl": f"k05 {preset} plain max", "ms": ms, "ok": ok})
     if args.json:
-        Path(args.json).write_text(json.dumps(rows_out, indent=1))
+        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/softmax_log_probe.py", "rows": rows_out},
+                                              indent=1))
     return 1 if bad else 0
 
 

@@ -246,20 +246,19 @@ def test_split_row_fits_the_row_or_says_why():
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
     """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k05's
-    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None for softmax (log_softmax: k06, LOG_SLOW),
-    right, NaN-poisoned output; log_softmax is right on the twin too (named by its config)."""
+    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None, right, NaN-poisoned output; and
+    when a twin config object is given."""
     rows, n = 4, 2000  # (4 rows fill the simulator's 2 SMs)
     p = dispatch.plan((rows, n, 1), np.float32, log=log)
-    assert p.rung.name == ("k06_split_blocks" if log else "k05_split_row"), p
+    assert (p.rung.name, p.config.min_blocks, p.config.smem_vpt > 0) == ("k05_split_row", 1, True), p
     twin = RUNGS["k05_split_row"].presets["sim_one_per_sm"]
-    if not log:
-        assert (p.config.min_blocks, p.config.smem_vpt > 0) == (1, True), p
     assert twin.threads * (twin.max_vpt + 4 * twin.max_vpt) >= n > 64 * 20
     assert dispatch.plan((rows, n, 1), np.float32, log=log, config=twin).config.min_blocks == 1
     x = np.random.default_rng(11).standard_normal((rows, n)).astype(np.float32) * 8
-    out = cuda.to_device(np.full((rows, n), np.nan, np.float32))
-    (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, **({"config": twin} if log else {}))
-    assert_softmax_ok(x, out.copy_to_host(), log=log)
+    for kw in ({}, {"config": twin}):
+        out = cuda.to_device(np.full((rows, n), np.nan, np.float32))
+        (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, **kw)
+        assert_softmax_ok(x, out.copy_to_host(), log=log)
 
 
 def _chosen(rows, n, inner=1, dtype=np.float32, log=False):
@@ -289,11 +288,10 @@ def test_dispatch_rules_between_measured_points(shape):
     assert _chosen(*shape) == RULES[shape]
 
 
-def test_log_softmax_skips_k05():
-    """log_softmax runs k06 where softmax runs k05 (its log_softmax measured slower than k06's), k04 where both do."""
-    for shape in ((16384, 32768), (4096, 32000), (4096, 46080), (4096, 50257), (300, 46080)):
-        assert _chosen(*shape)[0] == "k05_split_row" and _chosen(*shape, log=True)[0] == "k06_split_blocks", shape
-    assert _chosen(16384, 256, log=True) == ("k04_register_row", 1)
+def test_log_softmax_takes_the_rungs_softmax_takes():
+    """log_softmax follows softmax's rules (k05's log_softmax, once 0.6× k06's, now runs at softmax's speed)."""
+    for shape in (*RULES, (4096, 46080), (16384, 32768)):
+        assert _chosen(*shape, log=True) == _chosen(*shape), shape
 
 
 def test_dispatch_plans_are_valid_everywhere():

@@ -14,8 +14,7 @@ The rules (``variant=None``), in order:
    rows are fewer than the SMs or no per-row rung holds the row;
 3. else the first of **k04** (registers), **k05** (registers + shared memory, two blocks per SM),
    **k05 one block per SM** (its ``one_per_sm`` preset: rows to 94208 float32 values, vocabularies;
-   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row — log_softmax
-   skips k05 (``LOG_SLOW``: slower than k06 wherever measured);
+   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row;
 4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
@@ -45,9 +44,6 @@ ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split
 LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
-#: rungs ``variant=None`` does not run log_softmax on: k05's log_softmax ran at 0.6-0.9× k06's (H200, session 24:
-#: 4096 × 46080 0.866 ms against 0.570, 16384 × 32768 1.731 against 1.531; benchmarks/notes/patterns_zoo.md)
-LOG_SLOW = ("k05_split_row",)
 #: k05 with one block per SM only when the rows fill its last wave of SMs this much
 MIN_WAVE_FILL = 0.8
 #: a piece of a split row is at least this many k06 block steps
@@ -128,8 +124,6 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     rows = outer
     fits = None
     for name, twin in ROW_VARIANTS:
-        if log and name in LOG_SLOW and not isinstance(config, RUNGS[name].config_type):
-            continue  # (a config object of the rung still asks for it)
         preset = _preset_for(RUNGS[name], config)
         if twin is not None:  # a preset's twin: only for a preset named (or None); a config object tries its rung once
             if preset is not None and not isinstance(preset, str):

@@ -143,8 +143,10 @@ def make_kernel(config: Config, dtype, log: bool = False):
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
-    row_max, row_sum, mx = make_row_reductions(NW, DT, nan_max=log)
+    # shuffles, then one barrier across warps; the max is one FMNMX (NaN-blind) for log_softmax too: a NaN row
+    # is told apart after the sum (below).  The NaN-propagating max cost log_softmax 2.6× softmax's time
+    # (ptxas waited for each load: 72% of cycles on the long scoreboard; benchmarks/notes/patterns_zoo.md)
+    row_max, row_sum, mx = make_row_reductions(NW, DT)
 
     def softmax_k05_split_row(x, out):
         tid = cuda.threadIdx.x
@@ -217,6 +219,19 @@ def make_kernel(config: Config, dtype, log: bool = False):
 
         # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
         if LOG:
+            # a finite max already makes a NaN row's sum NaN; a non-finite one (the row holds +inf, or is all
+            # −inf / NaN: uniform over the block) must be NaN when any value is, as scipy's max would be
+            if m - m != 0:
+                f = DT(0)
+                for i in range(VR):
+                    if vals[i] != vals[i]:
+                        f = DT(1)
+                for j in range(ns):
+                    v = spill[su + j * uint32(T)]
+                    if v != v:
+                        f = DT(1)
+                if row_max(f, red_m, wid, lane, 0) > 0:  # (red_m is free: row_sum's barrier came after its reads)
+                    m = DT(math.nan)
             sh, ls = log_shift(m, s)
             a = DT(1)
         else:

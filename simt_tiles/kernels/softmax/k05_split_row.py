@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from numba import cuda, uint32, uint64
+from numba import cuda, int32, uint32, uint64
 
 from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
@@ -222,15 +222,13 @@ def make_kernel(config: Config, dtype, log: bool = False):
             # a finite max already makes a NaN row's sum NaN; a non-finite one (the row holds +inf, or is all
             # −inf / NaN: uniform over the block) must be NaN when any value is, as scipy's max would be
             if m - m != 0:
-                f = DT(0)
+                f = int32(0)
                 for i in range(VR):
-                    if vals[i] != vals[i]:
-                        f = DT(1)
+                    f |= int32(vals[i] != vals[i])
                 for j in range(ns):
                     v = spill[su + j * uint32(T)]
-                    if v != v:
-                        f = DT(1)
-                if row_max(f, red_m, wid, lane, 0) > 0:  # (red_m is free: row_sum's barrier came after its reads)
+                    f |= int32(v != v)
+                if cuda.syncthreads_or(f):  # (one barrier ORs the block's flags: no shuffles, no shared slots)
                     m = DT(math.nan)
             sh, ls = log_shift(m, s)
             a = DT(1)

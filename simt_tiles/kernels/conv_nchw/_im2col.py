@@ -48,7 +48,7 @@ def _im2col(x, cols, n0, c_in, h, w, k_len, p_len, kh, kw, sh, sw, dh, dw, pad_t
     Grid (⌈P / THREADS⌉, Y, images): x over the output pixels p = i·ow + j (consecutive threads write
     consecutive columns); block y takes the filter rows ca = (c, a) y, y + Y, … (uniform per block: :func:`copy`
     picks Y for ~:data:`TARGET_BLOCKS` blocks), z the images (strided past the grid's 65535).  A thread writes
-    its pixel's kw taps of every row it takes, stepping its flat offsets (one division per thread, none per
+    its pixel's kw taps of every row it takes, stepping its flat offsets (divisions per thread and image, none per
     row or tap): the copy is bound by issued instructions, not by memory (benchmarks/notes/conv_nchw.md)."""
     p = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if p < p_len:

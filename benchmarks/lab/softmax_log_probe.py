@@ -1,5 +1,6 @@
-"""log_softmax against softmax on the long-row rungs (issue 34): k05 with one block per SM ran log_softmax of
-4096 × 50257 at 1.376 ms where softmax took 0.528 (H200, session 24), with a NaN-propagating max.  Times each (shape, op, rung) with CUDA
+"""log_softmax against softmax on the row-in-registers rungs (issue 34): k05 with one block per SM ran log_softmax of
+4096 × 50257 at 1.376 ms where softmax took 0.528 (H200, session 24), with a NaN-propagating max; k04 (rows
+≤ 16384) kept that max until session 25.  Times each (shape, op, rung) with CUDA
 events (warm-up, median of 20, outputs checked against torch first) and prints one line each.
 
     python3 benchmarks/lab/softmax_log_probe.py [--json PATH]
@@ -15,8 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-#: (rows, cols): k05's two-blocks-per-SM range (32000, 32768, 46080) and its one-per-SM twin (50257, 65024)
-SHAPES = [(4096, 32000), (16384, 32768), (4096, 46080), (4096, 50257), (2048, 65024)]
+#: (rows, cols): k04's rows in registers (the patterns zoo's 16384 × 256, 65536 × 128, 2^20 × 32, 16384 × 4096),
+#: k05's two-blocks-per-SM range (32000, 32768, 46080) and its one-per-SM twin (50257, 65024)
+SHAPES = [(16384, 256), (65536, 128), (1048576, 32), (16384, 4096),
+          (4096, 32000), (16384, 32768), (4096, 46080), (4096, 50257), (2048, 65024)]
 
 
 def main() -> int:
@@ -36,8 +39,11 @@ def main() -> int:
             fn = simt_tiles.log_softmax if log else simt_tiles.softmax
             want = (torch.log_softmax if log else torch.softmax)(x.double(), dim=-1).float()
             one = RUNGS["k05_split_row"].presets["one_per_sm"]
-            cases = {"default": {}, "k06": {"variant": "k06_split_blocks"}, "k05": {"variant": "k05_split_row"},
-                     "k05 one_per_sm": {"variant": "k05_split_row", "config": one}, "torch": None}
+            if cols <= 16384:
+                cases = {"default": {}, "k04": {"variant": "k04_register_row"}, "torch": None}
+            else:
+                cases = {"default": {}, "k06": {"variant": "k06_split_blocks"}, "k05": {"variant": "k05_split_row"},
+                         "k05 one_per_sm": {"variant": "k05_split_row", "config": one}, "torch": None}
             for name, kw in cases.items():
                 if kw is None:
                     run = lambda: (torch.log_softmax if log else torch.softmax)(x, dim=-1)  # noqa: E731

@@ -98,16 +98,32 @@ def make_log_shift(DT):
     return log_shift
 
 
+def make_plain_log(DT):
+    """``shift_of(m)``, ``log_sum(m, s)``: log_softmax after a NaN-blind max ``m`` (one FMNMX, k04,
+    k05).  The exps use ``sh = shift_of(m)``: ``m``, or 0 when ``m`` is not finite (scipy's shift);
+    with ``s = Σ exp(x − sh)`` the output is ``(x − sh) − log_sum(m, s)``.  ``s`` is NaN exactly when
+    the row holds a NaN the max missed (a finite ``m``: ``log s`` is NaN; ``m`` = ±inf: the sum
+    relative to 0 is NaN, else ±inf or 0), so scipy's NaN rows need no flag, no barrier and no
+    NaN-propagating max (which made ptxas wait for each load: benchmarks/notes/patterns_zoo.md)."""
+
+    @inline
+    def shift_of(m):
+        return m if m - m == 0 else DT(0)
+
+    @inline
+    def log_sum(m, s):
+        if m - m == 0:
+            return DT(math.log(s))
+        return m if s == s else DT(math.nan)
+
+    return shift_of, log_sum
+
+
 def geometry(config: RowConfig, rows: int, cols: int):
     return (rows,), config.block()
 
 
-def max_nan(a, b):
-    """max that propagates NaN like numpy.maximum (written inline in kernels as this expression)."""
-    return a if (a != a or a > b) else b
-
-
-def make_row_reductions(NWG: int, DT, G: int = 32, nan_max: bool = False):
+def make_row_reductions(NWG: int, DT, G: int = 32):
     """``row_max(v, red, wid, lane, w0)``, ``row_sum(...)`` and the two-value ``mx``: the max / sum of ``v``
     over the ``NWG`` warps of a row (k04, k05), every lane of them gets it.
 
@@ -117,16 +133,14 @@ def make_row_reductions(NWG: int, DT, G: int = 32, nan_max: bool = False):
     row's first warp is ``w0`` — with shuffles again: log depth, not NWG steps.
     Every thread of the block must call (the barrier); give max and sum separate
     ``red`` arrays, so the sum's writes cannot race the max's reads.  A row of ``G`` < 32
-    lanes (several rows to a warp) shuffles over offsets below ``G`` only.  ``nan_max``: the max
-    propagates NaN (log_softmax needs it: its +inf rows are told from NaN rows by the max alone)."""
+    lanes (several rows to a warp) shuffles over offsets below ``G`` only.  ``mx`` is one FMNMX
+    and need not propagate NaN (a NaN makes its exp and so the sum NaN; log_softmax:
+    :func:`make_plain_log`)."""
     NEG_INF = -math.inf
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if o < G)
-    NAN_MAX = nan_max
 
     @inline
     def mx(a, b):
-        if NAN_MAX:
-            return a if (a != a or a > b) else b
         return max(a, b)
 
     @inline

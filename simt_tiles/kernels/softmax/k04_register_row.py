@@ -41,7 +41,7 @@ import math
 from numba import cuda, uint32, uint64
 
 from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
+from ._common import WarpRowConfig, make_plain_log, make_row_reductions, signature
 
 
 def _pow2_at_least(n: int) -> int:
@@ -125,9 +125,9 @@ def make_kernel(config: Config, dtype, log: bool = False):
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
     LOG = log
-    # shuffles, then one barrier across warps; log_softmax's max propagates NaN (see _common)
-    row_max, row_sum, mx = make_row_reductions(NWG, DT, G, nan_max=log)
-    log_shift = make_log_shift(DT)
+    # shuffles, then one barrier across warps; the max is one FMNMX, log_softmax's too (_common)
+    row_max, row_sum, mx = make_row_reductions(NWG, DT, G)
+    shift_of, log_sum = make_plain_log(DT)
 
     def softmax_k04_register_row(x, out):
         tid = cuda.threadIdx.x
@@ -162,16 +162,17 @@ def make_kernel(config: Config, dtype, log: bool = False):
             m = mx(m, vals[i])
         m = row_max(m, red_m, wid, lane, w0)  # shuffles; across the row's warps (NWG > 1)
 
+        sh = shift_of(m) if LOG else m  # (log_softmax: 0 for a row whose max is not finite)
         s = DT(0)  # exp in place (log: beside), then their sum (padding: exp(-inf - m) = 0)
         for i in range(VPT):
-            e = math.exp(vals[i] - m)
+            e = math.exp(vals[i] - sh)
             if not LOG:
                 vals[i] = e
             s += e
         s = row_sum(s, red_s, wid, lane, w0)  # a second array: no WAR hazard with red_m readers
 
         if LOG:
-            sh, ls = log_shift(m, s)
+            ls = log_sum(m, s)
             for i in range(VPT):
                 if uint32(i * G) < lim:
                     out[ru, tu + uint64(i * G)] = (vals[i] - sh) - ls

@@ -44,10 +44,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from numba import cuda, int32, uint32, uint64
+from numba import cuda, uint32, uint64
 
 from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_log_shift, make_row_reductions, signature
+from ._common import WarpRowConfig, make_plain_log, make_row_reductions, signature
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,15 +139,15 @@ def make_kernel(config: Config, dtype, log: bool = False):
     """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
     T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
     LOG = log
-    log_shift = make_log_shift(numba_dtype(dtype))
     NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
     NW = T // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
     # shuffles, then one barrier across warps; the max is one FMNMX (NaN-blind) for log_softmax too: a NaN row
-    # is told apart after the sum (below).  The NaN-propagating max cost log_softmax 2.6× softmax's time
-    # (ptxas waited for each load: 72% of cycles on the long scoreboard; benchmarks/notes/patterns_zoo.md)
+    # shows in the sum (_common.make_plain_log).  The NaN-propagating max cost log_softmax 2.6× softmax's
+    # time (ptxas waited for each load: 72% of cycles on the long scoreboard; benchmarks/notes/patterns_zoo.md)
     row_max, row_sum, mx = make_row_reductions(NW, DT)
+    shift_of, log_sum = make_plain_log(DT)
 
     def softmax_k05_split_row(x, out):
         tid = cuda.threadIdx.x
@@ -205,14 +205,15 @@ def make_kernel(config: Config, dtype, log: bool = False):
             m = mx(m, spill[su + j * uint32(T)])
         m = row_max(m, red_m, wid, lane, 0)
 
+        sh = shift_of(m) if LOG else m  # (log_softmax: 0 for a row whose max is not finite)
         s = DT(0)  # exp in place (registers and shared; log: beside), then their sum
         for i in range(VR):
-            e = math.exp(vals[i] - m)
+            e = math.exp(vals[i] - sh)
             if not LOG:
                 vals[i] = e
             s += e
         for j in range(ns):
-            e = math.exp(spill[su + j * uint32(T)] - m)
+            e = math.exp(spill[su + j * uint32(T)] - sh)
             if not LOG:
                 spill[su + j * uint32(T)] = e
             s += e
@@ -220,19 +221,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
 
         # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
         if LOG:
-            # a finite max already makes a NaN row's sum NaN; a non-finite one (the row holds +inf, or is all
-            # −inf / NaN: uniform over the block) must be NaN when any value is, as scipy's max would be
-            if m - m != 0:
-                f = int32(0)
-                for i in range(VR):
-                    f |= int32(vals[i] != vals[i])
-                for j in range(ns):
-                    v = spill[su + j * uint32(T)]
-                    f |= int32(v != v)
-                if cuda.syncthreads_or(f):  # (one barrier ORs the block's flags: no shuffles, no shared slots)
-                    m = DT(math.nan)
-            sh, ls = log_shift(m, s)
-            a = DT(1)
+            a, ls = DT(1), log_sum(m, s)
         else:
             sh, a, ls = DT(0), DT(1) / s, DT(0)
         for k in range(VR):  # one coalesced write

@@ -59,6 +59,8 @@ class Config(TileConfig):
     lane_axis: int = ALONG_K
     wpo: int = 1
     loads: int = 8
+    #: blocks per SM ptxas must fit (``launch_bounds``; 1: one, and ptxas takes ~100 registers)
+    min_blocks: int = 1
 
     def block(self):
         return (self.threads,)
@@ -239,6 +241,10 @@ def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = Fal
 #: argmax, where the cheaper in-lane pair rule lives
 GATE_PARAMS = (*GATE_PARAMS, {"op": ARGMAX})
 
-RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature,
+def jit_options(config: Config, dtype) -> dict:
+    return {"launch_bounds": (config.threads, config.min_blocks) if config.min_blocks > 1 else (config.threads,)}
+
+
+RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature, jit_options,
             gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials and indices; "
                                                   "max/min of float32 keep 4"))

@@ -307,3 +307,23 @@ def test_dispatch_plans_are_valid_everywhere():
                     assert piece_columns(p.config, n, p.pieces) * p.pieces >= n and p.pieces <= max(1, n // 4096)
                     assert (p.pieces > 1) == (len(p.launches) == 2)
     assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1)
+
+
+def test_inner_axis_lines_fill_the_sms_down_to_a_sector():
+    """k07's lines per warp W (for_problem): the power of two ≤ inner and 32, halved while the warps would
+    not give each of the H200's 132 SMs ``warps_per_sm``, never below a 32-byte sector of lines a load.
+    256 × 1024 × 64 (axis 1) had 512 warps on 132 SMs at W = 32; 64 × 1000 × 3136 keeps 32."""
+    def lines(outer, n, inner, dtype=np.float32):
+        return dispatch.plan((outer, n, inner), dtype, config="default", sms=132).config.lines
+
+    assert lines(256, 1024, 64) == 8 and lines(256, 1024, 64, np.float64) == 4
+    assert lines(1, 4096, 4096) == 8 and lines(64, 1000, 3136) == 32 and lines(8, 128, 4) == 4
+    for outer in (1, 3, 64, 1000):
+        for inner in (2, 7, 8, 9, 33, 64, 100, 4097):
+            for dtype in DTYPES:
+                cfg = dispatch.plan((outer, 17, inner), dtype, config="default", sms=132).config
+                w, isz, top = cfg.lines, np.dtype(dtype).itemsize, min(32, 1 << (inner.bit_length() - 1))
+                assert w & (w - 1) == 0 and w <= top
+                assert w == top or (w * isz >= 32 and -(-outer * inner // w) < 2 * cfg.warps_per_sm * 132)
+                if w * isz > 32:  # halving stopped: enough warps
+                    assert w == top or -(-outer * inner // w) >= cfg.warps_per_sm * 132

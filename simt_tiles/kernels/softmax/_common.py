@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from numba import cuda, void
 
 from ...runtime import TileConfig, numba_dtype
@@ -100,15 +102,21 @@ def make_log_shift(DT):
 
 def make_plain_log(DT):
     """``shift_of(m)``, ``log_sum(m, s)``: log_softmax after a NaN-blind max ``m`` (one FMNMX, k04,
-    k05).  The exps use ``sh = shift_of(m)``: ``m``, or 0 when ``m`` is not finite (scipy's shift);
-    with ``s = Σ exp(x − sh)`` the output is ``(x − sh) − log_sum(m, s)``.  ``s`` is NaN exactly when
-    the row holds a NaN the max missed (a finite ``m``: ``log s`` is NaN; ``m`` = ±inf: the sum
-    relative to 0 is NaN, else ±inf or 0), so scipy's NaN rows need no flag, no barrier and no
-    NaN-propagating max (which made ptxas wait for each load: benchmarks/notes/patterns_zoo.md)."""
+    k05).  The exps and the output use ``sh = shift_of(m)``: ``m``, or the largest finite value when
+    ``m`` is not finite; with ``s = Σ exp(x − sh)`` the output is ``(x − sh) − log_sum(m, s)``.
+
+    ``s`` is NaN exactly when the row holds a NaN the max missed: a finite ``m`` makes ``log s`` NaN;
+    with ``m`` = ±inf, ``exp(x − sh)`` is 0 for finite x and −inf, +inf for +inf (no overflow, no
+    inf − inf: shift 0, scipy's, overflowed exp for large x, which the simulator raises on), so ``s``
+    is +inf or 0 unless a NaN is there.  ``log_sum`` is then ``m``, and the output
+    is scipy's (−inf for finite x and NaN for +inf when ``m`` = +inf; NaN for a row of −inf).  So
+    scipy's NaN rows need no flag, no barrier and no NaN-propagating max (which made ptxas wait
+    for each load: benchmarks/notes/patterns_zoo.md)."""
+    BIG = DT(np.finfo(np.dtype(str(DT))).max)
 
     @inline
     def shift_of(m):
-        return m if m - m == 0 else DT(0)
+        return m if m - m == 0 else BIG
 
     @inline
     def log_sum(m, s):

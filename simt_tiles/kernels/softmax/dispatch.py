@@ -7,7 +7,8 @@ axis, the dtype, softmax or log_softmax, the caller's ``variant``/``config`` —
 
 The rules (``variant=None``), in order:
 
-1. ``inner > 1`` (an axis that is not the last): **k07**, lines read in place.
+1. ``inner > 1`` (an axis that is not the last): **k07**, lines read in place (fewer lines a warp
+   when the lines are too few to give each SM ``warps_per_sm`` warps);
 2. rows (``inner == 1``) are **split across blocks** (k06, two launches) when the per-row
    rungs would leave the GPU short of blocks: ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)``
    (``min_piece`` = 4 block steps of k06: 16384 columns at the default) is ≥ 2 and either the
@@ -162,7 +163,7 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
     cfg = rung.resolve_config(config)
     lg = (("log", True),) if log else ()
     if rung is k07_strided_axis.RUNG:
-        cfg = cfg.for_problem(outer, n, inner)
+        cfg = cfg.for_problem(outer, n, inner, itemsize, sms)
         grid, block = rung.geometry(cfg, outer, n, inner)
         return Plan(rung, cfg, (outer, n, inner), (Launch(lg, grid, block),))
     rows = outer

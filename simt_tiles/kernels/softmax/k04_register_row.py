@@ -162,7 +162,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             m = mx(m, vals[i])
         m = row_max(m, red_m, wid, lane, w0)  # shuffles; across the row's warps (NWG > 1)
 
-        sh = shift_of(m) if LOG else m  # (log_softmax: 0 for a row whose max is not finite)
+        sh = shift_of(m) if LOG else m  # (log_softmax: the largest float for a row whose max is not finite)
         s = DT(0)  # exp in place (log: beside), then their sum (padding: exp(-inf - m) = 0)
         for i in range(VPT):
             e = math.exp(vals[i] - sh)

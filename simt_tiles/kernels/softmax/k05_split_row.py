@@ -205,7 +205,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             m = mx(m, spill[su + j * uint32(T)])
         m = row_max(m, red_m, wid, lane, 0)
 
-        sh = shift_of(m) if LOG else m  # (log_softmax: 0 for a row whose max is not finite)
+        sh = shift_of(m) if LOG else m  # (log_softmax: the largest float for a row whose max is not finite)
         s = DT(0)  # exp in place (registers and shared; log: beside), then their sum
         for i in range(VR):
             e = math.exp(vals[i] - sh)

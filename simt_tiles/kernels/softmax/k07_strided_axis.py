@@ -7,7 +7,8 @@ What changed versus k06
     to rows and back would move the data two more times; here the lines are
     read where they lie.  A warp takes ``W`` consecutive lines and ``G = 32/W``
     lanes per line (W = 32 when ``inner`` ≥ 32, else the power of two at most
-    ``inner``): lane ``l`` reads line ``l % W`` at ``k = l // W, + G, …`` —
+    ``inner``, halved down to a 32-byte sector of lines while the lines are
+    too few for the SMs): lane ``l`` reads line ``l % W`` at ``k = l // W, + G, …`` —
     for each k the W lines are consecutive in memory, so a warp's load is W·G
     = 32 consecutive values when ``W`` divides ``inner`` and never more than
     two runs otherwise.  The online pairs (k03) fold over the lane's k, then
@@ -39,6 +40,9 @@ class Config(WarpRowConfig):
     threads: int = 256
     lines: int = 32
     loads: int = 4
+    #: fewer lines than this many warps per SM: fewer lines a warp (more lanes a line), down to a
+    #: 32-byte sector of lines per load
+    warps_per_sm: int = 16
 
     def smem_bytes(self, itemsize):
         return 0
@@ -48,8 +52,12 @@ class Config(WarpRowConfig):
         w = self.lines
         yield ("lines", 1 <= w <= 32 and w & (w - 1) == 0, "lines is a power of two in 1 … 32")
 
-    def for_problem(self, outer: int, n: int, inner: int) -> "Config":
-        w = min(32, 1 << (max(inner, 1).bit_length() - 1))  # the power of two at most inner
+    def for_problem(self, outer: int, n: int, inner: int, itemsize: int = 4, sms: int = 132) -> "Config":
+        """``lines``: the power of two at most ``inner`` (and 32), halved while the warps would not
+        give every SM ``warps_per_sm`` and a warp's load per k still fills a 32-byte sector (W · itemsize)."""
+        w = min(32, 1 << (max(inner, 1).bit_length() - 1))
+        while w * itemsize > 32 and cdiv(outer * inner, w) < self.warps_per_sm * sms:
+            w //= 2
         return dataclasses.replace(self, lines=w)
 
 

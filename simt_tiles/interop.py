@@ -487,7 +487,7 @@ def _allocate(like: Operand, shape, dtype, stream) -> Operand:
     if like.kind == "torch":
         import torch
 
-        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        tdtype = getattr(torch, dtype.name)  # float32, float64, int64 (argmax), uint8 ... (torch's names are NumPy's)
         obj = torch.empty(shape, dtype=tdtype, device=like.original.device)
         ptr = stream_key(stream)
         if ptr != current_stream_ptr(obj):  # torch's allocator must not reuse it before we are done

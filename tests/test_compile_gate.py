@@ -412,3 +412,31 @@ def test_linear_single_assignment_scan_matches_numbas():
     functions, same, singly, _ = proc.stdout.split(None, 3)
     assert int(functions) >= 1 and int(singly) > 0, proc.stdout
     assert same == "True", proc.stdout
+
+
+def test_reduce_inner_axis_passes_fit_their_launch_bound_without_spills(tmp_path):
+    """The dispatch's k03 passes over an inner axis (4096² axis 0: the split pass and the pass over its
+    partials) under ``inner_min_blocks`` = 3 blocks per SM: every op, both dtypes, no local memory
+    (4 blocks spilled 72–172 bytes in argmax's first pass)."""
+    proc = run_real_target(f"""
+        import dataclasses, os; os.chdir({str(tmp_path)!r})
+        import numpy as np
+        from simt_tiles import compile_gate
+        from simt_tiles.kernels.reduce import dispatch
+        from simt_tiles.kernels.reduce._common import SUM, MAX, MIN, ARGMAX, ARGMIN
+        asm = compile_gate.find_assembler()
+        for dt in (np.float32, np.float64):
+            for op, code in (("sum", SUM), ("max", MAX), ("min", MIN), ("argmax", ARGMAX), ("argmin", ARGMIN)):
+                p = dispatch.plan((4096, 4096), (0,), op, code, dt, sms=132, min_steps=4)
+                for k, st in enumerate(p.steps):
+                    assert st.config.min_blocks == 3, st.config
+                    src = dt if st.src == "x" else (np.float64 if op == "sum" else dt)
+                    r = compile_gate.compile_one(dataclasses.replace(p.rung, presets={{"x": st.config}}), "x", src,
+                                                 asm, params=dict(st.params))
+                    print(np.dtype(dt).name, op, k, r.ok, r.error, r.registers, r.stack, r.spills)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 20, proc.stdout
+    for line in lines:
+        assert line.split()[3:5] == ["True", "None"], proc.stdout

@@ -113,6 +113,26 @@ def test_torch_in_torch_out(operands, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["torch", "cupy"])
+def test_an_integer_result_keeps_its_dtype_in_the_callers_kind(kind):
+    """argmax/argmin give int64 in the caller's kind, new (out=None) and replayed: torch's result was once
+    allocated float64 for any dtype but float32, so argmax of a torch tensor came back as int64 bits in a float64."""
+    lib = pytest.importorskip(kind)
+    x = np.random.default_rng(3).standard_normal((37, 101)).astype(np.float32)
+    xd = torch_or_cupy(lib, kind, x)
+    for op in ("argmax", "argmin"):
+        for _ in range(3):  # the checked path, then the launch plan's replays
+            got = simt_tiles.reduce(xd, op, axis=-1)
+            assert type(got) is type(xd) and str(got.dtype).endswith("int64"), (type(got), got.dtype)
+            host = got.cpu().numpy() if kind == "torch" else lib.asnumpy(got)
+            np.testing.assert_array_equal(host, getattr(np, op)(x, axis=-1))
+
+
+def torch_or_cupy(lib, kind, x):
+    return lib.from_numpy(x).cuda() if kind == "torch" else lib.asarray(x)
+
+
+@pytest.mark.gpu
 def test_torch_cpu_tensor_names_the_device():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match=r"a: expected a NumPy array or a CUDA array.*torch.Tensor on device cpu"):

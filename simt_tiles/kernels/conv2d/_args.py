@@ -45,11 +45,9 @@ from numba import cuda, void
 from ...interop import (
     Operand,
     as_stream,
-    current_stream_ptr,
     device_operand,
     host_operand,
     prepare_out,
-    stream_key,
 )
 from ...device_copies import host_values
 from ...runtime import jit, numba_dtype
@@ -286,10 +284,7 @@ def out_operand(out, img_op, out_dtype, dtype, stream, inputs):
     """``(out operand, the array the filter writes)``: ``out`` itself when it has the compute
     dtype, else a scratch array that :func:`convert` then writes into ``out``; of the image's shape."""
     shape = tuple(img_op.dev.shape)
-    if out is None and img_op.kind == "torch" and out_dtype.kind != "f":
-        out_op = torch_result(img_op, shape, out_dtype, stream)
-    else:
-        out_op = prepare_out(out, img_op, shape, out_dtype, stream, inputs=inputs)
+    out_op = prepare_out(out, img_op, shape, out_dtype, stream, inputs=inputs)
     if out_dtype == dtype:
         return out_op, out_op.dev
     return out_op, cuda.device_array(shape, dtype, stream=stream)
@@ -432,15 +427,3 @@ def converted(dev, dtype, stream):
     new = cuda.device_array(dev.shape, dtype, stream=stream)
     convert(dev, new, stream)
     return new
-
-
-def torch_result(like, shape, dtype, stream):
-    """A new PyTorch tensor of the integer ``dtype`` on ``like``'s device (interop's allocation
-    makes float tensors), kept from reuse by torch's allocator until ``stream`` is past it."""
-    import torch  # only a PyTorch caller gets here
-
-    obj = torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=like.original.device)
-    ptr = stream_key(stream)
-    if ptr != current_stream_ptr(obj):
-        obj.record_stream(torch.cuda.ExternalStream(ptr, device=obj.device))
-    return Operand("out", cuda.as_cuda_array(obj, sync=False), "torch", obj)

@@ -100,8 +100,9 @@ def test_softmax_matches_scipy(variant, dtype, data):
     assert_softmax_ok(x, y, log)
 
 
+_BIG = float(np.finfo(np.float32).max)
 SPECIAL = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0, -np.inf, 0.0], [np.inf, -np.inf, 1.0],
-                    [np.nan, np.inf, 1.0]])
+                    [np.nan, np.inf, 1.0], [np.nan] * 3, [np.nan, -np.inf, 1.0], [_BIG, np.inf, -1.0], [_BIG, 0.0, 1.0]])
 
 
 @pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
@@ -327,3 +328,20 @@ def test_inner_axis_lines_fill_the_sms_down_to_a_sector():
                 assert w == top or (w * isz >= 32 and -(-outer * inner // w) < 2 * cfg.warps_per_sm * 132)
                 if w * isz > 32:  # halving stopped: enough warps
                     assert w == top or -(-outer * inner // w) >= cfg.warps_per_sm * 132
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("inner", [33, 100])
+def test_inner_axis_at_the_widest_line_groups(log, inner):
+    """k07 with 32 and 16 lines a warp, lines crossing an ``outer`` boundary within a warp (the simulator's
+    small shapes otherwise always drop to a 32-byte sector: ``warps_per_sm`` is set so the rule stops at W)."""
+    rng = np.random.default_rng(inner)
+    x = (rng.standard_normal((3, 5, inner)) * 3).astype(np.float32)
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    sms, lines = dispatch.sm_count(), 3 * inner
+    for threads, want in ((32, 32), (64, 32), (32, 16)):
+        # the fewest warps per SM that keeps W = want: cdiv(lines, want) < wps·sms ≤ cdiv(lines, want / 2)
+        wps = 1 if want == 32 else -(-lines // 32) // sms + 1
+        cfg = StridedConfig(threads=threads, loads=2, warps_per_sm=wps)
+        assert dispatch.plan((3, 5, inner), np.float32, variant="k07_strided_axis", config=cfg).config.lines == want
+        assert_softmax_ok(np.moveaxis(x, 1, -1), np.moveaxis(f(x, axis=1, config=cfg), 1, -1), log)

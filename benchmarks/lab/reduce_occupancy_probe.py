@@ -78,7 +78,7 @@ def main() -> int:
                                                                x.numel() / want.numel()))
         gbytes = x.numel() * 4 / 1e9
         for label, mb, loads, bps in VARIANTS:
-            cfg = dataclasses.replace(base, min_blocks=mb, loads=loads)
+            cfg = dataclasses.replace(base, min_blocks=mb, inner_min_threads=mb * base.threads, loads=loads)
             dispatch.BLOCKS_PER_SM = bps
             launch.clear()
             run = lambda: simt_tiles.reduce(x, op, axis=axis, config=cfg)  # noqa: E731
@@ -88,9 +88,10 @@ def main() -> int:
                 if not ok:
                     wrong = (got != want).nonzero().flatten()
                     r = int(wrong[0])
-                    print(f"  argmax: {wrong.numel()} of {want.numel()} differ; row {r}: got {got[r].item()} "
-                          f"(x = {x[r, got[r]].item()}) want {want[r].item()} (x = {x[r, want[r]].item()}), "
-                          f"{got.dtype} {tuple(got.shape)} {want.dtype} {tuple(want.shape)}", flush=True)
+                    gi, wi = int(got[r].item()), int(want[r].item())
+                    print(f"  argmax: {got.dtype} {tuple(got.shape)}, want {want.dtype} {tuple(want.shape)}; "
+                          f"{wrong.numel()} of {want.numel()} differ; row {r}: got {gi} (x = {x[r, gi].item()}), "
+                          f"want {wi} (x = {x[r, wi].item()})", flush=True)
             else:
                 ok = bool(((got.double() - want).abs() <= bound).all())
             bad += not ok

@@ -49,6 +49,7 @@ def main() -> int:
                 if kw is None:
                     run = lambda: (torch.log_softmax if log else torch.softmax)(x, dim=-1)  # noqa: E731
                 else:
+                    out.fill_(float("nan"))  # poison: a case that writes nothing must not pass on the last one's output
                     try:
                         fn(x, out=out, **kw)
                     except Exception as exc:  # noqa: BLE001 (a rung that does not fit the row)

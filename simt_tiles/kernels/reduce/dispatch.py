@@ -12,7 +12,7 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
   reduced run by run, the intermediates in the accumulator's dtype: float64 for sums);
 * lanes: rows (``inner == 1``) get ``G = min(32, 2^⌈log2 ⌈n / loads⌉⌉)`` lanes, so short rows
   share a warp; an inner axis gets ``W`` = the power of two ≤ min(inner, 32) outputs per warp
-  (and on k03 the launch bound ``inner_min_blocks``: three blocks per SM, not two);
+  (and on k03 a launch bound of ``inner_min_threads`` threads per SM: three blocks of 256, not two);
 * a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
   groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
   in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
@@ -257,7 +257,7 @@ def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: 
     wpo = nw if block_mode else 1
     cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo)
     if axis == k02_axis_lanes.ALONG_OUTPUTS and isinstance(base, k03_flat_lanes.Config):
-        cfg = dataclasses.replace(cfg, min_blocks=base.inner_min_blocks)  # more loads in flight per SM
+        cfg = dataclasses.replace(cfg, min_blocks=base.inner_blocks())  # more loads in flight per SM
     min_chunk = lanes * wpo * base.loads * min_steps
     target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
     # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)

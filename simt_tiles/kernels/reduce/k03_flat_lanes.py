@@ -60,10 +60,15 @@ class Config(TileConfig):
     loads: int = 8
     #: blocks per SM ptxas must fit (``launch_bounds``; 1: one, and ptxas takes ~100 registers)
     min_blocks: int = 1
-    #: ``min_blocks`` of the dispatch's passes over an inner axis (lanes along the outputs): 3 blocks
-    #: of 256 in 80 registers, no spill for any op or dtype; 4096² axis 0 −25% on the H200. Rows keep
-    #: ``min_blocks`` (3 there was 13% slower at 2^20 rows of 64; notes/patterns_zoo.md)
-    inner_min_blocks: int = 3
+    #: the dispatch's passes over an inner axis (lanes along the outputs) take at least
+    #: ``inner_min_threads // threads`` blocks per SM as their bound: 768 threads, 85 registers (3 blocks
+    #: of 256 in 80 registers, no spill for any op or dtype; 4096² axis 0 −25% on the H200).  Rows keep
+    #: ``min_blocks`` (3 blocks there was 13% slower at 2^20 rows of 64; notes/patterns_zoo.md); 1: no bound
+    inner_min_threads: int = 768
+
+    def inner_blocks(self) -> int:
+        """The launch bound's blocks per SM of a pass over an inner axis."""
+        return max(self.min_blocks, self.inner_min_threads // self.threads)
 
     def block(self):
         return (self.threads,)

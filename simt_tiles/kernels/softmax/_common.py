@@ -106,7 +106,7 @@ def make_plain_log(DT):
     ``m`` is not finite; with ``s = Σ exp(x − sh)`` the output is ``(x − sh) − log_sum(m, s)``.
 
     ``s`` is NaN exactly when the row holds a NaN the max missed: a finite ``m`` makes ``log s`` NaN;
-    with ``m`` = ±inf, ``exp(x − sh)`` is 0 for finite x and −inf, +inf for +inf (no overflow, no
+    with ``m`` = ±inf, ``exp(x − sh)`` is at most 1 for finite x, 0 for −inf, +inf for +inf (no overflow, no
     inf − inf: shift 0, scipy's, overflowed exp for large x, which the simulator raises on), so ``s``
     is +inf or 0 unless a NaN is there.  ``log_sum`` is then ``m``, and the output
     is scipy's (−inf for finite x and NaN for +inf when ``m`` = +inf; NaN for a row of −inf).  So

@@ -367,6 +367,30 @@ def test_im2col_gemm_chunks_and_replays(monkeypatch, plans):
     assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
 
 
+@pytest.mark.parametrize("cap", [18 * 5, 18 * 7 + 3], ids=["5_pixels", "7_pixels_ragged"])
+def test_im2col_gemm_pieces_of_one_image(monkeypatch, plans, cap):
+    """An image whose cols alone pass MAX_COLS goes in pieces of its output pixels (K = 18: 5 or 7 pixels a
+    piece, the last one shorter for 7), each matmul's result placed into out; bias, stride, dilation,
+    padding; with plans on, the pieces replay on new input values."""
+    from numba import cuda
+
+    from simt_tiles.kernels.conv_nchw import _im2col
+
+    monkeypatch.setattr(_im2col, "MAX_COLS", cap)
+    rng = np.random.default_rng(cap)
+    w, b = rng.standard_normal((3, 2, 3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    kw = dict(stride=(1, 2), dilation=(2, 1), padding=(1, 2))
+    xd, wd, bd = cuda.to_device(np.zeros((2, 2, 7, 9), np.float32)), cuda.to_device(w), cuda.to_device(b)
+    out = cuda.to_device(np.full((2, 3, 5, 6), np.nan, np.float32))  # P = 30: 6 or 5 pieces an image
+    for _ in range(3):
+        x = rng.standard_normal((2, 2, 7, 9)).astype(np.float32)
+        xd.copy_to_device(x)
+        got = conv2d_nchw(xd, wd, bias=bd, out=out, variant="im2col_gemm", **kw).copy_to_host()
+        ref, bound = conv2d_nchw_reference(x, w, b, **kw)
+        assert ref.shape == got.shape and check_within(got, ref, bound).passed
+    assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
+
+
 @pytest.mark.parametrize("limit", [1, 2, 3], ids=lambda n: f"grid_yz_{n}")
 def test_im2col_copy_strides_past_the_grid_limit(monkeypatch, limit):
     """More filter rows (C_in·KH) and images than the grid's y and z hold (CUDA's 65535; here 1, 2 or 3: a block

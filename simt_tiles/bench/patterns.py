@@ -459,8 +459,15 @@ def _reduce_zoo_row(h, cp, torch, rng, op, shape, axis) -> None:
             "mean": lambda: torch.mean(tx, dim=dims),
             "max": lambda: torch.max(tx) if dims is None else torch.amax(tx, dim=dims),
             "argmax": lambda: torch.argmax(tx, dim=dims)}[op]
+    def default_check():  # CuPy in; and for argmax/argmin torch in too (its int64 result once came back float64)
+        ok = check(simt_tiles.reduce(x, op, axis=axis))
+        if op.startswith("arg"):
+            got = simt_tiles.reduce(tx, op, axis=axis)
+            ok = ok and got.dtype == torch.int64 and check(got)
+        return ok
+
     h.entry("reduce zoo", problem, "simt_tiles (variant=None)", lambda: simt_tiles.reduce(x, op, axis=axis),
-            check=lambda: check(simt_tiles.reduce(x, op, axis=axis)), **kw)
+            check=default_check, **kw)
     if op == "sum" and axis == -1 and len(shape) == 2:  # the block-per-row rung it replaced
         h.entry("reduce zoo", problem, "k01_warp_shuffle", lambda: simt_tiles.reduce(
             x, op, axis=axis, variant="k01_warp_shuffle"), check=lambda: check(simt_tiles.reduce(

@@ -635,8 +635,8 @@ def test_soak_smoke_checks_every_result_and_reports_memory_and_latency(monkeypat
     # the machine is described once, before a worker starts (on a GPU that imports CuPy and torch: in the
     # measured phase it stepped the RSS and stalled calls), and every interim JSON reuses it
     described = []
-    # (the soak's threads by name: another test's leftover threads, a simulated block of 32 still finishing on
-    # its own thread, once made a count of all threads fail here in CI)
+    # (the soak's threads by name: a count of all threads once failed here in CI, 32 at describe and 1 after,
+    # with 31 threads of another test on the same xdist worker still alive at describe; not reproduced alone)
     monkeypatch.setattr(soak, "describe", lambda: described.append(
         sorted(t.name for t in threading.enumerate() if t.name.startswith("soak-"))) or {"gpu": "stand-in"})
     interim = []

@@ -414,11 +414,16 @@ def test_linear_single_assignment_scan_matches_numbas():
     assert same == "True", proc.stdout
 
 
-def test_reduce_inner_axis_passes_fit_their_launch_bound_without_spills(tmp_path):
-    """The dispatch's k03 passes over an inner axis (4096² axis 0: the split pass and the pass over its
-    partials) under ``inner_min_threads`` (3 blocks of 256 per SM): every op, both dtypes, no local memory
-    (4 blocks spilled 72–172 bytes in argmax's first pass), and the bound reached ptxas (≤ 85 registers;
-    unbounded, ptxas takes ~100)."""
+@pytest.mark.parametrize("problem", ["inner", "split rows", "rows"])
+def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem):
+    """The dispatch's k03 passes under their launch bounds, every op, both dtypes: no local memory, and the
+    bound reached ptxas (its registers: ≤ 85 for 3 blocks of 256 per SM, ≤ 64 for 4; unbounded ~100).
+    inner: 4096² axis 0 (the split pass and the pass over its partials), ``inner_min_threads`` (3 blocks;
+    4 spilled 72–172 bytes in argmax's first pass); split rows: 2 rows of 2^27 (a block's warps a row), 3
+    blocks (4 spilled in float32 sum and argmax); rows: 65536 rows of 256 (a warp a row), ``row_min_threads``
+    (4 blocks), float64 argmax/argmin unbounded (4 spilled 92 bytes)."""
+    shape, axes = {"inner": ((4096, 4096), (0,)), "split rows": ((2, 2**27), (1,)),
+                   "rows": ((65536, 256), (1,))}[problem]
     proc = run_real_target(f"""
         import dataclasses, os; os.chdir({str(tmp_path)!r})
         import numpy as np
@@ -428,16 +433,18 @@ def test_reduce_inner_axis_passes_fit_their_launch_bound_without_spills(tmp_path
         asm = compile_gate.find_assembler()
         for dt in (np.float32, np.float64):
             for op, code in (("sum", SUM), ("max", MAX), ("min", MIN), ("argmax", ARGMAX), ("argmin", ARGMIN)):
-                p = dispatch.plan((4096, 4096), (0,), op, code, dt, sms=132, min_steps=4)
+                p = dispatch.plan({shape!r}, {axes!r}, op, code, dt, sms=132, min_steps=4)
                 for k, st in enumerate(p.steps):
-                    assert st.config.min_blocks == 3, st.config
                     src = dt if st.src == "x" else (np.float64 if op == "sum" else dt)
                     r = compile_gate.compile_one(dataclasses.replace(p.rung, presets={{"x": st.config}}), "x", src,
                                                  asm, params=dict(st.params))
-                    print(np.dtype(dt).name, op, k, r.ok, r.error, r.registers, r.stack, r.spills)
+                    print(np.dtype(dt).name, op, k, st.config.min_blocks, r.ok, r.error, r.registers, r.stack, r.spills)
     """)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 20, proc.stdout
+    assert len(lines) == {"inner": 20, "split rows": 20, "rows": 10}[problem], proc.stdout
     for line in lines:
-        assert line.split()[3:5] == ["True", "None"] and int(line.split()[5]) <= 85, proc.stdout
+        dt, op, _, blocks, *compiled = line.split()
+        want = 1 if problem == "rows" and dt == "float64" and op.startswith("arg") else (4 if problem == "rows" else 3)
+        assert int(blocks) == want, line
+        assert compiled[:2] == ["True", "None"] and int(compiled[2]) <= min(255, 65536 // (256 * want)), proc.stdout

@@ -31,10 +31,14 @@ PROBLEMS = [
     ("new", (64, 512, 768), "sum", 1),
     ("new", (256, 512, 28, 28), "mean", (2, 3)),
     ("new", (65536, 1000), "argmax", -1),
+    ("new", (131072, 512), "sum", -1),
+    ("new", (16, 4096, 1024), "mean", 2),
+    ("new", (262144, 128), "max", -1),
 ]
-#: (label, min_blocks, loads, BLOCKS_PER_SM for the splits)
-VARIANTS = [("now", 1, 8, 8), ("lb3", 3, 8, 8), ("lb4", 4, 8, 8), ("lb3 l4", 3, 4, 8), ("lb4 l4", 4, 4, 8),
-            ("l4", 1, 4, 8), ("lb4 split4", 4, 8, 4), ("now again", 1, 8, 8)]
+#: (label, min_blocks for every pass (None: the default config, its per-pass bounds; "now": no bound, as
+#: before session 25), loads, BLOCKS_PER_SM for the splits)
+VARIANTS = [("default", None, 8, 8), ("now", 1, 8, 8), ("lb3", 3, 8, 8), ("lb4", 4, 8, 8), ("lb3 l4", 3, 4, 8),
+            ("default again", None, 8, 8)]
 
 
 def gpu_ms(run, loops: int = 15, calls: int = 10) -> float:
@@ -72,20 +76,21 @@ def main() -> int:
         x = torch.randn(*shape, device="cuda")
         dims = axis if isinstance(axis, tuple) else (axis,)
         xd = x.double()
-        want = {"sum": lambda: xd.sum(dims), "mean": lambda: xd.mean(dims),
+        want = {"sum": lambda: xd.sum(dims), "mean": lambda: xd.mean(dims), "max": lambda: x.amax(dims),
                 "argmax": lambda: x.argmax(dims[0])}[op]()
-        bound = None if op == "argmax" else 4 * 2.0 ** -24 * (x.abs().double().sum(dims) / (1 if op == "sum" else
+        bound = None if op in ("argmax", "max") else 4 * 2.0 ** -24 * (x.abs().double().sum(dims) / (1 if op == "sum" else
                                                                x.numel() / want.numel()))
         gbytes = x.numel() * 4 / 1e9
         for label, mb, loads, bps in VARIANTS:
-            cfg = dataclasses.replace(base, min_blocks=mb, inner_min_threads=mb * base.threads, loads=loads)
+            cfg = None if mb is None else dataclasses.replace(base, min_blocks=mb, inner_min_threads=mb * base.threads,
+                                                              row_min_threads=mb * base.threads, loads=loads)
             dispatch.BLOCKS_PER_SM = bps
             launch.clear()
             run = lambda: simt_tiles.reduce(x, op, axis=axis, config=cfg)  # noqa: E731
             got = run()
-            if op == "argmax":
+            if op in ("argmax", "max"):
                 ok = bool((got == want).all())
-                if not ok:
+                if not ok and op == "argmax":
                     wrong = (got != want).nonzero().flatten()
                     r = int(wrong[0])
                     gi, wi = int(got[r].item()), int(want[r].item())
@@ -104,7 +109,8 @@ def main() -> int:
             print(f"{where} {op} {'x'.join(map(str, shape))} axis={axis} {label:11s} {ms:7.4f} ms "
                   f"{gbytes / ms * 1e3:7.0f} GB/s {'ok' if ok else 'WRONG'}", flush=True)
         dispatch.BLOCKS_PER_SM = 8
-        tf = {"sum": lambda: x.sum(dims), "mean": lambda: x.mean(dims), "argmax": lambda: x.argmax(dims[0])}[op]
+        tf = {"sum": lambda: x.sum(dims), "mean": lambda: x.mean(dims), "max": lambda: x.amax(dims),
+              "argmax": lambda: x.argmax(dims[0])}[op]
         for _ in range(3):
             tf()
         ms = gpu_ms(tf)

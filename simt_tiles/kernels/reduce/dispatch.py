@@ -12,7 +12,8 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
   reduced run by run, the intermediates in the accumulator's dtype: float64 for sums);
 * lanes: rows (``inner == 1``) get ``G = min(32, 2^⌈log2 ⌈n / loads⌉⌉)`` lanes, so short rows
   share a warp; an inner axis gets ``W`` = the power of two ≤ min(inner, 32) outputs per warp
-  (and on k03 a launch bound of ``inner_min_threads`` threads per SM: three blocks of 256, not two);
+  (and on k03 a launch bound of ``inner_min_threads`` threads per SM: three blocks of 256, not two;
+  ``row_min_threads``, four, where a warp or less takes a row — float64 argmax/argmin none);
 * a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
   groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
   in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
@@ -211,7 +212,7 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
         # passes of this run: split while it pays, each folding the previous one's partials
         while True:
             outer, n, inner = view
-            cfg, splits, chunk = _fit(base, view, sms, min_steps)
+            cfg, splits, chunk = _fit(base, view, sms, min_steps, wide_index=arg and dtype.itemsize == 8)
             q = outer * inner
             done = splits == 1
             final = done and last_run
@@ -241,8 +242,10 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
     return Plan(rung, tuple(steps), buffers, out_dtype)
 
 
-def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: int, min_steps: int):
-    """A lanes rung's config for one pass over ``view`` (k02's rule, k03's too), and its number of splits."""
+def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: int, min_steps: int,
+         wide_index: bool = False):
+    """A lanes rung's config for one pass over ``view`` (k02's rule, k03's too), and its number of splits
+    (``wide_index``: argmax/argmin of 8-byte values, which spill under the row passes' tighter bound)."""
     outer, n, inner = view
     q = outer * inner
     if inner == 1:
@@ -256,8 +259,11 @@ def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: 
     block_mode = groups < WARPS_PER_SM * sms and n > lanes * base.loads
     wpo = nw if block_mode else 1
     cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo)
-    if axis == k02_axis_lanes.ALONG_OUTPUTS and isinstance(base, k03_flat_lanes.Config):
-        cfg = dataclasses.replace(cfg, min_blocks=base.inner_blocks())  # more loads in flight per SM
+    if isinstance(base, k03_flat_lanes.Config):  # launch bounds: more loads in flight per SM
+        if axis == k02_axis_lanes.ALONG_OUTPUTS or block_mode:
+            cfg = dataclasses.replace(cfg, min_blocks=base.inner_blocks())
+        elif not wide_index:
+            cfg = dataclasses.replace(cfg, min_blocks=base.row_blocks())
     min_chunk = lanes * wpo * base.loads * min_steps
     target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
     # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)

@@ -60,15 +60,23 @@ class Config(TileConfig):
     loads: int = 8
     #: blocks per SM ptxas must fit (``launch_bounds``; 1: one, and ptxas takes ~100 registers)
     min_blocks: int = 1
-    #: the dispatch's passes over an inner axis (lanes along the outputs) take at least
-    #: ``inner_min_threads // threads`` blocks per SM as their bound: 768 threads, 85 registers (3 blocks
-    #: of 256 in 80 registers, no spill for any op or dtype; 4096² axis 0 −25% on the H200).  Rows keep
-    #: ``min_blocks`` (3 blocks there was 13% slower at 2^20 rows of 64; notes/patterns_zoo.md); 1: no bound
+    #: the dispatch's passes over an inner axis (lanes along the outputs), and over rows split across a
+    #: block's warps, take at least ``inner_min_threads // threads`` blocks per SM as their bound: 768
+    #: threads, ≤ 85 registers (3 blocks of 256 in 80 registers, no spill for any op or dtype; 4096² axis 0
+    #: −25%, 2 rows of 2^27 −5% on the H200)
     inner_min_threads: int = 768
+    #: rows a warp each (or several rows a warp) take ``row_min_threads // threads`` blocks: 1024 threads,
+    #: 64 registers (rows of 256 −11%, of 784 −18%; of 64 unchanged, where 3 blocks were 13% slower), except
+    #: float64 argmax/argmin, which spill there and keep ``min_blocks`` (benchmarks/notes/patterns_zoo.md)
+    row_min_threads: int = 1024
 
     def inner_blocks(self) -> int:
-        """The launch bound's blocks per SM of a pass over an inner axis."""
+        """The launch bound's blocks per SM of a pass over an inner axis or over rows split across warps."""
         return max(self.min_blocks, self.inner_min_threads // self.threads)
+
+    def row_blocks(self) -> int:
+        """The launch bound's blocks per SM of a pass with a warp (or less) per row."""
+        return max(self.min_blocks, self.row_min_threads // self.threads)
 
     def block(self):
         return (self.threads,)

@@ -414,16 +414,17 @@ def test_linear_single_assignment_scan_matches_numbas():
     assert same == "True", proc.stdout
 
 
-@pytest.mark.parametrize("problem", ["inner", "split rows", "rows"])
+@pytest.mark.parametrize("problem", ["inner", "split rows", "rows", "long rows"])
 def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem):
     """The dispatch's k03 passes under their launch bounds, every op, both dtypes: no local memory, and the
     bound reached ptxas (its registers: ≤ 85 for 3 blocks of 256 per SM, ≤ 64 for 4; unbounded ~100).
     inner: 4096² axis 0 (the split pass and the pass over its partials), ``inner_min_threads`` (3 blocks;
     4 spilled 72–172 bytes in argmax's first pass); split rows: 2 rows of 2^27 (a block's warps a row), 3
     blocks (4 spilled in float32 sum and argmax); rows: 65536 rows of 256 (a warp a row), ``row_min_threads``
-    (4 blocks), float64 argmax/argmin unbounded (4 spilled 92 bytes)."""
+    (4 blocks), float64 argmax/argmin unbounded (4 spilled 92 bytes); long rows: 65536 rows of 1000 (as rows,
+    ``row_loads`` a step)."""
     shape, axes = {"inner": ((4096, 4096), (0,)), "split rows": ((2, 2**27), (1,)),
-                   "rows": ((65536, 256), (1,))}[problem]
+                   "rows": ((65536, 256), (1,)), "long rows": ((65536, 1000), (1,))}[problem]
     proc = run_real_target(f"""
         import dataclasses, os; os.chdir({str(tmp_path)!r})
         import numpy as np
@@ -438,13 +439,16 @@ def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem)
                     src = dt if st.src == "x" else (np.float64 if op == "sum" else dt)
                     r = compile_gate.compile_one(dataclasses.replace(p.rung, presets={{"x": st.config}}), "x", src,
                                                  asm, params=dict(st.params))
-                    print(np.dtype(dt).name, op, k, st.config.min_blocks, r.ok, r.error, r.registers, r.stack, r.spills)
+                    print(np.dtype(dt).name, op, k, st.config.min_blocks, st.config.loads, r.ok, r.error, r.registers,
+                          r.stack, r.spills)
     """)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == {"inner": 20, "split rows": 20, "rows": 10}[problem], proc.stdout
+    assert len(lines) == {"inner": 20, "split rows": 20, "rows": 10, "long rows": 10}[problem], proc.stdout
+    rows = problem.endswith("rows") and problem != "split rows"
     for line in lines:
-        dt, op, _, blocks, *compiled = line.split()
-        want = 1 if problem == "rows" and dt == "float64" and op.startswith("arg") else (4 if problem == "rows" else 3)
+        dt, op, _, blocks, loads, *compiled = line.split()
+        want = 1 if rows and dt == "float64" and op.startswith("arg") else (4 if rows else 3)
         assert int(blocks) == want, line
+        assert int(loads) == (4 if problem == "long rows" else 8), line
         assert compiled[:2] == ["True", "None"] and int(compiled[2]) <= min(255, 65536 // (256 * want)), proc.stdout

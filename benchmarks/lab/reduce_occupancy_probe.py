@@ -34,11 +34,15 @@ PROBLEMS = [
     ("new", (131072, 512), "sum", -1),
     ("new", (16, 4096, 1024), "mean", 2),
     ("new", (262144, 128), "max", -1),
+    ("new", (65536, 300), "argmax", -1),
+    ("new", (65536, 640), "sum", -1),
+    ("new", (32768, 1500), "mean", -1),
+    ("new", (16384, 3000), "argmax", -1),
 ]
 #: (label, min_blocks for every pass (None: the default config, its per-pass bounds; "now": no bound, as
 #: before session 25), loads, BLOCKS_PER_SM for the splits)
-VARIANTS = [("default", None, 8, 8), ("now", 1, 8, 8), ("lb3", 3, 8, 8), ("lb4", 4, 8, 8), ("lb3 l4", 3, 4, 8),
-            ("default again", None, 8, 8)]
+VARIANTS = [("default", None, 8, 8), ("default rows l8", "rows l8", 8, 8), ("now", 1, 8, 8), ("lb3", 3, 8, 8),
+            ("lb4", 4, 8, 8), ("lb3 l4", 3, 4, 8), ("default again", None, 8, 8)]
 
 
 def gpu_ms(run, loops: int = 15, calls: int = 10) -> float:
@@ -82,8 +86,11 @@ def main() -> int:
                                                                x.numel() / want.numel()))
         gbytes = x.numel() * 4 / 1e9
         for label, mb, loads, bps in VARIANTS:
-            cfg = None if mb is None else dataclasses.replace(base, min_blocks=mb, inner_min_threads=mb * base.threads,
-                                                              row_min_threads=mb * base.threads, loads=loads)
+            if mb is None or mb == "rows l8":  # the default; the default with session 26's first rule (8 loads a step)
+                cfg = None if mb is None else dataclasses.replace(base, row_loads=base.loads)
+            else:
+                cfg = dataclasses.replace(base, min_blocks=mb, inner_min_threads=mb * base.threads,
+                                          row_min_threads=mb * base.threads, loads=loads, row_loads=loads)
             dispatch.BLOCKS_PER_SM = bps
             launch.clear()
             run = lambda: simt_tiles.reduce(x, op, axis=axis, config=cfg)  # noqa: E731

@@ -13,7 +13,8 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
 * lanes: rows (``inner == 1``) get ``G = min(32, 2^⌈log2 ⌈n / loads⌉⌉)`` lanes, so short rows
   share a warp; an inner axis gets ``W`` = the power of two ≤ min(inner, 32) outputs per warp
   (and on k03 a launch bound of ``inner_min_threads`` threads per SM: three blocks of 256, not two;
-  ``row_min_threads``, four, where a warp or less takes a row — float64 argmax/argmin none);
+  ``row_min_threads``, four, where a warp or less takes a row — float64 argmax/argmin none — and
+  ``row_loads`` a step there when a row takes more than one step of ``loads``);
 * a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
   groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
   in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
@@ -262,8 +263,11 @@ def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: 
     if isinstance(base, k03_flat_lanes.Config):  # launch bounds: more loads in flight per SM
         if axis == k02_axis_lanes.ALONG_OUTPUTS or block_mode:
             cfg = dataclasses.replace(cfg, min_blocks=base.inner_blocks())
-        elif not wide_index:
-            cfg = dataclasses.replace(cfg, min_blocks=base.row_blocks())
+        else:
+            if not wide_index:
+                cfg = dataclasses.replace(cfg, min_blocks=base.row_blocks())
+            if n > lanes * base.loads and base.row_loads < base.loads:  # rows of several steps: shorter steps
+                cfg = dataclasses.replace(cfg, loads=base.row_loads)
     min_chunk = lanes * wpo * base.loads * min_steps
     target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
     # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)

@@ -69,6 +69,10 @@ class Config(TileConfig):
     #: 64 registers (rows of 256 −11%, of 784 −18%; of 64 unchanged, where 3 blocks were 13% slower), except
     #: float64 argmax/argmin, which spill there and keep ``min_blocks`` (benchmarks/notes/patterns_zoo.md)
     row_min_threads: int = 1024
+    #: a warp-a-row pass whose rows take more than one step of ``loads`` runs ``row_loads`` a step (H200:
+    #: rows of 512 −15%, argmax of rows of 1000 −13%, of 1024 even; rows of one step keep ``loads``: 256
+    #: at 4 was 13% slower); ``row_loads >= loads``: unchanged
+    row_loads: int = 4
 
     def inner_blocks(self) -> int:
         """The launch bound's blocks per SM of a pass over an inner axis or over rows split across warps."""
@@ -99,7 +103,7 @@ class Config(TileConfig):
 #: as k02's: the sim preset lanes along the outputs (a runtime stride), the default a block per
 #: output group along rows (shared memory, a barrier; a constant stride)
 PRESETS = {
-    "sim": Config(threads=64, lanes=8, lane_axis=ALONG_OUTPUTS, wpo=1, loads=2),
+    "sim": Config(threads=64, lanes=8, lane_axis=ALONG_OUTPUTS, wpo=1, loads=2, row_loads=1),
     "default": Config(threads=256, lanes=32, lane_axis=ALONG_K, wpo=8, loads=8),
 }
 

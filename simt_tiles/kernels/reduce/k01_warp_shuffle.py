@@ -95,8 +95,12 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
             uc = uint64(c0)
             for u in range(LOADS):
                 accs[u] = combine(accs[u], ACC(x[urow, uc + uint64(u * 32)]))
-        for c in range(start + k * span, n, 32):  # the tail: fewer than LOADS loads
-            accs[0] = combine(accs[0], ACC(x[urow, uint64(c)]))  # (a constant index keeps accs in registers)
+        # the tail: one step of fewer than LOADS loads, unrolled (constant indices keep accs in registers)
+        # so they are in flight together; a loop into accs[0] waited for each (sum of 1000: 7 round trips)
+        c0 = start + k * span
+        for u in range(LOADS - 1):
+            if c0 + u * 32 < n:
+                accs[u] = combine(accs[u], ACC(x[urow, uint64(c0 + u * 32)]))
         acc = accs[0]
         for u in range(1, LOADS):
             acc = combine(acc, accs[u])

@@ -1,7 +1,7 @@
 """GPU benchmark of the mma.sync rungs (k13 TF32, k14 BF16/FP16) beside cuBLAS (torch), Triton
 ``tl.dot`` and cuTile: verify, then time, in one process.
 
-    python -m simt_tiles.bench.mma --out results/ [--presets tf32:default,bf16:default] [--sizes 4096x4096x4096]
+    python -m simt_tiles.bench.mma --out results/ [--presets "tf32:default;bf16:large,bk=64"] [--sizes 4096x4096x4096]
 
 * **compile** every kernel first, in parallel processes (Numba's disk cache; the generated
   kernels take a minute each to build);
@@ -23,15 +23,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 DEFAULT_SIZES = ("4096x4096x4096", "8192x8192x8192", "4096x8192x1024", "1031x997x1013")
-DEFAULT_PRESETS = ("tf32:default", "tf32:8warps", "bf16:default", "bf16:8warps")
+DEFAULT_PRESETS = ("tf32:default", "tf32:large", "bf16:default", "bf16:large")
 
 
 def _rung_cfg(spec: str):
+    """``"tf32:large"``, or a preset with fields replaced: ``"tf32:large,rounding=3"``, ``"bf16:large,bk=64"``."""
     from simt_tiles.kernels.matmul.mma import MMA_RUNGS, RUNG_FOR  # deferred: loads Numba (backend choice first)
 
     prec, preset = spec.split(":")
+    preset, *fields = preset.split(",")
     rung = MMA_RUNGS[RUNG_FOR[prec]]
-    return prec, rung, rung.resolve_config(preset)
+    cfg = rung.resolve_config(preset)
+    if fields:
+        cfg = dataclasses.replace(cfg, **{f.split("=")[0]: int(f.split("=")[1]) for f in fields})
+    return prec, rung, cfg
 
 
 def _compile(spec: str) -> tuple[str, float, str]:
@@ -93,13 +98,14 @@ def _triton_matmul():
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simt_tiles.bench.mma")
     p.add_argument("--out", default="results")
-    p.add_argument("--presets", default=",".join(DEFAULT_PRESETS))
+    p.add_argument("--presets", default=";".join(DEFAULT_PRESETS),
+                   help="';'-separated specs, e.g. 'tf32:large;tf32:large,rounding=3'")
     p.add_argument("--sizes", default=",".join(DEFAULT_SIZES))
     p.add_argument("--peers", default="cublas,triton,cutile")
     p.add_argument("--reps", type=int, default=100, help="do_bench rep (ms)")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    specs = [s for s in args.presets.split(",") if s]
+    specs = [s for s in args.presets.split(";") if s]
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]
     peers = set(args.peers.split(","))
 

@@ -16,7 +16,7 @@ What changed versus k13
 
 The pipeline, the copies, the edges and the epilogue are k13's (``k13_mma_tf32.Pipeline``).
 
-Headline (H200, benchmarks/results/mma_h200.json): 379.4 TFLOP/s at 4096³, 0.51× cuBLAS BF16
+Headline (H200, benchmarks/results/mma_s27_h200.json, impl "k14_mma_bf16:large,bk=64,stages=3"): 377.2 TFLOP/s at 4096³, 0.51× cuBLAS BF16
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ class Config(k13.Config):
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=32, wm=16, wn=32, stages=2, group=2),
     "default": Config(),
-    # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles (benchmarks/notes/mma.md)
-    "large": Config(bm=256, bn=128, wm=64, wn=64, stages=4),
+    # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles; BK = 64: half the barriers a tile
+    # (benchmarks/notes/mma.md, session 27: +3-4% at 4096³ and 8192³ over BK = 32 with 4 stages)
+    "large": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3),
 }
 
 

@@ -24,14 +24,17 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
 * ``mean`` is the sum times 1/count in the last pass (NaN for an empty axis, as NumPy).
 
 k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` values when there
-are ``K01_MIN_ROWS_PER_SM`` rows per SM (``config`` None or a preset name; a k01 config object or
-``variant="k01_warp_shuffle"`` asks for it anywhere it applies: ``axis=None`` or the last axis).
+are from ``K01_MIN_ROWS_PER_SM`` to fewer than ``K01_MAX_ROWS_PER_SM`` rows per SM (``config`` None or a
+preset name; a k01 config object or ``variant="k01_warp_shuffle"`` asks for it anywhere it applies:
+``axis=None`` or the last axis).  Its block a row wins only while the rows are few: measured on the H200
+(session 27, ``benchmarks/lab/k01_rows_probe.py``) k01 was 26% / 3% / 3% ahead of k03 at 2 / 3.9 / 7.8 rows
+per SM, k03 3% / 9% / 5% / 2.1× ahead at 15.5 / 62 / 124 / 993 (rows of 65536 / 16384 / 16384 / 2048).
 
 k03 runs k02's plan (the same passes, lanes, warps per output and splits) over the flat memory, and is
 what ``variant=None`` runs wherever k01 does not: measured on the H200 (benchmarks/notes/patterns_zoo.md,
 session 23) at 0.120 / 0.224 / 0.263 ms where k02 took 0.155 / 0.933 / 0.712 ms (sum of 2^20 rows of 64,
 argmax of 4096 × 50257, mean of 16384² rows), within ±8% of k02 on inner axes, and 5-10% behind k01 on
-whole arrays and long rows (k01 keeps those). ``variant="k02_axis_lanes"`` still runs k02.
+whole arrays (k01 keeps those). ``variant="k02_axis_lanes"`` still runs k02.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ SIM_SMS = 2
 #: take k01 (sum/max/min): a block per row, or grid-stride blocks and one block for the partials
 K01_MIN_ROW = 2048
 K01_MIN_ROWS_PER_SM = 2
+K01_MAX_ROWS_PER_SM = 8
 
 
 @per_device
@@ -188,7 +192,8 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
     nd = len(shape)
     if variant is None and (config is None or isinstance(config, str)) and op in ("sum", "max", "min") and (
             axes == tuple(range(nd)) or (axes == (nd - 1,) and nd > 1 and shape[-1] >= K01_MIN_ROW
-                                         and math.prod(shape[:-1]) >= K01_MIN_ROWS_PER_SM * sms)):
+                                         and K01_MIN_ROWS_PER_SM * sms <= math.prod(shape[:-1])
+                                         < K01_MAX_ROWS_PER_SM * sms)):
         variant = "k01_warp_shuffle"  # measured at 97-100% of the copy there (k02: 72% and 35%)
     if variant not in (None, *LANE_RUNGS):
         if variant != "k01_warp_shuffle":

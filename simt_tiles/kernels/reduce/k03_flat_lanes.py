@@ -195,19 +195,21 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
             k0 += SPAN
         # the checked tail: one step of at most LOADS - 1 elements, each into its own accumulator and
         # unrolled, so its loads are in flight together (a loop into accs[0] waited for each in turn:
-        # up to LOADS - 1 DRAM round trips; rows of 1000 with 8 loads, 7 of them)
-        for u in range(LOADS - 1):
-            if k0 + u * KS < k_hi:
-                v = ACC(x[off + uint64(u) * stride])
-                if CHEAP:
-                    if later_wins(v, accs[u]):
-                        accs[u], idxs[u] = v, k0
-                elif ARG:
-                    kk = xi[off + uint64(u) * stride]
-                    if better(v, kk, accs[u], idxs[u]):
-                        accs[u], idxs[u] = v, kk
-                else:
-                    accs[u] = combine(accs[u], v)
+        # up to LOADS - 1 DRAM round trips; rows of 1000 with 8 loads, 7 of them); behind one branch, so
+        # rows of whole steps (128 = 16 lanes x 8) skip its LOADS - 1 checks
+        if k0 < k_hi:
+            for u in range(LOADS - 1):
+                if k0 + u * KS < k_hi:
+                    v = ACC(x[off + uint64(u) * stride])
+                    if CHEAP:
+                        if later_wins(v, accs[u]):
+                            accs[u], idxs[u] = v, k0
+                    elif ARG:
+                        kk = xi[off + uint64(u) * stride]
+                        if better(v, kk, accs[u], idxs[u]):
+                            accs[u], idxs[u] = v, kk
+                    else:
+                        accs[u] = combine(accs[u], v)
         if CHEAP:  # the bases to indices; an accumulator left at its identity: its first element
             for u in range(LOADS):
                 if idxs[u] != BIG:

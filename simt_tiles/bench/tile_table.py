@@ -58,6 +58,7 @@ PROBLEMS = {
 QUICK = {"mm": 1024, "img": 2048, "rows": 1024, "cols": 4096, "n": 2**22, "sq": 2048}
 FULL = {"mm": 4096, "img": 8192, "rows": 16384, "cols": 4096, "n": 2**28, "sq": 16384}
 SIMT_MATMUL = ("k10_warptiled", "k11_generated_split_k", "k12_async_copy")
+SIMT_MATMUL_TF32 = ("k13_mma_tf32",)  # mma.sync from SIMT code; the default with precision="tf32" runs it too
 SIMT_CONV = ("k03_register_blocked", "k05_register_tile_2d", "k07_vectorized", "k08_prefetched")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -215,8 +216,8 @@ class Table:
             self.simt(key, SIMT_MATMUL, lambda v: simt_tiles.matmul(a, b, out=c, variant=v), check,
                       "simt_tiles.kernels.matmul", **kw)
         else:
-            self.absent(key, simt="FP32 only: Numba SIMT has no tensor-core (TF32) path",
-                        default="FP32 only (no TF32 path)")
+            self.simt(key, SIMT_MATMUL_TF32, lambda v: simt_tiles.matmul(a, b, out=c, variant=v, precision="tf32"),
+                      check, "simt_tiles.kernels.matmul", **kw)
         tag = precision.upper()
         if self.tile is not None:
             c.fill(cp.nan)

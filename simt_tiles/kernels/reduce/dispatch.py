@@ -33,8 +33,9 @@ per SM, k03 3% / 9% / 5% / 2.1× ahead at 15.5 / 62 / 124 / 993 (rows of 65536 /
 k03 runs k02's plan (the same passes, lanes, warps per output and splits) over the flat memory, and is
 what ``variant=None`` runs wherever k01 does not: measured on the H200 (benchmarks/notes/patterns_zoo.md,
 session 23) at 0.120 / 0.224 / 0.263 ms where k02 took 0.155 / 0.933 / 0.712 ms (sum of 2^20 rows of 64,
-argmax of 4096 × 50257, mean of 16384² rows), within ±8% of k02 on inner axes, and 5-10% behind k01 on
-whole arrays (k01 keeps those). ``variant="k02_axis_lanes"`` still runs k02.
+argmax of 4096 × 50257, mean of 16384² rows), within ±8% of k02 on inner axes, and within 4% of k01 on
+whole arrays (k03 1-4% ahead at 2^24-2^28 values in session 27; k01 keeps them, its small-sum tail tuned and
+k03's not timed there). ``variant="k02_axis_lanes"`` still runs k02.
 """
 
 from __future__ import annotations

@@ -71,6 +71,12 @@ def case(name: str, dtype=None):
         return (lambda x, w: stt.correlate2d(x, w, "reflect", 0.0)), (r(2, 2), r(5, 4))
     if name == "convolve2d-mirror-one-row":
         return (lambda x, w: stt.convolve2d(x, w, "mirror", 0.0)), (r(1, 3), r(2, 2))
+    if name.startswith("correlate1d"):  # correlate1d-<axis>-<mode>: an even filter (its centre K // 2)
+        _, axis, mode = name.split("-")
+        return (lambda x, w: stt.correlate1d(x, w, int(axis) - 2, mode, 0.5)), (r(4, 3), r(4))  # axis -2 or -1
+    if name.startswith("correlate_separable"):
+        mode = name.split("-")[1]
+        return (lambda x, a, b: stt.correlate_separable(x, a, b, mode, 0.5)), (r(4, 3), r(3), r(2))
     op, mode = name.split("-")
     fn = stt.correlate2d if op == "correlate2d" else stt.convolve2d
     return (lambda x, w: fn(x, w, mode, 0.5)), (r(4, 3), r(2, 3))
@@ -78,9 +84,12 @@ def case(name: str, dtype=None):
 
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 CASES = ["matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce_sum", "reduce_mean",
-         "conv2d_nchw", "correlate2d-reflect", "convolve2d-constant"]
+         "conv2d_nchw", "correlate2d-reflect", "convolve2d-constant", "correlate1d-0-reflect",
+         "correlate_separable-constant"]
 MORE = [f"{op}-{m}" for op in ("correlate2d", "convolve2d") for m in MODES
-        if f"{op}-{m}" not in CASES] + ["conv2d_nchw-crop", "correlate2d-large-filter", "convolve2d-mirror-one-row"]
+        if f"{op}-{m}" not in CASES] + ["conv2d_nchw-crop", "correlate2d-large-filter", "convolve2d-mirror-one-row"] + [
+    f"correlate1d-{a}-{m}" for a in (1, 0) for m in MODES if f"correlate1d-{a}-{m}" not in CASES] + [
+    f"correlate_separable-{m}" for m in MODES if m != "constant"]
 
 
 def _gradcheck(name):
@@ -113,6 +122,8 @@ OPCHECK = {
     "reduce": lambda: (stt.reduce, (_r(2, 3, 2), "mean", [0, 2], True)),
     "correlate2d": lambda: (stt.correlate2d, (_r(4, 3), _r(2, 3), "wrap", 0.0)),
     "convolve2d": lambda: (stt.convolve2d, (_r(4, 3), _r(3, 3), "constant", 0.5)),
+    "correlate1d": lambda: (stt.correlate1d, (_r(4, 3), _r(3), 0, "mirror", 0.0)),
+    "correlate_separable": lambda: (stt.correlate_separable, (_r(4, 3), _r(2), _r(3), "nearest", 0.0)),
     "conv2d_nchw": lambda: (stt.conv2d_nchw, (_r(2, 2, 4, 3), _r(3, 2, 3, 2), _r(3), 1)),
 }
 
@@ -163,10 +174,11 @@ def test_every_op_is_registered():
         pytest.skip("torch is not installed")
     import simt_tiles
 
-    public = {"matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce", "correlate2d",
-              "convolve2d", "conv2d_nchw"}
-    assert public <= set(simt_tiles.__all__)
-    assert public <= set(stt.OPS)
+    # every public function that computes (not warm, not the exception classes) has its op
+    public = {n for n in simt_tiles.__all__ if callable(getattr(simt_tiles, n)) and n != "warm"
+              and not isinstance(getattr(simt_tiles, n), type)}
+    assert {"matmul", "correlate1d", "correlate_separable", "conv2d_nchw"} <= public
+    assert public <= set(stt.OPS), public - set(stt.OPS)
     for name in stt.OPS:
         assert hasattr(torch.ops.simt_tiles, name)
 
@@ -180,6 +192,7 @@ class Every(torch.nn.Module if torch is not None else object):
         self.fc = stt.Linear(2 * 4 * 4, 3, dtype=dtype)
         self.filt = torch.nn.Parameter(torch.randn(3, 2, dtype=dtype))
         self.b = torch.nn.Parameter(torch.randn(3, dtype=dtype))
+        self.taps = torch.nn.Parameter(torch.randn(2, dtype=dtype))
 
     def forward(self, x, img):
         st = torch.ops.simt_tiles
@@ -188,6 +201,8 @@ class Every(torch.nn.Module if torch is not None else object):
         y = st.bias_relu(y, self.b) + st.softmax(y, 0)
         i = st.correlate2d(img, self.filt, "reflect", 0.0)
         j = st.convolve2d(img, self.filt, "wrap", 0.0)
+        j = st.correlate1d(j, self.taps, 0, "nearest", 0.0) + st.correlate_separable(i, self.taps, self.filt[0],
+                                                                                      "mirror", 0.0)
         v = st.vector_add(i.reshape(-1), j.reshape(-1))
         return st.log_softmax(y, -1), st.reduce(v, "mean", None, False)
 
@@ -236,7 +251,7 @@ def test_export_keeps_every_op():
     program = torch.export.export(model, (x, img))
     names = {str(n.target).split(".")[1] for n in program.graph.nodes if "simt_tiles" in str(n.target)}
     assert names == {"conv2d_nchw", "bias_relu", "matmul", "vector_add", "softmax", "correlate2d", "convolve2d",
-                     "log_softmax", "reduce"}
+                     "correlate1d", "correlate_separable", "log_softmax", "reduce"}
     for a, b in zip(model(x, img), program.module()(x, img)):
         torch.testing.assert_close(b, a, rtol=0, atol=0)
 

@@ -6,7 +6,7 @@ tracing, an autograd formula whose backward runs this project's kernels — and 
 
 * the ops as functions: :func:`matmul`, :func:`softmax`, :func:`log_softmax`, :func:`bias_relu`,
   :func:`vector_add`, :func:`reduce` (sum, mean), :func:`correlate2d`, :func:`convolve2d`,
-  :func:`conv2d_nchw` (and :func:`softmax_backward`, their softmax gradient);
+  :func:`correlate1d`, :func:`correlate_separable`, :func:`conv2d_nchw` (and :func:`softmax_backward`, their softmax gradient);
 * layers (:mod:`.nn`): :class:`Linear`, :class:`Conv2d` (the torch layers' parameters and
   initialisation, a simt_tiles forward and backward), :class:`ReLU`, :class:`LogSoftmax`.
 
@@ -22,7 +22,9 @@ from .ops import (
     bias_relu,
     conv2d_nchw,
     convolve2d,
+    correlate1d,
     correlate2d,
+    correlate_separable,
     log_softmax,
     matmul,
     reduce,
@@ -33,5 +35,5 @@ from .ops import (
 )
 
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
-           "correlate2d", "convolve2d", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS",
+           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS",
            "Linear", "Conv2d", "ReLU", "LogSoftmax"]

@@ -6,21 +6,23 @@ result is a new tensor) but without its per-call Python wrapper, with a fake imp
 gives the result's shape, dtype and device (what ``torch.compile`` and ``torch.export`` trace
 with), and a backward built from the ops themselves, so gradients run this project's kernels:
 
-=================  =========================================================================
-op                 backward
-=================  =========================================================================
-matmul             dA = dC·Bᵀ, dB = Aᵀ·dC (two matmuls)
-softmax            ``softmax_backward`` (kernels/softmax/backward.py): y·(dy − Σ y·dy)
-log_softmax        ``softmax_backward(log=True)``: dy − exp(y)·Σ dy
-bias_relu          dx = dy where y > 0 (a torch ``where``), dbias = reduce(dx, "sum", axis 0)
-vector_add         da = db = dc
-reduce             sum / mean: dy broadcast back over the reduced axes (torch ``expand``)
-correlate2d        image: convolve2d of dy with the filter on the extended grid, folded back by
-convolve2d         the mode's index map (torch ``index_add``); filter: correlate2d of the
-                   extended image with dy as the filter (a "valid" correlation)
-conv2d_nchw        x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
-                   the batch as channels (x and dy transposed); bias: reduce over N, H, W
-=================  =========================================================================
+===================  =========================================================================
+op                   backward
+===================  =========================================================================
+matmul               dA = dC·Bᵀ, dB = Aᵀ·dC (two matmuls)
+softmax              ``softmax_backward`` (kernels/softmax/backward.py): y·(dy − Σ y·dy)
+log_softmax          ``softmax_backward(log=True)``: dy − exp(y)·Σ dy
+bias_relu            dx = dy where y > 0 (a torch ``where``), dbias = reduce(dx, "sum", axis 0)
+vector_add           da = db = dc
+reduce               sum / mean: dy broadcast back over the reduced axes (torch ``expand``)
+correlate2d          image: convolve2d of dy with the filter on the extended grid, folded back by
+convolve2d           the mode's index map (torch ``index_add``); filter: correlate2d of the
+                     extended image with dy as the filter (a "valid" correlation)
+correlate1d          correlate2d's, with the 1 × K (axis 1) or K × 1 (axis 0) filter
+correlate_separable  correlate2d's with the outer product W = wy·wxᵀ; then d wy = dW·wx, d wx = dWᵀ·wy
+conv2d_nchw          x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
+                     the batch as channels (x and dy transposed); bias: reduce over N, H, W
+===================  =========================================================================
 
 Where a tensor lives
     CUDA tensors go to the kernels as they are (zero-copy through ``__cuda_array_interface__``,
@@ -49,7 +51,7 @@ import simt_tiles as st
 from simt_tiles.kernels.softmax.backward import softmax_backward as _softmax_backward_kernel
 
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
-           "correlate2d", "convolve2d", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
+           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
 
 #: simt_tiles.matmul takes ``w.t()`` of a C-contiguous ``w`` in place (issue 32): the backward and Linear pass views
 MATMUL_TAKES_TRANSPOSED = True
@@ -443,11 +445,11 @@ def _fold(ge: Tensor, rows: np.ndarray, cols: np.ndarray, shape) -> Tensor:
     return g.new_zeros(tuple(shape)).index_add(1, torch.as_tensor(cols[keep_c], device=dev), g)
 
 
-def _filter_grads(ctx, dy, weff: Tensor, ca: int, cb: int):
+def _filter_grads(ctx, image, dy, weff: Tensor, ca: int, cb: int, need_filter: bool):
     """(d image, d weff) of ``out = valid_correlation(extend(image), weff)`` with the filter's
-    centre at (ca, cb): the image gradient is the full convolution of dy with weff on the extended
-    grid, folded back; the filter gradient the valid correlation of the extended image with dy."""
-    image, _ = ctx.saved_tensors
+    centre at (ca, cb), ``ctx.mode`` / ``ctx.cval`` the extension: the image gradient is the full
+    convolution of dy with weff on the extended grid, folded back; the filter gradient (where
+    ``need_filter``) the valid correlation of the extended image with dy."""
     # the index maps are NumPy constants: symbolic sizes (dynamic shapes) are specialised here
     h, w = (int(n) for n in image.shape)
     kh, kw = (int(n) for n in weff.shape)
@@ -462,7 +464,7 @@ def _filter_grads(ctx, dy, weff: Tensor, ca: int, cb: int):
             dimage = ge[ca:ca + h, cb:cb + w]
         else:
             dimage = _fold(ge, rows, cols, (h, w))
-    if ctx.needs_input_grad[1]:
+    if need_filter:
         xe = _extend(image, rows, cols, ctx.cval)
         full = correlate2d(xe, dy.contiguous(), "constant", 0.0)
         dweff = full[h // 2:h // 2 + kh, w // 2:w // 2 + kw]
@@ -476,21 +478,118 @@ def _filter_setup(ctx, inputs, output):
 
 
 def _correlate_backward(ctx, dy):
-    _, weights = ctx.saved_tensors
+    image, weights = ctx.saved_tensors
     kh, kw = (int(n) for n in weights.shape)
-    di, dw = _filter_grads(ctx, dy, weights, kh // 2, kw // 2)
+    di, dw = _filter_grads(ctx, image, dy, weights, kh // 2, kw // 2, ctx.needs_input_grad[1])
     return di, dw, None, None
 
 
 def _convolve_backward(ctx, dy):
-    _, weights = ctx.saved_tensors
+    image, weights = ctx.saved_tensors
     kh, kw = (int(n) for n in weights.shape)
-    di, dwf = _filter_grads(ctx, dy, weights.flip(0, 1), (kh - 1) // 2, (kw - 1) // 2)
+    di, dwf = _filter_grads(ctx, image, dy, weights.flip(0, 1), (kh - 1) // 2, (kw - 1) // 2,
+                            ctx.needs_input_grad[1])
     return di, (None if dwf is None else dwf.flip(0, 1)), None, None
 
 
 _autograd(correlate2d, _correlate_backward, _filter_setup)
 _autograd(convolve2d, _convolve_backward, _filter_setup)
+
+
+# ---------------------------------------------------------------------------
+# correlate1d, correlate_separable: correlate2d with a 1 × K, K × 1 or outer-product filter
+# ---------------------------------------------------------------------------
+
+
+def _check_taps(name: str, w, image) -> None:
+    _check(name, w, 1, like=image, like_name="image")
+    if w.shape[0] == 0:
+        raise ValueError(f"{name}: expected at least one value; got an empty 1-D tensor")
+
+
+def _check_filter1d(image, weights, axis, mode):
+    _check("image", image, 2)
+    _check_taps("weights", weights, image)
+    if isinstance(axis, bool) or axis not in (-2, -1, 0, 1):
+        raise ValueError(f"axis: expected -2, -1, 0 or 1 (image is 2-D); got {axis!r}")
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
+
+
+@_custom_op
+def correlate1d(image: Tensor, weights: Tensor, axis: int = -1, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``: :func:`simt_tiles.correlate1d`."""
+    _check_filter1d(image, weights, axis, mode)
+    return _call(lambda x, w: st.correlate1d(x, w, axis=axis, mode=mode, cval=cval), image, weights)
+
+
+@_fake(correlate1d)
+def _(image, weights, axis=-1, mode="reflect", cval=0.0):
+    _check_filter1d(image, weights, axis, mode)
+    return torch.empty_like(image)
+
+
+def _correlate1d_setup(ctx, inputs, output):
+    image, weights, axis, mode, cval = _filled(inputs, (None, -1, "reflect", 0.0))
+    ctx.rows, ctx.mode, ctx.cval = axis % 2 == 0, mode, float(cval)  # rows: along axis 0 (a K × 1 filter)
+    ctx.save_for_backward(image, weights)
+
+
+def _correlate1d_backward(ctx, dy):
+    """correlate2d's gradients with the K × 1 (axis 0) or 1 × K (axis 1) filter, centred at K // 2."""
+    image, weights = ctx.saved_tensors
+    k = int(weights.shape[0])
+    weff = weights.reshape((k, 1) if ctx.rows else (1, k))
+    di, dw = _filter_grads(ctx, image, dy, weff, k // 2 if ctx.rows else 0, 0 if ctx.rows else k // 2,
+                           ctx.needs_input_grad[1])
+    return di, (None if dw is None else dw.reshape(k)), None, None, None
+
+
+_autograd(correlate1d, _correlate1d_backward, _correlate1d_setup)
+
+
+def _check_separable(image, wy, wx, mode):
+    _check("image", image, 2)
+    _check_taps("wy", wy, image)
+    _check_taps("wx", wx, image)
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
+
+
+@_custom_op
+def correlate_separable(image: Tensor, wy: Tensor, wx: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.correlate(image, outer(wy, wx), mode=mode, cval=cval)`` by a column and a row pass:
+    :func:`simt_tiles.correlate_separable` (its intermediate rounded to the image's dtype)."""
+    _check_separable(image, wy, wx, mode)
+    return _call(lambda x, a, b: st.correlate_separable(x, a, b, mode=mode, cval=cval), image, wy, wx)
+
+
+@_fake(correlate_separable)
+def _(image, wy, wx, mode="reflect", cval=0.0):
+    _check_separable(image, wy, wx, mode)
+    return torch.empty_like(image)
+
+
+def _separable_setup(ctx, inputs, output):
+    image, wy, wx, mode, cval = _filled(inputs, (None, None, "reflect", 0.0))
+    ctx.mode, ctx.cval = mode, float(cval)
+    ctx.save_for_backward(image, wy, wx)
+
+
+def _separable_backward(ctx, dy):
+    """The gradients of the 2-D correlation with the outer product W = wy·wxᵀ (the forward's rounding of its
+    intermediate aside): d image as correlate2d's (a full KH × KW convolution, not two passes), and from
+    dW: d wy = dW·wx, d wx = dWᵀ·wy."""
+    image, wy, wx = ctx.saved_tensors
+    kh, kw = int(wy.shape[0]), int(wx.shape[0])
+    di, dw = _filter_grads(ctx, image, dy, torch.outer(wy, wx), kh // 2, kw // 2,
+                           ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    dwy = dw @ wx if ctx.needs_input_grad[1] else None
+    dwx = dw.t() @ wy if ctx.needs_input_grad[2] else None
+    return di, dwy, dwx, None, None
+
+
+_autograd(correlate_separable, _separable_backward, _separable_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -571,4 +670,5 @@ _autograd(conv2d_nchw, _conv_backward, _conv_setup)
 #: every op, by name (the tests and the benchmark iterate over it)
 OPS = {"matmul": matmul, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
        "bias_relu": bias_relu, "vector_add": vector_add, "reduce": reduce, "correlate2d": correlate2d,
-       "convolve2d": convolve2d, "conv2d_nchw": conv2d_nchw}
+       "convolve2d": convolve2d, "correlate1d": correlate1d, "correlate_separable": correlate_separable,
+       "conv2d_nchw": conv2d_nchw}

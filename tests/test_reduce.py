@@ -156,6 +156,13 @@ def test_empty_axes_as_numpy():
     with pytest.raises(ValueError, match="attempt to get argmax of an empty sequence"):
         simt_tiles.reduce(np.zeros((2, 0), np.float32), "argmax", axis=1)
     assert simt_tiles.reduce(np.zeros((0, 3), np.float32), "argmax", axis=1).shape == (0,)
+    # an empty reduced axis with outputs left: reduced run by run, a pass met zero outputs (ZeroDivisionError);
+    # every lanes rung and the default write the identity (mean: NaN) to each output
+    x = np.ones((0, 128, 0), np.float32)
+    for variant in (None, "k02_axis_lanes", "k03_flat_lanes"):
+        np.testing.assert_array_equal(simt_tiles.reduce(x, axis=(0, 2), variant=variant), np.zeros(128))
+        with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+            assert np.isnan(simt_tiles.reduce(x, "mean", axis=(0, 2), keepdims=True, variant=variant)).all()
 
 
 def test_split_sums_are_deterministic():

@@ -185,6 +185,10 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
     (``sms``, ``min_steps``: this machine's unless given; tests give the H200's)."""
     dtype = np.dtype(dtype)
     sms = sm_count() if sms is None else sms
+    if 0 in (shape[a] for a in axes) and len(axes) < len(shape):
+        # an empty reduced axis: no value is read, so one pass over (outputs, 0) writes every output's identity
+        # (mean: NaN) — reduced run by run, a pass could meet zero outputs, e.g. (0, 128, 0) over (0, 2)
+        shape, axes = (math.prod(d for a, d in enumerate(shape) if a not in axes), 0), (1,)
     if variant is None and isinstance(config, RUNGS["k01_warp_shuffle"].config_type):
         variant = "k01_warp_shuffle"  # a config object names its rung
     for name in LANE_RUNGS:

@@ -149,6 +149,19 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
             return a if (a != a or a > b) else b
         return a if (a != a or a < b) else b
 
+    @cuda.jit(device=True, inline="always")
+    def take(x, xi, at, accs, idxs, u, k0):  # element x[at] into accumulator u (k0: the step's first k)
+        v = ACC(x[at])
+        if CHEAP:
+            if later_wins(v, accs[u]):
+                accs[u], idxs[u] = v, k0  # the step's base: + u·KS at the end
+        elif ARG:
+            kk = xi[at]
+            if better(v, kk, accs[u], idxs[u]):
+                accs[u], idxs[u] = v, kk
+        else:
+            accs[u] = combine(accs[u], v)
+
     def reduce_k03_flat_lanes(x, xi, out, outi, n, inner, chunk, scale):
         tid = cuda.threadIdx.x
         lane, wid = tid % 32, tid // 32
@@ -181,16 +194,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         k0 = k_first
         for _ in range(steps):
             for u in range(LOADS):
-                v = ACC(x[off + uint64(u) * stride])
-                if CHEAP:
-                    if later_wins(v, accs[u]):
-                        accs[u], idxs[u] = v, k0  # the step's base: + u·KS at the end
-                elif ARG:
-                    kk = xi[off + uint64(u) * stride]
-                    if better(v, kk, accs[u], idxs[u]):
-                        accs[u], idxs[u] = v, kk
-                else:
-                    accs[u] = combine(accs[u], v)
+                take(x, xi, off + uint64(u) * stride, accs, idxs, u, k0)
             off += uint64(LOADS) * stride
             k0 += SPAN
         # the checked tail: one step of at most LOADS - 1 elements, each into its own accumulator and
@@ -200,16 +204,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if k0 < k_hi:
             for u in range(LOADS - 1):
                 if k0 + u * KS < k_hi:
-                    v = ACC(x[off + uint64(u) * stride])
-                    if CHEAP:
-                        if later_wins(v, accs[u]):
-                            accs[u], idxs[u] = v, k0
-                    elif ARG:
-                        kk = xi[off + uint64(u) * stride]
-                        if better(v, kk, accs[u], idxs[u]):
-                            accs[u], idxs[u] = v, kk
-                    else:
-                        accs[u] = combine(accs[u], v)
+                    take(x, xi, off + uint64(u) * stride, accs, idxs, u, k0)
         if CHEAP:  # the bases to indices; an accumulator left at its identity: its first element
             for u in range(LOADS):
                 if idxs[u] != BIG:

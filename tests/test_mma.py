@@ -313,6 +313,21 @@ def test_config_choice():
         assert choose(1, 1) == rung.presets["default"]
 
 
+def test_bench_specs_replace_preset_fields():
+    """``python -m simt_tiles.bench.mma --presets``: a preset, or one with fields replaced (what session 27
+    measured k14's BK 64 preset with); a field the config has not is an error, not a silent default."""
+    from simt_tiles.bench.mma import _rung_cfg
+
+    prec, rung, cfg = _rung_cfg("bf16:large,bk=32,stages=4")
+    assert (prec, rung.name) == ("bf16", "k14_mma_bf16")
+    assert (cfg.bk, cfg.stages) == (32, 4) and cfg.bm == k14.PRESETS["large"].bm
+    assert _rung_cfg("tf32:large")[2] == k13.PRESETS["large"]
+    assert _rung_cfg("tf32:default,rounding=3")[2].rounding == 3
+    assert k14.PRESETS["large"].bk == 64 and k14.PRESETS["large"].stages == 3  # measured: +3-11% over BK 32 x 4
+    with pytest.raises(TypeError):
+        _rung_cfg("tf32:large,bks=16")
+
+
 def test_rna_add_rounds_to_nearest():
     """rounding=3: the bits plus half a TF32 ulp, then the tensor cores' truncation, is cvt.rna."""
     x = RNG.standard_normal(1000).astype(np.float32)

@@ -3,7 +3,10 @@
 short argmax rows.  Outputs checked against torch first; each call timed as the zoo times it (an L2 flush on the
 GPU before the start event, CUDA events around one call, median of 60).
 
-    python3 benchmarks/lab/small_reduce_probe.py [--json PATH]
+Also sums along few mid-length rows (1024 × 4096: 16 MiB, 7.8 rows a SM), which queued loops time at 0.55× torch
+(``k01_rows_probe.py``): the default, k03, and torch, one call per event pair after the flush.
+
+    python3 benchmarks/lab/small_reduce_probe.py [--json PATH] [--defaults-only]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ SUMS = [100, 1000, 4096, 20000, 100000]
 K01 = [(t, ld) for t in (32, 64, 128, 256, 512) for ld in (4, 8, 16)]
 ARGMAX = [(65536, 300), (65536, 1000), (131072, 128)]
 K03 = [(t, ld, mb) for t in (128, 256) for ld in (2, 4, 8) for mb in (1, 4)]
+ROWS = [(1024, 4096), (2048, 4096), (1024, 2048)]
 
 
 def timed(fn, flush, reps: int = 60) -> float:
@@ -44,7 +48,9 @@ def timed(fn, flush, reps: int = 60) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--defaults-only", action="store_true", help="the default and torch only (no config sweep)")
     args = ap.parse_args()
+    sweep = not args.defaults_only
     import torch
 
     import simt_tiles
@@ -67,7 +73,7 @@ def main() -> int:
         want = x.double().sum()
         bound = 2 * n * 2.0 ** -24 * x.abs().double().sum() + 1e-30
         for label, cfg in [("default", None), *((f"k01 T={t} loads={ld}", dataclasses.replace(k01, threads=t, loads=ld))
-                                                for t, ld in K01)]:
+                                                for t, ld in K01 if sweep)]:
             run = lambda: simt_tiles.reduce(x, config=cfg)  # noqa: E731
             ok = bool(abs(run().double() - want) <= bound)
             row(f"sum {n}", label, timed(run, flush), ok)
@@ -79,11 +85,21 @@ def main() -> int:
         want = x.argmax(-1)
         for label, cfg in [("default", None), *((f"k03 T={t} loads={ld} lb{mb}", dataclasses.replace(
                 k03, threads=t, wpo=t // 32, loads=ld, row_loads=ld, min_blocks=mb, row_min_threads=mb * t,
-                inner_min_threads=mb * t)) for t, ld, mb in K03)]:
+                inner_min_threads=mb * t)) for t, ld, mb in K03 if sweep)]:
             run = lambda: simt_tiles.reduce(x, "argmax", axis=-1, config=cfg)  # noqa: E731
             ok = bool((run() == want).all())
             row(f"argmax {shape[0]}x{shape[1]}", label, timed(run, flush), ok)
         row(f"argmax {shape[0]}x{shape[1]}", "torch", timed(lambda: x.argmax(-1), flush))
+    for shape in ROWS:
+        torch.manual_seed(0)
+        x = torch.randn(*shape, device="cuda")
+        want = x.double().sum(-1)
+        bound = 2 * shape[1] * 2.0 ** -24 * x.abs().double().sum(-1) + 1e-30
+        for label, variant in (("default", None), ("k01", "k01_warp_shuffle"), ("k03", "k03_flat_lanes")):
+            run = lambda: simt_tiles.reduce(x, axis=-1, variant=variant)  # noqa: E731
+            ok = bool(((run().double() - want).abs() <= bound).all())
+            row(f"sum {shape[0]}x{shape[1]} rows", label, timed(run, flush), ok)
+        row(f"sum {shape[0]}x{shape[1]} rows", "torch", timed(lambda: x.sum(-1), flush))
     if args.json:
         Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/small_reduce_probe.py",
                                                "rows": rows}, indent=1))

@@ -24,7 +24,10 @@ SUMS = [100, 1000, 4096, 20000, 100000]
 K01 = [(t, ld) for t in (32, 64, 128, 256, 512) for ld in (4, 8, 16)]
 ARGMAX = [(65536, 300), (65536, 1000), (131072, 128)]
 K03 = [(t, ld, mb) for t in (128, 256) for ld in (2, 4, 8) for mb in (1, 4)]
-ROWS = [(1024, 4096), (2048, 4096), (1024, 2048)]
+#: (rows, cols) summed along rows where k03 gives a row a block (< WARPS_PER_SM rows a SM) and rows are short enough
+#: for a few steps: 3.9 to 62 rows a SM, rows of 2048 to 16384
+ROWS = [(1024, 4096), (2048, 4096), (1024, 2048), (4096, 4096), (2048, 8192), (8192, 2048), (4096, 8192), (512, 16384),
+        (2048, 16384), (4096, 1024)]
 
 
 def timed(fn, flush, reps: int = 60) -> float:

@@ -286,11 +286,12 @@ SOFTMAX_ZOO = [(2, 4194304), (4096, 50257), (16384, 256), (2**20, 32), (65536, 1
 LOG_SOFTMAX_ZOO = [(4096, 50257), (16384, 256), (2, 4194304)]
 #: (shape, axis) with an axis that is not the last
 SOFTMAX_AXIS_ZOO = [((4096, 4096), 0), ((256, 1024, 64), 1)]
-#: (op, shape, axis)
+#: (op, shape, axis); rows of hidden sizes at prefill token counts: a per-token max (int8 activation scales,
+#: LLM.int8-style) of Llama-2-7B's 4096 × 4096 and a per-token sum of a 2048-wide model (Llama-3.2-1B) at 8192 tokens
 REDUCE_ZOO = [("sum", (2**20, 64), -1), ("sum", (2, 2**27), -1), ("sum", (2**28,), None), ("sum", (16384, 16384), -1),
               ("sum", (4096, 4096), 0), ("sum", (2**22, 4), 0), ("argmax", (4096, 50257), -1),
               ("mean", (16384, 16384), 1), ("max", (2**28,), None), ("sum", (1000,), None),
-              ("sum", (64, 1024, 256), (0, 2))]
+              ("sum", (64, 1024, 256), (0, 2)), ("max", (4096, 4096), -1), ("sum", (8192, 2048), -1)]
 
 
 def host_calls(h, cp, torch, calls: int = 2000) -> None:

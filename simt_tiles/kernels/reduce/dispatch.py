@@ -15,9 +15,12 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
   (and on k03 a launch bound of ``inner_min_threads`` threads per SM: three blocks of 256, not two;
   ``row_min_threads``, four, where a warp or less takes a row — float64 argmax/argmin none — and
   ``row_loads`` a step there when a row takes more than one step of ``loads``);
-* a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; fewer
-  groups (few outputs: whole arrays, long rows, few columns) get a block each (its warps meet
-  in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
+* a warp per output group while there are at least ``WARPS_PER_SM · SMs`` groups; rows fewer than that
+  get ``P`` = the power of two ≤ ``WARPS_PER_SM · SMs / groups`` warps each (at most the block's), in blocks
+  of ``32·P`` threads, unsplit: the SMs' warp slots filled once (session 28, rows of 2048-4096 values at 1-4
+  warps a row: 1.3-1.8× faster than a whole block's warps and a split); fewer rows than
+  ``WARPS_PER_SM · SMs / (threads/32)``, and other few groups (whole arrays, few columns), get a block each
+  (its warps meet in shared memory) and are **split** into ``S = min(⌈BLOCKS_PER_SM·SMs / groups⌉,
   n // min_chunk, MAX_SPLITS)`` pieces (a row's pieces whole multiples of ``SPLIT_ALIGN`` values,
   so each starts on a 128-byte line when the row does), whose (S, Q) partials the next pass folds
   in a fixed order (the same result on every run and GPU).
@@ -269,17 +272,24 @@ def _fit(base: k02_axis_lanes.Config | k03_flat_lanes.Config, view: tuple, sms: 
     nw = base.threads // 32
     block_mode = groups < WARPS_PER_SM * sms and n > lanes * base.loads
     wpo = nw if block_mode else 1
-    cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo)
+    graded = False
+    if block_mode and inner == 1:
+        # rows: the warps a row that fill WARPS_PER_SM a SM (a power of two), in blocks of that many warps
+        # and unsplit; a whole block's warps, and splits, only where the rows are fewer than WARPS_PER_SM·SMs / nw
+        wpo = min(nw, 1 << ((WARPS_PER_SM * sms // groups).bit_length() - 1))
+        block_mode = wpo == nw
+        graded = not block_mode
+    cfg = dataclasses.replace(base, lanes=lanes, lane_axis=axis, wpo=wpo, threads=base.threads if wpo == 1 else 32 * wpo)
     if isinstance(base, k03_flat_lanes.Config):  # launch bounds: more loads in flight per SM
-        if axis == k02_axis_lanes.ALONG_OUTPUTS or block_mode:
-            cfg = dataclasses.replace(cfg, min_blocks=base.inner_blocks())
+        if axis == k02_axis_lanes.ALONG_OUTPUTS or wpo > 1:
+            cfg = dataclasses.replace(cfg, min_blocks=cfg.inner_blocks())
         else:
             if not wide_index:
-                cfg = dataclasses.replace(cfg, min_blocks=base.row_blocks())
+                cfg = dataclasses.replace(cfg, min_blocks=cfg.row_blocks())
             if n > lanes * base.loads and base.row_loads < base.loads:  # rows of several steps: shorter steps
                 cfg = dataclasses.replace(cfg, loads=base.row_loads)
     min_chunk = lanes * wpo * base.loads * min_steps
-    target = BLOCKS_PER_SM * sms if block_mode else WARPS_PER_SM * sms
+    target = BLOCKS_PER_SM * sms if block_mode else groups if graded else WARPS_PER_SM * sms
     # at least 2 values a piece: with min_chunk 1 (one lane, one warp, one load, min_steps 1: the simulator)
     # a pass over the (1, S, Q) partials would split into S pieces again, for ever
     splits = max(1, min(cdiv(target, groups), n // max(2, min_chunk), MAX_SPLITS))

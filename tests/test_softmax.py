@@ -20,7 +20,7 @@ from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
 from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
-from simt_tiles.runtime import SIMULATOR
+from simt_tiles.runtime import SIMULATOR, ConfigError, cdiv
 
 from .common import DTYPES, configs, edge_sizes, poisoned
 
@@ -33,9 +33,12 @@ if SIMULATOR:
                                       vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
                                       min_threads=st.sampled_from([32, 64])),
         # registers first: 1–2 per thread, so the simulator's short rows reach shared memory
-        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
-                                   smem_budget=st.sampled_from([4096, 8192]), vpt_step=st.sampled_from([1, 2]),
-                                   min_blocks=st.just(1)),
+        # (shared budget, values read again): 128 bytes keep 1 value a thread in shared memory, so rows of 2 × threads
+        # and more read some again
+        "k05_split_row": st.sampled_from([(4096, 0), (8192, 0), (4096, 2), (128, 3)]).flatmap(
+            lambda sr: st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
+                                 smem_budget=st.just(sr[0]), max_reread_vpt=st.just(sr[1]),
+                                 vpt_step=st.sampled_from([1, 2]), min_blocks=st.just(1))),
         "k06_split_blocks": st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3])),
         "k07_strided_axis": st.builds(StridedConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2])),
     }
@@ -46,9 +49,11 @@ else:
                                             vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
                                             min_threads=st.sampled_from([32, 128]))
     # 16–32 registers of values, the rest in > 48 KiB of shared memory (the opt-in)
-    CONFIGS["k05_split_row"] = st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
-                                         max_vpt=st.sampled_from([16, 32]), smem_budget=st.sampled_from([65536, 98304]),
-                                         vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1))
+    # (2048 bytes, 8 read again): rows of 1031 at 32 threads read one value a thread again
+    CONFIGS["k05_split_row"] = st.sampled_from([(65536, 0), (98304, 0), (2048, 8)]).flatmap(
+        lambda sr: st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                             max_vpt=st.sampled_from([16, 32]), smem_budget=st.just(sr[0]), max_reread_vpt=st.just(sr[1]),
+                             vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1)))
     CONFIGS["k06_split_blocks"] = st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 256, 1024]),
                                             loads=st.sampled_from([1, 4, 8]))
     CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
@@ -243,6 +248,28 @@ def test_split_row_fits_the_row_or_says_why():
     assert_softmax_ok(x, simt_tiles.softmax(x))
 
 
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_k05_reads_again_the_values_it_does_not_keep(dtype, log):
+    """Rows a little longer than k05 keeps (registers + shared memory): each thread's last values are read again
+    in each phase.  Every length around the kept and the read-again edges; the row's max, a NaN and +inf among
+    the values read again, a row of -inf; a NaN-poisoned out.  One past the most raises, naming what it holds."""
+    cfg = SplitRowConfig(threads=32, vpt=2, reg_vpt=1, max_vpt=1, smem_budget=128, vpt_step=1, min_blocks=1,
+                         max_reread_vpt=2)
+    isz = np.dtype(dtype).itemsize
+    kept = 1 + 128 // (32 * isz)  # a register, and what 128 bytes of shared memory hold: 2 float32, 1 float64
+    for n in (kept * 32 - 1, kept * 32, kept * 32 + 1, (kept + 1) * 32, (kept + 2) * 32 - 1, (kept + 2) * 32):
+        assert cfg.for_problem(4, n, isz).reread_vpt == max(0, cdiv(n, 32) - kept), n
+        x = (np.random.default_rng(n).standard_normal((4, n)) * 10).astype(dtype)
+        x[0, -1] = 1000.0  # the max, in the part read again (n > kept · 32): exp overflows unless it is the shift
+        x[1, -1], x[2, -2], x[3] = np.nan, np.inf, -np.inf
+        out = poisoned((4, n), dtype)
+        (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, variant="k05_split_row", config=cfg)
+        assert_softmax_ok(x, out.copy_to_host(), log)
+    with pytest.raises(ConfigError, match=r"do not fit k05_split_row .*\+ 2 read again\)"):
+        cfg.for_problem(1, (kept + 2) * 32 + 1, isz)
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="the simulator's presets (on the GPU: the RULES below)")
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
@@ -336,12 +363,14 @@ def test_inner_axis_at_the_widest_line_groups(log, inner):
     """k07 with 32 and 16 lines a warp, lines crossing an ``outer`` boundary within a warp (the simulator's
     small shapes otherwise always drop to a 32-byte sector: ``warps_per_sm`` is set so the rule stops at W)."""
     rng = np.random.default_rng(inner)
-    x = (rng.standard_normal((3, 5, inner)) * 3).astype(np.float32)
+    sms = dispatch.sm_count()
+    outer = max(3, cdiv(32 * sms, inner))  # lines enough for W = 32 at one warp a SM (3 in the simulator, 128 / 42 on 132)
+    x = (rng.standard_normal((outer, 5, inner)) * 3).astype(np.float32)
     f = simt_tiles.log_softmax if log else simt_tiles.softmax
-    sms, lines = dispatch.sm_count(), 3 * inner
+    lines = outer * inner
     for threads, want in ((32, 32), (64, 32), (32, 16)):
-        # the fewest warps per SM that keeps W = want: cdiv(lines, want) < wps·sms ≤ cdiv(lines, want / 2)
+        # W = 32 while cdiv(lines, 32) ≥ wps·sms; W = 16 with the fewest warps a SM past that (≤ cdiv(lines, 16))
         wps = 1 if want == 32 else -(-lines // 32) // sms + 1
         cfg = StridedConfig(threads=threads, loads=2, warps_per_sm=wps)
-        assert dispatch.plan((3, 5, inner), np.float32, variant="k07_strided_axis", config=cfg).config.lines == want
+        assert dispatch.plan((outer, 5, inner), np.float32, variant="k07_strided_axis", config=cfg).config.lines == want
         assert_softmax_ok(np.moveaxis(x, 1, -1), np.moveaxis(f(x, axis=1, config=cfg), 1, -1), log)

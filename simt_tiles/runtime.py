@@ -155,8 +155,6 @@ class TileConfig:
     #: hardware limits checked for every config (sm_90; static shared memory)
     MAX_THREADS = 1024
     MAX_STATIC_SMEM = 48 * 1024
-    #: fields that may be 0 (a count of something optional); every other field is a positive int
-    ZERO_FIELDS = frozenset()
 
     def block(self) -> tuple[int, ...]:
         """CUDA block shape (threads) this config launches with."""
@@ -178,10 +176,9 @@ class TileConfig:
         name = type(self).__qualname__
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            low = 0 if f.name in self.ZERO_FIELDS else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(
-                    f"{name}.{f.name} = {value!r}: expected a {'non-negative' if low == 0 else 'positive'} int"
+                    f"{name}.{f.name} = {value!r}: expected a positive int"
                 )
         for field, holds, rule in self.rules():
             if not holds:

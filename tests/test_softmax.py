@@ -19,8 +19,9 @@ from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowCon
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
 from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
+from simt_tiles.kernels.softmax.k08_persistent_rows import Config as PersistentConfig
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
-from simt_tiles.runtime import SIMULATOR, ConfigError, cdiv
+from simt_tiles.runtime import SIMULATOR, cdiv
 
 from .common import DTYPES, configs, edge_sizes, poisoned
 
@@ -33,13 +34,12 @@ if SIMULATOR:
                                       vpt_target=st.sampled_from([1, 2, 4]), max_vpt=st.just(64),
                                       min_threads=st.sampled_from([32, 64])),
         # registers first: 1–2 per thread, so the simulator's short rows reach shared memory
-        # (shared budget, values read again): 128 bytes keep 1 value a thread in shared memory, so rows of 2 × threads
-        # and more read some again
-        "k05_split_row": st.sampled_from([(4096, 0), (8192, 0), (4096, 2), (128, 3)]).flatmap(
-            lambda sr: st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
-                                 smem_budget=st.just(sr[0]), max_reread_vpt=st.just(sr[1]),
-                                 vpt_step=st.sampled_from([1, 2]), min_blocks=st.just(1))),
+        "k05_split_row": st.builds(SplitRowConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
+                                   smem_budget=st.sampled_from([4096, 8192]), vpt_step=st.sampled_from([1, 2]),
+                                   min_blocks=st.just(1)),
         "k06_split_blocks": st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3])),
+        "k08_persistent_rows": st.builds(PersistentConfig, threads=st.sampled_from([32, 64]), max_vpt=st.sampled_from([1, 2]),
+                                         smem_budget=st.sampled_from([4096, 8192]), vpt_step=st.sampled_from([1, 2])),
         "k07_strided_axis": st.builds(StridedConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2])),
     }
 else:
@@ -49,11 +49,12 @@ else:
                                             vpt_target=st.sampled_from([1, 4, 8, 16]), max_vpt=st.just(64),
                                             min_threads=st.sampled_from([32, 128]))
     # 16–32 registers of values, the rest in > 48 KiB of shared memory (the opt-in)
-    # (2048 bytes, 8 read again): rows of 1031 at 32 threads read one value a thread again
-    CONFIGS["k05_split_row"] = st.sampled_from([(65536, 0), (98304, 0), (2048, 8)]).flatmap(
-        lambda sr: st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
-                             max_vpt=st.sampled_from([16, 32]), smem_budget=st.just(sr[0]), max_reread_vpt=st.just(sr[1]),
-                             vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1)))
+    CONFIGS["k05_split_row"] = st.builds(SplitRowConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                         max_vpt=st.sampled_from([16, 32]), smem_budget=st.sampled_from([65536, 98304]),
+                                         vpt_step=st.sampled_from([1, 4]), min_blocks=st.just(1))
+    CONFIGS["k08_persistent_rows"] = st.builds(PersistentConfig, threads=st.sampled_from([32, 128, 256, 1024]),
+                                               max_vpt=st.sampled_from([16, 20]), smem_budget=st.sampled_from([65536, 98304]),
+                                               vpt_step=st.sampled_from([1, 4]))
     CONFIGS["k06_split_blocks"] = st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 256, 1024]),
                                             loads=st.sampled_from([1, 4, 8]))
     CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
@@ -248,45 +249,45 @@ def test_split_row_fits_the_row_or_says_why():
     assert_softmax_ok(x, simt_tiles.softmax(x))
 
 
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_k05_reads_again_the_values_it_does_not_keep(dtype, log):
-    """Rows a little longer than k05 keeps (registers + shared memory): each thread's last values are read again
-    in each phase.  Every length around the kept and the read-again edges; the row's max, a NaN and +inf among
-    the values read again, a row of -inf; a NaN-poisoned out.  One past the most raises, naming what it holds."""
-    cfg = SplitRowConfig(threads=32, vpt=2, reg_vpt=1, max_vpt=1, smem_budget=128, vpt_step=1, min_blocks=1,
-                         max_reread_vpt=2)
-    isz = np.dtype(dtype).itemsize
-    kept = 1 + 128 // (32 * isz)  # a register, and what 128 bytes of shared memory hold: 2 float32, 1 float64
-    for n in (kept * 32 - 1, kept * 32, kept * 32 + 1, (kept + 1) * 32, (kept + 2) * 32 - 1, (kept + 2) * 32):
-        assert cfg.for_problem(4, n, isz).reread_vpt == max(0, cdiv(n, 32) - kept), n
-        x = (np.random.default_rng(n).standard_normal((4, n)) * 10).astype(dtype)
-        x[0, -1] = 1000.0  # the max, in the part read again (n > kept · 32): exp overflows unless it is the shift
-        x[1, -1], x[2, -2], x[3] = np.nan, np.inf, -np.inf
-        out = poisoned((4, n), dtype)
-        (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, variant="k05_split_row", config=cfg)
-        assert_softmax_ok(x, out.copy_to_host(), log)
-    with pytest.raises(ConfigError, match=r"do not fit k05_split_row .*\+ 2 read again\)"):
-        cfg.for_problem(1, (kept + 2) * 32 + 1, isz)
-
-
 @pytest.mark.skipif(not SIMULATOR, reason="the simulator's presets (on the GPU: the RULES below)")
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
-    """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k05's
-    one-block-per-SM twin (64 × (8 + 32) values): chosen by variant=None, right, NaN-poisoned output; and
-    when a twin config object is given."""
-    rows, n = 4, 2000  # (4 rows fill the simulator's 2 SMs)
+def test_rows_past_two_blocks_per_sm_take_k08(log):
+    """Rows the two-blocks-per-SM k05 does not hold (here 2000 > the sim preset's 64 × 20) run k08 (64 × (8 + 32)
+    values, one block per SM walking 3 rows each on the simulator's 2 SMs): chosen by variant=None, right,
+    NaN-poisoned output; and when a k08 config object is given."""
+    rows, n = 6, 2000
     p = dispatch.plan((rows, n, 1), np.float32, log=log)
-    assert (p.rung.name, p.config.min_blocks, p.config.smem_vpt > 0) == ("k05_split_row", 1, True), p
-    twin = RUNGS["k05_split_row"].presets["sim_one_per_sm"]
-    assert twin.threads * (twin.max_vpt + 4 * twin.max_vpt) >= n > 64 * 20
-    assert dispatch.plan((rows, n, 1), np.float32, log=log, config=twin).config.min_blocks == 1
+    assert (p.rung.name, p.config.smem_vpt > 0, p.launches[0].grid) == ("k08_persistent_rows", True, (2,)), p
+    k08 = RUNGS["k08_persistent_rows"].presets["sim"]
+    assert k08.threads * (k08.max_vpt + 4 * k08.max_vpt) >= n > 64 * 20
+    assert dispatch.plan((rows, n, 1), np.float32, log=log, config=k08).rung.name == "k08_persistent_rows"
     x = np.random.default_rng(11).standard_normal((rows, n)).astype(np.float32) * 8
-    for kw in ({}, {"config": twin}):
+    x[4, -1] = 200.0  # the max at a row's last value, on a block's second turn
+    for kw in ({}, {"config": k08}):
         out = cuda.to_device(np.full((rows, n), np.nan, np.float32))
         (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, **kw)
         assert_softmax_ok(x, out.copy_to_host(), log=log)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_k08_blocks_walk_their_rows(dtype, log):
+    """More rows than SMs (2 · SMs + 3: some blocks take a third turn): each block's next row is loaded under its
+    stores and copied into shared memory under its reads.  Lengths around the register part and the shared part's
+    edges; the max at a row's last value, NaN, +inf and a row of −inf on later turns; a NaN-poisoned out."""
+    cfg = PersistentConfig(threads=64, vpt=4, reg_vpt=2, max_vpt=2, smem_budget=8192, vpt_step=1)
+    sms = dispatch.sm_count()
+    rows = 2 * sms + 3
+    regs = max(1, cfg.max_vpt * 4 // np.dtype(dtype).itemsize)  # values a thread holds in registers: 2 float32, 1 float64
+    for n in (1, 64 * regs - 1, 64 * regs + 1, 64 * 5 * regs):
+        p = dispatch.plan((rows, n, 1), dtype, log=log, variant="k08_persistent_rows", config=cfg)
+        assert p.launches[0].grid == (sms,) and (p.config.smem_vpt > 0) == (n > 64 * regs), p
+        x = (np.random.default_rng(n).standard_normal((rows, n)) * 8).astype(dtype)
+        x[sms + 1, -1] = 300.0
+        x[rows - 1, 0], x[rows - 2, n // 2], x[sms + 2] = np.nan, np.inf, -np.inf
+        out = poisoned((rows, n), dtype)
+        (simt_tiles.log_softmax if log else simt_tiles.softmax)(x, out=out, variant="k08_persistent_rows", config=cfg)
+        assert_softmax_ok(x, out.copy_to_host(), log)
 
 
 def _chosen(rows, n, inner=1, dtype=np.float32, log=False):
@@ -300,10 +301,10 @@ RULES = {
     (16384, 32): ("k04_register_row", 1), (16384, 256): ("k04_register_row", 1),
     (1000, 3000): ("k04_register_row", 1), (200, 16384): ("k04_register_row", 1),
     (16384, 32768): ("k05_split_row", 1), (4096, 32000): ("k05_split_row", 1), (300, 46080): ("k05_split_row", 1),
-    (4096, 50257): ("k05_split_row", 1), (4096, 94208): ("k05_split_row", 1),  # one block per SM (one_per_sm)
+    (4096, 50257): ("k08_persistent_rows", 1), (4096, 94208): ("k08_persistent_rows", 1),  # one block per SM
     (4096, 94209): ("k06_split_blocks", 1), (4096, 151936): ("k06_split_blocks", 1),
     (133, 46081): ("k06_split_blocks", 2), (200, 50257): ("k06_split_blocks", 3),  # waves of 1.01 and 1.5 SMs: split
-    (528, 50257): ("k05_split_row", 1), (500, 50257): ("k05_split_row", 1),  # 4 waves of SMs, full or 95%
+    (528, 50257): ("k08_persistent_rows", 1), (500, 50257): ("k08_persistent_rows", 1),  # 4 turns, full or 95%
     (400, 50257): ("k06_split_blocks", 2),  # 4 waves 76% full: split
     (2, 4194304): ("k06_split_blocks", 256), (1, 2**22): ("k06_split_blocks", 256), (7, 100000): ("k06_split_blocks", 6),
     (100, 20000): ("k05_split_row", 1),  # 6 pieces wanted, but a piece is ≥ 16384 columns: one per row
@@ -364,7 +365,7 @@ def test_inner_axis_at_the_widest_line_groups(log, inner):
     small shapes otherwise always drop to a 32-byte sector: ``warps_per_sm`` is set so the rule stops at W)."""
     rng = np.random.default_rng(inner)
     sms = dispatch.sm_count()
-    outer = max(3, cdiv(32 * sms, inner))  # lines enough for W = 32 at one warp a SM (3 in the simulator, 128 / 42 on 132)
+    outer = max(3, cdiv(32 * sms, inner))  # lines enough for W = 32 at one warp a SM (3 in the simulator, 128 / 43 on 132)
     x = (rng.standard_normal((outer, 5, inner)) * 3).astype(np.float32)
     f = simt_tiles.log_softmax if log else simt_tiles.softmax
     lines = outer * inner

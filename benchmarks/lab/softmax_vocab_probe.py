@@ -1,8 +1,12 @@
 """Softmax over vocabulary-length rows (issue 34: 4096 × 50257 at 73% of copy on k05 one block per SM): k05 with
-two blocks per SM, 112 KiB of shared memory each and the last few values of a thread read again from L2, beside
-k05 one per SM, k06 split across blocks, the default and torch.  Outputs checked against torch first; each call
-timed as the zoo times it (an L2 flush before the start event, CUDA events around one call, median of 40), and
-the driver's occupancy of each k05 kernel (blocks per SM) printed beside it.
+two blocks per SM and up to 112 KiB of shared memory each, beside k05 one per SM, k08 (one block per SM walking
+its rows), k06 split across blocks, the default and torch.  Outputs checked against torch first; each call timed as the zoo times it (an L2 flush before
+the start event, CUDA events around one call, median of 40), and the driver's occupancy of each k05 kernel
+(blocks per SM) printed beside it.
+
+Session 29 ran it at commit 10d2a01, whose k05 also read the values past 112 KiB again from L2
+(``results/softmax_vocab_probe_s29_h200.*``): two per SM lost to one per SM at every vocabulary row, so that
+code was reverted (benchmarks/notes/patterns_zoo.md, "Session 29").
 
     python3 benchmarks/lab/softmax_vocab_probe.py [--json PATH]
 """
@@ -21,13 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: (rows, columns, where from)
 SHAPES = [
     (4096, 50257, "GPT-2 vocabulary, 4096 tokens"),
-    (4096, 50304, "nanoGPT's padded GPT-2 vocabulary"),
+    (4096, 50176, "the most two blocks per SM hold (84 + 112 values a thread)"),
+    (2048, 65024, "ChatGLM vocabulary"),
+    (4096, 94208, "the longest row k05 one per SM holds"),
     (600, 50257, "GPT-2, 600 tokens (4.5 waves of one block per SM)"),
-    (400, 50257, "GPT-2, 400 tokens (split today)"),
-    (200, 50257, "GPT-2, 200 tokens (split today)"),
-    (4096, 46592, "between the old two-per-SM edge (46080) and 50176"),
-    (4096, 52736, "the most read again (12 values a thread)"),
-    (133, 46081, "one wave of SMs and one row (split today)"),
+    (4096, 46592, "past the default's two-per-SM edge (46080)"),
+    (133, 46081, "one wave of SMs and one row (split)"),
     (4096, 32000, "Llama-2 vocabulary (control: unchanged)"),
     (16384, 32768, "control: unchanged"),
 ]
@@ -46,9 +49,9 @@ def main() -> int:
     from simt_tiles.kernels.softmax import RUNGS, dispatch
 
     k05 = RUNGS["k05_split_row"]
-    two = k05.presets["default"]
+    old_two = k05.presets["default"]  # 96 KiB
+    two = dataclasses.replace(old_two, smem_budget=112 * 1024)  # two blocks and the driver's 1 KiB each: 226 KiB
     one = k05.presets["one_per_sm"]
-    old_two = dataclasses.replace(two, smem_budget=96 * 1024, max_reread_vpt=0)  # the preset before session 29
     flush = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
     rows_out = []
 
@@ -65,12 +68,13 @@ def main() -> int:
         out = torch.empty_like(x)
         cases = [("default", lambda: simt_tiles.softmax(x, out=out), None),
                  ("torch", lambda: torch.softmax(x, -1), None)]
-        for name, cfg in (("k05 two/SM 112K+reread", two), ("k05 two/SM 96K", old_two), ("k05 one/SM", one)):
+        for name, cfg in (("k05 two/SM 112K", two), ("k05 two/SM 96K", old_two), ("k05 one/SM", one)):
             try:
                 cfg.for_problem(rows, n, 4)
             except Exception:
                 continue
             cases.append((name, (lambda c: lambda: simt_tiles.softmax(x, out=out, variant="k05_split_row", config=c))(cfg), cfg))
+        cases.append(("k08 persistent", lambda: simt_tiles.softmax(x, out=out, variant="k08_persistent_rows"), None))
         cases.append(("k06 split", lambda: simt_tiles.softmax(x, out=out, variant="k06_split_blocks"), None))
         for name, fn, cfg in cases:
             out.fill_(float("nan"))
@@ -83,14 +87,15 @@ def main() -> int:
             extra = ""
             if cfg is not None:
                 f = cfg.for_problem(rows, n, 4)
-                extra = f"regs {f.reg_vpt} smem {f.smem_vpt} reread {f.reread_vpt} blocks/SM {occupancy(cfg, n)}"
+                extra = f"regs {f.reg_vpt} smem {f.smem_vpt} blocks/SM {occupancy(cfg, n)}"
             print(f"{rows}x{n:<8} {name:<24} {ms * 1e3:9.2f} us {gbs:7.0f} GB/s {'ok' if ok else 'WRONG'} {extra}",
                   flush=True)
             rows_out.append({"rows": rows, "n": n, "where": where, "variant": name, "ms": ms, "GBps": gbs, "ok": ok,
                              "config": extra})
         if (rows, n) == (4096, 50257):  # log_softmax on the two k05 layouts
-            for name, cfg in (("log k05 two/SM 112K+reread", two), ("log k05 one/SM", one)):
-                fn = (lambda c: lambda: simt_tiles.log_softmax(x, out=out, variant="k05_split_row", config=c))(cfg)
+            for name, v, cfg in (("log k05 two/SM 112K", "k05_split_row", two), ("log k05 one/SM", "k05_split_row", one),
+                                 ("log k08 persistent", "k08_persistent_rows", None)):
+                fn = (lambda v, c: lambda: simt_tiles.log_softmax(x, out=out, variant=v, config=c))(v, cfg)
                 fn()
                 ok = bool(torch.allclose(out, torch.log_softmax(x, -1), rtol=1e-5, atol=1e-4))
                 ms = timed(fn, lambda: flush.zero_(), reps=40)

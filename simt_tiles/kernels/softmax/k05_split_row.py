@@ -31,8 +31,8 @@ What changed versus k04
     up to a multiple of ``vpt_step``, so nearby lengths share a kernel)
     between shared memory (at most ``smem_budget`` bytes) and registers (at
     most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
-    rows raise ConfigError, and ``variant=None`` tries the ``one_per_sm``
-    preset (one block per SM, 200 KiB: rows to 94208), then k06.
+    rows raise ConfigError, and ``variant=None`` tries k08 (one block per
+    SM, 200 KiB: rows to 94208, the ``one_per_sm`` preset's fit), then k06.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
@@ -50,11 +50,6 @@ from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
 from ._common import WarpRowConfig, make_plain_log, make_row_reductions, signature
 
 
-#: registers a thread gives up when some of its values are read again (ptxas, 256 threads × 2 blocks: 84 in
-#: registers + 112 shared + 1 read again spills, 82 + 112 + 12 does not, 82 + 112 + 16 does)
-REREAD_REGS = 2
-
-
 @dataclasses.dataclass(frozen=True)
 class Config(WarpRowConfig):
     """One row per block of ``threads``; ``vpt`` values per thread, the first
@@ -62,15 +57,9 @@ class Config(WarpRowConfig):
     memory (set per call by :meth:`for_problem`; the presets' values are what
     the compile gate builds)."""
 
-    ZERO_FIELDS = frozenset({"reread_vpt", "max_reread_vpt"})
-
     threads: int = 256
     vpt: int = 4
     reg_vpt: int = 4
-    #: values per thread past the ``vpt`` kept: read again from L2 in each phase (set by :meth:`for_problem`)
-    reread_vpt: int = 0
-    #: the most ``reread_vpt`` :meth:`for_problem` may give a row that the kept values do not hold
-    max_reread_vpt: int = 0
     #: most 32-bit registers of row values per thread (a float64 value takes two)
     max_vpt: int = 96
     #: registers per thread the kernel needs besides the float32 row values (ptxas: 256 threads
@@ -100,38 +89,29 @@ class Config(WarpRowConfig):
         yield ("reg_vpt", self.reg_vpt <= self.vpt <= 5 * self.reg_vpt,
                "reg_vpt <= vpt <= 5·reg_vpt (the rest in shared memory, loaded in ≤ 4 chunks of reg_vpt)")
         yield ("vpt_step", self.vpt_step >= 1, "vpt_step >= 1")
-        yield ("reread_vpt", 0 <= self.reread_vpt <= max(self.max_reread_vpt, 0), "0 <= reread_vpt <= max_reread_vpt")
         yield ("smem_budget", self.smem_budget <= MAX_DYNAMIC_SMEM,
                f"smem_budget <= {MAX_DYNAMIC_SMEM} (dynamic shared memory per block)")
 
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
-        """This config with ``reg_vpt``/``smem_vpt`` (and ``reread_vpt``) fitted to rows of ``cols`` values.
+        """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
 
-        ConfigError (naming ``x``) when the row does not fit them."""
+        ConfigError (naming ``x``) when the row does not fit both."""
         smem_cap = self.smem_budget // (self.threads * itemsize)
         # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
-        # the rest of the kernel's (reg_overhead; float64's exp needs 12 more; values read again REREAD_REGS)
+        # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
         spare = 65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (itemsize // 8)
+        reg_cap = min(self.max_vpt, spare) * 4 // itemsize
         exact = cdiv(cols, self.threads)
-
-        def split(per_thread, regs):  # (values in registers, values kept: registers, then shared memory)
-            reg_vpt = max(1, min(min(self.max_vpt, regs) * 4 // itemsize, per_thread))
-            return reg_vpt, reg_vpt + min(per_thread - reg_vpt, smem_cap, 4 * reg_vpt)
-
         # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
-        # the exact count fits; registers first, shared memory takes the rest, and what remains (up to
-        # max_reread_vpt) is read again in each phase
+        # the exact count fits; registers first, shared memory takes the rest
         for per_thread in (self.vpt_step * cdiv(exact, self.vpt_step), exact):
-            reg_vpt, kept = split(per_thread, spare)
-            if kept < per_thread and self.max_reread_vpt:
-                reg_vpt, kept = split(per_thread, spare - REREAD_REGS)
-            if per_thread - kept <= self.max_reread_vpt:
-                return dataclasses.replace(self, vpt=max(kept, 1), reg_vpt=reg_vpt, reread_vpt=per_thread - kept)
-        reg_cap, most = split(1 << 20, spare - (REREAD_REGS if self.max_reread_vpt else 0))
+            reg_vpt = max(1, min(reg_cap, per_thread))
+            if per_thread - reg_vpt <= min(smem_cap, 4 * reg_vpt):
+                return dataclasses.replace(self, vpt=max(per_thread, 1), reg_vpt=reg_vpt)
         raise ConfigError(
             f"x: rows of {cols} values of {itemsize} bytes do not fit k05_split_row "
-            f"(threads {self.threads} × ({reg_cap} in registers + {most - reg_cap} in shared "
-            f"memory + {self.max_reread_vpt} read again) = {self.threads * (most + self.max_reread_vpt)}); "
+            f"(threads {self.threads} × ({reg_cap} in registers + {min(smem_cap, 4 * reg_cap)} in shared "
+            f"memory) = {self.threads * (reg_cap + min(smem_cap, 4 * reg_cap))}); "
             f"use variant='k03_online' or variant=None"
         )
 
@@ -140,26 +120,21 @@ PRESETS = {
     # few registers, so the simulator's rows reach shared memory (k04's sim preset takes ≤ 512)
     "sim": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1),
     # 32768 float32 columns: 84 values in registers + 44 in shared memory (44 KiB) per thread;
-    # 93.5% of the copy on the H200 (512 threads × (20 + 44): 81.6%).  Up to 112 KiB of shared memory a
-    # block (two blocks and the driver's 1 KiB each fill an SM's 228 KiB) and 12 values read again: rows to
-    # 52736 (GPT-2's 50257: 82 + 112 + 6).  The gate builds float64's largest fit (23552 columns: 36 + 56);
-    # float32's (50176: 84 + 112, and 52736) is checked by tests/test_compile_gate.py
-    "default": Config(threads=256, vpt=92, reg_vpt=36, smem_budget=112 * 1024, max_reread_vpt=12),
+    # 93.5% of the copy on the H200 (512 threads × (20 + 44): 81.6%).  The gate builds float64's
+    # largest fit (21504 columns: 36 + 48); float32's (46080: 84 + 96) is checked by
+    # tests/test_compile_gate.py
+    "default": Config(threads=256, vpt=84, reg_vpt=36),
     # rows past the default's two blocks per SM, to 94208 float32 columns (512 × (84 + 100)): one block per
     # SM, 200 KiB of shared memory (vocabulary rows: 50257 columns, 84 + 14 values a thread); the gate
-    # builds float64's largest fit (44032: 36 + 50), tests/test_compile_gate.py float32's.  "sim_one_per_sm":
-    # the simulator's twin, so tests take this path
+    # builds float64's largest fit (44032: 36 + 50), tests/test_compile_gate.py float32's.  k08 runs these
+    # rows by default (the same fit, its block walking rows); this is the bridge to it
     "one_per_sm": Config(threads=512, vpt=86, reg_vpt=36, smem_budget=200 * 1024, min_blocks=1),
-    "sim_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1),
 }
-#: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
-ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm"}
 
 
 def make_kernel(config: Config, dtype, log: bool = False):
     """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
-    T, VR, VS, VG = config.threads, config.reg_vpt, config.smem_vpt, config.reread_vpt
-    VK = VS + VR  # values a thread keeps; its values VK … VK + VG − 1 are read again in each phase
+    T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
     LOG = log
     NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
     NW = T // 32
@@ -225,11 +200,6 @@ def make_kernel(config: Config, dtype, log: bool = False):
             m = mx(m, vals[i])
         for j in range(ns):
             m = mx(m, spill[su + j * uint32(T)])
-        # the values past the kept ones, value i = VK + g: read from DRAM now, from L2 in the next two phases
-        # (constant subscripts, as the register part's, so nothing stays live between phases)
-        for g in range(VG):
-            if uint32((VK + g) * T) < lim:
-                m = mx(m, x[ru, tu + uint64((VK + g) * T)])
         m = row_max(m, red_m, wid, lane, 0)
 
         sh = shift_of(m) if LOG else m  # (log_softmax: the largest float for a row whose max is not finite)
@@ -244,13 +214,9 @@ def make_kernel(config: Config, dtype, log: bool = False):
             if not LOG:
                 spill[su + j * uint32(T)] = e
             s += e
-        for g in range(VG):
-            if uint32((VK + g) * T) < lim:
-                s += math.exp(x[ru, tu + uint64((VK + g) * T)] - sh)
         s = row_sum(s, red_s, wid, lane, 0)
 
         # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
-        shift = sh  # the reread values' (their exp is not kept)
         if LOG:
             a, ls = DT(1), log_sum(m, s)
         else:
@@ -261,10 +227,6 @@ def make_kernel(config: Config, dtype, log: bool = False):
                 out[ru, tu + uint64(i * T)] = (vals[k] - sh) * a - ls
         for j in range(ns):
             out[ru, tu + uint64(j) * uint64(T)] = (spill[su + j * uint32(T)] - sh) * a - ls
-        for g in range(VG):
-            if uint32((VK + g) * T) < lim:
-                v = x[ru, tu + uint64((VK + g) * T)] - shift
-                out[ru, tu + uint64((VK + g) * T)] = (v if LOG else math.exp(v)) * a - ls
 
     return softmax_k05_split_row
 

@@ -27,7 +27,6 @@ float32: one 128-bit access; float64 (4 × 8 bytes): LLVM splits it into two
 Asynchronous copies (sm_80+: ``cp.async``, SASS ``LDGSTS``)::
 
     copy4_async(dst, j, src, i)   # dst[j:j+4] = src[i:i+4], dst in shared memory
-    copy1_async(dst, j, src, i)   # dst[j] = src[i]: one 4- or 8-byte element, any alignment of its own size
     commit_copies()               # close the group of this thread's copies issued so far
     wait_copies()                 # wait until all of this thread's committed groups have landed
 
@@ -45,7 +44,7 @@ from __future__ import annotations
 
 from .runtime import SIMULATOR
 
-__all__ = ["load4", "store4", "copy4_async", "copy1_async", "commit_copies", "wait_copies", "VECTOR_BYTES", "aligned"]
+__all__ = ["load4", "store4", "copy4_async", "commit_copies", "wait_copies", "VECTOR_BYTES", "aligned"]
 
 #: the alignment ``load4`` / ``store4`` require of their first element's address
 VECTOR_BYTES = 16
@@ -96,15 +95,6 @@ if SIMULATOR:
         if getattr(src, "_ary", src).dtype.itemsize != 4:
             raise TypeError("copy4_async: 4-byte elements only (16 bytes per copy)")
         store4(dst, j, *load4(src, i))
-
-    def copy1_async(dst, j, src, i):
-        d, s_ = getattr(dst, "_ary", dst), getattr(src, "_ary", src)
-        if s_.dtype.itemsize not in (4, 8) or d.dtype != s_.dtype:
-            raise TypeError("copy1_async: one 4- or 8-byte element of the same dtype each side")
-        d, s_, j, i = d.reshape(-1), s_.reshape(-1), int(j), int(i)
-        if not (0 <= j < d.shape[0] and 0 <= i < s_.shape[0]):
-            raise ValueError(f"copy1_async: element {j} of {d.shape[0]} ← element {i} of {s_.shape[0]}: out of bounds")
-        d[j] = s_[i]
 
     def commit_copies():
         pass
@@ -180,29 +170,6 @@ else:
                 fnty,
                 "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, $0; cvt.u32.u64 s, a; "
                 "cp.async.cg.shared.global [s], [$1], 16; }",
-                "l,l,~{memory}", side_effect=True)
-            builder.call(asm, [builder.ptrtoint(dptr, i64), builder.ptrtoint(sptr, i64)])
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    @intrinsic
-    def copy1_async(typingctx, dst, j, src, i):
-        if not (_check_types(dst, j) and _check_types(src, i) and dst.dtype == src.dtype
-                and dst.dtype.bitwidth in (32, 64)):
-            return None
-        sig = types.void(dst, j, src, i)
-        size = dst.dtype.bitwidth // 8
-
-        def codegen(context, builder, sig, args):
-            dptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
-            sptr = _element_pointer(context, builder, sig.args[2], args[2], sig.args[3], args[3])
-            i64 = ir.IntType(64)
-            fnty = ir.FunctionType(ir.VoidType(), [i64, i64])
-            asm = ir.InlineAsm(  # 4 and 8 bytes: .ca (through L1) is the only form; 16 may take .cg
-                fnty,
-                "{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, $0; cvt.u32.u64 s, a; "
-                f"cp.async.ca.shared.global [s], [$1], {size}; }}",
                 "l,l,~{memory}", side_effect=True)
             builder.call(asm, [builder.ptrtoint(dptr, i64), builder.ptrtoint(sptr, i64)])
             return context.get_dummy_value()

@@ -1,12 +1,12 @@
 """Softmax over vocabulary-length rows (issue 34: 4096 × 50257 at 73% of copy on k05 one block per SM): k05 with
-two blocks per SM and up to 112 KiB of shared memory each, beside k05 one per SM, k08 (one block per SM walking
-its rows), k06 split across blocks, the default and torch.  Outputs checked against torch first; each call timed as the zoo times it (an L2 flush before
+two blocks per SM and up to 112 KiB of shared memory each, beside k05 one per SM, k06 split across blocks, the
+default and torch.  Outputs checked against torch first; each call timed as the zoo times it (an L2 flush before
 the start event, CUDA events around one call, median of 40), and the driver's occupancy of each k05 kernel
 (blocks per SM) printed beside it.
 
-Session 29 ran it at commit 10d2a01, whose k05 also read the values past 112 KiB again from L2
-(``results/softmax_vocab_probe_s29_h200.*``): two per SM lost to one per SM at every vocabulary row, so that
-code was reverted (benchmarks/notes/patterns_zoo.md, "Session 29").
+Session 29 ran it at commits 10d2a01 (k05 also reading the values past 112 KiB again from L2) and 47af8a1 (a k08
+rung: one block per SM walking its rows): both lost to k05 one per SM at every vocabulary row and were reverted
+(``results/softmax_vocab_probe_s29*_h200.*``; benchmarks/notes/patterns_zoo.md, "Session 29").
 
     python3 benchmarks/lab/softmax_vocab_probe.py [--json PATH]
 """
@@ -74,7 +74,6 @@ def main() -> int:
             except Exception:
                 continue
             cases.append((name, (lambda c: lambda: simt_tiles.softmax(x, out=out, variant="k05_split_row", config=c))(cfg), cfg))
-        cases.append(("k08 persistent", lambda: simt_tiles.softmax(x, out=out, variant="k08_persistent_rows"), None))
         cases.append(("k06 split", lambda: simt_tiles.softmax(x, out=out, variant="k06_split_blocks"), None))
         for name, fn, cfg in cases:
             out.fill_(float("nan"))
@@ -92,9 +91,8 @@ def main() -> int:
                   flush=True)
             rows_out.append({"rows": rows, "n": n, "where": where, "variant": name, "ms": ms, "GBps": gbs, "ok": ok,
                              "config": extra})
-        if (rows, n) == (4096, 50257):  # log_softmax on the two k05 layouts
-            for name, v, cfg in (("log k05 two/SM 112K", "k05_split_row", two), ("log k05 one/SM", "k05_split_row", one),
-                                 ("log k08 persistent", "k08_persistent_rows", None)):
+        if (rows, n) == (4096, 50257):  # log_softmax: the default and k05 one per SM (two per SM does not hold it)
+            for name, v, cfg in (("log default", None, None), ("log k05 one/SM", "k05_split_row", one)):
                 fn = (lambda v, c: lambda: simt_tiles.log_softmax(x, out=out, variant=v, config=c))(v, cfg)
                 fn()
                 ok = bool(torch.allclose(out, torch.log_softmax(x, -1), rtol=1e-5, atol=1e-4))

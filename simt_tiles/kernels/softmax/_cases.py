@@ -37,9 +37,6 @@ SOFTMAX_HAZARDS = {
     "k06_split_blocks": ("Blocks cannot wait for each other: a row split across blocks needs a second pass over "
                          "the per-piece (max, sum) partials, combined in a fixed order so the result is "
                          "deterministic."),
-    "k08_persistent_rows": ("A persistent block walks rows with a grid-stride loop: every thread must take the same "
-                            "number of rows (the barriers), and a row's shared values may be overwritten by the next "
-                            "row's cp.async only after the thread has read them."),
     "k07_strided_axis": ("Reading an inner axis in place: a warp's lanes must take neighbouring *outer* "
                          "elements (stride 1) and walk the axis, or every load is a separate sector."),
 }

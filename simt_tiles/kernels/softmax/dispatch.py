@@ -14,9 +14,8 @@ The rules (``variant=None``), in order:
    (``min_piece`` = 4 block steps of k06: 16384 columns at the default) is ≥ 2 and either the
    rows are fewer than the SMs or no per-row rung holds the row;
 3. else the first of **k04** (registers), **k05** (registers + shared memory, two blocks per SM),
-   **k08** (one block per SM walking its rows, the next row's loads under this row's stores: rows to 94208
-   float32 values, vocabularies; when the rows fill its turns of SMs to ``MIN_WAVE_FILL``) whose config
-   fits the row;
+   **k05 one block per SM** (its ``one_per_sm`` preset: rows to 94208 float32 values, vocabularies;
+   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row;
 4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
@@ -33,21 +32,20 @@ import numpy as np
 from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
-from . import k07_strided_axis, k08_persistent_rows
+from . import k07_strided_axis
 
 RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
-                        k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG, k08_persistent_rows.RUNG)
+                        k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG)
 }
-#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row)
-ROW_VARIANTS = ("k04_register_row", "k05_split_row", "k08_persistent_rows")
-#: of those, the ones with one block per SM: only where the rows fill their waves of SMs to ``MIN_WAVE_FILL``
-ONE_PER_SM = ("k08_persistent_rows",)
+#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row), each with a
+#: map from the preset named (config None or a name) to the one it runs: k05 again with one block per SM
+ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that compute log_softmax too
-LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_persistent_rows")
+LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
-#: a one-block-per-SM rung only when the rows fill its last wave of SMs this much
+#: k05 with one block per SM only when the rows fill its last wave of SMs this much
 MIN_WAVE_FILL = 0.8
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
@@ -110,7 +108,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         named = next((n for n, r in RUNGS.items() if type(config) is r.config_type), None)
         if named is None:  # a foreign config: the TypeError naming the expected type
             RUNGS["k04_register_row"].resolve_config(config)
-        if named not in (*ROW_VARIANTS, "k06_split_blocks", "k07_strided_axis"):
+        if named not in (*(n for n, _ in ROW_VARIANTS), "k06_split_blocks", "k07_strided_axis"):
             variant = named  # a lesson rung's config names it; the others go to their rung by the rules
     if variant is not None:
         if not isinstance(variant, str) or variant not in RUNGS:
@@ -126,12 +124,14 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
     rows = outer
     fits = None
-    for name in ROW_VARIANTS:
+    for name, twin in ROW_VARIANTS:
         preset = _preset_for(RUNGS[name], config)
-        if isinstance(preset, str) and preset not in RUNGS[name].presets:
-            continue
-        if name in ONE_PER_SM and rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
-            continue  # (one row an SM at a time: 133 rows on 132 SMs would take two turns)
+        if twin is not None:  # a preset's twin: only for a preset named (or None); a config object tries its rung once
+            if preset is not None and not isinstance(preset, str):
+                continue
+            preset = twin.get(preset or ("sim" if SIMULATOR else "default"))
+            if preset is None or rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
+                continue  # (one row an SM: 133 rows on 132 SMs would take two waves)
         try:
             fits = _build(RUNGS[name], preset, shape3, itemsize, log, sms)
             break
@@ -147,11 +147,10 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
 
 
 def _preset_for(rung: Rung, config):
-    """A preset name passes to every rung; a config object only to its own rung's type (k08's Config is
-    k05's with other presets: not k05's)."""
+    """A preset name passes to every rung; a config object only to its own rung's type."""
     if config is None or isinstance(config, str):
         return config
-    return config if type(config) is rung.config_type else None
+    return config if isinstance(config, rung.config_type) else None
 
 
 def _pieces(cfg, rows: int, n: int, sms: int) -> int:
@@ -179,8 +178,5 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         return Plan(rung, cfg, (rows, n), launches, pieces)
     if hasattr(cfg, "for_problem"):
         cfg = cfg.for_problem(rows, n, itemsize)
-    if rung is k08_persistent_rows.RUNG:  # one block per SM
-        grid, block = rung.geometry(cfg, rows, n, sms)
-        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),))
     grid, block = rung.geometry(cfg, rows, n)
     return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),))

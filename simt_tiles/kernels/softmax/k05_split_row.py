@@ -31,8 +31,8 @@ What changed versus k04
     up to a multiple of ``vpt_step``, so nearby lengths share a kernel)
     between shared memory (at most ``smem_budget`` bytes) and registers (at
     most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
-    rows raise ConfigError, and ``variant=None`` tries k08 (one block per
-    SM, 200 KiB: rows to 94208, the ``one_per_sm`` preset's fit), then k06.
+    rows raise ConfigError, and ``variant=None`` tries the ``one_per_sm``
+    preset (one block per SM, 200 KiB: rows to 94208), then k06.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
@@ -126,10 +126,13 @@ PRESETS = {
     "default": Config(threads=256, vpt=84, reg_vpt=36),
     # rows past the default's two blocks per SM, to 94208 float32 columns (512 × (84 + 100)): one block per
     # SM, 200 KiB of shared memory (vocabulary rows: 50257 columns, 84 + 14 values a thread); the gate
-    # builds float64's largest fit (44032: 36 + 50), tests/test_compile_gate.py float32's.  k08 runs these
-    # rows by default (the same fit, its block walking rows); this is the bridge to it
+    # builds float64's largest fit (44032: 36 + 50), tests/test_compile_gate.py float32's.  "sim_one_per_sm":
+    # the simulator's twin, so tests take this path
     "one_per_sm": Config(threads=512, vpt=86, reg_vpt=36, smem_budget=200 * 1024, min_blocks=1),
+    "sim_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1),
 }
+#: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
+ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm"}
 
 
 def make_kernel(config: Config, dtype, log: bool = False):

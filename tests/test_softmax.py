@@ -269,31 +269,49 @@ def test_rows_past_two_blocks_per_sm_take_k05_one_per_sm(log):
         assert_softmax_ok(x, out.copy_to_host(), log=log)
 
 
-def _chosen(rows, n, inner=1, dtype=np.float32, log=False):
-    p = dispatch.plan((rows, n, inner), dtype, log=log, config="default", sms=132)
-    return p.rung.name, p.pieces
+def _chosen(rows, n, inner=1, dtype=np.float32, log=False, sms=132):
+    """(rung, pieces, k05's blocks per SM or None) with the default presets on ``sms`` SMs."""
+    p = dispatch.plan((rows, n, inner), dtype, log=log, config="default", sms=sms)
+    return p.rung.name, p.pieces, (p.config.min_blocks if p.rung.name == "k05_split_row" else None)
 
 
-#: (rows, columns) → (rung, pieces) with the H200's 132 SMs and the default presets: the measured
-#: zoo problems (benchmarks/notes/patterns_zoo.md) and shapes between them
+K04, ONE, TWO = ("k04_register_row", 1, None), ("k05_split_row", 1, 1), ("k05_split_row", 1, 2)
+
+
+def K06(pieces):
+    return "k06_split_blocks", pieces, None
+
+
+#: (rows, columns) → (rung, pieces, blocks per SM) with the H200's 132 SMs and the default presets: the
+#: measured problems (benchmarks/notes/patterns_zoo.md, softmax_few_rows_probe) and shapes between them
 RULES = {
-    (16384, 32): ("k04_register_row", 1), (16384, 256): ("k04_register_row", 1),
-    (1000, 3000): ("k04_register_row", 1), (200, 16384): ("k04_register_row", 1),
-    (16384, 32768): ("k05_split_row", 1), (4096, 32000): ("k05_split_row", 1), (300, 46080): ("k05_split_row", 1),
-    (4096, 50257): ("k05_split_row", 1), (4096, 94208): ("k05_split_row", 1),  # one block per SM (one_per_sm)
-    (4096, 94209): ("k06_split_blocks", 1), (4096, 151936): ("k06_split_blocks", 1),
-    (133, 46081): ("k06_split_blocks", 2), (200, 50257): ("k06_split_blocks", 3),  # waves of 1.01 and 1.5 SMs: split
-    (528, 50257): ("k05_split_row", 1), (500, 50257): ("k05_split_row", 1),  # 4 waves of SMs, full or 95%
-    (400, 50257): ("k06_split_blocks", 2),  # 4 waves 76% full: split
-    (2, 4194304): ("k06_split_blocks", 256), (1, 2**22): ("k06_split_blocks", 256), (7, 100000): ("k06_split_blocks", 6),
-    (100, 20000): ("k05_split_row", 1),  # 6 pieces wanted, but a piece is ≥ 16384 columns: one per row
-    (131, 40000): ("k06_split_blocks", 2), (1, 100): ("k04_register_row", 1), (64, 16384): ("k04_register_row", 1),
+    (16384, 32): K04, (16384, 256): K04, (1000, 3000): K04, (200, 16384): K04, (1, 100): K04, (64, 16384): K04,
+    (16384, 32768): TWO, (4096, 32000): TWO, (100, 20000): TWO, (264, 20000): TWO,  # many rows, or under 128 KiB
+    (100, 32767): TWO, (100, 32768): ONE, (792, 32768): ONE, (793, 32768): TWO, (1056, 46080): TWO,  # ≤ 6 rows a SM
+    (300, 46080): ONE, (1, 32768): ONE, (131, 40000): ONE,  # one per SM, not two; not split
+    (4096, 50257): ONE, (4096, 94208): ONE, (133, 46081): ONE, (200, 50257): ONE, (400, 50257): ONE,
+    (500, 50257): ONE, (528, 50257): ONE, (34, 77824): ONE, (33, 73728): ONE, (50, 90112): ONE,
+    (33, 77824): K06(4), (1, 73729): K06(4), (24, 90112): K06(5), (1, 94208): K06(5),  # few rows past 288 KiB: split
+    (4096, 94209): K06(1), (4096, 151936): K06(1),  # no per-row rung holds the row: fused
+    (2, 4194304): K06(256), (1, 2**22): K06(256), (7, 100000): K06(6),
 }
 
 
 @pytest.mark.parametrize("shape", list(RULES), ids=str)
 def test_dispatch_rules_between_measured_points(shape):
     assert _chosen(*shape) == RULES[shape]
+
+
+def test_k05_and_split_edges_follow_the_sm_count():
+    """The edges are in rows a SM: 6 rows a SM for one block per SM over two, 4·rows ≤ SMs for the split (here
+    on 114 and 2 SMs, where no shape was measured); float64 rows by their bytes (16384 values are 128 KiB)."""
+    for sms in (114, 2):
+        assert _chosen(6 * sms, 32768, sms=sms) == ONE and _chosen(6 * sms + 1, 32768, sms=sms) == TWO
+        if sms // 4:
+            assert _chosen(sms // 4, 80000, sms=sms)[0] == "k06_split_blocks"
+        assert _chosen(sms // 4 + 1, 80000, sms=sms) == ONE
+    assert _chosen(100, 16384, dtype=np.float64) == ONE and _chosen(100, 16383, dtype=np.float64)[2] != 1
+    assert _chosen(1, 36865, dtype=np.float64)[0] == "k06_split_blocks" and _chosen(1, 36865, dtype=np.float32) == ONE
 
 
 def test_log_softmax_takes_the_rungs_softmax_takes():
@@ -314,7 +332,7 @@ def test_dispatch_plans_are_valid_everywhere():
                 if p.rung.name == "k06_split_blocks":
                     assert piece_columns(p.config, n, p.pieces) * p.pieces >= n and p.pieces <= max(1, n // 4096)
                     assert (p.pieces > 1) == (len(p.launches) == 2)
-    assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1)
+    assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1, None)
 
 
 def test_inner_axis_lines_fill_the_sms_down_to_a_sector():

@@ -8,7 +8,7 @@ sweeps the row count from 1 to past 4 waves at the row lengths the rules treat d
 Each call timed as the zoo times it: an L2 flush before the start event, CUDA events around one call, the median
 of 40; outputs checked against torch first.  Wall time per call in a queued loop beside it (``loop us``).
 
-    python3 benchmarks/lab/softmax_few_rows_probe.py [--json PATH]
+    python3 benchmarks/lab/softmax_few_rows_probe.py [--rows 1,4,...] [--columns 32768,...] [--json PATH]
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ COLUMNS = ((32768, "past k06's two-piece edge (2 x 16384), inside k05 two/SM"),
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--rows", help="comma-separated row counts (default: ROWS)")
+    ap.add_argument("--columns", help="comma-separated row lengths (default: COLUMNS)")
     args = ap.parse_args()
+    rows_list = [int(r) for r in args.rows.split(",")] if args.rows else ROWS
+    columns = [(int(c), "swept") for c in args.columns.split(",")] if args.columns else COLUMNS
     import torch
     from small_reduce_probe import timed
 
@@ -44,8 +48,8 @@ def main() -> int:
     flush_buf = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
     flush = lambda: flush_buf.zero_()  # noqa: E731
     out_rows = []
-    for n, where in COLUMNS:
-        for rows in ROWS:
+    for n, where in columns:
+        for rows in rows_list:
             x = torch.randn(rows, n, device="cuda") * 4
             ref = torch.softmax(x, -1)
             out = torch.empty_like(x)

@@ -9,14 +9,21 @@ The rules (``variant=None``), in order:
 
 1. ``inner > 1`` (an axis that is not the last): **k07**, lines read in place (fewer lines a warp
    when the lines are too few to give each SM ``warps_per_sm`` warps);
-2. rows (``inner == 1``) are **split across blocks** (k06, two launches) when the per-row
-   rungs would leave the GPU short of blocks: ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)``
-   (``min_piece`` = 4 block steps of k06: 16384 columns at the default) is ≥ 2 and either the
-   rows are fewer than the SMs or no per-row rung holds the row;
-3. else the first of **k04** (registers), **k05** (registers + shared memory, two blocks per SM),
-   **k05 one block per SM** (its ``one_per_sm`` preset: rows to 94208 float32 values, vocabularies;
-   when the rows fill its waves of SMs to ``MIN_WAVE_FILL``) whose config fits the row;
-4. else **k06 fused** (one block per row, the row folded then reread: vocabulary rows).
+2. rows (``inner == 1``): **k04** (registers) when its config holds the row;
+3. else **k05** (registers + shared memory), when one of its presets holds the row: **one block per SM**
+   (its ``one_per_sm`` preset, rows to 94208 float32 values) when two per SM (``default``) does not hold
+   it, or when the row is ≥ ``ONE_PER_SM_FROM_BYTES`` and the rows are at most ``ONE_PER_SM_ROWS_PER_SM``
+   a SM (its 512 threads a row finish few rows sooner; two blocks overlap many); else two per SM.
+   Such a row is **split across blocks** (k06, two launches) only when it is past ``SPLIT_FROM_BYTES``
+   and the rows leave three SMs in four idle (``4·rows ≤ SMs``);
+4. else **k06**, split into ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)`` (``min_piece`` = 4 block
+   steps: 16384 columns at the default) when that is ≥ 2, fused otherwise (one block a row, the row
+   folded then reread: rows past 94208 values).
+
+H200 (``benchmarks/lab/softmax_few_rows_probe.py``, ``results/softmax_few_rows_probe_s30*_h200.*``):
+k05 one per SM beat the split at every row count from 34 to 500 and length from 32768 to 94208
+(133 × 46081: 32.1 µs against 42.8; 400 × 50257: 67.8 against 107.6); the split won only below 34
+rows of ≥ 77824 values (1 × 94208: 20.9 against 30.6; ties at 73728).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
 k01–k03, the lessons, have no log_softmax); a ``config`` the rung cannot fit raises.
@@ -38,15 +45,20 @@ RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
                         k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG)
 }
-#: the per-row rungs ``variant=None`` tries in order (the first whose config fits the row), each with a
-#: map from the preset named (config None or a name) to the one it runs: k05 again with one block per SM
+#: the per-row rungs ``variant=None`` weighs (rules 2-3), each with a map from the preset named (config None
+#: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM
 ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that compute log_softmax too
 LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
-#: k05 with one block per SM only when the rows fill its last wave of SMs this much
-MIN_WAVE_FILL = 0.8
+#: k05 one block per SM rather than two for rows from this long (128 KiB: 32768 float32; H200: 3-9% at
+#: 264-528 rows of 32768-46080, and two per SM 15-35% ahead at 16385-20000)
+ONE_PER_SM_FROM_BYTES = 128 * 1024
+#: … while the rows are at most this many a SM (H200: even at 792 rows, two per SM 0-5% ahead from 1056)
+ONE_PER_SM_ROWS_PER_SM = 6
+#: a row k05 holds is split (k06) only past this long (288 KiB: 73728 float32, a tie; 77824 split 7% ahead)
+SPLIT_FROM_BYTES = 288 * 1024
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
 
@@ -123,27 +135,29 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         k07 = RUNGS["k07_strided_axis"]
         return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
     rows = outer
-    fits = None
-    for name, twin in ROW_VARIANTS:
+    fits = {}  # the plan of each per-row preset that holds the row, in ROW_VARIANTS order
+    for i, (name, twin) in enumerate(ROW_VARIANTS):
         preset = _preset_for(RUNGS[name], config)
         if twin is not None:  # a preset's twin: only for a preset named (or None); a config object tries its rung once
             if preset is not None and not isinstance(preset, str):
                 continue
             preset = twin.get(preset or ("sim" if SIMULATOR else "default"))
-            if preset is None or rows < MIN_WAVE_FILL * cdiv(rows, sms) * sms:
-                continue  # (one row an SM: 133 rows on 132 SMs would take two waves)
+            if preset is None:
+                continue
         try:
-            fits = _build(RUNGS[name], preset, shape3, itemsize, log, sms)
-            break
+            fits[i] = _build(RUNGS[name], preset, shape3, itemsize, log, sms)
         except ConfigError:
             continue
+        if i == 0:
+            return fits[0]  # k04: the row in registers
     k06 = RUNGS["k06_split_blocks"]
     pieces = _pieces(k06.resolve_config(_preset_for(k06, config)), rows, n, sms)
-    if pieces > 1 and (fits is None or rows < sms):
-        return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
-    if fits is not None:
-        return fits
-    return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=1)
+    if fits:
+        if pieces > 1 and n * itemsize > SPLIT_FROM_BYTES and 4 * rows <= sms:
+            return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
+        few = n * itemsize >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
+        return fits[2] if 2 in fits and (1 not in fits or few) else fits[1]
+    return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
 
 
 def _preset_for(rung: Rung, config):

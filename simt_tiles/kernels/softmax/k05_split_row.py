@@ -32,7 +32,8 @@ What changed versus k04
     between shared memory (at most ``smem_budget`` bytes) and registers (at
     most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
     rows raise ConfigError, and ``variant=None`` tries the ``one_per_sm``
-    preset (one block per SM, 200 KiB: rows to 94208), then k06.
+    preset (one block per SM, 200 KiB: rows to 94208; also the faster for
+    few rows of ≥ 128 KiB), then k06.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 

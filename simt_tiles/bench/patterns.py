@@ -280,9 +280,11 @@ def measure(h, cp, tile, args) -> None:
 
 ZOO_GROUPS = ("softmax zoo", "log_softmax zoo", "reduce zoo")
 #: (rows, cols) of the softmax zoo, float32, last axis; vocabulary rows at 4096/1024 rows (GPT-2 50257, Llama 32000
-#: and 128256, Qwen 151936; ChatGLM's 65024 at 2048 rows, 600 GPT-2 rows: 4.5 waves of one row per SM)
+#: and 128256, Qwen 151936; ChatGLM's 65024 at 2048 rows, 600 GPT-2 rows: 4.5 waves of one row per SM); sampling
+#: at decode, one row a sequence: GPT-2 at batch 8, Llama-2 at batch 32, Llama-3 at batch 64
 SOFTMAX_ZOO = [(2, 4194304), (4096, 50257), (16384, 256), (2**20, 32), (65536, 128), (16384, 4096), (16384, 32768),
-               (4096, 32000), (1024, 128256), (1024, 151936), (1, 2**22), (1, 1000), (2048, 65024), (600, 50257)]
+               (4096, 32000), (1024, 128256), (1024, 151936), (1, 2**22), (1, 1000), (2048, 65024), (600, 50257),
+               (8, 50257), (32, 32000), (64, 128256)]
 LOG_SOFTMAX_ZOO = [(4096, 50257), (16384, 256), (2, 4194304)]
 #: (shape, axis) with an axis that is not the last
 SOFTMAX_AXIS_ZOO = [((4096, 4096), 0), ((256, 1024, 64), 1)]

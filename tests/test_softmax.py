@@ -287,8 +287,9 @@ def K06(pieces):
 RULES = {
     (16384, 32): K04, (16384, 256): K04, (1000, 3000): K04, (200, 16384): K04, (1, 100): K04, (64, 16384): K04,
     (16384, 32768): TWO, (4096, 32000): TWO, (100, 20000): TWO, (264, 20000): TWO,  # many rows, or under 128 KiB
-    (100, 32767): TWO, (100, 32768): ONE, (792, 32768): ONE, (793, 32768): TWO, (1056, 46080): TWO,  # ≤ 6 rows a SM
+    (133, 32767): TWO, (133, 32768): ONE, (792, 32768): ONE, (793, 32768): TWO, (1056, 46080): TWO,  # ≤ 6 rows a SM
     (300, 46080): ONE, (1, 32768): ONE, (131, 40000): ONE,  # one per SM, not two; not split
+    (32, 32000): ONE, (132, 24576): ONE, (133, 24576): TWO, (1, 24575): TWO, (1, 20000): TWO,  # ≤ 1 a SM from 96 KiB
     (4096, 50257): ONE, (4096, 94208): ONE, (133, 46081): ONE, (200, 50257): ONE, (400, 50257): ONE,
     (500, 50257): ONE, (528, 50257): ONE, (34, 77824): ONE, (33, 73728): ONE, (50, 90112): ONE,
     (33, 77824): K06(4), (1, 73729): K06(4), (24, 90112): K06(5), (1, 94208): K06(5),  # few rows past 288 KiB: split
@@ -310,7 +311,8 @@ def test_k05_and_split_edges_follow_the_sm_count():
         if sms // 4:
             assert _chosen(sms // 4, 80000, sms=sms)[0] == "k06_split_blocks"
         assert _chosen(sms // 4 + 1, 80000, sms=sms) == ONE
-    assert _chosen(100, 16384, dtype=np.float64) == ONE and _chosen(100, 16383, dtype=np.float64)[2] != 1
+        assert _chosen(sms, 24576, sms=sms) == ONE and _chosen(sms + 1, 24576, sms=sms) == TWO
+    assert _chosen(200, 16384, dtype=np.float64) == ONE and _chosen(200, 16383, dtype=np.float64)[2] != 1
     assert _chosen(1, 36865, dtype=np.float64)[0] == "k06_split_blocks" and _chosen(1, 36865, dtype=np.float32) == ONE
 
 

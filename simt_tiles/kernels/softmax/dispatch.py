@@ -13,7 +13,8 @@ The rules (``variant=None``), in order:
 3. else **k05** (registers + shared memory), when one of its presets holds the row: **one block per SM**
    (its ``one_per_sm`` preset, rows to 94208 float32 values) when two per SM (``default``) does not hold
    it, or when the row is ≥ ``ONE_PER_SM_FROM_BYTES`` and the rows are at most ``ONE_PER_SM_ROWS_PER_SM``
-   a SM (its 512 threads a row finish few rows sooner; two blocks overlap many); else two per SM.
+   a SM, or ≥ ``ONE_WAVE_FROM_BYTES`` and at most one a SM (its 512 threads a row finish few rows sooner;
+   two blocks overlap many); else two per SM.
    Such a row is **split across blocks** (k06, two launches) only when it is past ``SPLIT_FROM_BYTES``
    and the rows leave three SMs in four idle (``4·rows ≤ SMs``);
 4. else **k06**, split into ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)`` (``min_piece`` = 4 block
@@ -57,6 +58,9 @@ BLOCKS_PER_SM = 4
 ONE_PER_SM_FROM_BYTES = 128 * 1024
 #: … while the rows are at most this many a SM (H200: even at 792 rows, two per SM 0-5% ahead from 1056)
 ONE_PER_SM_ROWS_PER_SM = 6
+#: … and from this long (96 KiB: 24576 float32) while the rows are at most one a SM (H200, 1-131 rows: 12-19%
+#: at 24576, 17-36% at 32000, 1-4% at 20000)
+ONE_WAVE_FROM_BYTES = 96 * 1024
 #: a row k05 holds is split (k06) only past this long (288 KiB: 73728 float32, a tie; 77824 split 7% ahead)
 SPLIT_FROM_BYTES = 288 * 1024
 #: a piece of a split row is at least this many k06 block steps
@@ -155,7 +159,9 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     if fits:
         if pieces > 1 and n * itemsize > SPLIT_FROM_BYTES and 4 * rows <= sms:
             return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
-        few = n * itemsize >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
+        nb = n * itemsize
+        few = (nb >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
+               or nb >= ONE_WAVE_FROM_BYTES and rows <= sms)
         return fits[2] if 2 in fits and (1 not in fits or few) else fits[1]
     return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
 

@@ -5,6 +5,10 @@ shared part): one block per SM walks rows b, b + G, …; the write loop stores v
 value k of the next row into the same register.  Beside k05 one per SM with the same VR (no shared part
 either), and torch; checked against torch first; each call timed after an L2 flush (median of 40).
 
+Session 29 (``results/softmax_persist_probe_s29_h200.*``): 5-12% over k05 one per SM (4096 × 43008 409 µs
+against 459), not over the default two per SM (395.5); the rung built on it (k08, commit 47af8a1) spilled at
+50257 and was reverted (benchmarks/notes/patterns_zoo.md, "Session 29").
+
     python3 benchmarks/lab/softmax_persist_probe.py [--json PATH]
 """
 

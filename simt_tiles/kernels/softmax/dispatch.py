@@ -157,12 +157,13 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     k06 = RUNGS["k06_split_blocks"]
     pieces = _pieces(k06.resolve_config(_preset_for(k06, config)), rows, n, sms)
     if fits:
-        if pieces > 1 and n * itemsize > SPLIT_FROM_BYTES and 4 * rows <= sms:
-            return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
         nb = n * itemsize
+        if pieces > 1 and nb > SPLIT_FROM_BYTES and 4 * rows <= sms:
+            return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
+        two, one = fits.get(1), fits.get(2)  # k05 two blocks per SM, one per SM
         few = (nb >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
                or nb >= ONE_WAVE_FROM_BYTES and rows <= sms)
-        return fits[2] if 2 in fits and (1 not in fits or few) else fits[1]
+        return one if one is not None and (two is None or few) else two
     return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
 
 

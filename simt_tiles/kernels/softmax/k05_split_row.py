@@ -33,7 +33,7 @@ What changed versus k04
     most ``max_vpt`` 32-bit registers, and what ptxas needs besides); longer
     rows raise ConfigError, and ``variant=None`` tries the ``one_per_sm``
     preset (one block per SM, 200 KiB: rows to 94208; also the faster for
-    few rows of ≥ 128 KiB), then k06.
+    few rows of ≥ 96 KiB: dispatch.py says how few), then k06.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 

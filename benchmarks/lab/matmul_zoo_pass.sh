@@ -9,7 +9,7 @@ export NUMBA_CACHE_DIR=/tmp/zoo-numba-cache SIMT_TILES_CACHE_DIR=/tmp/zoo-genera
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 # the zoo's rows: A first (the issue's classes), B if time is left ('_' is a space in a row name)
 A="decode attention square_4096 dW_K=512 M=512_qkv small"
-B="resnet skinny fat ragged primes square_2048 M=512_up M=4096 backward_dX dW_K=4096"
+B="resnet skinny lora moe fat ragged primes square_2048 M=512_up M=4096 backward_dX dW_K=4096"
 # the zoo's kernels compile (tens of seconds each) beside the tests
 python3 -c "from simt_tiles.bench import matmul_zoo as z
 for i, keys in enumerate((\"$A\", \"$B\")):

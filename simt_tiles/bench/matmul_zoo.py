@@ -46,13 +46,18 @@ ZOO = [
     # attention, 64 = batch × heads, sequence 512, head dim 64
     ("attention q@kT", 512, 512, 64, "nt", 64, "scores: 64 heads × (512×64 @ 64×512), k transposed"),
     ("attention p@v", 512, 64, 512, "nn", 64, "context: 64 heads × (512×512 @ 512×64)"),
+    ("attention p@v hd128", 1024, 128, 1024, "nn", 32, "Llama-2-7B context: 32 heads × (1024×1024 @ 1024×128)"),
     # ResNet-50 convolutions as implicit GEMMs (batch 32, NHWC): M = N·H·W, N = out channels, K = kh·kw·C
     ("resnet conv2_x 3x3", 100352, 64, 576, "nn", 1, "ResNet-50 stage 2, 3×3 64→64 at 56×56"),
+    ("resnet conv2_x 1x1", 100352, 64, 256, "nn", 1, "ResNet-50 stage 2, 1×1 256→64 at 56×56"),
+    ("resnet conv3_x 3x3", 25088, 128, 1152, "nn", 1, "ResNet-50 stage 3, 3×3 128→128 at 28×28"),
     ("resnet conv4_x 3x3", 6272, 256, 2304, "nn", 1, "ResNet-50 stage 4, 3×3 256→256 at 14×14"),
     ("resnet conv4_x 1x1", 6272, 1024, 256, "nn", 1, "ResNet-50 stage 4, 1×1 256→1024 at 14×14"),
     ("resnet fc", 32, 1000, 2048, "nt", 1, "ResNet-50 classifier, batch 32"),
     # skinny, fat, primes and the old list (issue 32's table)
     ("skinny N=64", 4096, 64, 4096, "nn", 1, "issue 32: a skinny product"),
+    ("lora down r=64", 4096, 64, 4096, "nt", 1, "LoRA rank-64 down-projection of a 4096-wide layer, 4096 tokens"),
+    ("moe router", 8192, 64, 2048, "nt", 1, "DeepSeekMoE-16B router: 64 experts, hidden 2048, 8192 tokens"),
     ("skinny M=64", 64, 4096, 4096, "nn", 1, "issue 32: a fat product"),
     ("fat K=64", 4096, 4096, 64, "nn", 1, "issue 32: a rank-64 update"),
     ("ragged 777x5555x333", 777, 5555, 333, "nn", 1, "issue 32: ragged sizes"),

@@ -227,7 +227,8 @@ class SplitRow(NamedTuple):
     partial_cost: float = 0.05  #: a split's partial sums, as a fraction of one wave ("balance")
 
 
-def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial_cost: float = 0.05) -> int:
+def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial_cost: float = 0.05,
+                   most: int = 0) -> int:
     """K's split count s that balances ``blocks`` output tiles over ``sms`` SMs.
 
     A GPU runs ``resident·sms`` blocks at once (one *wave*).  Unsplit, ``blocks`` tiles take
@@ -240,11 +241,11 @@ def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial
     where the second term charges the partial sums (s partial C's written and read back,
     ``c`` = ``partial_cost`` of a wave each).  272 blocks, 264 slots: t(1) = 2,
     t(2) = 3/2 + 0.1, t(3) = 4/3 + 0.15, t(4) = 5/4 + 0.2 = 1.45 → 4.  256 blocks:
-    t(1) = 1 wave, already full → 1.  s runs over 1..:data:`MAX_BALANCE_SPLITS` with at least
-    :data:`MIN_SPLIT_K` K elements per split; ties keep the fewer splits.
+    t(1) = 1 wave, already full → 1.  s runs over 1..``most`` (0: :data:`MAX_BALANCE_SPLITS`) with at
+    least :data:`MIN_SPLIT_K` K elements per split; ties keep the fewer splits.
     """
     slots = max(1, int(resident * sms))
-    most = max(1, min(MAX_BALANCE_SPLITS, k // MIN_SPLIT_K))
+    most = max(1, min(most or MAX_BALANCE_SPLITS, k // MIN_SPLIT_K))
     best, best_t = 1, float("inf")
     for s in range(1, most + 1):
         t = -(-blocks * s // slots) / s + (partial_cost * s if s > 1 else 0.0)
@@ -261,14 +262,20 @@ def sm_count() -> int:
     return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
-#: the narrow class: C at most this many columns (or rows) wide, the other side at least
-#: :data:`NARROW_LONG` long (a skinny layer, a 1×1 conv's 64 channels, a classifier's 32 rows)
+#: the narrow class: C at most this many rows wide (M-narrow: a classifier's 32 rows, a skinny layer),
+#: the other side at least :data:`NARROW_LONG` long
 NARROW = 64
+#: tall products (N-narrow: a ResNet conv as a GEMM, 100352×64×576 or 25088×128×1152; attention's
+#: ``p @ v``) up to this many columns of C, with at least 4·N rows: there A is the big operand
+NARROW_TALL = 256
 NARROW_LONG = 512
 #: most K splits the narrow class takes (each split at least :data:`MIN_SPLIT_K` long)
 MAX_NARROW_SPLITS = 8
-#: the narrow class's tiles: config fields over k12's ``"default"`` preset (128×128) and the blocks of
-#: that tile resident per SM (its ``min_blocks``); 128-long tiles where they alone fill two waves
+#: flops the tiles do in the time the GPU moves a byte (~45 TFLOP/s of FFMA against ~4.3 TB/s on the
+#: H200): what a split's partial sums cost in waves (:func:`narrow_plan`)
+FLOPS_PER_BYTE = 10
+#: the narrow class's tiles: config fields over the rung's ``"default"`` preset (128×128); their
+#: ``min_blocks`` is also the blocks :func:`balance_splits` counts resident per SM
 NARROW_TILES = {
     "128x64": {"bn": 64, "min_blocks": 3},
     "64x128": {"bm": 64, "wm": 32, "wn": 64, "min_blocks": 3},
@@ -280,24 +287,32 @@ NARROW_TILES = {
 def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
     """``(variant, splits, fields)`` for a float32 product in the narrow class, else None.
 
-    A 128×128 tile over a C 64 wide computes half zeros (N = 64: 100352×64×576, a ResNet 1×1
-    conv as a GEMM ran at 0.37× cuBLAS), and a 64-wide C of 4096 rows is 64 tiles, half a wave on
-    132 SMs.  So the tile's short side is :data:`NARROW` (32 for C at most 32 rows), its long side
-    128 only where those tiles fill two blocks per SM, and K is split until the grid reaches two
-    blocks per SM (:data:`MAX_NARROW_SPLITS`, :data:`MIN_SPLIT_K` each): partial sums of a narrow C
-    are small (8 of 4096×64 floats: 8 MiB against A's 64 MiB).  Shapes within 2·NARROW of square
-    keep the table's rows (one or a few tiles)."""
-    if min(m, n) > NARROW or max(m, n) < NARROW_LONG:
+    A 128×128 tile over a C 64 wide computes half zeros, and a C of 4096 × 64 is 64 such tiles:
+    half a wave on 132 SMs.  So the tile's short side is 64 (32 for C of at most 32 rows), its long
+    side 128 only where those tiles alone fill two blocks per SM, and K is split as
+    :func:`balance_splits` says for that tile's residency (up to :data:`MAX_NARROW_SPLITS`), a split's
+    partial sums priced by their bytes (:data:`FLOPS_PER_BYTE`).
+
+    The rung follows the big operand.  Tall (C at most :data:`NARROW_TALL` wide, A the big one):
+    k11, which reads A in place; k12 first writes Aᵀ, an extra read and write of A that costs about
+    50/N of the product (8·M·K bytes at ~4 TB/s against 2·M·N·K flops at ~50 TFLOP/s).  M-narrow
+    (A small): k12, whose transpose is then free.  Shapes near square keep the table's rows."""
+    tall = n <= NARROW_TALL and m >= max(NARROW_LONG, 4 * n)
+    if not tall and not (m <= NARROW and n >= NARROW_LONG):
         return None
-    full = 2 * sm_count()
-    if n <= NARROW:
-        tile = "128x64" if -(-m // 128) >= full else "64x64"
+    sms = sm_count()
+    if tall:
+        variant, tile = "k11_generated_split_k", "128x64" if -(-m // 128) * -(-n // 64) >= 2 * sms else "64x64"
     else:
-        tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= full else "64x64"
+        variant, tile = "k12_async_copy", "32x64" if m <= 32 else "64x128" if -(-n // 128) >= 2 * sms else "64x64"
+    fields = NARROW_TILES[tile]
     bm, bn = map(int, tile.split("x"))
-    blocks = -(-m // bm) * -(-n // bn)
-    splits = max(1, min(MAX_NARROW_SPLITS, k // MIN_SPLIT_K, -(-full // blocks)))
-    return "k12_async_copy", splits, NARROW_TILES[tile]
+    blocks, slots = -(-m // bm) * -(-n // bn), fields["min_blocks"] * sms
+    # a split's partials (C written and read back: 8·M·N bytes) in waves of the unsplit tile (2·bm·bn·K
+    # flops a slot): small beside A for a narrow C (4096×64×4096: 0.001 of a wave)
+    partial_cost = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
+    splits = balance_splits(blocks, k, sms, fields["min_blocks"], partial_cost, MAX_NARROW_SPLITS)
+    return variant, splits, fields
 
 
 def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:

@@ -277,42 +277,64 @@ FLOPS_PER_BYTE = 10
 #: the narrow class's tiles: config fields over the rung's ``"default"`` preset (128×128); their
 #: ``min_blocks`` is also the blocks :func:`balance_splits` counts resident per SM
 NARROW_TILES = {
+    "128x128": {},
     "128x64": {"bn": 64, "min_blocks": 3},
     "64x128": {"bm": 64, "wm": 32, "wn": 64, "min_blocks": 3},
     "64x64": {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4},
     "32x64": {"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 6},
 }
+#: the tall side's tiles (k11) with their blocks resident per SM and the TFLOP/s each sustains over
+#: full waves on the H200 (128×128: 46-48 at 2048³-4096³; 128×64: 41-42 at 100352×64×576 and
+#: 25088×128×1152; 64×64: 35-37 at 4096×128×4096 and 6272×256×2304, split)
+TALL_TILES = {"128x128": (2, 47.0), "128x64": (3, 42.0), "64x64": (4, 37.0)}
+
+
+def tall_candidates(m: int, n: int, k: int) -> list[tuple[float, str, int]]:
+    """``(cost, tile, splits)`` for each of :data:`TALL_TILES`, cheapest first (ties: the list's order).
+
+    For a tile resident R a SM, ``balance_splits`` picks the split s; the time is then its waves
+    ``ceil(blocks·s / (R·SMs)) / s`` (plus the partials) times one wave of the unsplit tile,
+    ``R·bm·bn·2K / (TFLOP/s per SM)``: the 128-long tiles reuse more per load, the small ones fill
+    more SMs.  A split's partials (C written and read back: 8·M·N bytes) are priced in waves of the
+    unsplit tile by :data:`FLOPS_PER_BYTE` (4096×64×4096 on 64×64: 0.001 of a wave)."""
+    sms, out = sm_count(), []
+    for tile, (resident, tflops) in TALL_TILES.items():
+        bm, bn = map(int, tile.split("x"))
+        blocks, slots = -(-m // bm) * -(-n // bn), resident * sms
+        partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
+        s = balance_splits(blocks, k, sms, resident, partial, MAX_NARROW_SPLITS)
+        waves = -(-blocks * s // slots) / s + (partial * s if s > 1 else 0.0)
+        out.append((waves * resident * bm * bn / tflops, tile, s))
+    return sorted(out, key=lambda c: c[0])
 
 
 def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
     """``(variant, splits, fields)`` for a float32 product in the narrow class, else None.
 
     A 128×128 tile over a C 64 wide computes half zeros, and a C of 4096 × 64 is 64 such tiles:
-    half a wave on 132 SMs.  So the tile's short side is 64 (32 for C of at most 32 rows), its long
-    side 128 only where those tiles alone fill two blocks per SM, and K is split as
-    :func:`balance_splits` says for that tile's residency (up to :data:`MAX_NARROW_SPLITS`), a split's
-    partial sums priced by their bytes (:data:`FLOPS_PER_BYTE`).
+    half a wave on 132 SMs.  The rung follows the big operand:
 
-    The rung follows the big operand.  Tall (C at most :data:`NARROW_TALL` wide, A the big one):
-    k11, which reads A in place; k12 first writes Aᵀ, an extra read and write of A that costs about
-    50/N of the product (8·M·K bytes at ~4 TB/s against 2·M·N·K flops at ~50 TFLOP/s).  M-narrow
-    (A small): k12, whose transpose is then free.  Shapes near square keep the table's rows."""
-    tall = n <= NARROW_TALL and m >= max(NARROW_LONG, 4 * n)
-    if not tall and not (m <= NARROW and n >= NARROW_LONG):
+    * tall (C at most :data:`NARROW_TALL` wide, at least 4·N rows; A the big operand): k11, which
+      reads A in place (k12 first writes Aᵀ, an extra read and write of A that costs about 50/N of
+      the product: 8·M·K bytes at ~4 TB/s against 2·M·N·K flops at ~50 TFLOP/s), on the tile and
+      split :func:`tall_candidates` estimates fastest;
+    * M-narrow (C at most :data:`NARROW` rows; A small, its transpose free): k12 on a tile 64 rows
+      tall (32 for C of at most 32 rows), 128 wide only where those tiles alone fill two blocks per
+      SM, K split as :func:`balance_splits` says for that tile's residency.
+
+    Shapes near square keep the table's rows."""
+    if n <= NARROW_TALL and m >= max(NARROW_LONG, 4 * n):
+        _, tile, splits = tall_candidates(m, n, k)[0]
+        return "k11_generated_split_k", splits, NARROW_TILES[tile]
+    if not (m <= NARROW and n >= NARROW_LONG):
         return None
     sms = sm_count()
-    if tall:
-        variant, tile = "k11_generated_split_k", "128x64" if -(-m // 128) * -(-n // 64) >= 2 * sms else "64x64"
-    else:
-        variant, tile = "k12_async_copy", "32x64" if m <= 32 else "64x128" if -(-n // 128) >= 2 * sms else "64x64"
+    tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= 2 * sms else "64x64"
     fields = NARROW_TILES[tile]
     bm, bn = map(int, tile.split("x"))
     blocks, slots = -(-m // bm) * -(-n // bn), fields["min_blocks"] * sms
-    # a split's partials (C written and read back: 8·M·N bytes) in waves of the unsplit tile (2·bm·bn·K
-    # flops a slot): small beside A for a narrow C (4096×64×4096: 0.001 of a wave)
-    partial_cost = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
-    splits = balance_splits(blocks, k, sms, fields["min_blocks"], partial_cost, MAX_NARROW_SPLITS)
-    return variant, splits, fields
+    partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
+    return "k12_async_copy", balance_splits(blocks, k, sms, fields["min_blocks"], partial, MAX_NARROW_SPLITS), fields
 
 
 def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:

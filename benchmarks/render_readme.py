@@ -242,10 +242,10 @@ def zoo_block(path: str) -> str:
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
     summary = (f"Geometric mean over the {len(ratios)} problems: the default is {geo:.2f}× cuBLAS FP32; the worst "
                f"is {min(ratios):.2f}×, the best {max(ratios):.2f}× (where each comes from and what is next: "
-               "`benchmarks/notes/matmul.md`, session 16).")
+               "`benchmarks/notes/matmul.md`, sessions 16 and 31).")
     note = (_measured_on(data, path, "simt-tiles bench matmul --zoo") + "; float32, GPU time (CUDA events, median "
             "of 10, inputs cycled over more than L2), every output checked against float64 first. The file merges "
-            "three runs of one session (its `method` says which row comes from which).")
+            "the runs of one session (its `method` says which row comes from which, and the one row measured before the final rule).")
     return _block("matmul_zoo", [note, "", *lines, "", summary])
 
 

@@ -541,36 +541,53 @@ def test_balance_splits_the_h200_numbers():
 
 
 def test_the_narrow_class_at_the_measured_shapes():
-    """dispatch.narrow_plan where the H200 measured it (benchmarks/results/matmul_narrow_h200.md)."""
+    """dispatch.narrow_plan where the H200 measured it (benchmarks/results/matmul_narrow_s31_h200.md,
+    matmul_narrow_rule_probe_s31_h200.json): each pick is the fastest tile and split tried there."""
     f, tiles = dispatch.narrow_plan, dispatch.NARROW_TILES
-    assert f(100352, 64, 576) == ("k12_async_copy", 1, tiles["128x64"])  # a ResNet 1x1 conv: 784 blocks
-    assert f(4096, 64, 4096) == ("k12_async_copy", 5, tiles["64x64"])  # 64 blocks: 5 splits, 320
-    assert f(64, 4096, 4096) == ("k12_async_copy", 5, tiles["64x64"])
-    assert f(32, 1000, 2048) == ("k12_async_copy", 8, tiles["32x64"])  # ResNet's fc at batch 32
-    assert f(2048, 64, 8192) == ("k12_async_copy", 8, tiles["64x64"])
-    assert f(4096, 128, 4096) is None  # 128 wide: the table's rows
-    assert f(300, 64, 300) is None  # within 2·64 of square... and short: one or a few tiles
+    k11, k12 = "k11_generated_split_k", "k12_async_copy"
+    assert f(100352, 64, 576) == (k11, 1, tiles["128x64"])  # a ResNet 3x3 conv: 784 blocks, 0.182 ms
+    assert f(4096, 64, 4096) == (k11, 8, tiles["64x64"])  # 64 blocks: 8 splits, 0.068 ms (s4 0.080)
+    assert f(2048, 64, 8192) == (k11, 8, tiles["64x64"])
+    assert f(4096, 128, 4096) == (k11, 4, tiles["64x64"])  # 0.122 ms (s8 0.125, 128x64 s4 0.153)
+    assert f(25088, 128, 1152) == (k11, 1, tiles["128x64"])  # 392 blocks on 396 slots
+    assert f(100352, 128, 576) == (k11, 1, tiles["128x64"])  # 128x64 and 128x128 both fill 0.99 of their waves
+    assert f(6272, 256, 2304) == (k11, 4, tiles["64x64"])  # 0.202 ms (k11 128x128 s2 0.230)
+    assert f(32 * 1024, 128, 1024) == (k11, 1, tiles["128x128"])  # 32 heads' p@v: 256 blocks on 264 slots
+    assert f(64, 4096, 4096) == (k12, 8, tiles["64x64"])  # M-narrow: A small, k12 (0.066 ms; s5 0.073)
+    assert f(32, 1000, 2048) == (k12, 8, tiles["32x64"])  # ResNet's fc at batch 32
+    assert f(300, 64, 300) is None  # short: one or a few tiles, the table's rows
+    assert f(1000, 256, 1000) is None  # M < 4N: near square
     assert dispatch.fast_plan(4096, 64, 4096, np.float64) == (dispatch.FLOAT64_VARIANT, 1, {})
     assert dispatch.fast_plan(4096, 64, 4096, np.float32) == f(4096, 64, 4096)
 
 
 @settings(max_examples=200, deadline=None)
-@given(short=st.integers(1, 64), long=st.integers(512, 10**6), k=st.integers(0, 20000), narrow_n=st.booleans())
-def test_the_narrow_class_between_the_measured_shapes(short, long, k, narrow_n):
-    """Any narrow shape: the tile's short side covers C's short side once (no half-empty 128 edge),
-    K splits only into chunks of at least MIN_SPLIT_K, and the grid reaches two blocks per SM unless
-    the split cap or K stops it."""
-    m, n = (long, short) if narrow_n else (short, long)
-    variant, splits, fields = dispatch.narrow_plan(m, n, k)
+@given(short=st.integers(1, 256), long=st.integers(512, 10**6), k=st.integers(0, 20000), tall=st.booleans())
+def test_the_narrow_class_between_the_measured_shapes(short, long, k, tall):
+    """Any narrow shape: tall products (A the big operand) on k11, M-narrow ones on k12; the tile's
+    short side covers C's short side without a half-empty 128 edge; K splits only into chunks of at
+    least MIN_SPLIT_K, at most MAX_NARROW_SPLITS; a grid that fills whole waves is not split, one under
+    half a wave is where K allows; the 128×128 tile only unsplit over whole 128-wide columns."""
+    m, n = (long, short) if tall else (short, long)
+    plan = dispatch.narrow_plan(m, n, k)
+    if not tall and short > dispatch.NARROW or tall and long < 4 * short:
+        assert plan is None
+        return
+    variant, splits, fields = plan
+    assert variant == ("k11_generated_split_k" if tall else "k12_async_copy")
     cfg = dataclasses.replace(dispatch.RUNGS[variant].presets["default"], **fields)
-    assert (cfg.bn if narrow_n else cfg.bm) <= 64
-    if not narrow_n and short <= 32:
-        assert cfg.bm == 32
+    if tall:
+        assert cfg.bn <= 64 or (n % 128 == 0 and splits == 1)
+    else:
+        assert cfg.bm <= 64 and (cfg.bm == 32) == (short <= 32)
+    assert 1 <= splits <= dispatch.MAX_NARROW_SPLITS
     assert splits == 1 or k // splits >= dispatch.MIN_SPLIT_K
     blocks = -(-m // cfg.bm) * -(-n // cfg.bn)
-    full = 2 * dispatch.sm_count()
-    assert blocks * splits >= full or splits in (dispatch.MAX_NARROW_SPLITS, max(1, k // dispatch.MIN_SPLIT_K))
-    assert blocks * (splits - 1) < full  # no more splits than filling needs
+    slots = cfg.min_blocks * dispatch.sm_count()
+    if blocks % slots == 0:
+        assert splits == 1  # whole waves already
+    if 2 * blocks <= slots and k >= 2 * dispatch.MIN_SPLIT_K:
+        assert splits > 1  # under half a wave: split while K allows
 
 
 def test_rows_without_a_tile_behave_as_before(split_rows):

@@ -4,12 +4,11 @@ Session 31's sweep (``gpu_pass.sh narrow``, ``results/matmul_narrow_s31_h200.md`
 than the k12 tiles the narrow class ran on tall products (C at most 256 wide, A the big operand): k12 first
 writes Aᵀ.  The class now runs k11 there, up to 256 columns, with ``balance_splits`` per tile.  This probe
 times the default (the new rule) beside the rule it replaced (``session16``, kept here, not in the house) and
-torch (cuBLAS FP32) at real layers and at the class's edges, none of them in the sweep, and each tile
-``dispatch.tall_candidates`` prices (its estimate in brackets), to check the estimate's order.
+torch (cuBLAS FP32) at real layers and at the class's edges, none of them in the sweep.
 
 Each call timed as the zoo times it: an L2 flush before the start event, CUDA events around one call, the
-median of 20; outputs checked against a float64 product with the γ_K·|A|·|B| bound first.  Wall time per call
-in a loop of 20 beside it.
+median of 30; outputs checked against a float64 product with the γ_K·|A|·|B| bound first.  Wall time per call
+in a loop of 50 beside it.
 
     python3 benchmarks/lab/matmul_narrow_rule_probe.py [--json PATH]
 """
@@ -78,20 +77,6 @@ class _Session16:
         self.d._split_k_choice.cache_clear()
 
 
-def candidates(m: int, n: int, k: int) -> list:
-    """``(variant, config)`` of every tile ``dispatch.tall_candidates`` prices (k12 where K or N % 4: what the
-    default runs for such rows), in the rule's order; [] outside the tall class."""
-    import dataclasses
-
-    from simt_tiles.kernels.matmul import dispatch as d
-
-    if not (n <= d.NARROW_TALL and m >= max(d.NARROW_LONG, 4 * n)):
-        return []
-    variant = "k12_async_copy" if (k % 4 or n % 4) else "k11_generated_split_k"
-    preset = d.RUNGS[variant].presets["default"]
-    return [(variant, dataclasses.replace(preset, splits=s, **d.NARROW_TILES[t])) for _, t, s in d.tall_candidates(m, n, k)]
-
-
 def warm(jobs: int = 16) -> None:
     """The kernels both rules launch at SHAPES, compiled into Numba's disk cache in parallel (as the zoo warms)."""
     from simt_tiles.bench import matmul_zoo as zoo
@@ -100,14 +85,6 @@ def warm(jobs: int = 16) -> None:
     todo = set(zoo.kernels(rows))
     with _Session16():
         todo |= set(zoo.kernels(rows))
-    for m, n, k, layout, batch, _ in SHAPES:
-        for rung, cfg in candidates(batch * m, n, k):
-            vec = (layout[0] == "n" or m % 4 == 0) and (layout[1] == "t" or n % 4 == 0)
-            if layout == "nn" and batch == 1:
-                params = (("idx32", True),) if rung == "k12_async_copy" else (("idx32", True), ("vec", True))
-                todo.add((rung, cfg.compiled(), "float32", params))
-            else:
-                todo.add(("layouts", cfg.compiled(), "float32", (("idx32", True), ("layout", layout), ("vec", vec))))
     print(f"warming {len(todo)} kernels", flush=True)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         for what, sec in pool.map(zoo._compile, sorted(todo, key=repr)):
@@ -147,10 +124,6 @@ def main() -> int:
         cases = [("default", lambda: simt_tiles.matmul(a, b, out=out)),
                  ("session16", lambda: simt_tiles.matmul(a, b, out=out, variant=old_rung.name, config=old_cfg)),
                  ("torch", lambda: torch.matmul(a, b, out=out))]
-        costs = {t: c for c, t, _ in dispatch.tall_candidates(batch * m, n, k)}
-        for i, (v, cfg) in enumerate(candidates(batch * m, n, k)):
-            name = f"cand{i} {cfg.bm}x{cfg.bn}/s{cfg.splits} ({costs[f'{cfg.bm}x{cfg.bn}']:.0f})"
-            cases.append((name, (lambda v, cfg: lambda: simt_tiles.matmul(a, b, out=out, variant=v, config=cfg))(v, cfg)))
         label = f"{batch}x{m}x{n}x{k} {layout}" if batch > 1 else f"{m}x{n}x{k} {layout}"
         plans = {"default": f"{new_plan[0].name} {new_plan[1]}", "session16": f"{old_rung.name} {old_cfg}"}
         for name, fn in cases:
@@ -158,14 +131,14 @@ def main() -> int:
             fn()
             torch.cuda.synchronize()
             ok = bool(((out.double() - ref).abs() <= bound).all())
-            ms = timed(fn, flush, reps=20)
+            ms = timed(fn, flush, reps=30)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(20):
+            for _ in range(50):
                 fn()
             torch.cuda.synchronize()
-            loop_us = (time.perf_counter() - t0) / 20 * 1e6
-            print(f"{label:<24} {name:<24} {ms * 1e3:9.2f} us  loop {loop_us:9.2f} us {'ok' if ok else 'WRONG'}  "
+            loop_us = (time.perf_counter() - t0) / 50 * 1e6
+            print(f"{label:<24} {name:<10} {ms * 1e3:9.2f} us  loop {loop_us:9.2f} us {'ok' if ok else 'WRONG'}  "
                   f"{plans.get(name, '')}", flush=True)
             rows.append({"shape": label, "where": where, "impl": name, "plan": plans.get(name), "us": ms * 1e3,
                          "loop_us": loop_us, "ok": ok})

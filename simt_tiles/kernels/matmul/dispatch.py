@@ -283,58 +283,56 @@ NARROW_TILES = {
     "64x64": {"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4},
     "32x64": {"bm": 32, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 6},
 }
-#: the tall side's tiles (k11) with their blocks resident per SM and the TFLOP/s each sustains over
-#: full waves on the H200 (128×128: 46-48 at 2048³-4096³; 128×64: 41-42 at 100352×64×576 and
-#: 25088×128×1152; 64×64: 35-37 at 4096×128×4096 and 6272×256×2304, split)
-TALL_TILES = {"128x128": (2, 47.0), "128x64": (3, 42.0), "64x64": (4, 37.0)}
+#: the fill of whole waves (two 128×128 blocks a SM) from which a tall product whose C is a multiple
+#: of 128 wide keeps the 128×128 tile unsplit, where the 128×64 tiles fill less: 32 attention heads of
+#: 1024×128 (256 blocks on 264 slots) 0.192 ms against 0.251 for 128×64 tiles split 3 ways
+FULL_WAVES = 0.9
 
 
-def tall_candidates(m: int, n: int, k: int) -> list[tuple[float, str, int]]:
-    """``(cost, tile, splits)`` for each of :data:`TALL_TILES`, cheapest first (ties: the list's order).
+def _fill(blocks: int, slots: int) -> float:
+    """The fraction of ``ceil(blocks / slots)`` whole waves that ``blocks`` fill."""
+    return blocks / (-(-blocks // slots) * slots) if blocks else 0.0
 
-    For a tile resident R a SM, ``balance_splits`` picks the split s; the time is then its waves
-    ``ceil(blocks·s / (R·SMs)) / s`` (plus the partials) times one wave of the unsplit tile,
-    ``R·bm·bn·2K / (TFLOP/s per SM)``: the 128-long tiles reuse more per load, the small ones fill
-    more SMs.  A split's partials (C written and read back: 8·M·N bytes) are priced in waves of the
-    unsplit tile by :data:`FLOPS_PER_BYTE` (4096×64×4096 on 64×64: 0.001 of a wave)."""
-    sms, out = sm_count(), []
-    for tile, (resident, tflops) in TALL_TILES.items():
-        bm, bn = map(int, tile.split("x"))
-        blocks, slots = -(-m // bm) * -(-n // bn), resident * sms
-        partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
-        s = balance_splits(blocks, k, sms, resident, partial, MAX_NARROW_SPLITS)
-        waves = -(-blocks * s // slots) / s + (partial * s if s > 1 else 0.0)
-        out.append((waves * resident * bm * bn / tflops, tile, s))
-    return sorted(out, key=lambda c: c[0])
+
+def _split(m: int, n: int, k: int, tile: str) -> int:
+    """K's split for ``tile`` (:func:`balance_splits` at the tile's residency, up to
+    :data:`MAX_NARROW_SPLITS`): a split's partials (C written and read back, 8·M·N bytes) priced in
+    waves of the unsplit tile by :data:`FLOPS_PER_BYTE` (4096×64×4096 on 64×64: 0.001 of a wave)."""
+    sms, resident = sm_count(), NARROW_TILES[tile].get("min_blocks", 2)
+    bm, bn = map(int, tile.split("x"))
+    blocks, slots = -(-m // bm) * -(-n // bn), resident * sms
+    partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
+    return balance_splits(blocks, k, sms, resident, partial, MAX_NARROW_SPLITS)
 
 
 def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
     """``(variant, splits, fields)`` for a float32 product in the narrow class, else None.
 
     A 128×128 tile over a C 64 wide computes half zeros, and a C of 4096 × 64 is 64 such tiles:
-    half a wave on 132 SMs.  The rung follows the big operand:
+    half a wave on 132 SMs.  So the tile's short side is 64 (32 for C of at most 32 rows), its long
+    side 128 where those tiles alone fill two blocks per SM, and K is split as :func:`_split` says.
+    The rung follows the big operand:
 
     * tall (C at most :data:`NARROW_TALL` wide, at least 4·N rows; A the big operand): k11, which
       reads A in place (k12 first writes Aᵀ, an extra read and write of A that costs about 50/N of
-      the product: 8·M·K bytes at ~4 TB/s against 2·M·N·K flops at ~50 TFLOP/s), on the tile and
-      split :func:`tall_candidates` estimates fastest;
-    * M-narrow (C at most :data:`NARROW` rows; A small, its transpose free): k12 on a tile 64 rows
-      tall (32 for C of at most 32 rows), 128 wide only where those tiles alone fill two blocks per
-      SM, K split as :func:`balance_splits` says for that tile's residency.
+      the product: 8·M·K bytes at ~4 TB/s against 2·M·N·K flops at ~50 TFLOP/s); a C a multiple of
+      128 wide keeps the 128×128 tile unsplit where it fills :data:`FULL_WAVES` of whole waves and the
+      128×64 tiles fill less;
+    * M-narrow (C at most :data:`NARROW` rows; A small, its transpose free): k12.
 
     Shapes near square keep the table's rows."""
+    sms = sm_count()
     if n <= NARROW_TALL and m >= max(NARROW_LONG, 4 * n):
-        _, tile, splits = tall_candidates(m, n, k)[0]
-        return "k11_generated_split_k", splits, NARROW_TILES[tile]
+        rows = -(-m // 128)
+        full = _fill(rows * n // 128, 2 * sms)
+        if n % 128 == 0 and full >= FULL_WAVES and full > _fill(rows * n // 64, 3 * sms):
+            return "k11_generated_split_k", 1, NARROW_TILES["128x128"]
+        tile = "128x64" if rows * -(-n // 64) >= 2 * sms else "64x64"
+        return "k11_generated_split_k", _split(m, n, k, tile), NARROW_TILES[tile]
     if not (m <= NARROW and n >= NARROW_LONG):
         return None
-    sms = sm_count()
     tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= 2 * sms else "64x64"
-    fields = NARROW_TILES[tile]
-    bm, bn = map(int, tile.split("x"))
-    blocks, slots = -(-m // bm) * -(-n // bn), fields["min_blocks"] * sms
-    partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
-    return "k12_async_copy", balance_splits(blocks, k, sms, fields["min_blocks"], partial, MAX_NARROW_SPLITS), fields
+    return "k12_async_copy", _split(m, n, k, tile), NARROW_TILES[tile]
 
 
 def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:

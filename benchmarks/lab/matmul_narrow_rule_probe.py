@@ -19,7 +19,6 @@ import argparse
 import json
 import multiprocessing
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -97,7 +96,7 @@ def main() -> int:
     args = ap.parse_args()
     import numpy as np
     import torch
-    from small_reduce_probe import timed
+    from small_reduce_probe import loop_us, timed
 
     import simt_tiles
     from simt_tiles.bounds import gamma, unit_roundoff
@@ -132,16 +131,11 @@ def main() -> int:
             torch.cuda.synchronize()
             ok = bool(((out.double() - ref).abs() <= bound).all())
             ms = timed(fn, flush, reps=30)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(50):
-                fn()
-            torch.cuda.synchronize()
-            loop_us = (time.perf_counter() - t0) / 50 * 1e6
-            print(f"{label:<24} {name:<10} {ms * 1e3:9.2f} us  loop {loop_us:9.2f} us {'ok' if ok else 'WRONG'}  "
+            loop = loop_us(fn)
+            print(f"{label:<24} {name:<10} {ms * 1e3:9.2f} us  loop {loop:9.2f} us {'ok' if ok else 'WRONG'}  "
                   f"{plans.get(name, '')}", flush=True)
             rows.append({"shape": label, "where": where, "impl": name, "plan": plans.get(name), "us": ms * 1e3,
-                         "loop_us": loop_us, "ok": ok})
+                         "loop_us": loop, "ok": ok})
         del a, b, out, ref, bound
         torch.cuda.empty_cache()
     if args.json:

@@ -48,6 +48,20 @@ def timed(fn, flush, reps: int = 60) -> float:
     return statistics.median(times)
 
 
+def loop_us(fn, calls: int = 50) -> float:
+    """Wall µs per call of ``calls`` queued calls (host cost included), the GPU idle before and after."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -38,7 +37,7 @@ def main() -> int:
     rows_list = [int(r) for r in args.rows.split(",")] if args.rows else ROWS
     columns = [(int(c), "swept") for c in args.columns.split(",")] if args.columns else COLUMNS
     import torch
-    from small_reduce_probe import timed
+    from small_reduce_probe import loop_us, timed
 
     import simt_tiles
     from simt_tiles.kernels.softmax import RUNGS, dispatch
@@ -70,17 +69,12 @@ def main() -> int:
                 torch.cuda.synchronize()
                 ok = bool(torch.allclose(got, ref, rtol=1e-4, atol=1e-9)) and not bool(torch.isnan(got).any())
                 ms = timed(fn, flush, reps=40)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(50):
-                    fn()
-                torch.cuda.synchronize()
-                loop_us = (time.perf_counter() - t0) / 50 * 1e6
+                loop = loop_us(fn)
                 label = f"{name} ({p.rung.name} x{p.pieces})" if name == "default" else name
-                print(f"{rows:>4}x{n:<6} {label:<34} {ms * 1e3:8.2f} us  loop {loop_us:8.2f} us "
+                print(f"{rows:>4}x{n:<6} {label:<34} {ms * 1e3:8.2f} us  loop {loop:8.2f} us "
                       f"{'ok' if ok else 'WRONG'}", flush=True)
                 out_rows.append({"rows": rows, "n": n, "where": where, "variant": name, "plan": [p.rung.name, p.pieces],
-                                 "us": ms * 1e3, "loop_us": loop_us, "ok": ok})
+                                 "us": ms * 1e3, "loop_us": loop, "ok": ok})
             del x, ref, out
     if args.json:
         Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/softmax_few_rows_probe.py",

@@ -228,7 +228,7 @@ class SplitRow(NamedTuple):
 
 
 def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial_cost: float = 0.05,
-                   most: int = 0) -> int:
+                   most: int = MAX_BALANCE_SPLITS) -> int:
     """K's split count s that balances ``blocks`` output tiles over ``sms`` SMs.
 
     A GPU runs ``resident·sms`` blocks at once (one *wave*).  Unsplit, ``blocks`` tiles take
@@ -241,11 +241,11 @@ def balance_splits(blocks: int, k: int, sms: int, resident: float = 2.0, partial
     where the second term charges the partial sums (s partial C's written and read back,
     ``c`` = ``partial_cost`` of a wave each).  272 blocks, 264 slots: t(1) = 2,
     t(2) = 3/2 + 0.1, t(3) = 4/3 + 0.15, t(4) = 5/4 + 0.2 = 1.45 → 4.  256 blocks:
-    t(1) = 1 wave, already full → 1.  s runs over 1..``most`` (0: :data:`MAX_BALANCE_SPLITS`) with at
+    t(1) = 1 wave, already full → 1.  s runs over 1..``most`` (default :data:`MAX_BALANCE_SPLITS`) with at
     least :data:`MIN_SPLIT_K` K elements per split; ties keep the fewer splits.
     """
     slots = max(1, int(resident * sms))
-    most = max(1, min(most or MAX_BALANCE_SPLITS, k // MIN_SPLIT_K))
+    most = max(1, min(most, k // MIN_SPLIT_K))
     best, best_t = 1, float("inf")
     for s in range(1, most + 1):
         t = -(-blocks * s // slots) / s + (partial_cost * s if s > 1 else 0.0)
@@ -272,7 +272,7 @@ NARROW_LONG = 512
 #: most K splits the narrow class takes (each split at least :data:`MIN_SPLIT_K` long)
 MAX_NARROW_SPLITS = 8
 #: flops the tiles do in the time the GPU moves a byte (~45 TFLOP/s of FFMA against ~4.3 TB/s on the
-#: H200): what a split's partial sums cost in waves (:func:`narrow_plan`)
+#: H200): what a split's partial sums cost in waves (:func:`_split`)
 FLOPS_PER_BYTE = 10
 #: the narrow class's tiles: config fields over the rung's ``"default"`` preset (128×128); their
 #: ``min_blocks`` is also the blocks :func:`balance_splits` counts resident per SM

@@ -233,6 +233,22 @@ for step in $steps; do
       timeout $(limit ${BENCH_TIMEOUT:-150}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
         --reps 10 --budget-s 0.25 --sizes $sizes --config $cfgs --json "$out/matmul_narrow_h200.json" \
         --md "$out/matmul_narrow_h200.md" > "$out/narrow.log" 2>&1; echo "sweep rc=$?" ;;
+    waves)
+      # issue 32's mid-wave class: products past 132 tiles of 128x128 that fill one to four waves (the
+      # shipped table's catch-all row runs them on k12 128x128 unsplit, however full the last wave is):
+      # tiles and splits at LLM prefill, GPT-2 and ragged sizes, with controls that fill whole waves
+      K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"; c128x64="bn=64,min_blocks=3"
+      c64x128="bm=64,wm=32,wn=64,min_blocks=3"
+      cfgs=${WAVES_CONFIGS:-"$K12:splits=2 $K12:splits=3 $K12:splits=4 $K12:$c128x64 $K12:$c128x64,splits=2
+        $K12:$c128x64,splits=3 $K12:$c64x128 $K12:$c64x128,splits=2 $K12:$c64 $K12:$c64,splits=2"}
+      sizes=${WAVES_SIZES:-"512x11008x4096 1024x11008x4096 777x5555x333 1024x3072x768 3000 1536x4096x4096
+        2048 4096"}
+      choices $sizes | tee "$out/waves_choices.txt"
+      python3 benchmarks/warm_kernel_cache.py -j 16 --no-conv --dtypes float32 --configs $cfgs > "$out/waves_warm.log" 2>&1
+      echo "warm rc=$? ($(date +%T))"
+      timeout $(limit ${BENCH_TIMEOUT:-300}) python3 -m simt_tiles bench matmul --variants $K12 --default --no-extra-peers \
+        --reps 10 --budget-s 0.25 --sizes $sizes --config $cfgs --json "$out/matmul_waves.json" \
+        --md "$out/matmul_waves.md" > "$out/waves.log" 2>&1; echo "sweep rc=$?" ;;
     defaults)
       # issue 29: each default against its committed time (benchmarks/lab/defaults_check.py; compiles first)
       timeout $(limit ${DEFAULTS_TIMEOUT:-300}) python3 benchmarks/lab/defaults_check.py -j 16 --json "$out/defaults_h200.json" \

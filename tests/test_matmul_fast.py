@@ -25,7 +25,7 @@ from numba import cuda  # noqa: F401  (module level: the simulator swaps this gl
 
 import simt_tiles
 from simt_tiles import codegen
-from simt_tiles.kernels.matmul import RUNGS, dispatch
+from simt_tiles.kernels.matmul import RUNGS, _layouts, dispatch
 from simt_tiles.kernels.matmul.k11_generated_split_k import Config, generate, split_plan
 from simt_tiles.kernels.matmul.k12_async_copy import generate as generate_k12
 from simt_tiles.runtime import SIMULATOR
@@ -543,7 +543,7 @@ def test_balance_splits_the_h200_numbers():
 def test_the_narrow_class_at_the_measured_shapes():
     """dispatch.narrow_plan where the H200 measured it (benchmarks/results/matmul_narrow_s31_h200.md,
     matmul_narrow_rule_probe_s31_h200.json): each pick is the fastest tile and split tried there."""
-    f, tiles = dispatch.narrow_plan, dispatch.NARROW_TILES
+    f, tiles = dispatch.narrow_plan, dispatch.TILES
     k11, k12 = "k11_generated_split_k", "k12_async_copy"
     assert f(100352, 64, 576) == (k11, 1, tiles["128x64"])  # a ResNet 3x3 conv: 784 blocks, 0.182 ms
     assert f(4096, 64, 4096) == (k11, 8, tiles["64x64"])  # 64 blocks: 8 splits, 0.068 ms (s4 0.080)
@@ -590,6 +590,64 @@ def test_the_narrow_class_between_the_measured_shapes(short, long, k, tall):
         assert splits > 1  # under half a wave: split while K allows
 
 
+WAVES_RESULTS = os.path.join(ROOT, "benchmarks", "results", "matmul_waves_s32_h100.json")
+
+
+def _swept_times() -> dict:
+    """``{(m, n, k): {(tile, splits): median ms}}`` of k12 in the mid-wave sweep."""
+    import json
+
+    swept = collections.defaultdict(dict)
+    for r in json.load(open(WAVES_RESULTS))["results"]:
+        if not r["impl"].startswith("k12_async_copy") or not r["passed"]:
+            continue
+        f = dict(re.findall(r"(\w+)=(\d+)", r["config"])) or {"bm": 128, "bn": 128, "splits": 1}
+        swept[r["m"], r["n"], r["k"]][f"{f['bm']}x{f['bn']}", int(f["splits"])] = r["median_ms"]
+    return swept
+
+
+def test_the_wave_class_at_the_measured_shapes():
+    """dispatch.wave_plan (the table's catch-all ``"waves"`` row) at every size of the mid-wave sweep
+    (benchmarks/results/matmul_waves_s32_h100.json): its pick was measured there, within 5% of the
+    fastest tile and split, and never slower than 128×128 unsplit (the rule before)."""
+    swept = _swept_times()
+    assert len(swept) == 8
+    names = {tuple(sorted(v.items())): k for k, v in dispatch.TILES.items()}
+    for (m, n, k), times in swept.items():
+        variant, splits, fields = dispatch.fast_plan(m, n, k, np.float32)
+        assert variant == "k12_async_copy"
+        pick = (names[tuple(sorted(fields.items()))], splits)
+        assert pick in times, (m, n, k, pick)
+        assert times[pick] <= 1.05 * min(times.values()), (m, n, k, pick, times)
+        assert times[pick] <= times["128x128", 1] * 1.005, (m, n, k, pick)
+    # the rows of issue 32's zoo the rule moves: 777×5555×333 0.131 -> 0.097 ms, 512×11008×4096 1.082 -> 1.007
+    assert dispatch.fast_plan(777, 5555, 333, np.float32)[2] == dispatch.TILES["64x64"]
+    assert dispatch.fast_plan(512, 11008, 4096, np.float32)[1:] == (3, {})
+
+
+@settings(max_examples=300, deadline=None)
+@given(m=st.integers(129, 30000), n=st.integers(257, 30000), k=st.integers(0, 30000))
+def test_the_wave_class_between_the_measured_shapes(m, n, k):
+    """Any product past 132 tiles of 128×128 outside the narrow class: a tile every layout runs, K split
+    only into chunks of at least MIN_SPLIT_K; whole waves keep 128×128 unsplit; where 128×128 unsplit
+    leaves the busiest SM 20% more blocks than the average, the plan moves off it (K allowing)."""
+    tiles = -(-m // 128) * -(-n // 128)
+    if tiles <= 132 or dispatch.narrow_plan(m, n, k) is not None:
+        return
+    variant, splits, fields = dispatch.fast_plan(m, n, k, np.float32)
+    cfg = dataclasses.replace(dispatch.RUNGS[variant].presets["default"], **fields)
+    assert fields in dispatch.TILES.values()
+    assert all(not _layouts.layout_rules(cfg, lay) for lay in ("nn", "nt", "tn", "tt"))
+    assert 1 <= splits <= dispatch.MAX_BALANCE_SPLITS
+    assert splits == 1 or k // splits >= dispatch.MIN_SPLIT_K
+    sms = dispatch.sm_count()
+    busiest = -(-tiles // sms)
+    if tiles % (2 * sms) == 0:
+        assert (splits, fields) == (1, {})  # whole waves of two blocks a SM
+    if busiest >= 1.2 * tiles / sms and k >= 128:
+        assert (splits, fields) != (1, {}), busiest
+
+
 def test_rows_without_a_tile_behave_as_before(split_rows):
     split_rows([[66, 4, "k11_generated_split_k"], [None, 1, "k12_async_copy"]])
     assert dispatch.fast_plan(1000, 1000, 1000, np.float32) == ("k11_generated_split_k", 4, {})
@@ -618,6 +676,21 @@ def test_a_row_names_a_tile_and_balances(split_rows, monkeypatch):
     assert cfg == dataclasses.replace(rung.presets["default"], **TILE64, splits=splits)
 
 
+@pytest.mark.parametrize("m,n,k", [(20, 21, 520), (0, 5, 520)])
+def test_default_matmul_with_a_waves_row_is_correct(split_rows, monkeypatch, m, n, k):
+    """The ``"waves"`` row end to end: on 8 SMs a 20×21 C over K = 520 is one 64×64 block, whose K
+    the wave model splits (chunks of 144: one block a SM); the simulator keeps its tile, with the split."""
+    split_rows([[None, "waves", "k12_async_copy"]])
+    monkeypatch.setattr(dispatch, "sm_count", lambda: 8)
+    assert dispatch.fast_plan(20, 21, 520, np.float32) == ("k12_async_copy", 4, dispatch.TILES["64x64"])
+    _, cfg = simt_tiles.kernels.matmul.choose(None, None, m, n, k, np.float32)
+    assert cfg.splits == (4 if m and n else 1)  # an empty C: no blocks to balance
+    a, b = random_operands(np.random.default_rng(m + n + k), m, n, k, np.float32)
+    out = poisoned((m, n), np.float32)
+    simt_tiles.matmul(a, b, out=out)
+    assert_matmul_ok(a, b, out.copy_to_host())
+
+
 @pytest.mark.parametrize("m,n,k", [(7, 13, 257), (33, 1, 300), (0, 5, 260)])
 def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
     split_rows([[1, "balance", "k11_generated_split_k", TILE64],
@@ -642,6 +715,7 @@ def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
     ([5, 2, "k11_generated_split_k", {"tile": 64}], "not config fields"),
     ([5, "balance", "k11_generated_split_k", {"resident": 0}], "resident"),
     ([5, "balance", "k11_generated_split_k", {"partial_cost": -1}], "partial_cost"),
+    ([5, "waves", "k12_async_copy", {"bm": 64}], "wave model"),
 ])
 def test_a_bad_row_is_named_when_the_table_is_read(split_rows, row, names):
     split_rows([[1, 2, "k11_generated_split_k"], row, [None, 1, "k12_async_copy"]])

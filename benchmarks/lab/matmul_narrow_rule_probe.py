@@ -58,7 +58,7 @@ def session16(m: int, n: int, k: int):
         tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= full else "64x64"
     bm, bn = map(int, tile.split("x"))
     blocks = -(-m // bm) * -(-n // bn)
-    return "k12_async_copy", max(1, min(8, k // d.MIN_SPLIT_K, -(-full // blocks))), d.NARROW_TILES[tile]
+    return "k12_async_copy", max(1, min(8, k // d.MIN_SPLIT_K, -(-full // blocks))), d.TILES[tile]
 
 
 class _Session16:

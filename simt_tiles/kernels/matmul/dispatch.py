@@ -198,7 +198,8 @@ def _with_pad(config, m: int, n: int, k: int):
 #:
 #: * ``most``: the most **128×128 tiles of C** the row covers (whatever tile the row runs;
 #:   ``null``: any, the last row);
-#: * ``splits``: K's split count, or ``"balance"``: chosen by :func:`balance_splits`;
+#: * ``splits``: K's split count, or ``"balance"``: chosen by :func:`balance_splits`, or ``"waves"``:
+#:   the tile and split chosen by :func:`wave_plan` (the mid-wave class);
 #: * ``{fields}``: config fields applied to the variant's ``"default"`` preset (e.g. a 64×64
 #:   tile: ``{"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4}``), plus two
 #:   numbers for ``"balance"``: ``resident`` (blocks per SM, default 2) and ``partial_cost``
@@ -219,7 +220,7 @@ class SplitRow(NamedTuple):
     """One decoded row of ``rules.matmul_split_k``."""
 
     most: int | None  #: most 128×128 tiles of C (None: any)
-    splits: int | str  #: K splits, or "balance"
+    splits: int | str  #: K splits, "balance" or "waves"
     variant: str
     fields: dict  #: config fields over the variant's "default" preset ({}: the preset)
     config: object  #: the variant's config with ``fields`` (validated; ``splits`` not applied)
@@ -274,9 +275,9 @@ MAX_NARROW_SPLITS = 8
 #: flops the tiles do in the time the GPU moves a byte (~45 TFLOP/s of FFMA against ~4.3 TB/s on the
 #: H200): what a split's partial sums cost in waves (:func:`_split`)
 FLOPS_PER_BYTE = 10
-#: the narrow class's tiles: config fields over the rung's ``"default"`` preset (128×128); their
-#: ``min_blocks`` is also the blocks :func:`balance_splits` counts resident per SM
-NARROW_TILES = {
+#: the tiles the narrow and mid-wave classes choose from: config fields over the rung's ``"default"``
+#: preset (128×128); their ``min_blocks`` is also the blocks counted resident per SM
+TILES = {
     "128x128": {},
     "128x64": {"bn": 64, "min_blocks": 3},
     "64x128": {"bm": 64, "wm": 32, "wn": 64, "min_blocks": 3},
@@ -298,7 +299,7 @@ def _split(m: int, n: int, k: int, tile: str) -> int:
     """K's split for ``tile`` (:func:`balance_splits` at the tile's residency, up to
     :data:`MAX_NARROW_SPLITS`): a split's partials (C written and read back, 8·M·N bytes) priced in
     waves of the unsplit tile by :data:`FLOPS_PER_BYTE` (4096×64×4096 on 64×64: 0.001 of a wave)."""
-    sms, resident = sm_count(), NARROW_TILES[tile].get("min_blocks", 2)
+    sms, resident = sm_count(), TILES[tile].get("min_blocks", 2)
     bm, bn = map(int, tile.split("x"))
     blocks, slots = -(-m // bm) * -(-n // bn), resident * sms
     partial = 4 * m * n * FLOPS_PER_BYTE / (slots * bm * bn * max(k, 1))
@@ -326,13 +327,65 @@ def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
         rows = -(-m // 128)
         full = _fill(rows * n // 128, 2 * sms)
         if n % 128 == 0 and full >= FULL_WAVES and full > _fill(rows * n // 64, 3 * sms):
-            return "k11_generated_split_k", 1, NARROW_TILES["128x128"]
+            return "k11_generated_split_k", 1, TILES["128x128"]
         tile = "128x64" if rows * -(-n // 64) >= 2 * sms else "64x64"
-        return "k11_generated_split_k", _split(m, n, k, tile), NARROW_TILES[tile]
+        return "k11_generated_split_k", _split(m, n, k, tile), TILES[tile]
     if not (m <= NARROW and n >= NARROW_LONG):
         return None
     tile = "32x64" if m <= 32 else "64x128" if -(-n // 128) >= 2 * sms else "64x64"
-    return "k12_async_copy", _split(m, n, k, tile), NARROW_TILES[tile]
+    return "k12_async_copy", _split(m, n, k, tile), TILES[tile]
+
+
+#: the mid-wave class's cost model (a ``"waves"`` row: the table's catch-all, past 132 tiles of 128×128),
+#: per tile of :data:`TILES`: ``(resident blocks per SM R, µs per round of R blocks, µs per block per
+#: 1000 elements of K)``.  Fitted by least squares to k12's times over 8 sizes × 11 tiles and splits
+#: (benchmarks/results/matmul_waves_s32_h100.json; median error 1.8%, the largest 15% at K = 333)
+WAVE_TILES = {
+    "128x128": (2, 22.0, 83.4),
+    "128x64": (3, 18.3, 43.1),
+    "64x128": (3, 19.7, 43.3),
+    "64x64": (4, 10.6, 22.8),
+}
+#: a split's fixed cost in the same fit (µs: the partials' sum kernel; their bytes hide behind other blocks)
+WAVE_SPLIT_US = 6.7
+#: how much faster (predicted) another tile or split must be to replace 128×128 unsplit: the fit's error
+WAVE_MARGIN = 0.02
+
+
+def wave_time(m: int, n: int, k: int, tile: str, splits: int, sms: int) -> float:
+    """Predicted µs of a product on ``tile`` with K in ``splits``: the busiest SM sets the time.
+
+    It runs b = ceil(blocks / SMs) blocks, R at a time: ceil(b / R) rounds of fill and drain, and
+    b main loops over its K chunk (whole BK = 16 tiles, as :func:`k11.split_plan` cuts it).  344 tiles of
+    128×128 (512×11008×4096) put 3 blocks on 80 SMs: a second round for one block.  Split K in three,
+    they put 8 on most SMs: 4 full rounds of a third of K each, 1.013 ms predicted against 1.069
+    (measured on an H100: 1.007 and 1.082)."""
+    resident, round_us, k_us = WAVE_TILES[tile]
+    bm, bn = map(int, tile.split("x"))
+    chunk = -(-(-(-k // splits)) // 16) * 16 if k else 0
+    splits = -(-k // chunk) if k else 1
+    b = -(-(-(-m // bm) * -(-n // bn) * splits) // max(sms, 1))
+    return -(-b // resident) * round_us + b * chunk / 1000 * k_us + (WAVE_SPLIT_US if splits > 1 else 0.0)
+
+
+def wave_plan(m: int, n: int, k: int) -> tuple[int, dict]:
+    """``(splits, fields)`` of a ``"waves"`` row: the tile of :data:`WAVE_TILES` and split of K (each
+    chunk at least :data:`MIN_SPLIT_K`, at most :data:`MAX_BALANCE_SPLITS`) that :func:`wave_time`
+    predicts fastest, where it beats 128×128 unsplit by :data:`WAVE_MARGIN` (else that).
+
+    Short grids lose most to a last wave left half empty: 777×5555×333 on 308 tiles of 128×128
+    (3 blocks on 44 SMs) 0.131 ms, on 1131 of 64×64 (9 a SM at most, 4 at a time) 0.097 ms."""
+    sms = sm_count()
+    base = wave_time(m, n, k, "128x128", 1, sms)
+    best, best_t = (1, "128x128"), base * (1 - WAVE_MARGIN)
+    for tile in WAVE_TILES:
+        for s in range(1, MAX_BALANCE_SPLITS + 1):
+            if s > 1 and k // s < MIN_SPLIT_K:
+                break
+            t = wave_time(m, n, k, tile, s, sms)
+            if t < best_t:
+                best, best_t = (s, tile), t
+    return best[0], TILES[best[1]]
 
 
 def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:
@@ -347,6 +400,8 @@ def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:
     tiles = -(-m // 128) * -(-n // 128)
     for row in fast_table():
         if row.most is None or tiles <= row.most:
+            if row.splits == "waves":
+                return (row.variant, *wave_plan(m, n, k))
             if row.splits == "balance":
                 cfg = row.config
                 blocks = -(-m // cfg.bm) * -(-n // cfg.bn)
@@ -375,8 +430,10 @@ def decode_row(i: int, row) -> SplitRow:
         fields = row[3] if len(row) == 4 else {}
         if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 0):
             raise ValueError(f"most: expected a tile count >= 0 or null; got {most!r}")
-        if splits != "balance" and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
-            raise ValueError(f"splits: expected an integer >= 1 or 'balance'; got {splits!r}")
+        if splits not in ("balance", "waves") and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
+            raise ValueError(f"splits: expected an integer >= 1, 'balance' or 'waves'; got {splits!r}")
+        if splits == "waves" and len(row) == 4:
+            raise ValueError("fields: a 'waves' row takes its tile from the wave model (WAVE_TILES); expected none")
         if variant not in RUNGS:
             raise ValueError(f"variant: expected one of {sorted(RUNGS)}; got {variant!r}")
         if not isinstance(fields, dict):

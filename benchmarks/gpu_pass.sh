@@ -234,9 +234,9 @@ for step in $steps; do
         --reps 10 --budget-s 0.25 --sizes $sizes --config $cfgs --json "$out/matmul_narrow_h200.json" \
         --md "$out/matmul_narrow_h200.md" > "$out/narrow.log" 2>&1; echo "sweep rc=$?" ;;
     waves)
-      # issue 32's mid-wave class: products past 132 tiles of 128x128 that fill one to four waves (the
-      # shipped table's catch-all row runs them on k12 128x128 unsplit, however full the last wave is):
-      # tiles and splits at LLM prefill, GPT-2 and ragged sizes, with controls that fill whole waves
+      # issue 32's mid-wave class (dispatch.wave_plan): products past 132 tiles of 128x128 that fill one to
+      # four waves (before session 32 the catch-all row ran k12 128x128 unsplit, however empty the last
+      # wave): tiles and splits at LLM prefill, GPT-2 and ragged sizes, with controls that fill whole waves
       K12=k12_async_copy; c64="bm=64,bn=64,wm=32,wn=32,tn=4,min_blocks=4"; c128x64="bn=64,min_blocks=3"
       c64x128="bm=64,wm=32,wn=64,min_blocks=3"
       cfgs=${WAVES_CONFIGS:-"$K12:splits=2 $K12:splits=3 $K12:splits=4 $K12:$c128x64 $K12:$c128x64,splits=2

@@ -337,44 +337,53 @@ def narrow_plan(m: int, n: int, k: int) -> tuple[str, int, dict] | None:
 
 
 #: the mid-wave class's cost model (a ``"waves"`` row: the table's catch-all, past 132 tiles of 128×128),
-#: per tile of :data:`TILES`: ``(resident blocks per SM R, µs per round of R blocks, µs per block per
-#: 1000 elements of K)``.  Fitted by least squares to k12's times over 8 sizes × 11 tiles and splits
-#: (benchmarks/results/matmul_waves_s32_h100.json; median error 1.8%, the largest 15% at K = 333)
+#: per tile of :data:`TILES` (R resident a SM: its ``min_blocks``): ``(µs per round of R blocks, µs per
+#: block per 1000 elements of K)``.  Fitted by relative least squares to k12's times over 8 sizes × 11
+#: tiles and splits (benchmarks/results/matmul_waves_s32_h100.json; median error 1.7%, the largest 15%
+#: at 1024×3072×768 on 128×128 in 3 splits)
 WAVE_TILES = {
-    "128x128": (2, 22.0, 83.4),
-    "128x64": (3, 18.3, 43.1),
-    "64x128": (3, 19.7, 43.3),
-    "64x64": (4, 10.6, 22.8),
+    "128x128": (22.0, 83.4),
+    "128x64": (18.3, 43.1),
+    "64x128": (19.7, 43.3),
+    "64x64": (10.6, 22.8),
 }
-#: a split's fixed cost in the same fit (µs: the partials' sum kernel; their bytes hide behind other blocks)
+#: a split's fixed cost in the same fit (µs; it absorbs the partials' sum kernel, whose bytes the fit
+#: cannot tell apart from it)
 WAVE_SPLIT_US = 6.7
 #: how much faster (predicted) another tile or split must be to replace 128×128 unsplit: the fit's error
 WAVE_MARGIN = 0.02
+#: shortest K the model chooses for: the sweep's shortest (333) in whole BK = 16 tiles; shorter K keeps
+#: 128×128 unsplit (6272×1024×256: 0.084 ms, against 0.086 for the model's 64×64)
+WAVE_MIN_K = 320
 
 
 def wave_time(m: int, n: int, k: int, tile: str, splits: int, sms: int) -> float:
     """Predicted µs of a product on ``tile`` with K in ``splits``: the busiest SM sets the time.
 
     It runs b = ceil(blocks / SMs) blocks, R at a time: ceil(b / R) rounds of fill and drain, and
-    b main loops over its K chunk (whole BK = 16 tiles, as :func:`k11.split_plan` cuts it).  344 tiles of
-    128×128 (512×11008×4096) put 3 blocks on 80 SMs: a second round for one block.  Split K in three,
-    they put 8 on most SMs: 4 full rounds of a third of K each, 1.013 ms predicted against 1.069
-    (measured on an H100: 1.007 and 1.082)."""
-    resident, round_us, k_us = WAVE_TILES[tile]
+    b main loops over its K chunk (whole BK = 16 tiles, as :func:`.k11_generated_split_k.split_plan`
+    cuts it).  344 tiles of 128×128 (512×11008×4096) put 3 blocks on 80 SMs: a second round for one
+    block.  Split K in three, they put 8 on most SMs: 4 full rounds of a third of K each, 1.013 ms
+    predicted against 1.069 (measured on an H100: 1.007 and 1.082)."""
+    round_us, k_us = WAVE_TILES[tile]
     bm, bn = map(int, tile.split("x"))
     chunk = -(-(-(-k // splits)) // 16) * 16 if k else 0
     splits = -(-k // chunk) if k else 1
     b = -(-(-(-m // bm) * -(-n // bn) * splits) // max(sms, 1))
+    resident = TILES[tile].get("min_blocks", 2)
     return -(-b // resident) * round_us + b * chunk / 1000 * k_us + (WAVE_SPLIT_US if splits > 1 else 0.0)
 
 
 def wave_plan(m: int, n: int, k: int) -> tuple[int, dict]:
     """``(splits, fields)`` of a ``"waves"`` row: the tile of :data:`WAVE_TILES` and split of K (each
     chunk at least :data:`MIN_SPLIT_K`, at most :data:`MAX_BALANCE_SPLITS`) that :func:`wave_time`
-    predicts fastest, where it beats 128×128 unsplit by :data:`WAVE_MARGIN` (else that).
+    predicts fastest, where it beats 128×128 unsplit by :data:`WAVE_MARGIN` (else that; also for K
+    under :data:`WAVE_MIN_K`).
 
     Short grids lose most to a last wave left half empty: 777×5555×333 on 308 tiles of 128×128
     (3 blocks on 44 SMs) 0.131 ms, on 1131 of 64×64 (9 a SM at most, 4 at a time) 0.097 ms."""
+    if k < WAVE_MIN_K:
+        return 1, TILES["128x128"]
     sms = sm_count()
     base = wave_time(m, n, k, "128x128", 1, sms)
     best, best_t = (1, "128x128"), base * (1 - WAVE_MARGIN)
@@ -432,8 +441,9 @@ def decode_row(i: int, row) -> SplitRow:
             raise ValueError(f"most: expected a tile count >= 0 or null; got {most!r}")
         if splits not in ("balance", "waves") and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
             raise ValueError(f"splits: expected an integer >= 1, 'balance' or 'waves'; got {splits!r}")
-        if splits == "waves" and len(row) == 4:
-            raise ValueError("fields: a 'waves' row takes its tile from the wave model (WAVE_TILES); expected none")
+        if splits == "waves" and (fields or variant != "k12_async_copy"):
+            raise ValueError("a 'waves' row runs k12_async_copy on the tiles of the wave model (WAVE_TILES, "
+                             f"fitted to k12); expected [most, 'waves', 'k12_async_copy'], got {row!r}")
         if variant not in RUNGS:
             raise ValueError(f"variant: expected one of {sorted(RUNGS)}; got {variant!r}")
         if not isinstance(fields, dict):
@@ -452,7 +462,8 @@ def decode_row(i: int, row) -> SplitRow:
             raise ValueError(f"fields: {unknown} not config fields of {variant} "
                              f"(expected some of {sorted(known | set(_ROW_NUMBERS))})")
         cfg = dataclasses.replace(default, **fields)  # the rung's own rules (ConfigError)
-        why = fits(cfg, "float32")
+        tiles = [dataclasses.replace(default, **TILES[t]) for t in WAVE_TILES] if splits == "waves" else []
+        why = next(filter(None, (fits(c, "float32") for c in [cfg, *tiles])), None)
         if why:
             raise ValueError(why)
     except (ValueError, TypeError) as exc:

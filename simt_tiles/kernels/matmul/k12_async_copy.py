@@ -19,8 +19,8 @@ Shared memory: both operands k-major, unswizzled: the copies of a warp write
 
 The lesson is a narrow win on this chip: with the transposition counted it is 1-2%
 ahead of k11 from 2048³ up and behind on small problems (benchmarks/notes/matmul.md), so
-``matmul(variant=None)`` takes it for unsplit float32 sizes, small tiles up to 88 tiles of 128×128,
-and rows that are not a multiple of 4 long; k11 elsewhere.
+``matmul(variant=None)`` takes it past 132 tiles of 128×128 (the tile and split of the wave model),
+for small tiles up to 88 tiles, and for rows that are not a multiple of 4 long; k11 elsewhere.
 
 Headline (H200, benchmarks/results/matmul_fast_h200.json): 48.3 TFLOP/s at 4096x4096x4096, 0.94× cuBLAS
 """
@@ -39,10 +39,13 @@ from .k11_generated_split_k import Config, emit_compute, emit_epilogue, geometry
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
-    # the small tiles that matmul(variant=None) runs (tuned/h200.json), so the compile gate checks them:
-    # 128 threads of 8×4 up to 48 tiles of 128×128, 64 threads of 8×4 up to 88 (cuBLAS's 32×64 grid)
+    # the other tiles that matmul(variant=None) runs (tuned/h200.json, dispatch.TILES), so the compile gate
+    # checks them: 128 threads of 8×4 up to 48 tiles of 128×128, 64 threads of 8×4 up to 88 (cuBLAS's
+    # 32×64 grid); 64×64, 128×64 and 64×128 wherever the wave model picks them past 132
     "64x64": k11.PRESETS["64x64"],
     "32x64": Config(bm=32, bn=64, wm=32, wn=32, tm=8, tn=4, min_blocks=6),
+    "128x64": k11.PRESETS["128x64"],
+    "64x128": k11.PRESETS["64x128"],
 }
 
 

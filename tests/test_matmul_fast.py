@@ -130,9 +130,11 @@ def test_k12_copies_asynchronously():
 
 def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
-    assert dispatch.fast_choice(509, 503, 521, f32) == ("k12_async_copy", 2)  # 16 tiles: 64x64 tiles, 2 splits
+    assert dispatch.fast_choice(512, 512, 512, f32) == ("k11_generated_split_k", 2)  # 16 tiles: 64x64 tiles, 2 splits
     assert dispatch.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
-    assert dispatch.fast_choice(768, 768, 768, f32) == ("k12_async_copy", 2)  # 36 tiles
+    rung, cfg = dispatch.choose(None, None, 509, 503, 521, f32)  # ragged rows: k12 with the row's tile and split
+    assert (rung.name, cfg.splits) == ("k12_async_copy", 2)
+    assert dispatch.fast_choice(768, 768, 768, f32) == ("k11_generated_split_k", 2)  # 36 tiles
     assert dispatch.fast_choice(1000, 1000, 1000, f32) == ("k11_generated_split_k", 1)  # 64 tiles: 64x64 tiles
     assert dispatch.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
     assert dispatch.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles

@@ -194,7 +194,7 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
         a_kc = sh.k == 1 or sh.a[1][-1] == 1
         b_kc = sh.k == 1 or sh.b[1][-2] == 1
         b_nc = sh.n == 1 or sh.b[1][-1] == 1
-        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc, b_nc)
+        side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc, b_nc, np.dtype(dtype).itemsize)
         if side is not None and all(s >= 0 for s in sh.a[1] + sh.b[1]):
             _strided.gemv(side, a_op.dev, b_op.dev, sh, sh.a[1], sh.b[1], c2d, stream)
             return finish_result(c_op, stream)

@@ -129,24 +129,35 @@ def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, la
 
 #: the skinny class: a product with at most this many rows of C (M) or columns (N) is a GEMV
 SKINNY = 16
+#: k15 takes up to this many rows of the small side, in groups of 16 (grid rows), where the big
+#: operand is at most :data:`SKINNY_L2_BYTES`: each group reads it again, from L2 after the first
+SKINNY_L2 = 64
+#: the big operand's bytes up to which :data:`SKINNY_L2` holds, measured (results/matmul_skinny_probe_s32_h100):
+#: ResNet-50's classifier at batch 32 (W 2048×1000, 7.8 MiB) 20.3 µs against 28.3 for the M-narrow
+#: tiles, a 1024×1024 W 13.5 against 19.3, both gaining up to 64 rows; a 4096×4096 W (64 MiB) lost
+#: from 17 rows (88 against 64 µs)
+SKINNY_L2_BYTES = 8 << 20
 
 
-def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool, b_nc: bool = False) -> str | None:
-    """Where :mod:`.k15_gemv` runs a ``variant=None`` product: ``"m"`` (x's M ≤ 16 rows against the
+def gemv_rule(m: int, n: int, k: int, batches: int, a_kc: bool, b_kc: bool, b_nc: bool = False,
+              itemsize: int = 4) -> str | None:
+    """Where :mod:`.k15_gemv` runs a ``variant=None`` product: ``"m"`` (x's M rows against the
     N rows of a column-major B, the linear layer ``x @ w.T``), ``"rows"`` (M ≤ 16 rows against a
-    row-major B: ``b_nc``, B contiguous along n), ``"n"`` (N ≤ 16 columns against A's M rows), None
+    row-major B: ``b_nc``, B contiguous along n), ``"n"`` (N columns against A's M rows), None
     (the tiles).  A shape class, not a table: one product, the operands contiguous along k
     (``a_kc``, ``b_kc``; ``"rows"``: B along n), and the other side longer than the small one (else
-    a square-ish tiny problem, which k11's tile does in one block)."""
+    a square-ish tiny problem, which k11's tile does in one block).  The small side is at most
+    :data:`SKINNY` long, or :data:`SKINNY_L2` where the big operand (``itemsize`` bytes an element)
+    fits :data:`SKINNY_L2_BYTES`."""
     if batches != 1 or not k:
         return None
     if m <= SKINNY and n > m and b_nc and not b_kc:
         return "rows"
     if not (a_kc and b_kc):
         return None
-    if m <= SKINNY and n > m:
+    if n > m and (m <= SKINNY or m <= SKINNY_L2 and n * k * itemsize <= SKINNY_L2_BYTES):
         return "m"
-    if n <= SKINNY and m > n:
+    if m > n and (n <= SKINNY or n <= SKINNY_L2 and m * k * itemsize <= SKINNY_L2_BYTES):
         return "n"
     return None
 

@@ -103,10 +103,10 @@ def test_transposed_views_run_the_layout_kernel_without_copies(monkeypatch):
     monkeypatch.setattr(_strided, "_launch", lambda *a, **k: launched.append(a[2]) or real_launch(*a, **k))
     monkeypatch.setattr(_strided, "contiguous_copy", lambda *a, **k: copied.append(1))
     rng = np.random.default_rng(2)
-    x, w = rng.standard_normal((20, 12), np.float32), rng.standard_normal((24, 12), np.float32)  # past k15's class
+    x, w = rng.standard_normal((66, 12), np.float32), rng.standard_normal((70, 12), np.float32)  # past k15's class
     got = simt_tiles.matmul(cuda.to_device(x), transposed(cuda.to_device(w))).copy_to_host()
     assert_np_matmul(got, x, np.ascontiguousarray(w.T))
-    p = rng.standard_normal((12, 20), np.float32)
+    p = rng.standard_normal((12, 66), np.float32)
     got = simt_tiles.matmul(p.T, w.T)  # NumPy views are uploaded as they lie: the same kernel
     assert_np_matmul(got, np.ascontiguousarray(p.T), np.ascontiguousarray(w.T))
     assert launched == ["nt", "tt"] and not copied

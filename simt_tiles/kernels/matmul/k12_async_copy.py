@@ -40,8 +40,8 @@ PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
     "default": Config(),
     # the other tiles that matmul(variant=None) runs (tuned/h200.json, dispatch.TILES), so the compile gate
-    # checks them: 128 threads of 8×4 up to 48 tiles of 128×128, 64 threads of 8×4 up to 88 (cuBLAS's
-    # 32×64 grid); 64×64, 128×64 and 64×128 wherever the wave model picks them past 132
+    # checks them: 64 threads of 8×4 up to 88 tiles of 128×128 (cuBLAS's 32×64 grid); 128 threads of 8×4
+    # for ragged rows up to 48; 64×64, 128×64 and 64×128 wherever the wave model picks them past 132
     "64x64": k11.PRESETS["64x64"],
     "32x64": Config(bm=32, bn=64, wm=32, wn=32, tm=8, tn=4, min_blocks=6),
     "128x64": k11.PRESETS["128x64"],

@@ -242,7 +242,7 @@ def test_matmul_defaults_ask_autotune_first(monkeypatch):
     monkeypatch.setattr(autotune, "choose", lambda f, p, v, a: None)
     monkeypatch.setattr(autotune, "SHIPPED_DIR", REAL_SHIPPED_DIR)
     rung, cfg = matmul_ladder.choose(None, None, 768, 768, 768, np.float32)  # the shipped split-K rule
-    assert rung.name == "k12_async_copy" and cfg.splits == 2
+    assert rung.name == "k11_generated_split_k" and cfg.splits == 2
 
 
 def test_an_unknown_function_gets_the_default(monkeypatch):

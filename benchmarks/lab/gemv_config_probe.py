@@ -1,0 +1,106 @@
+"""k15's tile for decode-step GEMVs: rows per warp (``nw``), warps per block and steps in flight (``unroll``)
+at 1, 4 and 16 rows of x against Llama-2-7B's weights, beside the shipped preset and cuBLAS.
+
+The decode rows of the matmul zoo run k15 at 53-56% of the H100's copy bandwidth (1×4096×4096 `nt`:
+35.8 µs for 64 MiB of W); issue 32 asks for 85%.  A warp walks its rows' K in steps of 128 elements,
+``unroll`` steps of loads in flight, so one row takes K / (128·unroll) dependent DRAM round trips; the
+preset for one row (4 rows a warp, 4 warps a block) puts 1024 warps on the GPU for N = 4096: about
+8 a SM.  Expected: fewer rows a warp and more warps a block (more rows in flight at once) move toward
+bandwidth; ``unroll`` 2 ahead of 1.
+
+Each launch timed after an L2 flush, CUDA events around one launch (its host cost hidden behind the flush),
+median of 30; every output checked against a float64 product with the γ_K bound first.
+
+    python3 benchmarks/lab/gemv_config_probe.py [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: (N, K, where from): W is N × K (``x @ W.T``)
+LAYERS = ((4096, 4096, "Llama-2-7B attention projection"), (11008, 4096, "Llama-2-7B MLP up/gate"),
+          (4096, 11008, "Llama-2-7B MLP down"))
+ROWS = (1, 4, 16)
+
+
+def configs(m: int) -> list:
+    from simt_tiles.kernels.matmul import k15_gemv
+
+    base = k15_gemv.config_for(m)
+    out = [base]
+    for nw, warps, unroll in itertools.product((1, 2, 4), (4, 8, 16), (1, 2)):
+        cfg = dataclasses.replace(base, nw=nw, warps=warps, unroll=unroll)
+        if cfg != base and cfg.mt * cfg.nw <= 32:  # partial sums a lane: registers
+            out.append(cfg)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
+    import torch
+    from numba import cuda
+    from small_reduce_probe import timed
+
+    from simt_tiles.bench import matmul_zoo as zoo
+    from simt_tiles.bounds import gamma, unit_roundoff
+    from simt_tiles.kernels.matmul import k15_gemv
+
+    jobs = sorted({("k15_gemv", c, "float32", (("vec", True),)) for m in ROWS for c in configs(m)}, key=repr)
+    print(f"warming {len(jobs)} kernels", flush=True)
+    with ProcessPoolExecutor(16, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for what, sec in pool.map(zoo._compile, jobs):
+            print(f"  {sec:6.1f} s  {what}", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    flush_buf = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
+    flush = lambda: flush_buf.zero_()  # noqa: E731
+    rows = []
+    for n, k, where in LAYERS:
+        w = torch.randn(n, k, device="cuda")
+        for m in ROWS:
+            x = torch.randn(m, k, device="cuda")
+            out = torch.empty(m, n, device="cuda")
+            x64, w64 = x.double(), w.double()
+            ref = x64 @ w64.T
+            bound = (x64.abs() @ w64.abs().T) * (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64)))
+            del x64, w64
+            fx, fw, fc = (cuda.as_cuda_array(t.reshape(-1)) for t in (x, w, out))
+            cases = [(f"{c}", lambda c=c: k15_gemv.launch(c, fx, fw, fc, m, n, k, k, k, n, 1, 0)) for c in configs(m)]
+            cases.append(("cuBLAS", lambda: torch.matmul(x, w.T, out=out)))
+            mib = (n * k + m * k + m * n) * 4 / 2**20
+            for i, (name, fn) in enumerate(cases):
+                out.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                ok = bool(((out.double() - ref).abs() <= bound).all())
+                ms = timed(fn, flush, reps=30)
+                gbs = mib * 2**20 / (ms * 1e-3) / 1e9
+                print(f"{m}x{n}x{k} {'preset' if i == 0 else '':6} {ms * 1e3:8.2f} us {gbs:7.0f} GB/s "
+                      f"{'ok' if ok else 'WRONG'}  {name}", flush=True)
+                rows.append({"m": m, "n": n, "k": k, "where": where, "impl": name, "preset": i == 0, "us": ms * 1e3,
+                             "gbs": gbs, "ok": ok})
+            del x, out, ref, bound, fx, fc
+        del w, fw
+        torch.cuda.empty_cache()
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/gemv_config_probe.py",
+                                               "rows": rows}, indent=1))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail

@@ -48,36 +48,22 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    import numpy as np
     import torch
+    from _matmul_probe import flusher, reference, warm, within
     from numba import cuda
     from small_reduce_probe import timed
 
-    from simt_tiles.bench import matmul_zoo as zoo
-    from simt_tiles.bounds import gamma, unit_roundoff
     from simt_tiles.kernels.matmul import k15_gemv
 
-    jobs = sorted({("k15_gemv", c, "float32", (("vec", True),)) for m in ROWS for c in configs(m)}, key=repr)
-    print(f"warming {len(jobs)} kernels", flush=True)
-    with ProcessPoolExecutor(16, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for what, sec in pool.map(zoo._compile, jobs):
-            print(f"  {sec:6.1f} s  {what}", flush=True)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    flush_buf = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
-    flush = lambda: flush_buf.zero_()  # noqa: E731
+    warm({("k15_gemv", c, "float32", (("vec", True),)) for m in ROWS for c in configs(m)})
+    flush = flusher()
     rows = []
     for n, k, where in LAYERS:
         w = torch.randn(n, k, device="cuda")
         for m in ROWS:
             x = torch.randn(m, k, device="cuda")
             out = torch.empty(m, n, device="cuda")
-            x64, w64 = x.double(), w.double()
-            ref = x64 @ w64.T
-            bound = (x64.abs() @ w64.abs().T) * (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64)))
-            del x64, w64
+            ref, bound = reference(x, w.T)
             fx, fw, fc = (cuda.as_cuda_array(t.reshape(-1)) for t in (x, w, out))
             cases = [(f"{c}", lambda c=c: k15_gemv.launch(c, fx, fw, fc, m, n, k, k, k, n, 1, 0)) for c in configs(m)]
             cases.append(("cuBLAS", lambda: torch.matmul(x, w.T, out=out)))
@@ -86,7 +72,7 @@ def main() -> int:
                 out.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()
-                ok = bool(((out.double() - ref).abs() <= bound).all())
+                ok = within(out, ref, bound)
                 ms = timed(fn, flush, reps=30)
                 gbs = mib * 2**20 / (ms * 1e-3) / 1e9
                 print(f"{m}x{n}x{k} {'preset' if i == 0 else '':6} {ms * 1e3:8.2f} us {gbs:7.0f} GB/s "

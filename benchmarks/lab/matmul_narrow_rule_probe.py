@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -76,36 +74,32 @@ class _Session16:
         self.d._split_k_choice.cache_clear()
 
 
-def warm(jobs: int = 16) -> None:
+def warm() -> None:
     """The kernels both rules launch at SHAPES, compiled into Numba's disk cache in parallel (as the zoo warms)."""
+    from _matmul_probe import warm as compile_all
+
     from simt_tiles.bench import matmul_zoo as zoo
 
     rows = [(w, m, n, k, layout, batch, w) for m, n, k, layout, batch, w in SHAPES]
     todo = set(zoo.kernels(rows))
     with _Session16():
         todo |= set(zoo.kernels(rows))
-    print(f"warming {len(todo)} kernels", flush=True)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for what, sec in pool.map(zoo._compile, sorted(todo, key=repr)):
-            print(f"  {sec:6.1f} s  {what}", flush=True)
+    compile_all(todo)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    import numpy as np
     import torch
+    from _matmul_probe import flusher, reference, within
     from small_reduce_probe import loop_us, timed
 
     import simt_tiles
-    from simt_tiles.bounds import gamma, unit_roundoff
     from simt_tiles.kernels.matmul import dispatch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     warm()
-    flush_buf = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
-    flush = lambda: flush_buf.zero_()  # noqa: E731
+    flush = flusher()
     rows = []
     for m, n, k, layout, batch, where in SHAPES:
         new_plan = dispatch.choose(None, None, batch * m, n, k, "float32")
@@ -116,10 +110,7 @@ def main() -> int:
         b = torch.randn(lead + (n, k), device="cuda").transpose(-1, -2) if layout[1] == "t" else \
             torch.randn(lead + (k, n), device="cuda")
         out = torch.empty(lead + (m, n), device="cuda")
-        a64, b64 = a.double(), b.double()
-        ref = a64 @ b64
-        bound = (a64.abs() @ b64.abs()) * (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64)))
-        del a64, b64
+        ref, bound = reference(a, b)
         cases = [("default", lambda: simt_tiles.matmul(a, b, out=out)),
                  ("session16", lambda: simt_tiles.matmul(a, b, out=out, variant=old_rung.name, config=old_cfg)),
                  ("torch", lambda: torch.matmul(a, b, out=out))]
@@ -129,7 +120,7 @@ def main() -> int:
             out.fill_(float("nan"))
             fn()
             torch.cuda.synchronize()
-            ok = bool(((out.double() - ref).abs() <= bound).all())
+            ok = within(out, ref, bound)
             ms = timed(fn, flush, reps=30)
             loop = loop_us(fn)
             print(f"{label:<24} {name:<10} {ms * 1e3:9.2f} us  loop {loop:9.2f} us {'ok' if ok else 'WRONG'}  "

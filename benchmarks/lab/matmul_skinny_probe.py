@@ -62,9 +62,8 @@ def recorded(fn):
     return fn
 
 
-def warm(jobs: int = 16) -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def warm() -> None:
+    from _matmul_probe import warm as compile_all
 
     from simt_tiles.bench import matmul_zoo as zoo
 
@@ -72,37 +71,28 @@ def warm(jobs: int = 16) -> None:
     todo = set(zoo.kernels(rows))
     with _Skinny(64):
         todo |= set(zoo.kernels(rows))
-    print(f"warming {len(todo)} kernels", flush=True)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for what, sec in pool.map(zoo._compile, sorted(todo, key=repr)):
-            print(f"  {sec:6.1f} s  {what}", flush=True)
+    compile_all(todo)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    import numpy as np
     import torch
+    from _matmul_probe import flusher, reference, within
     from small_reduce_probe import loop_us, timed
 
     import simt_tiles
-    from simt_tiles.bounds import gamma, unit_roundoff
 
-    torch.backends.cuda.matmul.allow_tf32 = False
     warm()
-    flush_buf = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
-    flush = lambda: flush_buf.zero_()  # noqa: E731
+    flush = flusher()
     rows = []
     for n, k, where in LAYERS:
         w = torch.randn(n, k, device="cuda")
         for m in ROWS:
             x = torch.randn(m, k, device="cuda")
             out = torch.empty(m, n, device="cuda")
-            x64, w64 = x.double(), w.double()
-            ref = x64 @ w64.T
-            bound = (x64.abs() @ w64.abs().T) * (gamma(k, unit_roundoff(np.float32)) + gamma(k, unit_roundoff(np.float64)))
-            del x64, w64
+            ref, bound = reference(x, w.T)
 
             def call():
                 simt_tiles.matmul(x, w.T, out=out)
@@ -114,11 +104,11 @@ def main() -> int:
                 with _Skinny(skinny):
                     recorded(fn)  # the plan of this case's choice, replayed by every timed call
                 torch.cuda.synchronize()
-                ok = bool(((out.double() - ref).abs() <= bound).all())
+                ok = within(out, ref, bound)
                 out.fill_(float("nan"))
                 fn()  # replayed
                 torch.cuda.synchronize()
-                ok = ok and bool(((out.double() - ref).abs() <= bound).all())
+                ok = ok and within(out, ref, bound)
                 ms = timed(fn, flush, reps=30)
                 loop = loop_us(fn)
                 print(f"{label:<22} {name:<8} {ms * 1e3:9.2f} us  loop {loop:9.2f} us {'ok' if ok else 'WRONG'}",

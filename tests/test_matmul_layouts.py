@@ -112,6 +112,44 @@ def test_transposed_views_run_the_layout_kernel_without_copies(monkeypatch):
     assert launched == ["nt", "tt"] and not copied
 
 
+@pytest.mark.parametrize("m, n, k, splits", [(8, 13, 35, 1), (36, 20, 17, 2), (12, 3, 5, 1), (4, 33, 0, 1)])
+def test_tn_runs_k12_on_the_callers_storage(m, n, k, splits, monkeypatch):
+    """``a.T @ b`` (the backward pass's dW = dYᵀ·X) with a C-order K × M ``a`` (M a multiple of 4) and a
+    C-order ``b``: k12 reads a's storage as its Aᵀ, no transposition and no layout kernel; ragged N
+    padded by k12, K split and summed, K = 0 zeros."""
+    k12 = dispatch.RUNGS["k12_async_copy"]
+    given_at, launched = [], []
+    real = type(k12).run_transposed
+    monkeypatch.setattr(type(k12), "run_transposed", lambda self, cfg, at, *rest: given_at.append(at.shape)
+                        or real(self, cfg, at, *rest))
+    monkeypatch.setattr(_strided, "_launch", lambda *a, **kw: launched.append(a[2]))  # the layout kernel: not run
+    rng = np.random.default_rng(m * n + k)
+    a, da = stored(rng, m, k, True, np.float32)
+    b, db = stored(rng, k, n, False, np.float32)
+    out = poisoned((m, n), np.float32)
+    cfg = dataclasses.replace(k12.presets["sim" if SIMULATOR else "64x64"], splits=splits)
+    simt_tiles.matmul(da, db, out=out, variant="k12_async_copy", config=cfg)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(a), np.ascontiguousarray(b))
+    assert given_at == [(k, m)] and not launched
+
+
+@pytest.mark.parametrize("m, pad, offset", [(6, 0, 0), (8, 4, 0), (8, 0, 1)])
+def test_tn_off_k12s_layout_takes_the_layout_kernel(m, pad, offset, monkeypatch):
+    """``a.T @ b`` whose storage is not k12's Aᵀ (M not a multiple of 4, a column slice, unaligned) runs
+    the layout kernel, which reads any leading dimension."""
+    launched = []
+    real = _strided._launch
+    monkeypatch.setattr(_strided, "_launch", lambda *a, **kw: launched.append(a[2]) or real(*a, **kw))
+    rng = np.random.default_rng(m + pad + offset)
+    a, da = stored(rng, m, 9, True, np.float32, pad, offset)
+    b, db = stored(rng, 9, 12, False, np.float32)
+    out = poisoned((m, 12), np.float32)
+    cfg = dispatch.RUNGS["k12_async_copy"].presets["sim" if SIMULATOR else "64x64"]
+    simt_tiles.matmul(da, db, out=out, variant="k12_async_copy", config=cfg)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(a), np.ascontiguousarray(b))
+    assert launched == ["tn"]
+
+
 def test_other_strides_are_copied_once():
     """Neither stride 1 (every other column) or a negative stride: one copy, then the product."""
     rng = np.random.default_rng(3)

@@ -194,17 +194,24 @@ class AsyncCopyRung(k11.SplitKRung):
 
     def run(self, config, call) -> None:
         a, b, c, stream = call.a, call.b, call.c, call.stream
-        dtype = a.dtype
-        if dtype != np.float32:
+        if a.dtype != np.float32:
             return k11.RUNG.run(config, call)
         m, k = a.shape
-        n = b.shape[1]
-        grid, block = geometry(config, m, n, k)
-        splits, chunk = split_plan(config, k)
-        mp, np_ = cdiv(m, 4) * 4, cdiv(n, 4) * 4
-        at = workspace((k, mp), dtype, stream, "a_transposed")
+        mp = cdiv(m, 4) * 4
+        at = workspace((k, mp), a.dtype, stream, "a_transposed")
         if k:
             transpose_pad[(cdiv(mp, 32), cdiv(k, 32)), (32, 8), stream](a, at)
+        self.run_transposed(config, at, b, c, stream)
+
+    def run_transposed(self, config, at, b, c, stream) -> None:
+        """C (M × N) = (Aᵀ)ᵀ B from Aᵀ as it lies (float32, K × M' with M' ≥ M a multiple of 4,
+        C-contiguous, 16-byte aligned): ``a.T @ b`` on a C-order ``a`` skips the transposition."""
+        dtype = at.dtype
+        m, n = c.shape
+        k, mp = at.shape
+        np_ = cdiv(n, 4) * 4
+        grid, block = geometry(config, m, n, k)
+        splits, chunk = split_plan(config, k)
         if n % 4 or not aligned(b):
             bp = workspace((k, np_), dtype, stream, "b_padded")
             if k:

@@ -133,6 +133,26 @@ def test_tn_runs_k12_on_the_callers_storage(m, n, k, splits, monkeypatch):
     assert given_at == [(k, m)] and not launched
 
 
+@pytest.mark.parametrize("m, n, k, splits", [(9, 12, 35, 1), (37, 20, 17, 2), (5, 4, 0, 1)])
+def test_nt_over_many_rows_copies_b_for_k12(m, n, k, splits, monkeypatch):
+    """``x @ w.T`` from NT_COPY_ROWS rows of x (here 1) with x and w C-order and N a multiple of 4: w
+    copied once into k12's B (K × N), then k12 as for NN; no layout kernel."""
+    monkeypatch.setattr(dispatch, "NT_COPY_ROWS", 1)
+    launched = []
+    monkeypatch.setattr(_strided, "_launch", lambda *a, **kw: launched.append(a[2]))  # the layout kernel: not run
+    rng = np.random.default_rng(m * n + k)
+    x, dx = stored(rng, m, k, False, np.float32)
+    w, dw = stored(rng, k, n, True, np.float32)
+    out = poisoned((m, n), np.float32)
+    cfg = dataclasses.replace(dispatch.RUNGS["k12_async_copy"].presets["sim" if SIMULATOR else "64x64"], splits=splits)
+    simt_tiles.matmul(dx, dw, out=out, variant="k12_async_copy", config=cfg)
+    assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), np.ascontiguousarray(w))
+    assert not launched
+    monkeypatch.setattr(dispatch, "NT_COPY_ROWS", m + 1)  # fewer rows: the layout kernel (K = 0: no launch)
+    simt_tiles.matmul(dx, dw, out=out, variant="k12_async_copy", config=cfg)
+    assert launched == (["nt"] if k else [])
+
+
 @pytest.mark.parametrize("m, pad, offset", [(6, 0, 0), (8, 4, 0), (8, 0, 1)])
 def test_tn_off_k12s_layout_takes_the_layout_kernel(m, pad, offset, monkeypatch):
     """``a.T @ b`` whose storage is not k12's Aᵀ (M not a multiple of 4, a column slice, unaligned) runs

@@ -202,7 +202,7 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
     b_mat, b_str = _strided.matrix(b_op.dev, *sh.b, dtype, stream, "b_copy")
     plan = dispatch.layout_plan(variant, config, sh.m, sh.n, sh.k, nb, dtype, a_mat.t + b_mat.t, autotune)
     if plan is not None:
-        _strided.run(plan, a_mat, b_mat, sh, a_str, b_str, c2d, stream)
+        _strided.run(plan, a_mat, b_mat, sh, a_str, b_str, c2d, stream, nt_copy=dispatch.nt_copies_b(sh.m))
         return finish_result(c_op, stream)
     # a rung that reads C-order matrices only: each operand copied once, one product per batch
     plan = dispatch.plan(variant, config, sh.m, sh.n, sh.k, dtype, autotune)

@@ -31,6 +31,7 @@ from ...vector import aligned
 from . import _layouts, k15_gemv
 from ._common import Call
 from . import k11_generated_split_k as k11
+from . import k12_async_copy as k12
 
 #: most blocks a grid has along z
 MAX_GRID_Z = 65535
@@ -107,10 +108,12 @@ def _c_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
-def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream) -> None:
+def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream, nt_copy: bool = False) -> None:
     """Launch ``plan``'s config of the layout kernel over every batch (``sh``: the product's
     :class:`~simt_tiles.kernels.matmul.Shapes`): ``c2d`` is the result as
-    (batches·M, N), C-contiguous; ``a_str``/``b_str`` the operands' strides in elements."""
+    (batches·M, N), C-contiguous; ``a_str``/``b_str`` the operands' strides in elements.  One
+    product on k12's plan runs k12 itself where its storage allows: ``tn`` on A's storage, ``nt``
+    with ``nt_copy`` (:func:`.dispatch.nt_copies_b`) after copying B into K × N."""
     cfg, dtype = plan.config, np.dtype(c2d.dtype)
     m, n, k = sh.m, sh.n, sh.k
     item = dtype.itemsize
@@ -127,6 +130,14 @@ def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream) -> None:
         at = device_view(a.dev, (k, m), (m * item, item))
         bv = device_view(b.dev, (k, n), (n * item, item))
         plan.rung.run_transposed(cfg, at, bv, c2d, stream)
+        return
+    if nt_copy and _nt_on_k12(plan, dtype, layout, nb, outer, a, b, n, k):
+        # ``x @ w.T`` with x and w C-order: w (N × K) copied once into k12's B (K × N), then k12 as for NN
+        bt = k11.workspace((k, n), dtype, stream, "b_transposed")
+        if k:
+            k12.transpose_pad[(cdiv(n, 32), cdiv(k, 32)), (32, 8), stream](
+                device_view(b.dev, (n, k), (k * item, item)), bt)
+        plan.rung.run(cfg, Call(device_view(a.dev, (m, k), (k * item, item)), bt, c2d, stream))
         return
     for o, idx in enumerate(np.ndindex(*(d[0] for d in outer))):
         oa = sum(i * d[1] for i, d in zip(idx, outer))
@@ -152,6 +163,13 @@ def _tn_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, m, n) -> bool:
     return (plan.rung.name == "k12_async_copy" and dtype == np.float32 and layout == "tn" and nb == 1
             and not outer and plan.config.pad != k11.Pad.ALWAYS and a.ld == m and m % 4 == 0
             and b.ld == n and aligned(a.dev))
+
+
+def _nt_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, n, k) -> bool:
+    """Whether an ``nt`` product may run k12 after copying B (:func:`run`): its plan is k12's, one float32
+    product, A C-order, B's storage exactly N × K and N a multiple of 4 (k12's B needs no padding)."""
+    return (plan.rung.name == "k12_async_copy" and dtype == np.float32 and layout == "nt" and nb == 1
+            and not outer and plan.config.pad != k11.Pad.ALWAYS and a.ld == k and b.ld == k and n % 4 == 0)
 
 
 def _vec(fa, fb, a: Mat, b: Mat, m, n, xa, xb) -> bool:

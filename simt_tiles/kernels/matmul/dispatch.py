@@ -127,6 +127,18 @@ def layout_plan(variant, config, m: int, n: int, k: int, batches: int, dtype, la
     return resolved(rung, cfg, batches * m, n, k)
 
 
+#: ``x @ w.T`` (``"nt"``) from this many rows of x on k12's plan: w copied once into k12's B (K × N) and
+#: the product run as NN, past the layout kernel, whose two swizzled k-contiguous tiles cost ~6% (4096³:
+#: 3.03 ms against 2.85 for NN).  The copy moves 8·N·K bytes against 2·M·N·K flops: at ~48 TFLOP/s and
+#: ~4 TB/s it costs 50/M of the product, under the 6% from M ≈ 800
+NT_COPY_ROWS = 1024
+
+
+def nt_copies_b(m: int) -> bool:
+    """Whether an ``"nt"`` product whose plan is k12's copies B into K × N first (:data:`NT_COPY_ROWS`)."""
+    return m >= NT_COPY_ROWS
+
+
 #: the skinny class: a product with at most this many rows of C (M) or columns (N) is a GEMV
 SKINNY = 16
 #: k15 takes up to this many rows of the small side, in groups of 16 (grid rows), where the big

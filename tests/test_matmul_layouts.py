@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from numba import cuda  # noqa: F401  (module level: the simulator swaps this global)
 
 import simt_tiles
+from simt_tiles import launch
 from simt_tiles.bounds import check_within, gamma, ref_dtype, unit_roundoff
 from simt_tiles.kernels.matmul import _layouts, _strided, dispatch
 from simt_tiles.kernels.matmul.k11_generated_split_k import PRESETS
@@ -149,6 +150,7 @@ def test_nt_over_many_rows_copies_b_for_k12(m, n, k, splits, monkeypatch):
     assert_np_matmul(out.copy_to_host(), np.ascontiguousarray(x), np.ascontiguousarray(w))
     assert not launched
     monkeypatch.setattr(dispatch, "NT_COPY_ROWS", m + 1)  # fewer rows: the layout kernel (K = 0: no launch)
+    launch.clear()  # (on a GPU the first call's launch plan would replay)
     simt_tiles.matmul(dx, dw, out=out, variant="k12_async_copy", config=cfg)
     assert launched == (["nt"] if k else [])
 

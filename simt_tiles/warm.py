@@ -20,9 +20,6 @@ import os
 import sys
 import time
 
-#: matmul's disk-cached kernels that ``matmul(a, b)`` launches: (variant, dtype, compile-time params)
-MATMUL_KERNELS = [("k11_generated_split_k", dt, {"idx32": True, "vec": vec}) for dt in ("float32", "float64")
-                  for vec in (True, False)] + [("k12_async_copy", "float32", {"idx32": True})]
 #: conv2d filters (kh, kw, mode) the default path compiles k10 for (bench conv's), both filter kinds
 CONV_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]
 #: functions whose kernels are disk-cached (warmed in worker processes) and the others
@@ -36,7 +33,7 @@ def jobs_for(functions) -> list:
     jobs = []
     for f in functions:
         if f == "matmul":
-            jobs += [("matmul", *k) for k in MATMUL_KERNELS]
+            jobs += [("matmul", *k) for k in matmul_kernels()]
         elif f == "correlate2d":
             jobs += [("correlate2d", kh, kw, mode, kind) for kh, kw, mode in CONV_FILTERS for kind in ("host", "device")]
         elif f in ("softmax", "log_softmax"):  # the row classes: short, mid, k05, split, vocabulary, an inner axis
@@ -53,6 +50,39 @@ def jobs_for(functions) -> list:
     return jobs
 
 
+def matmul_kernels() -> list:
+    """``(rung, config, dtype, params)`` of the disk-cached kernels ``matmul(a, b)`` launches by its own
+    choice: k11 and k12 on every tile of its shape classes (``dispatch.TILES``), the default tile's
+    float64 and unaligned builds, the layout kernel's transposed forms on the default tile, and k15's
+    row groups (each a picklable tuple: a job of a worker process)."""
+    import dataclasses
+
+    from .kernels.matmul import RUNGS, dispatch, k15_gemv  # deferred: Numba, for the matmul jobs only
+
+    out = []
+    for variant, params in (("k11_generated_split_k", (("idx32", True), ("vec", True))),
+                            ("k12_async_copy", (("idx32", True),))):
+        for fields in dispatch.TILES.values():
+            out.append((variant, dataclasses.replace(RUNGS[variant].presets["default"], **fields).compiled(),
+                        "float32", params))
+    tile = RUNGS["k11_generated_split_k"].presets["default"].compiled()
+    out += [("k11_generated_split_k", tile, dt, (("idx32", True), ("vec", vec)))
+            for dt, vec in (("float32", False), ("float64", True), ("float64", False))]
+    out += [("layouts", tile, "float32", (("idx32", True), ("layout", lay), ("vec", True))) for lay in ("nt", "tn", "tt")]
+    for mt in (1, 2, 4, 8, 16):
+        cfg = k15_gemv.config_for(mt)
+        out += [("k15_gemv", cfg, "float32", (("vec", True),)),
+                ("k15_rows", k15_gemv.rows_config(cfg), "float32", (("vec", True),))]
+    return out
+
+
+def matmul_rung(name: str):
+    """The rung object a :func:`matmul_kernels` entry names (the ladder's, the layout kernel, k15's two)."""
+    from .kernels.matmul import RUNGS, _layouts, k15_gemv  # deferred: Numba, for the matmul jobs only
+
+    return {"layouts": _layouts.RUNG, "k15_gemv": k15_gemv.RUNG, "k15_rows": k15_gemv.ROWS_RUNG}.get(name) or RUNGS[name]
+
+
 def run_job(job) -> tuple[str, float]:
     """Build one job's kernels by the path a user's call takes; ``(description, seconds)``."""
     import numpy as np
@@ -63,11 +93,8 @@ def run_job(job) -> tuple[str, float]:
     t0 = time.perf_counter()
     name = job[0]
     if name == "matmul":
-        from .kernels.matmul import RUNGS  # deferred: a worker process loads only the family it builds
-
-        _, variant, dtype, params = job
-        rung = RUNGS[variant]
-        rung.kernel(rung.presets["default"], np.dtype(dtype), **params)
+        _, variant, cfg, dtype, params = job
+        matmul_rung(variant).kernel(cfg, np.dtype(dtype), **dict(params))
     elif name == "correlate2d":
         _, kh, kw, mode, kind = job
         w = np.full((kh, kw), 0.5, np.float32)

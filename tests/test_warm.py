@@ -45,3 +45,33 @@ def test_a_cold_disk_cached_kernel_is_announced(caplog, tmp_path, monkeypatch):
         runtime._note_cold_compile("k99_generated", "float32", None)
     assert [r.name for r in caplog.records] == ["simt_tiles.compile"]
     assert "compiling k99_generated (float32)" in caplog.text and "simt-tiles warm" in caplog.text
+
+
+
+def test_warm_matmul_covers_every_tile_the_rules_name():
+    """``simt-tiles warm matmul`` builds k11 and k12 on every tile that a float32 ``matmul(a, b)`` can choose
+    by itself: the shipped table's rows (and k12 with a k11 row's tile, for ragged rows), its entries, and
+    the shape classes' tiles (``dispatch.TILES``); k15 on every row group."""
+    import dataclasses
+    import json
+
+    from simt_tiles import autotune
+    from simt_tiles.kernels.matmul import dispatch, k15_gemv
+
+    warmed = set(warm.matmul_kernels())
+    assert len(warmed) == len(warm.matmul_kernels())  # no job twice
+    tiles = {(v, c) for v, c, dt, _ in warmed if dt == "float32"}
+
+    def tile(variant, fields):
+        return variant, dataclasses.replace(dispatch.RUNGS[variant].presets["default"], **fields).compiled()
+
+    named = {tile(r.variant, r.fields) for r in dispatch.fast_table()}
+    named |= {tile(dispatch.RAGGED_ROWS.get(r.variant, r.variant), r.fields) for r in dispatch.fast_table()}
+    named |= {tile(v, f) for v in dispatch.LAYOUT_RUNGS for f in dispatch.TILES.values()}
+    shipped = json.loads((autotune.SHIPPED_DIR / "h200.json").read_text())["entries"]
+    for key, entry in shipped.items():
+        if key.startswith("matmul|"):
+            fields = {f: v for f, v in entry["choice"]["config"].items() if f not in ("splits", "pad")}
+            named.add(tile(entry["choice"]["variant"], fields))
+    assert named <= tiles, sorted(map(str, named - tiles))
+    assert {c.mt for v, c, _, _ in warmed if v == "k15_gemv"} == {k15_gemv.config_for(m).mt for m in range(1, 65)}

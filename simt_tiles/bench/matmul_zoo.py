@@ -109,6 +109,8 @@ def kernels(rows) -> list:
         plan = dispatch.layout_plan(None, None, m, n, k, batch, np.float32, layout)
         vec = (layout[0] == "n" or m % 4 == 0) and (layout[1] == "t" or n % 4 == 0)
         out.add(("layouts", plan.config.compiled(), "float32", (("idx32", True), ("layout", layout), ("vec", vec))))
+        if plan.rung.name == "k12_async_copy" and batch == 1 and (layout == "tn" or layout == "nt" and dispatch.nt_copies_b(m)):
+            out.add(("k12_async_copy", plan.config.compiled(), "float32", (("idx32", True),)))  # k12 on the storage
     return sorted(out, key=repr)
 
 
@@ -117,10 +119,9 @@ def _compile(job):
 
     t0 = time.perf_counter()
     name, cfg, dtype, params = job
-    from ..kernels.matmul import RUNGS, _layouts, k15_gemv  # deferred: one process per kernel
+    from ..warm import matmul_rung  # deferred: one process per kernel
 
-    rung = {"layouts": _layouts.RUNG, "k15_gemv": k15_gemv.RUNG, "k15_rows": k15_gemv.ROWS_RUNG}.get(name) or RUNGS[name]
-    rung.kernel(cfg, dtype, **dict(params))
+    matmul_rung(name).kernel(cfg, dtype, **dict(params))
     return f"{name} {cfg} {dict(params)}", time.perf_counter() - t0
 
 

@@ -458,6 +458,25 @@ def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
     assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
+def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
+    """K longer than the grid is high (CUDA: 65535 blocks, here 1) in k12's own copies: Aᵀ's transposition
+    (NN; ``nt``'s copy of B into K × N) and B's padded rows (N % 4, ``tn`` on a's storage)."""
+    from simt_tiles.kernels.matmul import dispatch
+
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    monkeypatch.setattr(dispatch, "NT_COPY_ROWS", 1)
+    m, n, k = 12, 8 if layout == "nt" else 7, 70  # 3 tiles of 32 along K, 9 passes of 8 rows (N % 4: padded)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((k, m) if layout == "tn" else (m, k)).astype(np.float32)
+    y = rng.standard_normal((n, k) if layout == "nt" else (k, n)).astype(np.float32)
+    a, b = (x.T if layout == "tn" else x), (y.T if layout == "nt" else y)
+    cfg = RUNGS["k12_async_copy"].presets["sim"]
+    out = poisoned((m, n), np.float32)
+    simt_tiles.matmul(a, b, out=out, variant="k12_async_copy", config=cfg)
+    assert_matmul_ok(np.ascontiguousarray(a), np.ascontiguousarray(b), out.copy_to_host())
+
+
 def test_launch_plan_replays_the_padded_path():
     """A launch plan records the two copies and the kernel (and holds the padded workspaces): its
     replay on new operands of the same signature copies them again and stays within the bound."""

@@ -134,9 +134,7 @@ def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream, nt_copy: bool = Fal
     if nt_copy and _nt_on_k12(plan, dtype, layout, nb, outer, a, b, n, k):
         # ``x @ w.T`` with x and w C-order: w (N × K) copied once into k12's B (K × N), then k12 as for NN
         bt = k11.workspace((k, n), dtype, stream, "b_transposed")
-        if k:
-            k12.transpose_pad[(cdiv(n, 32), cdiv(k, 32)), (32, 8), stream](
-                device_view(b.dev, (n, k), (k * item, item)), bt)
+        k12.transpose_into(device_view(b.dev, (n, k), (k * item, item)), bt, stream)
         plan.rung.run(cfg, Call(device_view(a.dev, (m, k), (k * item, item)), bt, c2d, stream))
         return
     for o, idx in enumerate(np.ndindex(*(d[0] for d in outer))):

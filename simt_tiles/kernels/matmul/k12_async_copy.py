@@ -162,28 +162,31 @@ def signature(dtype, idx32: bool = True):
 @jit
 def transpose_pad(a, at):
     """at[k, m] = a[m, k], and 0 in the padding columns m ≥ M: 32×32 tiles through shared
-    memory (rows of 33: the column reads hit 32 banks), coalesced reads and writes."""
+    memory (rows of 33: the column reads hit 32 banks), coalesced reads and writes; the grid's
+    rows stride over K's tiles (a grid is at most 65535 blocks high: :func:`transpose_into`)."""
     tile = cuda.shared.array((32, 33), float32)
     m0 = cuda.blockIdx.x * 32
-    k0 = cuda.blockIdx.y * 32
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     m_len, k_len = a.shape
-    for j in range(0, 32, 8):
-        r, col = m0 + ty + j, k0 + tx
-        tile[ty + j, tx] = a[r, col] if r < m_len and col < k_len else float32(0)
-    cuda.syncthreads()
-    for j in range(0, 32, 8):
-        r, col = k0 + ty + j, m0 + tx
-        if r < k_len and col < at.shape[1]:
-            at[r, col] = tile[tx, ty + j]
+    k0 = cuda.blockIdx.y * 32
+    while k0 < k_len:  # the same k0 in every thread of the block: the barriers are uniform
+        for j in range(0, 32, 8):
+            r, col = m0 + ty + j, k0 + tx
+            tile[ty + j, tx] = a[r, col] if r < m_len and col < k_len else float32(0)
+        cuda.syncthreads()
+        for j in range(0, 32, 8):
+            r, col = k0 + ty + j, m0 + tx
+            if r < k_len and col < at.shape[1]:
+                at[r, col] = tile[tx, ty + j]
+        cuda.syncthreads()  # read before the next K tile overwrites it
+        k0 += cuda.gridDim.y * 32
 
 
-@jit
-def pad_columns(b, bp):
-    """bp[:, :N] = b, bp[:, N:] = 0 (rows padded to a multiple of 4 floats)."""
-    col, r = cuda.grid(2)
-    if r < bp.shape[0] and col < bp.shape[1]:
-        bp[r, col] = b[r, col] if col < b.shape[1] else float32(0)
+def transpose_into(a, at, stream) -> None:
+    """:func:`transpose_pad` of ``a`` (R × K) into ``at`` (K × ≥R) on ``stream``."""
+    k = a.shape[1]
+    if k:
+        transpose_pad[(cdiv(at.shape[1], 32), min(cdiv(k, 32), k11.MAX_GRID_Y)), (32, 8), stream](a, at)
 
 
 class AsyncCopyRung(k11.SplitKRung):
@@ -199,8 +202,7 @@ class AsyncCopyRung(k11.SplitKRung):
         m, k = a.shape
         mp = cdiv(m, 4) * 4
         at = workspace((k, mp), a.dtype, stream, "a_transposed")
-        if k:
-            transpose_pad[(cdiv(mp, 32), cdiv(k, 32)), (32, 8), stream](a, at)
+        transpose_into(a, at, stream)
         self.run_transposed(config, at, b, c, stream)
 
     def run_transposed(self, config, at, b, c, stream) -> None:
@@ -215,7 +217,7 @@ class AsyncCopyRung(k11.SplitKRung):
         if n % 4 or not aligned(b):
             bp = workspace((k, np_), dtype, stream, "b_padded")
             if k:
-                pad_columns[(cdiv(np_, 32), cdiv(k, 8)), (32, 8), stream](b, bp)
+                k11.pad_copy[(cdiv(np_, 32), min(cdiv(k, 8), k11.MAX_GRID_Y)), (32, 8), stream](b, bp)
             b = bp
         idx32 = max(k * mp, k * np_, splits * m * n) + 4 * config.bk * max(mp, np_) < k11.IDX32_LIMIT
         kernel = self.kernel(config, dtype, idx32=idx32)

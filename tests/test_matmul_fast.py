@@ -477,6 +477,21 @@ def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
     assert_matmul_ok(np.ascontiguousarray(a), np.ascontiguousarray(b), out.copy_to_host())
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the race check runs in the simulator")
+def test_k12_transposition_striding_k_is_race_free():
+    """k12's transposition reuses its shared tile for each K tile a grid row strides over: the barrier after
+    the tile's reads keeps the next tile's writes out (the project's race check; dropping it is caught)."""
+    from simt_tiles import analyze
+    from simt_tiles.kernels.matmul import k12_async_copy as k12
+
+    a = np.random.default_rng(3).standard_normal((37, 100)).astype(np.float32)
+    at = cuda.to_device(np.full((100, 40), np.nan, np.float32))
+    with analyze.racecheck():
+        k12.transpose_pad[(2, 2), (32, 8)](cuda.to_device(a), at)  # 2 grid rows over 4 K tiles
+    got = at.copy_to_host()
+    assert np.array_equal(got[:, :37], a.T) and not got[:, 37:].any()
+
+
 def test_launch_plan_replays_the_padded_path():
     """A launch plan records the two copies and the kernel (and holds the padded workspaces): its
     replay on new operands of the same signature copies them again and stays within the bound."""

@@ -44,3 +44,15 @@ def reference(a, b):
 def within(out, ref, bound) -> bool:
     """Every element of ``out`` within ``bound`` of ``ref`` (NaN fails)."""
     return bool(((out.double() - ref).abs() <= bound).all())
+
+
+def finish(json_path, script: str, rows) -> int:
+    """Write ``rows`` (each with an ``ok``) to ``json_path`` (if given) with the command that made them; the exit
+    code: 0 when every output was right."""
+    import json
+    from pathlib import Path
+
+    if json_path:
+        Path(json_path).write_text(json.dumps({"command": f"python3 benchmarks/lab/{Path(script).name}",
+                                               "rows": rows}, indent=1))
+    return 0 if all(r["ok"] for r in rows) else 1

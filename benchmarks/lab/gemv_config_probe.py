@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
-    from _matmul_probe import flusher, reference, warm, within
+    from _matmul_probe import finish, flusher, reference, warm, within
     from numba import cuda
     from small_reduce_probe import timed
 
@@ -82,10 +81,7 @@ def main() -> int:
             del x, out, ref, bound, fx, fc
         del w, fw
         torch.cuda.empty_cache()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/gemv_config_probe.py",
-                                               "rows": rows}, indent=1))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return finish(args.json, __file__, rows)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ the layout kernel each record their own launch plan first; outputs checked again
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def main() -> int:
     import contextlib
 
     import torch
-    from _matmul_probe import flusher, reference, warm, within
+    from _matmul_probe import finish, flusher, reference, warm, within
     from matmul_skinny_probe import recorded
     from small_reduce_probe import timed
 
@@ -99,10 +98,7 @@ def main() -> int:
                          "ms": ms, "ok": ok})
         del a, b, a_nn, b_nn, out, ref, bound
         torch.cuda.empty_cache()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/matmul_layout_probe.py",
-                                               "rows": rows}, indent=1))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return finish(args.json, __file__, rows)
 
 
 if __name__ == "__main__":

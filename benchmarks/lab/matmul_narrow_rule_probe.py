@@ -16,7 +16,6 @@ in a loop of 50 beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -92,7 +91,7 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
-    from _matmul_probe import flusher, reference, within
+    from _matmul_probe import finish, flusher, reference, within
     from small_reduce_probe import loop_us, timed
 
     import simt_tiles
@@ -129,10 +128,7 @@ def main() -> int:
                          "loop_us": loop, "ok": ok})
         del a, b, out, ref, bound
         torch.cuda.empty_cache()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/matmul_narrow_rule_probe.py",
-                                               "rows": rows}, indent=1))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return finish(args.json, __file__, rows)
 
 
 if __name__ == "__main__":

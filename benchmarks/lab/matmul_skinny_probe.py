@@ -18,7 +18,6 @@ in a loop beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -79,7 +78,7 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     import torch
-    from _matmul_probe import flusher, reference, within
+    from _matmul_probe import finish, flusher, reference, within
     from small_reduce_probe import loop_us, timed
 
     import simt_tiles
@@ -118,10 +117,7 @@ def main() -> int:
             del x, out, ref, bound
         del w
         torch.cuda.empty_cache()
-    if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/matmul_skinny_probe.py",
-                                               "rows": rows}, indent=1))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return finish(args.json, __file__, rows)
 
 
 if __name__ == "__main__":

@@ -466,7 +466,8 @@ def _ones(*shape, dtype=f32):
         (dict(axis=-3), ValueError, r"axis: expected -2, -1, 0 or 1 for a 2-D image; got -3"),
         (dict(axis=1.0), TypeError, r"axis: expected an int; got float 1.0"),
         (dict(axis=True), TypeError, r"axis: expected an int; got bool True"),
-        (dict(image=_ones(4)), ValueError, r"image: expected a 2-D array; got 1-D"),
+        (dict(image=np.zeros((), np.float32)), ValueError,
+         r"image: expected an array of at least 1 dimension; got 0-D"),  # (1-D and N-D: test_conv2d_volumes.py)
         (dict(mode="grid-wrap"), ValueError, r"mode: expected one of .*; got 'grid-wrap'"),
         (dict(cval=None), TypeError, r"cval: expected a real number; got NoneType None"),
         (dict(variant="k06_separable_fused"), ValueError, r"variant: expected one of \('k01_naive'"),

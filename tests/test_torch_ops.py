@@ -112,6 +112,28 @@ def test_gradcheck_every_filter_mode_and_edge(name):
     _gradcheck(name)
 
 
+@needs_torch
+@pytest.mark.parametrize("shape, axis, mode", [((2, 3, 2), 1, "reflect"), ((3, 2, 2), -3, "constant"),
+                                               ((5,), 0, "wrap")])
+def test_correlate1d_volume_forward_and_gradcheck(shape, axis, mode):
+    """N-D images (issue 33): scipy's forward; the gradients of the axis moved last, rows flattened."""
+    import scipy.ndimage as ndi
+
+    x, w = _r(*shape), _r(4)
+    y = stt.correlate1d(x, w, axis, mode, 0.5)
+    expect = ndi.correlate1d(x.detach().cpu().numpy(), w.detach().cpu().numpy(), axis=axis, mode=mode, cval=0.5)
+    np.testing.assert_allclose(y.detach().cpu().numpy(), expect, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a, b: stt.correlate1d(a, b, axis, mode, 0.5), (x, w), fast_mode=SIMULATOR)
+
+
+@needs_torch
+def test_correlate1d_volume_bad_axis_names_it():
+    with pytest.raises(ValueError, match=r"axis: expected an int in \[-3, 2\] \(image is 3-D\); got 3"):
+        stt.correlate1d(_r(2, 3, 2, grad=False), _r(3, grad=False), 3, "reflect", 0.0)
+    with pytest.raises(ValueError, match=r"axis: expected -2, -1, 0 or 1 \(image is 2-D\); got -3"):
+        stt.correlate1d(_r(2, 3, grad=False), _r(3, grad=False), -3, "reflect", 0.0)
+
+
 OPCHECK = {
     "matmul": lambda: (stt.matmul, (_r(3, 4, dtype=torch.float32), _r(4, 2, dtype=torch.float32))),
     "softmax": lambda: (stt.softmax, (_r(3, 2, 2), 1)),
@@ -123,6 +145,7 @@ OPCHECK = {
     "correlate2d": lambda: (stt.correlate2d, (_r(4, 3), _r(2, 3), "wrap", 0.0)),
     "convolve2d": lambda: (stt.convolve2d, (_r(4, 3), _r(3, 3), "constant", 0.5)),
     "correlate1d": lambda: (stt.correlate1d, (_r(4, 3), _r(3), 0, "mirror", 0.0)),
+    "correlate1d_volume": lambda: (stt.correlate1d, (_r(2, 3, 2), _r(3), -2, "nearest", 0.0)),
     "correlate_separable": lambda: (stt.correlate_separable, (_r(4, 3), _r(2), _r(3), "nearest", 0.0)),
     "conv2d_nchw": lambda: (stt.conv2d_nchw, (_r(2, 2, 4, 3), _r(3, 2, 3, 2), _r(3), 1)),
 }

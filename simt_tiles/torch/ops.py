@@ -18,7 +18,8 @@ reduce               sum / mean: dy broadcast back over the reduced axes (torch 
 correlate2d          image: convolve2d of dy with the filter on the extended grid, folded back by
 convolve2d           the mode's index map (torch ``index_add``); filter: correlate2d of the
                      extended image with dy as the filter (a "valid" correlation)
-correlate1d          correlate2d's, with the 1 × K (axis 1) or K × 1 (axis 0) filter
+correlate1d          correlate2d's, with the 1 × K (axis 1) or K × 1 (axis 0) filter (an N-D image:
+                     its axis moved last, the other axes flattened into rows, along axis 1)
 correlate_separable  correlate2d's with the outer product W = wy·wxᵀ; then d wy = dW·wx, d wx = dWᵀ·wy
 conv2d_nchw          x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
                      the batch as channels (x and dy transposed); bias: reduce over N, H, W
@@ -508,10 +509,15 @@ def _check_taps(name: str, w, image) -> None:
 
 
 def _check_filter1d(image, weights, axis, mode):
-    _check("image", image, 2)
+    _check("image", image)
+    if image.dim() < 1:
+        raise ValueError("image: expected a tensor of at least 1 dimension; got 0-D")
     _check_taps("weights", weights, image)
-    if isinstance(axis, bool) or axis not in (-2, -1, 0, 1):
-        raise ValueError(f"axis: expected -2, -1, 0 or 1 (image is 2-D); got {axis!r}")
+    n = image.dim()
+    if isinstance(axis, bool) or not -n <= axis < n:
+        if n == 2:
+            raise ValueError(f"axis: expected -2, -1, 0 or 1 (image is 2-D); got {axis!r}")
+        raise ValueError(f"axis: expected an int in [{-n}, {n - 1}] (image is {n}-D); got {axis!r}")
     if mode not in _MODES:
         raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
 
@@ -532,13 +538,29 @@ def _(image, weights, axis=-1, mode="reflect", cval=0.0):
 def _correlate1d_setup(ctx, inputs, output):
     image, weights, axis, mode, cval = _filled(inputs, (None, -1, "reflect", 0.0))
     ctx.rows, ctx.mode, ctx.cval = axis % 2 == 0, mode, float(cval)  # rows: along axis 0 (a K × 1 filter)
+    ctx.axis = axis % image.dim()  # (an N-D image: the axis moved last, see the backward)
     ctx.save_for_backward(image, weights)
 
 
 def _correlate1d_backward(ctx, dy):
-    """correlate2d's gradients with the K × 1 (axis 0) or 1 × K (axis 1) filter, centred at K // 2."""
+    """correlate2d's gradients with the K × 1 (axis 0) or 1 × K (axis 1) filter, centred at K // 2.
+    An image of other than 2 dimensions: its axis moved last and the rest flattened, ``(M, L)``
+    along axis 1 (each row an independent line, as the forward's), and the image gradient moved back."""
     image, weights = ctx.saved_tensors
     k = int(weights.shape[0])
+    if image.dim() != 2:
+        moved = image.movedim(ctx.axis, -1)
+        length = int(moved.shape[-1])
+        if image.numel() == 0:
+            di = torch.zeros_like(image) if ctx.needs_input_grad[0] else None
+            dw = torch.zeros_like(weights) if ctx.needs_input_grad[1] else None
+            return di, dw, None, None, None
+        x2 = moved.reshape(-1, length).contiguous()
+        dy2 = dy.movedim(ctx.axis, -1).reshape(-1, length).contiguous()
+        di, dw = _filter_grads(ctx, x2, dy2, weights.reshape(1, k), 0, k // 2, ctx.needs_input_grad[1])
+        if di is not None:
+            di = di.reshape(moved.shape).movedim(-1, ctx.axis)
+        return di, (None if dw is None else dw.reshape(k)), None, None, None
     weff = weights.reshape((k, 1) if ctx.rows else (1, k))
     di, dw = _filter_grads(ctx, image, dy, weff, k // 2 if ctx.rows else 0, 0 if ctx.rows else k // 2,
                            ctx.needs_input_grad[1])

@@ -8,9 +8,12 @@ size, even sizes and filters larger than the image included; scipy's ``origin``
 or float64).  Integer images (``uint8`` … ``int64``), scipy's output-dtype rule
 (``output=`` a dtype or an array) and filters of another dtype are scipy's too:
 computed in float32 or float64 and converted as scipy converts (:mod:`._args`).
-3-D volumes and complex inputs are not supported.  ``correlate1d`` is scipy.ndimage's ``correlate1d``
-on either axis of a 2-D image, and ``correlate_separable`` the 2-D correlation
-with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes.
+Complex inputs are not supported.  ``correlate1d`` is scipy.ndimage's ``correlate1d``
+along any axis of an image of any number of dimensions (1-D, 2-D, 3-D volumes, ...: each
+piece a 2-D problem of these rungs, see :func:`correlate1d`), and ``correlate_separable`` the 2-D
+correlation with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes;
+``correlate2d``/``convolve2d``/``correlate_separable`` take 2-D images only (a volume's
+separable filter is ``correlate1d`` along each axis in turn, as scipy's own).
 Read the rungs in order:
 
 ========================  ====================================================
@@ -158,7 +161,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     another dtype than the image's are scipy's too: the filter runs in float32 (images and
     results of at most 16 bits or float32) or float64, and the result is converted to the output
     dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
-    :mod:`._args`).  3-D volumes and complex inputs are not supported (ValueError / TypeError).
+    :mod:`._args`).  2-D images only: a 3-D volume is a ValueError naming ``image`` (filter a volume
+    one axis at a time with :func:`correlate1d`); complex inputs are a TypeError.
 
     ``out[i, j] = Σ_a Σ_b weights[a, b] · ext(image)[i + a − KH//2, j + b − KW//2]``
     where ``ext`` extends the image by ``mode``.
@@ -240,16 +244,34 @@ def convolve2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=Non
 
 def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, output=None, out=None,
                 variant=None, config=None, stream=None):
-    """1-D correlation along ``axis`` of a 2-D image, as
-    ``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``.
+    """1-D correlation along ``axis`` of an image of any number of dimensions, as
+    ``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval, origin=origin,
+    output=output)``.
 
-    Along axis 1: ``out[i, j] = Σ_b weights[b] · ext(image)[i, j + b − K//2]``
-    (axis 0 likewise down the columns).  ``weights`` is 1-D, any real dtype (as
-    :func:`correlate2d`'s), at least one value, any length (even, or longer than the axis).  It is
-    :func:`correlate2d` with the 1 × K (axis 1) or K × 1 (axis 0) filter, so
-    ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other
-    arguments as :func:`correlate2d`.  ``axis`` is -2, -1, 0 or 1; ``origin`` one int
-    (``-(K // 2) <= origin <= (K − 1) // 2``: the filter's centre is ``K // 2 + origin``).
+    Along axis 1 of a 2-D image: ``out[i, j] = Σ_b weights[b] · ext(image)[i, j + b − K//2 − origin]``
+    (any other axis likewise, the other indices fixed).  ``weights`` is 1-D, any real dtype (as
+    :func:`correlate2d`'s), at least one value, any length (even, or longer than the axis).  On a 2-D
+    image it is :func:`correlate2d` with the 1 × K (axis 1) or K × 1 (axis 0) filter, so
+    ``variant`` and ``config`` are those of :data:`CONV2D_VARIANTS`; the other arguments as
+    :func:`correlate2d`.  ``origin`` is one int (``-(K // 2) <= origin <= (K − 1) // 2``: the
+    filter's centre is ``K // 2 + origin``).
+
+    image
+        1-D, 2-D, 3-D (a volume) or more dimensions, of the dtypes and kinds :func:`correlate2d`
+        takes (device arrays C-contiguous; ``out`` of the image's shape).
+    axis
+        An int in ``[-image.ndim, image.ndim − 1]`` (negative counts from the end), else ValueError
+        naming ``axis`` (TypeError for a non-int).
+
+    An N-D image is filtered as 2-D problems of the same rungs, on views of its storage (no copy,
+    no other kernel): seen as ``(outer, L, inner)`` — L the axis' length, outer the product of the
+    dimensions before it, inner of those after — it is one ``(outer, L)`` problem along axis 1 when
+    inner is 1 (the last axis; a 1-D image is ``(1, L)``), else ``outer`` problems ``(L, inner)``
+    along axis 0: a loop of ``outer`` launches of the one kernel and plan, one per slice (one
+    launch when the axis is the first).  No single launch covers the middle axes: the 2-D rungs'
+    grids index one ``(H, W)`` image, and stacking the slices as ``(outer·L, inner)`` would let the
+    filter read across slice boundaries.  The variant and config are chosen for the ``(L, inner)``
+    (or ``(outer, L)``) slice.  A 2-D image is used as it is (its calls and plans as before).
     """
     if _swaps(variant):
         weights = device_copy(weights, image, stream, 1, _params(variant, config, weights))
@@ -331,13 +353,22 @@ def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, 
               axis=None):
     args, w_op = _args.filter2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                                 variant=variant, config=config, stream=stream, ndim=ndim, axis=axis)
-    h, w = args.src.shape
-    if h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
+    if args.volume is None:
+        h, w = args.src.shape
+        pieces = 1
+    else:  # an N-D image (correlate1d): ``pieces`` 2-D problems of (h, w) (_args.volume_view)
+        pieces, h, w = args.volume
+    if pieces and h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
         plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, args.mode, args.dtype, weights_at)
-        # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        plan.run(FilterCall(args.src, w_op, args.dst, cval, flipped, args.stream, all_taps=ndim == 1,
-                            origin=args.origin))
+        if args.volume is None:
+            slices = ((args.src, args.dst),)
+        else:  # views of the same storage: one launch per (h, w) slice, the one plan
+            src, dst = args.src.reshape(args.volume), args.dst.reshape(args.volume)
+            slices = ((src[i], dst[i]) for i in range(pieces))
+        for s, d in slices:
+            # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
+            plan.run(FilterCall(s, w_op, d, cval, flipped, args.stream, all_taps=ndim == 1, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
     return finish_result(args.out, args.stream)

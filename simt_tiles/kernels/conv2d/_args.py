@@ -30,12 +30,22 @@ Integer images and the output dtype
     converted to the output dtype by another with :func:`scipy_cast`'s statements.  A result that
     lies within the float rounding bound of an integer can truncate to the other side of it than
     scipy's double sum did (the bound is γ_n·Σ|w|·|x|; integer filters on small images are exact).
-    Complex images and 3-D volumes are not supported (TypeError / ValueError).
+    Complex images are not supported (TypeError).  ``correlate2d``/``convolve2d``/``correlate_separable``
+    take 2-D images only (ValueError naming ``image``, pointing to ``correlate1d`` for volumes).
+
+N-D images (``correlate1d`` only)
+    scipy's ``correlate1d`` filters one axis of an image of any number of dimensions.  The
+    C-contiguous image is viewed as ``(outer, L, inner)`` — L the axis' length, outer the product of
+    the dimensions before it, inner of those after — and each piece is the 2-D problem the rungs
+    already solve (:func:`volume_view`): ``(outer, L)`` along axis 1 when inner is 1 (the last axis,
+    a 1-D image), else the ``outer`` slices ``(L, inner)`` along axis 0 (one when outer is 1).  A 2-D
+    image is never reshaped: its call is what it was (axis 0 or 1 of the image itself).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from typing import Any, NamedTuple
 
@@ -79,15 +89,28 @@ class Checked(NamedTuple):
     mode: Mode
     origin: tuple  #: scipy's origin (rows, columns)
     stream: Any
+    #: an N-D image's ``(batch, h, w)`` (:func:`volume_view`): ``batch`` 2-D problems of ``(h, w)`` on
+    #: ``src``/``dst`` reshaped so; None for a 2-D image (``src`` itself is the problem)
+    volume: tuple | None = None
 
 
 def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config, stream, ndim=2, axis=None):
     """``(Checked, the filter operand)`` for ``correlate2d``/``convolve2d`` (``ndim`` 2: a 2-D
-    filter) and ``correlate1d`` (``ndim`` 1: a 1-D filter along ``axis``, as its 2-D view)."""
-    out, output, origin, mode, axis = _values(mode, cval, origin, output, out, ndim, axis)
+    filter on a 2-D image) and ``correlate1d`` (``ndim`` 1: a 1-D filter along ``axis`` of an image
+    of any number of dimensions, as the 2-D problem of :func:`volume_view`)."""
+    image_ndim = 2 if ndim == 2 else ndim_of(image)
+    out, output, origin, mode, axis = _values(mode, cval, origin, output, out, ndim, axis, image_ndim)
     dispatch.get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
     stream = as_stream(stream, image)
-    img_op, src, out_dtype = image_operand(image, out, output, stream)
+    if ndim == 2:
+        check_2d(image)
+    img_op, src, out_dtype = image_operand(image, out, output, stream, ndim=2 if ndim == 2 else None)
+    volume = None
+    if ndim == 1:
+        # the axis of the 2-D problem, and the origin on it (a 2-D image: the axis itself)
+        axis = check_axis(axis, src.ndim)  # (checked before the upload unless the image's ndim was unknown)
+        volume, axis = volume_view(tuple(src.shape), axis)
+        origin = (origin[0], 0) if axis == 0 else (0, origin[0])
     # NumPy weights stay on the host for a rung that compiles them in or passes them as
     # kernel parameters (the default); the others get them uploaded
     w_op = weights_operand(weights, "weights", src.dtype, stream, axis=axis,
@@ -97,7 +120,21 @@ def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config
     else:
         check_origin(origin[axis:axis + 1], w_op.dev.shape[axis:axis + 1], "len(weights)")
     out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (w_op,))
-    return Checked(src, src.dtype, out_op, dst, mode, origin, stream), w_op
+    return Checked(src, src.dtype, out_op, dst, mode, origin, stream, volume), w_op
+
+
+def volume_view(shape: tuple[int, ...], axis: int):
+    """``(volume, axis2)``: an image of ``shape`` filtered along ``axis`` (in ``[0, ndim)``) as 2-D
+    problems.  A 2-D image: ``(None, axis)``, the image itself.  Else, with the C-contiguous image
+    seen as ``(outer, L, inner)``: ``((1, outer, L), 1)`` when inner is 1 (the last axis; a 1-D image
+    is ``(1, L)``), else ``((outer, L, inner), 0)`` — ``outer`` slices ``(L, inner)`` filtered down
+    their columns.  ``volume`` is ``(batch, h, w)``: ``batch`` problems of shape ``(h, w)``."""
+    if len(shape) == 2:
+        return None, axis
+    outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    if inner == 1:
+        return (1, outer, length), 1
+    return (outer, length, inner), 0
 
 
 def separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config, stream):
@@ -105,6 +142,7 @@ def separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config
     out, output, origin, mode, _ = _values(mode, cval, origin, output, out, 2)
     dispatch.separable_rung(variant).resolve_config(config)  # a bad variant or config fails before any copy
     stream = as_stream(stream, image)
+    check_2d(image)
     img_op, src, out_dtype = image_operand(image, out, output, stream)
     wy_op = weights_operand(wy, "wy", src.dtype, stream, axis=0)  # KH x 1
     wx_op = weights_operand(wx, "wx", src.dtype, stream, axis=1)  # 1 x KW
@@ -113,17 +151,18 @@ def separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config
     return Checked(src, src.dtype, out_op, dst, mode, origin, stream), wy_op, wx_op
 
 
-def _values(mode, cval, origin, output, out, ndim, axis=None):
-    """``(out, output as a dtype name or None, origin (rows, columns), Mode, axis)``: the arguments
-    that are values, checked first (``output=`` an array becomes ``out``); ``axis`` 0 or 1 for a 1-D
-    filter (``ndim`` 1), None for a 2-D one."""
+def _values(mode, cval, origin, output, out, ndim, axis=None, image_ndim=2):
+    """``(out, output as a dtype name or None, origin, Mode, axis)``: the arguments that are values,
+    checked first (``output=`` an array becomes ``out``).  ``ndim`` 2 (a 2-D filter): origin
+    (rows, columns), axis None.  ``ndim`` 1: origin ``(o,)`` and ``axis`` in ``[0, image_ndim)``
+    (``image_ndim`` None, an image whose ndim is read only from its operand: the axis' type only,
+    its range checked once the operand is made)."""
     out, output = split_output(output, out)
     if ndim == 2:
         origin = parse_origin(origin, 2)
     else:
-        (o,) = parse_origin(origin, 1)
-        axis = check_axis(axis)
-        origin = (o, 0) if axis == 0 else (0, o)
+        origin = parse_origin(origin, 1)
+        axis = check_axis(axis, image_ndim)
     mode = mode_of(mode)
     check_cval(cval)
     return out, output, origin, mode, axis
@@ -149,13 +188,54 @@ def check_cval(cval) -> None:
         raise TypeError(f"cval: expected a real number; got {type(cval).__name__} {cval!r}")
 
 
-def check_axis(axis) -> int:
-    """``axis`` of a 2-D image as 0 or 1; TypeError/ValueError naming it otherwise."""
+def check_axis(axis, ndim: int | None = 2) -> int:
+    """``axis`` of an ``ndim``-D image as ``0 .. ndim − 1`` (negative counted from the end, as
+    NumPy); TypeError/ValueError naming it otherwise.  ``ndim`` None: the type only (``axis`` as
+    given)."""
     if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
         raise TypeError(f"axis: expected an int; got {type(axis).__name__} {axis!r}")
-    if not -2 <= axis <= 1:
+    if ndim is None:
+        return int(axis)
+    if ndim == 2 and not -2 <= axis <= 1:
         raise ValueError(f"axis: expected -2, -1, 0 or 1 for a 2-D image; got {axis}")
-    return int(axis) % 2
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis: expected an int in [{-ndim}, {ndim - 1}] for a {ndim}-D image; got {axis}")
+    return int(axis) % ndim
+
+
+def shape_of(x) -> tuple[int, ...] | None:
+    """``x``'s shape read without touching its data (NumPy, Numba, CuPy, PyTorch, any
+    ``__cuda_array_interface__``), or None (not an array — a NumPy scalar neither —, or a shape this
+    cannot read: the operand's own checks then speak)."""
+    if not (isinstance(x, np.ndarray) or is_array(x)):
+        return None
+    shape = getattr(x, "shape", None)
+    if shape is None and hasattr(x, "__cuda_array_interface__"):
+        try:
+            shape = x.__cuda_array_interface__["shape"]
+        except Exception:  # noqa: BLE001 - a producer with a broken interface: its operand says so
+            return None
+    try:
+        return tuple(int(n) for n in shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def ndim_of(x) -> int | None:
+    """``x``'s number of dimensions (:func:`shape_of`), or None; at least 1 (a 0-D array is left to
+    the operand's check, which names it)."""
+    shape = shape_of(x)
+    return None if shape is None or len(shape) == 0 else len(shape)
+
+
+def check_2d(image) -> None:
+    """ValueError naming ``image`` when it is an array of other than 2 dimensions (the 2-D filters;
+    ``correlate1d`` takes volumes), before any upload."""
+    shape = shape_of(image)
+    if shape is not None and len(shape) != 2:
+        hint = (" (2-D filters only: filter an N-D volume one axis at a time with simt_tiles.correlate1d)"
+                if len(shape) > 2 else "")
+        raise ValueError(f"image: expected a 2-D array; got {len(shape)}-D with shape {shape}{hint}")
 
 
 def parse_origin(origin, ndim: int) -> tuple[int, ...]:
@@ -252,7 +332,7 @@ def compute_dtype(image_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
 # ---------------------------------------------------------------------------
 
 
-def image_operand(image, out, output, stream):
+def image_operand(image, out, output, stream, ndim: int | None = 2):
     """``(image operand, the device image the filter reads, output dtype)``.  A float32/float64
     image with its own dtype out is used as it is; any other (an integer image, another output
     dtype) is converted to the compute dtype — a NumPy one on the host before the upload, a device
@@ -264,7 +344,7 @@ def image_operand(image, out, output, stream):
     else:
         out_dtype = None
     if is_plain(image):
-        img_op = device_operand(image, "image", ndim=2, stream=stream)
+        img_op = device_operand(image, "image", ndim=ndim, stream=stream)
         in_dtype = np.dtype(img_op.dev.dtype)
         dtype = in_dtype if out_dtype is None else compute_dtype(in_dtype, out_dtype)
         if dtype == in_dtype:
@@ -274,9 +354,9 @@ def image_operand(image, out, output, stream):
     out_dtype = in_dtype if out_dtype is None else out_dtype
     dtype = compute_dtype(in_dtype, out_dtype)
     if isinstance(image, np.ndarray):
-        img_op = device_operand(image.astype(dtype), "image", ndim=2, stream=stream)
+        img_op = device_operand(image.astype(dtype), "image", ndim=ndim, stream=stream)
         return Operand("image", img_op.dev, "numpy", image), img_op.dev, out_dtype
-    img_op = device_operand(image, "image", ndim=2, stream=stream, dtype=in_dtype)
+    img_op = device_operand(image, "image", ndim=ndim, stream=stream, dtype=in_dtype)
     return img_op, converted(img_op.dev, dtype, stream), out_dtype
 
 

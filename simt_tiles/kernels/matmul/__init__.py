@@ -67,7 +67,10 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         stride 0 — and is read in place (no copy, one launch for the batch);
         other strides (negative, or neither stride 1) are first copied once
         into a C-order workspace.  M ≤ 16 or N ≤ 16 runs a GEMV kernel
-        (:mod:`.k15_gemv`) where the layout allows.
+        (:mod:`.k15_gemv`) where the layout allows, and up to 64 where the other
+        operand is at most 8 MiB; a large ``a.T @ b`` and ``x @ w.T`` (1024 rows
+        and more) on C-order storage run k12 (:mod:`._strided`: ``w`` then copied
+        once into K × N).
     out
         Optional C-contiguous array of the result's shape and the inputs' dtype to
         write into; it is returned.  It must not overlap ``a`` or ``b`` in memory,

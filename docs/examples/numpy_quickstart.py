@@ -22,4 +22,10 @@ image = rng.standard_normal((19, 23)).astype(np.float32)
 smooth = simt_tiles.correlate2d(image, np.full((3, 3), 1 / 9, np.float32), mode="reflect")
 assert smooth.shape == image.shape
 
+volume = rng.standard_normal((6, 7, 8)).astype(np.float32)   # a 3-D volume, filtered one axis at a time
+blurred = volume
+for axis in range(volume.ndim):                              # as scipy.ndimage's separable filters do
+    blurred = simt_tiles.correlate1d(blurred, np.array([0.25, 0.5, 0.25], np.float32), axis=axis, mode="nearest")
+assert blurred.shape == volume.shape and abs(blurred.mean() - volume.mean()) < 0.1
+
 print("rungs:", simt_tiles.MATMUL_VARIANTS)

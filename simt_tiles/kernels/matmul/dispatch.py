@@ -29,7 +29,7 @@ from numba import cuda
 
 from ... import autotune
 from ...devices import per_device
-from ...runtime import SIMULATOR, Plan, Rung, fits, pick_rung, rung_dict
+from ...runtime import SIMULATOR, Plan, Rung, cdiv, fits, pick_rung, rung_dict
 from . import (
     k01_naive,
     k02_coalesced,
@@ -390,11 +390,11 @@ def wave_time(m: int, n: int, k: int, tile: str, splits: int, sms: int) -> float
     predicted against 1.069 (measured on an H100: 1.007 and 1.082)."""
     round_us, k_us = WAVE_TILES[tile]
     bm, bn = map(int, tile.split("x"))
-    chunk = -(-(-(-k // splits)) // 16) * 16 if k else 0
-    splits = -(-k // chunk) if k else 1
-    b = -(-(-(-m // bm) * -(-n // bn) * splits) // max(sms, 1))
-    resident = TILES[tile].get("min_blocks", 2)
-    return -(-b // resident) * round_us + b * chunk / 1000 * k_us + (WAVE_SPLIT_US if splits > 1 else 0.0)
+    chunk = cdiv(cdiv(k, splits), 16) * 16 if k else 0
+    splits = cdiv(k, chunk) if k else 1
+    b = cdiv(cdiv(m, bm) * cdiv(n, bn) * splits, max(sms, 1))  # blocks on the busiest SM
+    rounds = cdiv(b, TILES[tile].get("min_blocks", 2))
+    return rounds * round_us + b * chunk / 1000 * k_us + (WAVE_SPLIT_US if splits > 1 else 0.0)
 
 
 def wave_plan(m: int, n: int, k: int) -> tuple[int, dict]:

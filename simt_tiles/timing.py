@@ -17,7 +17,8 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, stre
 
     ``before`` (untimed, enqueued before the start event) should be GPU work
     longer than ``fn``'s Python launch path — e.g. overwriting a buffer larger
-    than L2.  The GPU is then still busy with it when ``fn``'s kernels are
+    than L2, then reading it (the L2 left clean: no write-backs billed to
+    ``fn``).  The GPU is then still busy with it when ``fn``'s kernels are
     enqueued, so the events measure GPU time only, not the tens of µs of
     Python checks and launch overhead of a public call; and every call starts
     with a cold L2.  Without it, a call's host overhead is inside its time.

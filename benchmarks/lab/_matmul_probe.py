@@ -20,12 +20,13 @@ def warm(jobs, processes: int = 16) -> None:
 
 
 def flusher():
-    """TF32 off for torch's peer, and a callable that evicts L2 (writes 512 MiB) before each timed call."""
+    """TF32 off for torch's peer, and a callable that evicts L2 before each timed call: writes 512 MiB,
+    then reads them, so the L2 ends clean (``bench``'s flush; flush_probe.py)."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     buf = torch.empty(2**27, dtype=torch.float32, device="cuda")
-    return lambda: buf.zero_()
+    return lambda: (buf.zero_(), buf.sum())
 
 
 def reference(a, b):

@@ -8,6 +8,9 @@ preset for one row (4 rows a warp, 4 warps a block) puts 1024 warps on the GPU f
 8 a SM.  Expected: fewer rows a warp and more warps a block (more rows in flight at once) move toward
 bandwidth; ``unroll`` 2 ahead of 1.
 
+Session 33: ``unroll`` 4 and 8 (four or eight steps of loads in flight: K / (128·unroll) round trips a
+warp), a read of W alone (``torch.sum``: the reads' ceiling), and the clean flush (``_matmul_probe.flusher``).
+
 Each launch timed after an L2 flush, CUDA events around one launch (its host cost hidden behind the flush),
 median of 30; every output checked against a float64 product with the γ_K bound first.
 
@@ -36,9 +39,10 @@ def configs(m: int) -> list:
 
     base = k15_gemv.config_for(m)
     out = [base]
-    for nw, warps, unroll in itertools.product((1, 2, 4), (4, 8, 16), (1, 2)):
+    for nw, warps, unroll in itertools.product((1, 2, 4), (4, 8), (1, 2, 4, 8)):
         cfg = dataclasses.replace(base, nw=nw, warps=warps, unroll=unroll)
-        if cfg != base and cfg.mt * cfg.nw <= 32:  # partial sums a lane: registers
+        # partial sums a lane, and a step's loads in flight: registers
+        if cfg != base and cfg.mt * cfg.nw <= 32 and (cfg.mt + cfg.nw) * 4 * unroll <= 144:
             out.append(cfg)
     return out
 
@@ -66,12 +70,14 @@ def main() -> int:
             fx, fw, fc = (cuda.as_cuda_array(t.reshape(-1)) for t in (x, w, out))
             cases = [(f"{c}", lambda c=c: k15_gemv.launch(c, fx, fw, fc, m, n, k, k, k, n, 1, 0)) for c in configs(m)]
             cases.append(("cuBLAS", lambda: torch.matmul(x, w.T, out=out)))
+            total = torch.empty((), device="cuda")
+            cases.append(("read W (torch.sum)", lambda: torch.sum(w, out=total)))
             mib = (n * k + m * k + m * n) * 4 / 2**20
             for i, (name, fn) in enumerate(cases):
                 out.fill_(float("nan"))
                 fn()
                 torch.cuda.synchronize()
-                ok = within(out, ref, bound)
+                ok = within(out, ref, bound) if not name.startswith("read") else True
                 ms = timed(fn, flush, reps=30)
                 gbs = mib * 2**20 / (ms * 1e-3) / 1e9
                 print(f"{m}x{n}x{k} {'preset' if i == 0 else '':6} {ms * 1e3:8.2f} us {gbs:7.0f} GB/s "

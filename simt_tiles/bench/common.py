@@ -23,7 +23,9 @@ __all__ = ["add_output_arguments", "copy_ceiling", "finish", "flush_bytes", "loa
 #: (≈ 0.15 ms) to hide a public call's Python launch path (see timing.time_cuda)
 FLUSH_MIN_BYTES = 512 * 2**20
 #: the flush is repeated so that the GPU is busy for ≈ 2 ms: longer than any public call's host
-#: path (reported per row as host_us), so the events bracket GPU time only
+#: path (reported per row as host_us), so the events bracket GPU time only.  It ends with a read of
+#: the buffer: writes alone leave the L2 full of dirty lines, and the timed call's first reads would
+#: write ~L2-size bytes back (8-9 µs of a 64 MiB GEMV on the H100: benchmarks/lab/flush_probe.py)
 FLUSH_REPEAT = 16
 
 
@@ -105,6 +107,7 @@ def session(title: str, reps: int, *, with_tile: bool = True, total: int | None 
         def before():
             for _ in range(FLUSH_REPEAT):
                 buf.fill(0)
+            buf.sum()  # then read it: the L2 ends clean, so the timed call pays no one else's write-backs
 
     tile = load_tile() if with_tile else None
     with Progress(title, total) as progress:

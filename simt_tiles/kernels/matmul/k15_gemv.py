@@ -55,7 +55,7 @@ class Config(TileConfig):
         yield ("mt", self.mt in (1, 2, 4, 8, 16), "mt in (1, 2, 4, 8, 16)")
         yield ("nw", 1 <= self.nw <= 8, "1 <= nw <= 8")
         yield ("warps", 1 <= self.warps <= 16, "1 <= warps <= 16")
-        yield ("unroll", self.unroll in (1, 2), "unroll in (1, 2)")
+        yield ("unroll", self.unroll in (1, 2, 4, 8), "unroll in (1, 2, 4, 8)")
 
 
 def config_for(small: int) -> Config:
@@ -118,14 +118,15 @@ def generate(config: Config, dtype, vec: bool = True) -> tuple[str, str, str]:
                 for j in range(NW):
                     s.line("; ".join(f"c{i}_{j} += s{tag}{i}_{q} * w{tag}{j}_{q}" for q in range(4)))
 
-        if UN == 2:
-            s.line("# two steps in flight: all loads first, then the FMAs")
-            with s.block("while kk + I(132) <= k_len:"):
-                step("a", "kk")
-                step("b", "I(kk + I(128))")
-                fmas("a")
-                fmas("b")
-                s.line("kk = I(kk + I(256))")
+        if UN > 1:
+            tags = "abcdefgh"[:UN]
+            s.line(f"# {dict(zip((2, 4, 8), ('two', 'four', 'eight')))[UN]} steps in flight: all loads first, then the FMAs")
+            with s.block(f"while kk + I({128 * (UN - 1) + 4}) <= k_len:"):
+                for u, tag in enumerate(tags):
+                    step(tag, f"I(kk + I({128 * u}))" if u else "kk")
+                for tag in tags:
+                    fmas(tag)
+                s.line(f"kk = I(kk + I({128 * UN}))")
         with s.block("while kk + I(4) <= k_len:"):
             step("a", "kk")
             fmas("a")

@@ -447,8 +447,8 @@ def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypa
     assert_matmul_ok(a, b, simt_tiles.matmul(a, b))
 
 
-def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
-    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy's rows stride."""
+def test_pad_copy_launches_rows_past_the_grid(nan_workspaces, monkeypatch):
+    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy launches in pieces."""
     monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
     a, b = random_operands(np.random.default_rng(8), 37, 5, 19, np.float32)
     cfg = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], pad=k11.PAD_ALWAYS)
@@ -460,8 +460,8 @@ def test_pad_copy_strides_rows_past_the_grid(nan_workspaces, monkeypatch):
 
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
-    """K longer than the grid is high (CUDA: 65535 blocks, here 1) in k12's own copies: Aᵀ's transposition
-    (NN; ``nt``'s copy of B into K × N) and B's padded rows (N % 4, ``tn`` on a's storage)."""
+    """K longer than the grid is high (CUDA: 65535 blocks, here 1) in k12's own copies, launched in pieces:
+    Aᵀ's transposition (NN; ``nt``'s copy of B into K × N) and B's padded rows (N % 4, ``tn`` on a's storage)."""
     from simt_tiles.kernels.matmul import dispatch
 
     monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
@@ -478,16 +478,17 @@ def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the race check runs in the simulator")
-def test_k12_transposition_striding_k_is_race_free():
-    """k12's transposition reuses its shared tile for each K tile a grid row strides over: the barrier after
-    the tile's reads keeps the next tile's writes out (the project's race check; dropping it is caught)."""
+def test_k12_transposition_is_race_free(monkeypatch):
+    """k12's transposition writes a shared tile and reads it transposed: the barrier between keeps each
+    read after every write (the project's race check; dropping it is caught), over K launched in pieces."""
     from simt_tiles import analyze
     from simt_tiles.kernels.matmul import k12_async_copy as k12
 
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)  # 4 launches of 2 × 1 tiles over K = 100
     a = np.random.default_rng(3).standard_normal((37, 100)).astype(np.float32)
     at = cuda.to_device(np.full((100, 40), np.nan, np.float32))
     with analyze.racecheck():
-        k12.transpose_pad[(2, 2), (32, 8)](cuda.to_device(a), at)  # 2 grid rows over 4 K tiles
+        k12.transpose_into(cuda.to_device(a), at, 0)
     got = at.copy_to_host()
     assert np.array_equal(got[:, :37], a.T) and not got[:, 37:].any()
 

@@ -4,7 +4,10 @@ Session 32 made ``k12.transpose_pad`` loop over K's tiles (a grid is at most 655
 replaced ``pad_columns`` by ``k11.pad_copy`` (a loop over rows too), untimed.  The defaults check then
 read 4096×1024×8192 +3% and 1031×997×1013 +6% against the committed H200 rows, on an H100: the card
 confounds it.  This times the old kernels (kept here, verbatim, for the A/B only) beside the current
-ones on one card, outputs compared.  Expected: within 2% (one more barrier per 32×32 tile).
+ones on one card, outputs compared.  Expected: within 2% (one more barrier per 32×32 tile).  Outcome
+(results/transpose_probe_s33_h100.*): 11-33% slower (transposition), 30-51% (padded copy); both kernels are
+now one tile a thread or block again, launched in pieces past 65535 grid rows; the probe's second run
+(``…_s33b_…``) times those against the old ones.
 
     python3 benchmarks/lab/transpose_probe.py [--json PATH]
 """
@@ -91,7 +94,7 @@ def main() -> int:
         np_ = cdiv(n, 4) * 4
         bn, bo = (torch.full((k, np_), float("nan"), device="cuda") for _ in range(2))
         db, dn, do = (cuda.as_cuda_array(t) for t in (b, bn, bo))
-        new = lambda: k11.pad_copy[(cdiv(np_, 32), min(cdiv(k, 8), k11.MAX_GRID_Y)), (32, 8)](db, dn)  # noqa: E731
+        new = lambda: k11.copy_padded(db, dn, 0)  # noqa: E731
         old = lambda: pad_columns_old[(cdiv(np_, 32), cdiv(k, 8)), (32, 8)](db, do)  # noqa: E731
         new(), old()
         torch.cuda.synchronize()

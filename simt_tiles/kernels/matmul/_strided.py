@@ -210,10 +210,9 @@ def contiguous_copy(dev, shape, strides, dtype, stream, name: str):
                 off = sum(j * s for j, s in zip(idx, strides[:-2])) * item
                 v = device_view(dev, shape[-2:], tuple(s * item for s in strides[-2:]), off)
                 r0 = i * shape[-2]
-                k11.pad_copy[(cdiv(shape[-1], 32), min(cdiv(shape[-2], 8), k11.MAX_GRID_Y)), (32, 8), stream](
-                    v, dst[r0:r0 + shape[-2]])
+                k11.copy_padded(v, dst[r0:r0 + shape[-2]], stream)
         else:
-            k11.pad_copy[(cdiv(shape[-1], 32), min(cdiv(rows, 8), k11.MAX_GRID_Y)), (32, 8), stream](src, dst)
+            k11.copy_padded(src, dst, stream)
     return dst.reshape(*shape) if len(shape) != 2 else dst
 
 

@@ -480,17 +480,24 @@ def workspace(shape, dtype, stream, name: str = "partials"):
 
 
 @jit
-def pad_copy(src, dst):
-    """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; the
-    grid's rows stride over dst's (a grid is at most 65535 blocks high)."""
+def pad_copy(src, dst, r0):
+    """dst[:R, :C] = src (R × C), zeros elsewhere: one element per thread, coalesced rows; dst's
+    rows from ``r0`` (a grid is at most 65535 blocks high: :func:`copy_padded`)."""
     col, r = cuda.grid(2)
-    rows, cols = dst.shape
-    while r < rows and col < cols:
+    r += r0
+    if r < dst.shape[0] and col < dst.shape[1]:
         if r < src.shape[0] and col < src.shape[1]:
             dst[r, col] = src[r, col]
         else:
             dst[r, col] = 0
-        r += cuda.gridDim.y * cuda.blockDim.y
+
+
+def copy_padded(src, dst, stream) -> None:
+    """:func:`pad_copy` of ``src`` into ``dst`` on ``stream``: a launch per 65535 × 8 rows (one below
+    half a million; a loop inside the kernel cost 30-50%: notes/matmul.md)."""
+    (rows, cols), step = dst.shape, MAX_GRID_Y * 8
+    for r0 in range(0, rows if cols else 0, step):
+        pad_copy[(cdiv(cols, 32), cdiv(min(rows - r0, step), 8)), (32, 8), stream](src, dst, r0)
 
 
 def padded_operands(a, b, dtype, stream):
@@ -501,8 +508,8 @@ def padded_operands(a, b, dtype, stream):
     kp, np_ = cdiv(k, 4) * 4, cdiv(n, 4) * 4
     ap = workspace((m, kp), dtype, stream, "a_padded")
     bp = workspace((kp, np_), dtype, stream, "b_padded")
-    pad_copy[(cdiv(kp, 32), min(cdiv(m, 8), MAX_GRID_Y)), (32, 8), stream](a, ap)
-    pad_copy[(cdiv(np_, 32), min(cdiv(kp, 8), MAX_GRID_Y)), (32, 8), stream](b, bp)
+    copy_padded(a, ap, stream)
+    copy_padded(b, bp, stream)
     return ap, bp
 
 

@@ -160,33 +160,31 @@ def signature(dtype, idx32: bool = True):
 
 
 @jit
-def transpose_pad(a, at):
+def transpose_pad(a, at, k_first):
     """at[k, m] = a[m, k], and 0 in the padding columns m ≥ M: 32×32 tiles through shared
-    memory (rows of 33: the column reads hit 32 banks), coalesced reads and writes; the grid's
-    rows stride over K's tiles (a grid is at most 65535 blocks high: :func:`transpose_into`)."""
+    memory (rows of 33: the column reads hit 32 banks), coalesced reads and writes; one tile a
+    block, K's tiles from ``k_first`` (a grid is at most 65535 blocks high: :func:`transpose_into`)."""
     tile = cuda.shared.array((32, 33), float32)
     m0 = cuda.blockIdx.x * 32
+    k0 = k_first + cuda.blockIdx.y * 32
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     m_len, k_len = a.shape
-    k0 = cuda.blockIdx.y * 32
-    while k0 < k_len:  # the same k0 in every thread of the block: the barriers are uniform
-        for j in range(0, 32, 8):
-            r, col = m0 + ty + j, k0 + tx
-            tile[ty + j, tx] = a[r, col] if r < m_len and col < k_len else float32(0)
-        cuda.syncthreads()
-        for j in range(0, 32, 8):
-            r, col = k0 + ty + j, m0 + tx
-            if r < k_len and col < at.shape[1]:
-                at[r, col] = tile[tx, ty + j]
-        cuda.syncthreads()  # read before the next K tile overwrites it
-        k0 += cuda.gridDim.y * 32
+    for j in range(0, 32, 8):
+        r, col = m0 + ty + j, k0 + tx
+        tile[ty + j, tx] = a[r, col] if r < m_len and col < k_len else float32(0)
+    cuda.syncthreads()
+    for j in range(0, 32, 8):
+        r, col = k0 + ty + j, m0 + tx
+        if r < k_len and col < at.shape[1]:
+            at[r, col] = tile[tx, ty + j]
 
 
 def transpose_into(a, at, stream) -> None:
-    """:func:`transpose_pad` of ``a`` (R × K) into ``at`` (K × ≥R) on ``stream``."""
-    k = a.shape[1]
-    if k:
-        transpose_pad[(cdiv(at.shape[1], 32), min(cdiv(k, 32), k11.MAX_GRID_Y)), (32, 8), stream](a, at)
+    """:func:`transpose_pad` of ``a`` (R × K) into ``at`` (K × ≥R) on ``stream``: a launch per 65535
+    tiles of K (one for any K under 2 M; a loop inside the kernel cost 13-33%: notes/matmul.md)."""
+    k, step = a.shape[1], k11.MAX_GRID_Y * 32
+    for k0 in range(0, k, step):
+        transpose_pad[(cdiv(at.shape[1], 32), cdiv(min(k - k0, step), 32)), (32, 8), stream](a, at, k0)
 
 
 class AsyncCopyRung(k11.SplitKRung):
@@ -216,8 +214,7 @@ class AsyncCopyRung(k11.SplitKRung):
         splits, chunk = split_plan(config, k)
         if n % 4 or not aligned(b):
             bp = workspace((k, np_), dtype, stream, "b_padded")
-            if k:
-                k11.pad_copy[(cdiv(np_, 32), min(cdiv(k, 8), k11.MAX_GRID_Y)), (32, 8), stream](b, bp)
+            k11.copy_padded(b, bp, stream)
             b = bp
         idx32 = max(k * mp, k * np_, splits * m * n) + 4 * config.bk * max(mp, np_) < k11.IDX32_LIMIT
         kernel = self.kernel(config, dtype, idx32=idx32)

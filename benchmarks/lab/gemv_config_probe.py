@@ -39,18 +39,27 @@ def configs(m: int) -> list:
 
     base = k15_gemv.config_for(m)
     out = [base]
-    for nw, warps, unroll in itertools.product((1, 2, 4), (4, 8), (1, 2, 4, 8)):
-        cfg = dataclasses.replace(base, nw=nw, warps=warps, unroll=unroll)
+    # MT below the rows: x's rows in groups (grid rows), W read once a group, the later groups from L2
+    for mt, nw, warps, unroll in itertools.product(MTS or (base.mt,), (1, 2, 4), (4, 8), (1, 2, 4, 8)):
+        cfg = dataclasses.replace(base, mt=mt, nw=nw, warps=warps, unroll=unroll)
         # partial sums a lane, and a step's loads in flight: registers
-        if cfg != base and cfg.mt * cfg.nw <= 32 and (cfg.mt + cfg.nw) * 4 * unroll <= 144:
+        if cfg != base and mt <= base.mt and cfg.mt * cfg.nw <= 32 and (cfg.mt + cfg.nw) * 4 * unroll <= 144:
             out.append(cfg)
     return out
+
+
+#: ``--mt``: the row groups tried (default: the preset's own)
+MTS: tuple = ()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--rows", type=int, nargs="+", default=list(ROWS))
+    ap.add_argument("--mt", type=int, nargs="+", default=[], help="row groups to try beside the preset's")
     args = ap.parse_args()
+    global MTS
+    MTS = tuple(args.mt)
     import torch
     from _matmul_probe import finish, flusher, reference, warm, within
     from numba import cuda
@@ -58,12 +67,12 @@ def main() -> int:
 
     from simt_tiles.kernels.matmul import k15_gemv
 
-    warm({("k15_gemv", c, "float32", (("vec", True),)) for m in ROWS for c in configs(m)})
+    warm({("k15_gemv", c, "float32", (("vec", True),)) for m in args.rows for c in configs(m)})
     flush = flusher()
     rows = []
     for n, k, where in LAYERS:
         w = torch.randn(n, k, device="cuda")
-        for m in ROWS:
+        for m in args.rows:
             x = torch.randn(m, k, device="cuda")
             out = torch.empty(m, n, device="cuda")
             ref, bound = reference(x, w.T)

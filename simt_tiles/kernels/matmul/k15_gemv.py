@@ -18,7 +18,8 @@ Operands must be contiguous along k (row-major A, column-major B: the linear lay
 layout); :func:`.dispatch.gemv_rule` sends such shapes here (``matmul`` of a 1-D vector too).
 Rules: MT ∈ {1, 2, 4, 8, 16}; ragged K takes a scalar tail; unaligned rows the scalar build.
 
-Headline: 1×4096×4096 ``x @ w.T`` (64 MiB of W) in 26.1 µs on the H100, 2.57 TB/s (cuBLAS 29.5 µs).
+Headline: none on the H200 yet; on an H100 (benchmarks/results/matmul_zoo_s33_a_h100.json, "default"):
+26.0 µs at 1x4096x4096 ``nt`` (64 MiB of W), 1.18× cuBLAS.
 """
 
 from __future__ import annotations

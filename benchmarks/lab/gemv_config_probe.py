@@ -52,14 +52,30 @@ def configs(m: int) -> list:
 MTS: tuple = ()
 
 
+def x_group_configs(m: int) -> list:
+    """``--xg``: x's rows ``xg`` at a time beside their FMAs, so more W rows a warp fit the registers (8-16 rows:
+    16 loads of x for 2 of W a step keep the L1, not DRAM, busy)."""
+    from simt_tiles.kernels.matmul import k15_gemv
+
+    base = k15_gemv.config_for(m)
+    out = [base]
+    for nw, xg, unroll, warps in itertools.product((2, 4, 8), (1, 2, 4), (1, 2), (4, 8)):
+        if base.mt * nw <= 64 and (nw + xg) * 4 * unroll <= 64:  # accumulators, loads in flight
+            out.append(dataclasses.replace(base, nw=nw, xg=xg, unroll=unroll, warps=warps))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--rows", type=int, nargs="+", default=list(ROWS))
     ap.add_argument("--mt", type=int, nargs="+", default=[], help="row groups to try beside the preset's")
+    ap.add_argument("--xg", action="store_true", help="x's rows loaded in groups beside their FMAs (x_group_configs)")
     args = ap.parse_args()
-    global MTS
+    global MTS, configs
     MTS = tuple(args.mt)
+    if args.xg:
+        configs = x_group_configs
     import torch
     from _matmul_probe import finish, flusher, reference, warm, within
     from numba import cuda

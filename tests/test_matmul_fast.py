@@ -130,11 +130,14 @@ def test_k12_copies_asynchronously():
 
 def test_small_problems_split_k_until_the_sms_are_full():
     f32 = np.float32
-    assert dispatch.fast_choice(512, 512, 512, f32) == ("k11_generated_split_k", 2)  # 16 tiles: 64x64 tiles, 2 splits
+    # up to 48 tiles: 64x64 tiles, K split until 2 blocks a SM (132 SMs), at most 4 ways of >= 128
+    assert dispatch.fast_choice(512, 512, 512, f32) == ("k11_generated_split_k", 4)  # 64 blocks
+    assert dispatch.fast_choice(384, 384, 384, f32) == ("k11_generated_split_k", 3)  # 36 blocks; K / 128 = 3
+    assert dispatch.fast_choice(640, 640, 640, f32) == ("k11_generated_split_k", 3)  # 100 blocks: 3 fill 264
     assert dispatch.fast_plan(509, 503, 521, f32)[2]["bm"] == 64
     rung, cfg = dispatch.choose(None, None, 509, 503, 521, f32)  # ragged rows: k12 with the row's tile and split
-    assert (rung.name, cfg.splits) == ("k12_async_copy", 2)
-    assert dispatch.fast_choice(768, 768, 768, f32) == ("k11_generated_split_k", 2)  # 36 tiles
+    assert (rung.name, cfg.splits) == ("k12_async_copy", 4)
+    assert dispatch.fast_choice(768, 768, 768, f32) == ("k11_generated_split_k", 2)  # 36 tiles, 144 blocks
     assert dispatch.fast_choice(1000, 1000, 1000, f32) == ("k11_generated_split_k", 1)  # 64 tiles: 64x64 tiles
     assert dispatch.fast_plan(1000, 1000, 1000, f32)[2]["bm"] == 64
     assert dispatch.fast_choice(1031, 997, 1013, f32) == ("k12_async_copy", 1)  # 72 tiles: 64x64 tiles
@@ -787,3 +790,17 @@ def test_every_tile_depth_matches_reference(variant, tile, dtype):
     out = poisoned((m, n), dtype)
     simt_tiles.matmul(a, b, out=out, variant=variant, config=cfg)
     assert_matmul_ok(a, b, out.copy_to_host())
+
+
+def test_fill_splits_between_the_measured_sizes():
+    """The small squares' split: the fewest splits that give 2 blocks a SM, capped at 4 and at 128 K each
+    (measured at 384³-640³ and 512×512×1024; here the rule at sizes between and beyond them)."""
+    fill = dispatch.fill_splits
+    assert [fill(b, 4096, 132) for b in (1, 36, 64, 66, 67, 88, 100, 132, 133, 192, 264, 265, 1000)] == \
+        [4, 4, 4, 4, 4, 3, 3, 2, 2, 2, 1, 1, 1]
+    assert [fill(64, k, 132) for k in (0, 127, 128, 255, 256, 383, 384, 511, 512)] == [1, 1, 1, 1, 2, 2, 3, 3, 4]
+    assert fill(16, 4096, 66) == 4 and fill(40, 4096, 66) == 4 and fill(45, 4096, 66) == 3  # half the SMs
+    for m, n, k in ((448, 320, 700), (200, 600, 1000), (700, 700, 333)):  # unmeasured shapes of the first row
+        variant, splits, fields = dispatch.fast_plan(m, n, k, np.float32)
+        blocks = -(-m // fields["bm"]) * -(-n // fields["bn"])
+        assert splits == fill(blocks, k, dispatch.sm_count()) and 1 <= splits <= 4 and k // splits >= 128

@@ -221,8 +221,9 @@ def _with_pad(config, m: int, n: int, k: int):
 #:
 #: * ``most``: the most **128×128 tiles of C** the row covers (whatever tile the row runs;
 #:   ``null``: any, the last row);
-#: * ``splits``: K's split count, or ``"balance"``: chosen by :func:`balance_splits`, or ``"waves"``:
-#:   the tile and split chosen by :func:`wave_plan` (the mid-wave class);
+#: * ``splits``: K's split count, or ``"balance"``: chosen by :func:`balance_splits`, or ``"fill"``:
+#:   by :func:`fill_splits` (the small squares), or ``"waves"``: the tile and split chosen by
+#:   :func:`wave_plan` (the mid-wave class);
 #: * ``{fields}``: config fields applied to the variant's ``"default"`` preset (e.g. a 64×64
 #:   tile: ``{"bm": 64, "bn": 64, "wm": 32, "wn": 32, "tn": 4, "min_blocks": 4}``), plus two
 #:   numbers for ``"balance"``: ``resident`` (blocks per SM, default 2) and ``partial_cost``
@@ -237,13 +238,26 @@ MIN_SPLIT_K = 128
 MAX_BALANCE_SPLITS = 4
 #: SMs assumed where there is no device to ask (the simulator): the H200's
 DEFAULT_SMS = 132
+#: ``"fill"`` rows: K split until the grid holds this many of the row's blocks a SM, at most
+#: :data:`MAX_FILL_SPLITS` ways (384³-640³ on 64×64 tiles, H100, clean flush: 3-4 splits 1.0-1.3× ahead of 2;
+#: benchmarks/results/matmul_small_s33_h100.json)
+FILL_BLOCKS_PER_SM = 2
+MAX_FILL_SPLITS = 4
+
+
+def fill_splits(blocks: int, k: int, sms: int) -> int:
+    """K's split count for a small problem of ``blocks`` output tiles: the fewest splits that put
+    :data:`FILL_BLOCKS_PER_SM` blocks on each of ``sms`` SMs, at most :data:`MAX_FILL_SPLITS`, with at
+    least :data:`MIN_SPLIT_K` K elements each (512³ on 64×64 tiles: 64 blocks → 4 splits of 128)."""
+    want = -(-FILL_BLOCKS_PER_SM * sms // max(blocks, 1))
+    return max(1, min(want, MAX_FILL_SPLITS, k // MIN_SPLIT_K))
 
 
 class SplitRow(NamedTuple):
     """One decoded row of ``rules.matmul_split_k``."""
 
     most: int | None  #: most 128×128 tiles of C (None: any)
-    splits: int | str  #: K splits, "balance" or "waves"
+    splits: int | str  #: K splits, "balance", "fill" or "waves"
     variant: str
     fields: dict  #: config fields over the variant's "default" preset ({}: the preset)
     config: object  #: the variant's config with ``fields`` (validated; ``splits`` not applied)
@@ -434,10 +448,11 @@ def fast_plan(m: int, n: int, k: int, dtype) -> tuple[str, int, dict]:
         if row.most is None or tiles <= row.most:
             if row.splits == "waves":
                 return (row.variant, *wave_plan(m, n, k))
-            if row.splits == "balance":
+            if row.splits in ("balance", "fill"):
                 cfg = row.config
                 blocks = -(-m // cfg.bm) * -(-n // cfg.bn)
-                splits = balance_splits(blocks, k, sm_count(), row.resident, row.partial_cost)
+                splits = (fill_splits(blocks, k, sm_count()) if row.splits == "fill"
+                          else balance_splits(blocks, k, sm_count(), row.resident, row.partial_cost))
             else:
                 splits = max(1, min(row.splits, k // MIN_SPLIT_K))
             return row.variant, splits, row.fields
@@ -462,8 +477,9 @@ def decode_row(i: int, row) -> SplitRow:
         fields = row[3] if len(row) == 4 else {}
         if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 0):
             raise ValueError(f"most: expected a tile count >= 0 or null; got {most!r}")
-        if splits not in ("balance", "waves") and (isinstance(splits, bool) or not isinstance(splits, int) or splits < 1):
-            raise ValueError(f"splits: expected an integer >= 1, 'balance' or 'waves'; got {splits!r}")
+        if splits not in ("balance", "fill", "waves") and (isinstance(splits, bool) or not isinstance(splits, int)
+                                                           or splits < 1):
+            raise ValueError(f"splits: expected an integer >= 1, 'balance', 'fill' or 'waves'; got {splits!r}")
         if splits == "waves" and (fields or variant != "k12_async_copy"):
             raise ValueError("a 'waves' row runs k12_async_copy on the tiles of the wave model (WAVE_TILES, "
                              f"fitted to k12); expected [most, 'waves', 'k12_async_copy'], got {row!r}")

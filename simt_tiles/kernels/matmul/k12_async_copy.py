@@ -34,7 +34,7 @@ from ... import codegen
 from ...runtime import Gate, cdiv, jit
 from ...vector import aligned
 from . import k11_generated_split_k as k11
-from .k11_generated_split_k import Config, emit_compute, emit_epilogue, geometry, split_plan, sum_splits, workspace
+from .k11_generated_split_k import Config, emit_compute, emit_epilogue, geometry, split_plan, workspace
 
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=16, wm=16, wn=32, tm=4, tn=4),
@@ -222,7 +222,7 @@ class AsyncCopyRung(k11.SplitKRung):
         flags = uint32(n % 4 == 0 and aligned(target))
         kernel[grid, block, stream](at, b, target, (uint32 if idx32 else int64)(chunk), flags)
         if splits > 1:
-            sum_splits[cdiv(m * n, 256), 256, stream](target, c)
+            k11.add_splits(target, c, stream)
 
 
 # float64 runs k11's kernel (make_kernel), which the gate builds under k11: gated for float32 only

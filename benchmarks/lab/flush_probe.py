@@ -15,7 +15,6 @@ Each case timed after each flush (CUDA events around one call, median of 40), ou
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
     from _matmul_probe import reference, within
+    from small_reduce_probe import timed  # median ms of one call after flush()
 
     import simt_tiles as st
 
@@ -39,21 +39,6 @@ def main() -> int:
         "clean": lambda: ([buf.fill_(0) for _ in range(4)], buf.sum()),  # then read: clean lines
         "none": lambda: None,
     }
-
-    def timed(fn, flush, reps=40):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            flush()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)
-        return statistics.median(times)
 
     cases = []
     for mib in (16, 64, 256, 1024):
@@ -83,7 +68,7 @@ def main() -> int:
         torch.cuda.synchronize()
         ok = check() if check else True
         bad += not ok
-        us = {f: timed(fn, flushes[f]) for f in flushes}
+        us = {f: timed(fn, flushes[f], reps=40) * 1e3 for f in flushes}
         row = {"case": name, "bytes": nbytes, "ok": ok, **{f"{f}_us": v for f, v in us.items()}}
         rows.append(row)
         print(f"{name:28} {'ok' if ok else 'WRONG'} " + "  ".join(

@@ -15,7 +15,6 @@ now one tile a thread or block again, launched in pieces past 65535 grid rows; t
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
     from _matmul_probe import finish, flusher
+    from small_reduce_probe import timed  # median ms of one call after flush()
     from numba import cuda, float32
 
     from simt_tiles.kernels.matmul import k11_generated_split_k as k11
@@ -59,21 +59,6 @@ def main() -> int:
 
     flush = flusher()
 
-    def timed(fn, reps=40):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            flush()
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            fn()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3)
-        return statistics.median(times)
-
     rows = []
     for m, k in ((4096, 8192), (4096, 4096), (8192, 1024), (1031, 1013), (509, 521)):
         a = torch.randn(m, k, device="cuda")
@@ -85,7 +70,7 @@ def main() -> int:
         new(), old()
         torch.cuda.synchronize()
         ok = bool(torch.equal(at_new[:, :m], a.T) and torch.equal(at_old, at_new))
-        t_new, t_old = timed(new), timed(old)
+        t_new, t_old = (timed(f, flush, reps=40) * 1e3 for f in (new, old))
         rows.append({"kernel": "transpose", "shape": f"{m}x{k}", "new_us": t_new, "old_us": t_old, "ok": ok})
         print(f"transpose {m}x{k}: new {t_new:8.2f} us  old {t_old:8.2f} us  new/old {t_new / t_old:.3f} "
               f"{'ok' if ok else 'WRONG'}", flush=True)
@@ -99,7 +84,7 @@ def main() -> int:
         new(), old()
         torch.cuda.synchronize()
         ok = bool(torch.equal(bn[:, :n], b) and torch.equal(bo, bn))
-        t_new, t_old = timed(new), timed(old)
+        t_new, t_old = (timed(f, flush, reps=40) * 1e3 for f in (new, old))
         rows.append({"kernel": "pad", "shape": f"{k}x{n}", "new_us": t_new, "old_us": t_old, "ok": ok})
         print(f"pad {k}x{n}: new {t_new:8.2f} us  old {t_old:8.2f} us  new/old {t_new / t_old:.3f} "
               f"{'ok' if ok else 'WRONG'}", flush=True)

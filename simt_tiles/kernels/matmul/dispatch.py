@@ -239,7 +239,7 @@ MAX_BALANCE_SPLITS = 4
 #: SMs assumed where there is no device to ask (the simulator): the H200's
 DEFAULT_SMS = 132
 #: ``"fill"`` rows: K split until the grid holds this many of the row's blocks a SM, at most
-#: :data:`MAX_FILL_SPLITS` ways (384³-640³ on 64×64 tiles, H100, clean flush: 3-4 splits 1.0-1.3× ahead of 2;
+#: :data:`MAX_FILL_SPLITS` ways (384³-640³ on 64×64 tiles, H100, clean flush: 3-4 splits 1.06-1.34× ahead of 2;
 #: benchmarks/results/matmul_small_s33_h100.json)
 FILL_BLOCKS_PER_SM = 2
 MAX_FILL_SPLITS = 4

@@ -411,14 +411,16 @@ def test_gemv_linear_layer(m, n, k, offset, dtype, monkeypatch):
     assert sides == ["m" if m < n else "n"]
 
 
-@pytest.mark.parametrize("unroll, xg", [(2, 16), (4, 16), (8, 16), (2, 1), (1, 2)])
-def test_gemv_steps_in_flight(unroll, xg):
-    """k15 with ``unroll`` steps of 128 k's in flight, K long enough for the unrolled loop, then single
-    steps and the scalar tail (K = 2·128·unroll + 131): every k summed once; x's rows loaded with W's
-    (``xg`` ≥ MT) or ``xg`` at a time beside their FMAs."""
+@pytest.mark.parametrize("unroll, xg, g", [(2, 16, 32), (4, 16, 32), (8, 16, 32), (2, 1, 32), (1, 2, 32),
+                                           (2, 16, 8), (4, 2, 4), (1, 16, 16)])
+def test_gemv_steps_in_flight(unroll, xg, g):
+    """k15 with ``unroll`` steps of 4·g k's in flight (g lanes a row of W), K long enough for the unrolled
+    loop, then single steps and the scalar tail (K = 2·4g·unroll + 131): every k summed once; x's rows
+    loaded with W's (``xg`` ≥ MT) or ``xg`` at a time beside their FMAs; 32 / g rows of W a warp at once,
+    the rows past N clamped."""
     rng = np.random.default_rng(12)
-    m, n, k = 4, 5, 2 * 128 * unroll + 131
-    cfg = dataclasses.replace(k15_gemv.PRESETS["sim"], mt=4, unroll=unroll, warps=1, xg=xg)
+    m, n, k = 4, 5 if g == 32 else 37, 2 * 4 * g * unroll + 131  # (37: several blocks of 32 / g · 2 rows)
+    cfg = dataclasses.replace(k15_gemv.PRESETS["sim"], mt=4, unroll=unroll, warps=1, xg=xg, g=g)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
     out = cuda.to_device(np.full(m * n, np.nan, np.float32))
     k15_gemv.launch(cfg, cuda.to_device(x.ravel()), cuda.to_device(w.ravel()), out, m, n, k, k, k, n, 1, 0)

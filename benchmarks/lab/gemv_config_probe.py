@@ -65,17 +65,34 @@ def x_group_configs(m: int) -> list:
     return out
 
 
+def lane_group_configs(m: int) -> list:
+    """``--g``: g lanes a row of W (32 / g rows a warp at once): a lane's x values serve its group's rows,
+    so x's L1 reads fall by 32 / g for the same W bytes (16 rows: 16 x loads for 2 W rows a step today)."""
+    from simt_tiles.kernels.matmul import k15_gemv
+
+    base = k15_gemv.config_for(m)
+    out = [base]
+    for g, nw, unroll, xg in itertools.product((4, 8, 16), (1, 2, 4), (1, 2, 4), (2, 16)):
+        cfg = dataclasses.replace(base, g=g, nw=nw, unroll=unroll, xg=xg)
+        if base.mt * nw <= 64 and (nw + min(xg, base.mt)) * 4 * unroll <= 96:
+            out.append(cfg)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--rows", type=int, nargs="+", default=list(ROWS))
     ap.add_argument("--mt", type=int, nargs="+", default=[], help="row groups to try beside the preset's")
     ap.add_argument("--xg", action="store_true", help="x's rows loaded in groups beside their FMAs (x_group_configs)")
+    ap.add_argument("--g", action="store_true", help="fewer lanes a row of W (lane_group_configs)")
     args = ap.parse_args()
     global MTS, configs
     MTS = tuple(args.mt)
     if args.xg:
         configs = x_group_configs
+    if args.g:
+        configs = lane_group_configs
     import torch
     from _matmul_probe import finish, flusher, reference, warm, within
     from numba import cuda

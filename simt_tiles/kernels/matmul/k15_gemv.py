@@ -48,6 +48,9 @@ class Config(TileConfig):
     #: x's rows loaded ``xg`` at a time just before their FMAs (≥ MT: all with W's loads); fewer rows
     #: at once free registers for more W rows a warp
     xg: int = MAX_SMALL
+    #: lanes that share one row of W (its K across them, 4 k's a lane): 32 (a warp a row) or fewer, so
+    #: a warp holds 32 / g rows at once and x's values a lane loads serve g-lane groups (not measured yet)
+    g: int = 32
 
     def block(self):
         return (self.warps * 32,)
@@ -61,6 +64,7 @@ class Config(TileConfig):
         yield ("warps", 1 <= self.warps <= 16, "1 <= warps <= 16")
         yield ("unroll", self.unroll in (1, 2, 4, 8), "unroll in (1, 2, 4, 8)")
         yield ("xg", self.xg in (1, 2, 4, 8, 16), "xg in (1, 2, 4, 8, 16)")
+        yield ("g", self.g in (4, 8, 16, 32), "g in (4, 8, 16, 32)")
 
 
 def config_for(small: int) -> Config:
@@ -91,16 +95,26 @@ def generate(config: Config, dtype, vec: bool = True) -> tuple[str, str, str]:
     MT, NW, WARPS, UN = config.mt, config.nw, config.warps, config.unroll
     dt = np.dtype(dtype).name
     XG = min(config.xg, MT)
-    name = f"matmul_k15_mt{MT}_nw{NW}_w{WARPS}_u{UN}{f'_xg{XG}' if XG < MT else ''}_{dt}{'_v4' if vec else '_v1'}"
+    G, STEP = config.g, 4 * config.g  # lanes a row of W, k's a step of them
+    name = (f"matmul_k15_mt{MT}_nw{NW}_w{WARPS}_u{UN}{f'_xg{XG}' if XG < MT else ''}{f'_g{G}' if G < 32 else ''}"
+            f"_{dt}{'_v4' if vec else '_v1'}")
     header = ("from numba import cuda, float32, float64, int64 as I\n"
               "from simt_tiles.vector import load1_global, load4_global\n"
               "from simt_tiles.warp import shfl_xor_sync\n"
               f"DT = {dt}\n")
     s = codegen.Source()
     with s.block(f"def {name}(s, w, c, rows_s, rows_w, k_len, lds, ldw, cs, cw):"):
-        s.line("lane = I(cuda.threadIdx.x & 31); warp = I(cuda.threadIdx.x >> 5)",
-               f"w0 = I(I(I(cuda.blockIdx.x) * I({WARPS}) + warp) * I({NW})); s0 = I(I(cuda.blockIdx.y) * I({MT}))",
-               "# rows past the ends are clamped: their sums are never stored")
+        if G == 32:
+            s.line("lane = I(cuda.threadIdx.x & 31); warp = I(cuda.threadIdx.x >> 5)",
+                   f"w0 = I(I(I(cuda.blockIdx.x) * I({WARPS}) + warp) * I({NW})); s0 = I(I(cuda.blockIdx.y) * I({MT}))",
+                   "# rows past the ends are clamped: their sums are never stored")
+        else:
+            s.line("lane = I(cuda.threadIdx.x & 31); warp = I(cuda.threadIdx.x >> 5)",
+                   f"# {32 // G} groups of {G} lanes a warp, a group's {NW} rows of W each; lane: its place in the group",
+                   f"sub = I(lane // I({G})); lane = I(lane % I({G}))",
+                   f"w0 = I(I(I(I(cuda.blockIdx.x) * I({WARPS}) + warp) * I({32 // G}) + sub) * I({NW}))",
+                   f"s0 = I(I(cuda.blockIdx.y) * I({MT}))",
+                   "# rows past the ends are clamped: their sums are never stored")
         for x, n, rows, ld in (("s", MT, "rows_s", "lds"), ("w", NW, "rows_w", "ldw")):
             for i in range(n):
                 s.line(f"r = I({x}0 + I({i}))")
@@ -137,17 +151,17 @@ def generate(config: Config, dtype, vec: bool = True) -> tuple[str, str, str]:
         if UN > 1:
             tags = "abcdefgh"[:UN]
             s.line(f"# {dict(zip((2, 4, 8), ('two', 'four', 'eight')))[UN]} steps in flight: all loads first, then the FMAs")
-            with s.block(f"while kk + I({128 * (UN - 1) + 4}) <= k_len:"):
-                ats = [f"I(kk + I({128 * u}))" if u else "kk" for u in range(UN)]
+            with s.block(f"while kk + I({STEP * (UN - 1) + 4}) <= k_len:"):
+                ats = [f"I(kk + I({STEP * u}))" if u else "kk" for u in range(UN)]
                 for tag, at in zip(tags, ats):
                     step(tag, at)
                 for tag, at in zip(tags, ats):
                     fmas(tag, at)
-                s.line(f"kk = I(kk + I({128 * UN}))")
+                s.line(f"kk = I(kk + I({STEP * UN}))")
         with s.block("while kk + I(4) <= k_len:"):
             step("a", "kk")
             fmas("a", "kk")
-            s.line("kk = I(kk + I(128))")
+            s.line(f"kk = I(kk + I({STEP}))")
         s.line("# K's last k_len % 4 elements: one lane, scalar")
         for q in range(4):
             with s.block(f"if kk + I({q}) < k_len:"):
@@ -156,10 +170,10 @@ def generate(config: Config, dtype, vec: bool = True) -> tuple[str, str, str]:
                 for i in range(MT):
                     s.line(f"y = load1_global(s, I(sb{i} + kk + I({q})))",
                            "; ".join(f"c{i}_{j} += y * x{j}" for j in range(NW)))
-        s.line("# the 32 lanes' partial sums folded (butterfly), lane 0 stores")
+        s.line(f"# the {G} lanes' partial sums folded (butterfly), lane 0 stores")
         for i in range(MT):
             for j in range(NW):
-                for off in (16, 8, 4, 2, 1):
+                for off in [o for o in (16, 8, 4, 2, 1) if o < G]:
                     s.line(f"c{i}_{j} += shfl_xor_sync(0xFFFFFFFF, c{i}_{j}, {off})")
         with s.block("if lane == I(0):"):
             for i in range(MT):
@@ -297,7 +311,7 @@ def signature(dtype, vec: bool = True):
 
 
 def geometry(config: Config, rows_s: int, rows_w: int):
-    return (cdiv(rows_w, config.warps * config.nw), cdiv(rows_s, config.mt)), config.block()
+    return (cdiv(rows_w, config.warps * config.nw * (32 // config.g)), cdiv(rows_s, config.mt)), config.block()
 
 
 def launch(config: Config, s, w, c, rows_s, rows_w, k, lds, ldw, cs, cw, stream) -> None:

@@ -461,6 +461,18 @@ def test_pad_copy_launches_rows_past_the_grid(nan_workspaces, monkeypatch):
     assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
 
 
+@pytest.mark.parametrize("variant", ["k11_generated_split_k", "k12_async_copy"])
+def test_split_sum_launches_rows_past_the_grid(variant, monkeypatch):
+    """C taller than the grid is high (CUDA: 65535 blocks of 8 rows; here 1): the partials' sum launches in
+    pieces, each from its own row (``add_splits``)."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    a, b = random_operands(np.random.default_rng(10), 29, 12, 40, np.float32)
+    cfg = dataclasses.replace(RUNGS[variant].presets["sim"], splits=3)
+    out = poisoned((29, 12), np.float32)
+    simt_tiles.matmul(a, b, out=out, variant=variant, config=cfg)
+    assert_matmul_ok(a, b, out.copy_to_host())
+
+
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
     """K longer than the grid is high (CUDA: 65535 blocks, here 1) in k12's own copies, launched in pieces:
@@ -763,6 +775,8 @@ def test_default_matmul_with_tiled_rows_is_correct(split_rows, m, n, k):
     ([5, 2, "k11_generated_split_k", {"tile": 64}], "not config fields"),
     ([5, "balance", "k11_generated_split_k", {"resident": 0}], "resident"),
     ([5, "balance", "k11_generated_split_k", {"partial_cost": -1}], "partial_cost"),
+    ([5, "fill", "k11_generated_split_k", {"resident": 2}], "only a 'balance' row"),
+    ([5, 2, "k11_generated_split_k", {"partial_cost": 0.1}], "only a 'balance' row"),
     ([5, "waves", "k12_async_copy", {"bm": 64}], "'waves' row"),
     ([5, "waves", "k11_generated_split_k"], "'waves' row"),
 ])

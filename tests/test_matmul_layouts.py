@@ -411,20 +411,25 @@ def test_gemv_linear_layer(m, n, k, offset, dtype, monkeypatch):
     assert sides == ["m" if m < n else "n"]
 
 
+@pytest.mark.parametrize("vec", [True, False], ids=["v4", "v1"])
 @pytest.mark.parametrize("unroll, xg, g", [(2, 16, 32), (4, 16, 32), (8, 16, 32), (2, 1, 32), (1, 2, 32),
                                            (2, 16, 8), (4, 2, 4), (1, 16, 16)])
-def test_gemv_steps_in_flight(unroll, xg, g):
+def test_gemv_steps_in_flight(unroll, xg, g, vec, monkeypatch):
     """k15 with ``unroll`` steps of 4·g k's in flight (g lanes a row of W), K long enough for the unrolled
-    loop, then single steps and the scalar tail (K = 2·4g·unroll + 131): every k summed once; x's rows
-    loaded with W's (``xg`` ≥ MT) or ``xg`` at a time beside their FMAs; 32 / g rows of W a warp at once,
-    the rows past N clamped."""
+    loop, then single steps and the scalar tail (K = 2·4g·unroll + 4g + 4, or + 131: rows not a multiple
+    of 4 long, the scalar build): every k summed once; x's rows loaded with W's (``xg`` ≥ MT) or ``xg`` at
+    a time beside their FMAs; 32 / g rows of W a warp at once, the rows past N clamped."""
+    seen = []  # the operands' alignment, as launch reads it (the 128-bit build needs both, and rows of 4·j)
+    monkeypatch.setattr(k15_gemv, "aligned", lambda arr, real=k15_gemv.aligned: seen.append(real(arr)) or seen[-1])
     rng = np.random.default_rng(12)
-    m, n, k = 4, 5 if g == 32 else 37, 2 * 4 * g * unroll + 131  # (37: several blocks of 32 / g · 2 rows)
+    k = 2 * 4 * g * unroll + (4 * g + 4 if vec else 131)
+    m, n = 4, 5 if g == 32 else 37  # (37: several blocks of 32 / g · 2 rows)
     cfg = dataclasses.replace(k15_gemv.PRESETS["sim"], mt=4, unroll=unroll, warps=1, xg=xg, g=g)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
     out = cuda.to_device(np.full(m * n, np.nan, np.float32))
     k15_gemv.launch(cfg, cuda.to_device(x.ravel()), cuda.to_device(w.ravel()), out, m, n, k, k, k, n, 1, 0)
     assert_np_matmul(out.copy_to_host().reshape(m, n), x, np.ascontiguousarray(w.T))
+    assert all(seen) and (k % 4 == 0) == vec  # so the 128-bit build ran exactly in the "v4" cases
 
 
 def test_gemv_vector_times_matrix():
@@ -497,9 +502,11 @@ def test_layout_and_gemv_kernels_sass(tmp_path):
     spill_free, local, ffma, total, ldg, bad = got["nt"]
     assert spill_free == "True" and local == "False" and bad == "0", got
     assert int(ffma) == 2 * 16 * 64 and int(ldg) == 8 and int(ffma) / int(total) >= 0.88, got
-    for v in ("gemv", "gemv4"):  # four steps in flight: 4 × (1 + 1) and 4 × (4 + 4) loads a trip
+    for v, preset in (("gemv", "mt1"), ("gemv4", "mt4")):  # a trip's loads: unroll × (W rows + x rows)
+        cfg = k15_gemv.PRESETS[preset]
         spill_free, local, ffma, total, ldg, bad = got[v]
-        assert spill_free == "True" and local == "False" and bad == "0" and int(ldg) >= 8, got
+        assert spill_free == "True" and local == "False" and bad == "0", got
+        assert int(ldg) == cfg.unroll * (cfg.nw + cfg.mt), (preset, got)  # 8 and 32: every step in flight
 
 
 def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):

@@ -489,6 +489,8 @@ def decode_row(i: int, row) -> SplitRow:
             raise ValueError(f"fields: expected a dict of config fields; got {fields!r}")
         fields = dict(fields)
         numbers = {f: fields.pop(f) for f in _ROW_NUMBERS if f in fields}
+        if numbers and splits != "balance":
+            raise ValueError(f"{', '.join(numbers)}: only a 'balance' row reads them; this row's splits is {splits!r}")
         for f, v in numbers.items():
             ok = not isinstance(v, bool) and isinstance(v, (int, float))
             if not ok or (v <= 0 if f == "resident" else v < 0):

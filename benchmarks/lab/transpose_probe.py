@@ -60,34 +60,33 @@ def main() -> int:
     flush = flusher()
 
     rows = []
+
+    def compare(kernel, shape, new, old, same) -> None:
+        """Both once, ``same()`` checks them; then each timed after the flush."""
+        new(), old()
+        torch.cuda.synchronize()
+        ok = same()
+        t_new, t_old = (timed(f, flush, reps=40) * 1e3 for f in (new, old))
+        rows.append({"kernel": kernel, "shape": shape, "new_us": t_new, "old_us": t_old, "ok": ok})
+        print(f"{kernel} {shape}: new {t_new:8.2f} us  old {t_old:8.2f} us  new/old {t_new / t_old:.3f} "
+              f"{'ok' if ok else 'WRONG'}", flush=True)
+
     for m, k in ((4096, 8192), (4096, 4096), (8192, 1024), (1031, 1013), (509, 521)):
         a = torch.randn(m, k, device="cuda")
         mp = cdiv(m, 4) * 4
         at_new, at_old = (torch.full((k, mp), float("nan"), device="cuda") for _ in range(2))
         da, dn, do = (cuda.as_cuda_array(t) for t in (a, at_new, at_old))
-        new = lambda: k12.transpose_into(da, dn, 0)  # noqa: E731
-        old = lambda: transpose_old[(cdiv(mp, 32), cdiv(k, 32)), (32, 8)](da, do)  # noqa: E731
-        new(), old()
-        torch.cuda.synchronize()
-        ok = bool(torch.equal(at_new[:, :m], a.T) and torch.equal(at_old, at_new))
-        t_new, t_old = (timed(f, flush, reps=40) * 1e3 for f in (new, old))
-        rows.append({"kernel": "transpose", "shape": f"{m}x{k}", "new_us": t_new, "old_us": t_old, "ok": ok})
-        print(f"transpose {m}x{k}: new {t_new:8.2f} us  old {t_old:8.2f} us  new/old {t_new / t_old:.3f} "
-              f"{'ok' if ok else 'WRONG'}", flush=True)
+        compare("transpose", f"{m}x{k}", lambda: k12.transpose_into(da, dn, 0),
+                lambda: transpose_old[(cdiv(mp, 32), cdiv(k, 32)), (32, 8)](da, do),
+                lambda: bool(torch.equal(at_new[:, :m], a.T) and torch.equal(at_old, at_new)))
     for k, n in ((1013, 997), (4096, 1023), (8192, 4095)):
         b = torch.randn(k, n, device="cuda")
         np_ = cdiv(n, 4) * 4
         bn, bo = (torch.full((k, np_), float("nan"), device="cuda") for _ in range(2))
         db, dn, do = (cuda.as_cuda_array(t) for t in (b, bn, bo))
-        new = lambda: k11.copy_padded(db, dn, 0)  # noqa: E731
-        old = lambda: pad_columns_old[(cdiv(np_, 32), cdiv(k, 8)), (32, 8)](db, do)  # noqa: E731
-        new(), old()
-        torch.cuda.synchronize()
-        ok = bool(torch.equal(bn[:, :n], b) and torch.equal(bo, bn))
-        t_new, t_old = (timed(f, flush, reps=40) * 1e3 for f in (new, old))
-        rows.append({"kernel": "pad", "shape": f"{k}x{n}", "new_us": t_new, "old_us": t_old, "ok": ok})
-        print(f"pad {k}x{n}: new {t_new:8.2f} us  old {t_old:8.2f} us  new/old {t_new / t_old:.3f} "
-              f"{'ok' if ok else 'WRONG'}", flush=True)
+        compare("pad", f"{k}x{n}", lambda: k11.copy_padded(db, dn, 0),
+                lambda: pad_columns_old[(cdiv(np_, 32), cdiv(k, 8)), (32, 8)](db, do),
+                lambda: bool(torch.equal(bn[:, :n], b) and torch.equal(bo, bn)))
     return finish(args.json, __file__, rows)
 
 

@@ -504,9 +504,10 @@ class _Quiet:
 
 
 def _flush_before():
-    """An untimed GPU workload before each timed call (≈ 1 ms of writes over 10× L2): the
-    events then bracket GPU time, not the Python launch path, and every call starts with a
-    cold L2 (``timing.time_cuda``)."""
+    """An untimed GPU workload before each timed call (≈ 1 ms of writes over 10× L2, then a read of
+    it): the events then bracket GPU time, not the Python launch path, and every call starts with a
+    cold and clean L2 (``timing.time_cuda``; writes alone leave dirty lines whose write-backs the
+    timed call would pay, more for candidates that move more bytes: benchmarks/notes/method.md)."""
     import numpy as np
     from numba import cuda
 
@@ -516,17 +517,25 @@ def _flush_before():
     n = max(128 * 2**20, 10 * (l2_bytes() or 0)) // 4
     buf = cuda.device_array(n, np.float32)
 
+    sink = cuda.device_array(1, np.float32)
+
     def fill(x):
         i = cuda.grid(1)
         if i < x.size:
             x[i] = 0.0
 
-    kernel = jit(fill)
+    def read(x, out):
+        i = cuda.grid(1)
+        if i < x.size and x[i] != 0.0:  # the buffer holds zeros: every value read, nothing written
+            out[0] = x[i]
+
+    kernel, reader = jit(fill), jit(read)
     grid = cdiv(n, 256)
 
     def before():
         for _ in range(4):
             kernel[grid, 256](buf)
+        reader[grid, 256](buf, sink)
 
     return before
 

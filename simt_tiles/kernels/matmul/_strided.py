@@ -158,16 +158,20 @@ def _tn_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, m, n) -> bool:
     A's storage exactly K × M (M a multiple of 4, 16-byte aligned: k12's Aᵀ as k12 would write it) and
     B C-order.  The layout kernel reads A column-major with 128-bit loads too, but k12's cp.async
     tile is the faster (4096³: k12 on NN with its transposition 2.85 ms, the layout kernel on tn 3.00)."""
-    return (plan.rung.name == "k12_async_copy" and dtype == np.float32 and layout == "tn" and nb == 1
-            and not outer and plan.config.pad != k11.Pad.ALWAYS and a.ld == m and m % 4 == 0
+    return (layout == "tn" and _one_k12_product(plan, dtype, nb, outer) and a.ld == m and m % 4 == 0
             and b.ld == n and aligned(a.dev))
 
 
 def _nt_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, n, k) -> bool:
     """Whether an ``nt`` product may run k12 after copying B (:func:`run`): its plan is k12's, one float32
     product, A C-order, B's storage exactly N × K and N a multiple of 4 (k12's B needs no padding)."""
-    return (plan.rung.name == "k12_async_copy" and dtype == np.float32 and layout == "nt" and nb == 1
-            and not outer and plan.config.pad != k11.Pad.ALWAYS and a.ld == k and b.ld == k and n % 4 == 0)
+    return layout == "nt" and _one_k12_product(plan, dtype, nb, outer) and a.ld == k and b.ld == k and n % 4 == 0
+
+
+def _one_k12_product(plan, dtype, nb, outer) -> bool:
+    """A plan for k12 itself: k12's rung, float32, one product (no batch), its copies not forced."""
+    return (plan.rung.name == "k12_async_copy" and dtype == np.float32 and nb == 1 and not outer
+            and plan.config.pad != k11.Pad.ALWAYS)
 
 
 def _vec(fa, fb, a: Mat, b: Mat, m, n, xa, xb) -> bool:

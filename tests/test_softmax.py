@@ -19,6 +19,7 @@ from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowCon
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
 from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
+from simt_tiles.kernels.softmax.k08_ticket_queue import Config as TicketConfig
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
 from simt_tiles.runtime import SIMULATOR, cdiv
 
@@ -38,6 +39,9 @@ if SIMULATOR:
                                    min_blocks=st.just(1)),
         "k06_split_blocks": st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3])),
         "k07_strided_axis": st.builds(StridedConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2])),
+        # lag_kib 1: a row of the simulator's sizes trails by one or a few rows, 64: every P item first
+        "k08_ticket_queue": st.builds(TicketConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3]),
+                                      piece_steps=st.sampled_from([1, 2]), lag_kib=st.sampled_from([1, 64])),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
@@ -52,6 +56,9 @@ else:
     CONFIGS["k06_split_blocks"] = st.builds(SplitBlocksConfig, threads=st.sampled_from([32, 256, 1024]),
                                             loads=st.sampled_from([1, 4, 8]))
     CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
+    CONFIGS["k08_ticket_queue"] = st.builds(TicketConfig, threads=st.sampled_from([32, 256, 512]),
+                                            loads=st.sampled_from([1, 4, 8]), piece_steps=st.sampled_from([1, 4]),
+                                            lag_kib=st.sampled_from([1, 16384]))
 
 
 def assert_softmax_ok(x, y, log=False):

@@ -9,6 +9,8 @@
 ``k05_split_row``      long rows: registers plus shared memory, two per SM
 ``k06_split_blocks``   a row across blocks: partial pairs, then finish
 ``k07_strided_axis``   an axis that is not the last, read in place
+``k08_ticket_queue``    a row across blocks in one launch: a ticket queue,
+                       the reread from L2
 =====================  ====================================================
 
 ``backward.py`` is the gradient of both (:func:`softmax_backward`, the autograd backward of
@@ -35,7 +37,7 @@ SOFTMAX_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 #: the fewest bytes moved (one read, one write) for rows that fit its registers; the others are
 #: chosen by :func:`dispatch.plan` (its docstring has the rules)
 BEST_VARIANT = "k04_register_row"
-LONG_ROW_VARIANTS = ("k05_split_row", "k06_split_blocks")
+LONG_ROW_VARIANTS = ("k05_split_row", "k06_split_blocks", "k08_ticket_queue")
 #: the family's registration (:mod:`simt_tiles.registry`)
 FAMILY = Family("softmax", RUNGS, reference, (), _cases.softmax_demo, _cases.SOFTMAX_ALIASING, _cases.SOFTMAX_HAZARDS)
 

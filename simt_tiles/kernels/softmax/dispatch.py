@@ -40,17 +40,18 @@ import numpy as np
 from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
-from . import k07_strided_axis
+from . import k07_strided_axis, k08_ticket_queue
 
 RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
-                        k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG)
+                        k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG,
+                        k08_ticket_queue.RUNG)
 }
 #: the per-row rungs ``variant=None`` weighs (rules 2-3), each with a map from the preset named (config None
 #: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM
 ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that compute log_softmax too
-LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis")
+LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
 #: k05 one block per SM rather than two for rows from this long (128 KiB: 32768 float32; H200: 3-9% at
@@ -84,7 +85,8 @@ class Plan:
     config: TileConfig
     view: tuple  # (rows, n) for the row rungs, (outer, n, inner) for k07
     launches: tuple
-    pieces: int = 1  # k06: pieces per row (> 1: partials, then finish)
+    pieces: int = 1  # k06: pieces per row (> 1: partials, then finish); k08: per row
+    lag: int = 0  # k08: rows whose P items precede the first W item
 
     def run(self, call: "Call") -> None:
         """Run the plan on ``call``'s device arrays (any shape of ``view``'s size): each launch
@@ -100,6 +102,12 @@ class Plan:
             else:
                 pm = ps = workspace((1, 1), x.dtype, stream, tag="softmax m")
             args = (xv, ov, pm, ps)
+        elif self.rung is k08_ticket_queue.RUNG:
+            rows = self.view[0]
+            pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
+            ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+            tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets", zeroed=True)
+            args = (xv, ov, pm, ps, tickets, self.lag)
         for ln in self.launches:
             self.rung.launch(self.config, x.dtype, ln.grid, ln.block, stream, *args, params=dict(ln.params))
 
@@ -197,6 +205,9 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         phases = (F,) if pieces == 1 else (P, Fin)
         launches = tuple(Launch((*lg, ("phase", ph)), grid, block) for ph in phases)
         return Plan(rung, cfg, (rows, n), launches, pieces)
+    if rung is k08_ticket_queue.RUNG:
+        grid, block = rung.geometry(cfg, rows, n)
+        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n), cfg.lag_rows(n, itemsize))
     if hasattr(cfg, "for_problem"):
         cfg = cfg.for_problem(rows, n, itemsize)
     grid, block = rung.geometry(cfg, rows, n)

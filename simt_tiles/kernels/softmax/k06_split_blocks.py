@@ -32,7 +32,7 @@ from numba import cuda, uint64, void
 
 from ...runtime import Gate, Rung, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import WarpRowConfig, make_log_shift, make_pair_fold
+from ._common import WarpRowConfig, inline, make_log_shift, make_pair_fold
 
 FUSED, PARTIAL, FINISH = 0, 1, 2
 
@@ -55,39 +55,31 @@ class Config(WarpRowConfig):
 PRESETS = {"sim": Config(threads=32, loads=2), "default": Config(threads=512, loads=8)}
 
 
-def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
+def make_piece_ops(config: Config, DT, log: bool):
+    """A piece's three steps, inlined (k08 takes them too): ``fold_piece`` — this thread's (max,
+    sum) pair over columns ``[c0, c1)`` of row ``ru``, U loads in flight per step; ``fold_block``
+    — the block's pair, every thread gets it (shuffles, then one barrier and the warps' pairs in
+    shared memory, in a fixed order: deterministic); ``write_piece`` — reread the piece and write
+    (log_)softmax given the row's pair."""
     T, U, NW = config.threads, config.loads, config.threads // 32
-    DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    LOG, PHASE = log, phase
+    LOG = log
     log_shift = make_log_shift(DT)
     fold, fold_values = make_pair_fold(DT)  # (max, sum) pairs; U values with one rescale
 
-    def softmax_k06_split_blocks(x, out, pm, ps):
-        tid = cuda.threadIdx.x
-        lane, wid = tid % 32, tid // 32
-        n = x.shape[1]
-        S = pm.shape[1]  # pieces per row (1 when fused)
-        r = cuda.blockIdx.x // S
-        p = cuda.blockIdx.x % S
-        piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as the launcher's
-        c0 = p * piece
-        c1 = min(n, c0 + piece)
-        ru = uint64(r)
-        red_m = cuda.shared.array(NW, DT)
-        red_s = cuda.shared.array(NW, DT)
-        vals = cuda.local.array(U, DT)
-
+    @inline
+    def fold_piece(x, ru, c0, c1, tid, vals):
         m, s = DT(NEG_INF), DT(0)
-        if PHASE == FINISH:  # the row's S pairs, in the same order in every block
-            for q in range(tid, S, T):
-                m, s = fold(m, s, pm[ru, q], ps[ru, q])
-        else:
-            for b in range(c0 + tid, c1, T * U):
-                for u in range(U):  # U loads in flight, then one rescale
-                    c = b + u * T
-                    vals[u] = x[ru, uint64(c)] if c < c1 else DT(NEG_INF)
-                m, s = fold_values(m, s, vals, U)
+        for b in range(c0 + tid, c1, T * U):
+            for u in range(U):  # U loads in flight, then one rescale
+                c = b + u * T
+                vals[u] = x[ru, uint64(c)] if c < c1 else DT(NEG_INF)
+            m, s = fold_values(m, s, vals, U)
+        return m, s
+
+    @inline
+    def fold_block(m, s, red_m, red_s, tid):
+        lane, wid = tid % 32, tid // 32
         for off in (16, 8, 4, 2, 1):  # pairs across the warp, then across the block's warps
             m, s = fold(m, s, shfl_xor_sync(FULL_MASK, m, off), shfl_xor_sync(FULL_MASK, s, off))
         if lane == 0:
@@ -97,11 +89,10 @@ def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
         m, s = red_m[0], red_s[0]
         for w in range(1, NW):
             m, s = fold(m, s, red_m[w], red_s[w])
-        if PHASE == PARTIAL:
-            if tid == 0:
-                pm[ru, p] = m
-                ps[ru, p] = s
-            return
+        return m, s
+
+    @inline
+    def write_piece(x, out, ru, c0, c1, tid, vals, m, s):
         if LOG:
             sh, ls = log_shift(m, s)
             a = DT(1)
@@ -115,6 +106,44 @@ def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
                 c = b + u * T
                 if c < c1:
                     out[ru, uint64(c)] = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
+
+    return fold, fold_piece, fold_block, write_piece
+
+
+def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
+    T, U, NW = config.threads, config.loads, config.threads // 32
+    DT = numba_dtype(dtype)
+    NEG_INF = -math.inf
+    PHASE = phase
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log)
+
+    def softmax_k06_split_blocks(x, out, pm, ps):
+        tid = cuda.threadIdx.x
+        n = x.shape[1]
+        S = pm.shape[1]  # pieces per row (1 when fused)
+        r = cuda.blockIdx.x // S
+        p = cuda.blockIdx.x % S
+        piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as the launcher's
+        c0 = p * piece
+        c1 = min(n, c0 + piece)
+        ru = uint64(r)
+        red_m = cuda.shared.array(NW, DT)
+        red_s = cuda.shared.array(NW, DT)
+        vals = cuda.local.array(U, DT)
+
+        if PHASE == FINISH:  # the row's S pairs, in the same order in every block
+            m, s = DT(NEG_INF), DT(0)
+            for q in range(tid, S, T):
+                m, s = fold(m, s, pm[ru, q], ps[ru, q])
+        else:
+            m, s = fold_piece(x, ru, c0, c1, tid, vals)
+        m, s = fold_block(m, s, red_m, red_s, tid)
+        if PHASE == PARTIAL:
+            if tid == 0:
+                pm[ru, p] = m
+                ps[ru, p] = s
+            return
+        write_piece(x, out, ru, c0, c1, tid, vals, m, s)
 
     return softmax_k06_split_blocks
 

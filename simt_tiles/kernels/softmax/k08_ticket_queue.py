@@ -1,0 +1,160 @@
+"""k08 — a row split across blocks in ONE launch: a ticket queue orders the work, so a piece is read from DRAM once.
+
+What changed versus k06
+    k06 splits a row into ``S`` pieces and reads each twice: once to fold its
+    (max, sum) pair, once — after every pair of the row is known — to write.
+    Between the two the whole grid reads other rows, so at vocabulary sizes
+    (1024 × 128256: 525 MB) the second read comes from DRAM again: three passes
+    where a copy makes two (its ceiling: 67% of copy).
+
+    Here each piece is two *items*: **P** folds the piece and publishes its
+    pair, **W** waits for the row's S pairs, then rereads the piece and writes
+    it.  A block does one item, the one its **ticket** names: thread 0 takes
+    ``atomic.add(tickets[rows], 1)``, and tickets run through
+
+        P(row 0..D−1) | P(row D), W(row 0) | P(row D+1), W(row 1) | … | W(the last D rows)
+
+    so a row's W items come D rows after its P items: the D rows in between
+    (``lag`` ≈ 16 MiB) are what the L2 must hold for the reread to hit it.
+
+    The wait is safe because of the ticket order (CUB's decoupled look-back
+    argument): a W item waits only for P items with *smaller* tickets, taken by
+    blocks that are running or done, and a P item never waits.  So no
+    occupancy assumption is needed, and the simulator, which runs blocks one
+    after another, never waits at all.  The counters reset themselves (the
+    queue by its last ticket, a row's by its last writer), so a kept,
+    zero-initialised workspace serves every call on a stream.
+
+    W reads the pairs with atomics (at the L2): another SM wrote them during
+    this launch, and a plain load could hit a stale line of this SM's L1.
+    Every W block of a row folds the S pairs in the same order: deterministic.
+
+    tickets:  0 .. S·D−1      S·D ..                              2·S·rows−1
+              P P P … P   |   P(D) W(0) | P(D+1) W(1) | …   |   W W … W
+
+Memory traffic: one DRAM read and one write (the reread from L2), as a copy.
+
+Headline (H200): not yet measured (benchmarks/notes/patterns_zoo.md, "Session 34")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from numba import cuda, int32, int64, uint64, void
+
+from ...runtime import Gate, Rung, cdiv, numba_dtype
+from ._common import WarpRowConfig, inline
+from .k06_split_blocks import make_piece_ops
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(WarpRowConfig):
+    """``threads`` per block, ``loads`` values in flight per thread per step, pieces of ``piece_steps``
+    block steps; the W items of a row trail its P items by ``lag_kib`` KiB of rows (at least one row)."""
+
+    threads: int = 512
+    loads: int = 8
+    piece_steps: int = 4
+    lag_kib: int = 16384
+
+    def smem_bytes(self, itemsize):
+        return 2 * (self.threads // 32) * itemsize + 8
+
+    def step(self) -> int:
+        """Columns a block covers per step (pieces are multiples of it)."""
+        return self.threads * self.loads
+
+    def pieces(self, cols: int) -> int:
+        """``S``: pieces of at most ``piece_steps`` steps a row."""
+        return cdiv(cols, self.piece_steps * self.step())
+
+    def lag_rows(self, cols: int, itemsize: int) -> int:
+        """``D``: rows whose P items run before the first W item (≥ 1)."""
+        return max(1, self.lag_kib * 1024 // max(1, cols * itemsize))
+
+
+PRESETS = {"sim": Config(threads=32, loads=2, piece_steps=1, lag_kib=1),
+           "default": Config(threads=512, loads=8, piece_steps=4, lag_kib=16384)}
+
+
+def ticket_item(t, S, rows, D):
+    """``(row, piece, write)`` of ticket ``t`` (the queue of the module docstring; ``D`` ≤ ``rows``)."""
+    a = S * D
+    if t < a:
+        return t // S, t % S, False
+    b = a + 2 * S * (rows - D)
+    if t < b:
+        j, q = (t - a) // (2 * S), (t - a) % (2 * S)
+        if q < S:
+            return D + j, q, False
+        return j, q - S, True
+    u = t - b
+    return rows - D + u // S, u % S, True
+
+
+_ticket_item = inline(ticket_item)
+
+
+def make_kernel(config: Config, dtype, log: bool = False):
+    T, U, NW = config.threads, config.loads, config.threads // 32
+    DT = numba_dtype(dtype)
+    NEG_INF = -math.inf
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log)
+
+    def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
+        tid = cuda.threadIdx.x
+        rows, n = x.shape[0], x.shape[1]
+        S = pm.shape[1]
+        slot = cuda.shared.array(1, int64)
+        red_m = cuda.shared.array(NW, DT)
+        red_s = cuda.shared.array(NW, DT)
+        vals = cuda.local.array(U, DT)
+        if tid == 0:
+            t = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
+            if t == 2 * S * rows - 1:
+                tickets[rows] = 0  # the last ticket: every block has taken one; empty for the next call
+            slot[0] = t
+        cuda.syncthreads()  # RAW: the ticket
+        r, p, write = _ticket_item(slot[0], S, rows, min(lag, rows))
+        piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as k06 and the launcher
+        c0 = p * piece
+        c1 = min(n, c0 + piece)
+        ru = uint64(r)
+
+        if not write:  # P: fold the piece, publish its pair, count it
+            m, s = fold_piece(x, ru, c0, c1, tid, vals)
+            m, s = fold_block(m, s, red_m, red_s, tid)
+            if tid == 0:
+                pm[ru, p] = m
+                ps[ru, p] = s
+                cuda.threadfence()  # the pair reaches the L2 before the count that announces it
+                cuda.atomic.add(tickets, r, 1)
+            return
+        if tid == 0:  # W: the row's S pairs were taken by smaller tickets: running or done
+            while cuda.atomic.add(tickets, r, 0) < S:
+                pass
+            if cuda.atomic.add(tickets, r, 1) == 2 * S - 1:
+                tickets[r] = 0  # the row's last writer: zero for the next call
+        cuda.syncthreads()  # the wait is over for the whole block
+        m, s = DT(NEG_INF), DT(0)  # the empty pair
+        for q in range(tid, S, T):  # atomics read at the L2, not a stale L1 line; same order in every block
+            m, s = fold(m, s, cuda.atomic.add(pm, (ru, q), DT(0)), cuda.atomic.add(ps, (ru, q), DT(0)))
+        m, s = fold_block(m, s, red_m, red_s, tid)
+        write_piece(x, out, ru, c0, c1, tid, vals, m, s)
+
+    return softmax_k08_ticket_queue
+
+
+def signature(dtype, log=False):
+    t = numba_dtype(dtype)[:, ::1]
+    return void(t, t, t, t, int32[::1], int64)
+
+
+def geometry(config: Config, rows: int, cols: int):
+    return (2 * config.pieces(cols) * rows,), config.block()
+
+
+RUNG = Rung("k08_ticket_queue", Config, PRESETS, make_kernel, geometry, signature,
+            gate=Gate(smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))

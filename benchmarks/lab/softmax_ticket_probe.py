@@ -40,6 +40,8 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="the default k08 preset only")
+    ap.add_argument("--knobs", help="a JSON list of field dicts to try instead of KNOBS")
+    ap.add_argument("--shapes", help="rows x columns to run, e.g. 1024x128256,64x128256 (default: SHAPES)")
     args = ap.parse_args()
     import torch
     from _matmul_probe import flusher
@@ -51,7 +53,11 @@ def main() -> int:
     flush = flusher()
     k08 = RUNGS["k08_ticket_queue"]
     base = k08.presets["default"]
-    knobs = KNOBS[:1] if args.quick else KNOBS
+    knobs = json.loads(args.knobs) if args.knobs else KNOBS[:1] if args.quick else KNOBS
+    shapes = SHAPES
+    if args.shapes:
+        want = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+        shapes = [next((s for s in SHAPES if s[:2] == w), (*w, "asked for")) for w in want]
     rows_out = []
 
     def record(rows, n, where, name, fn, out, ref, log=False):
@@ -66,7 +72,7 @@ def main() -> int:
         rows_out.append({"rows": rows, "n": n, "where": where, "variant": name, "ms": ms, "GBps": gbs, "ok": ok})
         return ms
 
-    for rows, n, where in SHAPES:
+    for rows, n, where in shapes:
         x = torch.randn(rows, n, device="cuda") * 4
         ref = torch.softmax(x, -1)
         out = torch.empty_like(x)

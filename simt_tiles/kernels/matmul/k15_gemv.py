@@ -17,8 +17,8 @@ What changed versus k11
 Operands must be contiguous along k (row-major A, column-major B: the linear layer's
 layout); :func:`.dispatch.gemv_rule` sends such shapes here (``matmul`` of a 1-D vector too).
 Rules: MT ∈ {1, 2, 4, 8, 16}; ``unroll`` ∈ {1, 2, 4, 8} steps in flight; x's rows loaded ``xg`` at a
-time beside their FMAs (5-8 rows: registers for two steps); ``g`` lanes a row of W (32: a warp; fewer: a
-warp holds 32/g rows, not yet measured); ragged K takes a scalar tail; unaligned rows the scalar build.
+time beside their FMAs (5-8 rows: registers for two steps); ``g`` lanes a row of W (32: a warp; 16 at 9-16
+rows: a warp holds two rows); ragged K takes a scalar tail; unaligned rows the scalar build.
 
 Headline (H200, benchmarks/results/flush_probe_s33_h200.json): 19.2 µs at 1x4096x4096 ``nt`` (64 MiB of W,
 3.50 TB/s: 82% of copy), 1.27× torch.matmul.
@@ -51,7 +51,7 @@ class Config(TileConfig):
     #: at once free registers for more W rows a warp
     xg: int = MAX_SMALL
     #: lanes that share one row of W (its K across them, 4 k's a lane): 32 (a warp a row) or fewer, so
-    #: a warp holds 32 / g rows at once and x's values a lane loads serve g-lane groups (not measured yet)
+    #: a warp holds 32 / g rows at once and x's values a lane loads serve g-lane groups
     g: int = 32
 
     def block(self):
@@ -87,7 +87,9 @@ PRESETS = {
     "mt4": Config(mt=4, nw=4, unroll=4),
     # x's rows two at a time beside their FMAs, so two steps fit in flight: 5-8 rows 13% faster (…_s33c_h100)
     "mt8": Config(mt=8, nw=2, unroll=2, xg=2),
-    "mt16": Config(mt=16, nw=2, unroll=1),
+    # 16 lanes a row of W (a warp two rows, x's values a lane loads serve both) and four steps in flight:
+    # 16 rows 8-20% faster over Llama-2-7B's three weights (results/gemv_config_probe_s34_h100)
+    "mt16": Config(mt=16, nw=2, unroll=4, xg=2, g=16),
 }
 
 

@@ -285,8 +285,8 @@ def _chosen(rows, n, inner=1, dtype=np.float32, log=False, sms=132):
 K04, ONE, TWO = ("k04_register_row", 1, None), ("k05_split_row", 1, 1), ("k05_split_row", 1, 2)
 
 
-def K06(pieces):
-    return "k06_split_blocks", pieces, None
+def K08(cols):  # pieces of 8192 values (the default preset's two steps of 256 × 16)
+    return "k08_ticket_queue", cdiv(cols, 8192), None
 
 
 #: (rows, columns) → (rung, pieces, blocks per SM) with the H200's 132 SMs and the default presets: the
@@ -299,9 +299,9 @@ RULES = {
     (32, 32000): ONE, (132, 24576): ONE, (133, 24576): TWO, (1, 24575): TWO, (1, 20000): TWO,  # ≤ 1 a SM from 96 KiB
     (4096, 50257): ONE, (4096, 94208): ONE, (133, 46081): ONE, (200, 50257): ONE, (400, 50257): ONE,
     (500, 50257): ONE, (528, 50257): ONE, (34, 77824): ONE, (33, 73728): ONE, (50, 90112): ONE,
-    (33, 77824): K06(4), (1, 73729): K06(4), (24, 90112): K06(5), (1, 94208): K06(5),  # few rows past 288 KiB: split
-    (4096, 94209): K06(1), (4096, 151936): K06(1),  # no per-row rung holds the row: fused
-    (2, 4194304): K06(256), (1, 2**22): K06(256), (7, 100000): K06(6),
+    (33, 77824): K08(77824), (1, 73729): K08(73729), (24, 90112): K08(90112), (1, 94208): K08(94208),  # few, long: split
+    (4096, 94209): K08(94209), (4096, 151936): K08(151936),  # no per-row rung holds the row
+    (2, 4194304): K08(2**22), (1, 2**22): K08(2**22), (7, 100000): K08(100000), (64, 128256): K08(128256),
 }
 
 
@@ -316,11 +316,11 @@ def test_k05_and_split_edges_follow_the_sm_count():
     for sms in (114, 2):
         assert _chosen(6 * sms, 32768, sms=sms) == ONE and _chosen(6 * sms + 1, 32768, sms=sms) == TWO
         if sms // 4:
-            assert _chosen(sms // 4, 80000, sms=sms)[0] == "k06_split_blocks"
+            assert _chosen(sms // 4, 80000, sms=sms)[0] == "k08_ticket_queue"
         assert _chosen(sms // 4 + 1, 80000, sms=sms) == ONE
         assert _chosen(sms, 24576, sms=sms) == ONE and _chosen(sms + 1, 24576, sms=sms) == TWO
     assert _chosen(200, 16384, dtype=np.float64) == ONE and _chosen(200, 16383, dtype=np.float64)[2] != 1
-    assert _chosen(1, 36865, dtype=np.float64)[0] == "k06_split_blocks" and _chosen(1, 36865, dtype=np.float32) == ONE
+    assert _chosen(1, 36865, dtype=np.float64)[0] == "k08_ticket_queue" and _chosen(1, 36865, dtype=np.float32) == ONE
 
 
 def test_log_softmax_takes_the_rungs_softmax_takes():
@@ -331,16 +331,16 @@ def test_log_softmax_takes_the_rungs_softmax_takes():
 
 def test_dispatch_plans_are_valid_everywhere():
     """Every plan of the rules over a sweep of shapes: a config that fits, pieces that cover the row."""
-    from simt_tiles.kernels.softmax.k06_split_blocks import piece_columns
-
     for rows in (1, 2, 5, 131, 132, 1000, 2**20):
         for n in (1, 31, 32, 33, 255, 4097, 16383, 16385, 46080, 46081, 100003, 2**22 + 1):
             for dtype in DTYPES:
                 p = dispatch.plan((rows, n, 1), dtype, config="default", sms=132)
                 assert p.rung.name in SOFTMAX_VARIANTS
-                if p.rung.name == "k06_split_blocks":
-                    assert piece_columns(p.config, n, p.pieces) * p.pieces >= n and p.pieces <= max(1, n // 4096)
-                    assert (p.pieces > 1) == (len(p.launches) == 2)
+                assert p.rung.name != "k06_split_blocks"  # k08 splits rows now
+                if p.rung.name == "k08_ticket_queue":  # pieces that cover the row, none empty; 2 items each
+                    step = p.config.piece_steps * p.config.step()
+                    assert (p.pieces - 1) * step < n <= p.pieces * step and p.launches[0].grid == (2 * p.pieces * rows,)
+                    assert 1 <= p.lag and (p.lag == 1 or p.lag * n * np.dtype(dtype).itemsize <= p.config.lag_kib * 1024)
     assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1, None)
 
 
@@ -381,3 +381,48 @@ def test_inner_axis_at_the_widest_line_groups(log, inner):
         cfg = StridedConfig(threads=threads, loads=2, warps_per_sm=wps)
         assert dispatch.plan((outer, 5, inner), np.float32, variant="k07_strided_axis", config=cfg).config.lines == want
         assert_softmax_ok(np.moveaxis(x, 1, -1), np.moveaxis(f(x, axis=1, config=cfg), 1, -1), log)
+
+
+@pytest.mark.parametrize("S, rows", [(1, 1), (1, 4), (3, 1), (3, 5), (4, 7)])
+def test_k08_tickets_name_every_item_once_and_writes_after_their_pairs(S, rows):
+    """The queue of k08's docstring, for every lag: each (row, piece) is one P and one W ticket, and a row's W
+    tickets come after all its P tickets (so a W waits only for blocks that started before it); with lag D the
+    first W (row 0's) follows row D's P items."""
+    from simt_tiles.kernels.softmax.k08_ticket_queue import ticket_item
+
+    for D in range(1, rows + 1):
+        items = [ticket_item(t, S, rows, D) for t in range(2 * S * rows)]
+        assert sorted(items) == sorted((r, p, w) for r in range(rows) for p in range(S) for w in (False, True))
+        last_p = {r: max(t for t, (rr, _, w) in enumerate(items) if rr == r and not w) for r in range(rows)}
+        first_w = {r: min(t for t, (rr, _, w) in enumerate(items) if rr == r and w) for r in range(rows)}
+        assert all(last_p[r] < first_w[r] for r in range(rows))
+        assert min(first_w.values()) == S * min(D + 1, rows)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_k08_counters_reset_themselves_between_calls(log):
+    """k08's kept ticket workspace is zero again after each launch (the queue reset by its last ticket, each
+    row's counter by its last writer), so repeated calls, other shapes and the replayed plan stay right."""
+    from simt_tiles.kernels.reduce.dispatch import workspace
+
+    rng = np.random.default_rng(8)
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    for rows, n in ((3, 100), (3, 100), (2, 257), (3, 100)):
+        x = (rng.standard_normal((rows, n)) * 5).astype(np.float32)
+        out = poisoned((rows, n), np.float32)
+        f(x, out=out, variant="k08_ticket_queue")
+        assert_softmax_ok(x, out.copy_to_host(), log)
+        tickets = workspace((rows + 1,), np.int32, 0, tag="softmax tickets", zeroed=True)
+        assert not tickets.copy_to_host().any()
+
+
+def test_k08_rows_of_minus_inf_pieces_and_specials_across_pieces():
+    """Pieces of a row that are all −inf (their pair is the empty one), +inf and NaN in one piece only: the
+    fold of the S pairs gives scipy's row (k08's sim preset: pieces of 64 values)."""
+    x = np.random.default_rng(9).standard_normal((4, 300)).astype(np.float32)
+    x[0, :200] = -np.inf  # three whole pieces of −inf, then finite values
+    x[1, 250] = np.inf
+    x[2, 10] = np.nan
+    x[3, :] = -np.inf
+    for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):
+        assert_softmax_ok(x, f(x, variant="k08_ticket_queue"), log)

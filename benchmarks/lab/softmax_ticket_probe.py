@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="the default k08 preset only")
     ap.add_argument("--knobs", help="a JSON list of field dicts to try instead of KNOBS")
+    ap.add_argument("--peers", action="store_true", help="also k05 one block per SM (where it holds the row) and k06")
     ap.add_argument("--shapes", help="rows x columns to run, e.g. 1024x128256,64x128256 (default: SHAPES)")
     args = ap.parse_args()
     import torch
@@ -80,6 +81,16 @@ def main() -> int:
         print(f"# {rows}x{n}: default = {p.rung.name} pieces {p.pieces}", flush=True)
         record(rows, n, where, "default " + p.rung.name, lambda: simt_tiles.softmax(x, out=out), out, ref)
         record(rows, n, where, "torch", lambda: torch.softmax(x, -1), out, ref)
+        if args.peers:
+            one = RUNGS["k05_split_row"].presets["one_per_sm"]
+            try:
+                one.for_problem(rows, n, 4)
+                record(rows, n, where, "k05 one/SM", lambda: simt_tiles.softmax(x, out=out, variant="k05_split_row",
+                                                                             config=one), out, ref)
+            except simt_tiles.ConfigError:
+                pass
+            record(rows, n, where, "k06 split", lambda: simt_tiles.softmax(x, out=out, variant="k06_split_blocks"),
+                   out, ref)
         for kn in knobs:
             cfg = dataclasses.replace(base, **kn)
             name = "k08 " + (",".join(f"{k}={v}" for k, v in kn.items()) or "default")

@@ -15,11 +15,12 @@ The rules (``variant=None``), in order:
    it, or when the row is ≥ ``ONE_PER_SM_FROM_BYTES`` and the rows are at most ``ONE_PER_SM_ROWS_PER_SM``
    a SM, or ≥ ``ONE_WAVE_FROM_BYTES`` and at most one a SM (its 512 threads a row finish few rows sooner;
    two blocks overlap many); else two per SM.
-   Such a row is **split across blocks** (k06, two launches) only when it is past ``SPLIT_FROM_BYTES``
-   and the rows leave three SMs in four idle (``4·rows ≤ SMs``);
-4. else **k06**, split into ``pieces = min(⌈4·SMs / rows⌉, n // min_piece)`` (``min_piece`` = 4 block
-   steps: 16384 columns at the default) when that is ≥ 2, fused otherwise (one block a row, the row
-   folded then reread: rows past 94208 values).
+   Such a row is **split across blocks** (k08) only when it is past ``SPLIT_FROM_BYTES`` and the rows
+   leave three SMs in four idle (``4·rows ≤ SMs``);
+4. else **k08**: every row in pieces of ``piece_steps`` block steps (8192 values at the default), one launch
+   whose blocks take their piece from a ticket queue (k06, the same split in two launches and the rule's
+   choice before session 34, runs when its config object is given: H100, k08 0.94× k06's time at
+   1024 × 128256, 0.69× at 4096 × 94209, 0.78× at 64 × 128256: ``results/softmax_ticket_probe_s34b_h100.*``).
 
 H200 (``benchmarks/lab/softmax_few_rows_probe.py``, ``results/softmax_few_rows_probe_s30*_h200.*``):
 k05 one per SM beat the split at every row count from 34 to 500 and length from 32768 to 94208
@@ -132,7 +133,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         named = next((n for n, r in RUNGS.items() if type(config) is r.config_type), None)
         if named is None:  # a foreign config: the TypeError naming the expected type
             RUNGS["k04_register_row"].resolve_config(config)
-        if named not in (*(n for n, _ in ROW_VARIANTS), "k06_split_blocks", "k07_strided_axis"):
+        if named not in (*(n for n, _ in ROW_VARIANTS), "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue"):
             variant = named  # a lesson rung's config names it; the others go to their rung by the rules
     if variant is not None:
         if not isinstance(variant, str) or variant not in RUNGS:
@@ -162,17 +163,17 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
             continue
         if i == 0:
             return fits[0]  # k04: the row in registers
-    k06 = RUNGS["k06_split_blocks"]
-    pieces = _pieces(k06.resolve_config(_preset_for(k06, config)), rows, n, sms)
+    # a row split across blocks: k08 (one launch), or k06 when its config object was given
+    split = RUNGS["k06_split_blocks" if isinstance(config, k06_split_blocks.Config) else "k08_ticket_queue"]
     if fits:
         nb = n * itemsize
-        if pieces > 1 and nb > SPLIT_FROM_BYTES and 4 * rows <= sms:
-            return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
+        if nb > SPLIT_FROM_BYTES and 4 * rows <= sms:
+            return _build(split, _preset_for(split, config), shape3, itemsize, log, sms, split_ok=True)
         two, one = fits.get(1), fits.get(2)  # k05 two blocks per SM, one per SM
         few = (nb >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
                or nb >= ONE_WAVE_FROM_BYTES and rows <= sms)
         return one if one is not None and (two is None or few) else two
-    return _build(k06, _preset_for(k06, config), shape3, itemsize, log, sms, pieces=pieces)
+    return _build(split, _preset_for(split, config), shape3, itemsize, log, sms, split_ok=True)
 
 
 def _preset_for(rung: Rung, config):

@@ -54,9 +54,9 @@ class Config(WarpRowConfig):
     """``threads`` per block, ``loads`` values in flight per thread per step, pieces of ``piece_steps``
     block steps; the W items of a row trail its P items by ``lag_kib`` KiB of rows (at least one row)."""
 
-    threads: int = 512
-    loads: int = 8
-    piece_steps: int = 4
+    threads: int = 256
+    loads: int = 16
+    piece_steps: int = 2
     lag_kib: int = 16384
 
     def smem_bytes(self, itemsize):
@@ -76,7 +76,9 @@ class Config(WarpRowConfig):
 
 
 PRESETS = {"sim": Config(threads=32, loads=2, piece_steps=1, lag_kib=1),
-           "default": Config(threads=512, loads=8, piece_steps=4, lag_kib=16384)}
+           # 256 threads × 16 loads (46 registers: 5 blocks a SM), pieces of 8192 values: the fastest of 10 knob sets
+           # at 1024 × 128256, 64 × 128256, 8 × 151936, 4096 × 94209 and 2 × 4194304 (H100, softmax_ticket_probe_s34b)
+           "default": Config(threads=256, loads=16, piece_steps=2, lag_kib=16384)}
 
 
 def ticket_item(t, S, rows, D):

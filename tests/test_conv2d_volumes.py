@@ -11,6 +11,8 @@ the docstring promises and a launch plan's replay.  Tiny shapes: a few seconds i
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
@@ -20,7 +22,7 @@ from numba import cuda
 
 import simt_tiles as st
 from simt_tiles import device_copies, launch
-from simt_tiles.kernels.conv2d import _args, dispatch
+from simt_tiles.kernels.conv2d import _args, _common, dispatch
 from simt_tiles.kernels.conv2d.reference import correlate1d_reference
 
 from .common import poisoned, transposed
@@ -115,7 +117,7 @@ def test_integer_volumes_output():
                                                                       output=np.float32))
 
 
-@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 3), (2, 3, 0), (0,), (1, 0, 0, 2)])
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 0, 3), (2, 3, 0), (0,), (1, 0, 0, 2), (3, 2, 0, 2)])
 def test_empty_dims(shape):
     """No launch, scipy's (empty) result, for every axis; an empty out= is returned."""
     x = np.zeros(shape, np.float32)
@@ -166,16 +168,173 @@ def test_volume_view():
     assert _args.volume_view((2, 3, 1, 1), 1) == ((1, 2, 3), 1)
 
 
-def test_launches_per_axis(monkeypatch):
-    """One launch for the first and the last axis, ``outer`` for a middle one (the docstring)."""
+def kernel_launches(monkeypatch) -> list:
+    """The kernel launches made from now on, as ``(kernel name, grid (x, y, z), image shape)``: the
+    launch hook :mod:`simt_tiles.launch` puts on every kernel call (device functions, called in the
+    simulator through the same class, have no grid)."""
     seen = []
-    right = dispatch.Plan.run
-    monkeypatch.setattr(dispatch.Plan, "run", lambda self, call: (seen.append(call.image.shape), right(self, call)))
-    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    for axis, shapes in ((0, [(2, 12)]), (1, [(3, 4), (3, 4)]), (-1, [(6, 4)])):
+
+    def record(kernel, args, grid, block, stream, shared):
+        if grid is not None:
+            seen.append((kernel.fn.__name__, launch._dim3(grid), tuple(args[0].shape)))
+
+    monkeypatch.setattr(launch, "_on_launch", record)
+    return seen
+
+
+def test_launches_per_axis(monkeypatch):
+    """One launch per axis (the docstring): the first and the last axis one 2-D problem, a middle
+    axis its ``outer`` slices on grid z; a rung that takes no slices launches once per slice."""
+    seen = kernel_launches(monkeypatch)
+    x = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    k10, stacked = "conv2d_k10_runtime_weights", "conv2d_k10_runtime_weights_slices"
+    # the "sim" preset's 6 x 4 output tiles
+    for axis, launches in ((0, [(k10, (15, 1, 1), (2, 60))]), (1, [(stacked, (5, 1, 2), (2, 3, 20))]),
+                           (2, [(stacked, (2, 1, 6), (6, 4, 5))]), (-1, [(k10, (2, 4, 1), (24, 5))])):
         seen.clear()
         st.correlate1d(x, np.ones(2, np.float32), axis=axis, mode="wrap")
-        assert seen == shapes, axis
+        assert seen == launches, axis
+    seen.clear()
+    st.correlate1d(x[0], np.ones(2, np.float32), axis=0, variant="k02_halo_tiled", mode="wrap")
+    assert seen == [("conv2d_k02_halo_tiled", (5, 1, 1), (3, 20))]  # a 2-D image: as before
+    seen.clear()
+    st.correlate1d(x, np.ones(2, np.float32), axis=2, variant="k02_halo_tiled", mode="wrap")
+    assert seen == [("conv2d_k02_halo_tiled", (2, 1, 1), (4, 5))] * 6
+
+
+# ---------------------------------------------------------------------------
+# a middle axis in one launch: the slices on grid z (session 34)
+# ---------------------------------------------------------------------------
+
+# (shape, axis, K, origin, variant, dtype): outer prime or not a multiple of the tiles, size-1 axes
+MIDDLE = [
+    ((5, 7, 3), 1, 3, 1, None, np.float32),  # outer 5, k10 kernel parameters
+    ((7, 2, 3, 5), 1, 4, -2, None, np.float64),  # 4-D, outer 7, inner 15
+    ((3, 5, 2, 2), -2, 2, 0, None, np.float32),  # 4-D, outer 15, inner 2
+    ((11, 1, 3), 1, 5, 2, None, np.float64),  # an axis of length 1 (every tap reflected)
+    ((3, 4, 1, 2), 1, 1, 0, None, np.float32),  # a size-1 axis after it
+    ((2, 13, 3), 1, 9, -4, None, np.float64),  # K 9: variant=None's rung past 7 taps (k03)
+    ((3, 5, 7), 1, 3, 0, "k01_naive", np.float32),  # the fallback rung
+]
+
+
+@pytest.mark.parametrize("shape, axis, k, origin, variant, dtype", MIDDLE,
+                         ids=[f"{'x'.join(map(str, c[0]))}-axis{c[1]}-K{c[2]}" for c in MIDDLE])
+def test_middle_axis_is_one_launch_equal_to_scipy(monkeypatch, shape, axis, k, origin, variant, dtype):
+    """NumPy in, then device image and filter (k10 stages it) into a NaN-filled out=: scipy's
+    numbers (within the reference's bound), one launch of the rung's stack each."""
+    seen = kernel_launches(monkeypatch)
+    rng = np.random.default_rng(sum(shape) + k)
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(k).astype(dtype)
+    mode = MODES[(sum(shape) + k) % len(MODES)]
+    outer = int(np.prod(shape[:axis % len(shape)]))
+    _check(st.correlate1d(x, w, axis=axis, mode=mode, cval=0.75, origin=origin, variant=variant),
+           x, w, axis, mode, 0.75, origin, f"{mode} numpy")
+    out = poisoned(shape, dtype)
+    st.correlate1d(cuda.to_device(x), cuda.to_device(w), axis=axis, mode=mode, cval=0.75, origin=origin,
+                   variant=variant, out=out)
+    _check(out, x, w, axis, mode, 0.75, origin, f"{mode} device")
+    assert [(name.endswith("_slices"), grid[2]) for name, grid, _ in seen] == [(True, outer)] * 2
+
+
+def test_integer_volume_middle_axis():
+    """A uint8 volume's middle axis (its conversions around the one filter launch): scipy's result
+    bit for bit, as uint8 and with ``output=np.int16``."""
+    rng = np.random.default_rng(34)
+    x = rng.integers(0, 256, (5, 3, 2, 3)).astype(np.uint8)
+    w = np.array([2.0, -1.0, 3.0])
+    for axis, mode in ((1, "mirror"), (2, "constant")):
+        np.testing.assert_array_equal(st.correlate1d(x, w, axis=axis, mode=mode, cval=7.0),
+                                      ndi.correlate1d(x, w, axis=axis, mode=mode, cval=7.0))
+        got = st.correlate1d(cuda.to_device(x), w, axis=axis, mode=mode, output=np.int16)
+        np.testing.assert_array_equal(got.copy_to_host(), ndi.correlate1d(x, w, axis=axis, mode=mode,
+                                                                          output=np.int16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_more_slices_than_grid_z_launch_in_pieces(monkeypatch, dtype):
+    """Past CUDA's 65535 slices on grid z (here a cap of 2): pieces of at most the cap, each on its
+    own slices (5 = 2 + 2 + 1), a NumPy filter (parameters) and a device one (staged)."""
+    monkeypatch.setattr(_common, "MAX_GRID_Z", 2)
+    seen = kernel_launches(monkeypatch)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 3, 4)).astype(dtype)
+    w = rng.standard_normal(3).astype(dtype)
+    for weights in (w, cuda.to_device(w)):
+        seen.clear()
+        out = poisoned(x.shape, dtype)
+        st.correlate1d(cuda.to_device(x), weights, axis=1, mode="wrap", origin=-1, out=out)
+        _check(out, x, w, 1, "wrap", 0.0, -1)
+        assert [(grid[2], shape) for _, grid, shape in seen] == [(2, (2, 3, 4)), (2, (2, 3, 4)), (1, (1, 3, 4))]
+
+
+def test_middle_axis_plan_replays_on_the_same_arrays(monkeypatch):
+    """The same device arrays again (out re-poisoned in place): the recorded plan of the stack's
+    launches — one, or three pieces under a cap of 2 — replays and writes every element again."""
+    before = launch.set_enabled(True)
+    launch.clear()
+    device_copies.clear()
+    try:
+        rng = np.random.default_rng(12)
+        x = rng.standard_normal((5, 4, 3)).astype(np.float32)
+        w = np.array([0.25, -1.0, 2.0, 0.5], np.float32)
+        xd, wd, out = cuda.to_device(x), cuda.to_device(w), poisoned(x.shape, np.float32)
+        for cap in (65535, 2):
+            monkeypatch.setattr(_common, "MAX_GRID_Z", cap)
+            launch.clear()
+            hits = launch.stats()["hit"]
+            for _ in range(3):
+                out.copy_to_device(np.full(x.shape, np.nan, np.float32))
+                assert st.correlate1d(xd, wd, axis=1, mode="reflect", origin=-1, out=out) is out
+                _check(out, x, w, 1, "reflect", 0.0, -1, f"cap {cap}")
+            assert launch.stats()["hit"] == hits + 2, cap
+            (plan,) = launch._PLANS.values()
+            assert len(plan.launches) == (1 if cap > 5 else 3)
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
+        device_copies.clear()
+
+
+def test_rungs_that_take_slices_gate_them():
+    """A rung that takes a stack (``FilterRung.slices``) builds it in the compile gate, and only
+    those: every variant=None choice for a volume's middle axis is one (k10, k03, k01)."""
+    for name, rung in dispatch.RUNGS.items():
+        gated = any(p.get("slices") for p in rung.gate.params)
+        assert gated == rung.slices, name
+    assert {dispatch.BEST_VARIANT, dispatch.SHAPE_VARIANT, dispatch.FALLBACK_VARIANT} <= \
+        {n for n, r in dispatch.RUNGS.items() if r.slices}
+
+
+@pytest.mark.parametrize("variant", [n for n, r in dispatch.RUNGS.items() if r.slices])
+def test_stack_arguments_fit_the_stack_signature(variant):
+    """What a stack's binding passes has the dimensions its compiled signature declares (the simulator
+    does not check them; a GPU launch, or a plan's flattened arguments, would go wrong), for a NumPy
+    filter (k10: kernel parameters) and a device one; both kinds of slices call."""
+    from numba import types
+
+    rung = dispatch.RUNGS[variant]
+    x = cuda.to_device(np.zeros((3, 5, 4), np.float32))
+    for w in (np.ones((3, 1), np.float32), cuda.to_device(np.ones((3, 1), np.float32))):
+        kind = "numpy" if isinstance(w, np.ndarray) else "numba"
+        call = _common.FilterCall(x, _common.Operand("weights", w, kind, w), x, 0.0, False, 0, all_taps=True)
+        spec = _common.specialise(rung.resolve_config("sim"), 3, 1, _common.Mode.REFLECT)
+        _, args = rung.bind(rung, spec, np.float32, call)
+        sig = rung.signature(np.float32, slices=True)
+        assert [len(a.shape) for a, t in zip(args, sig.args) if isinstance(t, types.Array)] == \
+            [t.ndim for t in sig.args if isinstance(t, types.Array)], (variant, kind)
+
+
+def test_planted_piece_offset_bug_is_caught(monkeypatch):
+    """Each piece writing the first slices of out (a wrong z offset): the checks above fail."""
+    def wrong(self, most):  # each piece's out starts at slice 0
+        return [dataclasses.replace(self, image=self.image[z:z + most], out=self.out[:min(most, self.slices - z)])
+                for z in range(0, self.slices, most)]
+
+    monkeypatch.setattr(_common.FilterCall, "pieces", wrong)
+    with pytest.raises(AssertionError):
+        test_more_slices_than_grid_z_launch_in_pieces(monkeypatch, np.float32)
 
 
 def test_volume_device_calls_replay():

@@ -263,15 +263,16 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, 
         An int in ``[-image.ndim, image.ndim − 1]`` (negative counts from the end), else ValueError
         naming ``axis`` (TypeError for a non-int).
 
-    An N-D image is filtered as 2-D problems of the same rungs, on views of its storage (no copy,
-    no other kernel): seen as ``(outer, L, inner)`` — L the axis' length, outer the product of the
-    dimensions before it, inner of those after — it is one ``(outer, L)`` problem along axis 1 when
-    inner is 1 (the last axis; a 1-D image is ``(1, L)``), else ``outer`` problems ``(L, inner)``
-    along axis 0: a loop of ``outer`` launches of the one kernel and plan, one per slice (one
-    launch when the axis is the first).  No single launch covers the middle axes: the 2-D rungs'
-    grids index one ``(H, W)`` image, and stacking the slices as ``(outer·L, inner)`` would let the
-    filter read across slice boundaries.  The variant and config are chosen for the ``(L, inner)``
-    (or ``(outer, L)``) slice.  A 2-D image is used as it is (its calls and plans as before).
+    An N-D image is filtered as 2-D problems of the same rungs, on views of its storage (no copy):
+    seen as ``(outer, L, inner)`` — L the axis' length, outer the product of the dimensions before
+    it, inner of those after — it is one ``(outer, L)`` problem along axis 1 when inner is 1 (the
+    last axis; a 1-D image is ``(1, L)``), else ``outer`` problems ``(L, inner)`` along axis 0: one
+    2-D launch when the axis is the first, else one launch of the rung's kernel for a stack of
+    slices, slice z on grid z (``_common.on_grid_z``; per 65535 slices, CUDA's grid z limit).  The
+    rungs ``variant=None`` picks take stacks (k10, k03, k01); another named variant launches once
+    per slice.  (The slices cannot be one ``(outer·L, inner)`` image: the filter would read across
+    slice boundaries.)  The variant and config are chosen for the ``(L, inner)`` (or ``(outer, L)``)
+    slice.  A 2-D image is used as it is (its kernels, calls and plans as before).
     """
     if _swaps(variant):
         weights = device_copy(weights, image, stream, 1, _params(variant, config, weights))
@@ -353,22 +354,20 @@ def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, 
               axis=None):
     args, w_op = _args.filter2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                                 variant=variant, config=config, stream=stream, ndim=ndim, axis=axis)
+    src, dst = args.src, args.dst
     if args.volume is None:
         h, w = args.src.shape
         pieces = 1
     else:  # an N-D image (correlate1d): ``pieces`` 2-D problems of (h, w) (_args.volume_view)
         pieces, h, w = args.volume
     if pieces and h and w:  # an empty image needs no launch (and a 0-block grid is invalid)
+        if args.volume is not None:  # views of its storage: one image, or a stack of slices (one launch)
+            shape = (h, w) if pieces == 1 else args.volume
+            src, dst = src.reshape(shape), dst.reshape(shape)
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
         plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, args.mode, args.dtype, weights_at)
-        if args.volume is None:
-            slices = ((args.src, args.dst),)
-        else:  # views of the same storage: one launch per (h, w) slice, the one plan
-            src, dst = args.src.reshape(args.volume), args.dst.reshape(args.volume)
-            slices = ((src[i], dst[i]) for i in range(pieces))
-        for s, d in slices:
-            # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-            plan.run(FilterCall(s, w_op, d, cval, flipped, args.stream, all_taps=ndim == 1, origin=args.origin))
+        # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
+        plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=ndim == 1, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
     return finish_result(args.out, args.stream)

@@ -38,8 +38,9 @@ N-D images (``correlate1d`` only)
     C-contiguous image is viewed as ``(outer, L, inner)`` — L the axis' length, outer the product of
     the dimensions before it, inner of those after — and each piece is the 2-D problem the rungs
     already solve (:func:`volume_view`): ``(outer, L)`` along axis 1 when inner is 1 (the last axis,
-    a 1-D image), else the ``outer`` slices ``(L, inner)`` along axis 0 (one when outer is 1).  A 2-D
-    image is never reshaped: its call is what it was (axis 0 or 1 of the image itself).
+    a 1-D image), else the ``outer`` slices ``(L, inner)`` along axis 0 (one when outer is 1; more,
+    a stack the rung takes in one launch, ``_common.FilterRung.launches``).  A 2-D image is never
+    reshaped: its call is what it was (axis 0 or 1 of the image itself).
 """
 
 from __future__ import annotations

@@ -59,6 +59,15 @@ How a rung takes a call
                                the host), a device filter as a device array
     :data:`SEPARABLE`          k06: two 1-D filters as device arrays
     =========================  ==========================================================
+
+A stack of slices on grid z
+    ``correlate1d`` along a middle axis of a volume is ``n`` independent 2-D problems of one shape
+    (the C-contiguous ``(outer, L, inner)`` view).  A :class:`FilterCall` may carry them as 3-D
+    ``(n, h, w)`` arrays.  A rung built with ``slices=True`` (``FilterRung.slices``: k01, k03, k10,
+    the rungs ``variant=None`` picks) takes the stack in one launch: :func:`on_grid_z` wraps its
+    2-D kernel, inlined, so that block ``(x, y, z)`` computes block ``(x, y)`` of slice ``z``
+    (pieces of at most :data:`MAX_GRID_Z` slices).  Its 2-D kernel and signature are unchanged:
+    ``slices=False`` builds them as before.  The other rungs launch once per slice.
 """
 
 from __future__ import annotations
@@ -66,15 +75,17 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numba import cuda, int64, void
 
+from ... import codegen
 from ..._recording import no_plan
 from ...interop import Operand
-from ...runtime import Rung, TileConfig, grid_for, jit, numba_dtype
+from ...runtime import Gate, Rung, TileConfig, grid_for, jit, numba_dtype
 from ...vector import aligned
 
 
@@ -148,15 +159,51 @@ def tap_counts(w, all_taps: bool = False):
     return all_taps or abs(w) > TINY_WEIGHT
 
 
-def signature(dtype, all_taps: bool = False):
+def image_type(dtype, slices: bool = False):
+    """The Numba type of a kernel's ``image`` and ``out``: C-contiguous 2-D, or 3-D ``(n, h, w)``
+    for a kernel built with ``slices=True`` (:func:`on_grid_z`)."""
+    t = numba_dtype(dtype)
+    return t[:, :, ::1] if slices else t[:, ::1]
+
+
+def signature(dtype, all_taps: bool = False, slices: bool = False):
     """``void(image, weights, out, cval, anchor_h, anchor_w)``.
 
-    image and out are C-contiguous; weights may be any strided 2-D view (the
+    image and out are C-contiguous (3-D stacks of slices with ``slices=True``:
+    :func:`on_grid_z`); weights may be any strided 2-D view (the
     flipped filter of ``convolve2d`` has negative strides).  cval has the
     image's dtype.  ``all_taps`` (a compile-time parameter of the factories,
     see :data:`TINY_WEIGHT`) does not change the signature."""
-    t = numba_dtype(dtype)
-    return void(t[:, ::1], t[:, :], t[:, ::1], t, int64, int64)
+    t, a = numba_dtype(dtype), image_type(dtype, slices)
+    return void(a, t[:, :], a, t, int64, int64)
+
+
+#: CUDA's largest grid z: a stack of more slices launches in pieces of at most this many
+MAX_GRID_Z = 65535
+
+#: the gate of a rung that takes slices (``FilterRung.slices``): its 2-D kernel and its stack's
+SLICES_GATE = Gate(params=({}, {"slices": True}))
+
+
+def on_grid_z(kernel):
+    """The kernel function ``kernel`` (a 2-D rung's, with parameters named ``image`` and ``out``) for
+    a stack of slices: the same parameters, ``image`` and ``out`` 3-D ``(n, h, w)``; block
+    ``(x, y, z)`` runs ``kernel``'s body — inlined, so its code is the 2-D kernel's — on
+    ``image[z]`` and ``out[z]``, the grid's x and y as for one slice.
+
+    Written out as source (:mod:`simt_tiles.codegen`: a real file, so the disk cache of a rung that
+    asks for it keeps this kernel too), one line per parameter list."""
+    names = list(inspect.signature(kernel).parameters)
+    if "image" not in names or "out" not in names:
+        raise ValueError(f"kernel: expected parameters named image and out; got {names}")
+    passed = ", ".join(f"{n}[z]" if n in ("image", "out") else n for n in names)
+    src = codegen.Source()
+    with src.block("def on_grid_z(body):"):
+        with src.block(f"def {kernel.__name__}_slices({', '.join(names)}):"):
+            src.line("z = uint64(cuda.blockIdx.z)  # this block's slice", f"body({passed})")
+        src.line(f"return {kernel.__name__}_slices")
+    wrap = codegen.load_function("on_grid_z", src.text(), header="from numba import cuda, uint64")
+    return wrap(cuda.jit(device=True, inline="always")(kernel))
 
 
 def constant_filter_signature(dtype):
@@ -311,11 +358,12 @@ def geometry(config: FilterTileConfig, h: int, w: int):
 
 @dataclasses.dataclass(frozen=True)
 class FilterCall:
-    """One 2-D filtering on device arrays (non-empty): what a binding needs."""
+    """One 2-D filtering on device arrays (non-empty): what a binding needs; or a stack of ``n``
+    of them, ``image`` and ``out`` 3-D (:func:`on_grid_z`)."""
 
-    image: Any  # (H, W) device array
+    image: Any  # (H, W) device array, or (n, H, W): n slices filtered alike
     weights: Operand  # (KH, KW): a device array, or NumPy for a rung that compiles the values in
-    out: Any  # (H, W) device array
+    out: Any  # of image's shape
     cval: float
     flipped: bool  # convolve: the filter flipped on both axes, scipy's anchor
     stream: Any
@@ -326,10 +374,14 @@ class FilterCall:
     #: the anchor (row, column) the kernel is given: :func:`anchors` of the filter's shape,
     #: ``flipped`` and ``origin``, set when the call is made (a binding reads it as a field)
     anchor: tuple = dataclasses.field(init=False)
+    #: the compile-time parameters the call's arrays ask of the kernel: ``{"slices": True}`` for a
+    #: stack (3-D image and out, :func:`on_grid_z`), none for one image; set as ``anchor`` is
+    stacked: dict = dataclasses.field(init=False)
 
     def __post_init__(self):
         kh, kw = self.weights.dev.shape
         object.__setattr__(self, "anchor", anchors(kh, kw, flipped=self.flipped, origin=self.origin))
+        object.__setattr__(self, "stacked", {} if len(self.image.shape) == 2 else {"slices": True})
 
     @property
     def dtype(self) -> np.dtype:
@@ -337,8 +389,22 @@ class FilterCall:
 
     @property
     def problem(self) -> tuple[int, int]:
-        """``(h, w)``: what the rungs' ``geometry`` takes."""
-        return tuple(self.image.shape)
+        """``(h, w)``: what the rungs' ``geometry`` takes (of one slice)."""
+        return tuple(self.image.shape[-2:])
+
+    @property
+    def slices(self) -> int | None:
+        """How many slices a 3-D call stacks; None for a 2-D call."""
+        return self.image.shape[0] if len(self.image.shape) == 3 else None
+
+    def pieces(self, most: int):
+        """A 3-D call as calls of at most ``most`` consecutive slices (views of the same arrays)."""
+        return [dataclasses.replace(self, image=self.image[z:z + most], out=self.out[z:z + most])
+                for z in range(0, self.slices, most)]
+
+    def slice(self, z: int):
+        """Slice ``z`` of a 3-D call, as a 2-D call."""
+        return dataclasses.replace(self, image=self.image[z], out=self.out[z])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,6 +426,7 @@ class SeparableCall:
 
     dtype = FilterCall.dtype
     problem = FilterCall.problem
+    slices = None  #: always one 2-D problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,7 +463,8 @@ def _weights_argument(rung, spec, dtype, call: FilterCall):
     if isinstance(w, np.ndarray):  # kept on the host for a constant-filter rung, then fell back
         w = cuda.to_device(w, stream=call.stream)
     anchor_h, anchor_w = call.anchor
-    kernel = rung.kernel(spec, dtype, all_taps=True) if call.all_taps else rung.kernel(spec, dtype)
+    taps = {"all_taps": True} if call.all_taps else {}
+    kernel = rung.kernel(spec, dtype, **taps, **call.stacked)
     return kernel, (call.image, w[::-1, ::-1] if call.flipped else w, call.out, dtype.type(call.cval),
                     anchor_h, anchor_w)
 
@@ -433,8 +501,21 @@ class FilterRung(Rung):
     is given for the filter."""
 
     bind: Binding | None = None
+    #: the factory and signature take ``slices=True`` (:func:`on_grid_z`), and the gate builds it:
+    #: a 3-D call is one launch (per :data:`MAX_GRID_Z` slices); else one launch per slice
+    slices: bool = False
 
     def run(self, config, call) -> None:
         grid, block = self.geometry(config, *call.problem)
-        kernel, args = self.bind(self, config, call.dtype, call)
-        kernel[grid, block, call.stream](*args)
+        for grid, one in self.launches(grid, call):
+            kernel, args = self.bind(self, config, one.dtype, one)
+            kernel[grid, block, one.stream](*args)
+
+    def launches(self, grid, call) -> list:
+        """``(grid, call)`` per launch: a 2-D call as it is; a 3-D call in pieces of at most
+        :data:`MAX_GRID_Z` slices, slice z on grid z (a rung that takes slices), else slice by slice."""
+        if call.slices is None:
+            return [(grid, call)]
+        if self.slices:
+            return [((*grid, piece.slices), piece) for piece in call.pieces(MAX_GRID_Z)]
+        return [(grid, call.slice(z)) for z in range(call.slices)]

@@ -40,7 +40,7 @@ import dataclasses
 from numba import cuda
 
 from ...runtime import TileConfig, grid_for, numba_dtype
-from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, signature
+from ._common import SLICES_GATE, TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, mode_rule, on_grid_z, signature
 from ._staging import make_extend
 
 
@@ -69,7 +69,7 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, all_taps=False):
+def make_kernel(config: Config, dtype, all_taps=False, slices=False):
     DT = numba_dtype(dtype)
     TINY = DT(TINY_WEIGHT)  # scipy skips taps with |w| <= 2**-52 (_common.TINY_WEIGHT)
     ALL_TAPS = bool(all_taps)  # correlate1d: every tap counts (0·NaN = NaN, as scipy)
@@ -97,7 +97,7 @@ def make_kernel(config: Config, dtype, all_taps=False):
                         acc += wv * x
             out[row, col] = acc
 
-    return conv2d_k01_naive
+    return on_grid_z(conv2d_k01_naive) if slices else conv2d_k01_naive  # slices: a volume's (_common)
 
 
 def geometry(config: Config, h: int, w: int):
@@ -105,4 +105,6 @@ def geometry(config: Config, h: int, w: int):
     return grid_for((w, h), config.block()), config.block()
 
 
-RUNG = FilterRung("k01_naive", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)
+# the fallback of variant=None, so it takes a volume's slices in one launch too: the gate builds both forms
+RUNG = FilterRung("k01_naive", Config, PRESETS, make_kernel, geometry, signature, gate=SLICES_GATE,
+                  bind=WEIGHTS_ARGUMENT, slices=True)

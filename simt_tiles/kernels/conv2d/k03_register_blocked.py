@@ -45,7 +45,17 @@ import dataclasses
 from numba import cuda
 
 from ...runtime import cdiv, numba_dtype
-from ._common import TINY_WEIGHT, WEIGHTS_ARGUMENT, FilterRung, Mode, RowTileConfig, geometry, signature
+from ._common import (
+    SLICES_GATE,
+    TINY_WEIGHT,
+    WEIGHTS_ARGUMENT,
+    FilterRung,
+    Mode,
+    RowTileConfig,
+    geometry,
+    on_grid_z,
+    signature,
+)
 from .k02_halo_tiled import make_patch_loader
 
 
@@ -71,7 +81,7 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, all_taps=False):
+def make_kernel(config: Config, dtype, all_taps=False, slices=False):
     BX, RX, KH, KW = config.block_x, config.rx, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch: output tile plus halo (plain constants)
@@ -126,7 +136,9 @@ def make_kernel(config: Config, dtype, all_taps=False):
                 if col < w:
                     out[row, col] = acc[i]
 
-    return conv2d_k03_register_blocked
+    return on_grid_z(conv2d_k03_register_blocked) if slices else conv2d_k03_register_blocked  # (_common)
 
 
-RUNG = FilterRung("k03_register_blocked", Config, PRESETS, make_kernel, geometry, signature, bind=WEIGHTS_ARGUMENT)
+# variant=None's rung past 7 taps, so it takes a volume's slices in one launch too: the gate builds both forms
+RUNG = FilterRung("k03_register_blocked", Config, PRESETS, make_kernel, geometry, signature, gate=SLICES_GATE,
+                  bind=WEIGHTS_ARGUMENT, slices=True)

@@ -67,7 +67,7 @@ from numba import boolean, cuda, int64, types, uint32, void
 from ... import codegen
 from ...runtime import Gate, cdiv, numba_dtype
 from . import k05_register_tile_2d as k05
-from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, geometry
+from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, geometry, image_type, on_grid_z
 from ._staging import (
     inline,
     make_patch_loader,
@@ -158,10 +158,11 @@ def make_unpack(kh: int, kw: int):
     return inline(codegen.load_function("unpack", src.text()))
 
 
-def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
+def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9, slices: bool = False):
     """The kernel for ``config`` and ``dtype``.  ``taps``: the length of the weights tuple
     (KH·KW for :data:`PARAMS`; the staged kernel ignores it).  ``all_taps``: count zero taps
-    too (``correlate1d``): no scan, one loop."""
+    too (``correlate1d``): no scan, one loop.  ``slices``: for a stack of slices on grid z
+    (a volume's middle axis, ``_common.on_grid_z``)."""
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     FROM_ARRAY = config.source == STAGED
     if not FROM_ARRAY and taps != KH * KW:
@@ -253,15 +254,16 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9):
         cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
         store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # stage, barrier, store rows
 
-    return conv2d_k10_runtime_weights
+    return on_grid_z(conv2d_k10_runtime_weights) if slices else conv2d_k10_runtime_weights
 
 
-def signature(dtype, all_taps: bool = False, taps: int = 9):
+def signature(dtype, all_taps: bool = False, taps: int = 9, slices: bool = False):
     """``void(image, wt, wa, out, cval, anchor_h, anchor_w, sparse)``: ``wt`` a tuple of
     ``taps`` weights (kernel parameters), ``wa`` a strided 2-D weights array — each kernel
-    reads one and is given a placeholder for the other (the binding)."""
-    t = numba_dtype(dtype)
-    return void(t[:, ::1], types.UniTuple(t, taps), t[:, :], t[:, ::1], t, int64, int64, boolean)
+    reads one and is given a placeholder for the other (the binding); image and out 3-D with
+    ``slices``."""
+    t, a = numba_dtype(dtype), image_type(dtype, slices)
+    return void(a, types.UniTuple(t, taps), t[:, :], a, t, int64, int64, boolean)
 
 
 #: blocks per SM at most in modes "mirror" and "wrap" (float32, the default tile's 128 threads): their
@@ -278,9 +280,10 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, blocks), "cache": True}
 
 
-#: the compile gate builds each preset with the presets' 3 x 3 filter as 9 parameters
+#: the compile gate builds each preset with the presets' 3 x 3 filter as 9 parameters, for one image
+#: and for a stack of slices (variant=None's rung: a volume's middle axis in one launch)
 GATE_TAPS = 9
-GATE_PARAMS = ({"taps": GATE_TAPS},)
+GATE_PARAMS = ({"taps": GATE_TAPS}, {"taps": GATE_TAPS, "slices": True})
 
 #: the most weights k10 takes as kernel parameters (bytes): a larger NumPy filter is uploaded
 #: and read as a device array (the parameter space is 4 KiB on older drivers)
@@ -302,11 +305,11 @@ def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
         counted = call.all_taps | (np.abs(w) > TINY_WEIGHT)  # scipy skips |w| <= 2**-52 (and NaN)
         values = tuple(np.where(counted, w, 0).ravel().tolist())  # a 0 adds nothing to finite values
         sparse = not bool(np.all(counted))  # the kernel checks its blocks for NaN/inf
-        kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=kh * kw)
-        return kernel, (call.image, values, call.image, call.out, dtype.type(call.cval), anchor_h, anchor_w,
-                        sparse)
+        kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=kh * kw, **call.stacked)
+        unread = call.image[0] if call.stacked else call.image  # wa's placeholder: any 2-D array
+        return kernel, (call.image, values, unread, call.out, dtype.type(call.cval), anchor_h, anchor_w, sparse)
     # on the device: each block stages it in shared memory and finds zero taps itself
-    kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=1)
+    kernel = rung.kernel(spec, dtype, all_taps=call.all_taps, taps=1, **call.stacked)
     return kernel, (call.image, (dtype.type(0),), w, call.out, dtype.type(call.cval), anchor_h, anchor_w,
                     False)
 
@@ -315,4 +318,4 @@ def bind_runtime_weights(rung, spec, dtype, call: FilterCall):
 RUNTIME_WEIGHTS = Binding("weights at run time", False, bind_runtime_weights, host_weights=True)
 
 RUNG = FilterRung("k10_runtime_weights", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  gate=Gate(GATE_PARAMS), bind=RUNTIME_WEIGHTS)
+                  gate=Gate(GATE_PARAMS), bind=RUNTIME_WEIGHTS, slices=True)

@@ -34,7 +34,7 @@ What changed versus k06
 
 Memory traffic: one DRAM read and one write (the reread from L2), as a copy.
 
-Headline (H200): not yet measured (benchmarks/notes/patterns_zoo.md, "Session 34")
+Headline: none yet — not measured on a GPU (the H200 patterns zoo; H100 sweeps: notes/patterns_zoo.md, "Session 34")
 """
 
 from __future__ import annotations

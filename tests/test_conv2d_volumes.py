@@ -176,7 +176,7 @@ def kernel_launches(monkeypatch) -> list:
 
     def record(kernel, args, grid, block, stream, shared):
         if grid is not None:
-            seen.append((kernel.fn.__name__, launch._dim3(grid), tuple(args[0].shape)))
+            seen.append((kernel.py_func.__name__, launch._dim3(grid), tuple(args[0].shape)))
 
     monkeypatch.setattr(launch, "_on_launch", record)
     return seen

@@ -285,8 +285,16 @@ def _chosen(rows, n, inner=1, dtype=np.float32, log=False, sms=132):
 K04, ONE, TWO = ("k04_register_row", 1, None), ("k05_split_row", 1, 1), ("k05_split_row", 1, 2)
 
 
-def K08(cols):  # pieces of 8192 values (the default preset's two steps of 256 × 16)
-    return "k08_ticket_queue", cdiv(cols, 8192), None
+def k08_steps(rows, cols, most=2, step=4096, sms=132):
+    """k08's block steps a piece: ``most`` (the preset's piece_steps), fewer (to one) while the rows' pieces
+    are under 8 a SM — as few fewer as reach 8 a SM."""
+    if rows * cdiv(cols, most * step) >= 8 * sms:
+        return most
+    return max(1, min(most, cdiv(cdiv(cols, cdiv(8 * sms, rows)), step)))
+
+
+def K08(cols, rows=1024):  # the default preset: steps of 256 × 16 = 4096 values
+    return "k08_ticket_queue", cdiv(cols, 4096 * k08_steps(rows, cols)), None
 
 
 #: (rows, columns) → (rung, pieces, blocks per SM) with the H200's 132 SMs and the default presets: the
@@ -299,15 +307,22 @@ RULES = {
     (32, 32000): ONE, (132, 24576): ONE, (133, 24576): TWO, (1, 24575): TWO, (1, 20000): TWO,  # ≤ 1 a SM from 96 KiB
     (4096, 50257): ONE, (4096, 94208): ONE, (133, 46081): ONE, (200, 50257): ONE, (400, 50257): ONE,
     (500, 50257): ONE, (528, 50257): ONE, (34, 77824): ONE, (33, 73728): ONE, (50, 90112): ONE,
-    (33, 77824): K08(77824), (1, 73729): K08(73729), (24, 90112): K08(90112), (1, 94208): K08(94208),  # few, long: split
-    (4096, 94209): K08(94209), (4096, 151936): K08(151936),  # no per-row rung holds the row
-    (2, 4194304): K08(2**22), (1, 2**22): K08(2**22), (7, 100000): K08(100000), (64, 128256): K08(128256),
+    (33, 77824): K08(77824, 33), (1, 73729): K08(73729, 1), (24, 90112): K08(90112, 24),  # few, long: split
+    (1, 94208): K08(94208, 1), (4096, 94209): K08(94209), (4096, 151936): K08(151936),  # or no block holds it
+    (2, 4194304): K08(2**22, 2), (1, 2**22): K08(2**22, 1), (7, 100000): K08(100000, 7), (64, 128256): K08(128256, 64),
 }
 
 
 @pytest.mark.parametrize("shape", list(RULES), ids=str)
 def test_dispatch_rules_between_measured_points(shape):
     assert _chosen(*shape) == RULES[shape]
+
+
+def test_k08_pieces_at_the_measured_points():
+    """k08's pieces as measured (softmax_ticket_probe_s34c_h100): one step (4096 values) a piece for few rows,
+    two (8192) from 64 rows of 128256; the rule between them is k08_steps."""
+    assert [_chosen(r, n)[1] for r, n in ((1, 73729), (1, 94208), (7, 100000), (33, 77824))] == [19, 23, 25, 19]
+    assert [_chosen(r, n)[1] for r, n in ((64, 128256), (1024, 128256), (4096, 94209))] == [16, 16, 12]
 
 
 def test_k05_and_split_edges_follow_the_sm_count():
@@ -338,7 +353,7 @@ def test_dispatch_plans_are_valid_everywhere():
                 assert p.rung.name in SOFTMAX_VARIANTS
                 assert p.rung.name != "k06_split_blocks"  # k08 splits rows now
                 if p.rung.name == "k08_ticket_queue":  # pieces that cover the row, none empty; 2 items each
-                    step = p.config.piece_steps * p.config.step()
+                    step = k08_steps(rows, n, p.config.piece_steps, p.config.step()) * p.config.step()
                     assert (p.pieces - 1) * step < n <= p.pieces * step and p.launches[0].grid == (2 * p.pieces * rows,)
                     assert 1 <= p.lag and (p.lag == 1 or p.lag * n * np.dtype(dtype).itemsize <= p.config.lag_kib * 1024)
     assert _chosen(4, 5, inner=7) == ("k07_strided_axis", 1, None)

@@ -17,7 +17,8 @@ The rules (``variant=None``), in order:
    two blocks overlap many); else two per SM.
    Such a row is **split across blocks** (k08) only when it is past ``SPLIT_FROM_BYTES`` and the rows
    leave three SMs in four idle (``4·rows ≤ SMs``);
-4. else **k08**: every row in pieces of ``piece_steps`` block steps (8192 values at the default), one launch
+4. else **k08**: every row in pieces of ``piece_steps`` block steps (8192 values at the default; one step, 4096,
+   while the pieces are under ``K08_FILL_PER_SM`` a SM), one launch
    whose blocks take their piece from a ticket queue (k06, the same split in two launches and the rule's
    choice before session 34, runs when its config object is given: H100, k08 0.94× k06's time at
    1024 × 128256, 0.69× at 4096 × 94209, 0.78× at 64 × 128256: ``results/softmax_ticket_probe_s34b_h100.*``).
@@ -67,6 +68,9 @@ ONE_WAVE_FROM_BYTES = 96 * 1024
 SPLIT_FROM_BYTES = 288 * 1024
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
+#: k08 cuts pieces smaller (to one block step) while the P items are under this many a SM (H100: one step a
+#: piece 7-17% faster at 1 × 73729 / 94208, 7 × 100000 and 33 × 77824; two steps ahead at 64 and 1024 rows)
+K08_FILL_PER_SM = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,8 +211,9 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         launches = tuple(Launch((*lg, ("phase", ph)), grid, block) for ph in phases)
         return Plan(rung, cfg, (rows, n), launches, pieces)
     if rung is k08_ticket_queue.RUNG:
-        grid, block = rung.geometry(cfg, rows, n)
-        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n), cfg.lag_rows(n, itemsize))
+        pieces = cfg.pieces(n, rows, K08_FILL_PER_SM * sms)
+        grid, block = rung.geometry(cfg, rows, n, pieces)
+        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))
     if hasattr(cfg, "for_problem"):
         cfg = cfg.for_problem(rows, n, itemsize)
     grid, block = rung.geometry(cfg, rows, n)

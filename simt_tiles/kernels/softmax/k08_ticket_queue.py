@@ -66,9 +66,13 @@ class Config(WarpRowConfig):
         """Columns a block covers per step (pieces are multiples of it)."""
         return self.threads * self.loads
 
-    def pieces(self, cols: int) -> int:
-        """``S``: pieces of at most ``piece_steps`` steps a row."""
-        return cdiv(cols, self.piece_steps * self.step())
+    def pieces(self, cols: int, rows: int = 0, fill: int = 0) -> int:
+        """``S``: pieces of at most ``piece_steps`` steps a row; fewer steps a piece (down to one) while
+        ``rows · S`` P items are under ``fill`` (few rows: more, smaller pieces in flight)."""
+        steps = self.piece_steps
+        if rows and rows * cdiv(cols, steps * self.step()) < fill:
+            steps = max(1, min(steps, cdiv(cdiv(cols, cdiv(fill, rows)), self.step())))
+        return cdiv(cols, steps * self.step())
 
     def lag_rows(self, cols: int, itemsize: int) -> int:
         """``D``: rows whose P items run before the first W item (≥ 1)."""
@@ -154,8 +158,8 @@ def signature(dtype, log=False):
     return void(t, t, t, t, int32[::1], int64)
 
 
-def geometry(config: Config, rows: int, cols: int):
-    return (2 * config.pieces(cols) * rows,), config.block()
+def geometry(config: Config, rows: int, cols: int, pieces: int | None = None):
+    return (2 * (pieces or config.pieces(cols)) * rows,), config.block()
 
 
 RUNG = Rung("k08_ticket_queue", Config, PRESETS, make_kernel, geometry, signature,

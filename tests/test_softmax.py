@@ -415,29 +415,46 @@ def test_k08_tickets_name_every_item_once_and_writes_after_their_pairs(S, rows):
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-def test_k08_counters_reset_themselves_between_calls(log):
-    """k08's kept ticket workspace is zero again after each launch (the queue reset by its last ticket, each
-    row's counter by its last writer), so repeated calls, other shapes and the replayed plan stay right."""
+def test_k08_counters_are_zeroed_before_every_launch(log):
+    """k08's kept ticket workspace holds whatever the last call (or anything else) left: garbage counters
+    (here planted) are zeroed by the launch before k08's, so repeated calls, other shapes and replays stay right."""
     from simt_tiles.kernels.reduce.dispatch import workspace
 
     rng = np.random.default_rng(8)
     f = simt_tiles.log_softmax if log else simt_tiles.softmax
     for rows, n in ((3, 100), (3, 100), (2, 257), (3, 100)):
+        tickets = workspace((rows + 1,), np.int32, 0, tag="softmax tickets")
+        tickets.copy_to_device(rng.integers(0, 1000, rows + 1).astype(np.int32))  # what a fault could leave
         x = (rng.standard_normal((rows, n)) * 5).astype(np.float32)
         out = poisoned((rows, n), np.float32)
         f(x, out=out, variant="k08_ticket_queue")
         assert_softmax_ok(x, out.copy_to_host(), log)
-        tickets = workspace((rows + 1,), np.int32, 0, tag="softmax tickets", zeroed=True)
-        assert not tickets.copy_to_host().any()
+        # every ticket taken once, every row's S pieces counted once
+        S = dispatch.plan((rows, n, 1), np.float32, variant="k08_ticket_queue").pieces
+        assert tickets.copy_to_host().tolist() == [S] * rows + [2 * S * rows]
 
 
 def test_k08_rows_of_minus_inf_pieces_and_specials_across_pieces():
     """Pieces of a row that are all −inf (their pair is the empty one), +inf and NaN in one piece only: the
-    fold of the S pairs gives scipy's row (k08's sim preset: pieces of 64 values)."""
+    fold of the S pairs gives scipy's row (pieces of 32 values: 10 a row, on the GPU too)."""
     x = np.random.default_rng(9).standard_normal((4, 300)).astype(np.float32)
     x[0, :200] = -np.inf  # three whole pieces of −inf, then finite values
     x[1, 250] = np.inf
     x[2, 10] = np.nan
     x[3, :] = -np.inf
+    cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1)
+    assert dispatch.plan(x.shape + (1,), np.float32, variant="k08_ticket_queue", config=cfg).pieces == 10
     for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):
-        assert_softmax_ok(x, f(x, variant="k08_ticket_queue"), log)
+        assert_softmax_ok(x, f(x, variant="k08_ticket_queue", config=cfg), log)
+
+
+def test_k08_plan_replays_zero_the_counters_too(plans):
+    """A repeated k08 call replays its plan (on a GPU, every call after the first): the zeroing launch is part
+    of it, so the replays take fresh tickets and new arrays of the same shape get new results."""
+    rng = np.random.default_rng(12)
+    for _ in range(3):
+        x = (rng.standard_normal((3, 100)) * 4).astype(np.float32)
+        out = poisoned((3, 100), np.float32)
+        simt_tiles.softmax(cuda.to_device(x), out=out, variant="k08_ticket_queue")
+        assert_softmax_ok(x, out.copy_to_host())
+    assert plans.stats()["hit"] == 2

@@ -93,11 +93,9 @@ def sm_count() -> int:
 _WORKSPACES = PerStream("reduce")
 
 
-def workspace(shape, dtype, stream, tag: str = "", zeroed: bool = False):
-    """A buffer kept for ``stream``; ``zeroed``: zeros when made (for counters their users reset)."""
-    make = (lambda: cuda.to_device(np.zeros(shape, dtype), stream=stream)) if zeroed else (
-        lambda: cuda.device_array(shape, dtype, stream=stream))
-    return _WORKSPACES.get(stream, (tuple(shape), np.dtype(dtype), tag, zeroed), make)
+def workspace(shape, dtype, stream, tag: str = ""):
+    return _WORKSPACES.get(stream, (tuple(shape), np.dtype(dtype), tag),
+                           lambda: cuda.device_array(shape, dtype, stream=stream))
 
 
 # ---------------------------------------------------------------------------

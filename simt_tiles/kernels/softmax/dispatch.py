@@ -64,12 +64,13 @@ ONE_PER_SM_ROWS_PER_SM = 6
 #: … and from this long (96 KiB: 24576 float32) while the rows are at most one a SM (H200, 1-131 rows: 12-19%
 #: at 24576, 17-36% at 32000, 1-4% at 20000)
 ONE_WAVE_FROM_BYTES = 96 * 1024
-#: a row k05 holds is split (k06) only past this long (288 KiB: 73728 float32, a tie; 77824 split 7% ahead)
+#: a row k05 holds is split (k08) only past this long (288 KiB: 73728 float32, a tie; 77824 split 7% ahead)
 SPLIT_FROM_BYTES = 288 * 1024
 #: a piece of a split row is at least this many k06 block steps
 MIN_PIECE_STEPS = 4
 #: k08 cuts pieces smaller (to one block step) while the P items are under this many a SM (H100: one step a
-#: piece 7-17% faster at 1 × 73729 / 94208, 7 × 100000 and 33 × 77824; two steps ahead at 64 and 1024 rows)
+#: piece 7-17% faster at 1 × 73729 / 94208 and 7 × 100000, and at 33 × 77824 with lag_kib 8192; 64 and 1024 rows
+#: keep two steps, measured at two only; the edge between 33 and 64 rows is not measured)
 K08_FILL_PER_SM = 8
 
 
@@ -111,7 +112,8 @@ class Plan:
             rows = self.view[0]
             pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
             ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
-            tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets", zeroed=True)
+            tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets")
+            k08_ticket_queue.reset(tickets, stream)  # a launch: zero counters in every call, plan and graph
             args = (xv, ov, pm, ps, tickets, self.lag)
         for ln in self.launches:
             self.rung.launch(self.config, x.dtype, ln.grid, ln.block, stream, *args, params=dict(ln.params))

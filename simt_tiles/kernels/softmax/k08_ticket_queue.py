@@ -1,38 +1,41 @@
-"""k08 — a row split across blocks in ONE launch: a ticket queue orders the work, so a piece is read from DRAM once.
+"""k08 — a row split across blocks in ONE launch: a ticket queue orders the blocks, so some may wait for others.
 
 What changed versus k06
-    k06 splits a row into ``S`` pieces and reads each twice: once to fold its
-    (max, sum) pair, once — after every pair of the row is known — to write.
-    Between the two the whole grid reads other rows, so at vocabulary sizes
-    (1024 × 128256: 525 MB) the second read comes from DRAM again: three passes
-    where a copy makes two (its ceiling: 67% of copy).
+    k06 splits a row into ``S`` pieces in two launches: the first folds each
+    piece into a (max, sum) pair, the second folds the row's pairs and writes.
+    A row of 1 × 94208 then costs two launches of a few blocks each, and a
+    vocabulary row no block holds (128256 values) ran k06 fused: one block a
+    row, folded, then reread.
 
-    Here each piece is two *items*: **P** folds the piece and publishes its
-    pair, **W** waits for the row's S pairs, then rereads the piece and writes
-    it.  A block does one item, the one its **ticket** names: thread 0 takes
-    ``atomic.add(tickets[rows], 1)``, and tickets run through
+    Here each piece is two *items* in one launch: **P** folds the piece and
+    publishes its pair, **W** waits for the row's S pairs, then rereads the
+    piece and writes it.  A block does one item, the one its **ticket** names:
+    thread 0 takes ``atomic.add(tickets[rows], 1)``, and tickets run through
 
         P(row 0..D−1) | P(row D), W(row 0) | P(row D+1), W(row 1) | … | W(the last D rows)
-
-    so a row's W items come D rows after its P items: the D rows in between
-    (``lag`` ≈ 16 MiB) are what the L2 must hold for the reread to hit it.
 
     The wait is safe because of the ticket order (CUB's decoupled look-back
     argument): a W item waits only for P items with *smaller* tickets, taken by
     blocks that are running or done, and a P item never waits.  So no
     occupancy assumption is needed, and the simulator, which runs blocks one
-    after another, never waits at all.  The counters reset themselves (the
-    queue by its last ticket, a row's by its last writer), so a kept,
-    zero-initialised workspace serves every call on a stream.
-
-    W reads the pairs with atomics (at the L2): another SM wrote them during
-    this launch, and a plain load could hit a stale line of this SM's L1.
-    Every W block of a row folds the S pairs in the same order: deterministic.
+    after another, never waits at all (so its tests cannot see a wrong wait:
+    the GPU tests run the waits).  A P item publishes with a store, a fence and
+    a count; a W item reads the count with an atomic, fences, and reads the
+    pairs with atomics (at the L2: another SM wrote them during this launch,
+    and a plain load could hit a stale line of this SM's L1).  Every W block of
+    a row folds the S pairs in the same order: deterministic.  The counters are
+    zeroed by a small launch before each k08 launch (:func:`reset`).
 
     tickets:  0 .. S·D−1      S·D ..                              2·S·rows−1
               P P P … P   |   P(D) W(0) | P(D+1) W(1) | …   |   W W … W
 
-Memory traffic: one DRAM read and one write (the reread from L2), as a copy.
+    The lag D (``lag_kib`` of rows) was meant to keep a row in the L2 between
+    its P and W items.  It does not: about a thousand items are in flight, so
+    the reread comes from DRAM (H100, Nsight Compute at 1024 × 128256: 1.04 GB
+    read for a 525 MB input).  k08 wins where k06 paid a second launch and few
+    blocks: few long rows, and rows past 94208 values (notes/patterns_zoo.md).
+
+Memory traffic: two reads and one write, as k06 (the reread is from DRAM at vocabulary sizes).
 
 Headline: none yet — not measured on a GPU (the H200 patterns zoo; H100 sweeps: notes/patterns_zoo.md, "Session 34")
 """
@@ -44,7 +47,7 @@ import math
 
 from numba import cuda, int32, int64, uint64, void
 
-from ...runtime import Gate, Rung, cdiv, numba_dtype
+from ...runtime import Gate, Rung, cdiv, jit, numba_dtype
 from ._common import WarpRowConfig, inline
 from .k06_split_blocks import make_piece_ops
 
@@ -80,8 +83,8 @@ class Config(WarpRowConfig):
 
 
 PRESETS = {"sim": Config(threads=32, loads=2, piece_steps=1, lag_kib=1),
-           # 256 threads × 16 loads (46 registers: 5 blocks a SM), pieces of 8192 values: the fastest of 10 knob sets
-           # at 1024 × 128256, 64 × 128256, 8 × 151936, 4096 × 94209 and 2 × 4194304 (H100, softmax_ticket_probe_s34b)
+           # 256 threads × 16 loads, pieces of 8192 values: of 10 knob sets the fastest at 1024 × 128256, 64 × 128256,
+           # 8 × 151936 and 4096 × 94209, second at 2 × 4194304 (H100, softmax_ticket_probe_s34b)
            "default": Config(threads=256, loads=16, piece_steps=2, lag_kib=16384)}
 
 
@@ -118,10 +121,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         red_s = cuda.shared.array(NW, DT)
         vals = cuda.local.array(U, DT)
         if tid == 0:
-            t = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
-            if t == 2 * S * rows - 1:
-                tickets[rows] = 0  # the last ticket: every block has taken one; empty for the next call
-            slot[0] = t
+            slot[0] = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
         cuda.syncthreads()  # RAW: the ticket
         r, p, write = _ticket_item(slot[0], S, rows, min(lag, rows))
         piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as k06 and the launcher
@@ -141,16 +141,31 @@ def make_kernel(config: Config, dtype, log: bool = False):
         if tid == 0:  # W: the row's S pairs were taken by smaller tickets: running or done
             while cuda.atomic.add(tickets, r, 0) < S:
                 pass
-            if cuda.atomic.add(tickets, r, 1) == 2 * S - 1:
-                tickets[r] = 0  # the row's last writer: zero for the next call
+            cuda.threadfence()  # acquire: the pairs the count announced, before any of the block's reads
         cuda.syncthreads()  # the wait is over for the whole block
         m, s = DT(NEG_INF), DT(0)  # the empty pair
-        for q in range(tid, S, T):  # atomics read at the L2, not a stale L1 line; same order in every block
+        # atomics read at the L2, not a stale L1 line (a float32 add of 0 turns −0 into +0 and flushes a
+        # subnormal max to 0: no output changes); the same order in every block
+        for q in range(tid, S, T):
             m, s = fold(m, s, cuda.atomic.add(pm, (ru, q), DT(0)), cuda.atomic.add(ps, (ru, q), DT(0)))
         m, s = fold_block(m, s, red_m, red_s, tid)
         write_piece(x, out, ru, c0, c1, tid, vals, m, s)
 
     return softmax_k08_ticket_queue
+
+
+@jit
+def zero_counters(tickets):
+    """``tickets[:] = 0``: the queue and the rows' counters, launched before every k08 launch on its stream
+    (so a plan replays it and a CUDA graph captures it: the kept workspace needs no state between calls)."""
+    i = cuda.grid(1)
+    if i < tickets.shape[0]:
+        tickets[i] = 0
+
+
+def reset(tickets, stream) -> None:
+    """Launch :func:`zero_counters` over ``tickets`` on ``stream``."""
+    zero_counters[cdiv(tickets.shape[0], 256), 256, stream](tickets)
 
 
 def signature(dtype, log=False):

@@ -12,6 +12,7 @@ the docstring promises and a launch plan's replay.  Tiny shapes: a few seconds i
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -168,6 +169,20 @@ def test_volume_view():
     assert _args.volume_view((2, 3, 1, 1), 1) == ((1, 2, 3), 1)
 
 
+def kernel_name(kernel) -> str:
+    """The Python name of a launched kernel: its function's (the simulator's kernel, a GPU kernel compiled in
+    this process) or, for a GPU kernel Numba rebuilt from its disk cache (no function kept), the
+    ``conv2d_*`` identifier in its mangled entry name (each identifier there follows its length; not yet
+    run on a GPU with a disk-cached kernel: session 34's GPU pass found the missing ``py_func``)."""
+    fn = getattr(kernel, "py_func", None) or getattr(kernel, "fn", None)
+    if fn is not None:
+        return fn.__name__
+    entry = kernel.entry_name
+    names = [entry[m.end():m.end() + int(m.group())] for m in re.finditer(r"\d+", entry)]
+    # the name, without a unique suffix Numba may append ("_241…"): k-number, then words
+    return next(re.match(r"conv2d_[a-z0-9]+(?:_[a-z]+)*", n).group() for n in names if n.startswith("conv2d_"))
+
+
 def kernel_launches(monkeypatch) -> list:
     """The kernel launches made from now on, as ``(kernel name, grid (x, y, z), image shape)``: the
     launch hook :mod:`simt_tiles.launch` puts on every kernel call (device functions, called in the
@@ -176,7 +191,7 @@ def kernel_launches(monkeypatch) -> list:
 
     def record(kernel, args, grid, block, stream, shared):
         if grid is not None:
-            seen.append((kernel.py_func.__name__, launch._dim3(grid), tuple(args[0].shape)))
+            seen.append((kernel_name(kernel), launch._dim3(grid), tuple(args[0].shape)))
 
     monkeypatch.setattr(launch, "_on_launch", record)
     return seen
@@ -188,18 +203,18 @@ def test_launches_per_axis(monkeypatch):
     seen = kernel_launches(monkeypatch)
     x = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
     k10, stacked = "conv2d_k10_runtime_weights", "conv2d_k10_runtime_weights_slices"
-    # the "sim" preset's 6 x 4 output tiles
-    for axis, launches in ((0, [(k10, (15, 1, 1), (2, 60))]), (1, [(stacked, (5, 1, 2), (2, 3, 20))]),
-                           (2, [(stacked, (2, 1, 6), (6, 4, 5))]), (-1, [(k10, (2, 4, 1), (24, 5))])):
+    # (kernel, grid z: the slices, the image as launched); x and y follow the preset's tile
+    for axis, launches in ((0, [(k10, 1, (2, 60))]), (1, [(stacked, 2, (2, 3, 20))]),
+                           (2, [(stacked, 6, (6, 4, 5))]), (-1, [(k10, 1, (24, 5))])):
         seen.clear()
         st.correlate1d(x, np.ones(2, np.float32), axis=axis, mode="wrap")
-        assert seen == launches, axis
+        assert [(name, grid[2], shape) for name, grid, shape in seen] == launches, axis
     seen.clear()
     st.correlate1d(x[0], np.ones(2, np.float32), axis=0, variant="k02_halo_tiled", mode="wrap")
-    assert seen == [("conv2d_k02_halo_tiled", (5, 1, 1), (3, 20))]  # a 2-D image: as before
+    assert [(name, grid[2], shape) for name, grid, shape in seen] == [("conv2d_k02_halo_tiled", 1, (3, 20))]
     seen.clear()
     st.correlate1d(x, np.ones(2, np.float32), axis=2, variant="k02_halo_tiled", mode="wrap")
-    assert seen == [("conv2d_k02_halo_tiled", (2, 1, 1), (4, 5))] * 6
+    assert [(name, grid[2], shape) for name, grid, shape in seen] == [("conv2d_k02_halo_tiled", 1, (4, 5))] * 6
 
 
 # ---------------------------------------------------------------------------

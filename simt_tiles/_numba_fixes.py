@@ -3,7 +3,9 @@
 1. The simulator (:func:`apply_simulator_shared_lock` and :func:`apply_simulator_block_yield`,
    installed by :mod:`simt_tiles.runtime` when the simulator is on): a block's shared arrays are
    created under a lock; a block's driver gives its threads the GIL while it waits for them
-   (simulated kernels 3-4x faster: a matmul, a correlate2d and a softmax, 11.6 s → 3.2 s).
+   (simulated kernels 3-4x faster: a matmul, a correlate2d and a softmax, 11.6 s → 3.2 s); and, on
+   request (:func:`concurrent_blocks`, for tests), a launch's blocks all at once, so blocks that wait
+   for one another can be tested.
 2. Compile time (:func:`apply`: the compile gate's processes, and :mod:`simt_tiles.runtime` on the
    real target): quadratic steps of Numba's pipeline made linear; the same PTX (up to the symbol
    numbers each compilation draws anew).
@@ -403,9 +405,17 @@ def _shared_array(self, shape, dtype, alignment=None):
     from numba.core import types
     from numba.np import numpy_support
 
+    if alignment is None and shape == 0 and _CONCURRENT:  # the dynamic buffer, a block's own
+        key = ("dynamic", tuple(getattr(threading.current_thread(), "blockIdx", ())))
+        with _SHARED_LOCK:
+            buf = self._allocations.setdefault(key, np.zeros(self._dynshared_size, dtype=np.byte))
+        dtype = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else np.dtype(dtype)
+        return np.frombuffer(buf.data, dtype=dtype, count=self._dynshared_size // dtype.itemsize)
     if alignment is not None or shape == 0:  # an error, or the dynamic buffer: no allocation here
         return _SHARED_ORIGINAL[0](self, shape, dtype, alignment)
     caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # as numba-cuda: the caller's line
+    if _CONCURRENT:  # blocks at once (:func:`concurrent_blocks`): a block's own arrays
+        caller = (*caller, tuple(getattr(threading.current_thread(), "blockIdx", ())))
     with _SHARED_LOCK:
         res = self._allocations.get(caller)
         if res is None:
@@ -457,12 +467,77 @@ def _install(module: str, cls: str, name: str, make, saved: list, markers) -> bo
 _BLOCK_RUN_ORIGINAL: list = []
 
 
+#: > 0 inside :func:`concurrent_blocks`; the blocks of the launch being collected
+_CONCURRENT = 0
+_PENDING: list = []
+
+
+def blocks_can_run_at_once() -> bool:
+    """Whether :func:`concurrent_blocks` can work: the simulator's block driver and shared arrays are
+    this module's (not while :mod:`simt_tiles._simhooks`' race check records)."""
+    try:
+        from numba.cuda.simulator import kernel, kernelapi
+    except ImportError:
+        return False
+    return kernel.BlockManager.run is _block_manager_run and kernelapi.FakeCUDAShared.array is _shared_array
+
+
+@contextlib.contextmanager
+def concurrent_blocks():
+    """Within this block, the simulator runs every block of a launch at once (each block's driver in a
+    thread of its own, each block with its own shared arrays) instead of one block after another.
+    For kernels whose blocks wait for one another (softmax's k08: a W item waits for its row's P
+    items): run one at a time, the blocks never wait, so a wrong wait condition passes; run at once,
+    blocks take their tickets in any order and some wait.  Keep the grids small (a Python thread per
+    CUDA thread of every block).  Not reentrant across host threads: the simulator runs one launch
+    at a time anyway."""
+    global _CONCURRENT
+    if not blocks_can_run_at_once():
+        raise RuntimeError("concurrent_blocks: the simulator's block driver or shared arrays are not these "
+                           "(numba-cuda changed, SIMT_TILES_NUMBA_FIXES=0, or a race check's recorder is installed)")
+    _CONCURRENT += 1
+    try:
+        yield
+    finally:
+        _CONCURRENT -= 1
+        _PENDING.clear()
+
+
 def _block_manager_run(self, grid_point, *args):
     """numba-cuda's ``BlockManager.run`` (the simulator runs one block: a Python thread per CUDA
     thread, released together at each ``syncthreads``) with one change: the driver's polling loop
     gives the GIL up after each pass (``time.sleep(0)``).  numba-cuda's loop only asks its threads
     ``is_alive()``, which keeps the GIL: the driver took a full switch interval (5 ms) in every
-    round of the threads it was waiting for — a large share of every simulated kernel's time."""
+    round of the threads it was waiting for — a large share of every simulated kernel's time.
+
+    Inside :func:`concurrent_blocks` the launch's blocks are collected until its last one, and then
+    all run at once, each on a driver thread of its own; the first exception is raised."""
+    if _CONCURRENT:
+        _PENDING.append((self, grid_point, args))
+        if tuple(grid_point) != tuple(d - 1 for d in self._grid_dim):
+            return
+        blocks, errors = list(_PENDING), []
+        _PENDING.clear()
+
+        def drive(manager, point, block_args):
+            try:
+                _run_block(manager, point, *block_args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, on the launching thread
+                errors.append(exc)
+
+        drivers = [threading.Thread(target=drive, args=b, daemon=True) for b in blocks]
+        for d in drivers:
+            d.start()
+        for d in drivers:
+            d.join()
+        if errors:
+            raise errors[0]
+        return
+    _run_block(self, grid_point, *args)
+
+
+def _run_block(self, grid_point, *args):
+    """One block: its threads started, released at each barrier, joined (see :func:`_block_manager_run`)."""
     import time
 
     import numpy as np

@@ -214,3 +214,45 @@ def test_cache_works_unlocked_where_the_file_system_refuses_locks(cache_fix, tmp
     cache_file = C.IndexDataCacheFile(str(tmp_path), "kernel-1", source_stamp=(1.0, 10))
     _numba_fixes._cache_save(cache_file, ("sig", 1), {"key": 1})
     assert _numba_fixes._cache_load(cache_file, ("sig", 1)) == {"key": 1}
+
+
+@cuda.jit
+def _handshake(flags, out):
+    """Block 0 waits until block 1 has written its flag (a wait on a later block: it needs both blocks
+    running at once); each block's shared array holds its own block index."""
+    mine = cuda.shared.array(4, np.int64)
+    t = cuda.threadIdx.x
+    mine[t] = cuda.blockIdx.x
+    cuda.syncthreads()
+    if cuda.blockIdx.x == 1 and t == 0:
+        cuda.atomic.add(flags, 0, 1)
+    if cuda.blockIdx.x == 0 and t == 0:
+        while cuda.atomic.add(flags, 0, 0) < 1:
+            pass
+    cuda.syncthreads()
+    out[cuda.blockIdx.x, t] = mine[t]
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's block driver")
+def test_concurrent_blocks_run_a_launch_at_once_with_their_own_shared_arrays():
+    """Inside ``concurrent_blocks`` a block may wait for a later one (one block after another it would
+    wait forever), and each block has its own shared arrays (block 1 would otherwise overwrite block 0's);
+    an error in one block is raised; outside it, blocks run one at a time again."""
+    if not _numba_fixes.blocks_can_run_at_once():
+        pytest.skip("the simulator's block driver is not simt_tiles' (a race check's recorder?)")
+    flags, out = np.zeros(1, np.int64), np.full((2, 4), -1, np.int64)
+    with _numba_fixes.concurrent_blocks():
+        runner = threading.Thread(target=lambda: _handshake[2, 4](flags, out), daemon=True)
+        runner.start()
+        runner.join(timeout=60)
+        assert not runner.is_alive(), "block 0 waited for block 1 forever"
+        np.testing.assert_array_equal(out, [[0] * 4, [1] * 4])
+        x = np.arange(32, dtype=np.float64)
+        x[16] = -np.inf  # block 2's thread 0 fails
+        with pytest.raises(IndexError):
+            _tree_sum[4, 8](x, np.full(4, np.nan))
+    assert _numba_fixes._CONCURRENT == 0 and not _numba_fixes._PENDING
+    x = np.arange(32, dtype=np.float64)
+    out4 = np.full(4, np.nan)
+    _tree_sum[4, 8](x, out4)
+    np.testing.assert_array_equal(out4, x.reshape(4, 8).sum(axis=1))

@@ -458,3 +458,24 @@ def test_k08_plan_replays_zero_the_counters_too(plans):
         simt_tiles.softmax(cuda.to_device(x), out=out, variant="k08_ticket_queue")
         assert_softmax_ok(x, out.copy_to_host())
     assert plans.stats()["hit"] == 2
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's blocks run at once here; on a GPU they do anyway")
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_k08_blocks_running_at_once_wait_for_their_rows(log):
+    """k08 with every block of the launch running at once (``_numba_fixes.concurrent_blocks``): tickets go
+    in whatever order the blocks start, so W items do wait for their rows' P items (one at a time, as the
+    simulator otherwise runs them, no block ever waits, and a wrong wait condition would pass)."""
+    from simt_tiles import _numba_fixes
+
+    if not _numba_fixes.blocks_can_run_at_once():  # a race check's recorder (pytest --racecheck) drives blocks
+        pytest.skip("the simulator's block driver is not simt_tiles'")
+    cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1)  # pieces of 32: 4 a row, 16 blocks
+    rng = np.random.default_rng(13)
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    with _numba_fixes.concurrent_blocks():  # (a wait on 1 pair instead of S: caught in 5 of 6 runs of 3 calls)
+        for _ in range(4):
+            x = (rng.standard_normal((2, 100)) * 6).astype(np.float32)
+            out = poisoned((2, 100), np.float32)
+            f(x, out=out, variant="k08_ticket_queue", config=cfg)
+            assert_softmax_ok(x, out.copy_to_host(), log)

@@ -18,8 +18,8 @@ What changed versus k06
     argument): a W item waits only for P items with *smaller* tickets, taken by
     blocks that are running or done, and a P item never waits.  So no
     occupancy assumption is needed, and the simulator, which runs blocks one
-    after another, never waits at all (so its tests cannot see a wrong wait:
-    the GPU tests run the waits).  A P item publishes with a store, a fence and
+    after another, never waits at all (its tests also run every block at
+    once, ``_numba_fixes.concurrent_blocks``, so that W items do wait).  A P item publishes with a store, a fence and
     a count; a W item reads the count with an atomic, fences, and reads the
     pairs with atomics (at the L2: another SM wrote them during this launch,
     and a plain load could hit a stale line of this SM's L1).  Every W block of

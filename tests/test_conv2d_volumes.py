@@ -284,6 +284,29 @@ def test_more_slices_than_grid_z_launch_in_pieces(monkeypatch, dtype):
         assert [(grid[2], shape) for _, grid, shape in seen] == [(2, (2, 3, 4)), (2, (2, 3, 4)), (1, (1, 3, 4))]
 
 
+@pytest.mark.parametrize("shape, view", [((3, 4, 7), (3, 4, 7)), ((2, 3, 2, 9), (6, 2, 9)), ((5, 2, 6), (5, 2, 6)),
+                                         ((3, 5, 7), (1, 15, 7))], ids=str)
+def test_last_axis_past_the_grid_rows_is_a_stack_of_slices(monkeypatch, shape, view):
+    """More rows than grid y takes (CUDA's 65535; here a cap of 4), filtered along the last axis: the
+    trailing slices that fit, on grid z (rows along axis 1 are independent, so the cut is exact); when no
+    trailing dimension fits (5 > 4), the one 2-D problem as before."""
+    assert _args.volume_view((2048, 2048, 64), 2) == ((2048, 2048, 64), 1)  # the real cap: 2048 rows a slice
+    monkeypatch.setattr(_args, "MAX_ROWS", 4)
+    seen = kernel_launches(monkeypatch)
+    assert _args.volume_view(shape, len(shape) - 1) == (view, 1)
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    for mode in ("reflect", "wrap"):
+        seen.clear()
+        out = poisoned(shape, np.float32)
+        st.correlate1d(cuda.to_device(x), w, axis=-1, mode=mode, origin=1, out=out)
+        _check(out, x, w, len(shape) - 1, mode, 0.0, 1)
+        stacked = view[0] > 1
+        assert [(name.endswith("_slices"), grid[2], s) for name, grid, s in seen] == [
+            (stacked, view[0] if stacked else 1, view if stacked else view[1:])]
+
+
 def test_middle_axis_plan_replays_on_the_same_arrays(monkeypatch):
     """The same device arrays again (out re-poisoned in place): the recorded plan of the stack's
     launches — one, or three pieces under a cap of 2 — replays and writes every element again."""

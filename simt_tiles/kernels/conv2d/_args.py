@@ -124,16 +124,33 @@ def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config
     return Checked(src, src.dtype, out_op, dst, mode, origin, stream, volume), w_op
 
 
+#: most rows of one last-axis problem: CUDA's grid y limit, one row a block at the least (a volume with
+#: more, e.g. 2048 × 2048 × 64 along its last axis, is filtered as a stack of its trailing slices)
+MAX_ROWS = 65535
+
+
 def volume_view(shape: tuple[int, ...], axis: int):
     """``(volume, axis2)``: an image of ``shape`` filtered along ``axis`` (in ``[0, ndim)``) as 2-D
     problems.  A 2-D image: ``(None, axis)``, the image itself.  Else, with the C-contiguous image
     seen as ``(outer, L, inner)``: ``((1, outer, L), 1)`` when inner is 1 (the last axis; a 1-D image
-    is ``(1, L)``), else ``((outer, L, inner), 0)`` — ``outer`` slices ``(L, inner)`` filtered down
-    their columns.  ``volume`` is ``(batch, h, w)``: ``batch`` problems of shape ``(h, w)``."""
+    is ``(1, L)``; past :data:`MAX_ROWS` rows, a stack of the trailing dimensions' slices that fit),
+    else ``((outer, L, inner), 0)`` — ``outer`` slices ``(L, inner)`` filtered down their columns.
+    ``volume`` is ``(batch, h, w)``: ``batch`` problems of shape ``(h, w)``."""
     if len(shape) == 2:
         return None, axis
     outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     if inner == 1:
+        if outer <= MAX_ROWS:
+            return (1, outer, length), 1
+        # more rows than a grid's y extent takes: slices of the trailing dimensions before the axis that
+        # fit (rows filtered along axis 1 are independent, so any cut of them is exact), slice z on grid z
+        rows = 1
+        for d in reversed(shape[:axis]):
+            if rows * d > MAX_ROWS:
+                break
+            rows *= d
+        if rows > 1:
+            return (outer // rows, rows, length), 1
         return (1, outer, length), 1
     return (outer, length, inner), 0
 

@@ -307,6 +307,19 @@ def test_last_axis_past_the_grid_rows_is_a_stack_of_slices(monkeypatch, shape, v
             (stacked, view[0] if stacked else 1, view if stacked else view[1:])]
 
 
+def test_a_2d_problem_past_the_grid_rows_is_refused_naming_the_image(monkeypatch):
+    """A 2-D problem of more row tiles than CUDA's grid y (65535; here 2) fails before any launch with a
+    ValueError naming ``image`` and the way out (the driver's own error said neither); ``out`` untouched."""
+    monkeypatch.setattr(_common, "MAX_GRID_Y", 2)
+    x = np.random.default_rng(3).standard_normal((100, 8)).astype(np.float32)
+    for call in (lambda out: st.correlate2d(x, np.ones((3, 3), np.float32), out=out),
+                 lambda out: st.correlate1d(x, np.ones(3, np.float32), axis=-1, out=out)):
+        out = poisoned(x.shape, np.float32)
+        with pytest.raises(ValueError, match=r"^image: 100 rows are \d+ tiles of .* CUDA's grid y, past its 2; "):
+            call(out)
+        assert np.isnan(out.copy_to_host()).all()
+
+
 def test_middle_axis_plan_replays_on_the_same_arrays(monkeypatch):
     """The same device arrays again (out re-poisoned in place): the recorded plan of the stack's
     launches — one, or three pieces under a cap of 2 — replays and writes every element again."""

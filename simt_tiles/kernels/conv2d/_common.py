@@ -180,6 +180,8 @@ def signature(dtype, all_taps: bool = False, slices: bool = False):
 
 #: CUDA's largest grid z: a stack of more slices launches in pieces of at most this many
 MAX_GRID_Z = 65535
+#: CUDA's grid y limit: a 2-D problem's tiles of rows (:meth:`FilterRung.run` refuses more, naming the image)
+MAX_GRID_Y = 65535
 
 #: the gate of a rung that takes slices (``FilterRung.slices``): its 2-D kernel and its stack's
 SLICES_GATE = Gate(params=({}, {"slices": True}))
@@ -507,6 +509,11 @@ class FilterRung(Rung):
 
     def run(self, config, call) -> None:
         grid, block = self.geometry(config, *call.problem)
+        if len(grid) > 1 and grid[1] > MAX_GRID_Y:  # CUDA's grid y: a driver error at launch, said here in the caller's terms
+            raise ValueError(
+                f"image: {call.problem[0]} rows are {grid[1]} tiles of {self.name}'s along CUDA's grid y, past its "
+                f"{MAX_GRID_Y}; filter fewer rows at a time (a 1-D filter along the last axis: view the image as "
+                "(n, rows / n, columns), and correlate1d filters it as a stack of slices)")
         for grid, one in self.launches(grid, call):
             kernel, args = self.bind(self, config, one.dtype, one)
             kernel[grid, block, one.stream](*args)

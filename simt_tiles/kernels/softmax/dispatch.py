@@ -19,9 +19,9 @@ The rules (``variant=None``), in order:
    leave three SMs in four idle (``4·rows ≤ SMs``);
 4. else **k08**: every row in pieces of ``piece_steps`` block steps (8192 values at the default; one step, 4096,
    while the pieces are under ``K08_FILL_PER_SM`` a SM), one launch
-   whose blocks take their piece from a ticket queue (k06, the same split in two launches and the rule's
-   choice before session 34, runs when its config object is given: H100, k08 0.94× k06's time at
-   1024 × 128256, 0.69× at 4096 × 94209, 0.78× at 64 × 128256: ``results/softmax_ticket_probe_s34b_h100.*``).
+   whose blocks take their piece from a ticket queue (k06, the same split in two launches, runs when its
+   config object is given; H100, k08 at 0.94× k06's time at 1024 × 128256, 0.69× at 4096 × 94209, 0.78× at
+   64 × 128256: ``results/softmax_ticket_probe_s34b_h100.*``).
 
 H200 (``benchmarks/lab/softmax_few_rows_probe.py``, ``results/softmax_few_rows_probe_s30*_h200.*``):
 k05 one per SM beat the split at every row count from 34 to 500 and length from 32768 to 94208

@@ -36,9 +36,11 @@ def jobs_for(functions) -> list:
             jobs += [("matmul", *k) for k in matmul_kernels()]
         elif f == "correlate2d":
             jobs += [("correlate2d", kh, kw, mode, kind) for kh, kw, mode in CONV_FILTERS for kind in ("host", "device")]
-        elif f in ("softmax", "log_softmax"):  # the row classes: short, mid, k05, split, vocabulary, an inner axis
+        elif f in ("softmax", "log_softmax"):  # the row classes: short, mid, k05 (two and one a SM), vocabulary,
+            # a row no block holds (k08), an inner axis
             jobs += [(f, shape, axis) for shape, axis in (((64, 32), -1), ((64, 1000), -1), ((64, 20000), -1),
-                                                          ((1, 70000), -1), ((200, 50257), -1), ((8, 3, 40), 1))]
+                                                          ((1, 70000), -1), ((200, 50257), -1), ((1, 100000), -1),
+                                                          ((8, 3, 40), 1))]
         elif f == "reduce":
             jobs += [("reduce", op, shape, axis) for op, shape, axis in (
                 ("sum", (5000,), None), ("sum", (640, 64), -1), ("sum", (640, 4096), -1), ("sum", (2, 70000), -1),

@@ -15,6 +15,29 @@ SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
 GPU_SIZES = (31, 97, 127, 257, 509, 1000, 1031)
 
 
+def grid_limit(monkeypatch, y: int, z: int | None = None) -> list:
+    """CUDA's grid limits, which the simulator does not enforce, at ``y`` (and ``z``) blocks for the rest
+    of the test: a launch past them raises as the driver would (CUDA_ERROR_INVALID_VALUE).  Set the
+    module's cap to the same number, so a launch the code forgot to cut fails here.  Returns the list
+    of every launch's grid (simulator only)."""
+    if not SIMULATOR:
+        pytest.skip("the grid limit is the GPU's own (a test sets a small one in the simulator)")
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    configure, grids = FakeCUDAKernel.__getitem__, []
+
+    def getitem(self, configuration):
+        self = configure(self, configuration)
+        grid = tuple(self.grid_dim)
+        grids.append(grid)
+        if grid[1] > y or (z is not None and grid[2] > z):
+            raise ValueError(f"grid {grid} past the test's limits y {y}, z {z} (CUDA: 65535; the driver refuses it)")
+        return self
+
+    monkeypatch.setattr(FakeCUDAKernel, "__getitem__", getitem)
+    return grids
+
+
 def edge_sizes(*tiles: int) -> list[int]:
     """Sizes that break tiled code: 0, 1, around each tile size, around two tiles, primes."""
     sizes = {0, 1, *SMALL_PRIMES}

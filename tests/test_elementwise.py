@@ -15,7 +15,7 @@ from simt_tiles.kernels.elementwise.bias_relu import Config as BiasReluConfig
 from simt_tiles.kernels.elementwise.bias_relu import boundary_waste
 from simt_tiles.runtime import SIMULATOR
 
-from .common import DTYPES, configs, edge_sizes, poisoned
+from .common import DTYPES, configs, edge_sizes, grid_limit, poisoned
 
 STREAM_CONFIGS = (
     st.builds(StreamConfig, st.sampled_from([1, 3, 8]), st.integers(1, 4), st.integers(1, 3)) if SIMULATOR
@@ -84,3 +84,19 @@ def test_boundary_waste():
     assert boundary_waste(cfg, 9, 33) == pytest.approx(1 - 297 / 1024)
     # 4 rows per thread: a (32, 8) block covers 32 x 32; grid (2, 1) → 2048 element slots
     assert boundary_waste(BiasReluConfig(32, 8, 4), 9, 33) == pytest.approx(1 - 297 / 2048)
+
+
+def test_bias_relu_rows_past_the_grid_launch_in_pieces(monkeypatch):
+    """More tiles of rows than CUDA's grid y takes (65535; here 2, the sim tile's 4 rows: 8 rows a
+    launch): x's and y's rows launch in pieces (``bias_relu.RowsRung``), each exact."""
+    import importlib
+
+    module = importlib.import_module("simt_tiles.kernels.elementwise.bias_relu")  # (the package's name is the function)
+    monkeypatch.setattr(module, "MAX_GRID_Y", 2)
+    grids = grid_limit(monkeypatch, y=2)
+    rng = np.random.default_rng(34)
+    x, bias = rng.standard_normal((19, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    out = poisoned((19, 5), np.float32)
+    simt_tiles.bias_relu(x, bias, out=out, config="sim")
+    np.testing.assert_array_equal(out.copy_to_host(), np.maximum(x + bias, 0))
+    assert [g[1] for g in grids] == [2, 2, 1]  # 19 rows: 8, 8 and 3

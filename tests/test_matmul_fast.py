@@ -30,6 +30,7 @@ from simt_tiles.kernels.matmul.k11_generated_split_k import Config, generate, sp
 from simt_tiles.kernels.matmul.k12_async_copy import generate as generate_k12
 from simt_tiles.runtime import SIMULATOR
 
+from .common import grid_limit
 from .matmul_helpers import (
     BK_TILES,
     DTYPES,
@@ -451,14 +452,15 @@ def test_default_takes_k12_where_k11_would_read_ragged_rows(split_rows, monkeypa
 
 
 def test_pad_copy_launches_rows_past_the_grid(nan_workspaces, monkeypatch):
-    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy launches in pieces."""
+    """More rows than the grid is high (CUDA: 65535 blocks; here 1): the copy launches in pieces (and the
+    product in pieces of C's rows, 32 and 5, each padding its own rows of A: ``dispatch.RowsPlan``)."""
     monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
     a, b = random_operands(np.random.default_rng(8), 37, 5, 19, np.float32)
     cfg = dataclasses.replace(RUNGS["k11_generated_split_k"].presets["sim"], pad=k11.PAD_ALWAYS)
     out = poisoned((37, 5), np.float32)
     simt_tiles.matmul(a, b, out=out, variant="k11_generated_split_k", config=cfg)
     assert_matmul_ok(a, b, out.copy_to_host())
-    assert _padded(nan_workspaces) == [(37, 20), (20, 8)]
+    assert _padded(nan_workspaces) == [(32, 20), (20, 8), (5, 20), (20, 8)]
 
 
 @pytest.mark.parametrize("variant", ["k11_generated_split_k", "k12_async_copy"])
@@ -490,6 +492,57 @@ def test_k12_copies_stride_k_past_the_grid(layout, monkeypatch):
     out = poisoned((m, n), np.float32)
     simt_tiles.matmul(a, b, out=out, variant="k12_async_copy", config=cfg)
     assert_matmul_ok(np.ascontiguousarray(a), np.ascontiguousarray(b), out.copy_to_host())
+
+
+@pytest.mark.parametrize("variant, splits", [("k11_generated_split_k", 2), ("k12_async_copy", 1),
+                                             ("k03_smem_tiled", None)])
+def test_tall_c_launches_rows_in_pieces(variant, splits, monkeypatch):
+    """C taller than the grid is high (CUDA: 65535 tiles of rows, k11's 128-row tiles past 8 388 480 rows;
+    here 1 tile): the product launches in pieces of rows, each its own (``dispatch.RowsPlan``): k11 with
+    its split-K partials, k12 with its transposition, a blocked rung."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    grids = grid_limit(monkeypatch, y=1)
+    m = 70 if variant != "k03_smem_tiled" else 9  # 3 tiles of 32 rows (sim), of 4 (k03's sim)
+    a, b = random_operands(np.random.default_rng(34), m, 9, 20, np.float32)
+    cfg = RUNGS[variant].presets["sim"]
+    if splits:
+        cfg = dataclasses.replace(cfg, splits=splits)
+    out = poisoned((m, 9), np.float32)
+    simt_tiles.matmul(a, b, out=out, variant=variant, config=cfg)
+    assert_matmul_ok(a, b, out.copy_to_host())
+    assert len(grids) >= 3
+
+
+def test_columns_on_grid_y_past_the_limit_are_refused(monkeypatch):
+    """k01 puts C's columns on grid y: past the limit (here 2 blocks of 4 columns) a ValueError names b
+    and the way out, before any launch (``out`` untouched)."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 2)
+    grid_limit(monkeypatch, y=2)
+    a, b = random_operands(np.random.default_rng(34), 5, 9, 3, np.float32)
+    out = poisoned((5, 9), np.float32)
+    with pytest.raises(ValueError, match=r"b: 9 columns are 3 blocks of k01_naive's along CUDA's grid y.*another variant"):
+        simt_tiles.matmul(a, b, out=out, variant="k01_naive", config="sim")
+    assert np.isnan(out.copy_to_host()).all()
+
+
+@pytest.mark.parametrize("layout", ["nt", "tn"])
+def test_layout_kernel_launches_tall_products_in_pieces(layout, monkeypatch):
+    """The layout kernel (:mod:`._strided`) past the grid's height (here 1 tile of 32 rows): each product
+    of the batch in pieces of rows, A's and C's rows from the piece's first (``nt``: a batch of two with a
+    broadcast ``w.T``; ``tn``: k12's own path on a's storage gives way to the layout kernel)."""
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    grids = grid_limit(monkeypatch, y=1)
+    rng = np.random.default_rng(34)
+    if layout == "nt":
+        a, w = rng.standard_normal((2, 37, 6)).astype(np.float32), rng.standard_normal((9, 6)).astype(np.float32)
+        b, variant = w.T, "k11_generated_split_k"
+    else:
+        x, b = rng.standard_normal((6, 40)).astype(np.float32), rng.standard_normal((6, 9)).astype(np.float32)
+        a, variant = x.T, "k12_async_copy"
+    got = simt_tiles.matmul(a, b, variant=variant, config="sim")
+    for a2, g2 in zip(a.reshape(-1, *a.shape[-2:]), got.reshape(-1, *got.shape[-2:])):
+        assert_matmul_ok(np.ascontiguousarray(a2), np.ascontiguousarray(b), g2)
+    assert len(grids) == (4 if layout == "nt" else 2)
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the race check runs in the simulator")

@@ -252,6 +252,25 @@ def test_several_k_tiles_and_blocks(precision, shape):
     check_matmul(*shape, precision, (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0])
 
 
+@pytest.mark.parametrize("k", [5, 0])
+def test_padded_copies_and_zero_fill_launch_rows_in_pieces(k, monkeypatch):
+    """The rows padded to 16-byte multiples (K = 5) and C's zero fill (K = 0) launch 8 rows a block along
+    grid y: past CUDA's 65535 blocks (524 280 rows; here 1 block) in pieces of rows (``k13.row_pieces``)."""
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
+
+    from .common import grid_limit
+
+    monkeypatch.setattr(k11, "MAX_GRID_Y", 1)
+    grids = grid_limit(monkeypatch, y=1)
+    if k:
+        check_matmul(20, 8, k, "tf32", TF32_CONFIGS[0])
+    else:
+        got = matmul_mma(np.ones((20, 0), np.float32), np.ones((0, 3), np.float32), precision="tf32",
+                         out=np.full((20, 3), np.nan, np.float32))
+        np.testing.assert_array_equal(got, np.zeros((20, 3), np.float32))
+    assert sum(g[1] == 1 and g[0] == 1 for g in grids) >= 3  # 20 rows: 3 copies (or fills) of 8
+
+
 @pytest.mark.parametrize("precision", ["tf32", "fp16"])
 def test_device_operands_replay_a_plan_padding_copies_included(precision, plans):
     """Numba device operands whose rows are not 16-byte multiples (K = 7, N = 3: both copied into

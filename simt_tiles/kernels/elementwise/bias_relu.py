@@ -38,6 +38,10 @@ class Config(TileConfig):
         return (self.tile_n, self.tile_m)
 
 
+#: CUDA's grid y limit: more tiles of rows (``tile_m · rows_per_thread`` rows each: 32 by default, so
+#: past 2 097 120 rows) launch in pieces (:class:`RowsRung`)
+MAX_GRID_Y = 65535
+
 PRESETS = {"sim": Config(tile_n=4, tile_m=2, rows_per_thread=2), "default": Config(rows_per_thread=4)}
 
 
@@ -85,4 +89,17 @@ def boundary_waste(config: Config, m: int, n: int) -> float:
     return 0.0 if launched == 0 else 1 - (m * n) / launched
 
 
-RUNG = Rung("bias_relu", Config, PRESETS, make_kernel, geometry, signature)
+@dataclasses.dataclass(frozen=True, eq=False)
+class RowsRung(Rung):
+    """bias_relu's rung: x's and y's rows in pieces of at most :data:`MAX_GRID_Y` tiles (grid y covers
+    the tiles of rows; a launch past CUDA's limit fails), each piece C-contiguous row views."""
+
+    def run(self, config, call) -> None:
+        m, n = call.problem
+        step = MAX_GRID_Y * config.tile_m * config.rows_per_thread
+        for r0 in range(0, m, step):
+            r1 = min(m, r0 + step)
+            super().run(config, call._replace(x=call.x[r0:r1], out=call.out[r0:r1], problem=(r1 - r0, n)))
+
+
+RUNG = RowsRung("bias_relu", Config, PRESETS, make_kernel, geometry, signature)

@@ -28,7 +28,7 @@ from numba import int64, uint32
 from ...interop import device_view
 from ...runtime import cdiv
 from ...vector import aligned
-from . import _layouts, k15_gemv
+from . import _layouts, dispatch, k15_gemv
 from ._common import Call
 from . import k11_generated_split_k as k11
 from . import k12_async_copy as k12
@@ -135,7 +135,7 @@ def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream, nt_copy: bool = Fal
         # ``x @ w.T`` with x and w C-order: w (N × K) copied once into k12's B (K × N), then k12 as for NN
         bt = k11.workspace((k, n), dtype, stream, "b_transposed")
         k12.transpose_into(device_view(b.dev, (n, k), (k * item, item)), bt, stream)
-        plan.rung.run(cfg, Call(device_view(a.dev, (m, k), (k * item, item)), bt, c2d, stream))
+        plan.run(Call(device_view(a.dev, (m, k), (k * item, item)), bt, c2d, stream))  # (C's rows in pieces)
         return
     for o, idx in enumerate(np.ndindex(*(d[0] for d in outer))):
         oa = sum(i * d[1] for i, d in zip(idx, outer))
@@ -148,7 +148,7 @@ def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream, nt_copy: bool = Fal
             av = device_view(a.dev, (m, k), tuple(s * item for s in a_str[-2:]))
             bv = device_view(b.dev, (k, n), tuple(s * item for s in b_str[-2:]))
             ap, bp = k11.padded_operands(av, bv, dtype, stream)
-            k11.RUNG.run(dataclasses.replace(cfg, pad=k11.Pad.NEVER), Call(ap, bp, c, stream))
+            dispatch.RowsPlan(k11.RUNG, dataclasses.replace(cfg, pad=k11.Pad.NEVER)).run(Call(ap, bp, c, stream))
             continue
         _launch(cfg, dtype, layout, fa, fb, c, m, n, k, a.ld, b.ld, xa, xb, nb, stream)
 
@@ -159,7 +159,7 @@ def _tn_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, m, n) -> bool:
     B C-order.  The layout kernel reads A column-major with 128-bit loads too, but k12's cp.async
     tile is the faster (4096³: k12 on NN with its transposition 2.85 ms, the layout kernel on tn 3.00)."""
     return (layout == "tn" and _one_k12_product(plan, dtype, nb, outer) and a.ld == m and m % 4 == 0
-            and b.ld == n and aligned(a.dev))
+            and b.ld == n and aligned(a.dev) and cdiv(m, plan.config.bm) <= k11.MAX_GRID_Y)  # (k12 cuts no Aᵀ)
 
 
 def _nt_on_k12(plan, dtype, layout, nb, outer, a: Mat, b: Mat, n, k) -> bool:
@@ -182,6 +182,21 @@ def _vec(fa, fb, a: Mat, b: Mat, m, n, xa, xb) -> bool:
 
 
 def _launch(cfg, dtype, layout, fa, fb, c, m, n, k, lda, ldb, xa, xb, nb, stream) -> None:
+    """The layout kernel over ``nb`` products of M rows; M past CUDA's grid y (``k11.MAX_GRID_Y`` tiles
+    of ``bm``: 8 388 480 rows at 128) runs product by product, each in pieces of rows: A's and C's rows
+    from ``r0`` (views from the piece's first element), B the product's own."""
+    rows = k11.MAX_GRID_Y * cfg.bm
+    if m <= rows:
+        return _launch_grid(cfg, dtype, layout, fa, fb, c, m, n, k, lda, ldb, xa, xb, nb, stream)
+    step_a = lda if layout[0] == "n" else 1  # elements from one row of A to the next
+    for z in range(nb):
+        for r0 in range(0, m, rows):
+            mp = min(rows, m - r0)
+            _launch_grid(cfg, dtype, layout, fa[z * xa + r0 * step_a:], fb[z * xb:], c[z * m + r0:z * m + r0 + mp],
+                         mp, n, k, lda, ldb, 0, 0, 1, stream)
+
+
+def _launch_grid(cfg, dtype, layout, fa, fb, c, m, n, k, lda, ldb, xa, xb, nb, stream) -> None:
     splits, chunk = k11.split_plan(cfg, k)
     if splits * nb > MAX_GRID_Z:
         splits, chunk = 1, k

@@ -85,7 +85,48 @@ def resolved(rung: Rung, config, m: int, n: int, k: int) -> Plan:
     tuner times its candidates through it, so it times what a call runs)."""
     if isinstance(config, SplitKConfig) and config.pad == Pad.RULE:  # (k07's ``pad`` is its smem padding)
         config = _with_pad(config, m, n, k)
-    return Plan(rung, config)
+    return RowsPlan(rung, config)
+
+
+class RowsPlan(Plan):
+    """A matmul plan: ``rung.run(config, call)``, C's rows in pieces where one launch's grid would pass
+    CUDA's grid y (:data:`k11_generated_split_k.MAX_GRID_Y` blocks; every rung but k01 and k13 puts
+    C's tiles of rows on y: k11's 128-row tiles fail past 8 388 480 rows, a driver error at launch)."""
+
+    __slots__ = ()
+
+    def run(self, call) -> None:
+        """Each piece is a product of its own: A's and C's rows from ``r0`` (C-contiguous row views),
+        B whole, the rung's copies and split-K partials per piece.  A rung with C's columns on y
+        (k01) past the limit is refused, naming ``b``, before any launch."""
+        (m, k), n = call.a.shape, call.b.shape[1]  # (call.problem: a call into _common, docs/design.md's path)
+        rows = piece_rows(self.rung, self.config, m, n, k)
+        if rows >= m:
+            return super().run(call)
+        for r0 in range(0, m, rows):
+            super().run(call._replace(a=call.a[r0:r0 + rows], c=call.c[r0:r0 + rows]))
+
+
+def piece_rows(rung: Rung, config, m: int, n: int, k: int) -> int:
+    """The most of C's ``m`` rows one launch of ``rung`` takes within CUDA's grid y (``m``: all of them;
+    ValueError naming ``b`` where the grid's y does not cover rows)."""
+    cap = k11_generated_split_k.MAX_GRID_Y
+
+    def fits_y(rows: int) -> bool:
+        grid = rung.geometry(config, rows, n, k)[0]
+        return len(grid) < 2 or grid[1] <= cap
+
+    if fits_y(m):
+        return m
+    if not fits_y(1):
+        grid_y = rung.geometry(config, m, n, k)[0][1]
+        raise ValueError(f"b: {n} columns are {grid_y} blocks of {rung.name}'s along CUDA's grid y, past its {cap}; "
+                         "pick another variant (None chooses one that takes C's rows on y, in pieces)")
+    lo, hi = 1, m - 1  # the most rows that fit: geometry grows with the rows
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits_y(mid) else (lo, mid - 1)
+    return lo
 
 
 def choose(variant, config, m: int, n: int, k: int, dtype, autotune_=None):

@@ -39,6 +39,7 @@ from numba import cuda
 from ... import codegen
 from ...runtime import Gate, TileConfig, cdiv, jit, Rung
 from ...vector import aligned
+from . import k11_generated_split_k as k11
 from .k11_generated_split_k import workspace
 
 __all__ = ["Config", "PRESETS", "RUNG", "generate", "Pipeline"]
@@ -351,9 +352,16 @@ def aligned_rows(x, stream, name: str):
         return x
     wp = cdiv(max(w, 1), vec) * vec
     dst = workspace((rows, wp), x.dtype, stream, f"mma_pad_{name}")
-    if rows:
-        pad_rows[(cdiv(wp, 32), cdiv(rows, 8)), (32, 8), stream](x, dst)
+    for r0, r1 in row_pieces(rows):
+        pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](x[r0:r1], dst[r0:r1])
     return dst
+
+
+def row_pieces(rows: int) -> list:
+    """``(r0, r1)`` per launch of :func:`pad_rows` or :func:`fill_zero` (8 rows a block): at most
+    ``k11.MAX_GRID_Y`` blocks along CUDA's grid y each (past 524 280 rows, one launch failed)."""
+    step = k11.MAX_GRID_Y * 8
+    return [(r0, min(rows, r0 + step)) for r0 in range(0, rows, step)]
 
 
 class MmaRung(Rung):
@@ -367,7 +375,8 @@ class MmaRung(Rung):
         bits, ``params`` the precision); rows that are not 16-byte multiples copied padded; K = 0: C = 0."""
         (m, k), n = call.a.shape, call.b.shape[1]
         if k == 0:
-            fill_zero[(cdiv(n, 32), cdiv(m, 8)), (32, 8), call.stream](call.c)
+            for r0, r1 in row_pieces(m):
+                fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](call.c[r0:r1])
             return
         a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
         grid, block = self.geometry(config, m, n, k)

@@ -511,6 +511,8 @@ def test_tall_c_launches_rows_in_pieces(variant, splits, monkeypatch):
     simt_tiles.matmul(a, b, out=out, variant=variant, config=cfg)
     assert_matmul_ok(a, b, out.copy_to_host())
     assert len(grids) >= 3
+    # the pieces are the most rows one launch takes: one tile of rows here (not fewer: one row a piece passed)
+    assert dispatch.piece_rows(RUNGS[variant], cfg, m, 9, 20) == (4 if variant == "k03_smem_tiled" else 32)
 
 
 def test_columns_on_grid_y_past_the_limit_are_refused(monkeypatch):
@@ -525,7 +527,7 @@ def test_columns_on_grid_y_past_the_limit_are_refused(monkeypatch):
     assert np.isnan(out.copy_to_host()).all()
 
 
-@pytest.mark.parametrize("layout", ["nt", "tn"])
+@pytest.mark.parametrize("layout", ["nt", "nt batched", "tn"])
 def test_layout_kernel_launches_tall_products_in_pieces(layout, monkeypatch):
     """The layout kernel (:mod:`._strided`) past the grid's height (here 1 tile of 32 rows): each product
     of the batch in pieces of rows, A's and C's rows from the piece's first (``nt``: a batch of two with a
@@ -536,13 +538,17 @@ def test_layout_kernel_launches_tall_products_in_pieces(layout, monkeypatch):
     if layout == "nt":
         a, w = rng.standard_normal((2, 37, 6)).astype(np.float32), rng.standard_normal((9, 6)).astype(np.float32)
         b, variant = w.T, "k11_generated_split_k"
+    elif layout == "nt batched":  # a batch of two B's too: each product's pieces read their own B
+        a, w = rng.standard_normal((2, 37, 6)).astype(np.float32), rng.standard_normal((2, 9, 6)).astype(np.float32)
+        b, variant = np.swapaxes(w, -1, -2), "k11_generated_split_k"
     else:
         x, b = rng.standard_normal((6, 40)).astype(np.float32), rng.standard_normal((6, 9)).astype(np.float32)
         a, variant = x.T, "k12_async_copy"
     got = simt_tiles.matmul(a, b, variant=variant, config="sim")
-    for a2, g2 in zip(a.reshape(-1, *a.shape[-2:]), got.reshape(-1, *got.shape[-2:])):
-        assert_matmul_ok(np.ascontiguousarray(a2), np.ascontiguousarray(b), g2)
-    assert len(grids) == (4 if layout == "nt" else 2)
+    bs = np.broadcast_to(b, (*a.shape[:-2], *b.shape[-2:])) if b.ndim < a.ndim else b
+    for a2, b2, g2 in zip(a.reshape(-1, *a.shape[-2:]), bs.reshape(-1, *bs.shape[-2:]), got.reshape(-1, *got.shape[-2:])):
+        assert_matmul_ok(np.ascontiguousarray(a2), np.ascontiguousarray(b2), g2)
+    assert len(grids) == (2 if layout == "tn" else 4)
 
 
 @pytest.mark.skipif(not SIMULATOR, reason="the race check runs in the simulator")

@@ -100,6 +100,9 @@ class RowsPlan(Plan):
         B whole, the rung's copies and split-K partials per piece.  A rung with C's columns on y
         (k01) past the limit is refused, naming ``b``, before any launch."""
         (m, k), n = call.a.shape, call.b.shape[1]  # (call.problem: a call into _common, docs/design.md's path)
+        cap = k11_generated_split_k.MAX_GRID_Y
+        if m <= cap and n <= cap:  # grid y is at most C's rows (or k01's columns): one launch, no geometry
+            return super().run(call)
         rows = piece_rows(self.rung, self.config, m, n, k)
         if rows >= m:
             return super().run(call)

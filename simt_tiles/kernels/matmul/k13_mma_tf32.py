@@ -353,8 +353,13 @@ def aligned_rows(x, stream, name: str):
     wp = cdiv(max(w, 1), vec) * vec
     dst = workspace((rows, wp), x.dtype, stream, f"mma_pad_{name}")
     for r0, r1 in row_pieces(rows):
-        pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](x[r0:r1], dst[r0:r1])
+        pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](_rows(x, r0, r1), _rows(dst, r0, r1))
     return dst
+
+
+def _rows(x, r0: int, r1: int):
+    """``x[r0:r1]``, or ``x`` itself when that is all of it (slicing a device array costs µs of host time)."""
+    return x if r0 == 0 and r1 == x.shape[0] else x[r0:r1]
 
 
 def row_pieces(rows: int) -> list:
@@ -376,7 +381,7 @@ class MmaRung(Rung):
         (m, k), n = call.a.shape, call.b.shape[1]
         if k == 0:
             for r0, r1 in row_pieces(m):
-                fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](call.c[r0:r1])
+                fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](_rows(call.c, r0, r1))
             return
         a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
         grid, block = self.geometry(config, m, n, k)

@@ -267,8 +267,8 @@ def correlate1d(image, weights, *, axis=-1, mode="reflect", cval=0.0, origin=0, 
     seen as ``(outer, L, inner)`` — L the axis' length, outer the product of the dimensions before
     it, inner of those after — it is one ``(outer, L)`` problem along axis 1 when inner is 1 (the
     last axis; a 1-D image is ``(1, L)``; past CUDA's 65535 grid rows, a stack of the trailing
-    dimensions' slices that fit, e.g. 2048 slices of 2048 × 64), else ``outer`` problems ``(L, inner)`` along axis 0: one
-    2-D launch when the axis is the first, else one launch of the rung's kernel for a stack of
+    dimensions' slices that fit, e.g. 2048 slices of 2048 × 64), else ``outer`` problems
+    ``(L, inner)`` along axis 0: one 2-D launch when the axis is the first, else one launch of the rung's kernel for a stack of
     slices, slice z on grid z (``_common.on_grid_z``; per 65535 slices, CUDA's grid z limit).  The
     rungs ``variant=None`` picks take stacks (k10, k03, k01); another named variant launches once
     per slice.  (The slices cannot be one ``(outer·L, inner)`` image: the filter would read across

@@ -509,7 +509,7 @@ class FilterRung(Rung):
 
     def run(self, config, call) -> None:
         grid, block = self.geometry(config, *call.problem)
-        if len(grid) > 1 and grid[1] > MAX_GRID_Y:  # CUDA's grid y: a driver error at launch, said here in the caller's terms
+        if len(grid) > 1 and grid[1] > MAX_GRID_Y:  # CUDA's grid y: the driver's error, said in the caller's terms
             raise ValueError(
                 f"image: {call.problem[0]} rows are {grid[1]} tiles of {self.name}'s along CUDA's grid y, past its "
                 f"{MAX_GRID_Y}; filter fewer rows at a time (a 1-D filter along the last axis: view the image as "

@@ -9,8 +9,8 @@
 ``k05_split_row``      long rows: registers plus shared memory, two per SM
 ``k06_split_blocks``   a row across blocks: partial pairs, then finish
 ``k07_strided_axis``   an axis that is not the last, read in place
-``k08_ticket_queue``    a row across blocks in one launch: a ticket queue,
-                       the reread from L2
+``k08_ticket_queue``    a row across blocks in one launch: a ticket queue
+                       orders them, so writers wait only for running blocks
 =====================  ====================================================
 
 ``backward.py`` is the gradient of both (:func:`softmax_backward`, the autograd backward of

@@ -366,3 +366,76 @@ else:
         return sig, codegen
 
 __all__ += ["load4_at", "store4_at", "store_at"]
+
+
+# ---------------------------------------------------------------------------
+# L2 eviction hints (added for softmax k08: a piece read twice, the reread from the L2)
+# ---------------------------------------------------------------------------
+#
+#     x = load1_keep(ary, i)        # ary.flat[i]; its line is evicted last (createpolicy evict_last)
+#     x = load1_last(ary, i)        # ary.flat[i], its last use: evicted first (ld.global.lu)
+#     store1_stream(ary, i, x)      # ary.flat[i] = x, written once: evicted first (st.global.cs)
+#
+# A kernel that reads data twice, a few MB apart, wants the L2 to keep that data
+# rather than the lines it wrote or read for the last time; by default the L2 treats
+# them all alike.  These change the eviction priority only, never a value: the
+# simulator runs them as plain accesses (with load1_global's bounds check).  C-contiguous
+# arrays, flat index, float32 or float64.
+
+if SIMULATOR:
+    def load1_keep(ary, i):
+        return load1_global(ary, i)
+
+    def load1_last(ary, i):
+        return load1_global(ary, i)
+
+    def store1_stream(ary, i, x):
+        store_at(ary, i, 0, x)
+
+else:
+    def _hinted_load(kind):
+        def template(reg):
+            if kind == "keep":
+                return ("{ .reg .b64 p; createpolicy.fractional.L2::evict_last.b64 p, 1.0; "
+                        f"ld.global.L2::cache_hint.{reg} $0, [$1], p; }}")
+            return f"ld.global.lu.{reg} $0, [$1];"
+
+        @intrinsic
+        def load(typingctx, ary, i):
+            if not _float_array(ary, i):
+                return None
+            sig = ary.dtype(ary, i)
+
+            def codegen(context, builder, sig, args):
+                ptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+                i64, bits = ir.IntType(64), sig.args[0].dtype.bitwidth
+                reg, cons = ("f32", "=f") if bits == 32 else ("f64", "=d")
+                asm = ir.InlineAsm(ir.FunctionType(context.get_value_type(sig.args[0].dtype), [i64]),
+                                   template(reg), f"{cons},l", side_effect=True)
+                return builder.call(asm, [builder.ptrtoint(ptr, i64)])
+
+            return sig, codegen
+
+        return load
+
+    load1_keep = _hinted_load("keep")
+    load1_last = _hinted_load("last")
+
+    @intrinsic
+    def store1_stream(typingctx, ary, i, x):
+        if not _float_array(ary, i):
+            return None
+        sig = types.void(ary, i, ary.dtype)
+
+        def codegen(context, builder, sig, args):
+            ptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+            i64, bits = ir.IntType(64), sig.args[0].dtype.bitwidth
+            reg, cons = ("f32", "f") if bits == 32 else ("f64", "d")
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [i64, context.get_value_type(sig.args[0].dtype)]),
+                               f"st.global.cs.{reg} [$0], $1;", f"l,{cons},~{{memory}}", side_effect=True)
+            builder.call(asm, [builder.ptrtoint(ptr, i64), args[2]])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+__all__ += ["load1_keep", "load1_last", "store1_stream"]

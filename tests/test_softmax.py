@@ -19,6 +19,7 @@ from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowCon
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
 from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
+from simt_tiles.kernels.softmax.k06_split_blocks import Hints
 from simt_tiles.kernels.softmax.k08_ticket_queue import Config as TicketConfig
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
 from simt_tiles.runtime import SIMULATOR, cdiv
@@ -41,7 +42,8 @@ if SIMULATOR:
         "k07_strided_axis": st.builds(StridedConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2])),
         # lag_kib 1: a row of the simulator's sizes trails by one or a few rows, 64: every P item first
         "k08_ticket_queue": st.builds(TicketConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3]),
-                                      piece_steps=st.sampled_from([1, 2]), lag_kib=st.sampled_from([1, 64])),
+                                      piece_steps=st.sampled_from([1, 2]), lag_kib=st.sampled_from([1, 64]),
+                                      hints=st.sampled_from(list(Hints))),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
@@ -58,7 +60,7 @@ else:
     CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
     CONFIGS["k08_ticket_queue"] = st.builds(TicketConfig, threads=st.sampled_from([32, 256, 512]),
                                             loads=st.sampled_from([1, 4, 8]), piece_steps=st.sampled_from([1, 4]),
-                                            lag_kib=st.sampled_from([1, 16384]))
+                                            lag_kib=st.sampled_from([1, 16384]), hints=st.sampled_from(list(Hints)))
 
 
 def assert_softmax_ok(x, y, log=False):
@@ -442,10 +444,11 @@ def test_k08_rows_of_minus_inf_pieces_and_specials_across_pieces():
     x[1, 250] = np.inf
     x[2, 10] = np.nan
     x[3, :] = -np.inf
-    cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1)
-    assert dispatch.plan(x.shape + (1,), np.float32, variant="k08_ticket_queue", config=cfg).pieces == 10
-    for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):
-        assert_softmax_ok(x, f(x, variant="k08_ticket_queue", config=cfg), log)
+    for hints in Hints:  # the L2 hints change no value: each level's flat indices checked here
+        cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1, hints=hints)
+        assert dispatch.plan(x.shape + (1,), np.float32, variant="k08_ticket_queue", config=cfg).pieces == 10
+        for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):
+            assert_softmax_ok(x, f(x, variant="k08_ticket_queue", config=cfg), log)
 
 
 def test_k08_plan_replays_zero_the_counters_too(plans):

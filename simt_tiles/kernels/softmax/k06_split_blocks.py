@@ -26,11 +26,13 @@ Headline (H200, benchmarks/results/patterns_zoo_h200.json): 2.20 TB/s on 4096x50
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 
 from numba import cuda, uint64, void
 
 from ...runtime import Gate, Rung, cdiv, numba_dtype
+from ...vector import load1_keep, load1_last, store1_stream
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import WarpRowConfig, inline, make_log_shift, make_pair_fold
 
@@ -55,25 +57,41 @@ class Config(WarpRowConfig):
 PRESETS = {"sim": Config(threads=32, loads=2), "default": Config(threads=512, loads=8)}
 
 
-def make_piece_ops(config: Config, DT, log: bool):
+class Hints(enum.IntEnum):
+    """L2 eviction hints of a piece's accesses (k08's ``hints``; k06 takes none): PLAIN accesses; STREAM the
+    reread as a last use and the write streaming (both evicted first); KEEP also the first read evicted last."""
+
+    PLAIN = 1
+    STREAM = 2
+    KEEP = 3
+
+
+def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
     """A piece's three steps, inlined (k08 takes them too): ``fold_piece`` — this thread's (max,
     sum) pair over columns ``[c0, c1)`` of row ``ru``, U loads in flight per step; ``fold_block``
     — the block's pair, every thread gets it (shuffles, then one barrier and the warps' pairs in
     shared memory, in a fixed order: deterministic); ``write_piece`` — reread the piece and write
-    (log_)softmax given the row's pair."""
+    (log_)softmax given the row's pair.  ``hints``: the L2 eviction hints above (values unchanged)."""
     T, U, NW = config.threads, config.loads, config.threads // 32
     NEG_INF = -math.inf
     LOG = log
+    KEEP_FIRST, STREAM_REREAD = hints >= Hints.KEEP, hints >= Hints.STREAM
     log_shift = make_log_shift(DT)
     fold, fold_values = make_pair_fold(DT)  # (max, sum) pairs; U values with one rescale
 
     @inline
     def fold_piece(x, ru, c0, c1, tid, vals):
         m, s = DT(NEG_INF), DT(0)
+        xr = x[ru]  # the row (C-contiguous): the hinted loads index it
         for b in range(c0 + tid, c1, T * U):
             for u in range(U):  # U loads in flight, then one rescale
                 c = b + u * T
-                vals[u] = x[ru, uint64(c)] if c < c1 else DT(NEG_INF)
+                if c >= c1:
+                    vals[u] = DT(NEG_INF)
+                elif KEEP_FIRST:
+                    vals[u] = load1_keep(xr, c)
+                else:
+                    vals[u] = x[ru, uint64(c)]
             m, s = fold_values(m, s, vals, U)
         return m, s
 
@@ -98,14 +116,24 @@ def make_piece_ops(config: Config, DT, log: bool):
             a = DT(1)
         else:  # a row of −inf: m = −inf, s = 0, every output NaN as scipy's
             sh, a, ls = DT(0), (DT(1) / s if m != NEG_INF else DT(math.nan)), DT(0)
+        xr, outr = x[ru], out[ru]
         for b in range(c0 + tid, c1, T * U):  # the second read (U loads in flight), the write
             for u in range(U):
                 c = b + u * T
-                vals[u] = x[ru, uint64(c)] if c < c1 else DT(0)
+                if c >= c1:
+                    vals[u] = DT(0)
+                elif STREAM_REREAD:
+                    vals[u] = load1_last(xr, c)
+                else:
+                    vals[u] = x[ru, uint64(c)]
             for u in range(U):
                 c = b + u * T
                 if c < c1:
-                    out[ru, uint64(c)] = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
+                    v = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
+                    if STREAM_REREAD:
+                        store1_stream(outr, c, v)
+                    else:
+                        out[ru, uint64(c)] = v
 
     return fold, fold_piece, fold_block, write_piece
 

@@ -49,18 +49,20 @@ from numba import cuda, int32, int64, uint64, void
 
 from ...runtime import Gate, Rung, cdiv, jit, numba_dtype
 from ._common import WarpRowConfig, inline
-from .k06_split_blocks import make_piece_ops
+from .k06_split_blocks import Hints, make_piece_ops
 
 
 @dataclasses.dataclass(frozen=True)
 class Config(WarpRowConfig):
     """``threads`` per block, ``loads`` values in flight per thread per step, pieces of ``piece_steps``
-    block steps; the W items of a row trail its P items by ``lag_kib`` KiB of rows (at least one row)."""
+    block steps; the W items of a row trail its P items by ``lag_kib`` KiB of rows (at least one row);
+    ``hints``: the L2 eviction hints of the piece's accesses (k06's ``Hints``)."""
 
     threads: int = 256
     loads: int = 16
     piece_steps: int = 2
     lag_kib: int = 16384
+    hints: int = Hints.PLAIN
 
     def smem_bytes(self, itemsize):
         return 2 * (self.threads // 32) * itemsize + 8
@@ -110,7 +112,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
     T, U, NW = config.threads, config.loads, config.threads // 32
     DT = numba_dtype(dtype)
     NEG_INF = -math.inf
-    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log)
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log, config.hints)
 
     def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
         tid = cuda.threadIdx.x

@@ -43,7 +43,7 @@ if SIMULATOR:
         # lag_kib 1: a row of the simulator's sizes trails by one or a few rows, 64: every P item first
         "k08_ticket_queue": st.builds(TicketConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3]),
                                       piece_steps=st.sampled_from([1, 2]), lag_kib=st.sampled_from([1, 64]),
-                                      hints=st.sampled_from(list(Hints))),
+                                      hints=st.sampled_from([1, 3, 5, 9, 15])),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
@@ -60,7 +60,7 @@ else:
     CONFIGS["k07_strided_axis"] = st.builds(StridedConfig, threads=st.sampled_from([32, 256]), loads=st.sampled_from([1, 4]))
     CONFIGS["k08_ticket_queue"] = st.builds(TicketConfig, threads=st.sampled_from([32, 256, 512]),
                                             loads=st.sampled_from([1, 4, 8]), piece_steps=st.sampled_from([1, 4]),
-                                            lag_kib=st.sampled_from([1, 16384]), hints=st.sampled_from(list(Hints)))
+                                            lag_kib=st.sampled_from([1, 16384]), hints=st.sampled_from([1, 3, 5, 9, 15]))
 
 
 def assert_softmax_ok(x, y, log=False):
@@ -444,7 +444,7 @@ def test_k08_rows_of_minus_inf_pieces_and_specials_across_pieces():
     x[1, 250] = np.inf
     x[2, 10] = np.nan
     x[3, :] = -np.inf
-    for hints in Hints:  # the L2 hints change no value: each level's flat indices checked here
+    for hints in (Hints.PLAIN, Hints.PLAIN | Hints.KEEP | Hints.LAST | Hints.STREAM):  # hints change no value
         cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1, hints=hints)
         assert dispatch.plan(x.shape + (1,), np.float32, variant="k08_ticket_queue", config=cfg).pieces == 10
         for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):

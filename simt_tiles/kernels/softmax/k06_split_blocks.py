@@ -57,13 +57,15 @@ class Config(WarpRowConfig):
 PRESETS = {"sim": Config(threads=32, loads=2), "default": Config(threads=512, loads=8)}
 
 
-class Hints(enum.IntEnum):
-    """L2 eviction hints of a piece's accesses (k08's ``hints``; k06 takes none): PLAIN accesses; STREAM the
-    reread as a last use and the write streaming (both evicted first); KEEP also the first read evicted last."""
+class Hints(enum.IntFlag):
+    """L2 eviction hints of a piece's accesses (k08's ``hints``, PLAIN and any of the others; k06 takes none):
+    KEEP the first read evicted last; LAST the reread as a last use and STREAM the write streaming (both evicted
+    first).  Values never change."""
 
     PLAIN = 1
-    STREAM = 2
-    KEEP = 3
+    KEEP = 2
+    LAST = 4
+    STREAM = 8
 
 
 def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
@@ -75,7 +77,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
     T, U, NW = config.threads, config.loads, config.threads // 32
     NEG_INF = -math.inf
     LOG = log
-    KEEP_FIRST, STREAM_REREAD = hints >= Hints.KEEP, hints >= Hints.STREAM
+    KEEP_FIRST, LAST_REREAD, STREAM_WRITE = (bool(hints & h) for h in (Hints.KEEP, Hints.LAST, Hints.STREAM))
     log_shift = make_log_shift(DT)
     fold, fold_values = make_pair_fold(DT)  # (max, sum) pairs; U values with one rescale
 
@@ -122,7 +124,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
                 c = b + u * T
                 if c >= c1:
                     vals[u] = DT(0)
-                elif STREAM_REREAD:
+                elif LAST_REREAD:
                     vals[u] = load1_last(xr, c)
                 else:
                     vals[u] = x[ru, uint64(c)]
@@ -130,7 +132,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
                 c = b + u * T
                 if c < c1:
                     v = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
-                    if STREAM_REREAD:
+                    if STREAM_WRITE:
                         store1_stream(outr, c, v)
                     else:
                         out[ru, uint64(c)] = v

@@ -68,11 +68,32 @@ class Hints(enum.IntFlag):
     STREAM = 8
 
 
+def make_block_fold(NW, fold):
+    """``fold_block(m, s, red_m, red_s, tid)``: the (max, sum) pair of a block of ``NW`` warps, every
+    thread gets it (shuffles, then one barrier and the warps' pairs in shared memory, in a fixed order:
+    deterministic; k08 and k09 take it too)."""
+
+    @inline
+    def fold_block(m, s, red_m, red_s, tid):
+        lane, wid = tid % 32, tid // 32
+        for off in (16, 8, 4, 2, 1):  # pairs across the warp, then across the block's warps
+            m, s = fold(m, s, shfl_xor_sync(FULL_MASK, m, off), shfl_xor_sync(FULL_MASK, s, off))
+        if lane == 0:
+            red_m[wid] = m
+            red_s[wid] = s
+        cuda.syncthreads()  # RAW: every warp's pair written
+        m, s = red_m[0], red_s[0]
+        for w in range(1, NW):
+            m, s = fold(m, s, red_m[w], red_s[w])
+        return m, s
+
+    return fold_block
+
+
 def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
     """A piece's three steps, inlined (k08 takes them too): ``fold_piece`` — this thread's (max,
     sum) pair over columns ``[c0, c1)`` of row ``ru``, U loads in flight per step; ``fold_block``
-    — the block's pair, every thread gets it (shuffles, then one barrier and the warps' pairs in
-    shared memory, in a fixed order: deterministic); ``write_piece`` — reread the piece and write
+    — the block's pair (:func:`make_block_fold`); ``write_piece`` — reread the piece and write
     (log_)softmax given the row's pair.  ``hints``: the L2 eviction hints above (values unchanged)."""
     T, U, NW = config.threads, config.loads, config.threads // 32
     NEG_INF = -math.inf
@@ -97,19 +118,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
             m, s = fold_values(m, s, vals, U)
         return m, s
 
-    @inline
-    def fold_block(m, s, red_m, red_s, tid):
-        lane, wid = tid % 32, tid // 32
-        for off in (16, 8, 4, 2, 1):  # pairs across the warp, then across the block's warps
-            m, s = fold(m, s, shfl_xor_sync(FULL_MASK, m, off), shfl_xor_sync(FULL_MASK, s, off))
-        if lane == 0:
-            red_m[wid] = m
-            red_s[wid] = s
-        cuda.syncthreads()  # RAW: every warp's pair written
-        m, s = red_m[0], red_s[0]
-        for w in range(1, NW):
-            m, s = fold(m, s, red_m[w], red_s[w])
-        return m, s
+    fold_block = make_block_fold(NW, fold)
 
     @inline
     def write_piece(x, out, ru, c0, c1, tid, vals, m, s):

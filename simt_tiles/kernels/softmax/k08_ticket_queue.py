@@ -108,11 +108,46 @@ def ticket_item(t, S, rows, D):
 _ticket_item = inline(ticket_item)
 
 
+def make_row_exchange(T, DT, fold, fold_block):
+    """A row's pieces learn each other's (max, sum) pair through global memory (k09 takes these too):
+    ``publish(pm, ps, tickets, r, p, m, s, tid)`` — thread 0 stores piece p's pair, fences, and counts
+    it in ``tickets[r]``; ``gather(pm, ps, tickets, r, S, tid, red_m, red_s)`` — thread 0 spins until
+    the row's S pairs are counted, fences (acquire), and the block folds them, in the same order in
+    every block (deterministic); every thread gets the row's pair."""
+    NEG_INF = -math.inf
+
+    @inline
+    def publish(pm, ps, tickets, r, p, m, s, tid):
+        if tid == 0:
+            ru = uint64(r)
+            pm[ru, p] = m
+            ps[ru, p] = s
+            cuda.threadfence()  # the pair reaches the L2 before the count that announces it
+            cuda.atomic.add(tickets, r, 1)
+
+    @inline
+    def gather(pm, ps, tickets, r, S, tid, red_m, red_s):
+        if tid == 0:
+            while cuda.atomic.add(tickets, r, 0) < S:
+                pass
+            cuda.threadfence()  # acquire: the pairs the count announced, before any of the block's reads
+        cuda.syncthreads()  # the wait is over for the whole block
+        ru = uint64(r)
+        m, s = DT(NEG_INF), DT(0)  # the empty pair
+        # atomics read at the L2, not a stale L1 line (a float32 add of 0 turns −0 into +0 and flushes a
+        # subnormal max to 0: no output changes); the same order in every block
+        for q in range(tid, S, T):
+            m, s = fold(m, s, cuda.atomic.add(pm, (ru, q), DT(0)), cuda.atomic.add(ps, (ru, q), DT(0)))
+        return fold_block(m, s, red_m, red_s, tid)
+
+    return publish, gather
+
+
 def make_kernel(config: Config, dtype, log: bool = False):
     T, U, NW = config.threads, config.loads, config.threads // 32
     DT = numba_dtype(dtype)
-    NEG_INF = -math.inf
     fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log, config.hints)
+    publish, gather = make_row_exchange(T, DT, fold, fold_block)
 
     def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
         tid = cuda.threadIdx.x
@@ -134,23 +169,10 @@ def make_kernel(config: Config, dtype, log: bool = False):
         if not write:  # P: fold the piece, publish its pair, count it
             m, s = fold_piece(x, ru, c0, c1, tid, vals)
             m, s = fold_block(m, s, red_m, red_s, tid)
-            if tid == 0:
-                pm[ru, p] = m
-                ps[ru, p] = s
-                cuda.threadfence()  # the pair reaches the L2 before the count that announces it
-                cuda.atomic.add(tickets, r, 1)
+            publish(pm, ps, tickets, r, p, m, s, tid)
             return
-        if tid == 0:  # W: the row's S pairs were taken by smaller tickets: running or done
-            while cuda.atomic.add(tickets, r, 0) < S:
-                pass
-            cuda.threadfence()  # acquire: the pairs the count announced, before any of the block's reads
-        cuda.syncthreads()  # the wait is over for the whole block
-        m, s = DT(NEG_INF), DT(0)  # the empty pair
-        # atomics read at the L2, not a stale L1 line (a float32 add of 0 turns −0 into +0 and flushes a
-        # subnormal max to 0: no output changes); the same order in every block
-        for q in range(tid, S, T):
-            m, s = fold(m, s, cuda.atomic.add(pm, (ru, q), DT(0)), cuda.atomic.add(ps, (ru, q), DT(0)))
-        m, s = fold_block(m, s, red_m, red_s, tid)
+        # W: the row's S pairs were taken by smaller tickets: running or done
+        m, s = gather(pm, ps, tickets, r, S, tid, red_m, red_s)
         write_piece(x, out, ru, c0, c1, tid, vals, m, s)
 
     return softmax_k08_ticket_queue

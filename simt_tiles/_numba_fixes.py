@@ -503,6 +503,16 @@ def concurrent_blocks():
         _PENDING.clear()
 
 
+def blocks_wait(kernel):
+    """Mark ``kernel`` (a Python function, before ``cuda.jit``) as one whose blocks wait for one another
+    with no order guarantee the simulator keeps (softmax's k09: a piece waits for the pieces of its row
+    with *larger* tickets too): the simulator then always runs its launches' blocks at once, as
+    :func:`concurrent_blocks` does.  Its launcher must check :func:`blocks_can_run_at_once` first (one
+    block at a time, the kernel would spin for ever).  On a GPU the mark changes nothing."""
+    kernel._simt_tiles_blocks_wait = True
+    return kernel
+
+
 def _block_manager_run(self, grid_point, *args):
     """numba-cuda's ``BlockManager.run`` (the simulator runs one block: a Python thread per CUDA
     thread, released together at each ``syncthreads``) with one change: the driver's polling loop
@@ -512,7 +522,8 @@ def _block_manager_run(self, grid_point, *args):
 
     Inside :func:`concurrent_blocks` the launch's blocks are collected until its last one, and then
     all run at once, each on a driver thread of its own; the first exception is raised."""
-    if _CONCURRENT:
+    global _CONCURRENT
+    if _CONCURRENT or getattr(self._f, "_simt_tiles_blocks_wait", False):
         _PENDING.append((self, grid_point, args))
         if tuple(grid_point) != tuple(d - 1 for d in self._grid_dim):
             return
@@ -525,11 +536,15 @@ def _block_manager_run(self, grid_point, *args):
             except BaseException as exc:  # noqa: BLE001 - re-raised below, on the launching thread
                 errors.append(exc)
 
-        drivers = [threading.Thread(target=drive, args=b, daemon=True) for b in blocks]
-        for d in drivers:
-            d.start()
-        for d in drivers:
-            d.join()
+        _CONCURRENT += 1  # for a marked kernel (blocks_wait) too: each block its own shared arrays
+        try:
+            drivers = [threading.Thread(target=drive, args=b, daemon=True) for b in blocks]
+            for d in drivers:
+                d.start()
+            for d in drivers:
+                d.join()
+        finally:
+            _CONCURRENT -= 1
         if errors:
             raise errors[0]
         return

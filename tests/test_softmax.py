@@ -19,8 +19,10 @@ from simt_tiles.kernels.softmax.k04_register_row import Config as RegisterRowCon
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitRowConfig
 from simt_tiles.kernels.softmax.k06_split_blocks import Config as SplitBlocksConfig
 from simt_tiles.kernels.softmax.k07_strided_axis import Config as StridedConfig
+from simt_tiles._numba_fixes import blocks_can_run_at_once
 from simt_tiles.kernels.softmax.k06_split_blocks import Hints
 from simt_tiles.kernels.softmax.k08_ticket_queue import Config as TicketConfig
+from simt_tiles.kernels.softmax.k09_register_pieces import Config as PiecesConfig
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
 from simt_tiles.runtime import SIMULATOR, cdiv
 
@@ -44,6 +46,10 @@ if SIMULATOR:
         "k08_ticket_queue": st.builds(TicketConfig, threads=st.sampled_from([32, 64]), loads=st.sampled_from([1, 2, 3]),
                                       piece_steps=st.sampled_from([1, 2]), lag_kib=st.sampled_from([1, 64]),
                                       hints=st.sampled_from([1, 3, 5, 9, 15])),
+        # 1-3 values a thread (float64 takes two registers): rows of the simulator's sizes in 1-8 pieces,
+        # whose blocks run at once
+        "k09_register_pieces": st.builds(PiecesConfig, threads=st.sampled_from([32, 64]), vpt=st.just(1),
+                                         max_vpt=st.sampled_from([2, 4, 6]), vpt_step=st.just(1)),
     }
 else:
     CONFIGS = {v: st.builds(RUNGS[v].config_type, st.sampled_from([32, 64, 128, 256, 512, 1024]))
@@ -61,6 +67,8 @@ else:
     CONFIGS["k08_ticket_queue"] = st.builds(TicketConfig, threads=st.sampled_from([32, 256, 512]),
                                             loads=st.sampled_from([1, 4, 8]), piece_steps=st.sampled_from([1, 4]),
                                             lag_kib=st.sampled_from([1, 16384]), hints=st.sampled_from([1, 3, 5, 9, 15]))
+    CONFIGS["k09_register_pieces"] = st.builds(PiecesConfig, threads=st.sampled_from([128, 256, 512]), vpt=st.just(1),
+                                               max_vpt=st.sampled_from([2, 8, 32]), vpt_step=st.sampled_from([1, 4]))
 
 
 def assert_softmax_ok(x, y, log=False):
@@ -103,6 +111,8 @@ def test_softmax_matches_scipy(variant, dtype, data):
     log = variant in dispatch.LOG_VARIANTS and data.draw(st.booleans(), "log_softmax")
     f = simt_tiles.log_softmax if log else simt_tiles.softmax
     out = poisoned((rows, cols), dtype)
+    if variant == "k09_register_pieces" and SIMULATOR and not blocks_can_run_at_once():
+        pytest.skip("k09's blocks wait for one another: a race check's recorder runs them one at a time")
     regs = min(config.max_vpt, 65536 // config.threads - 32) if variant == "k04_register_row" else 0
     if variant == "k04_register_row" and cols > config.threads * (regs * 4 // np.dtype(dtype).itemsize):
         # a row past the registers (GPU sizes such as 1031 on 32 threads of float64): refused, naming x, untouched out
@@ -123,6 +133,8 @@ SPECIAL = np.array([[1.0, 2.0, np.nan], [1.0, np.inf, 2.0], [-np.inf] * 3, [0.0,
 
 @pytest.mark.parametrize("variant", SOFTMAX_VARIANTS)
 def test_scipy_special_cases(variant):
+    if variant == "k09_register_pieces" and SIMULATOR and not blocks_can_run_at_once():
+        pytest.skip("k09's blocks wait for one another: a race check's recorder runs them one at a time")
     x = SPECIAL.astype(np.float32)
     assert_softmax_ok(x, simt_tiles.softmax(x, variant=variant))
     np.testing.assert_allclose(simt_tiles.softmax(x, variant=variant)[3], [0.5, 0.0, 0.5], rtol=0, atol=0)
@@ -482,3 +494,71 @@ def test_k08_blocks_running_at_once_wait_for_their_rows(log):
             out = poisoned((2, 100), np.float32)
             f(x, out=out, variant="k08_ticket_queue", config=cfg)
             assert_softmax_ok(x, out.copy_to_host(), log)
+
+
+def _k09_or_skip():
+    if SIMULATOR and not blocks_can_run_at_once():
+        pytest.skip("k09's blocks wait for one another: a race check's recorder runs them one at a time")
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_k09_pieces_exchange_pairs_across_specials(log):
+    """k09 in 5 pieces a row (64 values each in the simulator, 16 on a GPU with 16 × 1): pieces all −inf (the
+    empty pair), +inf and NaN in one piece only, a row of −inf, repeated calls (the counters zeroed each time):
+    scipy's row from the S pairs, in every block."""
+    _k09_or_skip()
+    x = np.random.default_rng(21).standard_normal((5, 300)).astype(np.float32) * 5
+    x[0, :192] = -np.inf  # three whole pieces of −inf, then finite values
+    x[1, 250] = np.inf
+    x[2, 10] = np.nan
+    x[3, :] = -np.inf
+    cfg = PiecesConfig(threads=32, vpt=1, max_vpt=2, vpt_step=1)
+    pl = dispatch.plan(x.shape + (1,), np.float32, variant="k09_register_pieces", config=cfg)
+    assert (pl.pieces, pl.config.vpt, pl.launches[0].grid) == (5, 2, (25,))
+    f = simt_tiles.log_softmax if log else simt_tiles.softmax
+    for _ in range(2):
+        out = poisoned(x.shape, np.float32)
+        f(x, out=out, variant="k09_register_pieces", config=cfg)
+        assert_softmax_ok(x, out.copy_to_host(), log)
+
+
+def test_k09_pieces_must_fit_the_gpu_at_once():
+    """A row's pieces wait for one another, so they must be resident together: no more pieces than SMs (named
+    ``x``); float64 values take two registers; the default preset's pieces of 14336 float32 (4096 float64)."""
+    cfg = PiecesConfig(threads=32, vpt=1, max_vpt=2, vpt_step=1)
+    assert dispatch.plan((1, 256, 1), np.float32, variant="k09_register_pieces", config=cfg, sms=4).pieces == 4
+    with pytest.raises(simt_tiles.ConfigError, match=r"^x: rows of 257 values take 5 pieces"):
+        dispatch.plan((1, 257, 1), np.float32, variant="k09_register_pieces", config=cfg, sms=4)
+    with pytest.raises(simt_tiles.ConfigError, match=r"^config: max_vpt=1 registers hold no 8-byte value"):
+        PiecesConfig(threads=32, vpt=1, max_vpt=1, vpt_step=1).for_problem(1, 10, 8)
+    default = RUNGS["k09_register_pieces"].presets["default"]
+    for n, itemsize, pieces, vpt in ((128256, 4, 9, 28), (151936, 4, 11, 28), (50257, 4, 4, 28), (128256, 8, 32, 8)):
+        cfg = default.for_problem(1024, n, itemsize, 132)
+        assert (cfg.pieces(n), cfg.vpt) == (pieces, vpt), n
+        assert cfg.threads * cfg.vpt * (pieces - 1) < n <= cfg.threads * cfg.vpt * pieces  # no empty piece
+
+
+def test_k09_refuses_a_simulator_that_runs_blocks_one_at_a_time(monkeypatch):
+    """Under a race check's recorder the simulator runs blocks one after another: k09's first block would spin
+    for ever, so the launch is refused (named) and ``out`` is left alone."""
+    monkeypatch.setattr(dispatch, "blocks_can_run_at_once", lambda: False)
+    monkeypatch.setattr(dispatch, "SIMULATOR", True)
+    x = np.ones((2, 100), np.float32)
+    out = poisoned(x.shape, np.float32)
+    with pytest.raises(simt_tiles.ConfigError, match="k09_register_pieces: its blocks wait for one another"):
+        simt_tiles.softmax(x, out=out, variant="k09_register_pieces")
+    assert np.isnan(out.copy_to_host()).all()
+
+
+def test_k09_plan_replays_run_its_blocks_at_once(plans):
+    """A replayed k09 plan (the simulator's SimLaunch) still runs the marked kernel's blocks at once and zeroes
+    the counters first."""
+    _k09_or_skip()
+    rng = np.random.default_rng(22)
+    cfg = PiecesConfig(threads=32, vpt=1, max_vpt=2, vpt_step=1)
+    for _ in range(3):
+        x = (rng.standard_normal((3, 200)) * 4).astype(np.float32)
+        out = poisoned((3, 200), np.float32)
+        simt_tiles.softmax(cuda.to_device(x), out=out, variant="k09_register_pieces", config=cfg)
+        assert_softmax_ok(x, out.copy_to_host())
+    assert plans.stats()["hit"] == 2

@@ -43,6 +43,8 @@ def main() -> int:
     ap.add_argument("--knobs", help="a JSON list of field dicts to try instead of KNOBS")
     ap.add_argument("--peers", action="store_true", help="also k05 one block per SM (where it holds the row) and k06")
     ap.add_argument("--shapes", help="rows x columns to run, e.g. 1024x128256,64x128256 (default: SHAPES)")
+    ap.add_argument("--k09", nargs="?", const="[{}]", metavar="JSON",
+                    help="also k09 (a row's pieces held in registers), over a JSON list of field dicts (default [{}])")
     args = ap.parse_args()
     import torch
     from _matmul_probe import flusher
@@ -91,6 +93,17 @@ def main() -> int:
                 pass
             record(rows, n, where, "k06 split", lambda: simt_tiles.softmax(x, out=out, variant="k06_split_blocks"),
                    out, ref)
+        for kn in json.loads(args.k09) if args.k09 else ():
+            cfg = dataclasses.replace(RUNGS["k09_register_pieces"].presets["default"], **kn)
+            name = "k09 " + (",".join(f"{k}={v}" for k, v in kn.items()) or "default")
+            try:
+                dispatch.plan((rows, n, 1), "float32", variant="k09_register_pieces", config=cfg)
+            except simt_tiles.ConfigError as exc:
+                print(f"{rows}x{n:<8} {name}: {exc}", flush=True)
+                continue
+            record(rows, n, where, name,
+                   (lambda c: lambda: simt_tiles.softmax(x, out=out, variant="k09_register_pieces", config=c))(cfg),
+                   out, ref)
         for kn in knobs:
             cfg = dataclasses.replace(base, **kn)
             name = "k08 " + (",".join(f"{k}={v}" for k, v in kn.items()) or "default")
@@ -106,6 +119,12 @@ def main() -> int:
             us = loop_us(lambda: simt_tiles.softmax(x, out=out, variant="k08_ticket_queue"))
             print(f"{rows}x{n:<8} k08 wall per call in a loop {us:.1f} us", flush=True)
             rows_out.append({"rows": rows, "n": n, "variant": "k08 loop wall", "us": us})
+            if args.k09:
+                record(rows, n, where, "log k09", lambda: simt_tiles.log_softmax(x, out=out, variant="k09_register_pieces"),
+                       out, lref, log=True)
+                us = loop_us(lambda: simt_tiles.softmax(x, out=out, variant="k09_register_pieces"))
+                print(f"{rows}x{n:<8} k09 wall per call in a loop {us:.1f} us", flush=True)
+                rows_out.append({"rows": rows, "n": n, "variant": "k09 loop wall", "us": us})
         del x, ref, out
     src = torch.empty(2**28, dtype=torch.float32, device="cuda")
     dst = torch.empty_like(src)

@@ -42,18 +42,20 @@ import numpy as np
 from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
-from . import k07_strided_axis, k08_ticket_queue
+from ..._numba_fixes import blocks_can_run_at_once
+from . import k07_strided_axis, k08_ticket_queue, k09_register_pieces
 
 RUNGS: dict[str, Rung] = {
     r.name: r for r in (k01_smem_tree.RUNG, k02_warp_shuffle.RUNG, k03_online.RUNG, k04_register_row.RUNG,
                         k05_split_row.RUNG, k06_split_blocks.RUNG, k07_strided_axis.RUNG,
-                        k08_ticket_queue.RUNG)
+                        k08_ticket_queue.RUNG, k09_register_pieces.RUNG)
 }
 #: the per-row rungs ``variant=None`` weighs (rules 2-3), each with a map from the preset named (config None
 #: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM
 ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that compute log_softmax too
-LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue")
+LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue",
+                "k09_register_pieces")
 #: rows split across blocks below this many blocks per SM of work
 BLOCKS_PER_SM = 4
 #: k05 one block per SM rather than two for rows from this long (128 KiB: 32768 float32; H200: 3-9% at
@@ -115,6 +117,16 @@ class Plan:
             tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets")
             k08_ticket_queue.reset(tickets, stream)  # a launch: zero counters in every call, plan and graph
             args = (xv, ov, pm, ps, tickets, self.lag)
+        elif self.rung is k09_register_pieces.RUNG:
+            if SIMULATOR and not blocks_can_run_at_once():  # one block at a time, its blocks would wait for ever
+                raise ConfigError("k09_register_pieces: its blocks wait for one another, and this simulator runs "
+                                  "them one at a time (a race check's recorder, or SIMT_TILES_NUMBA_FIXES=0)")
+            rows = self.view[0]
+            pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
+            ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+            tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets")
+            k08_ticket_queue.reset(tickets, stream)  # as k08's
+            args = (xv, ov, pm, ps, tickets)
         for ln in self.launches:
             self.rung.launch(self.config, x.dtype, ln.grid, ln.block, stream, *args, params=dict(ln.params))
 
@@ -132,6 +144,9 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     """The plan for a softmax over the middle axis of ``shape3 = (outer, n, inner)`` (all > 0)."""
     outer, n, inner = shape3
     itemsize = np.dtype(dtype).itemsize
+    # k09's pieces of a row must be resident at once: at most one a SM on a GPU; the simulator runs its
+    # blocks all at once (unless a test gives ``sms``, asking for a GPU's rules)
+    resident = None if SIMULATOR and sms is None else sms
     sms = sm_count() if sms is None else sms
     if config is not None and not isinstance(config, (str, TileConfig)):
         RUNGS["k04_register_row"].resolve_config(config)  # the TypeError naming what config takes
@@ -149,7 +164,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         if inner > 1 and variant != "k07_strided_axis":
             raise ValueError(f"variant: {variant!r} takes the last axis only; an inner axis needs "
                              "'k07_strided_axis' or None")
-        return _build(RUNGS[variant], config, shape3, itemsize, log, sms, split_ok=True)
+        return _build(RUNGS[variant], config, shape3, itemsize, log, sms, split_ok=True, resident=resident)
     if inner > 1:
         k07 = RUNGS["k07_strided_axis"]
         return _build(k07, _preset_for(k07, config), shape3, itemsize, log, sms)
@@ -194,7 +209,7 @@ def _pieces(cfg, rows: int, n: int, sms: int) -> int:
 
 
 def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pieces: int | None = None,
-           split_ok: bool = False) -> Plan:
+           split_ok: bool = False, resident: int | None = 0) -> Plan:
     outer, n, inner = shape3
     cfg = rung.resolve_config(config)
     lg = (("log", True),) if log else ()
@@ -216,6 +231,10 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         pieces = cfg.pieces(n, rows, K08_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n, pieces)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))
+    if rung is k09_register_pieces.RUNG:
+        cfg = cfg.for_problem(rows, n, itemsize, sms if resident == 0 else resident)
+        grid, block = rung.geometry(cfg, rows, n)
+        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n))
     if hasattr(cfg, "for_problem"):
         cfg = cfg.for_problem(rows, n, itemsize)
     grid, block = rung.geometry(cfg, rows, n)

@@ -1,5 +1,6 @@
-"""One k08 softmax launch (after warm-up) for Nsight Compute: ``ncu -k regex:k08 python3 benchmarks/lab/ncu_k08_once.py
-ROWS COLS [field=value ...]`` (fields replace the default preset's)."""
+"""One k08 (or k09) softmax launch (after warm-up) for Nsight Compute: ``ncu -k regex:k08 python3
+benchmarks/lab/ncu_k08_once.py ROWS COLS [variant=k09_register_pieces] [field=value ...]`` (fields replace the
+rung's default preset's)."""
 
 import dataclasses
 import sys
@@ -13,10 +14,11 @@ import simt_tiles  # noqa: E402
 from simt_tiles.kernels.softmax import RUNGS  # noqa: E402
 
 rows, cols = int(sys.argv[1]), int(sys.argv[2])
-cfg = dataclasses.replace(RUNGS["k08_ticket_queue"].presets["default"],
-                          **{k: int(v) for k, v in (a.split("=") for a in sys.argv[3:])})
+fields = dict(a.split("=") for a in sys.argv[3:])
+variant = fields.pop("variant", "k08_ticket_queue")
+cfg = dataclasses.replace(RUNGS[variant].presets["default"], **{k: int(v) for k, v in fields.items()})
 x = torch.randn(rows, cols, device="cuda")
 out = torch.empty_like(x)
 for _ in range(3):
-    simt_tiles.softmax(x, out=out, variant="k08_ticket_queue", config=cfg)
+    simt_tiles.softmax(x, out=out, variant=variant, config=cfg)
 torch.cuda.synchronize()

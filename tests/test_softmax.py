@@ -536,6 +536,11 @@ def test_k09_pieces_must_fit_the_gpu_at_once():
         cfg = default.for_problem(1024, n, itemsize, 132)
         assert (cfg.pieces(n), cfg.vpt) == (pieces, vpt), n
         assert cfg.threads * cfg.vpt * (pieces - 1) < n <= cfg.threads * cfg.vpt * pieces  # no empty piece
+    # few rows: smaller pieces until the launch has K09_FILL_PER_SM blocks a SM (8 × 151936: 25 pieces of 6144,
+    # not 11 of 14336; 1 × 94208: 46 of 2048), never more pieces than SMs
+    for rows, n, pieces in ((8, 151936, 25), (1, 94208, 46), (64, 128256, 9), (1, 1_000_000, 123)):
+        assert dispatch.plan((rows, n, 1), np.float32, variant="k09_register_pieces", config="default",
+                             sms=132).pieces == pieces, n
 
 
 def test_k09_refuses_a_simulator_that_runs_blocks_one_at_a_time(monkeypatch):

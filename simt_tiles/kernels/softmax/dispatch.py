@@ -74,6 +74,8 @@ MIN_PIECE_STEPS = 4
 #: piece 7-17% faster at 1 × 73729 / 94208 and 7 × 100000, and at 33 × 77824 with lag_kib 8192; 64 and 1024 rows
 #: keep two steps, measured at two only; the edge between 33 and 64 rows is not measured)
 K08_FILL_PER_SM = 8
+#: k09 cuts pieces smaller while a launch has fewer than this many blocks a SM (two fit an SM at the default)
+K09_FILL_PER_SM = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +234,7 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         grid, block = rung.geometry(cfg, rows, n, pieces)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))
     if rung is k09_register_pieces.RUNG:
-        cfg = cfg.for_problem(rows, n, itemsize, sms if resident == 0 else resident)
+        cfg = cfg.for_problem(rows, n, itemsize, sms if resident == 0 else resident, K09_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n))
     if hasattr(cfg, "for_problem"):

@@ -79,8 +79,9 @@ class Config(WarpRowConfig):
         """``S``: pieces of ``threads · vpt`` values a row."""
         return cdiv(cols, self.threads * self.vpt)
 
-    def for_problem(self, rows: int, cols: int, itemsize: int = 4, sms: int | None = 1) -> "Config":
-        """``vpt`` for rows of ``cols`` values: the fewest pieces that fit the registers, shared evenly.
+    def for_problem(self, rows: int, cols: int, itemsize: int = 4, sms: int | None = 1, fill: int = 0) -> "Config":
+        """``vpt`` for rows of ``cols`` values: the fewest pieces that fit the registers, shared evenly —
+        more (smaller) pieces while ``rows · S`` is under ``fill`` blocks, up to ``sms`` pieces a row.
         ConfigError (naming ``x``) when the row needs more pieces than ``sms`` (None: no bound, the
         simulator's blocks all run at once): they must be resident at once."""
         limit = self.max_vpt * 4 // itemsize if itemsize <= 4 else min(self.max_vpt * 4 // itemsize, self.max_vpt_wide)
@@ -91,6 +92,8 @@ class Config(WarpRowConfig):
         if sms is not None and S > sms:
             raise ConfigError(f"x: rows of {cols} values take {S} pieces of {self.threads * limit} on "
                               f"k09_register_pieces, more than the {sms} SMs hold at once; use variant=None")
+        if rows * S < fill:  # few rows: smaller pieces, more blocks in flight
+            S = max(S, min(cdiv(fill, rows), sms or fill, cdiv(cols, self.threads * step)))
         vpt = min(limit, cdiv(cdiv(cdiv(cols, S), self.threads), step) * step)
         return dataclasses.replace(self, vpt=vpt)
 

@@ -18,9 +18,10 @@ matmul (``_im2col.py``) takes any one-group layer; k01 takes every layer (``disp
 ``k03_double_buffered``  k02 with two shared stages: the loads of channel
                          step c+1 are in flight while step c is computed
 ``k04_depthwise``        depthwise layers (no channel reduction): a block
-                         stages one channel's input patch with its halo
-                         once, the taps in registers, RW outputs along W
-                         a thread (stride 1 and 2, a channel multiplier)
+                         stages one plane's input patch with its halo
+                         once, all of a thread's loads in flight, the
+                         taps in registers, RH × RW outputs a thread
+                         (stride 1 and 2, a channel multiplier)
 =======================  =====================================================
 
 ``_common.py`` holds the kernel signature (flat arrays, 32-bit offsets), the
@@ -39,8 +40,10 @@ Presets
     is asked (the user's cache, then the shipped H200 table: for N32 C64 56×56
     k03 with CK = 4, 3% faster than its preset).  k04 has ``"small"`` too (8 × 8
     tiles): ``config=None`` on a GPU takes it where the default's 16 × 32 tiles
-    would leave more than half of an output plane idle (``dispatch.depthwise_preset``;
-    a rule, not yet measured).
+    would leave more than half of an output plane idle (``dispatch.depthwise_preset``),
+    then gives a thread more output rows while that raises the bytes of loads in
+    flight per SM towards ``k04_depthwise.IN_FLIGHT_TARGET`` (``dispatch.depthwise_config``;
+    rules, not yet measured).
 
 Filter shape and shared memory
     The filter shape is compiled into k02/k03 (``kh``/``kw`` fields set by the
@@ -227,7 +230,7 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
             plan = dispatch.plan(variant, config, (n, c_in, h, wd), c_out, kh, kw, padding, dtype, autotune)
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, padding, stream))
         elif path == "depthwise":
-            plan = dispatch.plan_depthwise(config, shape, kh, kw, geom.stride, geom.dilation)
+            plan = dispatch.plan_depthwise(config, shape, kh, kw, geom.stride, geom.dilation, dtype)
             plan.run(Call(x_op.dev, w_op.dev, b_dev, out_op.dev, geom.pad_top, stream, geom.pad_left,
                           geom.stride, geom.dilation, groups))
         elif path == "im2col":

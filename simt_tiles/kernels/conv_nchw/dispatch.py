@@ -273,14 +273,61 @@ def depthwise_preset(oh: int, ow: int) -> str:
     return "small" if used(default) < 0.5 and used(small) > used(default) else "default"
 
 
-def plan_depthwise(config, shape: tuple, kh: int, kw: int, stride: tuple, dilation: tuple) -> Plan:
+#: output rows a thread may take (``k04_depthwise.Config.rh``), fewest first: what :func:`depthwise_config` tries
+DEPTHWISE_ROWS = (1, 2, 4)
+
+#: the least share of an output plane a taller tile must still cover (the rest: threads that only stage)
+DEPTHWISE_MIN_USED = 0.75
+
+
+def plane_used(cfg, oh: int, ow: int) -> float:
+    """The share of the outputs of ``cfg``'s tiles over an OH × OW plane that lie in the plane."""
+    return oh * ow / (cdiv(oh, cfg.tile_h) * cfg.tile_h * cdiv(ow, cfg.tile_w) * cfg.tile_w)
+
+
+@functools.lru_cache(maxsize=1024)
+def depthwise_config(shape: tuple, kh: int, kw: int, stride: tuple, dilation: tuple, dtype, sms: int):
+    """The config ``config=None`` means for k04 on a GPU of ``sms`` SMs, for an output of ``shape``
+    (N, C_out, OH, OW), by a rule in bytes and blocks (not a table): :func:`depthwise_preset`'s tile
+    for the plane, then the fewest output rows a thread (``rh``, :data:`DEPTHWISE_ROWS`) that keep
+    ``k04_depthwise.IN_FLIGHT_TARGET`` bytes of loads in flight per SM (``k04_depthwise.in_flight_bytes``:
+    blocks per SM × the patch a block stages; 3 × 3 float32: 19 KB with one row at stride 1, 36 KB with
+    two; 60 KB with one at stride 2).  A taller tile is taken only while it has more in flight (its
+    registers may cost blocks), still covers :data:`DEPTHWISE_MIN_USED` of the plane, fits shared
+    memory, and its grid fills one wave (``sms`` × blocks per SM): a grid below one wave has all its
+    loads in flight at once, and more threads spread its work over more SMs (batch 1: MobileNetV2's
+    features.1 keeps one row, 896 blocks of 128 threads, against 512 with two)."""
+    n, c_out, oh, ow = shape
+    base = k04_depthwise.for_layer(k04_depthwise.PRESETS[depthwise_preset(oh, ow)], kh, kw, stride, dilation)
+    best = base  # one row a thread: the presets' rh
+    for rh in DEPTHWISE_ROWS[1:]:
+        if k04_depthwise.in_flight_bytes(best, dtype) >= k04_depthwise.IN_FLIGHT_TARGET:
+            break
+        try:
+            cfg = dataclasses.replace(base, rh=rh)
+            cfg.check_smem(dtype)
+        except ConfigError:
+            break
+        blocks = k04_depthwise.blocks(cfg, n, c_out, oh, ow)
+        if (plane_used(cfg, oh, ow) < DEPTHWISE_MIN_USED or blocks < sms * k04_depthwise.blocks_per_sm(cfg, dtype)
+                or k04_depthwise.in_flight_bytes(cfg, dtype) <= k04_depthwise.in_flight_bytes(best, dtype)):
+            break
+        best = cfg
+    return best
+
+
+def plan_depthwise(config, shape: tuple, kh: int, kw: int, stride: tuple, dilation: tuple,
+                   dtype=np.float32) -> Plan:
     """:data:`DEPTHWISE_VARIANT` for one layer of output ``shape`` (N, C_out, OH, OW): ``config`` (None:
-    "sim" in the simulator, else :func:`depthwise_preset`) with the layer's filter shape, stride and
+    "sim" in the simulator, else :func:`depthwise_config`) with the layer's filter shape, stride and
     dilation compiled in (``k04_depthwise.for_layer``; a config whose patch does not fit raises
     ConfigError naming it)."""
     rung = RUNGS[DEPTHWISE_VARIANT]
     if config is None:
-        config = "sim" if SIMULATOR else depthwise_preset(shape[2], shape[3])
+        if not SIMULATOR:
+            return Plan(rung, depthwise_config(tuple(shape), kh, kw, tuple(stride), tuple(dilation),
+                                               np.dtype(dtype), sm_count()))
+        config = "sim"
     return _depthwise_plan(rung.resolve_config(config), kh, kw, stride, dilation)
 
 

@@ -472,6 +472,14 @@ _CONCURRENT = 0
 _PENDING: list = []
 
 
+def _own_shared_arrays() -> bool:
+    """Whether the simulator's shared arrays are :func:`_shared_array`'s (a race check's recorder installs its
+    own, one per call site for every block: blocks at once would share them)."""
+    from numba.cuda.simulator import kernelapi
+
+    return kernelapi.FakeCUDAShared.array is _shared_array
+
+
 def blocks_can_run_at_once() -> bool:
     """Whether :func:`concurrent_blocks` can work: the simulator's block driver and shared arrays are
     this module's (not while :mod:`simt_tiles._simhooks`' race check records)."""
@@ -509,7 +517,7 @@ def blocks_wait(kernel):
     with *larger* tickets too): the simulator then always runs its launches' blocks at once, as
     :func:`concurrent_blocks` does.  Its launcher must check :func:`blocks_can_run_at_once` first (one
     block at a time, the kernel would spin for ever).  On a GPU the mark changes nothing."""
-    kernel._simt_tiles_blocks_wait = True
+    kernel._simt_tiles_blocks_wait = True  # (ignored while a race check's recorder owns the shared arrays)
     return kernel
 
 
@@ -523,7 +531,7 @@ def _block_manager_run(self, grid_point, *args):
     Inside :func:`concurrent_blocks` the launch's blocks are collected until its last one, and then
     all run at once, each on a driver thread of its own; the first exception is raised."""
     global _CONCURRENT
-    if _CONCURRENT or getattr(self._f, "_simt_tiles_blocks_wait", False):
+    if _CONCURRENT or (getattr(self._f, "_simt_tiles_blocks_wait", False) and _own_shared_arrays()):
         _PENDING.append((self, grid_point, args))
         if tuple(grid_point) != tuple(d - 1 for d in self._grid_dim):
             return

@@ -544,14 +544,19 @@ def test_k09_pieces_must_fit_the_gpu_at_once():
 
 
 def test_k09_refuses_a_simulator_that_runs_blocks_one_at_a_time(monkeypatch):
-    """Under a race check's recorder the simulator runs blocks one after another: k09's first block would spin
-    for ever, so the launch is refused (named) and ``out`` is left alone."""
+    """Under a race check's recorder the simulator runs blocks one after another: k09's first block of a row in
+    3 pieces would spin for ever, so the launch is refused (named) and ``out`` is left alone.  A row of one
+    piece waits for nobody: it runs (so the race check covers k09's shared memory, tests/test_analyze.py)."""
     monkeypatch.setattr(dispatch, "blocks_can_run_at_once", lambda: False)
     monkeypatch.setattr(dispatch, "SIMULATOR", True)
-    x = np.ones((2, 100), np.float32)
+    cfg = PiecesConfig(threads=32, vpt=1, max_vpt=4, vpt_step=1)
+    one = np.random.default_rng(23).standard_normal((2, 100)).astype(np.float32)
+    assert dispatch.plan(one.shape + (1,), np.float32, variant="k09_register_pieces", config=cfg).pieces == 1
+    assert_softmax_ok(one, simt_tiles.softmax(one, variant="k09_register_pieces", config=cfg))
+    x = np.ones((2, 300), np.float32)
     out = poisoned(x.shape, np.float32)
     with pytest.raises(simt_tiles.ConfigError, match="k09_register_pieces: its blocks wait for one another"):
-        simt_tiles.softmax(x, out=out, variant="k09_register_pieces")
+        simt_tiles.softmax(x, out=out, variant="k09_register_pieces", config=cfg)
     assert np.isnan(out.copy_to_host()).all()
 
 

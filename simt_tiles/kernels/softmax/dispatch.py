@@ -120,7 +120,8 @@ class Plan:
             k08_ticket_queue.reset(tickets, stream)  # a launch: zero counters in every call, plan and graph
             args = (xv, ov, pm, ps, tickets, self.lag)
         elif self.rung is k09_register_pieces.RUNG:
-            if SIMULATOR and not blocks_can_run_at_once():  # one block at a time, its blocks would wait for ever
+            # one block at a time, a piece would wait for ever for the next (a row of one piece waits for none)
+            if SIMULATOR and self.pieces > 1 and not blocks_can_run_at_once():
                 raise ConfigError("k09_register_pieces: its blocks wait for one another, and this simulator runs "
                                   "them one at a time (a race check's recorder, or SIMT_TILES_NUMBA_FIXES=0)")
             rows = self.view[0]
@@ -148,7 +149,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     itemsize = np.dtype(dtype).itemsize
     # k09's pieces of a row must be resident at once: at most one a SM on a GPU; the simulator runs its
     # blocks all at once (unless a test gives ``sms``, asking for a GPU's rules)
-    resident = None if SIMULATOR and sms is None else sms
+    resident = None if SIMULATOR and sms is None else (sm_count() if sms is None else sms)
     sms = sm_count() if sms is None else sms
     if config is not None and not isinstance(config, (str, TileConfig)):
         RUNGS["k04_register_row"].resolve_config(config)  # the TypeError naming what config takes
@@ -234,7 +235,8 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         grid, block = rung.geometry(cfg, rows, n, pieces)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))
     if rung is k09_register_pieces.RUNG:
-        cfg = cfg.for_problem(rows, n, itemsize, sms if resident == 0 else resident, K09_FILL_PER_SM * sms)
+        resident = sms if resident == 0 else resident  # (None: the simulator, blocks all at once, no fill)
+        cfg = cfg.for_problem(rows, n, itemsize, resident, 0 if resident is None else K09_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n))
     if hasattr(cfg, "for_problem"):

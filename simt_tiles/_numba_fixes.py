@@ -63,6 +63,7 @@ import itertools
 import os
 import sys
 import threading
+import time
 import traceback
 
 _APPLIED: list = []
@@ -511,14 +512,21 @@ def concurrent_blocks():
         _PENDING.clear()
 
 
-def blocks_wait(kernel):
+def blocks_wait(kernel, waits=None):
     """Mark ``kernel`` (a Python function, before ``cuda.jit``) as one whose blocks wait for one another
     with no order guarantee the simulator keeps (softmax's k09: a piece waits for the pieces of its row
     with *larger* tickets too): the simulator then always runs its launches' blocks at once, as
-    :func:`concurrent_blocks` does.  Its launcher must check :func:`blocks_can_run_at_once` first (one
-    block at a time, the kernel would spin for ever).  On a GPU the mark changes nothing."""
-    kernel._simt_tiles_blocks_wait = True  # (ignored while a race check's recorder owns the shared arrays)
+    :func:`concurrent_blocks` does.  ``waits(args)`` (the launch's arguments) says whether a launch's
+    blocks wait at all (None: always).  Where blocks cannot run at once (a race check's recorder owns the
+    shared arrays), a launch that waits raises RuntimeError instead of spinning for ever; one that does not
+    runs a block at a time.  On a GPU the mark changes nothing."""
+    kernel._simt_tiles_blocks_wait = waits or (lambda args: True)
     return kernel
+
+
+#: after one block of a launch at once raises, how long the others may take to finish before the error is
+#: raised anyway (a block that waits for the failed one would spin for ever; its driver is a daemon thread)
+FAILED_BLOCK_GRACE_S = 2.0
 
 
 def _block_manager_run(self, grid_point, *args):
@@ -531,7 +539,14 @@ def _block_manager_run(self, grid_point, *args):
     Inside :func:`concurrent_blocks` the launch's blocks are collected until its last one, and then
     all run at once, each on a driver thread of its own; the first exception is raised."""
     global _CONCURRENT
-    if _CONCURRENT or (getattr(self._f, "_simt_tiles_blocks_wait", False) and _own_shared_arrays()):
+    waits = getattr(self._f, "_simt_tiles_blocks_wait", None)
+    at_once = _CONCURRENT or (waits is not None and _own_shared_arrays())
+    if waits is not None and not at_once and waits(args):
+        raise RuntimeError(f"{getattr(self._f, '__name__', 'kernel')}: its blocks wait for one another, and this "
+                           "simulator runs them one at a time (a race check's recorder owns the shared arrays)")
+    if at_once:
+        if not any(grid_point):  # a launch's first block: nothing left from an interrupted one
+            _PENDING.clear()
         _PENDING.append((self, grid_point, args))
         if tuple(grid_point) != tuple(d - 1 for d in self._grid_dim):
             return
@@ -549,8 +564,16 @@ def _block_manager_run(self, grid_point, *args):
             drivers = [threading.Thread(target=drive, args=b, daemon=True) for b in blocks]
             for d in drivers:
                 d.start()
-            for d in drivers:
-                d.join()
+            failed_at = None
+            while True:  # a failed block may leave others waiting for it for ever: raise after the grace
+                alive = [d for d in drivers if d.is_alive()]
+                if not alive:
+                    break
+                if errors:
+                    failed_at = failed_at or time.monotonic()
+                    if time.monotonic() - failed_at > FAILED_BLOCK_GRACE_S:
+                        break
+                alive[0].join(0.05)
         finally:
             _CONCURRENT -= 1
         if errors:

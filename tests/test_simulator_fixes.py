@@ -256,3 +256,53 @@ def test_concurrent_blocks_run_a_launch_at_once_with_their_own_shared_arrays():
     out4 = np.full(4, np.nan)
     _tree_sum[4, 8](x, out4)
     np.testing.assert_array_equal(out4, x.reshape(4, 8).sum(axis=1))
+
+
+def _waits_for_a_failing_block(flags, out):
+    """Block 1 fails (an index past ``out``) before it raises the flag block 0 waits on; block 0's wait ends
+    on its own after 8 s (so that the test's thread does not spin for the rest of the session)."""
+    if cuda.blockIdx.x == 1:
+        out[5] = 1  # IndexError: out has 2 elements
+        flags[0] = 1
+    else:
+        t0 = time.monotonic()  # (the simulator runs this as Python)
+        while flags[0] == 0 and time.monotonic() - t0 < 8:
+            pass
+        out[0] = 1
+
+
+def _copies_a_flag(flags, out):
+    out[cuda.blockIdx.x] = flags[0]
+
+
+_marked = cuda.jit(_numba_fixes.blocks_wait(_waits_for_a_failing_block)) if SIMULATOR else None
+# (a mark is an attribute of the function: a second mark of the same function would replace the first)
+_marked_never_waits = cuda.jit(_numba_fixes.blocks_wait(_copies_a_flag, waits=lambda args: False)) if SIMULATOR else None
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's block driver")
+def test_a_failed_block_of_a_marked_launch_raises_without_waiting_for_its_waiters():
+    """A kernel marked ``blocks_wait`` runs its blocks at once; when one raises, the launch raises within
+    ``FAILED_BLOCK_GRACE_S`` even though another block waits for it (joined, it would hang)."""
+    if not _numba_fixes.blocks_can_run_at_once():
+        pytest.skip("the simulator's block driver is not simt_tiles' (a race check's recorder?)")
+    t0 = time.monotonic()
+    with pytest.raises(IndexError):
+        _marked[2, 1](np.zeros(1, np.int64), np.zeros(2, np.int64))
+    assert time.monotonic() - t0 < 6, "the launch waited for the block that waits for the failed one"
+    assert _numba_fixes._CONCURRENT == 0
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's block driver")
+def test_a_marked_launch_that_waits_is_refused_under_the_race_check():
+    """A race check's recorder runs blocks one at a time with shared arrays of its own: a marked launch whose
+    blocks wait raises RuntimeError naming the kernel (it would spin for ever, plan replays included); one whose
+    ``waits`` says no runs a block at a time."""
+    from simt_tiles import analyze
+
+    with analyze.racecheck():
+        with pytest.raises(RuntimeError, match="_waits_for_a_failing_block: its blocks wait for one another"):
+            _marked[2, 1](np.zeros(1, np.int64), np.zeros(2, np.int64))
+        out = np.zeros(3, np.int64)
+        _marked_never_waits[3, 1](np.full(1, 7, np.int64), out)  # a block at a time: the recorder's
+        np.testing.assert_array_equal(out, [7, 7, 7])

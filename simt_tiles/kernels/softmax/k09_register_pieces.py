@@ -27,7 +27,9 @@ What changed versus k08
     ticket, and once a row is partly taken every running block holds a piece
     of that row or of an earlier one (all taken, so they finish).  The
     launch makes progress whenever ``S`` blocks can be resident at once;
-    ``for_problem`` allows ``S`` up to the SM count (two blocks fit each SM).
+    ``for_problem`` allows ``S`` up to half the blocks that fit at once (two
+    float32 blocks a SM, one float64), so two k09 launches on two streams
+    both progress.
     The simulator, which runs blocks one after another, runs this kernel's
     blocks at once (``_numba_fixes.blocks_wait``).
 
@@ -81,24 +83,27 @@ class Config(WarpRowConfig):
 
     def for_problem(self, rows: int, cols: int, itemsize: int = 4, sms: int | None = 1, fill: int = 0) -> "Config":
         """``vpt`` for rows of ``cols`` values: the fewest pieces that fit the registers, shared evenly —
-        more (smaller) pieces while ``rows · S`` is under ``fill`` blocks, up to ``sms`` pieces a row.
-        ConfigError (naming ``x``) when the row needs more pieces than ``sms`` (None: no bound, the
-        simulator's blocks all run at once): they must be resident at once."""
+        more (smaller) pieces while ``rows · S`` is under ``fill`` blocks.  A row's pieces must be resident
+        at once, so ``S`` is at most half the blocks that fit on ``sms`` SMs (two float32 blocks a SM, one
+        float64: :func:`jit_options`), which lets two k09 launches on two streams both progress; ConfigError
+        (naming ``x``) past it.  ``sms`` None: no bound (the simulator runs these blocks all at once)."""
         limit = self.max_vpt * 4 // itemsize if itemsize <= 4 else min(self.max_vpt * 4 // itemsize, self.max_vpt_wide)
         if limit < 1:
             raise ConfigError(f"config: max_vpt={self.max_vpt} registers hold no {itemsize}-byte value")
         step = min(self.vpt_step, limit)
         S = cdiv(cols, self.threads * limit)
-        if sms is not None and S > sms:
+        cap = None if sms is None else sms * (self.min_blocks if itemsize <= 4 else 1) // 2
+        if cap is not None and S > cap:
             raise ConfigError(f"x: rows of {cols} values take {S} pieces of {self.threads * limit} on "
-                              f"k09_register_pieces, more than the {sms} SMs hold at once; use variant=None")
+                              f"k09_register_pieces, more than half of the {2 * cap} blocks resident at once on "
+                              f"{sms} SMs; use variant=None")
         if rows * S < fill:  # few rows: smaller pieces, more blocks in flight
-            S = max(S, min(cdiv(fill, rows), sms or fill, cdiv(cols, self.threads * step)))
+            S = max(S, min(cdiv(fill, rows), cap or fill, cdiv(cols, self.threads * step)))
         vpt = min(limit, cdiv(cdiv(cdiv(cols, S), self.threads), step) * step)
         return dataclasses.replace(self, vpt=vpt)
 
 
-PRESETS = {"sim": Config(threads=32, vpt=2, max_vpt=4, vpt_step=1),
+PRESETS = {"sim": Config(threads=64, vpt=2, max_vpt=4, vpt_step=1),  # two warps: the race check sees red_m's reuse
            # 512 threads × 28 values: 14336 float32 a piece, the most that compiles without spilling in 64
            # registers (two blocks per SM; 32 values spill 24 bytes)
            "default": Config(threads=512, vpt=28, max_vpt=28, vpt_step=4),
@@ -151,7 +156,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
                 v = vals[i]
                 out[ru, c0 + uint64(i * T)] = ((v - sh) - ls) if LOG else math.exp(v - m) * a
 
-    return blocks_wait(softmax_k09_register_pieces)
+    return blocks_wait(softmax_k09_register_pieces, waits=lambda args: args[2].shape[1] > 1)  # pm: S columns
 
 
 def signature(dtype, log=False):

@@ -110,11 +110,19 @@ _ticket_item = inline(ticket_item)
 
 def make_row_exchange(T, DT, fold, fold_block):
     """A row's pieces learn each other's (max, sum) pair through global memory (k09 takes these too):
-    ``publish(pm, ps, tickets, r, p, m, s, tid)`` — thread 0 stores piece p's pair, fences, and counts
+    ``take_ticket(tickets, rows, tid, slot)`` — the block's ticket (thread 0 takes it, a barrier shares
+    it through ``slot``); ``publish(pm, ps, tickets, r, p, m, s, tid)`` — thread 0 stores piece p's pair, fences, and counts
     it in ``tickets[r]``; ``gather(pm, ps, tickets, r, S, tid, red_m, red_s)`` — thread 0 spins until
     the row's S pairs are counted, fences (acquire), and the block folds them, in the same order in
     every block (deterministic); every thread gets the row's pair."""
     NEG_INF = -math.inf
+
+    @inline
+    def take_ticket(tickets, rows, tid, slot):
+        if tid == 0:
+            slot[0] = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
+        cuda.syncthreads()  # RAW: the ticket
+        return slot[0]
 
     @inline
     def publish(pm, ps, tickets, r, p, m, s, tid):
@@ -140,14 +148,14 @@ def make_row_exchange(T, DT, fold, fold_block):
             m, s = fold(m, s, cuda.atomic.add(pm, (ru, q), DT(0)), cuda.atomic.add(ps, (ru, q), DT(0)))
         return fold_block(m, s, red_m, red_s, tid)
 
-    return publish, gather
+    return take_ticket, publish, gather
 
 
 def make_kernel(config: Config, dtype, log: bool = False):
     T, U, NW = config.threads, config.loads, config.threads // 32
     DT = numba_dtype(dtype)
     fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log, config.hints)
-    publish, gather = make_row_exchange(T, DT, fold, fold_block)
+    take_ticket, publish, gather = make_row_exchange(T, DT, fold, fold_block)
 
     def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
         tid = cuda.threadIdx.x
@@ -157,10 +165,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
         vals = cuda.local.array(U, DT)
-        if tid == 0:
-            slot[0] = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
-        cuda.syncthreads()  # RAW: the ticket
-        r, p, write = _ticket_item(slot[0], S, rows, min(lag, rows))
+        r, p, write = _ticket_item(take_ticket(tickets, rows, tid, slot), S, rows, min(lag, rows))
         piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as k06 and the launcher
         c0 = p * piece
         c1 = min(n, c0 + piece)

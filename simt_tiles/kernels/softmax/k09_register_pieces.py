@@ -119,7 +119,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
     LOG = log
     fold, fold_values = make_pair_fold(DT)
     fold_block = make_block_fold(NW, fold)
-    publish, gather = make_row_exchange(T, DT, fold, fold_block)
+    take_ticket, publish, gather = make_row_exchange(T, DT, fold, fold_block)
     log_shift = make_log_shift(DT)
 
     def softmax_k09_register_pieces(x, out, pm, ps, tickets):
@@ -130,10 +130,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
         vals = cuda.local.array(VPT, DT)
-        if tid == 0:
-            slot[0] = cuda.atomic.add(tickets, rows, 1)  # the queue's counter sits past the rows' counters
-        cuda.syncthreads()  # RAW: the ticket
-        r, p = slot[0] // S, slot[0] % S
+        t = take_ticket(tickets, rows, tid, slot)
+        r, p = t // S, t % S
         ru = uint64(r)
         c0 = uint64(p * PIECE + tid)  # this thread's first column; value i is column c0 + i·T
         left = n - p * PIECE - tid

@@ -153,9 +153,10 @@ def test_matches_scipy(dtype, data):
 
 
 #: (tile rows ry, filter rows): no middle row (KH < RY), exactly one, many; (rx, kc, filter columns): one
-#: chunk, a full chunk and a rest, two full chunks and none left, scalar loads (rx 3)
+#: chunk, full chunks written out (``WRITTEN_CHUNKS``) with and without a rest, full chunks in the run-time
+#: loop with and without a rest, scalar loads (rx 3, kc 5)
 SHAPES = [(4, 2, 4, 8, 9), (2, 2, 4, 4, 9), (3, 9, 4, 4, 8), (1, 8, 4, 4, 12), (4, 11, 3, 5, 10),
-          (2, 13, 8, 8, 16), (3, 3, 2, 3, 17)]
+          (2, 13, 8, 8, 16), (3, 3, 2, 3, 17), (2, 9, 4, 4, 11), (2, 10, 4, 4, 16)]
 
 
 @pytest.mark.parametrize("ry, kh, rx, kc, kw", SHAPES, ids=[f"ry{s[0]}-kh{s[1]}-rx{s[2]}-kc{s[3]}-kw{s[4]}"
@@ -176,6 +177,69 @@ def test_edge_and_middle_rows_and_chunks(ry, kh, rx, kc, kw, dtype):
     expect = ndi.correlate(x, f, mode="wrap")
     ref, bound = correlate2d_reference(x, f, "wrap")
     assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{cfg}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("on_device", [False, True], ids=["numpy-filter", "device-filter"])
+def test_zero_taps_keep_a_nan_off_their_outputs_as_scipy(on_device, dtype):
+    """A NaN and an inf in the image, a filter whose middle column and one more tap are 0 or 2**-52: scipy
+    skips those taps, so the NaN reaches fewer outputs than the window (correlate2d: the blocks with them take
+    the plain loop); correlate1d counts every tap (0·NaN = NaN).  A deterministic case of the property test's."""
+    cfg = k11.Config(block_x=2, block_y=2, rx=4, ry=2, kc=4)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 17)).astype(dtype)
+    x[5, 8], x[9, 2] = np.nan, np.inf
+    f = rng.standard_normal((9, 9)).astype(dtype)
+    f[:, 4] = 0
+    f[2, 6] = EPS
+    put = cuda.to_device if on_device else (lambda a: a)
+    out = poisoned(x.shape, dtype)
+    correlate2d(x, put(f), mode="mirror", out=out, variant=LARGE_VARIANT, config=cfg)
+    with np.errstate(invalid="ignore"):
+        expect = ndi.correlate(x, f, mode="mirror")
+        ref, bound = correlate2d_reference(x, f, "mirror")
+        counted = correlate2d_reference(x, f, "mirror", all_taps=True)[0]  # every tap counted
+    assert np.isnan(expect).sum() < np.isnan(counted).sum()  # the skipped taps spare some outputs
+    assert_like_scipy(out.copy_to_host(), expect, ref, bound, "correlate2d")
+    k = f[2].copy()  # 0 and 2**-52 taps, counted
+    out = poisoned(x.shape, dtype)
+    correlate1d(x, put(k), axis=1, mode="mirror", out=out, variant=LARGE_VARIANT, config=cfg)
+    with np.errstate(invalid="ignore"):
+        expect = ndi.correlate1d(x, k, axis=1, mode="mirror")
+        ref, bound = correlate1d_reference(x, k, 1, "mirror")
+    assert np.isnan(expect[5]).sum() == 9  # counted: the NaN reaches all 9 windows over it
+    assert_like_scipy(out.copy_to_host(), expect, ref, bound, "correlate1d")
+
+
+@pytest.mark.parametrize("rx", [4, 8])
+def test_whole_tiles_store_vectors_from_registers(monkeypatch, rx):
+    """Rows of ``out`` that start 16-byte aligned (a width of a multiple of 4) and whole tiles: 128-bit
+    stores from registers (``vector.store4``, counted); an ``out`` whose data is 4 bytes off 16, or an edge
+    tile: the staged stores.  Both give scipy's numbers."""
+    from simt_tiles.kernels.conv2d import _staging
+
+    calls = []
+    real = _staging.store4
+
+    def count(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_staging, "store4", count)  # the simulator looks the global up at each call
+    cfg = k11.Config(block_x=2, block_y=2, rx=rx, ry=2, kc=4)
+    th, tw = cfg.tile()
+    rng = np.random.default_rng(rx)
+    x = rng.standard_normal((2 * th + 1, 2 * tw + 4)).astype(np.float32)
+    f = rng.standard_normal((9, 8)).astype(np.float32)
+    ref, bound = correlate2d_reference(x, f, "nearest")
+    expect = ndi.correlate(x, f, mode="nearest")
+    buf = cuda.to_device(np.full(x.size + 4, np.nan, np.float32))
+    for offset, vectors in ((0, 4 * th * tw // 4), (1, 0)):  # 4 whole tiles of th·tw/4 vectors; none
+        calls.clear()
+        out = buf[offset:offset + x.size].reshape(x.shape)
+        correlate2d(x, f, mode="nearest", out=out, variant=LARGE_VARIANT, config=cfg)
+        assert len(calls) == vectors, offset
+        assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"offset {offset}")
 
 
 # --- the default ---------------------------------------------------------------------------------------

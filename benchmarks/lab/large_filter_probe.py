@@ -3,10 +3,12 @@
     PYTHONPATH=$PWD python3 benchmarks/lab/large_filter_probe.py [--json FILE] [--reps 12] [--quick]
 
 Cases: a CuPy image 8192² float32 with 9×9, 11×11, 15×15, 21×21, 31×31 and 13×5 filters, and 4096² float64 with
-15×15, mode "reflect"; each filter as a NumPy array (the default keeps a cached device copy) and as a CuPy array.
+15×15, mode "reflect"; the default with the filter as a NumPy array (it keeps a cached device copy) and as a CuPy
+array; k03 by name; float32 also k11 by name with another tile (:data:`ALT`; ``--no-alt`` leaves it out); cupyx.
 
-1. **Compile** the default's kernels first, in parallel (one spawned worker process per kernel, Numba's disk
-   cache: ``simt_tiles.warm.run_job`` for float32, the same call for float64), then k03's in this process;
+1. **Compile** the k11 kernels first, in parallel (one spawned worker process per kernel, Numba's disk cache:
+   ``simt_tiles.warm.run_job`` for the float32 defaults, the same call for the others); k03 (about a second a
+   kernel) and cupyx compile on their first call here;
    the seconds are printed and kept in the JSON.
 2. **Ceilings, measured in this run**: the device copy of 2^28 float32 (read + write), and the FMA rate of
    ``fma_peak.py``'s kernel (eight independent FFMA chains per thread) and of its float64 twin here.  A
@@ -46,13 +48,27 @@ CASES = [("float32", 8192, k, k) for k in (9, 11, 15, 21, 31)] + [("float32", 81
 QUICK = [("float32", 8192, 9, 9), ("float32", 8192, 31, 31), ("float64", 4096, 15, 15)]
 MODE = "reflect"
 CROP = 96
+#: float32: k11 with another tile beside the default's ``fast_float32`` (4 × 16 outputs a thread, window loads
+#: 4-way bank-conflicted, ~2/3 of shared memory's wavefronts busy): 16 × 4 threads of 8 × 8 outputs, 2-way, ~40 %
+#: busy, but 7 edge rows each side instead of 3 (k11's header) — which of the two costs more, measured
+ALT = dict(block_x=16, block_y=4, rx=8, ry=8, kc=16, min_blocks=8)
 
 
 def _warm_job(job) -> tuple[str, float]:
-    """One default kernel into Numba's disk cache, in a spawned worker: float32 through ``simt_tiles.warm``."""
-    dtype, kh, kw = job
+    """One kernel into Numba's disk cache, in a spawned worker: the default's (float32 through
+    ``simt_tiles.warm``), or k11 with :data:`ALT`."""
+    dtype, kh, kw, which = job
     t0 = time.perf_counter()
-    if dtype == "float32":
+    if which == "alt":
+        from numba import cuda
+
+        import simt_tiles
+        from simt_tiles.kernels.conv2d import k11_large_filter as k11
+
+        simt_tiles.correlate2d(cuda.to_device(np.ones((40, 140), dtype)), cuda.to_device(np.full((kh, kw), 0.5, dtype)),
+                               mode=MODE, variant="k11_large_filter", config=k11.Config(**ALT))
+        cuda.synchronize()
+    elif dtype == "float32":
         from simt_tiles.warm import run_job
 
         run_job(("correlate2d", kh, kw, MODE, "device"))
@@ -64,17 +80,18 @@ def _warm_job(job) -> tuple[str, float]:
         simt_tiles.correlate2d(cuda.to_device(np.ones((40, 140), dtype)),
                                cuda.to_device(np.full((kh, kw), 0.5, dtype)), mode=MODE)
         cuda.synchronize()
-    return f"{dtype} {kh}x{kw}", time.perf_counter() - t0
+    return f"{which} {dtype} {kh}x{kw}", time.perf_counter() - t0
 
 
-def warm(cases, jobs: int) -> dict:
-    todo = sorted({(d, kh, kw) for d, _, kh, kw in cases})
+def warm(cases, jobs: int, alt: bool) -> dict:
+    todo = sorted({(d, kh, kw, "default") for d, _, kh, kw in cases}
+                  | ({(d, kh, kw, "alt") for d, _, kh, kw in cases if d == "float32"} if alt else set()))
     t0 = time.perf_counter()
     out = {}
     with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
         for what, sec in pool.map(_warm_job, todo):
             out[what] = sec
-            print(f"  compiled default {what}: {sec:.1f} s", flush=True)
+            print(f"  compiled {what}: {sec:.1f} s", flush=True)
     out["wall"] = time.perf_counter() - t0
     return out
 
@@ -196,18 +213,20 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="compile workers")
     p.add_argument("--quick", action="store_true", help="9x9 and 31x31 float32, 15x15 float64 only")
     p.add_argument("--no-peer", action="store_true", help="leave cupyx out")
+    p.add_argument("--no-alt", action="store_true", help="leave k11 with the other tile (ALT) out")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     cases = QUICK if args.quick else CASES
 
     print("compiling the default's kernels (spawned workers, Numba's disk cache)", flush=True)
-    compile_s = warm(cases, args.jobs)
+    compile_s = warm(cases, args.jobs, not args.no_alt)
 
     import cupy as cp
     from cupyx.scipy import ndimage as cnd
 
     import simt_tiles
-    from simt_tiles.kernels.conv2d import SHAPE_VARIANT, dispatch
+    from simt_tiles.kernels.conv2d import LARGE_VARIANT, SHAPE_VARIANT, dispatch
+    from simt_tiles.kernels.conv2d import k11_large_filter as k11
     from simt_tiles.kernels.conv2d._args import mode_of
     from simt_tiles.timing import time_cuda
 
@@ -238,6 +257,9 @@ def main(argv=None) -> int:
             "k03 (old default), CuPy filter": lambda: simt_tiles.correlate2d(img, w_cp, mode=MODE, out=out,
                                                                              variant=SHAPE_VARIANT),
         }
+        if dtype == "float32" and not args.no_alt:
+            impls["k11, 8x8 outputs (ALT), CuPy filter"] = lambda: simt_tiles.correlate2d(
+                img, w_cp, mode=MODE, out=out, variant=LARGE_VARIANT, config=k11.Config(**ALT))
         if not args.no_peer:
             impls["cupyx.scipy.ndimage"] = lambda: cnd.correlate(img, w_cp, mode=MODE, output=out)
         for name, fn in impls.items():

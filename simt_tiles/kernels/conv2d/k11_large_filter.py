@@ -20,10 +20,10 @@ What changed versus k10
       loaded once into registers — the RX + KC − 1 values a chunk of KC
       filter columns needs, with ``load4`` (LDS.128) — and added to every
       output row oy through filter row a = p − oy: its KC weights (load4,
-      broadcast), then RX·KC FMAs from registers.  Only the chunk is written
-      out (generated source, :mod:`simt_tiles.codegen`); filter rows are the
-      loop and wide filters loop over chunks, so the code holds
-      RY·RX·(KC + KW mod KC) FMAs at most, whatever KH and KW;
+      broadcast), then RX·KC FMAs from registers.  Only a patch row's work
+      is written out (generated source, :mod:`simt_tiles.codegen`): filter
+      rows are the loop, and past two full chunks so are the chunks, so the
+      code holds at most RY·RX·(3·KC − 1) FMAs, whatever KH and KW;
     * **tests only where it must.**  The first and last RY − 1 patch rows
       miss some output rows' filter rows (a = p − oy outside 0 … KH − 1): one
       loop takes those rows with a block-uniform test per output row (a
@@ -44,8 +44,8 @@ The arithmetic of one (patch row, chunk) of a thread, middle loop
     90.3 / 93.4 / 95.1 % (its test per output row: ~6 instructions).  The
     edge rows hold (RY − 1)/KH of the FMAs (RY = 4: a fifth at 15 × 15).
     Outside the loops a thread copies (TH + KH − 1)(TW + KW − 1)/threads patch
-    values and stores 64 outputs (~500 instructions: a tenth of its 5184
-    FFMAs at 9 × 9, 3.5 % at 15 × 15).  float64 (``default``: 8 × 4 outputs, KC 8):
+    values and stores its 64 outputs, 16 128-bit stores from registers
+    (~350 instructions: 7 % of its 5184 FFMAs at 9 × 9, 2.5 % at 15 × 15).  float64 (``default``: 8 × 4 outputs, KC 8):
     256 DFMAs for 6 + 32 loads; a DFMA holds the FP64 pipe 2 clocks, so the
     loads and the test issue in the free slots: the pipe, not the issue, is
     the limit.
@@ -53,8 +53,10 @@ The arithmetic of one (patch row, chunk) of a thread, middle loop
 Memory traffic (teaching number)
     Global: the patch (TH + KH − 1)·(TW + KW − 1) and the KH·KW weights per
     TH·TW outputs — 32 × 128 tile, 15 × 15: 1.6 loads per output, from L2
-    (DRAM still 8 bytes per output), beside 225 FMAs per output; one store
-    per output, staged through shared memory as k05's.
+    (DRAM still 8 bytes per output), beside 225 FMAs per output.  Stores:
+    k07's — a whole tile whose rows start 16-byte aligned (``out`` aligned, its
+    width a multiple of 4) one 128-bit store per 4 outputs from registers;
+    else (edge tiles, other widths) staged through shared memory as k05's.
 
 Shared-memory banks
     Window loads: lane tx reads 16 bytes at ``patch[r, tx·RX + …]``; a quarter
@@ -79,21 +81,24 @@ import contextlib
 import dataclasses
 
 import numpy as np
-from numba import cuda, uint32
+from numba import boolean, cuda, int64, uint32, void
 
 from ... import codegen
 from ...runtime import Gate, cdiv, numba_dtype
+from ...vector import aligned
 from ._common import (
     TINY_WEIGHT,
-    WEIGHTS_ARGUMENT,
+    Binding,
+    FilterCall,
     FilterRung,
     Mode,
     RegisterTileConfig,
+    _weights_argument,
     geometry,
+    image_type,
     on_grid_z,
-    signature,
 )
-from ._staging import inline, make_patch_loader, make_tile_store
+from ._staging import inline, make_output_store, make_patch_loader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,12 +155,19 @@ def chunks(config: Config) -> tuple[int, int, int]:
     return kc, full, rest
 
 
+#: full chunks of filter columns :func:`make_accumulator` writes out one after the other; more run in a
+#: loop (its addresses, carried from chunk to chunk, made ptxas spill 48–84 B at 33 × 33 with the
+#: 4 × 16 tile at 128 registers; written out, 35 × 35 has none)
+WRITTEN_CHUNKS = 2
+
+
 def make_accumulator(config: Config):
     """``accumulate(patch, w_s, acc, r0, c0)``: every tap of the filter (staged in ``w_s``) on the
     thread's RY × RX outputs from tile row ``r0``, column ``c0``, added to ``acc``.
 
     Two run-time loops over patch rows p (the edge rows, then the middle ones); in each row, the
-    chunks of filter columns (:func:`chunks`; the full ones in a run-time loop): the window
+    chunks of filter columns (:func:`chunks`; up to :data:`WRITTEN_CHUNKS` full ones written out, more
+    in a run-time loop): the window
     values the chunk needs (``load4``), then for each output row oy filter row a = p − oy's
     weights (``load4``: broadcasts) and RX·cols FMAs.  In the edge rows each output row first
     tests ``a < KH`` (unsigned: a filter row "above" the patch row wraps around).
@@ -205,7 +217,11 @@ def make_accumulator(config: Config):
 
     def row(s, checked):  # s: the loop's letter
         src.line(f"r{s} = r0 + p{s}")
-        if full:
+        if 0 < full <= WRITTEN_CHUNKS:  # written out: a loop's addresses would cost registers (spills)
+            for k in range(full):
+                src.line(f"# chunk {k}: {kc} filter columns from {k * kc}")
+                chunk(f"{s}{k}", kc, checked, f"uint32({k * kc})")
+        elif full:
             src.line(f"# the full chunks of {kc} filter columns")
             with src.block(f"for k{s} in range({full}):"):
                 src.line(f"b{s} = uint32(k{s} * {kc})")
@@ -257,7 +273,8 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
     INF = np.dtype(dtype).type(np.inf)
     load_patch = make_patch_loader(config)
-    store_tile = make_tile_store(config)
+    store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
+    VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
     accumulate = make_accumulator(config)
     add_tap = make_tap_adder(config)
     # Numba keys a disk-cache entry on the kernel's code and the constants it closes over: the
@@ -265,7 +282,8 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     BOUNDS = jit_options(config, dtype)["launch_bounds"]
     SHAPE = (RX, RY, KH, KW, KC, FULL, REST, int(config.mode))
 
-    def conv2d_k11_large_filter(image, weights, out, cval, anchor_h, anchor_w):
+    def conv2d_k11_large_filter(image, weights, out, cval, anchor_h, anchor_w, out_aligned):
+        # out_aligned: out's data starts 16-byte aligned (the binding asks vector.aligned)
         if BOUNDS[1] < 1 or SHAPE[0] < 1:  # never (see BOUNDS above)
             return
         tx = uint32(cuda.threadIdx.x)
@@ -321,8 +339,10 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
         else:  # the run-time loops over patch rows (generated: make_accumulator)
             accumulate(patch, w_s, acc, r0, c0)
 
-        cuda.syncthreads()  # WAR: every thread has read the patch before it is overwritten
-        store_tile(out, patch, acc, row0, col0, tx, ty, h, w)  # stage, barrier, store rows
+        # a whole tile in rows that start 16-byte aligned: a vector per 4 outputs from registers;
+        # else a barrier (every thread has read the patch), the tile staged in it, rows stored
+        vector = VEC_STORE and out_aligned and w % 4 == 0
+        store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, vector)  # (_staging)
 
     return on_grid_z(conv2d_k11_large_filter) if slices else conv2d_k11_large_filter
 
@@ -333,8 +353,25 @@ def jit_options(config: Config, dtype) -> dict:
     return {"launch_bounds": (config.threads, blocks), "cache": True}
 
 
+def signature(dtype, all_taps: bool = False, slices: bool = False):
+    """``void(image, weights, out, cval, anchor_h, anchor_w, out_aligned)``: k03's (``weights`` a
+    strided 2-D device array) and whether ``out``'s data starts 16-byte aligned; image and out
+    3-D with ``slices``."""
+    t, a = numba_dtype(dtype), image_type(dtype, slices)
+    return void(a, t[:, :], a, t, int64, int64, boolean)
+
+
+def bind_aligned(rung, spec, dtype, call: FilterCall):
+    """k03's binding (a NumPy filter uploaded, a convolve's flipped as a view, ``all_taps`` and
+    the stack as compile-time parameters) and ``vector.aligned(out)``."""
+    kernel, args = _weights_argument(rung, spec, dtype, call)
+    return kernel, (*args, aligned(call.out))
+
+
+#: the filter as a device array argument, and whether out is 16-byte aligned
+WEIGHTS_AND_ALIGNMENT = Binding("weights argument, out aligned", False, bind_aligned)
+
 #: variant=None's rung past 7 taps on an axis, so it takes a volume's slices in one launch too:
-#: the gate builds both forms.  The filter is a device array argument (k03's binding: a NumPy
-#: filter uploaded, a convolve's flipped as a view)
+#: the gate builds both forms
 RUNG = FilterRung("k11_large_filter", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-                  gate=Gate(({}, {"slices": True})), bind=WEIGHTS_ARGUMENT, slices=True)
+                  gate=Gate(({}, {"slices": True})), bind=WEIGHTS_AND_ALIGNMENT, slices=True)

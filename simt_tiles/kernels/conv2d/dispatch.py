@@ -75,10 +75,10 @@ BEST_MAX_SIZE = 7
 #: the rung ``variant=None`` uses past :data:`BEST_MAX_SIZE` on an axis.  The rule in terms of the
 #: arithmetic: a KH × KW float32 filter does KH·KW FMAs (2·KH·KW FLOP) per 8 bytes moved; the
 #: H200's ridge is 55.9 TFLOP/s ÷ 4.27 TB/s ≈ 13 FLOP/byte, so from 8 × 8 (64 taps, 16 FLOP/byte)
-#: on a filter is FMA-bound — k11 spends ~95 % of its instructions on FFMAs there (loads per FMA
-#: ≤ 1/20), where k10's unrolled loops stop.  The thin ones past 7 on one axis (1 × 9 … 7 × K,
-#: memory-bound or near the ridge) take it too: its patch is staged as k10's and its loads per FMA
-#: stay that low, where k03 needs ~(RX + KW − 1)/RX + KW/RX shared loads per output row (k03's header)
+#: on a filter is FMA-bound, and k11 is built for FFMA issue (90–97 % of its loops' instructions,
+#: one shared load per ~20–40 FMAs) where k10's unrolled loops stop.  The thin ones past 7 on one
+#: axis (1 × 9 … 7 × K, memory-bound or near the ridge) take it too: its patch is staged as k10's,
+#: where k03 issues (RX + KW − 1)/RX + KW/RX shared loads per output and filter row (k03's header)
 LARGE_VARIANT = "k11_large_filter"
 
 #: ``correlate_separable``'s "two_pass" rung for its two 1-D passes, and ``variant=None``'s for a

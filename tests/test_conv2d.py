@@ -41,6 +41,7 @@ from simt_tiles.kernels.conv2d import (
     k08_prefetched,
     k09_async_copy,
     k10_runtime_weights,
+    k11_large_filter,
 )
 from simt_tiles.kernels.conv2d._args import mode_of
 from simt_tiles.kernels.conv2d._common import Mode, anchors, extend_index, specialise
@@ -85,6 +86,8 @@ if SIMULATOR:
         "k10_runtime_weights": st.builds(k10_runtime_weights.Config, block_x=st.integers(1, 3),
                                          block_y=st.integers(1, 3), rx=st.integers(1, 3),
                                          ry=st.integers(1, 3)),
+        "k11_large_filter": st.builds(k11_large_filter.Config, block_x=st.integers(1, 3), block_y=st.integers(1, 3),
+                                      rx=st.sampled_from([1, 2, 3, 4]), ry=st.integers(1, 3), kc=st.integers(1, 5)),
     }
 else:
     CONFIG_STRATEGIES = {
@@ -113,6 +116,10 @@ else:
         "k10_runtime_weights": st.builds(k10_runtime_weights.Config, block_x=st.sampled_from([8, 16, 32]),
                                          block_y=st.sampled_from([1, 4, 8]), rx=st.integers(1, 5),
                                          ry=st.integers(1, 4), min_blocks=st.sampled_from([1, 12])),
+        "k11_large_filter": st.builds(k11_large_filter.Config, block_x=st.sampled_from([8, 16]),
+                                      block_y=st.sampled_from([1, 4, 8]), rx=st.sampled_from([3, 4, 8]),
+                                      ry=st.integers(1, 6), kc=st.sampled_from([5, 8, 16]),
+                                      min_blocks=st.sampled_from([1, 4])),
     }
 
 
@@ -194,7 +201,7 @@ def _assert_ok(got, image, weights, mode, cval, convolve):
 def test_variants_are_in_ladder_order_and_have_both_presets():
     assert CONV2D_VARIANTS == ("k01_naive", "k02_halo_tiled", "k03_register_blocked",
                                "k04_constant_filter", "k05_register_tile_2d", "k07_vectorized",
-                               "k08_prefetched", "k09_async_copy", "k10_runtime_weights")
+                               "k08_prefetched", "k09_async_copy", "k10_runtime_weights", "k11_large_filter")
     assert BEST_VARIANT in CONV2D_VARIANTS and FALLBACK_VARIANT == "k01_naive"
     for v in CONV2D_VARIANTS:
         assert v in CONFIG_STRATEGIES, f"{v}: add a config strategy in tests/test_conv2d.py"

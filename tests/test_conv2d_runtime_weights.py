@@ -24,6 +24,7 @@ from simt_tiles import runtime
 from simt_tiles.kernels.conv2d import (
     BEST_MAX_SIZE,
     BEST_VARIANT,
+    LARGE_VARIANT,
     MODES,
     RUNGS,
     SHAPE_VARIANT,
@@ -136,7 +137,9 @@ def test_a_new_filter_value_compiles_nothing(on_device):
 def test_default_rung_by_filter_size():
     assert BEST_VARIANT == "k10_runtime_weights" and BEST_MAX_SIZE == 7
     assert default_rung(7, 7) is RUNGS[BEST_VARIANT] and default_rung(1, 7) is RUNGS[BEST_VARIANT]
-    assert default_rung(8, 3) is RUNGS[SHAPE_VARIANT] and default_rung(1, 9) is RUNGS[SHAPE_VARIANT]
+    # past 7 on an axis: k11 (tests/test_conv2d_large.py); k03 by its config object
+    assert default_rung(8, 3) is RUNGS[LARGE_VARIANT] and default_rung(1, 9) is RUNGS[LARGE_VARIANT]
+    assert default_rung(9, 9, RUNGS[SHAPE_VARIANT].presets["sim"]) is RUNGS[SHAPE_VARIANT]
     assert default_rung(9, 9, k10.PRESETS["sim"]) is RUNGS[BEST_VARIANT]  # its own config: any size
 
 

@@ -42,14 +42,19 @@ Read the rungs in order:
                           parameters, or staged from a device array): one
                           compilation per filter *shape*, kept on disk
                           (``variant=None`` up to 7 × 7)
+``k11_large_filter``      the filter rows in a run-time loop, the weights
+                          staged in shared memory, 128-bit loads feeding an
+                          RY × RX register tile: FMA-bound filters past 7 × 7
+                          (``variant=None`` there)
 ========================  ====================================================
 
 ``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
 filters up to 7 × 7 (device filters staged by each block: no copy back; a NumPy
 filter with a NumPy image as kernel parameters: no upload; a NumPy filter with a
 device image through its device copy, cached by content so that the call replays
-its launch plan: :mod:`simt_tiles.device_copies`), k03 for larger ones (k10's loops
-stop unrolling there), k01 when the halo does not fit in shared memory.
+its launch plan: :mod:`simt_tiles.device_copies`), k11 for larger ones (k10's loops
+stop unrolling there; from 8 × 8 on a filter is FMA-bound), k03 and then k01 when the
+halo does not fit in shared memory.
 k04/k05/k07–k09 compile the filter's *values* in (seconds per new filter): opt-in.
 ``correlate_separable`` uses k06 (``variant="two_pass"``: two ``correlate1d``
 calls with k03 through a global intermediate).
@@ -106,6 +111,7 @@ from .dispatch import (
     BEST_VARIANT,
     CONSTANT_FILTER_VARIANTS,
     FALLBACK_VARIANT,
+    LARGE_VARIANT,
     RUNGS,
     SEPARABLE_FLOAT32_PRESET,
     SEPARABLE_RUNGS,
@@ -141,6 +147,7 @@ __all__ = [
     "BEST_VARIANT",
     "BEST_MAX_SIZE",
     "SHAPE_VARIANT",
+    "LARGE_VARIANT",
     "FALLBACK_VARIANT",
     "CONSTANT_FILTER_VARIANTS",
     "VECTOR_VARIANTS",
@@ -199,8 +206,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     variant
         A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`
         for filters up to :data:`BEST_MAX_SIZE` on each axis, else
-        :data:`SHAPE_VARIANT` (:func:`default_rung`; with ``config`` None a tuned config
-        first, :func:`default_choice`), or :data:`FALLBACK_VARIANT`
+        :data:`LARGE_VARIANT` (:func:`default_rung`; with ``config`` None a tuned config
+        first, :func:`default_choice`), or :data:`SHAPE_VARIANT` and then :data:`FALLBACK_VARIANT`
         when the filter's halo does not fit in that rung's shared memory (only
         with ``config`` None or a preset name).  A new filter *value* never
         compiles with None: the kernels depend on the filter's shape, mode and

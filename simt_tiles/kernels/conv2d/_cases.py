@@ -55,6 +55,10 @@ HAZARDS = {
     "k10_runtime_weights": ("A block-uniform branch chosen by `syncthreads_or` (a zero tap and a NaN/inf in the patch "
                            "take the tested loop); staged weights are read only after the patch's barrier; every "
                            "staged weight costs a register."),
+    "k11_large_filter": ("Two loops over patch rows: the edge rows test a block-uniform `a < KH` per output "
+                         "row (an unsigned wrap-around), the middle ones none — a row in the wrong loop adds a "
+                         "filter row that is not there; `load4` needs 16-byte addresses (padded rows, RX and the "
+                         "chunk width multiples of 4); a block with NaN/inf and a zero tap takes the plain loop."),
     "k09_async_copy": ("`cp.async` writes shared memory behind the threads' backs: after `wait_copies` one barrier "
                       "per tile both publishes the copies and guarantees that nobody still reads the buffer the "
                       "next copies overwrite. Shared memory doubles, so fewer warps fit an SM."),

@@ -8,9 +8,11 @@ call's filter shape and mode:
    user's autotune cache, then the table shipped for this GPU (:func:`simt_tiles.autotune.choose`,
    function ``"conv2d"``; a dict lookup after the first call; nothing in the simulator);
 2. else the rule (:func:`default_rung`): :data:`BEST_VARIANT` up to :data:`BEST_MAX_SIZE`,
-   :data:`SHAPE_VARIANT` beyond; a named variant is itself, with its preset or the caller's config;
-3. a filter whose halo does not fit the config's shared memory: :data:`FALLBACK_VARIANT` for
-   ``variant=None`` with a preset, else a ConfigError naming the filter.
+   :data:`LARGE_VARIANT` beyond (with ``config=None``, the first of :func:`large_configs` that
+   fits); a named variant is itself, with its preset or the caller's config;
+3. a filter whose halo does not fit the config's shared memory: for ``variant=None`` with a
+   preset, the next rung (:data:`NEXT_RUNG`: :data:`LARGE_VARIANT` → :data:`SHAPE_VARIANT`), then
+   :data:`FALLBACK_VARIANT`; else a ConfigError naming the filter.
 
 :func:`plan_separable` (``correlate_separable``): the fused :data:`BEST_SEPARABLE_VARIANT` with
 the first of :func:`separable_configs` that fits, else (``variant=None``) the two-pass
@@ -40,6 +42,7 @@ from . import (
     k08_prefetched,
     k09_async_copy,
     k10_runtime_weights,
+    k11_large_filter,
 )
 from ._common import CONSTANT_VECTOR, FilterCall, Mode, host_filter, specialise, tap_counts
 
@@ -54,6 +57,7 @@ RUNGS: dict[str, Rung] = rung_dict(
     k08_prefetched.RUNG,
     k09_async_copy.RUNG,
     k10_runtime_weights.RUNG,
+    k11_large_filter.RUNG,
 )
 
 #: variant names in ladder order (later rungs append)
@@ -68,9 +72,27 @@ BEST_VARIANT = "k10_runtime_weights"
 #: and filter columns are no longer all unrolled (long compiles, weights in local memory)
 BEST_MAX_SIZE = 7
 
-#: the rung ``variant=None`` uses for larger filters, and ``correlate_separable``'s
-#: "two_pass" for its two 1-D passes: register blocking, one small kernel per filter shape
+#: the rung ``variant=None`` uses past :data:`BEST_MAX_SIZE` on an axis.  The rule in terms of the
+#: arithmetic: a KH × KW float32 filter does KH·KW FMAs (2·KH·KW FLOP) per 8 bytes moved; the
+#: H200's ridge is 55.9 TFLOP/s ÷ 4.27 TB/s ≈ 13 FLOP/byte, so from 8 × 8 (64 taps, 16 FLOP/byte)
+#: on a filter is FMA-bound, and k11 is built for FFMA issue (90–97 % of its loops' instructions,
+#: one shared load per ~20–40 FMAs) where k10's unrolled loops stop.  The thin ones past 7 on one
+#: axis (1 × 9 … 7 × K, memory-bound or near the ridge) take it too: its patch is staged as k10's,
+#: where k03 issues (RX + KW − 1)/RX + KW/RX shared loads per output and filter row (k03's header)
+LARGE_VARIANT = "k11_large_filter"
+
+#: ``correlate_separable``'s "two_pass" rung for its two 1-D passes, and ``variant=None``'s for a
+#: filter too large for :data:`LARGE_VARIANT`'s shared memory: register blocking, one small
+#: kernel per filter shape (the default past 7 × 7 before k11)
 SHAPE_VARIANT = "k03_register_blocked"
+
+#: ``variant=None``'s next rung when a filter does not fit a rung's shared memory (then
+#: :data:`FALLBACK_VARIANT`)
+NEXT_RUNG = {LARGE_VARIANT: SHAPE_VARIANT}
+
+#: :data:`LARGE_VARIANT`'s presets ``config=None`` tries on a GPU, by dtype, the first that fits the
+#: filter's patch in shared memory (k11's PRESETS say which filters each fits)
+LARGE_PRESETS = {"float32": ("fast_float32", "default", "narrow"), "float64": ("default", "narrow")}
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
@@ -106,12 +128,15 @@ def get_rung(variant: str | None) -> Rung:
 
 def default_rung(kh: int, kw: int, config=None) -> Rung:
     """The rung ``variant=None`` uses for a ``kh × kw`` filter by rule: :data:`BEST_VARIANT` up to
-    :data:`BEST_MAX_SIZE` on each axis (or for any size when ``config`` is its config object),
-    else :data:`SHAPE_VARIANT`.  A tuned choice comes first: :func:`default_choice`."""
-    best = RUNGS[BEST_VARIANT]
-    if isinstance(config, best.config_type) or (kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE):
-        return best
-    return RUNGS[SHAPE_VARIANT]
+    :data:`BEST_MAX_SIZE` on each axis, else :data:`LARGE_VARIANT` — or, for any size, the rung
+    whose config object ``config`` is (of these two and :data:`SHAPE_VARIANT`).  A tuned choice
+    comes first: :func:`default_choice`."""
+    for name in (BEST_VARIANT, LARGE_VARIANT, SHAPE_VARIANT):
+        if isinstance(config, RUNGS[name].config_type):
+            return RUNGS[name]
+    if kh <= BEST_MAX_SIZE and kw <= BEST_MAX_SIZE:
+        return RUNGS[BEST_VARIANT]
+    return RUNGS[LARGE_VARIANT]
 
 
 def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, config=None):
@@ -148,6 +173,14 @@ def separable_configs(rung, cfg, config, dtype, simulator: bool) -> list:
     return [cfg]
 
 
+def large_configs(rung, cfg, config, dtype, simulator: bool) -> list:
+    """The configs :data:`LARGE_VARIANT` tries, in order: with ``config`` None on a GPU, its
+    :data:`LARGE_PRESETS` for ``dtype``; else ``[cfg]`` (the resolved preset or the caller's config)."""
+    if config is None and not simulator:
+        return [rung.presets[name] for name in LARGE_PRESETS[np.dtype(dtype).name]]
+    return [cfg]
+
+
 def _first_fitting(configs, kh, kw, mode, dtype):
     """The first of ``configs`` specialised for the call whose shared memory fits
     ``dtype``; the last one's ConfigError if none does."""
@@ -166,16 +199,27 @@ def specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="we
     """``(rung, config)`` with the call's filter shape and mode compiled in.
 
     A filter whose halo does not fit in shared memory: ConfigError naming
-    ``wname`` — or, for ``variant=None`` with a preset, the fallback rung."""
+    ``wname`` — or, for ``variant=None`` with a preset, the next rung (:data:`NEXT_RUNG`)
+    with its preset of that name (or its default), then the fallback rung."""
+    configs = large_configs(rung, cfg, config, dtype, SIMULATOR) if rung.name == LARGE_VARIANT else [cfg]
     try:
-        spec = specialise(cfg, kh, kw, mode)
-        spec.check_smem(dtype)  # float32 was checked when spec was built; float64 doubles it
-        return rung, spec
+        # float32 was checked when a config was built; float64 doubles it
+        return rung, _first_fitting(configs, kh, kw, mode, dtype)
     except ConfigError as exc:
         if may_fall_back:
-            fallback = RUNGS[FALLBACK_VARIANT]
             name = config if isinstance(config, str) else None
-            return fallback, specialise(fallback.resolve_config(name), kh, kw, mode)
+            for nxt in (NEXT_RUNG.get(rung.name), FALLBACK_VARIANT):
+                if nxt is None:
+                    continue
+                fallback = RUNGS[nxt]
+                try:
+                    spec = specialise(fallback.resolve_config(name if name in fallback.presets else None), kh, kw,
+                                      mode)
+                    spec.check_smem(dtype)
+                    return fallback, spec
+                except ConfigError:
+                    if nxt == FALLBACK_VARIANT:
+                        raise
         raise ConfigError(
             f"{wname}: a {kh}x{kw} {dtype} filter does not fit {rung.name}'s shared memory "
             f"with this config (use variant='{FALLBACK_VARIANT}', variant=None, or smaller "

@@ -1,0 +1,377 @@
+"""k11 — large filters: filter rows in a run-time loop, weights in shared memory, 128-bit loads into a register tile.
+
+What changed versus k10
+    k10 writes every patch row and every tap out (its weights are kernel
+    parameters at constant indices); past 7 × 7 that stops, so filters
+    of 8 taps or more on an axis fell to k03 — 4.6–9.2 % of the copy at
+    9 × 9 … 15 × 15.  There the arithmetic is the wall, not DRAM: a K × K
+    filter does K² FMAs for the 8 bytes an output moves, 2K²/8 FLOP per
+    byte, against the H200's ridge of 55.9 TFLOP/s ÷ 4.27 TB/s ≈ 13 — past
+    it from 8 × 8 (64 taps; 7 × 7 sits at 12).  An FMA-bound kernel must
+    spend (nearly) every issue slot on an FFMA, with a code size and a
+    compile time that do not grow with the filter.  k11:
+
+    * **stages the filter in shared memory** (a device array; NumPy weights
+      are uploaded), rows padded to a multiple of 4 values so that each
+      group of 4 weights is one 128-bit load — a broadcast (one address per
+      warp): a new filter value compiles nothing, as k10;
+    * **walks the patch rows in a run-time loop.**  Output rows oy of a
+      thread read patch rows r0 + oy + a (filter row a).  Patch row p is
+      loaded once into registers — the RX + KC − 1 values a chunk of KC
+      filter columns needs, with ``load4`` (LDS.128) — and added to every
+      output row oy through filter row a = p − oy: its KC weights (load4,
+      broadcast), then RX·KC FMAs from registers.  Only a patch row's work
+      is written out (generated source, :mod:`simt_tiles.codegen`): filter
+      rows are the loop, and past two full chunks so are the chunks, so the
+      code holds at most RY·RX·(3·KC − 1) FMAs, whatever KH and KW;
+    * **tests only where it must.**  The first and last RY − 1 patch rows
+      miss some output rows' filter rows (a = p − oy outside 0 … KH − 1): one
+      loop takes those rows with a block-uniform test per output row (a
+      wrapped-around unsigned a fails ``a < KH``); a second loop takes the
+      KH − RY + 1 middle rows with none.
+    * Zero taps as k10: the staging threads set every skipped weight
+      (``|w| <= 2**-52``, scipy's rule) to 0 and say so; a block whose patch
+      then holds a NaN or inf takes a plain loop over the taps that skips
+      them (rare: finite data never pays, a filter without such a tap not
+      even for the scan).
+
+The arithmetic of one (patch row, chunk) of a thread, middle loop
+    FMAs RY·RX·KC; shared-load instructions ⌈(RX + KC − 1)/4⌉ (window) +
+    RY·⌈KC/4⌉ (weights, broadcasts), so about 4·RX FMAs per load.  float32
+    preset ``fast_float32`` (4 × 16 outputs, KC 16): 1024 FFMAs for 7 + 16
+    LDS.128 and 3 LDS.32 — sm_90 SASS of the middle loop: 94.7 / 96.2 / 97.1 %
+    of its instructions FFMAs at 9 × 9 / 15 × 15 / 31 × 31, the edge loop
+    90.3 / 93.4 / 95.1 % (its test per output row: ~6 instructions).  The
+    edge rows hold (RY − 1)/KH of the FMAs (RY = 4: a fifth at 15 × 15).
+    Outside the loops a thread copies (TH + KH − 1)(TW + KW − 1)/threads patch
+    values and stores its 64 outputs, 16 128-bit stores from registers
+    (~350 instructions: 7 % of its 5184 FFMAs at 9 × 9, 2.5 % at 15 × 15).  float64 (``default``: 8 × 4 outputs, KC 8):
+    256 DFMAs for 6 + 32 loads; a DFMA holds the FP64 pipe 2 clocks, so the
+    loads and the test issue in the free slots: the pipe, not the issue, is
+    the limit.
+
+Memory traffic (teaching number)
+    Global: the patch (TH + KH − 1)·(TW + KW − 1) and the KH·KW weights per
+    TH·TW outputs — 32 × 128 tile, 15 × 15: 1.6 loads per output, from L2
+    (DRAM still 8 bytes per output), beside 225 FMAs per output.  Stores:
+    k07's — a whole tile whose rows start 16-byte aligned (``out`` aligned, its
+    width a multiple of 4) one 128-bit store per 4 outputs from registers;
+    else (edge tiles, other widths) staged through shared memory as k05's.
+
+Shared-memory banks
+    Window loads: lane tx reads 16 bytes at ``patch[r, tx·RX + …]``; a quarter
+    warp (8 lanes) of LDS.128 with lanes RX·itemsize bytes apart is
+    RX·itemsize/16-way conflicted: ``fast_float32`` (64 bytes) 4-way, 16
+    wavefronts per window load (the last scalar ones too) — with the weights'
+    broadcasts ≈ 160 wavefronts per 240–256 clocks of FFMA issue at 15 × 15 …
+    31 × 31: shared memory ~2/3 busy, under the FMAs.  ``default`` (4 doubles,
+    32 bytes) 2-way: ≈ 150 wavefronts per 240 clocks of DFMA issue at 15 × 15.
+
+Register tile: RY·RX accumulators, the window (RX + KC − 1) and one chunk's KC
+weights; ``min_blocks`` holds ptxas to the launch bounds (the compile gate: no
+spills; ``fast_float32`` 124–128 registers at 9 × 9 … 31 × 31, 8 blocks of 64
+threads per SM).
+
+Headline: none yet — not measured on a GPU (benchmarks/lab/large_filter_probe.py on an H100/H200)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import numpy as np
+from numba import boolean, cuda, int64, uint32, void
+
+from ... import codegen
+from ...runtime import Gate, cdiv, numba_dtype
+from ...vector import aligned
+from ._common import (
+    TINY_WEIGHT,
+    Binding,
+    FilterCall,
+    FilterRung,
+    Mode,
+    RegisterTileConfig,
+    _weights_argument,
+    geometry,
+    image_type,
+    on_grid_z,
+)
+from ._staging import inline, make_output_store, make_patch_loader
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RegisterTileConfig):
+    """A ``block_x × block_y`` block of threads with ``ry × rx`` outputs each (the tile
+    ``(ry·block_y) × (rx·block_x)``, ``_common.RegisterTileConfig``); ``kc``: filter columns per
+    chunk (the widest chunk the code holds; a filter up to ``kc`` wide is one chunk);
+    ``min_blocks``: the launch bounds' blocks per SM for float32 (float64: ``min_blocks64``).
+
+    ``kh``, ``kw`` and ``mode`` are set by the launcher from the call."""
+
+    kc: int = 16
+    min_blocks: int = 1
+    min_blocks64: int = 1
+
+    def rules(self):
+        yield from super().rules()
+        yield ("kc", self.kc <= 32, "kc <= 32 (the generated chunk's code grows with it)")
+
+    def smem_bytes(self, itemsize):
+        rows, cols = self.patch()
+        weights = self.kh * 4 * cdiv(self.kw, 4)  # rows padded to 4 values: 128-bit loads
+        return (rows * 4 * cdiv(cols, 4) + weights) * itemsize
+
+
+# A call replaces kh, kw and mode; the presets choose tiles (dispatch.large_configs: the first that
+# fits the filter) and what the compile gate builds — each at the filter width that needs the most
+# registers (one full chunk: the widest window)
+PRESETS = {
+    # 4 threads of 2 × 4 outputs, chunks of 4: 128-bit loads in the simulator too (vector.load4 checks them)
+    "sim": Config(block_x=2, block_y=2, rx=4, ry=2, kc=4, kh=9, kw=6, mode=Mode.REFLECT),
+    # float32: 8 × 8 threads of 4 × 16 outputs (32 × 128), chunks of 16: 64 FFMAs per 128-bit weight
+    # load, 8 blocks of ≤ 128 registers per SM; fits filters up to 35 × 35
+    "fast_float32": Config(block_x=8, block_y=8, rx=16, ry=4, kc=16, kh=16, kw=16, mode=Mode.REFLECT,
+                           min_blocks=8),
+    # float64 (and float32 past 35 × 35): 8 × 8 threads of 8 × 4 outputs (64 × 32), chunks of 8: lanes
+    # 32 bytes apart (a 2-way conflict; 8 doubles, 4-way); fits float64 filters up to 25 × 25
+    "default": Config(block_x=8, block_y=8, rx=4, ry=8, kc=8, kh=8, kw=8, mode=Mode.MIRROR, min_blocks=8,
+                      min_blocks64=4),
+    # the same threads with 6 × 4 outputs (48 × 32): float64 filters up to 31 × 31, float32 up to 55 × 55
+    "narrow": Config(block_x=8, block_y=8, rx=4, ry=6, kc=8, kh=8, kw=8, mode=Mode.CONSTANT, min_blocks=8,
+                     min_blocks64=4),
+}
+
+
+def chunks(config: Config) -> tuple[int, int, int]:
+    """``(kc, full, rest)``: the chunk width, how many full chunks the run-time loop takes, and the
+    columns of the last one (0: none) — a filter up to ``config.kc`` wide is one chunk."""
+    kc = min(config.kc, config.kw)
+    full = config.kw // kc
+    rest = config.kw - full * kc
+    if full == 1 and rest == 0:  # one chunk: written out, no loop
+        return kc, 0, kc
+    return kc, full, rest
+
+
+#: full chunks of filter columns :func:`make_accumulator` writes out one after the other; more run in a
+#: loop (its addresses, carried from chunk to chunk, made ptxas spill 48–84 B at 33 × 33 with the
+#: 4 × 16 tile at 128 registers; written out, 35 × 35 has none)
+WRITTEN_CHUNKS = 2
+
+
+def make_accumulator(config: Config):
+    """``accumulate(patch, w_s, acc, r0, c0)``: every tap of the filter (staged in ``w_s``) on the
+    thread's RY × RX outputs from tile row ``r0``, column ``c0``, added to ``acc``.
+
+    Two run-time loops over patch rows p (the edge rows, then the middle ones); in each row, the
+    chunks of filter columns (:func:`chunks`; up to :data:`WRITTEN_CHUNKS` full ones written out, more
+    in a run-time loop): the window
+    values the chunk needs (``load4``), then for each output row oy filter row a = p − oy's
+    weights (``load4``: broadcasts) and RX·cols FMAs.  In the edge rows each output row first
+    tests ``a < KH`` (unsigned: a filter row "above" the patch row wraps around).
+
+    Generated source (:mod:`simt_tiles.codegen`), one line per load and per FMA
+    (``cuda.fma``), every name assigned once: Numba's SSA pass costs (names assigned more than
+    once) × (statements) — with ``acc[k] += w * x`` lines, or scalar accumulators, a 15 × 15
+    kernel spent 17 s in Numba, now a few."""
+    RX, RY, KH = config.rx, config.ry, config.kh
+    SWP, KWP = 4 * cdiv(config.patch()[1], 4), 4 * cdiv(config.kw, 4)
+    kc, full, rest = chunks(config)
+    head, rows = RY - 1, RY + KH - 1  # patch rows 0 .. RY - 2 miss the lower output rows' filter rows,
+    tail0 = max(KH, head)  # rows tail0 .. rows - 1 the upper ones'
+    edge, skip = head + rows - tail0, tail0 - head  # edge row e is patch row e, or e + skip
+    # load4 needs 16-byte addresses: patch rows and weight rows are padded to 4 values; the
+    # window starts at tx·RX + b0 and the weights at b0, b0 a multiple of kc (0 for one chunk)
+    vec = RX % 4 == 0 and (full == 0 or kc % 4 == 0)
+    src = codegen.Source()
+
+    def chunk(n, cols, checked, b0):  # n: this chunk's names' suffix
+        win = RX + cols - 1
+        src.line(f"c{n} = c0 + {b0}", f"i{n} = r{n[0]} * uint32({SWP}) + c{n}  # the window's first value, flat")
+        x = [f"x{k}_{n}" for k in range(win)]
+        for q in range(0, win, 4):
+            if vec and q + 4 <= win:
+                src.line(f"{', '.join(x[q:q + 4])} = load4(patch, i{n} + uint32({q}))")
+            else:
+                src.line(*(f"{x[k]} = patch[r{n[0]}, c{n} + uint32({k})]" for k in range(q, min(q + 4, win))))
+        for oy in range(RY):
+            m = f"{oy}_{n}"
+            src.line(f"a{m} = p{n[0]} - uint32({oy})  # output row {oy}: filter row p - {oy}")
+            with contextlib.ExitStack() as guard:
+                if checked:
+                    guard.enter_context(src.block(f"if a{m} < uint32({KH}):"))
+                src.line(f"j{m} = a{m} * uint32({KWP}) + {b0}")
+                w = [f"w{b}_{m}" for b in range(4 * cdiv(cols, 4))]
+                for q in range(0, cols, 4):
+                    if vec:  # a weights row is padded: the last group's spare values exist
+                        src.line(f"{', '.join(w[q:q + 4])} = load4(w_s, j{m} + uint32({q}))")
+                    else:
+                        src.line(*(f"{w[k]} = w_s[a{m}, {b0} + uint32({k})]" for k in range(q, min(q + 4, cols))))
+                for i in range(RX):  # output (oy, i): a chain of cols FMAs, read and written once
+                    o = oy * RX + i
+                    t = [f"acc[{o}]"] + [f"t{b}_{i}_{m}" for b in range(cols)]
+                    src.line(*(f"{t[b + 1]} = cuda.fma({w[b]}, {x[i + b]}, {t[b]})" for b in range(cols)))
+                    src.line(f"acc[{o}] = {t[cols]}")
+
+    def row(s, checked):  # s: the loop's letter
+        src.line(f"r{s} = r0 + p{s}")
+        if 0 < full <= WRITTEN_CHUNKS:  # written out: a loop's addresses would cost registers (spills)
+            for k in range(full):
+                src.line(f"# chunk {k}: {kc} filter columns from {k * kc}")
+                chunk(f"{s}{k}", kc, checked, f"uint32({k * kc})")
+        elif full:
+            src.line(f"# the full chunks of {kc} filter columns")
+            with src.block(f"for k{s} in range({full}):"):
+                src.line(f"b{s} = uint32(k{s} * {kc})")
+                chunk(f"{s}f", kc, checked, f"b{s}")
+        if rest:
+            src.line(f"# the last chunk: {rest} columns from {full * kc}")
+            chunk(f"{s}r", rest, checked, f"uint32({full * kc})")
+
+    with src.block("def accumulate(patch, w_s, acc, r0, c0):"):
+        if edge:
+            src.line(f"# the first {head} and last {rows - tail0} patch rows: a test per output row")
+            with src.block(f"for e in range({edge}):"):
+                src.line(f"pe = uint32(e) if e < {head} else uint32(e + {skip})")
+                row("e", checked=True)
+        if KH > head:
+            src.line("# the middle patch rows: every output row's filter row is there")
+            with src.block(f"for m in range({head}, {KH}):"):
+                src.line("pm = uint32(m)")
+                row("m", checked=False)
+    header = "from numba import cuda, uint32\nfrom simt_tiles.vector import load4"
+    return inline(codegen.load_function("accumulate", src.text(), header=header))
+
+
+def make_tap_adder(config: Config):
+    """``add_tap(patch, acc, wv, r, c)``: one tap of weight ``wv`` on all RY × RX outputs, the
+    patch read at rows ``r`` …, columns ``c`` … (the plain loop for blocks with NaN/inf).  Generated."""
+    RX, RY = config.rx, config.ry
+    src = codegen.Source()
+    with src.block("def add_tap(patch, acc, wv, r, c):"):
+        for oy in range(RY):
+            src.line(*(f"acc[{oy * RX + i}] += wv * patch[r + uint32({oy}), c + uint32({i})]" for i in range(RX)))
+    return inline(codegen.load_function("add_tap", src.text(), header="from numba import uint32"))
+
+
+def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = False):
+    """The kernel for ``config`` and ``dtype``; ``all_taps``: count zero taps too (correlate1d):
+    no scan, no plain loop; ``slices``: for a stack of slices on grid z (``_common.on_grid_z``)."""
+    RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
+    TH, TW = config.tile()
+    SH, SW = config.patch()
+    SWP, KWP = 4 * cdiv(SW, 4), 4 * cdiv(KW, 4)  # row pitches: 16-byte rows
+    BX, T = config.block_x, config.threads
+    OUTS = RY * RX  # the thread's outputs
+    KC, FULL, REST = chunks(config)
+    NS, KK = SH * SW, KH * KWP
+    NSCAN, NSTAGE = cdiv(NS, T), cdiv(KK, T)  # per thread: patch values scanned, weights staged
+    DT = numba_dtype(dtype)
+    ALL_TAPS = bool(all_taps)
+    TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
+    INF = np.dtype(dtype).type(np.inf)
+    load_patch = make_patch_loader(config)
+    store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
+    VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
+    accumulate = make_accumulator(config)
+    add_tap = make_tap_adder(config)
+    # Numba keys a disk-cache entry on the kernel's code and the constants it closes over: the
+    # kernel reads the launch bounds (and every constant the generated code was made from)
+    BOUNDS = jit_options(config, dtype)["launch_bounds"]
+    SHAPE = (RX, RY, KH, KW, KC, FULL, REST, int(config.mode))
+
+    def conv2d_k11_large_filter(image, weights, out, cval, anchor_h, anchor_w, out_aligned):
+        # out_aligned: out's data starts 16-byte aligned (the binding asks vector.aligned)
+        if BOUNDS[1] < 1 or SHAPE[0] < 1:  # never (see BOUNDS above)
+            return
+        tx = uint32(cuda.threadIdx.x)
+        ty = uint32(cuda.threadIdx.y)
+        t = ty * uint32(BX) + tx
+        h, w = image.shape
+        row0 = cuda.blockIdx.y * TH
+        col0 = cuda.blockIdx.x * TW
+
+        patch = cuda.shared.array((SH, SWP), DT)
+        w_s = cuda.shared.array((KH, KWP), DT)
+        load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
+        tiny = 0
+        for k in range(NSTAGE):  # thread t stages weights t, t + T, ... (the padding as 0)
+            i = t + uint32(k * T)
+            if (k + 1) * T <= KK or i < KK:
+                a = i // uint32(KWP)
+                b = i - a * uint32(KWP)
+                v = DT(0)
+                if b < uint32(KW):
+                    v = weights[a, b]
+                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
+                        v = DT(0)  # adds exactly nothing to finite values
+                        tiny = 1
+                w_s[a, b] = v
+        # RAW: the patch and the filter complete before anyone reads them; on the way, whether
+        # the filter has a tap to skip
+        zero_tap = cuda.syncthreads_or(tiny) != 0
+
+        # a NaN/inf in this block's patch and a tap to skip: the plain loop that skips it
+        checked = 0
+        if not ALL_TAPS and zero_tap:  # uniform over the grid
+            bad = 0
+            for k in range(NSCAN):
+                v = t + uint32(k * T)
+                if (k + 1) * T <= NS or v < NS:
+                    r = v // uint32(SW)
+                    if not abs(patch[r, v - r * uint32(SW)]) < INF:
+                        bad = 1
+            checked = cuda.syncthreads_or(bad)  # block-uniform
+
+        acc = cuda.local.array(OUTS, DT)  # registers: indexed by constants only (generated code)
+        for o in range(OUTS):
+            acc[o] = DT(0)
+        r0 = ty * uint32(RY)  # this thread's first output row / column within the tile
+        c0 = tx * uint32(RX)
+        if checked != 0:
+            for a in range(KH):
+                for b in range(KW):
+                    wv = w_s[a, b]
+                    if wv != 0:  # a skipped tap was staged as exactly 0
+                        add_tap(patch, acc, wv, r0 + uint32(a), c0 + uint32(b))
+        else:  # the run-time loops over patch rows (generated: make_accumulator)
+            accumulate(patch, w_s, acc, r0, c0)
+
+        # a whole tile in rows that start 16-byte aligned: a vector per 4 outputs from registers;
+        # else a barrier (every thread has read the patch), the tile staged in it, rows stored
+        vector = VEC_STORE and out_aligned and w % 4 == 0
+        store_outputs(out, patch, acc, row0, col0, tx, ty, h, w, vector)  # (_staging)
+
+    return on_grid_z(conv2d_k11_large_filter) if slices else conv2d_k11_large_filter
+
+
+def jit_options(config: Config, dtype) -> dict:
+    """Launch bounds of ``min_blocks`` blocks per SM (float64: ``min_blocks64``), and the disk cache."""
+    blocks = config.min_blocks if np.dtype(dtype).itemsize == 4 else config.min_blocks64
+    return {"launch_bounds": (config.threads, blocks), "cache": True}
+
+
+def signature(dtype, all_taps: bool = False, slices: bool = False):
+    """``void(image, weights, out, cval, anchor_h, anchor_w, out_aligned)``: k03's (``weights`` a
+    strided 2-D device array) and whether ``out``'s data starts 16-byte aligned; image and out
+    3-D with ``slices``."""
+    t, a = numba_dtype(dtype), image_type(dtype, slices)
+    return void(a, t[:, :], a, t, int64, int64, boolean)
+
+
+def bind_aligned(rung, spec, dtype, call: FilterCall):
+    """k03's binding (a NumPy filter uploaded, a convolve's flipped as a view, ``all_taps`` and
+    the stack as compile-time parameters) and ``vector.aligned(out)``."""
+    kernel, args = _weights_argument(rung, spec, dtype, call)
+    return kernel, (*args, aligned(call.out))
+
+
+#: the filter as a device array argument, and whether out is 16-byte aligned
+WEIGHTS_AND_ALIGNMENT = Binding("weights argument, out aligned", False, bind_aligned)
+
+#: variant=None's rung past 7 taps on an axis, so it takes a volume's slices in one launch too:
+#: the gate builds both forms
+RUNG = FilterRung("k11_large_filter", Config, PRESETS, make_kernel, geometry, signature, jit_options,
+                  gate=Gate(({}, {"slices": True})), bind=WEIGHTS_AND_ALIGNMENT, slices=True)

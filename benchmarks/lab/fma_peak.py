@@ -38,35 +38,41 @@ UNROLL = 16  # chain steps per trip of the runtime loop, unrolled: 128 FFMAs per
 THREADS = 256
 
 
-@cuda.jit
-def ffma_chains(out, trips, a, b):
-    """Eight independent FFMA chains per thread, trips × 16 × 8 FFMAs, the runtime loop's counter a
-    32-bit integer.  (The first version looped over a Python ``range`` of int64 — SASS: ~4 integer
-    instructions per 8 FFMAs — and measured 30 TFLOP/s, with or without the 1 s warm-up; this one's
-    loop is 128 FFMAs and 3 other instructions.)  The sum is stored so nothing is dead code."""
-    t = cuda.grid(1)
-    x0 = float32(t)
-    x1 = x0 + float32(1)
-    x2 = x0 + float32(2)
-    x3 = x0 + float32(3)
-    x4 = x0 + float32(4)
-    x5 = x0 + float32(5)
-    x6 = x0 + float32(6)
-    x7 = x0 + float32(7)
-    i = int32(0)
-    while i < trips:
-        for _ in range(UNROLL):
-            x0 = cuda.fma(x0, a, b)
-            x1 = cuda.fma(x1, a, b)
-            x2 = cuda.fma(x2, a, b)
-            x3 = cuda.fma(x3, a, b)
-            x4 = cuda.fma(x4, a, b)
-            x5 = cuda.fma(x5, a, b)
-            x6 = cuda.fma(x6, a, b)
-            x7 = cuda.fma(x7, a, b)
-        i += int32(1)
-    out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+def make_fma_chains(DT):
+    """Eight independent FMA chains per thread in ``DT`` (float32: FFMA; the large-filter probe takes the
+    float64 twin), trips × 16 × 8 FMAs, the runtime loop's counter a 32-bit integer.  (The first version
+    looped over a Python ``range`` of int64 — SASS: ~4 integer instructions per 8 FFMAs — and measured
+    30 TFLOP/s, with or without the 1 s warm-up; this one's loop is 128 FFMAs and 3 other instructions.)
+    The sum is stored so nothing is dead code."""
 
+    def fma_chains(out, trips, a, b):
+        t = cuda.grid(1)
+        x0 = DT(t)
+        x1 = x0 + DT(1)
+        x2 = x0 + DT(2)
+        x3 = x0 + DT(3)
+        x4 = x0 + DT(4)
+        x5 = x0 + DT(5)
+        x6 = x0 + DT(6)
+        x7 = x0 + DT(7)
+        i = int32(0)
+        while i < trips:
+            for _ in range(UNROLL):
+                x0 = cuda.fma(x0, a, b)
+                x1 = cuda.fma(x1, a, b)
+                x2 = cuda.fma(x2, a, b)
+                x3 = cuda.fma(x3, a, b)
+                x4 = cuda.fma(x4, a, b)
+                x5 = cuda.fma(x5, a, b)
+                x6 = cuda.fma(x6, a, b)
+                x7 = cuda.fma(x7, a, b)
+            i += int32(1)
+        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+    return fma_chains
+
+
+ffma_chains = cuda.jit(make_fma_chains(float32))
 
 SIGNATURE = "void(float32[::1], int32, float32, float32)"
 

@@ -128,32 +128,12 @@ def fma_rate(dtype: str) -> float:
 
 
 def _dfma_chains():
-    """``fma_peak.ffma_chains`` in float64: eight independent DFMA chains per thread, the same loop."""
-    from numba import cuda, float64, int32
+    """``fma_peak``'s FMA chains in float64 (DFMA), the same loop."""
+    from numba import cuda, float64
 
     import fma_peak
 
-    @cuda.jit("void(float64[::1], int32, float64, float64)")
-    def dfma_chains(out, trips, a, b):
-        t = cuda.grid(1)
-        x0 = float64(t)
-        x1, x2, x3 = x0 + 1.0, x0 + 2.0, x0 + 3.0
-        x4, x5, x6, x7 = x0 + 4.0, x0 + 5.0, x0 + 6.0, x0 + 7.0
-        i = int32(0)
-        while i < trips:
-            for _ in range(fma_peak.UNROLL):
-                x0 = cuda.fma(x0, a, b)
-                x1 = cuda.fma(x1, a, b)
-                x2 = cuda.fma(x2, a, b)
-                x3 = cuda.fma(x3, a, b)
-                x4 = cuda.fma(x4, a, b)
-                x5 = cuda.fma(x5, a, b)
-                x6 = cuda.fma(x6, a, b)
-                x7 = cuda.fma(x7, a, b)
-            i += int32(1)
-        out[t] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
-
-    return dfma_chains
+    return cuda.jit("void(float64[::1], int32, float64, float64)")(fma_peak.make_fma_chains(float64))
 
 
 def copy_rate(cp, flush) -> float:

@@ -278,3 +278,25 @@ def make_vector_slots(threads: int, nvec: int, vrow: int, vec: int):
 
     return slot
 
+
+
+def make_patch_scan(threads: int, sh: int, sw: int, dtype):
+    """``patch_not_finite(patch, t) -> 0/1``: whether thread ``t``'s share of the ``sh × sw`` patch (values
+    ``t, t + threads, …``) holds a NaN or an inf — the block ORs the answers to learn whether skipping a zero
+    tap could change an output (k10, k11)."""
+    NS = sh * sw
+    NSCAN, T, SW = cdiv(NS, threads), threads, sw
+    INF = np.dtype(dtype).type(np.inf)
+
+    @inline
+    def patch_not_finite(patch, t):
+        bad = 0
+        for k in range(NSCAN):
+            v = t + uint32(k * T)
+            if (k + 1) * T <= NS or v < NS:
+                r = v // uint32(SW)
+                if not abs(patch[r, v - r * uint32(SW)]) < INF:
+                    bad = 1
+        return bad
+
+    return patch_not_finite

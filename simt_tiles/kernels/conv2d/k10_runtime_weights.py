@@ -71,6 +71,7 @@ from ._common import TINY_WEIGHT, Binding, FilterCall, FilterRung, Mode, geometr
 from ._staging import (
     inline,
     make_patch_loader,
+    make_patch_scan,
     make_tile_store,
     make_window_accumulator,
 )
@@ -172,14 +173,13 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9, sl
     SWP = 4 * cdiv(SW, 4)
     WIN, OUTS, KK = RX + KW - 1, RY * RX, KH * KW
     BX, T = config.block_x, config.threads
-    NS = SH * SW  # patch values; each thread scans NSCAN of them for NaN/inf
-    NSCAN, NSTAGE = cdiv(NS, T), cdiv(KK, T)  # per thread: patch values scanned, taps staged
+    NSTAGE = cdiv(KK, T)  # taps each thread stages
     WSH = (KH, KW) if FROM_ARRAY else (1, 1)  # the staged filter's shared array (plain constants)
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
     TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
-    INF = np.dtype(dtype).type(np.inf)
     load_patch = make_patch_loader(config)
+    patch_not_finite = make_patch_scan(T, SH, SW, dtype)
     store_tile = make_tile_store(config)
     add_all = make_window_accumulator(config, all_taps=True)  # k05's loop, no test per tap
     add_counted = make_window_accumulator(config, all_taps=False)  # a test per tap (uniform)
@@ -224,14 +224,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9, sl
         # a NaN/inf in this block's patch and a tap to skip: the loop that tests each weight
         checked = 0
         if not ALL_TAPS and zero_tap:  # uniform over the grid
-            bad = 0
-            for k in range(NSCAN):
-                v = t + uint32(k * T)
-                if (k + 1) * T <= NS or v < NS:
-                    r = v // uint32(SW)
-                    if not abs(patch[r, v - r * uint32(SW)]) < INF:
-                        bad = 1
-            checked = cuda.syncthreads_or(bad)  # block-uniform
+            checked = cuda.syncthreads_or(patch_not_finite(patch, t))  # block-uniform
 
         acc = cuda.local.array(OUTS, DT)  # registers: indexed by unrolled constants only
         win = cuda.local.array(WIN, DT)

@@ -98,7 +98,7 @@ from ._common import (
     image_type,
     on_grid_z,
 )
-from ._staging import inline, make_output_store, make_patch_loader
+from ._staging import inline, make_output_store, make_patch_loader, make_patch_scan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,13 +266,13 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     BX, T = config.block_x, config.threads
     OUTS = RY * RX  # the thread's outputs
     KC, FULL, REST = chunks(config)
-    NS, KK = SH * SW, KH * KWP
-    NSCAN, NSTAGE = cdiv(NS, T), cdiv(KK, T)  # per thread: patch values scanned, weights staged
+    KK = KH * KWP
+    NSTAGE = cdiv(KK, T)  # weights each thread stages
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
     TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
-    INF = np.dtype(dtype).type(np.inf)
     load_patch = make_patch_loader(config)
+    patch_not_finite = make_patch_scan(T, SH, SW, dtype)
     store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
     VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
     accumulate = make_accumulator(config)
@@ -316,14 +316,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
         # a NaN/inf in this block's patch and a tap to skip: the plain loop that skips it
         checked = 0
         if not ALL_TAPS and zero_tap:  # uniform over the grid
-            bad = 0
-            for k in range(NSCAN):
-                v = t + uint32(k * T)
-                if (k + 1) * T <= NS or v < NS:
-                    r = v // uint32(SW)
-                    if not abs(patch[r, v - r * uint32(SW)]) < INF:
-                        bad = 1
-            checked = cuda.syncthreads_or(bad)  # block-uniform
+            checked = cuda.syncthreads_or(patch_not_finite(patch, t))  # block-uniform
 
         acc = cuda.local.array(OUTS, DT)  # registers: indexed by constants only (generated code)
         for o in range(OUTS):

@@ -363,12 +363,18 @@ def test_the_gil_probe_sees_a_c_call_that_keeps_the_gil():
     as long."""
     log = soak.EventLog(4096)
     probe = soak.GilProbe(log, 1e-3, 1e-3).start()
+
+    def wait_for_probes(n):  # by count, not by a fixed sleep: a loaded CI machine wakes the probe late
+        deadline = time.perf_counter() + 10.0
+        while probe.probes < n and time.perf_counter() < deadline:
+            time.sleep(0.005)
+
     try:
-        time.sleep(0.02)
+        wait_for_probes(6)
         t0 = time.perf_counter()
         sum(range(3_000_000))
         t1 = time.perf_counter()
-        time.sleep(0.02)
+        wait_for_probes(probe.probes + 6)
     finally:
         probe.close()
     snap = log.snapshot()

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -253,6 +253,32 @@ for step in $steps; do
       # issue 29: each default against its committed time (benchmarks/lab/defaults_check.py; compiles first)
       timeout $(limit ${DEFAULTS_TIMEOUT:-300}) python3 benchmarks/lab/defaults_check.py -j 16 --json "$out/defaults_h200.json" \
         > "$out/defaults.log" 2>&1; echo "defaults rc=$?"; grep -v "^\[" "$out/defaults.log" | tail -45 ;;
+    unmeasured)
+      # session 35's kernels, tested only in the simulator until now: softmax k09 (by name), depthwise conv2d_nchw
+      # and conv2d k11 past 7x7 (both default paths). Their GPU tests, then each beside what it replaces and its
+      # peers in the same run, Nsight Compute's DRAM bytes of k09, the sanitizers on every softmax variant.
+      # DEPTHWISE_OLD: the k04_depthwise.py of c006160 (`git show`; the device copy has no git history)
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit ${UNMEASURED_TESTS_TIMEOUT:-150}) \
+        python3 -m pytest -q -n ${TEST_JOBS:-12} -p no:cacheprovider --tb=short -rfE tests/test_softmax.py \
+        tests/test_conv_nchw_depthwise.py tests/test_conv2d_large.py -k "k09 or depthwise or large" > "$out/unmeasured_tests.log" 2>&1
+      echo "tests rc=$?"; tail -3 "$out/unmeasured_tests.log"
+      timeout $(limit ${K09_TIMEOUT:-120}) python3 benchmarks/lab/softmax_ticket_probe.py --reps 12 --peers \
+        --k09 '[{}, {"min_blocks": 1}]' --knobs '[{}]' --json "$out/k09_probe.json" \
+        --shapes 1024x128256,1024x151936,64x128256,8x151936,33x77824,4096x50257,600x50257,2048x65024,4096x94209,4096x32000 \
+        > "$out/k09_probe.log" 2>&1; echo "k09 probe rc=$?"; tail -14 "$out/k09_probe.log"
+      timeout $(limit ${DEPTHWISE_TIMEOUT:-130}) python3 benchmarks/lab/depthwise_probe.py ${DEPTHWISE_OLD:+--old-source $DEPTHWISE_OLD} \
+        --ablate --json "$out/depthwise_probe.json" > "$out/depthwise_probe.log" 2>&1; echo "depthwise probe rc=$?"; tail -14 "$out/depthwise_probe.log"
+      timeout $(limit ${LARGE_FILTER_TIMEOUT:-130}) python3 benchmarks/lab/large_filter_probe.py --json "$out/large_filter_probe.json" \
+        > "$out/large_filter_probe.log" 2>&1; echo "large-filter probe rc=$?"; tail -20 "$out/large_filter_probe.log"
+      timeout $(limit 60) ncu -k regex:k09 -c 1 --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+        python3 benchmarks/lab/ncu_k08_once.py 1024 128256 variant=k09_register_pieces > "$out/ncu_k09.log" 2>&1
+      echo "ncu rc=$?"; grep -E "dram__|gpu__time" "$out/ncu_k09.log"
+      for tool in racecheck memcheck; do
+        timeout $(limit 90) compute-sanitizer --tool $tool python3 benchmarks/lab/run_patterns_once.py --only softmax \
+          > "$out/sanitize_${tool}_softmax.log" 2>&1
+        echo "$tool softmax rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_softmax.log")"
+      done ;;
     conv33)
       # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18
       timeout $(limit ${CONV33_TIMEOUT:-400}) python3 benchmarks/lab/conv_issue33.py --out "$out" 2>&1 \

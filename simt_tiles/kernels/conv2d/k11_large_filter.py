@@ -84,7 +84,7 @@ import numpy as np
 from numba import boolean, cuda, int64, uint32, void
 
 from ... import codegen
-from ...runtime import Gate, cdiv, numba_dtype
+from ...runtime import SMEM_ALIGN, Gate, cdiv, numba_dtype
 from ...vector import aligned
 from ._common import (
     TINY_WEIGHT,
@@ -293,8 +293,8 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
         row0 = cuda.blockIdx.y * TH
         col0 = cuda.blockIdx.x * TW
 
-        patch = cuda.shared.array((SH, SWP), DT)
-        w_s = cuda.shared.array((KH, KWP), DT)
+        patch = cuda.shared.array((SH, SWP), DT, alignment=SMEM_ALIGN)  # read 16 bytes at a time
+        w_s = cuda.shared.array((KH, KWP), DT, alignment=SMEM_ALIGN)
         load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
         tiny = 0
         for k in range(NSTAGE):  # thread t stages weights t, t + T, ... (the padding as 0)

@@ -1,7 +1,8 @@
 """Device code the conv2d rungs share: the boundary mapping (``make_extend``, k01 and
 the patch loaders), k05's patch loader (k05–k09), its staged tile store (k05, k06),
 its register-window accumulator and k07's vector output store (k05, k07–k09), and
-k08's vector numbering (k08, k09).  (k02's own patch loader, which k03 and k04 reuse,
+k08's vector numbering (k08, k09), and the staged filter and the patch's NaN/inf scan (k10,
+k11).  (k02's own patch loader, which k03 and k04 reuse,
 lives in ``k02_halo_tiled.py``.)
 
 Each ``make_…`` function returns a ``cuda.jit(device=True, inline="always")``
@@ -300,3 +301,32 @@ def make_patch_scan(threads: int, sh: int, sw: int, dtype):
         return bad
 
     return patch_not_finite
+
+
+def make_weight_stager(threads: int, kh: int, kw: int, kwp: int, all_taps: bool, dtype):
+    """``stage_weights(weights, w_s, t) -> 0/1``: thread ``t`` copies taps ``t, t + threads, …`` of the
+    ``kh × kw`` filter into the shared ``w_s`` (``kh × kwp``: rows padded with zeros past ``kw``), a tap
+    with |w| ≤ 2⁻⁵² (NaN too, as scipy) as exactly 0 unless ``all_taps``; 1 if it did so (k10, k11)."""
+    T, KW, KWP, KK = threads, kw, kwp, kh * kwp
+    NSTAGE, PADDED, ALL_TAPS = cdiv(KK, threads), kwp != kw, bool(all_taps)
+    DT = np.dtype(dtype).type
+    TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
+
+    @inline
+    def stage_weights(weights, w_s, t):
+        tiny = 0
+        for k in range(NSTAGE):
+            i = t + uint32(k * T)
+            if (k + 1) * T <= KK or i < KK:
+                a = i // uint32(KWP)
+                b = i - a * uint32(KWP)
+                v = DT(0)
+                if not PADDED or b < uint32(KW):
+                    v = weights[a, b]
+                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip
+                        v = DT(0)  # adds exactly nothing to finite values
+                        tiny = 1
+                w_s[a, b] = v
+        return tiny
+
+    return stage_weights

@@ -73,6 +73,7 @@ from ._staging import (
     make_patch_loader,
     make_patch_scan,
     make_tile_store,
+    make_weight_stager,
     make_window_accumulator,
 )
 
@@ -171,15 +172,14 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9, sl
     TH, TW = config.tile()
     SH, SW = TH + KH - 1, TW + KW - 1  # the patch (plain constants)
     SWP = 4 * cdiv(SW, 4)
-    WIN, OUTS, KK = RX + KW - 1, RY * RX, KH * KW
+    WIN, OUTS = RX + KW - 1, RY * RX
     BX, T = config.block_x, config.threads
-    NSTAGE = cdiv(KK, T)  # taps each thread stages
     WSH = (KH, KW) if FROM_ARRAY else (1, 1)  # the staged filter's shared array (plain constants)
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
-    TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
     load_patch = make_patch_loader(config)
     patch_not_finite = make_patch_scan(T, SH, SW, dtype)
+    stage_weights = make_weight_stager(T, KH, KW, KW, all_taps, dtype)
     store_tile = make_tile_store(config)
     add_all = make_window_accumulator(config, all_taps=True)  # k05's loop, no test per tap
     add_counted = make_window_accumulator(config, all_taps=False)  # a test per tap (uniform)
@@ -204,17 +204,8 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, taps: int = 9, sl
         w_s = cuda.shared.array(WSH, DT)
         load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
         tiny = 0
-        if FROM_ARRAY:
-            for k in range(NSTAGE):  # thread t stages taps t, t + T, ...
-                i = t + uint32(k * T)
-                if (k + 1) * T <= KK or i < KK:
-                    a = i // uint32(KW)
-                    b = i - a * uint32(KW)
-                    v = wa[a, b]
-                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
-                        v = DT(0)  # adds exactly nothing to finite values
-                        tiny = 1
-                    w_s[a, b] = v
+        if FROM_ARRAY:  # thread t stages taps t, t + T, ...
+            tiny = stage_weights(wa, w_s, t)
         # RAW: the patch (and the staged filter) complete before anyone reads them; the
         # staged kernel learns on the way whether the filter has a tap to skip
         zero_tap = cuda.syncthreads_or(tiny) != 0

@@ -87,7 +87,6 @@ from ... import codegen
 from ...runtime import SMEM_ALIGN, Gate, cdiv, numba_dtype
 from ...vector import aligned
 from ._common import (
-    TINY_WEIGHT,
     Binding,
     FilterCall,
     FilterRung,
@@ -98,7 +97,7 @@ from ._common import (
     image_type,
     on_grid_z,
 )
-from ._staging import inline, make_output_store, make_patch_loader, make_patch_scan
+from ._staging import inline, make_output_store, make_patch_loader, make_patch_scan, make_weight_stager
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,13 +265,11 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     BX, T = config.block_x, config.threads
     OUTS = RY * RX  # the thread's outputs
     KC, FULL, REST = chunks(config)
-    KK = KH * KWP
-    NSTAGE = cdiv(KK, T)  # weights each thread stages
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
-    TINY = np.float32(TINY_WEIGHT)  # exact in float32 too
     load_patch = make_patch_loader(config)
     patch_not_finite = make_patch_scan(T, SH, SW, dtype)
+    stage_weights = make_weight_stager(T, KH, KW, KWP, all_taps, dtype)
     store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
     VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
     accumulate = make_accumulator(config)
@@ -296,19 +293,7 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
         patch = cuda.shared.array((SH, SWP), DT, alignment=SMEM_ALIGN)  # read 16 bytes at a time
         w_s = cuda.shared.array((KH, KWP), DT, alignment=SMEM_ALIGN)
         load_patch(image, patch, cval, row0 - anchor_h, col0 - anchor_w, tx, ty)
-        tiny = 0
-        for k in range(NSTAGE):  # thread t stages weights t, t + T, ... (the padding as 0)
-            i = t + uint32(k * T)
-            if (k + 1) * T <= KK or i < KK:
-                a = i // uint32(KWP)
-                b = i - a * uint32(KWP)
-                v = DT(0)
-                if b < uint32(KW):
-                    v = weights[a, b]
-                    if not ALL_TAPS and not abs(v) > TINY:  # a tap to skip (NaN too, as scipy)
-                        v = DT(0)  # adds exactly nothing to finite values
-                        tiny = 1
-                w_s[a, b] = v
+        tiny = stage_weights(weights, w_s, t)  # thread t stages weights t, t + T, ... (the padding as 0)
         # RAW: the patch and the filter complete before anyone reads them; on the way, whether
         # the filter has a tap to skip
         zero_tap = cuda.syncthreads_or(tiny) != 0

@@ -273,9 +273,9 @@ def test_guards_default_is_the_first_generator():
         for cfg in rung.presets.values():
             assert cfg.guards == 1
             src = rung.source(cfg)
-            assert "a_rok0" in src and "a_on" not in src and "I32" not in src, rung.name
+            assert "a_rok0" in src and "a_left" not in src and "I32" not in src, rung.name
             hoisted = rung.source(dataclasses.replace(cfg, guards=2))
-            assert "a_rok0" not in hoisted and "a_on" in hoisted and " else a0p" in hoisted
+            assert "a_rok0" not in hoisted and "a_left" in hoisted and " else a0p" in hoisted
             assert " else a0p" not in rung.source(dataclasses.replace(cfg, guards=3))
     with pytest.raises(Exception, match="guards"):
         k13.Config(guards=4)

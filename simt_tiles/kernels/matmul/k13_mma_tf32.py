@@ -207,29 +207,32 @@ class Pipeline:
         s.line("commit_group()")
 
     def setup_hoisted(self, s):
-        """``guards`` 2, 3: the guards' per-thread parts, once.  ``a_left``: rows of C left from this thread's
-        first A row (pass p copies a row inside C iff p·RA < a_left), clamped to [0, BM] so it is 32-bit;
-        ``a_klim``: A's tile kt holds this thread's chunk iff kt < a_klim; B's columns: ``b_nok``."""
+        """``guards`` 2, 3: the guards' per-thread parts, once, as int32.  ``a_left``: rows of C left from
+        this thread's first A row (pass p copies a row inside C iff p·RA < a_left), clamped to [0, BM];
+        ``a_kl``, ``b_kl``: k left to this thread's A chunk and B row, counted down by BK a tile (B's
+        0 when its columns lie past C's); exact while K < GUARDS_MAX_K (the launcher's rule)."""
         c = self.cfg
-        s.line(f"a_left = I64(m - I64(row0 + I64(a_r)))",
-               f"a_left32 = I32(min(max(a_left, I64(0)), I64({c.bm})))",
-               f"a_klim = I64(lda - I64(a_c * U({c.vec})))")
+        s.line(f"a_left = I32(min(max(I64(m - I64(row0 + I64(a_r))), I64(0)), I64({c.bm})))",
+               f"a_kl = I32(min(I64(lda - I64(a_c * U({c.vec}))), I64(GUARDS_MAX_K)))",
+               f"b_kl = I32(min(I64(k_len - I64(b_r)), I64(GUARDS_MAX_K))) if b_nok else I32(0)")
 
     def issue_hoisted(self, s, stage: int):
-        """:meth:`issue` with the guards hoisted (``guards`` 2, 3): once a tile, A's rows left (0 past
-        A's k) and B's k rows left (0 past B's columns) as int32; a copy's guard is one compare of
+        """:meth:`issue` with the guards hoisted (``guards`` 2, 3): once a tile, A's rows left (0 from A's
+        k end on) and B's k rows left (0 past B's columns) as int32; a copy's guard is one compare of
         that with its pass's immediate."""
         c, es = self.cfg, self.cfg.ES
         a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
         with s.block("if ia < n_tiles:"):
-            s.line(f"kt = I64(ia * I64({c.bk}))",
-                   "a_on = a_left32 if kt < a_klim else I32(0)",
-                   f"b_on = I32(min(I64(k_len - I64(kt + I64(b_r))), I64({c.bk}))) if b_nok else I32(0)")
+            # a_left is carried (0 from A's k end on), not recomputed: with it constant, ptxas rematerialised
+            # it from threadIdx and m every tile (~14 instructions) rather than keep the register
+            s.line("a_left = a_left if a_kl > I32(0) else I32(0)",
+                   f"b_on = min(b_kl, I32({c.bk}))",
+                   f"a_kl = I32(a_kl - I32({c.bk})); b_kl = I32(b_kl - I32({c.bk}))")
             for p in range(a_passes):
                 dst, off = (("sa0", p * self.RA * self.ROWA) if self.same_a else (f"sa{p}", 0))
                 src = f"GA(pa + GA({p * self.RA}) * ldab)"
                 src = src if c.guards == 3 else f"{src} if ok else a0p"
-                s.line(f"ok = I32({p * self.RA}) < a_on",
+                s.line(f"ok = I32({p * self.RA}) < a_left",
                        f"cp_async16({dst}, {stage * self.STAGE + off}, {src}, U(16) if ok else U(0))")
             for p in range(b_passes):
                 dst, off = (("sb0", p * self.RB * self.ROWB) if self.same_b else (f"sb{p}", 0))
@@ -342,6 +345,10 @@ HEADER = ("from numba import cuda, float32 as F32, uint32 as U, uint8 as U8, int
           "ldsm_x4, ldsm_x4_t, mma_tf32, mma_bf16, mma_f16, cvt_tf32, as_f32, rna_add, f32_to_bf16, f32_to_f16\n")
 
 
+#: ``guards`` 2, 3 count k in int32: K below this (a launch with a larger K takes ``guards`` 1)
+GUARDS_MAX_K = 2**30
+
+
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
             f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else ""))
@@ -349,7 +356,7 @@ def kernel_name(cfg: Config, precision: str) -> str:
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:
     name = kernel_name(cfg, precision)
-    header = HEADER + ("from numba import int32 as I32\n" if cfg.guards > 1 else "")  # guards 1: the source as before
+    header = HEADER + (f"from numba import int32 as I32\nGUARDS_MAX_K = {GUARDS_MAX_K}\n" if cfg.guards > 1 else "")  # guards 1: the source as before
     return name, header, pipeline(cfg, precision).generate(name)
 
 
@@ -432,6 +439,8 @@ class MmaRung(Rung):
                 fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](_rows(call.c, r0, r1))
             return
         a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
+        if config.guards > 1 and max(k, a.shape[1]) >= GUARDS_MAX_K:  # the int32 k counters' range
+            config = dataclasses.replace(config, guards=1)
         grid, block = self.geometry(config, m, n, k)
         self.launch(config, np.float32, grid, block, call.stream, a, b, call.c, params=call.params)
 

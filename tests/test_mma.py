@@ -9,6 +9,7 @@ compare with a long-double reference under :func:`simt_tiles.bounds.mma_error_fa
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -245,6 +246,41 @@ def test_16bit_matmul_property(m, n, k, which, precision):
     check_matmul(m, n, k, precision, BF16_CONFIGS[which])
 
 
+#: the hoisted copy guards (``guards`` 2, 3; session 36): the sim presets (2 passes of A rows a thread, RA = 16,
+#: so M = 17 has pass 0 inside C and pass 1 outside for most threads) and warps along N (B's k passes)
+GUARD_CONFIGS = {("tf32", q, w): dataclasses.replace(TF32_CONFIGS[w], guards=q) for q in (2, 3) for w in (0, 1)}
+GUARD_CONFIGS.update({(p, q, w): dataclasses.replace(BF16_CONFIGS[w], guards=q)
+                      for p in ("bf16", "fp16") for q in (2, 3) for w in (0, 1)})
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37]),
+       which=st.integers(0, 1), guards=st.sampled_from([2, 3]), precision=st.sampled_from(["tf32", "bf16", "fp16"]))
+@example(m=17, n=65, k=37, which=0, guards=2, precision="tf32")  # pass 1 of A outside C, 3 k tiles, K tail
+@example(m=33, n=17, k=41, which=0, guards=3, precision="bf16")  # 2 row blocks, the second 1 row: pass 0 only
+@example(m=31, n=65, k=37, which=1, guards=3, precision="fp16")  # warps along N, ragged N and K
+def test_hoisted_guards_property(m, n, k, which, guards, precision):
+    """``guards`` 2 and 3 (the copies' row and k guards hoisted out of the tile loop) on ragged shapes:
+    every element within the bound, none unwritten; the generated names differ from guards 1's."""
+    cfg = GUARD_CONFIGS[(precision, guards, which)]
+    assert k13.kernel_name(cfg, precision).endswith(f"_q{guards}")
+    check_matmul(m, n, k, precision, cfg)
+
+
+def test_guards_default_is_the_first_generator():
+    """``guards`` 1 (the default) generates the source as before session 36: no hoisted names in it."""
+    for rung in MMA_RUNGS.values():
+        for cfg in rung.presets.values():
+            assert cfg.guards == 1
+            src = rung.source(cfg)
+            assert "a_rok0" in src and "a_left" not in src and "I32" not in src, rung.name
+            hoisted = rung.source(dataclasses.replace(cfg, guards=2))
+            assert "a_rok0" not in hoisted and "a_left" in hoisted and " else a0p" in hoisted
+            assert " else a0p" not in rung.source(dataclasses.replace(cfg, guards=3))
+    with pytest.raises(Exception, match="guards"):
+        k13.Config(guards=4)
+
+
 @pytest.mark.parametrize("precision, shape", [("tf32", (33, 17, 41)), ("fp16", (17, 20, 70))])
 def test_several_k_tiles_and_blocks(precision, shape):
     """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
@@ -342,6 +378,7 @@ def test_bench_specs_replace_preset_fields():
     assert (cfg.bk, cfg.stages) == (32, 4) and cfg.bm == k14.PRESETS["large"].bm
     assert _rung_cfg("tf32:large")[2] == k13.PRESETS["large"]
     assert _rung_cfg("tf32:default,rounding=3")[2].rounding == 3
+    assert _rung_cfg("bf16:large,guards=2")[2] == dataclasses.replace(k14.PRESETS["large"], guards=2)  # session 36
     assert k14.PRESETS["large"].bk == 64 and k14.PRESETS["large"].stages == 3  # measured: +3-11% over BK 32 x 4
     with pytest.raises(TypeError):
         _rung_cfg("tf32:large,bks=16")

@@ -44,6 +44,33 @@ def opcode(line: str) -> str | None:
     return text.split()[0].split(".")[0].rstrip(";") or None
 
 
+def loops(sass: str) -> list[tuple[str, list[str]]]:
+    """Each backward branch's body: ``(label, instruction lines from the label to the branch)``.
+    A branch ``BRA `(.L_x_29)`` below the line ``.L_x_29:`` closes a loop (nvdisasm's labels)."""
+    lines = sass.splitlines()
+    where, out = {}, []
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if text.startswith(".L") and text.endswith(":"):
+            where[text[:-1]] = i
+        elif opcode(line) == "BRA" and "`(" in line:
+            label = line.split("`(", 1)[1].split(")", 1)[0]
+            if label in where:
+                out.append((label, [x for x in lines[where[label]:i + 1] if opcode(x)]))
+    return out
+
+
+def main_loop(sass: str, op: str = "HMMA") -> tuple[str, collections.Counter] | None:
+    """The loop with the most ``op`` instructions (HMMA, else FFMA) and its opcode histogram: a loop
+    body counts once (the static count of one trip through it)."""
+    best = None
+    for label, body in loops(sass):
+        ops = collections.Counter(map(opcode, body))
+        if ops[op] and (best is None or ops[op] > best[1][op]):
+            best = (label, ops)
+    return best
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("ladder")
@@ -53,6 +80,8 @@ def main(argv=None) -> int:
     p.add_argument("overrides", nargs="*", help="config field=value (integers)")
     p.add_argument("--sass", help="also write the disassembly here")
     p.add_argument("--top", type=int, default=20)
+    p.add_argument("--loop", action="store_true",
+                   help="also the histogram of the loop with the most HMMA (else FFMA): one trip of the main loop")
     args = p.parse_args(argv)
     import numpy as np
 
@@ -82,6 +111,18 @@ def main(argv=None) -> int:
     print(f"registers {row.registers}, shared {row.smem} B, stack {row.stack} B, spills {row.spills}")
     print(f"instructions (static) {sum(ops.values())}:",
           ", ".join(f"{op} {n}" for op, n in ops.most_common(args.top)))
+    if args.loop:
+        found = main_loop(sass, "HMMA") or main_loop(sass, "FFMA")
+        if found is None:
+            print("loop: none with HMMA or FFMA")
+        else:
+            label, lops = found
+            key = "HMMA" if lops["HMMA"] else "FFMA"
+            total, core = sum(lops.values()), lops[key]
+            rest = total - core - lops["LDSM"] - lops["LDS"] - lops["LDGSTS"]
+            print(f"loop {label}: {total} instructions, {key} {core} ({total / core:.2f} a {key}; "
+                  f"{rest / core:.2f} a {key} not {key}/LDSM/LDS/LDGSTS):",
+                  ", ".join(f"{op} {n}" for op, n in lops.most_common()))
     return 0
 
 

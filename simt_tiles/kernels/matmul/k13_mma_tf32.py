@@ -61,6 +61,13 @@ class Config(TileConfig):
     #: (truncated: u = 2⁻¹⁰); 3: rounded by one integer add of half a TF32 ulp to the bits, which the
     #: tensor cores then truncate — rna for every finite value and inf (cvt.rna is 2 SASS instructions)
     rounding: int = 1
+    #: the copies' guards (issue 30, session 36; benchmarks/notes/mma.md).  1: each copy's row and k
+    #: tests in 64 bits, as generated first; 2: hoisted — per thread the rows of A it copies that lie
+    #: inside C and the k left to B (32-bit, set once / once a tile), one compare with an immediate a
+    #: copy, an out-of-range copy's source still the safe address of element 0; 3: as 2, and a copy of
+    #: size 0 keeps its own (possibly out-of-range) source address, which it does not read (CUTLASS's
+    #: zfill): no address select
+    guards: int = 1
 
     ES = 4  # bytes per element in shared memory
     KSTEP = 8  # k of one mma
@@ -86,6 +93,7 @@ class Config(TileConfig):
                 ("bk", self.bk % self.KSTEP == 0 and pow2(wa), f"bk % {self.KSTEP} == 0, a power-of-two number of 16-byte chunks"),
                 ("bn", pow2(wb), "bn·itemsize/16 a power of two (the swizzle)"),
                 ("rounding", self.rounding in (1, 2, 3), "rounding 1 (cvt.rna), 2 (truncation) or 3 (add)"),
+                ("guards", self.guards in (1, 2, 3), "guards 1 (per copy), 2 (hoisted) or 3 (hoisted, no select)"),
                 ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
                  "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
                 ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
@@ -178,6 +186,8 @@ class Pipeline:
         return all(f(r0 + p * rows_per_pass) == f(r0) for r0 in range(64) for p in range(count))
 
     def issue(self, s, stage: int):
+        if self.cfg.guards > 1:
+            return self.issue_hoisted(s, stage)
         c, es = self.cfg, self.cfg.ES
         a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
         with s.block("if ia < n_tiles:"):
@@ -193,6 +203,43 @@ class Pipeline:
                 s.line(f"ok = b_nok & (I64(kb + I64({p * self.RB})) < k_len)",
                        f"cp_async16({dst}, {stage * self.STAGE + self.A_STAGE + off}, "
                        f"GA(pb + GA({p * self.RB}) * ldbb) if ok else b0p, U(16) if ok else U(0))")
+            s.line(f"pa = GA(pa + GA({c.bk * es})); pb = GA(pb + GA({c.bk}) * ldbb); ia = I64(ia + I64(1))")
+        s.line("commit_group()")
+
+    def setup_hoisted(self, s):
+        """``guards`` 2, 3: the guards' per-thread parts, once, as int32.  ``a_left``: rows of C left from
+        this thread's first A row (pass p copies a row inside C iff p·RA < a_left), clamped to [0, BM];
+        ``a_kl``, ``b_kl``: k left to this thread's A chunk and B row, counted down by BK a tile (B's
+        0 when its columns lie past C's); exact while K < GUARDS_MAX_K (the launcher's rule)."""
+        c = self.cfg
+        s.line(f"a_left = I32(min(max(I64(m - I64(row0 + I64(a_r))), I64(0)), I64({c.bm})))",
+               f"a_kl = I32(min(I64(lda - I64(a_c * U({c.vec}))), I64(GUARDS_MAX_K)))",
+               f"b_kl = I32(min(I64(k_len - I64(b_r)), I64(GUARDS_MAX_K))) if b_nok else I32(0)")
+
+    def issue_hoisted(self, s, stage: int):
+        """:meth:`issue` with the guards hoisted (``guards`` 2, 3): once a tile, A's rows left (0 from A's
+        k end on) and B's k rows left (0 past B's columns) as int32; a copy's guard is one compare of
+        that with its pass's immediate."""
+        c, es = self.cfg, self.cfg.ES
+        a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
+        with s.block("if ia < n_tiles:"):
+            # a_left is carried (0 from A's k end on), not recomputed: with it constant, ptxas rematerialised
+            # it from threadIdx and m every tile (~14 instructions) rather than keep the register
+            s.line("a_left = a_left if a_kl > I32(0) else I32(0)",
+                   f"b_on = min(b_kl, I32({c.bk}))",
+                   f"a_kl = I32(a_kl - I32({c.bk})); b_kl = I32(b_kl - I32({c.bk}))")
+            for p in range(a_passes):
+                dst, off = (("sa0", p * self.RA * self.ROWA) if self.same_a else (f"sa{p}", 0))
+                src = f"GA(pa + GA({p * self.RA}) * ldab)"
+                src = src if c.guards == 3 else f"{src} if ok else a0p"
+                s.line(f"ok = I32({p * self.RA}) < a_left",
+                       f"cp_async16({dst}, {stage * self.STAGE + off}, {src}, U(16) if ok else U(0))")
+            for p in range(b_passes):
+                dst, off = (("sb0", p * self.RB * self.ROWB) if self.same_b else (f"sb{p}", 0))
+                src = f"GA(pb + GA({p * self.RB}) * ldbb)"
+                src = src if c.guards == 3 else f"{src} if ok else b0p"
+                s.line(f"ok = I32({p * self.RB}) < b_on",
+                       f"cp_async16({dst}, {stage * self.STAGE + self.A_STAGE + off}, {src}, U(16) if ok else U(0))")
             s.line(f"pa = GA(pa + GA({c.bk * es})); pb = GA(pb + GA({c.bk}) * ldbb); ia = I64(ia + I64(1))")
         s.line("commit_group()")
 
@@ -226,7 +273,8 @@ class Pipeline:
                 r = f"U(a_r + U({p * self.RA}))"
                 if p == 0 or not self.same_a:
                     s.line(f"sa{p} = SA(s0 + SA(U({r} * U({self.ROWA})) + U(U(a_c ^ {self.f_a(r)}) * U(16))))")
-                s.line(f"a_rok{p} = I64(row0 + I64({r})) < m")
+                if c.guards == 1:
+                    s.line(f"a_rok{p} = I64(row0 + I64({r})) < m")
             for p in range(b_passes):
                 r = f"U(b_r + U({p * self.RB}))"
                 if p == 0 or not self.same_b:
@@ -235,6 +283,8 @@ class Pipeline:
                    f"pa = GA(a0p + GA(I64(row0 + I64(a_r))) * ldab + GA(a_c * U(16)))",
                    f"pb = GA(b0p + GA(b_r) * ldbb + GA(I64(col0 + I64(b_c * U({c.vec})))) * GA({es}))",
                    "ia = I64(0)")
+            if c.guards > 1:
+                self.setup_hoisted(s)
             self.setup(s)
             for mi in range(self.MI):
                 for ni in range(self.NI):
@@ -295,14 +345,19 @@ HEADER = ("from numba import cuda, float32 as F32, uint32 as U, uint8 as U8, int
           "ldsm_x4, ldsm_x4_t, mma_tf32, mma_bf16, mma_f16, cvt_tf32, as_f32, rna_add, f32_to_bf16, f32_to_f16\n")
 
 
+#: ``guards`` 2, 3 count k in int32: K below this (a launch with a larger K takes ``guards`` 1)
+GUARDS_MAX_K = 2**30
+
+
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
-            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}")
+            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else ""))
 
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:
     name = kernel_name(cfg, precision)
-    return name, HEADER, pipeline(cfg, precision).generate(name)
+    header = HEADER + (f"from numba import int32 as I32\nGUARDS_MAX_K = {GUARDS_MAX_K}\n" if cfg.guards > 1 else "")  # guards 1: the source as before
+    return name, header, pipeline(cfg, precision).generate(name)
 
 
 def source(config, dtype=None, precision: str = "tf32", **_) -> str:
@@ -384,6 +439,8 @@ class MmaRung(Rung):
                 fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](_rows(call.c, r0, r1))
             return
         a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
+        if config.guards > 1 and max(k, a.shape[1]) >= GUARDS_MAX_K:  # the int32 k counters' range
+            config = dataclasses.replace(config, guards=1)
         grid, block = self.geometry(config, m, n, k)
         self.launch(config, np.float32, grid, block, call.stream, a, b, call.c, params=call.params)
 

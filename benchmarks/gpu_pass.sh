@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), mma_guards (issue 30's hoisted guards, timed and memchecked), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -279,6 +279,16 @@ for step in $steps; do
           > "$out/sanitize_${tool}_softmax.log" 2>&1
         echo "$tool softmax rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_softmax.log")"
       done ;;
+    mma_guards)
+      # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
+      # beside the default (1) and cuBLAS, then guards 3's size-0 copies of out-of-range addresses under memcheck
+      timeout $(limit ${MMA_TIMEOUT:-360}) python3 -m simt_tiles.bench.mma --out "$out/mma_s36" --peers cublas \
+        --sizes 4096x4096x4096,8192x8192x8192,6144x6144x6144,1031x997x1013 \
+        --presets "bf16:large;bf16:large,guards=2;bf16:large,guards=3;bf16:default;bf16:default,guards=3;tf32:large;tf32:large,guards=2;tf32:large,guards=3;tf32:default,guards=3" \
+        > "$out/mma_guards.log" 2>&1; echo "mma guards rc=$?"; tail -25 "$out/mma_guards.log"
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout $(limit 150) compute-sanitizer --tool memcheck \
+        python3 -m pytest -q -p no:cacheprovider tests/test_mma.py -k hoisted_guards > "$out/mma_guards_memcheck.log" 2>&1
+      echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/mma_guards_memcheck.log")"; tail -3 "$out/mma_guards_memcheck.log" ;;
     conv33)
       # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18
       timeout $(limit ${CONV33_TIMEOUT:-400}) python3 benchmarks/lab/conv_issue33.py --out "$out" 2>&1 \

@@ -142,8 +142,6 @@ NAMES = tuple(SPECS)
 #: findings not fixed yet: test id (up to "[") substring -> why; their cases are strict xfails (a fix
 #: that makes one pass must remove it here) and stay out of the random combinations
 KNOWN: dict[str, str] = {
-    "-output=3": "output= neither a dtype nor an array: the error named out",
-    "-output=[1.0]": "output= neither a dtype nor an array: the error named out",
     "conv2d_nchw-stride=1000000000": "a stride past 32 bits: the kernel's uint32 cast overflowed",
     "conv2d_nchw-padding=1000000000": "a huge padding: the error named out ('split the batch')",
     "-autotune=": "autotune= any truthy value meant True; unhashable ones escaped as 'unhashable type'",

@@ -337,6 +337,8 @@ def split_output(output, out):
         except TypeError:
             raise TypeError(f"output: expected a dtype or an array; got {output!r}") from None
         return out, check_dtype("output", dtype).name
+    if not (isinstance(output, np.ndarray) or is_array(output)):
+        raise TypeError(f"output: expected a dtype or an array; got {type(output).__name__} {output!r}")
     if out is not None:
         raise ValueError("output: give an output array as out= or output=, not both")
     return output, None

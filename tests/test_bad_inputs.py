@@ -142,7 +142,6 @@ NAMES = tuple(SPECS)
 #: findings not fixed yet: test id (up to "[") substring -> why; their cases are strict xfails (a fix
 #: that makes one pass must remove it here) and stay out of the random combinations
 KNOWN: dict[str, str] = {
-    "-autotune=": "autotune= any truthy value meant True; unhashable ones escaped as 'unhashable type'",
     "warm-functions=3": "warm(functions=3): 'int' object is not iterable",
     "warm-jobs": "warm(jobs=0/-1/1.5/'2') accepted (0 silently meant every core)",
 }

@@ -142,8 +142,6 @@ NAMES = tuple(SPECS)
 #: findings not fixed yet: test id (up to "[") substring -> why; their cases are strict xfails (a fix
 #: that makes one pass must remove it here) and stay out of the random combinations
 KNOWN: dict[str, str] = {
-    "warm-functions=3": "warm(functions=3): 'int' object is not iterable",
-    "warm-jobs": "warm(jobs=0/-1/1.5/'2') accepted (0 silently meant every core)",
 }
 
 
@@ -540,7 +538,6 @@ def test_warm_arguments(kw, names):
     assert_rejected(lambda: simt_tiles.warm(progress=False, **kw), names, f"warm({kw})")
 
 
-@pytest.mark.xfail(strict=True, reason="warm('matmul') iterated the string: 'functions: ... got 'm''")
 def test_warm_a_string_is_not_split_into_letters():
     exc = assert_rejected(lambda: simt_tiles.warm("matmul", progress=False), ("functions",), "warm('matmul')")
     assert "got 'm'" not in str(exc), str(exc)  # the name the caller gave, not its first letter

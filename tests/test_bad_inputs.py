@@ -172,8 +172,6 @@ KNOWN: dict[str, str] = {
     "matmul_f16-out-list": "the tensor-core path read out.shape first: AttributeError",
     "matmul_f16-out-float": "the tensor-core path read out.shape first: AttributeError",
     "matmul_f16-out-str": "the tensor-core path read out.shape first: AttributeError",
-    **{f"matmul_{p}-variant={v}": "the tensor-core path looked an unhashable variant up: 'unhashable type'"
-       for p in ("tf32", "f16") for v in ("['k01_naive']", "{}")},
 }
 
 

@@ -161,7 +161,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     if _dtype_name(b) != dname:
         raise TypeError(f"b: expected dtype {dname} (the dtype of a); got {_dtype_name(b)}")
     name = RUNG_FOR[prec] if variant is None else variant
-    if name not in MMA_RUNGS:
+    if not isinstance(name, str) or name not in MMA_RUNGS:
         raise ValueError(f"variant: expected one of {tuple(MMA_RUNGS)} or None; got {variant!r}")
     if name != RUNG_FOR[prec]:
         raise ValueError(f"variant: {name} does not compute {prec!r}; {RUNG_FOR[prec]} does")

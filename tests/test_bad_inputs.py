@@ -169,9 +169,6 @@ FUNCTION_OF = {name: spec.fn.__name__ for name, spec in SPECS.items()}
 #: findings not fixed yet: test id (up to "[") substring -> why; their cases are strict xfails (a fix
 #: that makes one pass must remove it here) and stay out of the random combinations
 KNOWN: dict[str, str] = {
-    "matmul_f16-out-list": "the tensor-core path read out.shape first: AttributeError",
-    "matmul_f16-out-float": "the tensor-core path read out.shape first: AttributeError",
-    "matmul_f16-out-str": "the tensor-core path read out.shape first: AttributeError",
 }
 
 

@@ -102,6 +102,8 @@ def _operand16(x, name: str, stream) -> Operand:
 def _out16(out, like: Operand, shape, stream) -> Operand:
     src = like.original
     if out is not None:
+        if getattr(out, "shape", None) is None or not hasattr(out, "dtype"):
+            raise TypeError(f"out: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(out)}")
         if _dtype_name(out) != _dtype_name(src) or tuple(out.shape) != tuple(shape):
             raise TypeError(f"out: expected shape {tuple(shape)} and dtype {_dtype_name(src)}; "
                             f"got {tuple(out.shape)} {_dtype_name(out)}")

@@ -583,7 +583,6 @@ def test_warm_a_string_is_not_split_into_letters():
     assert "got 'm'" not in str(exc), str(exc)  # the name the caller gave, not its first letter
 
 
-@pytest.mark.xfail(strict=True, reason="the 16-bit tensor-core path did not check out= against the inputs")
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_tensor_core_out_overlapping_an_input(which):
     """float16 operands (matmul's tensor-core path): an out= that is an input is refused as on the

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
+from ...interop import (as_stream, check_device, check_no_overlap, describe, device_operand, finish_result, Operand,
+                        prepare_out)
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
@@ -187,6 +188,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         c_op = prepare_out(out, a_op, (m, n), np.float32, stream, inputs=(b_op,))
     else:
         c_op = _out16(out, a_op, (m, n), stream)
+        check_no_overlap(c_op, (a_op, b_op))  # prepare_out's rule (the FP32 path): no out that is an input
     if m and n:
         rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, {} if prec == "tf32" else {"precision": prec}))
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)

@@ -537,6 +537,33 @@ def test_several_bad_arguments_at_once(data):
     assert_rejected(lambda: SPECS[name].call(arrays, **kw), tuple(names), f"{name} {labels}")
 
 
+@given(data=st.data())
+def test_bad_arguments_after_a_recorded_plan(data):
+    """The launch plans' fast path (on by default on a GPU): device arrays, one valid call recorded,
+    then the same arrays with bad arguments — refused as on the checked path, never replayed."""
+    from simt_tiles import launch
+
+    name = data.draw(st.sampled_from([n for n in NAMES if not n.startswith("matmul_")]), label="function")
+    pool = REJECTS[name]
+    picks = data.draw(st.lists(st.integers(0, len(pool) - 1), min_size=1, max_size=2, unique=True), label="picks")
+    valid = {n: cuda.to_device(v) for n, v in inputs(name).items()}
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        SPECS[name].call(valid)  # recorded
+        SPECS[name].call(valid)  # replayed
+        arrays, kw, names, labels = dict(valid), {}, set(SPECS[name].names()), []
+        for i in picks:
+            label, where, key, make, n = pool[i]
+            (arrays if where == "array" else kw)[key] = make(inputs(name))
+            names.update(n)
+            labels.append(label)
+        assert_rejected(lambda: SPECS[name].call(arrays, **kw), tuple(names), f"{name} {labels} (plans on)")
+    finally:
+        launch.set_enabled(before)
+        launch.clear()
+
+
 @given(stride=st.integers(-2, 3) | st.sampled_from([2**31 - 1, 2**31, 2**32 + 1, 2**63, -(2**63)]),
        padding=st.integers(-1, 2) | st.sampled_from([2**32 + 1, 2**63]), dilation=st.integers(0, 2) | st.just(2**40),
        groups=st.sampled_from([0, 1, 2, 3, -1]))

@@ -417,6 +417,17 @@ _MEMO: dict = {}
 _TUNING = threading.Lock()
 
 
+def check_argument(autotune) -> None:
+    """TypeError naming ``autotune`` unless it is None, True or False (a public function's argument:
+    "no" or 2 must not mean True)."""
+    if autotune is None or isinstance(autotune, bool):
+        return
+    import numpy as np  # deferred, as this module's other NumPy uses
+
+    if not isinstance(autotune, np.bool_):
+        raise TypeError(f"autotune: expected None, True or False; got {type(autotune).__name__} {autotune!r}")
+
+
 def _opted_in(autotune) -> bool:
     return bool(autotune) if autotune is not None else os.environ.get(AUTOTUNE_ENV, "") not in ("", "0")
 

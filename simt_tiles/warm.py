@@ -122,6 +122,14 @@ def warm(functions=None, *, jobs: int | None = None, in_process: bool = False, p
     when ``in_process``); returns ``[(job, seconds), ...]``.  Disk-cached kernels are built in
     ``jobs`` worker processes (default: one per core); the others in this process when
     ``in_process`` (else they are skipped: a worker's compilation would die with it)."""
+    if isinstance(functions, (str, bytes)) or not (functions is None or hasattr(functions, "__iter__")):
+        hint = f" (pass [{functions!r}])" if isinstance(functions, str) else ""
+        raise TypeError(f"functions: expected None or a list of names from {FUNCTIONS}; got "
+                        f"{type(functions).__name__} {functions!r}{hint}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
+        raise TypeError(f"jobs: expected None or an int >= 1; got {type(jobs).__name__} {jobs!r}")
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs: expected None or an int >= 1; got {jobs}")
     functions = list(FUNCTIONS if in_process else DISK_CACHED) if functions is None else list(functions)
     todo = jobs_for(functions)
     disk = [j for j in todo if j[0] in DISK_CACHED]
@@ -203,7 +211,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         done = warm([f for f in args.functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:  # ValueError: a bad --jobs, named
         print(exc, file=sys.stderr)
         return 1
     print(f"{len(done)} kernels in the disk cache ({time.perf_counter() - t0:.0f} s)")

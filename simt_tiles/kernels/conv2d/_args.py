@@ -204,6 +204,11 @@ def mode_of(mode) -> Mode:
 def check_cval(cval) -> None:
     if isinstance(cval, bool) or not isinstance(cval, numbers.Real):
         raise TypeError(f"cval: expected a real number; got {type(cval).__name__} {cval!r}")
+    try:
+        float(cval)  # the kernels take it as a float (an int past float64's range: OverflowError)
+    except OverflowError:
+        raise ValueError(f"cval: expected a real number within float64's range (|cval| <= 1.798e308); got "
+                         f"{type(cval).__name__} out of that range") from None
 
 
 def check_axis(axis, ndim: int | None = 2) -> int:
@@ -332,6 +337,8 @@ def split_output(output, out):
         except TypeError:
             raise TypeError(f"output: expected a dtype or an array; got {output!r}") from None
         return out, check_dtype("output", dtype).name
+    if not (isinstance(output, np.ndarray) or is_array(output)):
+        raise TypeError(f"output: expected a dtype or an array; got {type(output).__name__} {output!r}")
     if out is not None:
         raise ValueError("output: give an output array as out= or output=, not both")
     return output, None

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...autotune import check_argument as check_autotune
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ...launch import planned
 from ...registry import Family
@@ -155,6 +156,7 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
 
     Every array may have at most 2**31 − 1 elements (the kernels use 32-bit offsets).
     """
+    check_autotune(autotune)
     # pairs become ints before the planned call: a tuple argument would keep it off launch plans
     sh, sw = _params.pair("stride", stride, 1)
     dh, dw = _params.pair("dilation", dilation, 1)

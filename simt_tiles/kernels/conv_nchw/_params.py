@@ -23,10 +23,14 @@ from typing import NamedTuple
 PADDING_STRINGS = ("same", "valid")
 
 
+#: the largest stride, padding or dilation: the kernels take them as 32-bit ints
+MAX_PARAM = 2**31 - 1
+
+
 def pair(name: str, value, minimum: int, also: str = "") -> tuple[int, int]:
-    """An int or a pair of ints ``>= minimum`` as ``(h, w)``; TypeError/ValueError naming ``name``
-    (``also``: the other forms it takes, for the message)."""
-    if type(value) is int and value >= minimum:  # the common case, cheaply
+    """An int or a pair of ints ``>= minimum`` (and ``<= MAX_PARAM``) as ``(h, w)``; TypeError/ValueError
+    naming ``name`` (``also``: the other forms it takes, for the message)."""
+    if type(value) is int and minimum <= value <= MAX_PARAM:  # the common case, cheaply
         return value, value
     expected = f"{name}: expected an int >= {minimum} or a pair of them{also}; got {value!r}"
     vals = value if isinstance(value, (tuple, list)) else (value,)
@@ -35,6 +39,8 @@ def pair(name: str, value, minimum: int, also: str = "") -> tuple[int, int]:
     vals = tuple(int(v) for v in vals)
     if min(vals) < minimum:
         raise ValueError(expected)
+    if max(vals) > MAX_PARAM:
+        raise ValueError(f"{name}: expected ints <= 2**31 - 1 (the kernels take 32-bit ints); got {value!r}")
     return (vals[0], vals[-1])
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...interop import as_stream, device_operand, finish_result, prepare_out
 from ..._recording import no_plan
+from ...autotune import check_argument as check_autotune
 from ...launch import planned
 from ...registry import Family
 from . import _cases, _strided, _tuning, dispatch, reference
@@ -101,6 +102,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         own dtype (torch's rule). ``"tf32"``: float32 operands rounded to TF32 on the tensor cores
         (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).
     """
+    check_autotune(autotune)
     if precision is not None or (isinstance(variant, str) and variant in MMA_RUNGS) or _dtype16(a):
         return matmul_mma(a, b, precision=precision, out=out, variant=variant, config=config, stream=stream)
     get_rung(variant)  # a bad name fails before any copy

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ...interop import as_stream, check_device, describe, device_operand, finish_result, Operand, prepare_out
+from ...interop import (as_stream, check_device, check_no_overlap, describe, device_operand, finish_result, Operand,
+                        prepare_out)
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
@@ -102,6 +103,8 @@ def _operand16(x, name: str, stream) -> Operand:
 def _out16(out, like: Operand, shape, stream) -> Operand:
     src = like.original
     if out is not None:
+        if getattr(out, "shape", None) is None or not hasattr(out, "dtype"):
+            raise TypeError(f"out: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(out)}")
         if _dtype_name(out) != _dtype_name(src) or tuple(out.shape) != tuple(shape):
             raise TypeError(f"out: expected shape {tuple(shape)} and dtype {_dtype_name(src)}; "
                             f"got {tuple(out.shape)} {_dtype_name(out)}")
@@ -161,7 +164,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     if _dtype_name(b) != dname:
         raise TypeError(f"b: expected dtype {dname} (the dtype of a); got {_dtype_name(b)}")
     name = RUNG_FOR[prec] if variant is None else variant
-    if name not in MMA_RUNGS:
+    if not isinstance(name, str) or name not in MMA_RUNGS:
         raise ValueError(f"variant: expected one of {tuple(MMA_RUNGS)} or None; got {variant!r}")
     if name != RUNG_FOR[prec]:
         raise ValueError(f"variant: {name} does not compute {prec!r}; {RUNG_FOR[prec]} does")
@@ -185,6 +188,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         c_op = prepare_out(out, a_op, (m, n), np.float32, stream, inputs=(b_op,))
     else:
         c_op = _out16(out, a_op, (m, n), stream)
+        check_no_overlap(c_op, (a_op, b_op))  # prepare_out's rule (the FP32 path): no out that is an input
     if m and n:
         rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, {} if prec == "tf32" else {"precision": prec}))
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)

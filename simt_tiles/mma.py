@@ -57,8 +57,9 @@ A, B and C with the layout above — a wrong lane mapping gives a wrong product 
 arithmetic: the hardware's inputs (TF32: the top 19 bits of each float32, i.e. truncation when
 ``cvt_tf32`` was not applied; BF16/FP16 as given) multiplied exactly and summed with C in float64,
 rounded once to float32 — within the bound the accumulation in float32 allows
-(:func:`simt_tiles.bounds.mma_bound`).  cp.async copies at once, so only the GPU tests and
-compute-sanitizer can catch a missing ``wait_group``.
+(:func:`simt_tiles.bounds.mma_bound`).  cp.async reads its source at once and lands in shared
+memory at the ``wait_group`` that covers its group (:func:`simt_tiles.vector.land_copies`), so a
+read before that wait sees the old bytes and a missing or early ``wait_group`` fails the tests.
 
 ``SA`` / ``GA`` are the address types (uint32 / uint64 on the GPU; Python ``int`` in the
 simulator, where host addresses exceed 32 bits): generated code writes ``SA(s0 + SA(x))``.
@@ -196,6 +197,8 @@ def mma_reference(a_frag, b_frag, c_frag, precision: str):
 # ---------------------------------------------------------------------------
 
 if SIMULATOR:
+    from .vector import commit_copies, defer_copy, land_copies  # the simulator's cp.async groups
+
     SA = GA = int
 
     _regions: dict[int, np.ndarray] = {}  # start address → flat uint8 view of a registered array
@@ -245,14 +248,18 @@ if SIMULATOR:
         if n:
             data[:n] = _bytes("cp_async16 (global)", int(g), 16, 16)[:n]
         words, out = data.view(np.uint32), dst.view(np.uint32)
-        for i in range(4):  # element writes: simt_tiles.analyze records them (slices it does not)
-            out[i] = words[i]
+
+        def land():
+            for i in range(4):  # element writes: simt_tiles.analyze records them (slices it does not)
+                out[i] = words[i]
+
+        defer_copy(land)  # lands at the wait_group that covers it (simt_tiles.vector.land_copies)
 
     def commit_group():
-        pass
+        commit_copies()
 
     def wait_group(n):
-        pass
+        land_copies(n)
 
     def lds32(s, off):
         return _bytes("lds32", int(s) + int(off), 4, 4).view(np.float32)[0]

@@ -554,3 +554,13 @@ def test_public_matmul_routes_to_the_tensor_cores():
         simt_tiles.matmul(a, b, precision="fp8")
     with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
         simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")
+
+
+def test_round_in_smem_has_no_races():
+    """``round_in_smem`` 2 stores into shared memory between ``wait_group`` and the barrier: the race check sees
+    every other warp's fragment loads behind that barrier (planted: the pass after the barrier — two races)."""
+    from simt_tiles import analyze
+
+    for shape in ("17x9x37", "7x5x9"):
+        report = analyze.run("k13_mma_tf32", ladder="matmul_mma", config="round_in_smem=2", shape=shape)
+        assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()

@@ -281,6 +281,68 @@ def test_guards_default_is_the_first_generator():
         k13.Config(guards=4)
 
 
+#: TF32 rounded once a block in shared memory (``round_in_smem`` 2; session 36 (b)): warps along M and along N,
+#: cvt.rna and the add, guards 1 and 3 (k13's sim preset: 64 threads, 2 chunks of A and 2 of B a thread a tile)
+SMEM_ROUND_CONFIGS = {(w, r, q): dataclasses.replace(TF32_CONFIGS[w], rounding=r, guards=q)
+                      for w in (0, 1) for r in (1, 3) for q in (1, 3)}
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 40, 65]),
+       which=st.integers(0, 1), rounding=st.sampled_from([1, 3]), guards=st.sampled_from([1, 3]))
+@example(m=17, n=65, k=37, which=0, rounding=1, guards=3)  # 3 k tiles through 2 stages (each refilled), K tail
+@example(m=33, n=17, k=65, which=1, rounding=3, guards=1)  # warps along N, 5 k tiles, a ragged last one
+@example(m=1, n=1, k=1, which=0, rounding=1, guards=1)  # one tile, mostly zero-filled chunks
+def test_round_in_smem_is_bit_identical(m, n, k, which, rounding, guards):
+    """``round_in_smem`` 2 against 1 on the same inputs: the same bits reach the tensor cores in the same
+    order, so C is bit-identical (both deterministic); and within the bound, none unwritten."""
+    off = SMEM_ROUND_CONFIGS[(which, rounding, guards)]
+    on = dataclasses.replace(off, round_in_smem=2)
+    assert k13.kernel_name(on, "tf32") == k13.kernel_name(off, "tf32") + "_m2"
+    a, b, _, _ = _inputs(m, n, k, "tf32")
+    if m and k:
+        a[0, -1] = np.float32(3.4e38)  # rounds up to inf (either way): row 0 of C inf or NaN in both
+    got_off = matmul_mma(a, b, precision="tf32", out=np.full((m, n), np.nan, np.float32), config=off)
+    got_on = matmul_mma(a, b, precision="tf32", out=np.full((m, n), np.nan, np.float32), config=on)
+    np.testing.assert_array_equal(got_on.view(np.uint32), got_off.view(np.uint32))
+    check_matmul(m, n, k, "tf32", on)
+
+
+def test_round_in_smem_source_and_rules():
+    """``round_in_smem`` 1 (the default) generates the source as before; 2 rounds in the copies' chunks
+    (lds128 / sts128) and not at the fragment loads; 16-bit operands and truncation have nothing to round."""
+    for rung in MMA_RUNGS.values():
+        for cfg in rung.presets.values():
+            assert cfg.round_in_smem == 1
+            assert "lds128" not in rung.source(cfg) and "_m2" not in k13.kernel_name(cfg, "tf32")
+    for cfg in k13.PRESETS.values():
+        for r, fn in ((1, "rna_finite"), (3, "rna_add")):
+            src = k13.RUNG.source(dataclasses.replace(cfg, round_in_smem=2, rounding=r))
+            assert src.count("lds128(") == src.count("sts128(") > 0 and f"sts128(sa0, 0, {fn}(u0)" in src
+            assert "cvt_tf32(" not in src.split("import", 2)[-1] and f"= {fn}(lds32" not in src
+    with pytest.raises(Exception, match="round_in_smem"):
+        k13.Config(round_in_smem=2, rounding=2)
+    with pytest.raises(Exception, match="round_in_smem"):
+        k14.Config(round_in_smem=2)
+    with pytest.raises(Exception, match="round_in_smem"):
+        k13.Config(round_in_smem=3)
+
+
+def test_rna_finite_is_cvt_rna_under_truncation():
+    """rna_finite (the smem pass's rounding for ``rounding`` 1): the bits plus half a TF32 ulp where finite,
+    as they are for inf and NaN; truncated as the tensor cores do, it is cvt.rna (NaN stays NaN)."""
+    x = RNG.standard_normal(1000).astype(np.float32)
+    x[:8] = [1 + 2.0**-11, -(1 + 2.0**-11), np.inf, -np.inf, 3.4e38, -3.4e38, np.nan, 1e-40]
+    x[8] = np.uint32(0xFFFFFFFF).view(np.float32)  # the GPU's NaN, negated: rna_add wraps it to +0
+    got = np.array([mma.rna_finite(u) for u in x.view(np.uint32)], np.float32) if SIMULATOR else None
+    if got is None:
+        pytest.skip("the simulator's model (the GPU's is checked by test_round_in_smem_is_bit_identical)")
+    t, want = mma.tf32_truncate(got), mma.tf32_round(x)
+    np.testing.assert_array_equal(np.isnan(t), np.isnan(x))
+    ok = ~np.isnan(x)
+    np.testing.assert_array_equal(t[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
 @pytest.mark.parametrize("precision, shape", [("tf32", (33, 17, 41)), ("fp16", (17, 20, 70))])
 def test_several_k_tiles_and_blocks(precision, shape):
     """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
@@ -379,6 +441,8 @@ def test_bench_specs_replace_preset_fields():
     assert _rung_cfg("tf32:large")[2] == k13.PRESETS["large"]
     assert _rung_cfg("tf32:default,rounding=3")[2].rounding == 3
     assert _rung_cfg("bf16:large,guards=2")[2] == dataclasses.replace(k14.PRESETS["large"], guards=2)  # session 36
+    assert _rung_cfg("tf32:large,guards=3,round_in_smem=2")[2] == dataclasses.replace(  # session 36 (b)
+        k13.PRESETS["large"], guards=3, round_in_smem=2)
     assert k14.PRESETS["large"].bk == 64 and k14.PRESETS["large"].stages == 3  # measured: +3-11% over BK 32 x 4
     with pytest.raises(TypeError):
         _rung_cfg("tf32:large,bks=16")
@@ -490,3 +554,13 @@ def test_public_matmul_routes_to_the_tensor_cores():
         simt_tiles.matmul(a, b, precision="fp8")
     with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
         simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")
+
+
+def test_round_in_smem_has_no_races():
+    """``round_in_smem`` 2 stores into shared memory between ``wait_group`` and the barrier: the race check sees
+    every other warp's fragment loads behind that barrier (planted: the pass after the barrier — two races)."""
+    from simt_tiles import analyze
+
+    for shape in ("17x9x37", "7x5x9"):
+        report = analyze.run("k13_mma_tf32", ladder="matmul_mma", config="round_in_smem=2", shape=shape)
+        assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()

@@ -68,6 +68,13 @@ class Config(TileConfig):
     #: size 0 keeps its own (possibly out-of-range) source address, which it does not read (CUTLASS's
     #: zfill): no address select
     guards: int = 1
+    #: where TF32 operands are rounded (issue 30, session 36 (b); benchmarks/notes/mma.md).  1: at fragment
+    #: load, by every warp that reads the value (2 SASS instructions a value with cvt.rna); 2: once a block,
+    #: in shared memory: after its own copies of a stage have landed (wait_group) and before the barrier
+    #: that publishes the stage, each thread rounds the 16-byte chunks it copied (LDS.128, 4 roundings,
+    #: STS.128), and the fragment loads take the bits as they are.  The same rounding (``rounding`` 1 or 3),
+    #: so the same bits reach the tensor cores: results identical to 1
+    round_in_smem: int = 1
 
     ES = 4  # bytes per element in shared memory
     KSTEP = 8  # k of one mma
@@ -94,6 +101,8 @@ class Config(TileConfig):
                 ("bn", pow2(wb), "bn·itemsize/16 a power of two (the swizzle)"),
                 ("rounding", self.rounding in (1, 2, 3), "rounding 1 (cvt.rna), 2 (truncation) or 3 (add)"),
                 ("guards", self.guards in (1, 2, 3), "guards 1 (per copy), 2 (hoisted) or 3 (hoisted, no select)"),
+                ("round_in_smem", self.round_in_smem == 1 or (self.round_in_smem == 2 and self.ES == 4 and self.rounding != 2),
+                 "round_in_smem 1 (at fragment load) or 2 (once a block in shared memory: TF32 with rounding 1 or 3)"),
                 ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
                  "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
                 ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
@@ -145,8 +154,9 @@ class Pipeline:
 
     # ---- fragments (TF32): A by ldmatrix, B by scalar 32-bit reads; each rounded by cvt.rna ----
     def tf32(self, x: str, bits: bool = False) -> str:
-        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register)."""
-        r = self.cfg.rounding
+        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register); as it
+        is too when shared memory holds it rounded already (``round_in_smem`` 2)."""
+        r = 2 if self.cfg.round_in_smem == 2 else self.cfg.rounding
         return f"cvt_tf32({x})" if r == 1 else f"rna_add({x})" if r == 3 else (f"as_f32({x})" if bits else x)
 
     def setup(self, s):
@@ -172,6 +182,26 @@ class Pipeline:
             for r in range(2):
                 off = base + (kk * 8 + 4 * r) * self.ROWB + (ni // self.nb) * self.nb * 32
                 s.line(f"b{buf}_{ni}_{r} = {self.tf32(f'lds32(fb{ni % self.nb}, {off})')}")
+
+    def round_stage(self, s, stage: int):
+        """``round_in_smem`` 2: this thread's own chunks of ``stage`` (the destinations of its copies in
+        :meth:`issue`), rounded in place; between its ``wait_group`` (they have landed, visible to it) and
+        the barrier that publishes the stage (no other thread touches them: no barrier of its own).  A
+        chunk of a tile not copied (past the last) holds an older tile's or zeros: its fragments are not used."""
+        if self.cfg.round_in_smem != 2:
+            return
+        c = self.cfg
+        a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
+        # rounding 1: cvt.rna's add without its mask of the low bits (the tensor cores ignore them; ptxas drops
+        # that LOP3 itself where cvt.rna feeds an mma, and it cost a third instruction a value here)
+        r = "rna_finite" if c.rounding == 1 else "rna_add"
+        chunks = [("sa0", p * self.RA * self.ROWA) if self.same_a else (f"sa{p}", 0) for p in range(a_passes)]
+        chunks += [("sb0", self.A_STAGE + p * self.RB * self.ROWB) if self.same_b else (f"sb{p}", self.A_STAGE)
+                   for p in range(b_passes)]
+        for dst, off in chunks:
+            o = stage * self.STAGE + off
+            s.line(f"u0, u1, u2, u3 = lds128({dst}, {o})",
+                   f"sts128({dst}, {o}, {r}(u0), {r}(u1), {r}(u2), {r}(u3))")
 
     def mma(self, s, buf: int):
         for mi in range(self.MI):
@@ -299,7 +329,9 @@ class Pipeline:
             s.line(f"# --- prologue: tiles 0..{S - 2} in flight ---")
             for st in range(S - 1):
                 self.issue(s, st)
-            s.line(f"wait_group({S - 2})", "cuda.syncthreads()")
+            s.line(f"wait_group({S - 2})")
+            self.round_stage(s, 0)
+            s.line("cuda.syncthreads()")
             self.load(s, 0, 0, 0)
             s.line("t = I64(0)")
             s.line(f"# --- main loop, unrolled x{S}: stage s of tile t is a constant ---")
@@ -308,8 +340,9 @@ class Pipeline:
                     for kk in range(self.KS):
                         step = st * self.KS + kk
                         if kk == self.KS - 1:
-                            s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...",
-                                   "cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
+                            s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...")
+                            self.round_stage(s, (st + 1) % S)
+                            s.line("cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
                         nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
                         self.load(s, nst, nkk, (step + 1) % 2)
                         if kk == 0:
@@ -351,12 +384,14 @@ GUARDS_MAX_K = 2**30
 
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
-            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else ""))
+            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else "")
+            + (f"_m{cfg.round_in_smem}" if cfg.round_in_smem > 1 else ""))
 
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:
     name = kernel_name(cfg, precision)
     header = HEADER + (f"from numba import int32 as I32\nGUARDS_MAX_K = {GUARDS_MAX_K}\n" if cfg.guards > 1 else "")  # guards 1: the source as before
+    header += "from simt_tiles.mma import lds128, sts128, rna_finite\n" if cfg.round_in_smem == 2 else ""  # round_in_smem 1: likewise
     return name, header, pipeline(cfg, precision).generate(name)
 
 

@@ -442,23 +442,6 @@ else:
         return types.float32(s, off), codegen
 
     @intrinsic
-    def lds128(typingctx, s, off):
-        if not (isinstance(s, types.Integer) and _literal(off)):
-            return None
-        offset = off.literal_value
-        sig = types.UniTuple(types.uint32, 4)(s, off)
-
-        def codegen(context, builder, sig, args):
-            sv = context.cast(builder, args[0], sig.args[0], types.uint32)
-            # volatile: not moved above the wait_group that makes this thread's copies visible to it
-            r = _asm(builder, ir.LiteralStructType([_I32] * 4), [sv],
-                     f"ld.shared.v4.u32 {{$0, $1, $2, $3}}, [$4+{offset}];", "=r,=r,=r,=r,r,~{memory}", True)
-            vals = [builder.extract_value(r, k) for k in range(4)]
-            return context.make_tuple(builder, sig.return_type, vals)
-
-        return sig, codegen
-
-    @intrinsic
     def sts128(typingctx, s, off, x0, x1, x2, x3):
         xs = (x0, x1, x2, x3)
         if not (isinstance(s, types.Integer) and _literal(off)
@@ -476,11 +459,11 @@ else:
 
         return types.void(s, off, *xs), codegen
 
-    def _ldsm_intrinsic(trans: bool):
-        suffix = ".trans" if trans else ""
-
+    def _shared_load4(instruction: str):
+        """An intrinsic ``(s, OFF) -> four uint32``: ``instruction {$0..$3}, [s+OFF]`` on shared memory; volatile
+        with a memory clobber, so not moved above the wait_group that makes this thread's copies visible to it."""
         @intrinsic
-        def ldsm(typingctx, s, off):
+        def load(typingctx, s, off):
             if not (isinstance(s, types.Integer) and _literal(off)):
                 return None
             offset = off.literal_value
@@ -489,17 +472,17 @@ else:
             def codegen(context, builder, sig, args):
                 sv = context.cast(builder, args[0], sig.args[0], types.uint32)
                 r = _asm(builder, ir.LiteralStructType([_I32] * 4), [sv],
-                         f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [$4+{offset}];",
-                         "=r,=r,=r,=r,r,~{memory}", True)
+                         f"{instruction} {{$0, $1, $2, $3}}, [$4+{offset}];", "=r,=r,=r,=r,r,~{memory}", True)
                 vals = [builder.extract_value(r, k) for k in range(4)]
                 return context.make_tuple(builder, sig.return_type, vals)
 
             return sig, codegen
 
-        return ldsm
+        return load
 
-    ldsm_x4 = _ldsm_intrinsic(False)
-    ldsm_x4_t = _ldsm_intrinsic(True)
+    lds128 = _shared_load4("ld.shared.v4.u32")
+    ldsm_x4 = _shared_load4("ldmatrix.sync.aligned.m8n8.x4.shared.b16")
+    ldsm_x4_t = _shared_load4("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16")
 
     def _mma_intrinsic(shape: str, kind: str, in_type):
         text = (f"mma.sync.aligned.{shape}.row.col.f32.{kind}.{kind}.f32 "

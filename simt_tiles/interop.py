@@ -358,13 +358,20 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, stri
     check_device(name, x, kind)
     # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
     check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
-    if not strided and not dev.is_c_contiguous():
+    if not strided and (not dev.is_c_contiguous() or _broadcast(dev)):
         raise ValueError(
             f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
             f"with strides {dev.strides} (make a contiguous copy first, e.g. "
             "cupy.ascontiguousarray / tensor.contiguous())"
         )
     return Operand(name, dev, kind, x)
+
+
+def _broadcast(dev) -> bool:
+    """Whether ``dev`` repeats elements (a stride of 0 on an axis longer than 1; an empty array never
+    does): numba-cuda's ``is_c_contiguous`` skips such axes, so a CuPy ``broadcast_to`` view would pass
+    for C-contiguous."""
+    return 0 in dev.strides and 0 not in dev.shape and any(s == 0 and n > 1 for n, s in zip(dev.shape, dev.strides))
 
 
 def device_view(dev, shape, strides, offset: int = 0):

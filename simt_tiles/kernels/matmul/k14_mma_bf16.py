@@ -84,7 +84,7 @@ class Pipeline16(k13.Pipeline):
         return f"{'f32_to_bf16' if self.precision == 'bf16' else 'f32_to_f16'}({value})"
 
 
-def make_kernel(config: Config, dtype, precision: str = "bf16"):
+def make_kernel(config: Config, dtype, precision: str = "bf16", batched: int = 1):
     return k13.make_kernel(config, dtype, Pipeline16, precision)
 
 
@@ -93,10 +93,10 @@ def source(config, dtype=None, precision: str = "bf16", **_) -> str:
     return header + "\n" + body
 
 
-def signature(dtype, precision: str = "bf16"):
+def signature(dtype, precision: str = "bf16", batched: int = 1):
     from numba import uint16, void
 
-    return void(uint16[:, ::1], uint16[:, ::1], uint16[:, ::1])
+    return k13.batched_signature(uint16) if batched == 2 else void(uint16[:, ::1], uint16[:, ::1], uint16[:, ::1])
 
 
 class Mma16Rung(k13.MmaRung):

@@ -126,6 +126,9 @@ PRESETS = {
     "default": Config(),
     # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles (benchmarks/notes/mma.md)
     "large": Config(bm=128, bn=256, wm=64, wn=64, stages=3),
+    # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
+    # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
+    "large_batched": Config(bm=128, bn=256, wm=64, wn=64, stages=3, batched=2),
 }
 
 

@@ -45,6 +45,9 @@ PRESETS = {
     # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles; BK = 64: half the barriers a tile
     # (benchmarks/notes/mma.md, session 27: +3-4% at 4096³ and 8192³ over BK = 32 with 4 stages)
     "large": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3),
+    # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
+    # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
+    "large_batched": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, batched=2),
 }
 
 

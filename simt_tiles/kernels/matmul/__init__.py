@@ -53,7 +53,8 @@ __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "fl
 @planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None, precision=None):
     """``np.matmul(a, b)`` for float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or
-    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (2-D).
+    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (the same
+    shapes: 1-D, batched and broadcast, one launch for a batch; :func:`.mma.matmul_mma`).
 
     a, b
         NumPy arrays (copied to the device; the result comes back as NumPy),
@@ -100,7 +101,10 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         changes precision silently); bfloat16/float16 inputs (torch, CuPy, NumPy float16 or
         ``ml_dtypes.bfloat16``) run on the tensor cores with FP32 accumulation and return their
         own dtype (torch's rule). ``"tf32"``: float32 operands rounded to TF32 on the tensor cores
-        (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).
+        (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).  The tensor-core
+        path takes the shapes above (a batch in one launch of the rung's batched form); its
+        matrices are read in place when their rows are C-contiguous (any batch stride, 0 too),
+        other layouts (transposed views) are first copied once into C order.
     """
     check_autotune(autotune)
     if precision is not None or (isinstance(variant, str) and variant in MMA_RUNGS) or _dtype16(a):

@@ -9,7 +9,14 @@ check → choose → launch, as the FP32 ladder's ``matmul``:
   accumulated in FP32 and rounded once.
 * **arrays**: float32 as :mod:`simt_tiles.interop` takes them; 16-bit from PyTorch
   (``torch.bfloat16``/``float16`` CUDA tensors), CuPy (``float16``), Numba device arrays
-  (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``), all C-contiguous.
+  (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``).
+* **shapes**: ``np.matmul``'s, read by the FP32 path's :func:`._shapes.shapes` (1-D operands
+  promoted and the added dimension removed, batch dimensions broadcast).  A batch runs the
+  rungs' batched form (``Config.batched`` 2: grid z is the batch, per-operand batch strides,
+  0 for a broadcast operand) in one launch, batch dimensions collapsed as the FP32 path's
+  (:func:`._strided.collapse`; those that do not collapse are a loop of launches), more than
+  65535 batches in pieces of grid z; batches of C-contiguous matrices are read in place with
+  any batch stride, other layouts (transposed views) first copied once into C order.
 * **any M, N, K**: the kernels copy 16-byte chunks, so a row of A or B that is not a multiple of
   16 bytes long (or an unaligned base) is first copied into a zero-padded workspace; edges of
   the block grid are the copies' zero-fill; C is stored element by element with bounds checks.
@@ -155,17 +162,24 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
 
     a, b
-        2-D arrays of one dtype: float32 (needs ``precision="tf32"``), bfloat16 or float16;
-        NumPy (copied; the result comes back as NumPy), Numba, CuPy or PyTorch CUDA arrays
-        (used in place, C-contiguous; the result is of ``a``'s kind).
+        Arrays of one dtype: float32 (needs ``precision="tf32"``), bfloat16 or float16; NumPy
+        (copied; the result comes back as NumPy), Numba, CuPy or PyTorch CUDA arrays (used in
+        place; the result is of ``a``'s kind).  ``np.matmul``'s shapes: a 1-D ``a`` is a row and a
+        1-D ``b`` a column (the added dimension removed from the result), leading dimensions are
+        batches and broadcast (ValueError naming ``b`` when they or the inner dimensions do not
+        match); a batch is one launch (grid z; pieces past 65535).  Matrices with C-contiguous
+        rows are read in place with any batch stride (0: a broadcast operand); others (a
+        transposed view, ``x.mT``) are first copied once into C order.
     precision
         ``"tf32"`` for float32; None or the implied ``"bf16"``/``"fp16"`` for 16-bit inputs.
     out
-        Optional C-contiguous (M, N) array of the inputs' dtype, not overlapping them.
+        Optional C-contiguous array of the result's shape and dtype (float32 for TF32, else the
+        inputs'), not overlapping them.
     variant, config
         A rung of :data:`MMA_RUNGS` (None: the precision's) and a preset name or its Config
-        (None: :func:`choose_config`'s: ``"large"`` on large grids, else ``"default"``; the
-        simulator's ``"sim"``).
+        (None: :func:`choose_config`'s: ``"large"`` on large grids — a batch counts all its
+        products' tiles — else ``"default"``; the simulator's ``"sim"``).  A batch runs the
+        config's batched form (``batched`` 2) whatever its ``batched``.
     stream
         As :func:`simt_tiles.matmul`'s.
     """

@@ -722,6 +722,24 @@ def test_transposed_batches_are_copied_once_into_c_order():
     assert got.shape == (2, 7, 9) and (np.abs(got - ref) <= bound).all()
 
 
+def test_a_broadcast_transposed_matrix_is_copied_once(monkeypatch):
+    """A stride-0 batch of one transposed matrix (a Numba view): one copy into C order, then read with stride 0."""
+    from simt_tiles.interop import device_view
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
+
+    copies, copy = [], k11.copy_padded
+    monkeypatch.setattr(k11, "copy_padded", lambda *a: copies.append(a[1].shape) or copy(*a))
+    a, b, a32, b32 = _batch_inputs((5, 7), (7, 3), "tf32")
+    da = cuda.to_device(np.ascontiguousarray(a.T))
+    at = device_view(da, (4, 5, 7), (0, 4, 20))  # 4 batches of a, each column-major
+    got = matmul_mma(at, b, precision="tf32", config=TF32_CONFIGS[0])
+    assert copies == [(5, 7)], copies
+    rdt = ref_dtype()
+    ref = np.broadcast_to(a32.astype(rdt) @ b32.astype(rdt), (4, 5, 3))
+    bound = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt)) * (mma_error_factor(7, "tf32") + 14 * float(np.finfo(rdt).eps))
+    assert got.shape == (4, 5, 3) and (np.abs(got - ref) <= bound).all()
+
+
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 def test_batches_past_grid_z_launch_in_pieces(precision, monkeypatch):
     """More batches than grid z takes (here a cap of 2) launch in pieces of 2, 2, 1; every piece's C written (a

@@ -31,6 +31,7 @@ from numba import cuda
 
 from ...interop import (as_stream, check_device, check_no_overlap, describe, device_operand, device_view,
                         finish_result, Operand, prepare_out)
+from ..._recording import no_plan
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
@@ -201,6 +202,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         b_op = device_operand(b, "b", ndim=None, stream=stream, strided=True)
     else:
         a_op, b_op = _operand16(a, "a", stream, False), _operand16(b, "b", stream, False)
+    a_op, b_op = (_unexpand(op, prec, stream) for op in (a_op, b_op))
     sh = shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)  # the FP32 path's rules and errors
     m, n, k = sh.m, sh.n, sh.k
     nb = math.prod(sh.batch)
@@ -217,6 +219,28 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
     elif nb and m and n:
         _batched(rung, cfg, a_op, b_op, sh, nb, c_op.dev.reshape(nb * m, n), stream, params)
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
+
+
+def _unexpand(op: Operand, prec: str, stream) -> Operand:
+    """A PyTorch or CuPy operand whose matrix has a zero stride over an axis longer than one
+    (``x.expand(m, k)``) as a C-contiguous copy its own framework makes, as the FP32 path does
+    (``matmul._unbroadcast``: Numba may call such views contiguous and read them wrongly on a GPU);
+    zero batch strides stay (read in place).  The copy is the framework's: the call runs unplanned."""
+    if op.kind not in ("torch", "cupy") or op.ndim < 2:
+        return op
+    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
+        return op
+    no_plan("an operand with a zero stride is first copied by its framework")
+    x = op.original
+    if op.kind == "torch":
+        x = x.contiguous()
+    else:
+        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
+
+        x = cupy.ascontiguousarray(x)
+    if prec == "tf32":
+        return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
+    return _operand16(x, op.name, stream, False)
 
 
 def _rows_c(shape, strides) -> bool:
@@ -252,6 +276,8 @@ def _batched(rung, cfg, a_op: Operand, b_op: Operand, sh, nb: int, c2d, stream, 
     ops = []
     for op, (shape, strides), name in ((a_op, sh.a, "a_copy"), (b_op, sh.b, "b_copy")):
         if not _rows_c(shape, strides) or any(s < 0 for s in strides):
+            # a batch axis of stride 0 is one matrix for all its batches: copied once (extent 1 broadcasts too)
+            shape = tuple(1 if s == 0 and i < len(shape) - 2 else d for i, (d, s) in enumerate(zip(shape, strides)))
             dev = _c_order(op, shape, strides, stream, name)
             strides = _strided._c_strides(shape)
         else:

@@ -105,7 +105,8 @@ def _time_batched(size, specs, compiled, peers, bench, rows, checks, dev, tdt) -
     mma bound), then timed beside one (B·M)×N×K product (the same work unbatched) and cuBLAS's batch."""
     import torch
 
-    from simt_tiles.bounds import mma_error_factor  # deferred: loads Numba (backend choice first)
+    # deferred: loads Numba (backend choice first)
+    from simt_tiles.bounds import mma_error_factor
     from simt_tiles.kernels.matmul.mma import matmul_mma
 
     nb, m, n, k = size

@@ -418,7 +418,9 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     try:
         cfg.check_smem(dtype)
         row.smem_declared = cfg.smem_bytes(dtype.itemsize)
-        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype, **params), rung.signature(dtype, **params),
+        # a config may imply compile-time parameters of its own (the tensor-core rungs' batched form: its signature)
+        build = {**params, **(rung.config_params(cfg) if hasattr(rung, "config_params") else {})}
+        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype, **build), rung.signature(dtype, **build),
                                   cc=CC, **ptx_opts)
     except Exception as exc:  # the point of the gate: report, don't crash
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]

@@ -37,7 +37,6 @@ from ...launch import planned
 from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, cdiv
 from . import _strided, k13_mma_tf32, k14_mma_bf16, reference
-from . import k11_generated_split_k as k11
 from ._common import Call
 from ._shapes import shapes
 
@@ -252,19 +251,8 @@ def _rows_c(shape, strides) -> bool:
 
 def _c_order(op: Operand, shape, strides, stream, name: str):
     """``op``'s storage read as ``shape``/``strides`` (elements), copied once into C order (``name``'s
-    workspace): a matrix per launch where a stride is 0 (Numba calls such arrays contiguous), else
-    :func:`._strided.contiguous_copy`."""
-    dt = op.dev.dtype
-    if not any(s == 0 and n > 1 for n, s in zip(shape, strides)):
-        return _strided.contiguous_copy(op.dev, shape, strides, dt, stream, name).reshape(*shape)
-    es = dt.itemsize
-    rows = math.prod(shape[:-1])
-    dst = k13_mma_tf32.workspace((rows, shape[-1]), dt, stream, name)
-    for i, idx in enumerate(np.ndindex(*shape[:-2])):
-        off = sum(j * s for j, s in zip(idx, strides[:-2])) * es
-        src = device_view(op.dev, shape[-2:], tuple(s * es for s in strides[-2:]), off)
-        k11.copy_padded(src, dst[i * shape[-2]:(i + 1) * shape[-2]], stream)
-    return dst.reshape(*shape)
+    workspace) by :func:`._strided.contiguous_copy` (by the strides: a stride of 0 is copied value by value)."""
+    return _strided.contiguous_copy(op.dev, shape, strides, op.dev.dtype, stream, name).reshape(*shape)
 
 
 def _batched(rung, cfg, a_op: Operand, b_op: Operand, sh, nb: int, c2d, stream, params) -> None:

@@ -263,28 +263,54 @@ def test_store_rounds_to_nearest_even():
 # ---------------------------------------------------------------------------
 
 
+def _choice(p):
+    """What a plan chose: the rung, the pieces, k05's blocks per SM."""
+    return p.rung.name, p.pieces, (p.config.min_blocks if p.rung.name == "k05_split_row" else None)
+
+
+#: k05 leaves 16-bit rows two registers of its values (``half_reg_overhead``: the conversions): its two-blocks-a-SM
+#: preset holds 256 × (82 + 96) = 45568 of them (float32 46080), one a SM 512 × (82 + 100) = 93184 (94208)
+K05_TWO16, K05_ONE16 = 45568, 93184
+
+
+def _k05_band(n):
+    return K05_TWO16 < n <= 46080 or K05_ONE16 < n <= 94208
+
+
 @pytest.mark.parametrize("shape", list(RULES), ids=str)
 def test_16bit_rows_take_float32s_plan(shape):
-    """The rungs hold 16-bit values as float32, so each row (and each row between the measured points)
-    goes where a float32 row of as many values goes: the same rung, pieces, blocks per SM, config; k08's
-    lag (rows of L2 bytes) counts 2-byte values."""
+    """The rungs hold 16-bit values as float32, so each row (and each row between the measured points) goes
+    where a float32 row of as many values goes — the same rung, pieces, blocks per SM — but for k05's two
+    registers (rows in :func:`_k05_band`: the next preset, or the split); k08's lag (rows of L2 bytes) counts
+    2-byte values."""
     rows, n = shape
     p32 = dispatch.plan((rows, n, 1), np.float32, config="default", sms=132)
     for storage in HALF_STORAGE.values():
         p16 = dispatch.plan((rows, n, 1), storage, config="default", sms=132)
-        assert (p16.rung, p16.config, p16.pieces, p16.launches) == (p32.rung, p32.config, p32.pieces, p32.launches)
-        if p32.rung.name == "k08_ticket_queue":
-            assert p16.lag == p32.config.lag_rows(n, 2) >= p32.lag
+        if not _k05_band(n):
+            assert _choice(p16) == _choice(p32)
+        if p16.rung.name == "k08_ticket_queue":
+            assert p16.lag == p16.config.lag_rows(n, 2)  # (float32: lag_rows(n, 4), half as many rows)
+        if p16.rung.name == "k05_split_row":
+            assert p16.config.reg_vpt <= 82 and p16.config.threads * p16.config.vpt >= n
 
 
-@pytest.mark.parametrize("n", [16384, 16385, 32767, 32768, 46080, 46081, 73728, 73729, 94208, 94209])
+@pytest.mark.parametrize("n", [16384, 16385, 32767, 32768, K05_TWO16, K05_TWO16 + 1, 46080, 46081, 73728, 73729,
+                               K05_ONE16, K05_ONE16 + 1, 94208, 94209])
 @pytest.mark.parametrize("rows", [1, 33, 133, 793])
 def test_16bit_thresholds_between_measured_points(rows, n):
     """At the register, shared-memory and split edges (float32 values held): the 16-bit plan is float32's; a
-    rule in stored bytes would send (1, 32768) to k04 (twice the registers) and (133, 32768) to two per SM."""
+    rule in stored bytes would send (1, 32768) to k04 (twice the registers) and (133, 32768) to two per SM.
+    In k05's bands the 16-bit row takes what a float32 row one preset longer takes: two a SM → one a SM,
+    one a SM → split (k08)."""
     p32 = dispatch.plan((rows, n, 1), np.float32, config="default", sms=132)
     p16 = dispatch.plan((rows, n, 1), HALF_STORAGE["bfloat16"], config="default", sms=132)
-    assert (p16.rung.name, p16.config, p16.pieces) == (p32.rung.name, p32.config, p32.pieces)
+    if not _k05_band(n):
+        assert _choice(p16) == _choice(p32)
+    elif n <= 46080:  # two a SM does not hold it: one a SM (float32: two a SM unless few rows)
+        assert _choice(p16) == ("k05_split_row", 1, 1), _choice(p32)
+    else:  # one a SM does not hold it: split, as float32 rows past 94208
+        assert p16.rung.name == "k08_ticket_queue", _choice(p32)
 
 
 @pytest.mark.parametrize("inner, outer, want32, want16", [(32, 1, 8, 16), (32, 10000, 32, 32), (4, 3, 4, 4)])

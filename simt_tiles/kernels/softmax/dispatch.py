@@ -33,9 +33,12 @@ k01–k03, the lessons, have no log_softmax and no 16-bit inputs); a ``config`` 
 
 16-bit inputs (float16; bfloat16 as its uint16 bits) take the same rules with the same numbers of
 values: the rungs hold them as float32 (registers, shared memory), so a row fits, and is one or two
-blocks per SM or split, exactly where a float32 row of as many values is (the byte thresholds above
-are of float32 values held, ``held_itemsize``).  What is in bytes of memory counts the 2-byte values:
-k07's 32-byte sector of lines (16 lines, not 8) and k08's lag of rows in the L2.  The float32 timings
+blocks per SM or split, where a float32 row of as many values is (the byte thresholds above are of
+float32 values held, ``held_itemsize``) — but k05 leaves 16-bit rows two registers of its values
+(``half_reg_overhead``: bfloat16's conversions spilled at 84), so its presets hold 45568 and 93184 of
+them (float32: 46080, 94208), and a row between goes to the next (one block per SM, or k08).  What is
+in bytes of memory counts the 2-byte values: k07's 32-byte sector of lines (16 lines, not 8) and
+k08's lag of rows in the L2.  The float32 timings
 behind the thresholds were not measured again at 16-bit (benchmarks/notes/patterns.md, "16-bit").
 """
 

@@ -193,5 +193,6 @@ def geometry(config: Config, rows: int, cols: int):
 
 
 RUNG = Rung("k04_register_row", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: "
+            gate=Gate(half=("default",),  # float16 and bfloat16 too: the rung variant=None chooses first
+                      smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: "
                                      "ptxas drops the partials"))

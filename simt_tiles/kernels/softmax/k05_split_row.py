@@ -47,7 +47,7 @@ import math
 
 from numba import cuda, uint32, uint64
 
-from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
+from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Gate, Rung, cdiv, numba_dtype
 from ._common import (WarpRowConfig, compute_dtype, held_itemsize, make_io, make_plain_log, make_row_reductions,
                       signature)
 
@@ -74,6 +74,9 @@ class Config(WarpRowConfig):
     min_blocks: int = 2
     #: values per thread are rounded up to a multiple of this (fewer distinct kernels)
     vpt_step: int = 4
+    #: registers 16-bit inputs leave besides reg_overhead (their conversions: bfloat16 rows at 84 values in
+    #: registers spilled 12 bytes, at 82 none; the float32 fits are unchanged)
+    half_reg_overhead: int = 2
 
     @property
     def smem_vpt(self) -> int:
@@ -103,7 +106,8 @@ class Config(WarpRowConfig):
         smem_cap = self.smem_budget // (self.threads * held)
         # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
         # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
-        spare = 65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (held // 8)
+        spare = (65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (held // 8)
+                 - (self.half_reg_overhead if itemsize == 2 else 0))
         reg_cap = min(self.max_vpt, spare) * 4 // held
         exact = cdiv(cols, self.threads)
         # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
@@ -252,4 +256,4 @@ def dynamic_smem(config: Config, dtype, **params) -> int:
 
 
 RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            dynamic_smem=dynamic_smem)
+            dynamic_smem=dynamic_smem, gate=Gate(half=("default",)))  # 16-bit's largest fits: tests/test_compile_gate.py

@@ -124,4 +124,4 @@ def geometry(config: Config, outer: int, n: int, inner: int):
 
 
 RUNG = Rung("k07_strided_axis", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="no shared memory"))
+            gate=Gate(half=("default",), smem_exception="no shared memory"))

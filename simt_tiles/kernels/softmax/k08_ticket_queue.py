@@ -207,4 +207,4 @@ def geometry(config: Config, rows: int, cols: int, pieces: int | None = None):
 
 
 RUNG = Rung("k08_ticket_queue", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))
+            gate=Gate(half=("default",), smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))

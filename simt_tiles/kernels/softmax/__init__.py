@@ -13,6 +13,10 @@
                        orders them, so writers wait only for running blocks
 =====================  ====================================================
 
+dtypes: float32 and float64 on every rung; float16 and bfloat16 on k04–k09 (every rung ``variant=None``
+chooses): read 16-bit, every max, exp and sum in float32, each output rounded once to the input's dtype
+(to nearest even) — torch's rule; bfloat16 travels as its ``uint16`` bits (``_common.make_io``).
+
 ``backward.py`` is the gradient of both (:func:`softmax_backward`, the autograd backward of
 :mod:`simt_tiles.torch`), outside the forward ladder.
 

@@ -92,6 +92,8 @@ def _softmax_ref(sp, arrays, kw):
     x = arrays["x"]
     if x.size == 0 and x.ndim >= 1:
         return x.copy()  # scipy's max of nothing raises; an empty softmax is empty (tests/test_callers.py)
+    if x.dtype == np.float16:  # softmax's 16-bit rule: float32 arithmetic, one rounding (scipy's float16 rounds often)
+        return sp(x.astype(np.float64), axis=kw.get("axis", -1)).astype(np.float16)
     return sp(x, axis=kw.get("axis", -1))
 
 
@@ -220,7 +222,7 @@ def assert_like(got, expect, what):
     got, expect = host(got), np.asarray(expect)
     assert got.shape == expect.shape and got.dtype == expect.dtype, (what, got.shape, got.dtype, expect.shape, expect.dtype)
     if expect.dtype.kind == "f":
-        tol = 1e-5 if expect.dtype == np.float32 else 1e-12
+        tol = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2.0 ** -10}.get(expect.dtype, 1e-12)
         np.testing.assert_allclose(got, expect, rtol=tol, atol=tol, equal_nan=True, err_msg=what)
     else:
         np.testing.assert_array_equal(got, expect, err_msg=what)
@@ -263,6 +265,11 @@ def _reversed_device(x):
     return dev[(slice(None, None, -1),) * x.ndim]
 
 
+def _takes_half(name):
+    """softmax and log_softmax take float16 (and bfloat16): read 16-bit, computed in float32."""
+    return FUNCTION_OF[name] in ("softmax", "log_softmax")
+
+
 def array_cases(name):
     """``(id, argument, the bad value (a function of the valid arrays), the names the error may
     give, or None: the reference's answer)``."""
@@ -274,12 +281,14 @@ def array_cases(name):
             if np.dtype(dt) == np.dtype(spec.dtype):
                 continue
             ok = spec.ndimage and np.dtype(dt).kind in "i"  # scipy.ndimage's integer images and filters
+            ok = ok or (_takes_half(name) and dt is np.float16)  # softmax's 16-bit inputs (tests/test_softmax16.py)
             yield f"{arg}-dtype-{np.dtype(dt).name}", arg, (lambda a, arg=arg, dt=dt: a[arg].astype(dt)), \
                 None if ok else alt
         for dt in (np.int32, np.float16, np.complex64, np.bool_):  # the same, as Numba device arrays
             if np.dtype(dt) == np.dtype(spec.dtype):
                 continue
             ok = spec.ndimage and np.dtype(dt).kind in "i"
+            ok = ok or (_takes_half(name) and dt is np.float16)
             yield f"{arg}-device-dtype-{np.dtype(dt).name}", arg, \
                 (lambda a, arg=arg, dt=dt: cuda.to_device(a[arg].astype(dt))), None if ok else alt
         for how in ("0-d", "1-d", "5-d"):

@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
 
-from ...interop import (as_stream, check_device, check_no_overlap, describe, device_operand, device_view,
-                        finish_result, Operand, prepare_out)
+from ...interop import as_stream, check_no_overlap, device_operand, device_view, finish_result, Operand, prepare_out
+# the 16-bit operands' recognition and their uint16 bits (shared with softmax's 16-bit path)
+from ...interop import dtype_name as _dtype_name, finish16 as _finish16, operand16 as _operand16, out16 as _out16
 from ..._recording import no_plan
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
@@ -64,11 +64,6 @@ def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR, bat
     return large if tiles >= LARGE_TILES else rung.presets["default"]
 
 
-def _dtype_name(x) -> str:
-    """'float32', 'bfloat16', 'float16', ... of any array kind (torch names without 'torch.')."""
-    return str(getattr(x, "dtype", "")).replace("torch.", "")
-
-
 def _precision_for(dtype_name: str, precision):
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {PRECISIONS} or None; got {precision!r}")
@@ -84,77 +79,6 @@ def _precision_for(dtype_name: str, precision):
     if precision not in (None, implied):
         raise ValueError(f"precision: {dtype_name} inputs compute in {implied!r}; got {precision!r}")
     return implied
-
-
-def _operand16(x, name: str, stream, contiguous: bool = True) -> Operand:
-    """A 16-bit array as a uint16 Numba device array of its bits: C-contiguous (``contiguous``: an
-    ``out=``), else with the array's own strides (operands: :func:`matmul_mma` reads them)."""
-    mod = type(x).__module__.split(".")[0]
-    if getattr(x, "ndim", 1) < 1:
-        raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
-    if isinstance(x, np.ndarray):
-        host = np.ascontiguousarray(x)
-        return Operand(name, cuda.to_device(host.view(np.uint16), stream=stream), "numpy", x)
-    if mod == "torch":
-        import torch
-
-        if not x.is_cuda:
-            raise TypeError(f"{name}: expected a CUDA tensor; got one on {x.device}")
-        if x.requires_grad:
-            raise TypeError(f"{name}: a tensor that requires grad; pass tensor.detach()")
-        if contiguous and not x.is_contiguous():
-            raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
-        check_device(name, x, "torch")
-        return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
-    numba_array = bool(getattr(x, "__cuda_ndarray__", False))  # (the simulator's arrays too)
-    if mod == "cupy" or numba_array or hasattr(x, "__cuda_array_interface__"):
-        kind = "cupy" if mod == "cupy" else "numba"
-        dev = x if numba_array else cuda.as_cuda_array(x, sync=False)
-        if contiguous and not dev.is_c_contiguous():
-            raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
-        check_device(name, x, kind)
-        return Operand(name, dev.view(np.uint16), kind, x)
-    raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
-
-
-def _out16(out, like: Operand, shape, stream) -> Operand:
-    src = like.original
-    if out is not None:
-        if getattr(out, "shape", None) is None or not hasattr(out, "dtype"):
-            raise TypeError(f"out: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(out)}")
-        if _dtype_name(out) != _dtype_name(src) or tuple(out.shape) != tuple(shape):
-            raise TypeError(f"out: expected shape {tuple(shape)} and dtype {_dtype_name(src)}; "
-                            f"got {tuple(out.shape)} {_dtype_name(out)}")
-        if isinstance(out, np.ndarray):
-            if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ValueError("out: expected a writeable C-contiguous NumPy array")
-            return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
-        return _operand16(out, "out", stream)
-    if like.kind == "torch":
-        import torch
-
-        return _operand16(torch.empty(shape, dtype=src.dtype, device=src.device), "out", stream)
-    if like.kind == "cupy":
-        import cupy
-
-        return _operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
-    if like.kind == "numpy":
-        return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
-    dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits
-    return Operand("out", dev.view(np.uint16), like.kind, dev)
-
-
-def _finish16(op: Operand, like: Operand, stream):
-    if op.kind != "numpy":
-        return op.original
-    host = op.dev.copy_to_host(stream=stream)
-    if stream:
-        stream.synchronize()
-    dt = like.original.dtype
-    if op.original is not None:
-        op.original[...] = host.view(dt)
-        return op.original
-    return host.view(dt)
 
 
 @planned  # repeated calls replay their launches, the padding copies included; on its arrays' device
@@ -200,7 +124,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         a_op = device_operand(a, "a", ndim=None, stream=stream, strided=True)
         b_op = device_operand(b, "b", ndim=None, stream=stream, strided=True)
     else:
-        a_op, b_op = _operand16(a, "a", stream, False), _operand16(b, "b", stream, False)
+        a_op, b_op = (_operand16(x, nm, stream, ndim=None, contiguous=False) for x, nm in ((a, "a"), (b, "b")))
     a_op, b_op = (_unexpand(op, prec, stream) for op in (a_op, b_op))
     sh = shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)  # the FP32 path's rules and errors
     m, n, k = sh.m, sh.n, sh.k
@@ -239,7 +163,7 @@ def _unexpand(op: Operand, prec: str, stream) -> Operand:
         x = cupy.ascontiguousarray(x)
     if prec == "tf32":
         return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
-    return _operand16(x, op.name, stream, False)
+    return _operand16(x, op.name, stream, ndim=None, contiguous=False)
 
 
 def _rows_c(shape, strides) -> bool:

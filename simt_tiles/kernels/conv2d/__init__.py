@@ -104,7 +104,7 @@ from ...interop import finish_result
 from ...launch import planned
 from ...registry import Family
 from . import _args, _cases, _tuning, dispatch, reference
-from ._common import MODES, FilterCall, SeparableCall, flops
+from ._common import MODES, FilterCall, SeparableCall, VolumeCall, flops
 from .dispatch import (
     BEST_MAX_SIZE,
     BEST_SEPARABLE_VARIANT,
@@ -118,6 +118,10 @@ from .dispatch import (
     SEPARABLE_VARIANTS,
     SHAPE_VARIANT,
     VECTOR_VARIANTS,
+    BEST_VOLUME_VARIANT,
+    VOLUME_FALLBACK,
+    VOLUME_RUNGS,
+    VOLUME_VARIANTS,
     _first_fitting,
     default_choice,
     default_rung,
@@ -129,11 +133,13 @@ from .dispatch import (
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
 #: the family's registration (:mod:`simt_tiles.registry`): the 2-D rungs and the separable kernel
-FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
+FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS, **VOLUME_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
                 _cases.ALIASING, _cases.HAZARDS)
 
 
 __all__ = [
+    "correlate",
+    "convolve",
     "correlate2d",
     "convolve2d",
     "correlate1d",
@@ -141,6 +147,10 @@ __all__ = [
     "CONV2D_VARIANTS",
     "SEPARABLE_VARIANTS",
     "SEPARABLE_RUNGS",
+    "VOLUME_VARIANTS",
+    "VOLUME_RUNGS",
+    "BEST_VOLUME_VARIANT",
+    "VOLUME_FALLBACK",
     "BEST_SEPARABLE_VARIANT",
     "SEPARABLE_FLOAT32_PRESET",
     "RUNGS",
@@ -322,6 +332,63 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, ou
                                 variant=variant, config=config, stream=stream)
 
 
+def correlate(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+              config=None, stream=None):
+    """N-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval,
+    origin=origin, output=output)``, for 1-D, 2-D and 3-D images with a filter of the same number of
+    dimensions.
+
+    ``out[i, j, k] = Σ_a Σ_b Σ_c weights[a, b, c] · ext(image)[i + a − KD//2 − origin[0],
+    j + b − KH//2 − origin[1], k + c − KW//2 − origin[2]]`` (3-D; likewise on fewer axes), ``ext``
+    the image extended by ``mode``.  A 2-D image is :func:`correlate2d` (its rungs, variants and
+    configs); a 1-D image is a 1 × L image with the 1 × K filter (the same rungs; unlike
+    :func:`correlate1d`, zero weights are skipped, as scipy's ``correlate`` skips them); a 3-D
+    volume runs :data:`VOLUME_VARIANTS` (k12: a block walks its tile's planes, a ring of staged halo
+    planes in shared memory; :data:`VOLUME_FALLBACK` for filters whose ring does not fit).  The
+    rules of :func:`correlate2d` hold on every axis: the five modes, filters larger than the image,
+    even sizes, integer images and scipy's output dtype, filters of another dtype, taps with
+    ``|w| <= 2**-52`` skipped (a NaN spreads as scipy's), ``out`` not overlapping the inputs.
+
+    image
+        1-D, 2-D or 3-D, of the dtypes and kinds :func:`correlate2d` takes (a volume of at most
+        2**31 − 1 elements: its kernels use 32-bit offsets); 4-D or more: ValueError naming ``image``.
+    weights
+        As many dimensions as ``image`` (else ValueError naming ``weights``), at least one value per
+        axis, any real dtype.
+    origin
+        An int (every axis) or a sequence of one int per axis; ``-(K // 2) <= origin[i] <= (K − 1) // 2``
+        for the filter's extent K on axis i.
+    variant, config
+        A 1-D or 2-D image: those of :func:`correlate2d`.  A 3-D image: a name from
+        :data:`VOLUME_VARIANTS` (None: :data:`BEST_VOLUME_VARIANT`, or :data:`VOLUME_FALLBACK` when
+        the filter's ring of planes does not fit shared memory) and a preset name or that rung's
+        config.  A new filter *value* compiles nothing (one kernel per filter shape, mode and dtype).
+    """
+    return _correlate(image, _volume_filter(weights, image, stream, variant, config), mode=mode, cval=cval,
+                      origin=origin, output=output, out=out, variant=variant, config=config, stream=stream)
+
+
+def convolve(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+             config=None, stream=None):
+    """N-D convolution, as ``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval, origin=origin,
+    output=output)``: :func:`correlate` (same arguments) with the filter flipped on every axis, its
+    centre at ``(K − 1) // 2`` on each axis (scipy's shift for even sizes) and ``origin`` mirrored:
+    the anchor is ``(K − 1) // 2 − origin[i]`` (the same valid range as :func:`correlate`'s).  The
+    flipped filter is a view (negative strides), not a copy."""
+    return _convolve(image, _volume_filter(weights, image, stream, variant, config), mode=mode, cval=cval,
+                     origin=origin, output=output, out=out, variant=variant, config=config, stream=stream)
+
+
+def _volume_filter(weights, image, stream, variant, config):
+    """``correlate``/``convolve``'s filter swap (as the 2-D functions'): a NumPy filter of the image's
+    number of dimensions becomes its cached device copy, with its values for k10 on 1-D and 2-D images."""
+    nd = _args.ndim_of(image)
+    if nd not in (1, 2, 3) or not _swaps(variant):
+        return weights
+    with_values = nd < 3 and _params(variant, config, weights)
+    return device_copy(weights, image, stream, nd, with_values)
+
+
 def _params(variant, config, weights) -> bool:
     """Whether the default takes a reused NumPy filter's values as kernel parameters (k10 PARAMS: up
     to :data:`dispatch.BEST_MAX_SIZE` taps each way, far under its parameter bytes), so its cached
@@ -359,7 +426,7 @@ def _correlate1d(image, weights, *, axis, mode, cval, origin, output, out, varia
 
 
 def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, *, flipped, ndim=2,
-              axis=None):
+              axis=None, all_taps=None):
     args, w_op = _args.filter2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                                 variant=variant, config=config, stream=stream, ndim=ndim, axis=axis)
     src, dst = args.src, args.dst
@@ -375,7 +442,37 @@ def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, 
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
         plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, args.mode, args.dtype, weights_at)
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=ndim == 1, origin=args.origin))
+        taps = ndim == 1 if all_taps is None else all_taps  # correlate on a 1-D image skips them as correlate2d
+        plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=taps, origin=args.origin))
+        if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
+            _args.convert(args.dst, args.out.dev, args.stream)
+    return finish_result(args.out, args.stream)
+
+
+@planned
+def _correlate(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=False)
+
+
+@planned
+def _convolve(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=True)
+
+
+def _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, *, flipped):
+    """``correlate``/``convolve``: by the image's number of dimensions, the 2-D path (a 1-D image as
+    1 × L, zero taps skipped as scipy's ``correlate``) or the volume rungs."""
+    nd = _args.image_ndim(image, weights)
+    if nd == 2:
+        return _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=flipped)
+    if nd == 1:
+        return _filter2d(image, weights, mode, cval, _args.origin_1d(origin), output, out, variant, config, stream,
+                         flipped=flipped, ndim=1, axis=0, all_taps=False)
+    args, w_op = _args.filter3d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                                variant=variant, config=config, stream=stream)
+    if 0 not in args.src.shape:  # an empty volume needs no launch
+        plan = dispatch.plan_volume(variant, config, *w_op.dev.shape, args.mode, args.dtype)
+        plan.run(VolumeCall(args.src, w_op, args.dst, cval, flipped, args.stream, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
     return finish_result(args.out, args.stream)
@@ -400,3 +497,5 @@ correlate2d.__planned__ = _correlate2d
 convolve2d.__planned__ = _convolve2d
 correlate1d.__planned__ = _correlate1d
 correlate_separable.__planned__ = _correlate_separable
+correlate.__planned__ = _correlate
+convolve.__planned__ = _convolve

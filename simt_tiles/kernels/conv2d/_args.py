@@ -133,6 +133,8 @@ def image_ndim(image, weights) -> int:
     when ``image`` is no array whose ndim can be read (the 2-D path's checks then name it).
     ValueError naming ``image`` for 4 or more dimensions, naming ``weights`` when its ndim is not
     the image's (scipy's rule: one filter axis per image axis)."""
+    if shape_of(image) == ():
+        raise ValueError("image: expected a 1-D, 2-D or 3-D array; got 0-D")
     nd = ndim_of(image)
     if nd is None:
         return 2

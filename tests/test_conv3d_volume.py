@@ -190,16 +190,18 @@ def _configs():
 
 @given(cfg=_configs(), shape=hs.tuples(*[hs.sampled_from(SIDES)] * 3), wshape=hs.tuples(*[hs.integers(1, 4)] * 3),
        mode=hs.sampled_from(MODES), fn=hs.sampled_from(tuple(FUNCTIONS)), data=hs.data(),
-       dtype=hs.sampled_from((np.float32, np.float64)))
-def test_property_random_configs_shapes_modes_origins(cfg, shape, wshape, mode, fn, data, dtype):
+       dtype=hs.sampled_from((np.float32, np.float64)), variant=hs.sampled_from(dispatch.VOLUME_VARIANTS))
+def test_property_random_configs_shapes_modes_origins(cfg, shape, wshape, mode, fn, data, dtype, variant):
     if cfg.threads * max(1, shape[0] * shape[1] * shape[2]) > 4096:
         shape = (min(shape[0], 2), min(shape[1], 3), shape[2])  # the simulator's budget for wide blocks
+    if variant == "k12_volume_naive":
+        cfg = k12_volume.NaiveConfig(threads_x=cfg.threads)
     origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
     rng = np.random.default_rng(abs(hash((shape, wshape))) % 2**32)
     x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
     note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
     out = poisoned(shape, dtype)
-    FUNCTIONS[fn][0](x, w, mode=mode, cval=0.25, origin=origin, out=out, variant="k12_volume", config=cfg)
+    FUNCTIONS[fn][0](x, w, mode=mode, cval=0.25, origin=origin, out=out, variant=variant, config=cfg)
     # scipy's n-D reflect misreads only 4n or more before an axis: a filter of at most 4 taps never gets there
     check(out, x, w, fn, mode, 0.25, origin, f"{fn} {cfg}")
 

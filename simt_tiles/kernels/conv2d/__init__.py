@@ -1,4 +1,4 @@
-"""The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes.
+"""The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes (and 3-D volumes).
 
 ``correlate2d`` / ``convolve2d`` compute exactly what ``scipy.ndimage.correlate``
 / ``scipy.ndimage.convolve`` compute for a 2-D image — modes
@@ -13,7 +13,10 @@ along any axis of an image of any number of dimensions (1-D, 2-D, 3-D volumes, .
 piece a 2-D problem of these rungs, see :func:`correlate1d`), and ``correlate_separable`` the 2-D
 correlation with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes;
 ``correlate2d``/``convolve2d``/``correlate_separable`` take 2-D images only (a volume's
-separable filter is ``correlate1d`` along each axis in turn, as scipy's own).
+separable filter is ``correlate1d`` along each axis in turn, as scipy's own).  ``correlate``/``convolve``
+are scipy.ndimage's n-D ``correlate``/``convolve`` for 1-D, 2-D and 3-D images with a filter of as many
+dimensions: a 2-D image is ``correlate2d``/``convolve2d``, a 1-D image a 1 × L one, a 3-D volume runs
+``k12_volume`` (:data:`VOLUME_VARIANTS`).
 Read the rungs in order:
 
 ========================  ====================================================
@@ -46,6 +49,11 @@ Read the rungs in order:
                           staged in shared memory, 128-bit loads feeding an
                           RY × RX register tile: FMA-bound filters past 7 × 7
                           (``variant=None`` there)
+``k12_volume``            3-D volumes (``correlate``/``convolve``): k02's halo
+                          tile walked down z, each halo plane staged once
+                          into a ring of KD + 1 planes (2.5-D blocking, one
+                          barrier per plane); ``k12_volume_naive`` (global
+                          memory, any filter) when the ring does not fit
 ========================  ====================================================
 
 ``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with

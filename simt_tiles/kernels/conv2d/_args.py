@@ -2,8 +2,9 @@
 arrays a rung reads and writes, with scipy.ndimage's rules.
 
 The public functions (``__init__.py``) read check → choose → launch; this module is the *check*:
-:func:`filter2d` (``correlate2d``, ``convolve2d``, ``correlate1d``) and :func:`separable`
-(``correlate_separable``) return the call's :class:`Checked` arguments and its filter operands;
+:func:`filter2d` (``correlate2d``, ``convolve2d``, ``correlate1d``; ``correlate``/``convolve`` of a
+1-D or 2-D image), :func:`filter3d` (``correlate``/``convolve`` of a 3-D volume, after
+:func:`image_ndim` chose the path) and :func:`separable` (``correlate_separable``) return the call's :class:`Checked` arguments and its filter operands;
 :mod:`.dispatch` then chooses, the rung launches.  In the order the checks run (a bad argument
 fails before any upload): ``output`` and ``origin`` (their scipy forms), ``axis``, ``mode``,
 ``cval``, ``variant`` and ``config`` (:mod:`.dispatch`), the stream, the image, the filter, the
@@ -171,7 +172,7 @@ def filter3d(image, weights, *, mode, cval, origin, output, out, variant, config
     shape = shape_of(image)
     if shape is not None and math.prod(shape) > MAX_VOLUME_ELEMENTS:
         raise ValueError(f"image: {math.prod(shape)} elements; the volume kernels index with 32-bit offsets, at "
-                         f"most {MAX_VOLUME_ELEMENTS} (filter the volume in slabs along axis 0)")
+                         f"most {MAX_VOLUME_ELEMENTS} (filter it in slabs along axis 0, each KD − 1 planes wider than its output)")
     img_op, src, out_dtype = image_operand(image, out, output, stream, ndim=3)
     w_op = weights_operand(weights, "weights", src.dtype, stream, ndim=3)
     check_origin(origin, w_op.dev.shape)

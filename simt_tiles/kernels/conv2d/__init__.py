@@ -187,7 +187,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     results of at most 16 bits or float32) or float64, and the result is converted to the output
     dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
     :mod:`._args`).  2-D images only: a 3-D volume is a ValueError naming ``image`` (filter a volume
-    one axis at a time with :func:`correlate1d`); complex inputs are a TypeError.
+    one axis at a time with :func:`correlate1d`, or with a 3-D filter by :func:`correlate`); complex inputs are a
+    TypeError.
 
     ``out[i, j] = Σ_a Σ_b weights[a, b] · ext(image)[i + a − KH//2, j + b − KW//2]``
     where ``ext`` extends the image by ``mode``.

@@ -312,7 +312,8 @@ def check_2d(image) -> None:
     ``correlate1d`` takes volumes), before any upload."""
     shape = shape_of(image)
     if shape is not None and len(shape) != 2:
-        hint = (" (2-D filters only: filter an N-D volume one axis at a time with simt_tiles.correlate1d)"
+        hint = (" (2-D filters only: simt_tiles.correlate / convolve take 1-D, 2-D and 3-D images; filter more "
+                "dimensions one axis at a time with simt_tiles.correlate1d)"
                 if len(shape) > 2 else "")
         raise ValueError(f"image: expected a 2-D array; got {len(shape)}-D with shape {shape}{hint}")
 

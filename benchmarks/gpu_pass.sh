@@ -281,13 +281,14 @@ for step in $steps; do
       done ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
-      # beside the default (1) and cuBLAS, then guards 3's size-0 copies of out-of-range addresses under memcheck
+      # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));
+      # then guards 3's size-0 copies of out-of-range addresses and the in-place rounding under memcheck
       timeout $(limit ${MMA_TIMEOUT:-360}) python3 -m simt_tiles.bench.mma --out "$out/mma_s36" --peers cublas \
         --sizes 4096x4096x4096,8192x8192x8192,6144x6144x6144,1031x997x1013 \
-        --presets "bf16:large;bf16:large,guards=2;bf16:large,guards=3;bf16:default;bf16:default,guards=3;tf32:large;tf32:large,guards=2;tf32:large,guards=3;tf32:default,guards=3" \
+        --presets "bf16:large;bf16:large,guards=2;bf16:large,guards=3;bf16:default;bf16:default,guards=3;tf32:large;tf32:large,guards=2;tf32:large,guards=3;tf32:default,guards=3;tf32:large,guards=3,round_in_smem=2;tf32:default,guards=3,round_in_smem=2" \
         > "$out/mma_guards.log" 2>&1; echo "mma guards rc=$?"; tail -25 "$out/mma_guards.log"
       SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout $(limit 150) compute-sanitizer --tool memcheck \
-        python3 -m pytest -q -p no:cacheprovider tests/test_mma.py -k hoisted_guards > "$out/mma_guards_memcheck.log" 2>&1
+        python3 -m pytest -q -p no:cacheprovider tests/test_mma.py -k "hoisted_guards or round_in_smem" > "$out/mma_guards_memcheck.log" 2>&1
       echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/mma_guards_memcheck.log")"; tail -3 "$out/mma_guards_memcheck.log" ;;
     conv33)
       # issue 33: NumPy-filter host time, the NCHW layer zoo (stride 2, depthwise) beside cuDNN, resnet18

@@ -418,7 +418,8 @@ DEFAULT_SHAPES = {
     "elementwise": "37",  # vector_add: N; bias_relu: M x N
 }
 SHAPE_HELP = {
-    "matmul": "MxNxK", "matmul_mma": "MxNxK", "conv2d": "HxWxKHxKW (volume rungs: DxHxWxKDxKHxKW too)", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
+    "matmul": "MxNxK", "matmul_mma": "MxNxK or BxMxNxK (a batch)",
+    "conv2d": "HxWxKHxKW (volume rungs: DxHxWxKDxKHxKW too)", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
     "softmax": "ROWSxCOLS", "reduce": "ROWSxCOLS or N", "elementwise": "N (vector_add) or MxN (bias_relu)",
 }
 
@@ -438,12 +439,14 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
         m, n, k = dims
         fam.matmul(rand(m, k), rand(k, n), variant=name, config=cfg)
     elif ladder == "matmul_mma":
-        need(3)
-        m, n, k = dims
+        if len(dims) != 4:
+            need(3)
+        *batch, m, n, k = dims  # BxMxNxK: a batch of B products (the batched form, grid z)
         if name == "k13_mma_tf32":
-            fam.matmul_mma(rand(m, k).astype("float32"), rand(k, n).astype("float32"), precision="tf32", config=cfg)
+            fam.matmul_mma(rand(*batch, m, k).astype("float32"), rand(*batch, k, n).astype("float32"), precision="tf32",
+                           config=cfg)
         else:
-            fam.matmul_mma(rand(m, k).astype("float16"), rand(k, n).astype("float16"), config=cfg)
+            fam.matmul_mma(rand(*batch, m, k).astype("float16"), rand(*batch, k, n).astype("float16"), config=cfg)
     elif ladder == "conv2d" and name in fam.VOLUME_RUNGS:  # a volume: D x H x W x KD x KH x KW (or H x W x KH x KW)
         if len(dims) != 6:
             need(4)

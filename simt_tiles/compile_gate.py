@@ -44,7 +44,7 @@ import numpy as np
 
 from ._numba_fixes import apply as apply_numba_fixes
 from .registry import ladders as registry_ladders
-from .runtime import SIMULATOR, Rung
+from .runtime import SIMULATOR, Rung, dtype_label, storage_dtype
 
 #: options of ``cuda.jit`` that ``compile_ptx`` also understands
 _PTX_OPTIONS = ("lineinfo", "fastmath", "launch_bounds", "opt", "debug")
@@ -408,17 +408,20 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     if isinstance(assembler, str):
         assembler = Assembler("ptxas", None, assembler)
     cfg = rung.presets[preset]
-    dtype = np.dtype(dtype)
+    dtype = storage_dtype(dtype)  # ("bfloat16": its uint16 bits, as the kernels take it)
+    label = dtype_label(dtype)
     params = params or {}
     name = rung.name + "".join(f" {k}={_param_text(v)}" for k, v in params.items())
-    row = GateRow(ladder, name, preset, dtype.name, _short(cfg), spill_free=rung.gate.spill_free,
+    row = GateRow(ladder, name, preset, label, _short(cfg), spill_free=rung.gate.spill_free,
                   smem_exception=rung.gate.smem_exception)
     options = rung.jit_options(cfg, dtype)
     ptx_opts = {k: v for k, v in options.items() if k in _PTX_OPTIONS}
     try:
         cfg.check_smem(dtype)
         row.smem_declared = cfg.smem_bytes(dtype.itemsize)
-        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype, **params), rung.signature(dtype, **params),
+        # a config may imply compile-time parameters of its own (the tensor-core rungs' batched form: its signature)
+        build = {**params, **(rung.config_params(cfg) if hasattr(rung, "config_params") else {})}
+        ptx, _ = cuda.compile_ptx(rung.factory(cfg, dtype, **build), rung.signature(dtype, **build),
                                   cc=CC, **ptx_opts)
     except Exception as exc:  # the point of the gate: report, don't crash
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -428,8 +431,8 @@ def compile_one(rung: Rung, preset: str, dtype, assembler: Assembler | str, work
     row.lds_wide = len(re.findall(r"\bld\.shared\.v[24]\.", ptx))
     for where in (workdir, cubin_dir):  # cubin_dir keeps the PTX too: tests read it instead of compiling again
         if where is not None:
-            (Path(where) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.ptx").write_text(ptx)
-    keep = Path(cubin_dir) / f"{name.replace(' ', '_')}-{preset}-{dtype.name}.cubin" if cubin_dir else None
+            (Path(where) / f"{name.replace(' ', '_')}-{preset}-{label}.ptx").write_text(ptx)
+    keep = Path(cubin_dir) / f"{name.replace(' ', '_')}-{preset}-{label}.cubin" if cubin_dir else None
     ok, log = assembler.assemble(ptx, options.get("max_registers"), keep)
     if not ok:
         row.error = f"{assembler.kind}: {_first_error(log)[:240]}"
@@ -450,7 +453,7 @@ def compile_configs(items, ladder: str = "", assembler: Assembler | None = None,
     where = {id(r): lad for lad, rs in ladders().items() for r in rs.values()}
     n_jobs = n_jobs or default_jobs()
     if workdir is None and n_jobs > 1 and len(items) > 1 and all(id(it[0]) in where for it in items):
-        todo = [Job(where[id(rung)], rung.name, label, np.dtype(dtype).name, config=config)
+        todo = [Job(where[id(rung)], rung.name, label, dtype_label(dtype), config=config)
                 for rung, label, config, dtype in items]
         rows = _run_jobs(todo, assembler, n_jobs)
         for row in rows:
@@ -525,7 +528,7 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
             for preset in rung.presets:
                 if quick_skips(lad, preset):
                     continue  # quick_skips says why; the full gate builds it
-                for dtype in ("float32", "float64"):
+                for dtype in ("float32", "float64", "float16", "bfloat16"):
                     if not rung.gate.builds(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's
                     for params in rung.gate.params:

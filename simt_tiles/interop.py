@@ -53,6 +53,10 @@ from ._recording import no_plan
 
 #: dtypes every SIMT kernel claims; they are validated by the public functions
 SUPPORTED_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: the 16-bit floats that the functions taking them accept (``matmul`` on the tensor cores, ``softmax``,
+#: ``log_softmax``), by :func:`dtype_name`: they reach the kernels as their ``uint16`` bits
+#: (:func:`operand16`), since NumPy has no bfloat16 without ml_dtypes and Numba no bfloat16 array type
+HALF_FLOATS = ("bfloat16", "float16")
 
 __all__ = [
     "SUPPORTED_FLOATS",
@@ -72,6 +76,11 @@ __all__ = [
     "stream_key",
     "describe",
     "device_view",
+    "HALF_FLOATS",
+    "dtype_name",
+    "operand16",
+    "out16",
+    "finish16",
 ]
 
 
@@ -272,16 +281,16 @@ def _is_cuda_dlpack(x) -> bool:
     return int(device_type) in (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
-def check_dtype_ndim(name, dtype, got_ndim, shape, ndim) -> None:
+def check_dtype_ndim(name, dtype, got_ndim, shape, ndim, accepted: str = "float32 or float64") -> None:
     """TypeError/ValueError naming ``name`` unless ``ndim`` dimensions (None: at least
-    one) of float32/float64."""
+    one) of float32/float64 (``accepted``: what the error says the function takes)."""
     if ndim is None and got_ndim < 1:
         raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
     if ndim is not None and got_ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D array; got {got_ndim}-D with shape {tuple(shape)}")
     if np.dtype(dtype) not in SUPPORTED_FLOATS:
         raise TypeError(
-            f"{name}: expected dtype float32 or float64; got {np.dtype(dtype)}"
+            f"{name}: expected dtype {accepted}; got {np.dtype(dtype)}"
         )
 
 
@@ -300,7 +309,8 @@ def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     return Operand(name, np.ascontiguousarray(host), "numpy", x)
 
 
-def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, strided: bool = False) -> Operand:
+def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, strided: bool = False,
+                   accepted: str = "float32 or float64") -> Operand:
     """Turn a caller's array into a device array the kernels can take.
 
     * NumPy arrays are checked, made C-contiguous (and native byte order) and
@@ -313,14 +323,15 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, stri
     expected dtype, e.g. argmax's int64) replaces the float32/float64 rule.  ``strided=True``
     (matmul's operands): device arrays keep any strides (the caller reads them), and a NumPy
     array whose last two axes are a transposed C order (``x.T``) is copied as it lies and
-    comes back as the same transposed view.
+    comes back as the same transposed view.  ``accepted``: the dtypes a dtype error names (a function that
+    also takes 16-bit floats through :func:`operand16` says so).
     Raises TypeError/ValueError naming ``name``, the expectation and what came.
     """
     from numba import cuda
 
     if isinstance(x, np.ndarray):
         host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
-        check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
+        check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim, accepted)
         if strided and host.ndim >= 2 and not host.flags.c_contiguous:
             swapped = np.swapaxes(host, -1, -2)
             if swapped.flags.c_contiguous:  # a transposed view: the device copy keeps the layout
@@ -331,7 +342,7 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, stri
                 return Operand(name, device_view(dev, host.shape, st), "numpy", x)
         host = np.ascontiguousarray(host)
         return Operand(name, cuda.to_device(host, stream=stream), "numpy", x)
-    _check_torch(x, name, dtype)
+    _check_torch(x, name, dtype, accepted)
     if _is_numba_device_array(x):
         kind, dev = "numba", x
     elif _has_cai(x):
@@ -357,14 +368,21 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, stri
         )
     check_device(name, x, kind)
     # an out= of a given dtype: its ndim here, its dtype exactly by the caller (prepare_out)
-    check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim)
-    if not strided and not dev.is_c_contiguous():
+    check_dtype_ndim(name, dev.dtype if dtype is None else SUPPORTED_FLOATS[0], dev.ndim, dev.shape, ndim, accepted)
+    if not strided and (not dev.is_c_contiguous() or _broadcast(dev)):
         raise ValueError(
             f"{name}: expected a C-contiguous device array; got shape {dev.shape} "
             f"with strides {dev.strides} (make a contiguous copy first, e.g. "
             "cupy.ascontiguousarray / tensor.contiguous())"
         )
     return Operand(name, dev, kind, x)
+
+
+def _broadcast(dev) -> bool:
+    """Whether ``dev`` repeats elements (a stride of 0 on an axis longer than 1; an empty array never
+    does): numba-cuda's ``is_c_contiguous`` skips such axes, so a CuPy ``broadcast_to`` view would pass
+    for C-contiguous."""
+    return 0 in dev.strides and 0 not in dev.shape and any(s == 0 and n > 1 for n, s in zip(dev.shape, dev.strides))
 
 
 def device_view(dev, shape, strides, offset: int = 0):
@@ -387,14 +405,14 @@ def device_view(dev, shape, strides, offset: int = 0):
     return cuda.from_cuda_array_interface(desc, owner=dev, sync=False)
 
 
-def _check_torch(x, name: str, dtype=None) -> None:
+def _check_torch(x, name: str, dtype=None, accepted: str = "float32 or float64") -> None:
     """A PyTorch CUDA tensor's dtype and autograd state, checked before its interfaces
     are read: torch refuses to export a bfloat16 tensor or one that requires grad with
     errors that do not name the argument (and the DLPack route would then blame CuPy)."""
     if type(x).__module__.split(".")[0] != "torch" or not getattr(x, "is_cuda", False):
         return
     if dtype is None and _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
-        raise TypeError(f"{name}: expected dtype float32 or float64; got {x.dtype}")
+        raise TypeError(f"{name}: expected dtype {accepted}; got {x.dtype}")
     if getattr(x, "requires_grad", False):
         raise ValueError(
             f"{name}: expected a tensor that does not require grad (simt_tiles computes no "
@@ -614,3 +632,100 @@ def check_device(name: str, x, kind: str) -> None:
     msg = device_mismatch(name, array_device(x, kind), current_device(kind), kind)
     if msg:
         raise ValueError(msg)
+
+
+# ---------------------------------------------------------------------------
+# 16-bit floats: bfloat16 and float16 of any array kind, as their uint16 bits
+# ---------------------------------------------------------------------------
+
+
+def dtype_name(x) -> str:
+    """'float32', 'bfloat16', 'float16', ... of any array kind: NumPy (``ml_dtypes.bfloat16`` is
+    'bfloat16'), CuPy, Numba, PyTorch (torch's names without 'torch.')."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "")
+
+
+def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool = True) -> Operand:
+    """A bfloat16/float16 array (:func:`dtype_name` in :data:`HALF_FLOATS`) as a ``uint16`` Numba device
+    array of its bits: NumPy copied (any layout), device arrays (PyTorch CUDA tensors, CuPy, Numba) used
+    in place, C-contiguous (``contiguous``), else with their own strides (the tensor-core matmul reads
+    them).  ``ndim``: the dimensions required (None: at least one; -1: not checked, the caller did)."""
+    from numba import cuda
+
+    got = getattr(x, "ndim", None)
+    if ndim is None and got is not None and got < 1:
+        raise ValueError(f"{name}: expected an array of at least 1 dimension; got 0-D")
+    if ndim is not None and ndim >= 0 and got is not None and got != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array; got {got}-D with shape {tuple(x.shape)}")
+    mod = type(x).__module__.split(".")[0]
+    if isinstance(x, np.ndarray):
+        host = np.ascontiguousarray(x)
+        return Operand(name, cuda.to_device(host.view(np.uint16), stream=stream), "numpy", x)
+    if mod == "torch":
+        import torch
+
+        if not x.is_cuda:
+            raise TypeError(f"{name}: expected a CUDA tensor; got one on {x.device}")
+        if x.requires_grad:
+            raise TypeError(f"{name}: a tensor that requires grad; pass tensor.detach()")
+        if contiguous and not x.is_contiguous():
+            raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
+        check_device(name, x, "torch")
+        return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
+    numba_array = _is_numba_device_array(x)  # (the simulator's arrays too)
+    if mod == "cupy" or numba_array or _has_cai(x):
+        kind = "cupy" if mod == "cupy" else "numba"
+        dev = x if numba_array else cuda.as_cuda_array(x, sync=False)
+        if contiguous and (not dev.is_c_contiguous() or _broadcast(dev)):
+            raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
+        check_device(name, x, kind)
+        return Operand(name, dev.view(np.uint16), kind, x)
+    raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
+
+
+def out16(out, like: Operand, shape, stream) -> Operand:
+    """The result of a 16-bit call (:func:`operand16`'s ``like``): the caller's ``out=`` (the shape —
+    ValueError — and the dtype of ``like``'s array — TypeError — exactly), or a new array of ``like``'s
+    kind and dtype; as ``uint16`` bits.  The caller checks that it overlaps no input."""
+    from numba import cuda
+
+    src = like.original
+    if out is not None:
+        if getattr(out, "shape", None) is None or not hasattr(out, "dtype"):
+            raise TypeError(f"out: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(out)}")
+        if tuple(out.shape) != tuple(shape):
+            raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(out.shape)}")
+        if dtype_name(out) != dtype_name(src):
+            raise TypeError(f"out: expected dtype {dtype_name(src)} (the dtype of {like.name}); got {dtype_name(out)}")
+        if isinstance(out, np.ndarray):
+            if not (out.flags.c_contiguous and out.flags.writeable):
+                raise ValueError("out: expected a writeable C-contiguous NumPy array")
+            return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
+        return operand16(out, "out", stream)
+    if like.kind == "torch":
+        import torch
+
+        return operand16(torch.empty(shape, dtype=src.dtype, device=src.device), "out", stream)
+    if like.kind == "cupy":
+        import cupy
+
+        return operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
+    if like.kind == "numpy":
+        return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
+    dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits
+    return Operand("out", dev.view(np.uint16), like.kind, dev)
+
+
+def finish16(op: Operand, like: Operand, stream):
+    """:func:`finish_result` for :func:`out16`'s result: NumPy callers get their dtype back (the bits viewed
+    as ``like``'s dtype), the others their array."""
+    if op.kind != "numpy":
+        return op.original
+    host = op.dev.copy_to_host(stream=stream)
+    if stream:
+        stream.synchronize()
+    dt = like.original.dtype
+    if op.original is not None:
+        op.original[...] = host.view(dt)
+        return op.original
+    return host.view(dt)

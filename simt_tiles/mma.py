@@ -12,6 +12,8 @@ in the tile loop::
     cp_async16(s0, OFF, g, nbytes)          # 16 bytes global → shared, nbytes < 16 zero-filled
     commit_group(); wait_group(N)           # cp.async groups: at most N still in flight
     x = lds32(s0, OFF)                      # one 32-bit word of shared memory (as float32)
+    u0, u1, u2, u3 = lds128(s0, OFF)        # 16 bytes of shared memory as four uint32 (16-byte aligned)
+    sts128(s0, OFF, x0, x1, x2, x3)         # 16 bytes to shared memory (float32 or uint32 values, their bits)
     r0, r1, r2, r3 = ldsm_x4(s0, OFF)       # ldmatrix .x4 (this lane's row address s0+OFF)
     r0, r1, r2, r3 = ldsm_x4_t(s0, OFF)     # ldmatrix .x4.trans (16-bit elements)
     d0, d1, d2, d3 = mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)   # m16n8k8, float32 in
@@ -23,6 +25,10 @@ in the tile loop::
     y = rna_add(x)                          # x's bits + half a TF32 ulp: what the tensor cores then
                                             # truncate is x rounded to nearest, ties away (not NaN-safe
                                             # for NaN payloads ≥ 0x7FF000: those wrap to −0)
+    y = rna_finite(u)                       # uint32 bits u plus half a TF32 ulp if finite, else u as is:
+                                            # cvt.rna without its final mask of the 13 low bits, which the
+                                            # tensor cores ignore (ptxas drops that mask itself when cvt.rna
+                                            # feeds an mma): 2 SASS instructions, and NaN-safe
     h = f32_to_bf16(x); h = f32_to_f16(x)   # round to nearest even, the uint16 bits
 
 ``OFF`` must be an integer literal (it becomes the PTX immediate).  16-bit data travels as
@@ -51,8 +57,9 @@ A, B and C with the layout above — a wrong lane mapping gives a wrong product 
 arithmetic: the hardware's inputs (TF32: the top 19 bits of each float32, i.e. truncation when
 ``cvt_tf32`` was not applied; BF16/FP16 as given) multiplied exactly and summed with C in float64,
 rounded once to float32 — within the bound the accumulation in float32 allows
-(:func:`simt_tiles.bounds.mma_bound`).  cp.async copies at once, so only the GPU tests and
-compute-sanitizer can catch a missing ``wait_group``.
+(:func:`simt_tiles.bounds.mma_bound`).  cp.async reads its source at once and lands in shared
+memory at the ``wait_group`` that covers its group (:func:`simt_tiles.vector.land_copies`), so a
+read before that wait sees the old bytes and a missing or early ``wait_group`` fails the tests.
 
 ``SA`` / ``GA`` are the address types (uint32 / uint64 on the GPU; Python ``int`` in the
 simulator, where host addresses exceed 32 bits): generated code writes ``SA(s0 + SA(x))``.
@@ -66,8 +73,8 @@ import numpy as np
 
 from .runtime import SIMULATOR
 
-__all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32",
-           "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "f32_to_bf16",
+__all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32", "lds128", "sts128",
+           "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "rna_finite", "f32_to_bf16",
            "f32_to_f16", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
            "fragment_a", "fragment_b", "fragment_c", "mma_reference"]
 
@@ -190,6 +197,8 @@ def mma_reference(a_frag, b_frag, c_frag, precision: str):
 # ---------------------------------------------------------------------------
 
 if SIMULATOR:
+    from .vector import commit_copies, defer_copy, land_copies  # the simulator's cp.async groups
+
     SA = GA = int
 
     _regions: dict[int, np.ndarray] = {}  # start address → flat uint8 view of a registered array
@@ -239,17 +248,33 @@ if SIMULATOR:
         if n:
             data[:n] = _bytes("cp_async16 (global)", int(g), 16, 16)[:n]
         words, out = data.view(np.uint32), dst.view(np.uint32)
-        for i in range(4):  # element writes: simt_tiles.analyze records them (slices it does not)
-            out[i] = words[i]
+
+        def land():
+            for i in range(4):  # element writes: simt_tiles.analyze records them (slices it does not)
+                out[i] = words[i]
+
+        defer_copy(land)  # lands at the wait_group that covers it (simt_tiles.vector.land_copies)
 
     def commit_group():
-        pass
+        commit_copies()
 
     def wait_group(n):
-        pass
+        land_copies(n)
 
     def lds32(s, off):
         return _bytes("lds32", int(s) + int(off), 4, 4).view(np.float32)[0]
+
+    def lds128(s, off):
+        words = _bytes("lds128", int(s) + int(off), 16, 16).view(np.uint32)
+        return tuple(np.uint32(words[i]) for i in range(4))  # element reads: the race check records them
+
+    def _bits(x):
+        return np.uint32(x) if isinstance(x, (np.uint32, np.integer, int)) else np.float32(x).view(np.uint32)
+
+    def sts128(s, off, x0, x1, x2, x3):
+        out = _bytes("sts128", int(s) + int(off), 16, 16).view(np.uint32)
+        for i, x in enumerate((x0, x1, x2, x3)):
+            out[i] = _bits(x)
 
     def _words(buf):
         return np.uint32(buf.view(np.uint32)[0])
@@ -309,6 +334,10 @@ if SIMULATOR:
     def rna_add(x):
         u = np.uint32(x) if isinstance(x, (np.uint32, np.integer)) else np.float32(x).view(np.uint32)
         return np.uint32((int(u) + 0x1000) & 0xFFFFFFFF).view(np.float32)
+
+    def rna_finite(u):
+        u = int(np.uint32(u))
+        return np.uint32(u + 0x1000 if (u & 0x7F800000) != 0x7F800000 else u).view(np.float32)
 
     def cvt_tf32(x):
         if isinstance(x, (np.uint32, np.integer)):
@@ -412,11 +441,29 @@ else:
 
         return types.float32(s, off), codegen
 
-    def _ldsm_intrinsic(trans: bool):
-        suffix = ".trans" if trans else ""
+    @intrinsic
+    def sts128(typingctx, s, off, x0, x1, x2, x3):
+        xs = (x0, x1, x2, x3)
+        if not (isinstance(s, types.Integer) and _literal(off)
+                and all(x in (types.float32, types.uint32) for x in xs)):
+            return None
+        offset = off.literal_value
 
+        def codegen(context, builder, sig, args):
+            sv = context.cast(builder, args[0], sig.args[0], types.uint32)
+            vals = [builder.bitcast(v, _I32) if ty == types.float32 else v for v, ty in zip(args[2:], sig.args[2:])]
+            # volatile, memory clobber: not moved below the barrier that publishes it
+            _asm(builder, ir.VoidType(), [sv] + vals, f"st.shared.v4.b32 [$0+{offset}], {{$1, $2, $3, $4}};",
+                 "r,r,r,r,r,~{memory}", True)
+            return context.get_dummy_value()
+
+        return types.void(s, off, *xs), codegen
+
+    def _shared_load4(instruction: str):
+        """An intrinsic ``(s, OFF) -> four uint32``: ``instruction {$0..$3}, [s+OFF]`` on shared memory; volatile
+        with a memory clobber, so not moved above the wait_group that makes this thread's copies visible to it."""
         @intrinsic
-        def ldsm(typingctx, s, off):
+        def load(typingctx, s, off):
             if not (isinstance(s, types.Integer) and _literal(off)):
                 return None
             offset = off.literal_value
@@ -425,17 +472,17 @@ else:
             def codegen(context, builder, sig, args):
                 sv = context.cast(builder, args[0], sig.args[0], types.uint32)
                 r = _asm(builder, ir.LiteralStructType([_I32] * 4), [sv],
-                         f"ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 {{$0, $1, $2, $3}}, [$4+{offset}];",
-                         "=r,=r,=r,=r,r,~{memory}", True)
+                         f"{instruction} {{$0, $1, $2, $3}}, [$4+{offset}];", "=r,=r,=r,=r,r,~{memory}", True)
                 vals = [builder.extract_value(r, k) for k in range(4)]
                 return context.make_tuple(builder, sig.return_type, vals)
 
             return sig, codegen
 
-        return ldsm
+        return load
 
-    ldsm_x4 = _ldsm_intrinsic(False)
-    ldsm_x4_t = _ldsm_intrinsic(True)
+    lds128 = _shared_load4("ld.shared.v4.u32")
+    ldsm_x4 = _shared_load4("ldmatrix.sync.aligned.m8n8.x4.shared.b16")
+    ldsm_x4_t = _shared_load4("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16")
 
     def _mma_intrinsic(shape: str, kind: str, in_type):
         text = (f"mma.sync.aligned.{shape}.row.col.f32.{kind}.{kind}.f32 "
@@ -482,6 +529,19 @@ else:
             return builder.bitcast(builder.add(v, ir.Constant(_I32, 0x1000)), _F32)
 
         return types.float32(types.uint32 if bits else types.float32), codegen
+
+    @intrinsic
+    def rna_finite(typingctx, u):
+        if u != types.uint32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            r = _asm(builder, _I32, [args[0]],
+                     "{ .reg .pred p; .reg .f32 a; .reg .b32 t; mov.b32 a, $1; abs.f32 a, a; "
+                     "setp.lt.f32 p, a, 0f7F800000; add.u32 t, $1, 4096; selp.b32 $0, t, $1, p; }", "=r,r")
+            return builder.bitcast(r, _F32)
+
+        return types.float32(types.uint32), codegen
 
     @intrinsic
     def as_f32(typingctx, u):

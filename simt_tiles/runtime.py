@@ -134,6 +134,23 @@ def numba_dtype(dtype) -> numba.types.Type:
     return numba.from_dtype(np.dtype(dtype))
 
 
+#: what a kernel built for 16-bit floats is given as its dtype: float16 itself, and bfloat16 as its ``uint16``
+#: bits (NumPy has no bfloat16 without ml_dtypes, Numba no bfloat16 array type), so a rung that takes 16-bit
+#: inputs reads ``np.uint16`` as bfloat16 (no rung takes integers of that width)
+HALF_STORAGE = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(np.uint16)}
+
+
+def storage_dtype(dtype) -> np.dtype:
+    """The dtype a kernel is built and launched for: ``"bfloat16"`` → ``uint16`` (its bits), else ``np.dtype(dtype)``."""
+    return HALF_STORAGE["bfloat16"] if isinstance(dtype, str) and dtype == "bfloat16" else np.dtype(dtype)
+
+
+def dtype_label(dtype) -> str:
+    """The name of a kernel's dtype as a user reads it (gate rows, errors): ``uint16`` → ``"bfloat16"``."""
+    dtype = storage_dtype(dtype)
+    return "bfloat16" if dtype == HALF_STORAGE["bfloat16"] else dtype.name
+
+
 # ---------------------------------------------------------------------------
 # Tile configurations
 # ---------------------------------------------------------------------------
@@ -238,6 +255,8 @@ class Gate:
     params: tuple = ({},)
     #: dtypes built; a rung whose kernel for a dtype *is* another rung's (and is gated there) leaves it out
     dtypes: tuple = ("float32", "float64")
+    #: presets also built for float16 and bfloat16 (a rung that takes 16-bit inputs: the presets its users run)
+    half: tuple = ()
     #: presets built for float32 only (besides those named ``*_float32``): e.g. tuning candidates of
     #: a rung whose float64 default is another rung's
     float32_only: tuple = ()
@@ -249,6 +268,8 @@ class Gate:
 
     def builds(self, preset: str, dtype: str) -> bool:
         """Whether the gate builds ``preset`` in ``dtype``."""
+        if dtype in HALF_STORAGE:
+            return preset in self.half
         if dtype not in self.dtypes:
             return False
         return dtype == "float32" or not (preset.endswith("_float32") or preset in self.float32_only)

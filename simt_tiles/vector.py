@@ -35,12 +35,15 @@ thread: the load is in flight while the thread computes.  After
 ``wait_copies`` a thread's own copies are in shared memory; a
 ``syncthreads`` then makes everyone's visible.  Both addresses 16-byte
 aligned (float32: 4 elements; float64 is refused — 32 bytes).  In the
-simulator the copy happens at once (with the checks above) and the other two
-do nothing, so the simulator cannot catch a missing ``wait_copies``: the GPU
-tests and ``compute-sanitizer --tool racecheck`` must.
+simulator the copy reads its source at once (with the checks above) and lands
+in shared memory only when a wait says it has (:func:`land_copies`, the latest
+moment PTX allows): a read before the wait sees the old bytes there, as it may
+on a GPU, so a missing or misplaced ``wait_copies`` fails the simulator tests.
 """
 
 from __future__ import annotations
+
+import threading
 
 from .runtime import SIMULATOR
 
@@ -91,16 +94,40 @@ if SIMULATOR:
         flat[i + 2] = c
         flat[i + 3] = d
 
+    _copies = threading.local()  # this simulated thread's cp.async groups: committed ones, oldest first, then the open one
+
+    def _groups() -> list:
+        if getattr(_copies, "groups", None) is None:
+            _copies.groups = [[]]
+        return _copies.groups
+
+    def defer_copy(land) -> None:
+        """An asynchronous copy in the simulator: ``land()`` (its write to shared memory) joins this thread's
+        open group and runs at the wait that lets it land (:func:`land_copies`), not before."""
+        _groups()[-1].append(land)
+
+    def land_copies(n: int = 0) -> None:
+        """``cp.async.wait_group n``: every committed group of this thread but the ``n`` newest lands now
+        (copies not yet committed do not: PTX waits for groups only)."""
+        groups = _groups()
+        done = max(len(groups) - 1 - int(n), 0)
+        for group in groups[:done]:
+            for land in group:
+                land()
+        del groups[:done]
+
     def copy4_async(dst, j, src, i):
         if getattr(src, "_ary", src).dtype.itemsize != 4:
             raise TypeError("copy4_async: 4-byte elements only (16 bytes per copy)")
-        store4(dst, j, *load4(src, i))
+        _check("copy4_async", dst, j)  # alignment and bounds at issue, as a GPU would fault there
+        values = load4(src, i)
+        defer_copy(lambda: store4(dst, j, *values))
 
     def commit_copies():
-        pass
+        _groups().append([])
 
     def wait_copies():
-        pass
+        land_copies(0)
 
 else:
     from llvmlite import ir

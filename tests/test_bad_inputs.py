@@ -92,6 +92,8 @@ def _softmax_ref(sp, arrays, kw):
     x = arrays["x"]
     if x.size == 0 and x.ndim >= 1:
         return x.copy()  # scipy's max of nothing raises; an empty softmax is empty (tests/test_callers.py)
+    if x.dtype == np.float16:  # softmax's 16-bit rule: float32 arithmetic, one rounding (scipy's float16 rounds often)
+        return sp(x.astype(np.float64), axis=kw.get("axis", -1)).astype(np.float16)
     return sp(x, axis=kw.get("axis", -1))
 
 
@@ -146,9 +148,9 @@ SPECS = {
     # the other code paths of the same functions: the tensor cores, argmax and keepdims, an N-D
     # correlate1d, conv2d_nchw's strided (space-to-depth), depthwise and dilated layers
     "matmul_tf32": Spec(simt_tiles.matmul, (("a", (3, 2)), ("b", (2, 4))), lambda a, kw: np.matmul(a["a"], a["b"]),
-                        {"a": {2}, "b": {2}}, (("precision", "tf32"),), dtype=np.float32, also=("precision",)),
+                        {"a": None, "b": None}, (("precision", "tf32"),), dtype=np.float32, also=("precision",)),
     "matmul_f16": Spec(simt_tiles.matmul, (("a", (3, 2)), ("b", (2, 4))), lambda a, kw: np.matmul(a["a"], a["b"]),
-                       {"a": {2}, "b": {2}}, dtype=np.float16, also=("precision",)),
+                       {"a": None, "b": None}, dtype=np.float16, also=("precision",)),
     "reduce_argmax": Spec(simt_tiles.reduce, (("x", (3, 4)),), lambda a, kw: np.argmax(a["x"], axis=kw.get("axis", -1)),
                           {"x": None}, (("op", "argmax"), ("axis", -1))),
     "reduce_keepdims": Spec(simt_tiles.reduce, (("x", (3, 4)),), lambda a, kw: np.max(a["x"], axis=0, keepdims=True),
@@ -224,7 +226,7 @@ def assert_like(got, expect, what):
     got, expect = host(got), np.asarray(expect)
     assert got.shape == expect.shape and got.dtype == expect.dtype, (what, got.shape, got.dtype, expect.shape, expect.dtype)
     if expect.dtype.kind == "f":
-        tol = 1e-5 if expect.dtype == np.float32 else 1e-12
+        tol = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2.0 ** -10}.get(expect.dtype, 1e-12)
         np.testing.assert_allclose(got, expect, rtol=tol, atol=tol, equal_nan=True, err_msg=what)
     else:
         np.testing.assert_array_equal(got, expect, err_msg=what)
@@ -267,6 +269,11 @@ def _reversed_device(x):
     return dev[(slice(None, None, -1),) * x.ndim]
 
 
+def _takes_half(name):
+    """softmax and log_softmax take float16 (and bfloat16): read 16-bit, computed in float32."""
+    return FUNCTION_OF[name] in ("softmax", "log_softmax")
+
+
 def array_cases(name):
     """``(id, argument, the bad value (a function of the valid arrays), the names the error may
     give, or None: the reference's answer)``."""
@@ -278,12 +285,14 @@ def array_cases(name):
             if np.dtype(dt) == np.dtype(spec.dtype):
                 continue
             ok = spec.ndimage and np.dtype(dt).kind in "i"  # scipy.ndimage's integer images and filters
+            ok = ok or (_takes_half(name) and dt is np.float16)  # softmax's 16-bit inputs (tests/test_softmax16.py)
             yield f"{arg}-dtype-{np.dtype(dt).name}", arg, (lambda a, arg=arg, dt=dt: a[arg].astype(dt)), \
                 None if ok else alt
         for dt in (np.int32, np.float16, np.complex64, np.bool_):  # the same, as Numba device arrays
             if np.dtype(dt) == np.dtype(spec.dtype):
                 continue
             ok = spec.ndimage and np.dtype(dt).kind in "i"
+            ok = ok or (_takes_half(name) and dt is np.float16)
             yield f"{arg}-device-dtype-{np.dtype(dt).name}", arg, \
                 (lambda a, arg=arg, dt=dt: cuda.to_device(a[arg].astype(dt))), None if ok else alt
         for how in ("0-d", "1-d", "5-d"):
@@ -307,10 +316,11 @@ def array_cases(name):
             grow = tuple(shape[:-1]) + (shape[-1] + 1,)
             yield f"{arg}-shape+1", arg, (lambda a, arg=arg, grow=grow: np.resize(a[arg], grow)), "reference"
         yield f"{arg}-empty", arg, (lambda a, arg=arg: a[arg][..., :0]), "reference"
-        # device views: matmul reads any strides; the others want C-contiguous device arrays
+        # device views: matmul reads any strides (the tensor-core path copies them into C order); the others
+        # want C-contiguous device arrays
         for kind, make in (("device-strided", _strided_device), ("device-reversed", _reversed_device)):
             yield f"{arg}-{kind}", arg, (lambda a, arg=arg, make=make: make(a[arg])), \
-                None if name == "matmul" else (arg,)
+                None if FUNCTION_OF[name] == "matmul" else (arg,)
 
 
 def _outcome(name, arrays, expect):

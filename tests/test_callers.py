@@ -274,6 +274,8 @@ def test_unsupported_dtypes_are_type_errors(name, bad):
             with pytest.raises(TypeError, match=r"[ab]: expected dtype f"):
                 api.call(*wrong)
             continue
+        if name == "softmax" and bad is np.float16:
+            continue  # float16 is a softmax input (read 16-bit, computed in float32: tests/test_softmax16.py)
         with pytest.raises(TypeError, match=rf"{arg}: expected dtype float"):
             api.call(*wrong)
 
@@ -811,5 +813,6 @@ def _fake_tensor(dtype: str, requires_grad: bool):
     ("float32", True, ValueError, r"x: expected a tensor that does not require grad.*x.detach\(\)"),
 ])
 def test_torch_tensors_torch_refuses_to_export(dtype, requires_grad, exc, pattern):
+    # (softmax takes 16-bit tensors, through interop.operand16: a float32/float64 function refuses them here)
     with pytest.raises(exc, match=pattern):
-        st.softmax(_fake_tensor(dtype, requires_grad))
+        (st.softmax if requires_grad else st.reduce)(_fake_tensor(dtype, requires_grad))

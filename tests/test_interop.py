@@ -256,3 +256,23 @@ def test_check_no_overlap_by_byte_ranges():
     with pytest.raises(ValueError, match="out: overlaps a"):
         interleaved = _op(_CAI((4,), strides=(8,), ptr=4100), "a")
         check_no_overlap(_op(_CAI((4,), strides=(8,), ptr=4096), "out"), [interleaved])
+
+
+@pytest.mark.skipif(not simt_tiles.SIMULATOR, reason="builds on the simulator's array type")
+def test_a_broadcast_device_array_is_not_taken_for_c_contiguous():
+    """A CuPy ``broadcast_to`` view reaches the kernels as a Numba device array with a stride of 0, and
+    numba-cuda's ``is_c_contiguous`` says True for it (it skips stride-0 axes): the functions that need
+    C order must refuse it by its strides, naming the argument (the matmul path copies it instead)."""
+    base = np.arange(1, 9, dtype=np.float32)
+    plain = cuda.to_device(np.lib.stride_tricks.as_strided(base, shape=(3, 8), strides=(0, 4)))
+
+    class ClaimsContiguous(type(plain)):  # numba-cuda's answer for a broadcast array
+        def is_c_contiguous(self):
+            return True
+
+    x = ClaimsContiguous(plain._ary, 0)
+    with pytest.raises(ValueError, match=r"x: expected a C-contiguous device array.*strides \(0, 4\)"):
+        simt_tiles.softmax(x)
+    row = ClaimsContiguous(np.lib.stride_tricks.as_strided(base, shape=(1, 8), strides=(0, 4)), 0)
+    np.testing.assert_array_equal(simt_tiles.softmax(row).copy_to_host(),  # a stride of 0 on an axis of
+                                  simt_tiles.softmax(base[None, :]))     # extent 1 is C order: the same launch

@@ -130,6 +130,7 @@ from numba.cuda.dispatcher import _Kernel
 from numba.np.numpy_support import as_dtype
 from numba import types
 from simt_tiles import launch, registry
+from simt_tiles.runtime import storage_dtype
 
 class Memory:
     def __init__(self, ptr): self.device_ctypes_pointer = ctypes.c_void_p(ptr)
@@ -164,9 +165,9 @@ def same(x, y):
 checked = 0
 for lad, rungs in registry.ladders().items():
     for name, rung in rungs.items():
-        for dt in rung.gate.dtypes:
+        for dt in (*rung.gate.dtypes, *(("float16", "bfloat16") if rung.gate.half else ())):  # (16-bit softmax)
             for params in rung.gate.params:
-                sig = rung.signature(np.dtype(dt), **params)
+                sig = rung.signature(storage_dtype(dt), **params)
                 vals = [value(t, i) for i, t in enumerate(sig.args)]
                 numba_flat = []
                 for t, v in zip(sig.args, vals):

@@ -187,6 +187,28 @@ def test_other_strides_are_copied_once():
     assert_np_matmul(got, np.ascontiguousarray(a[:, ::-2]), b)
 
 
+@pytest.mark.skipif(not SIMULATOR, reason="the simulator's arrays keep NumPy's stride-0 views")
+def test_a_broadcast_operand_is_copied_by_its_strides_not_its_contiguity_flag():
+    """``contiguous_copy`` decides by the strides: a (3, 5) view repeating each of 3 values along its row
+    (strides (1, 0)) is copied value by value, even when the array says it is C-contiguous."""
+    base = np.arange(1, 16, dtype=np.float32)
+    view = np.lib.stride_tricks.as_strided(base, shape=(3, 5), strides=(4, 0))
+    plain = cuda.to_device(view)
+
+    class ClaimsContiguous(type(plain)):  # numba-cuda's answer for a broadcast array, and its reshape refused
+        def is_c_contiguous(self):
+            return True
+
+        def reshape(self, *shape):
+            raise AssertionError(f"reshape{shape} of a broadcast view: it would read past its one row")
+
+    dev = ClaimsContiguous(plain._ary, 0)
+    got = _strided.contiguous_copy(dev, (3, 5), (1, 0), np.float32, 0, "broadcast_copy")
+    np.testing.assert_array_equal(got.copy_to_host(), np.ascontiguousarray(view))
+    assert _strided._in_c_order((1, 4, 5), (7, 5, 1)) and _strided._in_c_order((4, 1), (1, 9))
+    assert not _strided._in_c_order((3, 5), (1, 0)) and not _strided._in_c_order((2, 3), (1, 2))
+
+
 def test_a_named_lesser_rung_gets_c_order_copies():
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((2, 7, 5)), rng.standard_normal((6, 5))

@@ -281,6 +281,68 @@ def test_guards_default_is_the_first_generator():
         k13.Config(guards=4)
 
 
+#: TF32 rounded once a block in shared memory (``round_in_smem`` 2; session 36 (b)): warps along M and along N,
+#: cvt.rna and the add, guards 1 and 3 (k13's sim preset: 64 threads, 2 chunks of A and 2 of B a thread a tile)
+SMEM_ROUND_CONFIGS = {(w, r, q): dataclasses.replace(TF32_CONFIGS[w], rounding=r, guards=q)
+                      for w in (0, 1) for r in (1, 3) for q in (1, 3)}
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 40, 65]),
+       which=st.integers(0, 1), rounding=st.sampled_from([1, 3]), guards=st.sampled_from([1, 3]))
+@example(m=17, n=65, k=37, which=0, rounding=1, guards=3)  # 3 k tiles through 2 stages (each refilled), K tail
+@example(m=33, n=17, k=65, which=1, rounding=3, guards=1)  # warps along N, 5 k tiles, a ragged last one
+@example(m=1, n=1, k=1, which=0, rounding=1, guards=1)  # one tile, mostly zero-filled chunks
+def test_round_in_smem_is_bit_identical(m, n, k, which, rounding, guards):
+    """``round_in_smem`` 2 against 1 on the same inputs: the same bits reach the tensor cores in the same
+    order, so C is bit-identical (both deterministic); and within the bound, none unwritten."""
+    off = SMEM_ROUND_CONFIGS[(which, rounding, guards)]
+    on = dataclasses.replace(off, round_in_smem=2)
+    assert k13.kernel_name(on, "tf32") == k13.kernel_name(off, "tf32") + "_m2"
+    a, b, _, _ = _inputs(m, n, k, "tf32")
+    if m and k:
+        a[0, -1] = np.float32(3.4e38)  # rounds up to inf (either way): row 0 of C inf or NaN in both
+    got_off = matmul_mma(a, b, precision="tf32", out=np.full((m, n), np.nan, np.float32), config=off)
+    got_on = matmul_mma(a, b, precision="tf32", out=np.full((m, n), np.nan, np.float32), config=on)
+    np.testing.assert_array_equal(got_on.view(np.uint32), got_off.view(np.uint32))
+    check_matmul(m, n, k, "tf32", on)
+
+
+def test_round_in_smem_source_and_rules():
+    """``round_in_smem`` 1 (the default) generates the source as before; 2 rounds in the copies' chunks
+    (lds128 / sts128) and not at the fragment loads; 16-bit operands and truncation have nothing to round."""
+    for rung in MMA_RUNGS.values():
+        for cfg in rung.presets.values():
+            assert cfg.round_in_smem == 1
+            assert "lds128" not in rung.source(cfg) and "_m2" not in k13.kernel_name(cfg, "tf32")
+    for cfg in k13.PRESETS.values():
+        for r, fn in ((1, "rna_finite"), (3, "rna_add")):
+            src = k13.RUNG.source(dataclasses.replace(cfg, round_in_smem=2, rounding=r))
+            assert src.count("lds128(") == src.count("sts128(") > 0 and f"sts128(sa0, 0, {fn}(u0)" in src
+            assert "cvt_tf32(" not in src.split("import", 2)[-1] and f"= {fn}(lds32" not in src
+    with pytest.raises(Exception, match="round_in_smem"):
+        k13.Config(round_in_smem=2, rounding=2)
+    with pytest.raises(Exception, match="round_in_smem"):
+        k14.Config(round_in_smem=2)
+    with pytest.raises(Exception, match="round_in_smem"):
+        k13.Config(round_in_smem=3)
+
+
+def test_rna_finite_is_cvt_rna_under_truncation():
+    """rna_finite (the smem pass's rounding for ``rounding`` 1): the bits plus half a TF32 ulp where finite,
+    as they are for inf and NaN; truncated as the tensor cores do, it is cvt.rna (NaN stays NaN)."""
+    x = RNG.standard_normal(1000).astype(np.float32)
+    x[:8] = [1 + 2.0**-11, -(1 + 2.0**-11), np.inf, -np.inf, 3.4e38, -3.4e38, np.nan, 1e-40]
+    x[8] = np.uint32(0xFFFFFFFF).view(np.float32)  # the GPU's NaN, negated: rna_add wraps it to +0
+    got = np.array([mma.rna_finite(u) for u in x.view(np.uint32)], np.float32) if SIMULATOR else None
+    if got is None:
+        pytest.skip("the simulator's model (the GPU's is checked by test_round_in_smem_is_bit_identical)")
+    t, want = mma.tf32_truncate(got), mma.tf32_round(x)
+    np.testing.assert_array_equal(np.isnan(t), np.isnan(x))
+    ok = ~np.isnan(x)
+    np.testing.assert_array_equal(t[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
 @pytest.mark.parametrize("precision, shape", [("tf32", (33, 17, 41)), ("fp16", (17, 20, 70))])
 def test_several_k_tiles_and_blocks(precision, shape):
     """Three k tiles through a two-stage pipeline (each stage refilled), warps stacked along M,
@@ -379,6 +441,8 @@ def test_bench_specs_replace_preset_fields():
     assert _rung_cfg("tf32:large")[2] == k13.PRESETS["large"]
     assert _rung_cfg("tf32:default,rounding=3")[2].rounding == 3
     assert _rung_cfg("bf16:large,guards=2")[2] == dataclasses.replace(k14.PRESETS["large"], guards=2)  # session 36
+    assert _rung_cfg("tf32:large,guards=3,round_in_smem=2")[2] == dataclasses.replace(  # session 36 (b)
+        k13.PRESETS["large"], guards=3, round_in_smem=2)
     assert k14.PRESETS["large"].bk == 64 and k14.PRESETS["large"].stages == 3  # measured: +3-11% over BK 32 x 4
     with pytest.raises(TypeError):
         _rung_cfg("tf32:large,bks=16")
@@ -490,3 +554,248 @@ def test_public_matmul_routes_to_the_tensor_cores():
         simt_tiles.matmul(a, b, precision="fp8")
     with pytest.raises(TypeError, match="float32 .*bfloat16 or float16"):
         simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")
+
+
+def test_round_in_smem_has_no_races():
+    """``round_in_smem`` 2 stores into shared memory between ``wait_group`` and the barrier: the race check sees
+    every other warp's fragment loads behind that barrier (planted: the pass after the barrier — two races)."""
+    from simt_tiles import analyze
+
+    for shape in ("17x9x37", "7x5x9"):
+        report = analyze.run("k13_mma_tf32", ladder="matmul_mma", config="round_in_smem=2", shape=shape)
+        assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()
+
+
+# --- batched and 1-D products (np.matmul's shapes; the batched form, grid z) -----------------------
+
+#: sha256 (first 16 hex digits) of the 2-D kernels' sources before the batched form (``batched`` 1, the
+#: default): the batched generator must leave them byte-identical
+SOURCES_BEFORE_BATCHED = {
+    "k13_mma_tf32/sim/tf32": "dd14ce3f2e4655ed", "k13_mma_tf32/default/tf32": "5376fd18bc828717",
+    "k13_mma_tf32/large/tf32": "60190b22b8d12d39", "k14_mma_bf16/sim/bf16": "26907a1f16ff4125",
+    "k14_mma_bf16/sim/fp16": "b0bae92bebb5d927", "k14_mma_bf16/default/bf16": "638fd912a7b42fb5",
+    "k14_mma_bf16/default/fp16": "192ec5387da6bfec", "k14_mma_bf16/large/bf16": "7d824403850a85bf",
+    "k14_mma_bf16/large/fp16": "805f48f1ef9dc674",
+}
+
+
+def test_default_sources_are_byte_identical_and_the_batched_form_differs_only_where_it_must():
+    """``batched`` 1 (every shipped preset but ``large_batched``) generates the sources pinned above; ``batched`` 2
+    changes the signature, where m/k/lda/ldb come from, the operands' base addresses and C's row, nothing else."""
+    import hashlib
+
+    for rung, precs in ((k13.RUNG, ("tf32",)), (k14.RUNG, ("bf16", "fp16"))):
+        for preset, cfg in rung.presets.items():
+            for p in precs:
+                if cfg.batched == 1:
+                    digest = hashlib.sha256(rung.source(cfg, precision=p).encode()).hexdigest()[:16]
+                    assert digest == SOURCES_BEFORE_BATCHED[f"{rung.name}/{preset}/{p}"], (rung.name, preset, p)
+        assert rung.presets["large_batched"] == dataclasses.replace(rung.presets["large"], batched=2)
+        cfg = rung.presets["sim"]
+        two, one = (rung.source(dataclasses.replace(cfg, batched=z), precision=precs[0]).splitlines() for z in (2, 1))
+        assert len(two) == len(one) + 2 * cfg.wm // 16  # `cr = ...` a row half of a fragment (2 lines for 2)
+        changed = [ln for ln in two if ln not in one]
+        assert any("(a, b, c, m, k_len, lda, ldb, sa, sb):" in ln for ln in changed)
+        assert "    a0p = gaddr(a, I64(bz * sa)); b0p = gaddr(b, I64(bz * sb))" in changed
+        assert all(re.search(r"def |batched form|bz = |gaddr|cr = |c\[cr, ", ln) for ln in changed), changed
+    with pytest.raises(Exception, match="batched"):
+        k13.Config(batched=3)
+
+
+def _batch_inputs(a_shape, b_shape, precision):
+    """Random operands of the given shapes in ``precision``'s input type, and their values as float32."""
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    if precision == "tf32":
+        return a, b, a, b
+    to_bits = mma.bf16_bits if precision == "bf16" else mma.f16_bits
+    ab, bb = to_bits(a), to_bits(b)
+    if precision == "fp16":
+        return ab.view(np.float16), bb.view(np.float16), mma.bits_to_f32(ab, "fp16"), mma.bits_to_f32(bb, "fp16")
+    return ab, bb, mma.bits_to_f32(ab, "bf16"), mma.bits_to_f32(bb, "bf16")
+
+
+def check_batched(a_shape, b_shape, precision, cfg, out_of=None):
+    """matmul_mma on np.matmul's shapes against np.matmul of the rounded inputs in long double: the result's
+    shape and dtype, every element within the mma bound, none unwritten (NaN-poisoned out=)."""
+    a, b, a32, b32 = _batch_inputs(a_shape, b_shape, precision)
+    rdt = ref_dtype()
+    ref = np.matmul(a32.astype(rdt), b32.astype(rdt))
+    if precision == "bf16":
+        got = mma.bits_to_f32(_bf16_call(a, b, np.full(ref.shape, 0x7FC0, np.uint16), cfg), "bf16")
+    else:
+        dt = np.float32 if precision == "tf32" else np.float16
+        res = matmul_mma(a, b, precision=precision, config=cfg, out=np.full(ref.shape, np.nan, dt))
+        assert res.dtype == dt
+        got = np.asarray(res, np.float32)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    k = a_shape[-1]
+    absprod = np.matmul(np.abs(a32.astype(rdt)), np.abs(b32.astype(rdt)))
+    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32")
+    bound = absprod * (f + 2 * max(k, 1) * float(np.finfo(rdt).eps))
+    assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
+    err = np.abs(got.astype(rdt) - ref)
+    assert (err <= bound).all(), (a_shape, b_shape, precision, float((err / np.maximum(bound, 1e-300)).max()))
+
+
+#: (a's batch, b's batch): stride-0 broadcasts on either side, several batch dimensions, an empty batch
+BATCHES = [((3,), (3,)), ((3,), ()), ((), (2,)), ((1,), (3,)), ((2, 1), (1, 3)), ((2, 3), (3,)), ((0,), (0,)),
+           ((2, 2), ())]
+#: ragged M, N, K for the sim presets (tile 32): 1, primes, tile ± 1, empty; None: a 1-D operand there
+DIMS = [0, 1, 7, 13, 31, 33]
+
+
+@settings(max_examples=examples(10))
+@given(batches=st.sampled_from(BATCHES), m=st.sampled_from(DIMS + [None]), n=st.sampled_from(DIMS + [None]),
+       k=st.sampled_from(DIMS[1:] + [0]), precision=st.sampled_from(["tf32", "bf16", "fp16"]))
+@example(batches=((3,), (1,)), m=17, n=13, k=37, precision="tf32")  # b broadcast (stride 0); 3 k tiles, ragged
+@example(batches=((1,), (3,)), m=33, n=9, k=13, precision="bf16")  # a broadcast, 2 row blocks; K padded
+@example(batches=((2, 1), (1, 3)), m=5, n=31, k=8, precision="fp16")  # outer dimension: a loop of 2 launches
+@example(batches=((), (2,)), m=None, n=7, k=13, precision="tf32")  # x @ W (1-D x, a batch of W)
+@example(batches=((2,), ()), m=3, n=None, k=8, precision="fp16")  # A @ v
+@example(batches=((), ()), m=None, n=None, k=9, precision="bf16")  # dot: a 0-D result
+@example(batches=((0,), (1,)), m=5, n=3, k=4, precision="tf32")  # an empty batch
+@example(batches=((2,), (2,)), m=4, n=5, k=0, precision="fp16")  # K = 0: zeros
+def test_batched_matmul_property(batches, m, n, k, precision):
+    (ba, bb) = batches
+    a_shape = (k,) if m is None else ba + (m, k)
+    b_shape = (k,) if n is None else bb + (k, n)
+    cfg = TF32_CONFIGS[0] if precision == "tf32" else BF16_CONFIGS[0]
+    check_batched(a_shape, b_shape, precision, cfg)
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp16"])
+def test_batched_warps_along_n_and_guards(precision):
+    """The batched form of the configs with warps along N and hoisted guards: edges in every direction."""
+    cfg = dataclasses.replace((TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[1], guards=3)
+    check_batched((2, 17, 19), (1, 19, 65), precision, cfg)
+
+
+def _no_copies(monkeypatch):
+    """Any copy of an operand (C order or padding) fails the test; returns the list of launched grids."""
+    from simt_tiles.kernels.matmul import _strided
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
+
+    from .common import grid_limit
+
+    def refuse(*a, **k):
+        raise AssertionError("an operand was copied")
+
+    for mod, name in ((_strided, "contiguous_copy"), (k11, "copy_padded"), (k13, "pad_rows")):
+        monkeypatch.setattr(mod, name, refuse)
+    return grid_limit(monkeypatch, y=65535, z=65535)
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp16"])
+def test_strided_batches_are_read_in_place_in_one_launch(precision, monkeypatch):
+    """Batches of C-contiguous matrices with any batch stride are not copied: a slice of a taller batch (stride
+    (M + 3)·K), a stride-0 broadcast (NumPy's broadcast_to as a Numba view), in one launch of the batched form."""
+    from simt_tiles.interop import device_view
+
+    m, n, k, nb = 9, 8, 16, 3  # rows of 16-byte multiples: nothing to pad
+    cfg = TF32_CONFIGS[0] if precision == "tf32" else BF16_CONFIGS[0]
+    dt = np.float32 if precision == "tf32" else np.float16
+    a, _, a32, _ = _batch_inputs((nb, m + 3, k), (1,), precision)
+    _, b, _, b32 = _batch_inputs((1,), (k, n), precision)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    es = np.dtype(dt).itemsize
+    a_view = da[:, :m, :]  # batch stride (m + 3)·k
+    b_view = device_view(db, (nb, k, n), (0, n * es, es))  # stride 0
+    grids = _no_copies(monkeypatch)
+    got = matmul_mma(a_view, b_view, precision=precision, config=cfg)
+    assert [g for g in grids if g[2] > 1] == [(1, 1, nb)] and len(grids) == 1, grids
+    rdt = ref_dtype()
+    ref = np.matmul(a32[:, :m].astype(rdt), b32.astype(rdt))
+    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32")
+    bound = np.matmul(np.abs(a32[:, :m].astype(rdt)), np.abs(b32.astype(rdt))) * (f + 2 * k * float(np.finfo(rdt).eps))
+    assert (np.abs(got.copy_to_host().astype(rdt) - ref) <= bound).all()
+
+
+def test_transposed_batches_are_copied_once_into_c_order():
+    """A batch of transposed matrices (np.swapaxes: column-major in each batch) is copied into C order first."""
+    a, b, a32, b32 = _batch_inputs((2, 7, 13), (2, 9, 13), "tf32")
+    bt, bt32 = np.swapaxes(b, -1, -2), np.swapaxes(b32, -1, -2)
+    got = matmul_mma(a, bt, precision="tf32", config=TF32_CONFIGS[0])
+    rdt = ref_dtype()
+    ref = np.matmul(a32.astype(rdt), bt32.astype(rdt))
+    bound = np.matmul(np.abs(a32.astype(rdt)), np.abs(bt32.astype(rdt))) * (mma_error_factor(13, "tf32") + 26 * float(np.finfo(rdt).eps))
+    assert got.shape == (2, 7, 9) and (np.abs(got - ref) <= bound).all()
+
+
+def test_a_broadcast_transposed_matrix_is_copied_once(monkeypatch):
+    """A stride-0 batch of one transposed matrix (a Numba view): one copy into C order, then read with stride 0."""
+    from simt_tiles.interop import device_view
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
+
+    copies, copy = [], k11.copy_padded
+    monkeypatch.setattr(k11, "copy_padded", lambda *a: copies.append(a[1].shape) or copy(*a))
+    a, b, a32, b32 = _batch_inputs((5, 7), (7, 3), "tf32")
+    da = cuda.to_device(np.ascontiguousarray(a.T))
+    at = device_view(da, (4, 5, 7), (0, 4, 20))  # 4 batches of a, each column-major
+    got = matmul_mma(at, b, precision="tf32", config=TF32_CONFIGS[0])
+    assert copies == [(5, 7)], copies
+    rdt = ref_dtype()
+    ref = np.broadcast_to(a32.astype(rdt) @ b32.astype(rdt), (4, 5, 3))
+    bound = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt)) * (mma_error_factor(7, "tf32") + 14 * float(np.finfo(rdt).eps))
+    assert got.shape == (4, 5, 3) and (np.abs(got - ref) <= bound).all()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_batches_past_grid_z_launch_in_pieces(precision, monkeypatch):
+    """More batches than grid z takes (here a cap of 2) launch in pieces of 2, 2, 1; every piece's C written (a
+    skipped piece leaves NaN), A's pieces from their own batch (B broadcast, stride 0)."""
+    from .common import grid_limit
+
+    monkeypatch.setattr(k13, "MAX_GRID_Z", 2)
+    grids = grid_limit(monkeypatch, y=65535, z=2)
+    check_batched((5, 7, 16), (16, 8), precision, (TF32_CONFIGS if precision == "tf32" else BF16_CONFIGS)[0])
+    assert [g[2] for g in grids if len(g) == 3 and g[0] == 1 and g[1] == 1][-3:] == [2, 2, 1], grids
+
+
+def test_batched_bad_shapes_name_the_argument():
+    a = np.ones((2, 4, 5), np.float16)
+    with pytest.raises(ValueError, match=r"b: batch dimensions \(3,\) do not broadcast with a's \(2,\)"):
+        matmul_mma(a, np.ones((3, 5, 4), np.float16))
+    with pytest.raises(ValueError, match=r"b: expected shape \(\.\.\., 5, N\) since a has shape \(2, 4, 5\)"):
+        matmul_mma(a, np.ones((2, 4, 4), np.float16))
+    with pytest.raises(ValueError, match=r"b: expected shape \(5,\)"):
+        matmul_mma(a, np.ones(4, np.float16))
+    with pytest.raises(ValueError, match="a: expected an array of at least 1 dimension; got 0-D"):
+        matmul_mma(np.float16(1), a)
+    with pytest.raises(ValueError, match="a: expected an array of at least 1 dimension"):
+        matmul_mma(np.array(1, np.float32), np.ones((1, 2), np.float32), precision="tf32")
+    with pytest.raises(TypeError, match=r"out: expected shape \(2, 4, 4\) and dtype float16"):
+        matmul_mma(a, np.ones((5, 4), np.float16), out=np.ones((4, 4), np.float16))
+    with pytest.raises(ValueError, match=r"out: expected shape \(2, 4, 4\)"):
+        matmul_mma(a.astype(np.float32), np.ones((5, 4), np.float32), precision="tf32",
+                   out=np.ones((4, 4), np.float32))
+
+
+def test_batched_out_must_not_overlap_an_input():
+    """out= of the result's shape that is an input's memory: ValueError naming out (the FP32 path's rule)."""
+    x = cuda.to_device(np.ones((2, 8, 8), np.float16))
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        matmul_mma(x, np.ones((8, 8), np.float16), out=x)
+
+
+def test_config_choice_counts_a_batch_as_its_tiles():
+    """choose_config: a batch is its products' tiles together (batches × one product's), the large tile from
+    LARGE_TILES of them; attention's 32 × (512×64 @ 64×512) in BF16 is 256 tiles of 256 × 128: the default."""
+    from simt_tiles.kernels.matmul import mma as mma_mod
+
+    for rung in MMA_RUNGS.values():
+        large, default = rung.presets["large"], rung.presets["default"]
+        one = -(-512 // large.bm) * -(-512 // large.bn)
+        choose = lambda m, n, b: mma_mod.choose_config(rung, None, m, n, simulator=False, batches=b)  # noqa: E731
+        assert choose(512, 512, 1) == default and choose(512, 512, -(-mma_mod.LARGE_TILES // one)) == large
+        assert choose(512, 512, mma_mod.LARGE_TILES // one - (mma_mod.LARGE_TILES % one == 0)) == default
+    assert mma_mod.choose_config(k14.RUNG, None, 512, 512, simulator=False, batches=32) == k14.PRESETS["default"]
+
+
+def test_batched_form_has_no_races():
+    """The batched form under the race check: a batch of 2 (grid z), and one product on ``batched=2``."""
+    from simt_tiles import analyze
+
+    for rung, shape in (("k13_mma_tf32", "2x17x9x13"), ("k14_mma_bf16", "2x7x5x37"), ("k13_mma_tf32", "7x5x9")):
+        report = analyze.run(rung, ladder="matmul_mma", config="batched=2", shape=shape)
+        assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()

@@ -188,7 +188,7 @@ def test_bad_input():
         simt_tiles.softmax(np.ones((2, 2, 2), np.float32), axis=(0, 2))
     with pytest.raises(ValueError, match=r"x: expected an array of at least 1 dimension; got 0-D"):
         simt_tiles.softmax(np.array(1, np.float32))
-    with pytest.raises(TypeError, match=r"x: expected dtype float32 or float64; got int64"):
+    with pytest.raises(TypeError, match=r"x: expected dtype float32, float64, float16 or bfloat16; got int64"):
         simt_tiles.softmax(np.ones((2, 2), np.int64))
     with pytest.raises(ValueError, match=r"variant: expected one of \('k01_smem_tree'"):
         simt_tiles.softmax(x, variant="nope")

@@ -343,3 +343,53 @@ def test_import_simt_tiles_loads_no_torch():
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_16bit_softmax_forward_and_backward(dtype, log):
+    """16-bit tensors: the result in the input's dtype within tests/test_softmax16.py's bound (the float32 bound
+    plus one rounding, u16·|ref|); the gradient through the float32 backward, rounded to the input's dtype.
+    Its reference is the gradient of the 16-bit y and dy the backward is given (exact in float32), in float64:
+    softmax dx = y·(dy − S), S = Σ y·dy; log_softmax dx = dy − e^y·Σdy.  Bound: the final rounding u16·|dx|,
+    plus the float32 arithmetic, 2γ_n(2⁻²⁴) of the terms' magnitudes (|y|·(|dy − S| + Σ|y·dy|); e^y·(|y| + 1)·|Σdy|
+    + |dy|: exp's own error is relative to its argument), plus 2⁻²⁴ for outputs that underflow."""
+    from .test_softmax16 import bound16
+
+    dt = getattr(torch, dtype)
+    torch.manual_seed(7)
+    n = 37
+    x = torch.randn(3, n, device=DEVICE).to(dt)
+    f, tf = (stt.log_softmax, torch.log_softmax) if log else (stt.softmax, torch.softmax)
+    y = f(x, -1)
+    assert y.dtype == dt and y.shape == x.shape
+    ref, bound = bound16(x.float().cpu().numpy(), dtype, log)
+    assert (np.abs(y.float().cpu().numpy().astype(ref.dtype) - ref) <= bound).all()
+    xg = x.clone().requires_grad_(True)
+    g = torch.randn(3, n, device=DEVICE).to(dt)
+    (dx,) = torch.autograd.grad(f(xg, -1), xg, g)
+    assert dx.dtype == dt
+    yd, gd = y.double(), g.double()  # the backward's inputs: the 16-bit y, dy
+    if log:
+        dref = gd - yd.exp() * gd.sum(-1, keepdim=True)  # from the 16-bit y, exactly
+        mag = yd.exp() * (yd.abs() + 1) * gd.sum(-1, keepdim=True).abs() + gd.abs()
+    else:
+        s = (yd * gd).sum(-1, keepdim=True)
+        dref = yd * (gd - s)
+        mag = yd.abs() * ((gd - s).abs() + (yd * gd).abs().sum(-1, keepdim=True))
+    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype]
+    gamma = n * 2.0 ** -24 / (1 - n * 2.0 ** -24)
+    tol = u * dref.abs() + 2 * gamma * (mag + dref.abs()) + 2.0 ** -24
+    assert ((dx.double() - dref).abs() <= tol).all()
+
+
+@needs_torch
+def test_16bit_backward_kernel_dtype_error_stays_clear():
+    """softmax_backward itself takes float32/float64 (the autograd path converts 16-bit): a clear TypeError."""
+    y = torch.zeros(2, 3, dtype=torch.bfloat16, device=DEVICE)
+    with pytest.raises(TypeError, match=r"y: expected dtype torch.float32 or torch.float64; got torch.bfloat16"):
+        stt.softmax_backward(y, y, -1, False)
+    with pytest.raises(TypeError, match=r"x: expected dtype torch.float32, torch.float64, torch.float16 or "
+                                        r"torch.bfloat16; got torch.int32"):
+        stt.softmax(torch.zeros(2, 3, dtype=torch.int32, device=DEVICE), -1)

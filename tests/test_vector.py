@@ -313,3 +313,27 @@ def test_vector_rungs_on_gpu(mode, variant, shape, filter_shape, convolve):
     y = cp.full(h * w + 1, np.nan, np.float32)[1:].reshape(h, w)
     f(x, weights, mode=mode, cval=0.5, out=y, variant=variant)  # same kernel, aligned=False
     _check(cp.asnumpy(y), image, weights, mode, 0.5, convolve, f"{variant} misaligned")
+
+
+@sim_only
+def test_simulated_async_copies_land_at_their_wait():
+    """cp.async in the simulator: a copy reads its source at once and lands at the wait that covers its
+    group, not before (a read before the wait sees the old bytes, as it may on a GPU): what lets the
+    simulator tests catch a missing or early wait.  k09 (copy4_async) and k13/k14 (mma.cp_async16) share it."""
+    from simt_tiles import mma
+
+    src, dst = np.arange(1, 9, dtype=np.float32), np.zeros(8, np.float32)
+    vector.copy4_async(dst, 0, src, 0)
+    src[:4] = -1  # the source was read at issue
+    assert not dst.any()  # issued, not landed
+    vector.wait_copies()
+    assert not dst.any()  # not committed: a wait covers groups only
+    vector.commit_copies()
+    vector.copy4_async(dst, 4, src, 4)
+    vector.commit_copies()
+    mma.wait_group(1)  # all but the newest group
+    assert dst.tolist() == [1, 2, 3, 4, 0, 0, 0, 0]
+    mma.wait_group(0)
+    assert dst.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    with pytest.raises(ValueError, match="copy4_async"):
+        vector.copy4_async(dst, 1, src, 0)  # a misaligned destination faults at issue

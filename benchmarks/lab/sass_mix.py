@@ -95,7 +95,9 @@ def main(argv=None) -> int:
     rung.presets["_mix"] = cfg
     ptxas = compile_gate.find_ptxas()
     with tempfile.TemporaryDirectory() as tmp:
-        row = compile_gate.compile_one(rung, "_mix", np.dtype(args.dtype), ptxas, Path(tmp), args.ladder)
+        from simt_tiles.runtime import storage_dtype  # ("bfloat16": its uint16 bits, as the 16-bit rungs take it)
+
+        row = compile_gate.compile_one(rung, "_mix", storage_dtype(args.dtype), ptxas, Path(tmp), args.ladder)
         if row.error:
             print(f"{args.rung}: {row.error}", file=sys.stderr)
             return 1

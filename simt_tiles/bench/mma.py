@@ -2,6 +2,7 @@
 ``tl.dot`` and cuTile: verify, then time, in one process.
 
     python -m simt_tiles.bench.mma --out results/ [--presets "tf32:default;bf16:large,bk=64"] [--sizes 4096x4096x4096]
+    python -m simt_tiles.bench.mma --presets "bf16:default;bf16:large" --sizes 32x512x512x64,32x512x64x512 --peers cublas
 
 * **compile** every kernel first, in parallel processes (Numba's disk cache; the generated
   kernels take a minute each to build);
@@ -10,6 +11,10 @@
 * **time** with ``triton.testing.do_bench`` (CUDA events, warm-up, L2 flushed before every
   run, median): the kernel alone (launched on prepared arrays) and ``matmul_mma`` per call;
   peers on the same inputs.  Writes ``mma.json`` and ``mma.md``.
+* **batches**: a size ``BxMxNxK`` is B products (attention's heads: 32x512x512x64 is
+  32 × (512×64 @ 64×512)): each preset's batched call (one launch, grid z; checked first against a
+  float64 reference, NaN-poisoned), the same total work as one product of (B·M)×N×K, and
+  ``torch.matmul`` on the batch (cuBLAS's batched GEMM).
 """
 
 from __future__ import annotations
@@ -95,6 +100,55 @@ def _triton_matmul():
     return run
 
 
+def _time_batched(size, specs, compiled, peers, bench, rows, checks, dev, tdt) -> None:
+    """One ``BxMxNxK`` size: per preset, the batched call checked (NaN-poisoned, against float64 under the
+    mma bound), then timed beside one (B·M)×N×K product (the same work unbatched) and cuBLAS's batch."""
+    import torch
+
+    # deferred: loads Numba (backend choice first)
+    from simt_tiles.bounds import mma_error_factor
+    from simt_tiles.kernels.matmul.mma import matmul_mma
+
+    nb, m, n, k = size
+    flop = 2.0 * nb * m * n * k
+    for prec in sorted({_rung_cfg(s)[0] for s in specs}):
+        a = torch.randn(nb, m, k, device=dev).to(tdt[prec])
+        b = torch.randn(nb, k, n, device=dev).to(tdt[prec])
+        c = torch.full((nb, m, n), float("nan"), device=dev, dtype=tdt[prec])
+        a2, c2 = a.reshape(nb * m, k), torch.empty(nb * m, n, device=dev, dtype=tdt[prec])
+
+        def record(impl, ms, extra=None):
+            row = {"impl": impl, "operands": prec, "shape": [nb, m, n, k], "median_ms": ms,
+                   "problem": f"{nb}x({m}x{n}x{k})", "tflops": flop / ms / 1e9, **(extra or {})}
+            rows.append(row)
+            print(f"{row['problem']} {prec} {impl:32s} {ms:8.4f} ms {row['tflops']:7.1f} TFLOP/s", flush=True)
+
+        for spec in specs:
+            p2, rung, cfg = _rung_cfg(spec)
+            if p2 != prec or compiled[spec][1]:
+                continue
+            c.fill_(float("nan"))
+            matmul_mma(a, b, precision=prec, out=c, config=cfg)
+            torch.cuda.synchronize()
+            ref, absprod = a.double() @ b.double(), a.double().abs() @ b.double().abs()
+            f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec != "tf32") + 2 * k * 2.0**-53
+            ratio = float(((c.double() - ref).abs() / (f * absprod).clamp_min(1e-300)).max())
+            ok = bool(torch.isfinite(c).all()) and ratio <= 1.0
+            checks.append({"kernel": spec, "shape": list(size), "err_over_bound": ratio, "ok": ok})
+            print(f"verify {spec:16s} {nb}x({m}x{n}x{k}): err/bound {ratio:.3g} {'ok' if ok else 'FAIL'}", flush=True)
+            if not ok:
+                continue
+            name = f"{rung.name}:{spec.split(':')[1]}"
+            record(f"{name} batched (call)", bench(lambda: matmul_mma(a, b, precision=prec, out=c, config=cfg)),
+                   {"config": dataclasses.asdict(cfg), "kind": "batched call"})
+            record(f"{name} (B·M)xNxK (call)", bench(lambda: matmul_mma(a2, b[0], precision=prec, out=c2, config=cfg)),
+                   {"config": dataclasses.asdict(cfg), "kind": "same work unbatched"})
+        if "cublas" in peers:
+            torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+            record(f"cuBLAS {prec.upper()}", bench(lambda: torch.matmul(a, b, out=c)))
+            torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simt_tiles.bench.mma")
     p.add_argument("--out", default="results")
@@ -107,6 +161,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     specs = [s for s in args.presets.split(";") if s]
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s]
+    batched = [s for s in sizes if len(s) == 4]
+    sizes = [s for s in sizes if len(s) == 3]
     peers = set(args.peers.split(","))
 
     t0 = time.perf_counter()
@@ -227,6 +283,8 @@ def main(argv=None) -> int:
                 except Exception as exc:  # noqa: BLE001
                     print("cuTile failed:", type(exc).__name__, str(exc)[:200])
                     cutile_ok = False
+    for size in batched:
+        _time_batched(size, specs, compiled, peers, bench, rows, checks, dev, tdt)
     for r in rows:  # same-run ratios to the peers of the same operands and shape
         for peer in ("cuBLAS", "Triton", "cuTile"):
             p_ms = [q["median_ms"] for q in rows if q["impl"] == f"{peer} {r['operands'].upper()}"

@@ -61,6 +61,8 @@ __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", 
 MATMUL_TAKES_TRANSPOSED = True
 
 _FLOATS = (torch.float32, torch.float64)
+#: what softmax and log_softmax take besides (read 16-bit, computed in float32, rounded once to the input's dtype)
+_HALF = (torch.float16, torch.bfloat16)
 _MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 
@@ -79,11 +81,13 @@ def _simulator() -> bool:
     return bool(st.SIMULATOR)
 
 
-def _check(name: str, t, ndim: int | None = None, *, like: Tensor | None = None, like_name: str = "") -> None:
+def _check(name: str, t, ndim: int | None = None, *, like: Tensor | None = None, like_name: str = "",
+           half: bool = False) -> None:
     if not isinstance(t, Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor; got {type(t).__module__}.{type(t).__qualname__}")
-    if t.dtype not in _FLOATS:
-        raise TypeError(f"{name}: expected dtype torch.float32 or torch.float64; got {t.dtype}")
+    if t.dtype not in _FLOATS and not (half and t.dtype in _HALF):
+        accepted = "torch.float32, torch.float64, torch.float16 or torch.bfloat16" if half else "torch.float32 or torch.float64"
+        raise TypeError(f"{name}: expected dtype {accepted}; got {t.dtype}")
     if like is not None and t.dtype != like.dtype:
         raise TypeError(f"{name}: expected dtype {like.dtype} (the dtype of {like_name}); got {t.dtype}")
     if like is not None and t.device != like.device:
@@ -106,6 +110,9 @@ def _call(fn, *tensors, views: bool = False, **kw) -> Tensor:
     if tensors[0].is_cuda:
         args = [t.detach() if views else t.detach().contiguous() for t in tensors]
         return fn(*args, **kw)
+    if tensors[0].dtype == torch.bfloat16:  # (NumPy has no bfloat16: its float32 values, rounded by torch to
+        # nearest even as the kernels round their float32 result; float16 runs the 16-bit kernels through NumPy)
+        return _call(fn, *(t.float() for t in tensors), views=views, **kw).to(torch.bfloat16)
     out = fn(*(t.detach().numpy() for t in tensors), **kw)
     return torch.from_numpy(np.array(out, copy=True))
 
@@ -199,7 +206,7 @@ _autograd(matmul, _matmul_backward, _matmul_setup)
 
 
 def _check_softmax(x, axis):
-    _check("x", x)
+    _check("x", x, half=True)
     if x.dim() < 1:
         raise ValueError("x: expected a tensor of at least 1 dimension; got 0-D")
     _axis_index(axis, x.dim())
@@ -246,14 +253,22 @@ def _softmax_setup(ctx, inputs, output):
     ctx.save_for_backward(output)
 
 
+def _backward16(y, dy, axis, log):
+    """The gradient of a 16-bit softmax: the float32/float64 kernel on float32 copies, rounded to ``y``'s dtype
+    (torch's half backward also computes in float32); float32/float64 as they are."""
+    if y.dtype in _HALF:
+        return softmax_backward(y.float(), dy.float(), axis, log).to(y.dtype)
+    return softmax_backward(y, dy, axis, log)
+
+
 def _softmax_backward(ctx, dy):
     (y,) = ctx.saved_tensors
-    return softmax_backward(y, dy, ctx.axis, False), None
+    return _backward16(y, dy, ctx.axis, False), None
 
 
 def _log_softmax_backward(ctx, dy):
     (y,) = ctx.saved_tensors
-    return softmax_backward(y, dy, ctx.axis, True), None
+    return _backward16(y, dy, ctx.axis, True), None
 
 
 _fake(softmax)(_softmax_fake)

@@ -27,7 +27,6 @@ ragged rows; the padding) and the chosen rung launches it (``rung.run(config, ca
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from ...registry import Family
 from . import _cases, _strided, _tuning, dispatch, reference
 from .mma import MMA_RUNGS, matmul_mma
 from ._common import Call, flops
+from ._shapes import Shapes, shapes  # noqa: F401 - matmul's shape rules, shared with .mma
 from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, choose, get_rung
 
 #: variant names in ladder order (later rungs append)
@@ -53,7 +53,8 @@ __all__ = ["matmul", "MATMUL_VARIANTS", "RUNGS", "BEST_VARIANT", "get_rung", "fl
 @planned
 def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=None, precision=None):
     """``np.matmul(a, b)`` for float32 or float64 arrays of the same dtype (FP32/FP64 arithmetic), or
-    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (2-D).
+    on the tensor cores with ``precision="tf32"`` (float32) or for bfloat16/float16 inputs (the same
+    shapes: 1-D, batched and broadcast, one launch for a batch; :func:`.mma.matmul_mma`).
 
     a, b
         NumPy arrays (copied to the device; the result comes back as NumPy),
@@ -100,7 +101,10 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
         changes precision silently); bfloat16/float16 inputs (torch, CuPy, NumPy float16 or
         ``ml_dtypes.bfloat16``) run on the tensor cores with FP32 accumulation and return their
         own dtype (torch's rule). ``"tf32"``: float32 operands rounded to TF32 on the tensor cores
-        (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).
+        (:func:`.mma.matmul_mma`, rungs k13/k14; ``variant`` may name one of them).  The tensor-core
+        path takes the shapes above (a batch in one launch of the rung's batched form); its
+        matrices are read in place when their rows are C-contiguous (any batch stride, 0 too),
+        other layouts (transposed views) are first copied once into C order.
     """
     check_autotune(autotune)
     if precision is not None or (isinstance(variant, str) and variant in MMA_RUNGS) or _dtype16(a):
@@ -147,44 +151,6 @@ def _unbroadcast(op, stream):
 
         x = cupy.ascontiguousarray(x)
     return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
-
-
-class Shapes(NamedTuple):
-    """The product's shapes, as :func:`shapes` reads them (:mod:`._strided` launches on them)."""
-
-    m: int
-    n: int
-    k: int
-    batch: tuple  #: the broadcast batch shape
-    out: tuple  #: the result's shape (batch, then M and N unless they were added)
-    a: tuple  #: (shape, strides in elements) of A as a batch of M×K matrices (1-D promoted)
-    b: tuple  #: (shape, strides) of B as a batch of K×N matrices
-
-
-def shapes(a_shape, a_strides, b_shape, b_strides) -> Shapes:
-    """``np.matmul``'s reading of two operands (strides in elements); ValueError naming the argument."""
-    a_shape, b_shape, a_strides, b_strides = (tuple(int(v) for v in t) for t in (a_shape, b_shape, a_strides, b_strides))
-    a_vec, b_vec = len(a_shape) == 1, len(b_shape) == 1
-    if a_vec:
-        a_shape, a_strides = (1,) + a_shape, (0,) + a_strides
-    if b_vec:
-        b_shape, b_strides = b_shape + (1,), b_strides + (0,)
-    (m, k), (kb, n) = a_shape[-2:], b_shape[-2:]
-    if kb != k:
-        want = f"({k},)" if b_vec else f"(..., {k}, N)"
-        raise ValueError(f"b: expected shape {want} since a has shape {_orig(a_shape, a_vec)} (the inner "
-                         f"dimensions must match, as in np.matmul); got {_orig(b_shape, b_vec, b=True)}")
-    try:
-        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
-    except ValueError:
-        raise ValueError(f"b: batch dimensions {b_shape[:-2]} do not broadcast with a's {a_shape[:-2]} "
-                         f"(a has shape {_orig(a_shape, a_vec)}, b {_orig(b_shape, b_vec, b=True)})") from None
-    out = batch + (() if a_vec else (m,)) + (() if b_vec else (n,))
-    return Shapes(m, n, k, batch, out, (a_shape, a_strides), (b_shape, b_strides))
-
-
-def _orig(shape, vec, b=False):
-    return (shape[-1 - b],) if vec else shape
 
 
 def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):

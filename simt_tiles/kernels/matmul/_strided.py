@@ -108,6 +108,17 @@ def _c_strides(shape) -> tuple:
     return tuple(reversed(out))
 
 
+def _in_c_order(shape, strides) -> bool:
+    """Whether ``strides`` (elements) lay ``shape`` out in C order; a dimension of extent 1 takes any stride.
+    Not numba-cuda's ``is_c_contiguous``: that skips stride-0 dimensions, so it calls a broadcast view contiguous."""
+    acc = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n > 1 and s != acc:
+            return False
+        acc *= n
+    return True
+
+
 def run(plan, a: Mat, b: Mat, sh, a_str, b_str, c2d, stream, nt_copy: bool = False) -> None:
     """Launch ``plan``'s config of the layout kernel over every batch (``sh``: the product's
     :class:`~simt_tiles.kernels.matmul.Shapes`): ``c2d`` is the result as
@@ -218,20 +229,16 @@ def _launch_grid(cfg, dtype, layout, fa, fb, c, m, n, k, lda, ldb, xa, xb, nb, s
 def contiguous_copy(dev, shape, strides, dtype, stream, name: str):
     """``dev`` (strides in elements, any sign) copied into a C-contiguous workspace of ``shape``."""
     item = np.dtype(dtype).itemsize
-    if dev.is_c_contiguous() and tuple(strides) == _c_strides(shape):
+    if _in_c_order(shape, strides):
         return dev.reshape(*shape)  # already in C order (a 1-D operand: its promoted shape)
     rows = math.prod(shape[:-1])
     dst = k11.workspace((rows, shape[-1]), dtype, stream, name)
-    if rows and shape[-1]:
-        src = dev.reshape(rows, shape[-1]) if dev.is_c_contiguous() else None
-        if src is None:  # one launch per leading index: a 2-D strided view each
-            for i, idx in enumerate(np.ndindex(*shape[:-2])):
-                off = sum(j * s for j, s in zip(idx, strides[:-2])) * item
-                v = device_view(dev, shape[-2:], tuple(s * item for s in strides[-2:]), off)
-                r0 = i * shape[-2]
-                k11.copy_padded(v, dst[r0:r0 + shape[-2]], stream)
-        else:
-            k11.copy_padded(src, dst, stream)
+    if rows and shape[-1]:  # one launch per leading index: a 2-D strided view each
+        for i, idx in enumerate(np.ndindex(*shape[:-2])):
+            off = sum(j * s for j, s in zip(idx, strides[:-2])) * item
+            v = device_view(dev, shape[-2:], tuple(s * item for s in strides[-2:]), off)
+            r0 = i * shape[-2]
+            k11.copy_padded(v, dst[r0:r0 + shape[-2]], stream)
     return dst.reshape(*shape) if len(shape) != 2 else dst
 
 

@@ -38,6 +38,7 @@ from numba import cuda
 
 from ... import codegen
 from ...runtime import Gate, TileConfig, cdiv, jit, Rung
+from ...interop import device_view
 from ...vector import aligned
 from . import k11_generated_split_k as k11
 from .k11_generated_split_k import workspace
@@ -68,6 +69,18 @@ class Config(TileConfig):
     #: size 0 keeps its own (possibly out-of-range) source address, which it does not read (CUTLASS's
     #: zfill): no address select
     guards: int = 1
+    #: where TF32 operands are rounded (issue 30, session 36 (b); benchmarks/notes/mma.md).  1: at fragment
+    #: load, by every warp that reads the value (2 SASS instructions a value with cvt.rna); 2: once a block,
+    #: in shared memory: after its own copies of a stage have landed (wait_group) and before the barrier
+    #: that publishes the stage, each thread rounds the 16-byte chunks it copied (LDS.128, 4 roundings,
+    #: STS.128), and the fragment loads take the bits as they are.  The same rounding (``rounding`` 1 or 3),
+    #: so the same bits reach the tensor cores: results identical to 1
+    round_in_smem: int = 1
+    #: 2: the batched form (grid z is the batch): ``kernel(a, b, c, m, k_len, lda, ldb, sa, sb)`` with A and B
+    #: as flat storage, block z's matrices from elements z·sa and z·sb (64-bit; 0: a broadcast operand) and
+    #: C (batches·M, N), its rows from z·M; everything else the 2-D kernel's.  1 (the default): the 2-D kernel
+    #: ``kernel(a, b, c)``, its source as before.  The launcher chooses it (a batch of products runs 2)
+    batched: int = 1
 
     ES = 4  # bytes per element in shared memory
     KSTEP = 8  # k of one mma
@@ -94,6 +107,9 @@ class Config(TileConfig):
                 ("bn", pow2(wb), "bn·itemsize/16 a power of two (the swizzle)"),
                 ("rounding", self.rounding in (1, 2, 3), "rounding 1 (cvt.rna), 2 (truncation) or 3 (add)"),
                 ("guards", self.guards in (1, 2, 3), "guards 1 (per copy), 2 (hoisted) or 3 (hoisted, no select)"),
+                ("batched", self.batched in (1, 2), "batched 1 (one product) or 2 (grid z is the batch)"),
+                ("round_in_smem", self.round_in_smem == 1 or (self.round_in_smem == 2 and self.ES == 4 and self.rounding != 2),
+                 "round_in_smem 1 (at fragment load) or 2 (once a block in shared memory: TF32 with rounding 1 or 3)"),
                 ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
                  "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
                 ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
@@ -110,6 +126,9 @@ PRESETS = {
     "default": Config(),
     # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles (benchmarks/notes/mma.md)
     "large": Config(bm=128, bn=256, wm=64, wn=64, stages=3),
+    # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
+    # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
+    "large_batched": Config(bm=128, bn=256, wm=64, wn=64, stages=3, batched=2),
 }
 
 
@@ -145,8 +164,9 @@ class Pipeline:
 
     # ---- fragments (TF32): A by ldmatrix, B by scalar 32-bit reads; each rounded by cvt.rna ----
     def tf32(self, x: str, bits: bool = False) -> str:
-        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register)."""
-        r = self.cfg.rounding
+        """Operand ``x`` for the mma: rounded by cvt.rna, or as it is (``bits``: a uint32 register); as it
+        is too when shared memory holds it rounded already (``round_in_smem`` 2)."""
+        r = 2 if self.cfg.round_in_smem == 2 else self.cfg.rounding
         return f"cvt_tf32({x})" if r == 1 else f"rna_add({x})" if r == 3 else (f"as_f32({x})" if bits else x)
 
     def setup(self, s):
@@ -172,6 +192,26 @@ class Pipeline:
             for r in range(2):
                 off = base + (kk * 8 + 4 * r) * self.ROWB + (ni // self.nb) * self.nb * 32
                 s.line(f"b{buf}_{ni}_{r} = {self.tf32(f'lds32(fb{ni % self.nb}, {off})')}")
+
+    def round_stage(self, s, stage: int):
+        """``round_in_smem`` 2: this thread's own chunks of ``stage`` (the destinations of its copies in
+        :meth:`issue`), rounded in place; between its ``wait_group`` (they have landed, visible to it) and
+        the barrier that publishes the stage (no other thread touches them: no barrier of its own).  A
+        chunk of a tile not copied (past the last) holds an older tile's or zeros: its fragments are not used."""
+        if self.cfg.round_in_smem != 2:
+            return
+        c = self.cfg
+        a_passes, b_passes = c.bm * self.WA // self.T, c.bk * self.WB // self.T
+        # rounding 1: cvt.rna's add without its mask of the low bits (the tensor cores ignore them; ptxas drops
+        # that LOP3 itself where cvt.rna feeds an mma, and it cost a third instruction a value here)
+        r = "rna_finite" if c.rounding == 1 else "rna_add"
+        chunks = [("sa0", p * self.RA * self.ROWA) if self.same_a else (f"sa{p}", 0) for p in range(a_passes)]
+        chunks += [("sb0", self.A_STAGE + p * self.RB * self.ROWB) if self.same_b else (f"sb{p}", self.A_STAGE)
+                   for p in range(b_passes)]
+        for dst, off in chunks:
+            o = stage * self.STAGE + off
+            s.line(f"u0, u1, u2, u3 = lds128({dst}, {o})",
+                   f"sts128({dst}, {o}, {r}(u0), {r}(u1), {r}(u2), {r}(u3))")
 
     def mma(self, s, buf: int):
         for mi in range(self.MI):
@@ -249,12 +289,15 @@ class Pipeline:
         self.same_a = self.passes(self.RA, a_passes, self.f_a_py)
         self.same_b = self.passes(self.RB, b_passes, self.f_b_py)
         s = codegen.Source()
-        with s.block(f"def {name}(a, b, c):"):
+        z = c.batched == 2
+        with s.block(f"def {name}(a, b, c, m, k_len, lda, ldb, sa, sb):" if z else f"def {name}(a, b, c):"):
             s.line("tid = U(cuda.threadIdx.x); warp = U(tid >> U(5)); lane = U(tid & U(31))",
                    "g = U(lane >> U(2)); t4 = U(lane & U(3)); j8 = U(lane >> U(3)); r8 = U(lane & U(7))",
                    f"wm0 = U(U(warp // U({c.bn // c.wn})) * U({c.wm})); wn0 = U(U(warp % U({c.bn // c.wn})) * U({c.wn}))",
-                   "m = I64(c.shape[0]); n = I64(c.shape[1]); k_len = I64(b.shape[0])",
-                   "lda = I64(a.shape[1]); ldb = I64(b.shape[1])",
+                   *(("# the batched form: block z's product (m, k_len, lda, ldb: arguments; a, b flat storage)",
+                      "n = I64(c.shape[1]); bz = I64(cuda.blockIdx.z); cz = I64(bz * m)") if z else
+                     ("m = I64(c.shape[0]); n = I64(c.shape[1]); k_len = I64(b.shape[0])",
+                      "lda = I64(a.shape[1]); ldb = I64(b.shape[1])")),
                    f"ldab = GA(GA(lda) * GA({es})); ldbb = GA(GA(ldb) * GA({es}))",
                    "# block tiles in groups of `group` rows of tiles: neighbours share B's columns in L2",
                    f"gm = I64(I64(m + I64({c.bm - 1})) // I64({c.bm})); gn = I64(I64(n + I64({c.bn - 1})) // I64({c.bn}))",
@@ -266,7 +309,7 @@ class Pipeline:
                    f"row0 = I64(pm * I64({c.bm})); col0 = I64(pn * I64({c.bn}))",
                    f"n_tiles = I64(I64(k_len + I64({c.bk - 1})) // I64({c.bk}))",
                    "sm = cuda.shared.array(0, U8)", "s0 = smem_base(sm)",
-                   "a0p = gaddr(a, 0); b0p = gaddr(b, 0)",
+                   "a0p = gaddr(a, I64(bz * sa)); b0p = gaddr(b, I64(bz * sb))" if z else "a0p = gaddr(a, 0); b0p = gaddr(b, 0)",
                    f"a_r = U(tid // U({self.WA})); a_c = U(tid % U({self.WA}))",
                    f"b_r = U(tid // U({self.WB})); b_c = U(tid % U({self.WB}))")
             for p in range(a_passes):
@@ -299,7 +342,9 @@ class Pipeline:
             s.line(f"# --- prologue: tiles 0..{S - 2} in flight ---")
             for st in range(S - 1):
                 self.issue(s, st)
-            s.line(f"wait_group({S - 2})", "cuda.syncthreads()")
+            s.line(f"wait_group({S - 2})")
+            self.round_stage(s, 0)
+            s.line("cuda.syncthreads()")
             self.load(s, 0, 0, 0)
             s.line("t = I64(0)")
             s.line(f"# --- main loop, unrolled x{S}: stage s of tile t is a constant ---")
@@ -308,8 +353,9 @@ class Pipeline:
                     for kk in range(self.KS):
                         step = st * self.KS + kk
                         if kk == self.KS - 1:
-                            s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...",
-                                   "cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
+                            s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...")
+                            self.round_stage(s, (st + 1) % S)
+                            s.line("cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
                         nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
                         self.load(s, nst, nkk, (step + 1) % 2)
                         if kk == 0:
@@ -328,16 +374,20 @@ class Pipeline:
 
     def epilogue(self, s):
         s.line("er = I64(row0 + I64(wm0 + g)); ec = I64(col0 + I64(wn0 + U(t4 * U(2))))")
+        z = self.cfg.batched == 2
+        cr = "cr" if z else "rr"  # C's row: the batched form's rows of block z start at z·M
         for mi in range(self.MI):
             for h in range(2):
                 s.line(f"rr = I64(er + I64({mi * 16 + 8 * h}))")
                 with s.block("if rr < m:"):
+                    if z:
+                        s.line("cr = I64(cz + rr)")
                     for ni in range(self.NI):
                         s.line(f"cc = I64(ec + I64({ni * 8}))")
                         with s.block("if cc < n:"):
-                            s.line(f"c[rr, cc] = {self.store(f'c{mi}_{ni}_{2 * h}')}")
+                            s.line(f"c[{cr}, cc] = {self.store(f'c{mi}_{ni}_{2 * h}')}")
                         with s.block("if I64(cc + I64(1)) < n:"):
-                            s.line(f"c[rr, I64(cc + I64(1))] = {self.store(f'c{mi}_{ni}_{2 * h + 1}')}")
+                            s.line(f"c[{cr}, I64(cc + I64(1))] = {self.store(f'c{mi}_{ni}_{2 * h + 1}')}")
 
 
 HEADER = ("from numba import cuda, float32 as F32, uint32 as U, uint8 as U8, int64 as I64\n"
@@ -351,12 +401,14 @@ GUARDS_MAX_K = 2**30
 
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
-            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else ""))
+            f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else "")
+            + (f"_m{cfg.round_in_smem}" if cfg.round_in_smem > 1 else "") + ("_z" if cfg.batched == 2 else ""))
 
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:
     name = kernel_name(cfg, precision)
     header = HEADER + (f"from numba import int32 as I32\nGUARDS_MAX_K = {GUARDS_MAX_K}\n" if cfg.guards > 1 else "")  # guards 1: the source as before
+    header += "from simt_tiles.mma import lds128, sts128, rna_finite\n" if cfg.round_in_smem == 2 else ""  # round_in_smem 1: likewise
     return name, header, pipeline(cfg, precision).generate(name)
 
 
@@ -365,7 +417,9 @@ def source(config, dtype=None, precision: str = "tf32", **_) -> str:
     return header + "\n" + body
 
 
-def make_kernel(config: Config, dtype, pipeline=Pipeline, precision: str = "tf32"):
+def make_kernel(config: Config, dtype, pipeline=Pipeline, precision: str = "tf32", batched: int = 1):
+    """The kernel of ``config`` (``batched``: the compile-time parameter :meth:`MmaRung.config_params` adds for
+    the batched form's signature; the source follows ``config.batched``)."""
     name, header, body = generate(config, precision, pipeline)
     return codegen.load_function(name, body, header)
 
@@ -374,10 +428,17 @@ def geometry(config: Config, m: int, n: int, k: int):
     return (cdiv(m, config.bm) * cdiv(n, config.bn),), config.block()
 
 
-def signature(dtype, **_):
+def signature(dtype, batched: int = 1, **_):
     from numba import float32, void
 
-    return void(float32[:, ::1], float32[:, ::1], float32[:, ::1])
+    return batched_signature(float32) if batched == 2 else void(float32[:, ::1], float32[:, ::1], float32[:, ::1])
+
+
+def batched_signature(t):
+    """The batched form's (``batched`` 2): A and B flat, C (batches·M, N), then m, k_len, lda, ldb, sa, sb."""
+    from numba import int64, void
+
+    return void(t[::1], t[::1], t[:, ::1], int64, int64, int64, int64, int64, int64)
 
 
 def jit_options(config: Config, dtype) -> dict:
@@ -412,6 +473,36 @@ def aligned_rows(x, stream, name: str):
     return dst
 
 
+def batch_operand(x, stride: int, stream, name: str):
+    """``(flat, ld, stride)``: ``x`` (count × rows × cols, each matrix's rows C-contiguous, batch stride
+    ``stride`` elements; count 1 when it is one matrix for every batch) as the batched kernel reads it:
+    its own storage where rows and batch stride are 16-byte multiples and it is aligned, else every
+    matrix copied zero-padded (:func:`aligned_rows`' rule, per batch) into one workspace."""
+    count, rows, cols = x.shape
+    es = x.dtype.itemsize
+    vec = 16 // es
+    stride = stride if count > 1 else 0
+    if cols % vec == 0 and stride % vec == 0 and aligned(x):
+        return device_view(x, (max((count - 1) * stride + rows * cols, 1),), (es,)), cols, stride
+    wp = cdiv(max(cols, 1), vec) * vec
+    dst = workspace((count * rows, wp), x.dtype, stream, f"mma_pad_{name}")
+    if stride == rows * cols or count == 1:  # one C-contiguous run of rows: one copy
+        src = device_view(x, (count * rows, cols), (cols * es, es))
+        for r0, r1 in row_pieces(count * rows):
+            pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](_rows(src, r0, r1), _rows(dst, r0, r1))
+    else:  # batches apart by another stride: a copy per matrix
+        for z in range(count):
+            src = device_view(x, (rows, cols), (cols * es, es), z * stride * es)
+            for r0, r1 in row_pieces(rows):
+                pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](
+                    _rows(src, r0, r1), dst[z * rows + r0:z * rows + r1])
+    return dst.reshape(count * rows * wp), wp, rows * wp if count > 1 else 0
+
+
+#: most blocks a grid has along z (CUDA's limit; :mod:`._strided` has its own): a batch past it launches in pieces
+MAX_GRID_Z = 65535
+
+
 def _rows(x, r0: int, r1: int):
     """``x[r0:r1]``, or ``x`` itself when that is all of it (slicing a device array costs µs of host time)."""
     return x if r0 == 0 and r1 == x.shape[0] else x[r0:r1]
@@ -438,11 +529,49 @@ class MmaRung(Rung):
             for r0, r1 in row_pieces(m):
                 fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), call.stream](_rows(call.c, r0, r1))
             return
+        if config.batched == 2:  # the batched form asked for (config) on one product: a batch of one
+            a3, b3 = (device_view(x, (1,) + x.shape, (0,) + x.strides) for x in (call.a, call.b))
+            return self.run_batched(config, a3, 0, b3, 0, call.c, m, n, k, 1, call.stream, call.params)
         a, b = aligned_rows(call.a, call.stream, "a"), aligned_rows(call.b, call.stream, "b")
         if config.guards > 1 and max(k, a.shape[1]) >= GUARDS_MAX_K:  # the int32 k counters' range
             config = dataclasses.replace(config, guards=1)
         grid, block = self.geometry(config, m, n, k)
         self.launch(config, np.float32, grid, block, call.stream, a, b, call.c, params=call.params)
+
+    def config_params(self, config) -> dict:
+        """The compile-time parameters ``config`` implies for the factory and signature (the compile gate
+        adds them too): the batched form's signature; none for the 2-D kernel (its key as before)."""
+        return {"batched": 2} if config.batched == 2 else {}
+
+    def kernel(self, config, dtype, **params):
+        return super().kernel(config, dtype, **params, **self.config_params(config))
+
+    def run_batched(self, config, a, sa: int, b, sb: int, c, m: int, n: int, k: int, nb: int, stream,
+                    params=None) -> None:
+        """``nb`` products C[z] = A[z] @ B[z] in one launch of the batched form (grid z; pieces of
+        :data:`MAX_GRID_Z`).  ``a``: (count, M, K) device view, rows C-contiguous, batch stride ``sa``
+        elements (count 1 and any ``sa``: one matrix for every batch); ``b`` likewise (K, N); ``c``:
+        (nb·M, N) C-contiguous.  Rows not 16-byte multiples are copied padded (:func:`batch_operand`);
+        K = 0: C = 0."""
+        if not (nb and m and n):
+            return
+        if k == 0:
+            for r0, r1 in row_pieces(nb * m):
+                fill_zero[(cdiv(n, 32), cdiv(r1 - r0, 8)), (32, 8), stream](_rows(c, r0, r1))
+            return
+        fa, lda, sa = batch_operand(a, sa, stream, "a")
+        fb, ldb, sb = batch_operand(b, sb, stream, "b")
+        config = dataclasses.replace(config, batched=2)
+        if config.guards > 1 and max(k, lda) >= GUARDS_MAX_K:  # the int32 k counters' range
+            config = dataclasses.replace(config, guards=1)
+        (tiles,), block = self.geometry(config, m, n, k)
+        for z0 in range(0, nb, MAX_GRID_Z):
+            nz = min(MAX_GRID_Z, nb - z0)
+            pa = fa if not (z0 and sa) else fa[z0 * sa:]
+            pb = fb if not (z0 and sb) else fb[z0 * sb:]
+            pc = c if nz == nb else c[z0 * m:(z0 + nz) * m]
+            self.launch(config, np.float32, (tiles, 1, nz), block, stream, pa, pb, pc, m, k, lda, ldb, sa, sb,
+                        params=params)
 
 
 RUNG = MmaRung("k13_mma_tf32", Config, PRESETS, make_kernel, geometry, signature, jit_options,

@@ -45,6 +45,9 @@ PRESETS = {
     # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles; BK = 64: half the barriers a tile
     # (benchmarks/notes/mma.md, session 27: +3-4% at 4096³ and 8192³ over BK = 32 with 4 stages)
     "large": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3),
+    # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
+    # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
+    "large_batched": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, batched=2),
 }
 
 
@@ -84,7 +87,7 @@ class Pipeline16(k13.Pipeline):
         return f"{'f32_to_bf16' if self.precision == 'bf16' else 'f32_to_f16'}({value})"
 
 
-def make_kernel(config: Config, dtype, precision: str = "bf16"):
+def make_kernel(config: Config, dtype, precision: str = "bf16", batched: int = 1):
     return k13.make_kernel(config, dtype, Pipeline16, precision)
 
 
@@ -93,10 +96,10 @@ def source(config, dtype=None, precision: str = "bf16", **_) -> str:
     return header + "\n" + body
 
 
-def signature(dtype, precision: str = "bf16"):
+def signature(dtype, precision: str = "bf16", batched: int = 1):
     from numba import uint16, void
 
-    return void(uint16[:, ::1], uint16[:, ::1], uint16[:, ::1])
+    return k13.batched_signature(uint16) if batched == 2 else void(uint16[:, ::1], uint16[:, ::1], uint16[:, ::1])
 
 
 class Mma16Rung(k13.MmaRung):

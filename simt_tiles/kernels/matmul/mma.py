@@ -9,7 +9,14 @@ check → choose → launch, as the FP32 ladder's ``matmul``:
   accumulated in FP32 and rounded once.
 * **arrays**: float32 as :mod:`simt_tiles.interop` takes them; 16-bit from PyTorch
   (``torch.bfloat16``/``float16`` CUDA tensors), CuPy (``float16``), Numba device arrays
-  (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``), all C-contiguous.
+  (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``).
+* **shapes**: ``np.matmul``'s, read by the FP32 path's :func:`._shapes.shapes` (1-D operands
+  promoted and the added dimension removed, batch dimensions broadcast).  A batch runs the
+  rungs' batched form (``Config.batched`` 2: grid z is the batch, per-operand batch strides,
+  0 for a broadcast operand) in one launch, batch dimensions collapsed as the FP32 path's
+  (:func:`._strided.collapse`; those that do not collapse are a loop of launches), more than
+  65535 batches in pieces of grid z; batches of C-contiguous matrices are read in place with
+  any batch stride, other layouts (transposed views) first copied once into C order.
 * **any M, N, K**: the kernels copy 16-byte chunks, so a row of A or B that is not a multiple of
   16 bytes long (or an unaligned base) is first copied into a zero-padded workspace; edges of
   the block grid are the copies' zero-fill; C is stored element by element with bounds checks.
@@ -17,17 +24,21 @@ check → choose → launch, as the FP32 ladder's ``matmul``:
 
 from __future__ import annotations
 
-import numpy as np
-from numba import cuda
+import math
 
-from ...interop import (as_stream, check_device, check_no_overlap, describe, device_operand, finish_result, Operand,
-                        prepare_out)
+import numpy as np
+
+from ...interop import as_stream, check_no_overlap, device_operand, device_view, finish_result, Operand, prepare_out
+# the 16-bit operands' recognition and their uint16 bits (shared with softmax's 16-bit path)
+from ...interop import dtype_name as _dtype_name, finish16 as _finish16, operand16 as _operand16, out16 as _out16
+from ..._recording import no_plan
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, cdiv
-from . import k13_mma_tf32, k14_mma_bf16, reference
+from . import _strided, k13_mma_tf32, k14_mma_bf16, reference
 from ._common import Call
+from ._shapes import shapes
 
 __all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
 
@@ -41,18 +52,16 @@ RUNG_FOR = {"tf32": "k13_mma_tf32", "bf16": "k14_mma_bf16", "fp16": "k14_mma_bf1
 LARGE_TILES = 2 * 132
 
 
-def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR):
+def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR, batches: int = 1):
     """The caller's config, else "sim" in the simulator, else "large" on grids of ≥ LARGE_TILES of
-    its tiles, else "default"."""
+    its tiles, else "default".  A batch is its ``batches`` products' tiles together (the batched
+    form's grid: batches × the tiles of one M × N), so 32 products of 512 × 512 count as the grid
+    they launch, not as one 512 × 512."""
     if config is not None or simulator:
         return rung.resolve_config(config)
     large = rung.presets["large"]
-    return large if cdiv(m, large.bm) * cdiv(n, large.bn) >= LARGE_TILES else rung.presets["default"]
-
-
-def _dtype_name(x) -> str:
-    """'float32', 'bfloat16', 'float16', ... of any array kind (torch names without 'torch.')."""
-    return str(getattr(x, "dtype", "")).replace("torch.", "")
+    tiles = batches * cdiv(m, large.bm) * cdiv(n, large.bn)
+    return large if tiles >= LARGE_TILES else rung.presets["default"]
 
 
 def _precision_for(dtype_name: str, precision):
@@ -72,90 +81,29 @@ def _precision_for(dtype_name: str, precision):
     return implied
 
 
-def _operand16(x, name: str, stream) -> Operand:
-    """A 16-bit array as a C-contiguous uint16 Numba device array of its bits."""
-    mod = type(x).__module__.split(".")[0]
-    if isinstance(x, np.ndarray):
-        host = np.ascontiguousarray(x)
-        return Operand(name, cuda.to_device(host.view(np.uint16), stream=stream), "numpy", x)
-    if mod == "torch":
-        import torch
-
-        if not x.is_cuda:
-            raise TypeError(f"{name}: expected a CUDA tensor; got one on {x.device}")
-        if x.requires_grad:
-            raise TypeError(f"{name}: a tensor that requires grad; pass tensor.detach()")
-        if not x.is_contiguous():
-            raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
-        check_device(name, x, "torch")
-        return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
-    numba_array = bool(getattr(x, "__cuda_ndarray__", False))  # (the simulator's arrays too)
-    if mod == "cupy" or numba_array or hasattr(x, "__cuda_array_interface__"):
-        kind = "cupy" if mod == "cupy" else "numba"
-        dev = x if numba_array else cuda.as_cuda_array(x, sync=False)
-        if not dev.is_c_contiguous():
-            raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
-        check_device(name, x, kind)
-        return Operand(name, dev.view(np.uint16), kind, x)
-    raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
-
-
-def _out16(out, like: Operand, shape, stream) -> Operand:
-    src = like.original
-    if out is not None:
-        if getattr(out, "shape", None) is None or not hasattr(out, "dtype"):
-            raise TypeError(f"out: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(out)}")
-        if _dtype_name(out) != _dtype_name(src) or tuple(out.shape) != tuple(shape):
-            raise TypeError(f"out: expected shape {tuple(shape)} and dtype {_dtype_name(src)}; "
-                            f"got {tuple(out.shape)} {_dtype_name(out)}")
-        if isinstance(out, np.ndarray):
-            if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ValueError("out: expected a writeable C-contiguous NumPy array")
-            return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
-        return _operand16(out, "out", stream)
-    if like.kind == "torch":
-        import torch
-
-        return _operand16(torch.empty(shape, dtype=src.dtype, device=src.device), "out", stream)
-    if like.kind == "cupy":
-        import cupy
-
-        return _operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
-    if like.kind == "numpy":
-        return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
-    dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits
-    return Operand("out", dev.view(np.uint16), like.kind, dev)
-
-
-def _finish16(op: Operand, like: Operand, stream):
-    if op.kind != "numpy":
-        return op.original
-    host = op.dev.copy_to_host(stream=stream)
-    if stream:
-        stream.synchronize()
-    dt = like.original.dtype
-    if op.original is not None:
-        op.original[...] = host.view(dt)
-        return op.original
-    return host.view(dt)
-
-
 @planned  # repeated calls replay their launches, the padding copies included; on its arrays' device
 def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, stream=None):
     """C = A @ B on the tensor cores (``mma.sync``), FP32 accumulation.
 
     a, b
-        2-D arrays of one dtype: float32 (needs ``precision="tf32"``), bfloat16 or float16;
-        NumPy (copied; the result comes back as NumPy), Numba, CuPy or PyTorch CUDA arrays
-        (used in place, C-contiguous; the result is of ``a``'s kind).
+        Arrays of one dtype: float32 (needs ``precision="tf32"``), bfloat16 or float16; NumPy
+        (copied; the result comes back as NumPy), Numba, CuPy or PyTorch CUDA arrays (used in
+        place; the result is of ``a``'s kind).  ``np.matmul``'s shapes: a 1-D ``a`` is a row and a
+        1-D ``b`` a column (the added dimension removed from the result), leading dimensions are
+        batches and broadcast (ValueError naming ``b`` when they or the inner dimensions do not
+        match); a batch is one launch (grid z; pieces past 65535).  Matrices with C-contiguous
+        rows are read in place with any batch stride (0: a broadcast operand); others (a
+        transposed view, ``x.mT``) are first copied once into C order.
     precision
         ``"tf32"`` for float32; None or the implied ``"bf16"``/``"fp16"`` for 16-bit inputs.
     out
-        Optional C-contiguous (M, N) array of the inputs' dtype, not overlapping them.
+        Optional C-contiguous array of the result's shape and dtype (float32 for TF32, else the
+        inputs'), not overlapping them.
     variant, config
         A rung of :data:`MMA_RUNGS` (None: the precision's) and a preset name or its Config
-        (None: :func:`choose_config`'s: ``"large"`` on large grids, else ``"default"``; the
-        simulator's ``"sim"``).
+        (None: :func:`choose_config`'s: ``"large"`` on large grids — a batch counts all its
+        products' tiles — else ``"default"``; the simulator's ``"sim"``).  A batch runs the
+        config's batched form (``batched`` 2) whatever its ``batched``.
     stream
         As :func:`simt_tiles.matmul`'s.
     """
@@ -173,25 +121,97 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
         rung.resolve_config(config)  # a bad preset fails before any copy
     stream = as_stream(stream, a)
     if prec == "tf32":
-        a_op = device_operand(a, "a", ndim=2, stream=stream)
-        b_op = device_operand(b, "b", ndim=2, stream=stream)
+        a_op = device_operand(a, "a", ndim=None, stream=stream, strided=True)
+        b_op = device_operand(b, "b", ndim=None, stream=stream, strided=True)
     else:
-        if getattr(a, "ndim", None) != 2 or getattr(b, "ndim", None) != 2:
-            raise ValueError(f"a, b: expected 2-D arrays; got {getattr(a, 'ndim', None)}-D and {getattr(b, 'ndim', None)}-D")
-        a_op, b_op = _operand16(a, "a", stream), _operand16(b, "b", stream)
-    (m, k), (kb, n) = a_op.dev.shape, b_op.dev.shape
-    if kb != k:
-        raise ValueError(f"b: expected shape ({k}, N) since a has shape {(m, k)} "
-                         f"(inner dimensions must match); got {(kb, n)}")
-    cfg = choose_config(rung, config, m, n)
+        a_op, b_op = (_operand16(x, nm, stream, ndim=None, contiguous=False) for x, nm in ((a, "a"), (b, "b")))
+    a_op, b_op = (_unexpand(op, prec, stream) for op in (a_op, b_op))
+    sh = shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)  # the FP32 path's rules and errors
+    m, n, k = sh.m, sh.n, sh.k
+    nb = math.prod(sh.batch)
+    cfg = choose_config(rung, config, m, n, batches=nb)
     if prec == "tf32":
-        c_op = prepare_out(out, a_op, (m, n), np.float32, stream, inputs=(b_op,))
+        c_op = prepare_out(out, a_op, sh.out, np.float32, stream, inputs=(b_op,))
     else:
-        c_op = _out16(out, a_op, (m, n), stream)
+        c_op = _out16(out, a_op, sh.out, stream)
         check_no_overlap(c_op, (a_op, b_op))  # prepare_out's rule (the FP32 path): no out that is an input
-    if m and n:
-        rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, {} if prec == "tf32" else {"precision": prec}))
+    params = {} if prec == "tf32" else {"precision": prec}
+    if a_op.ndim == 2 and b_op.ndim == 2 and a_op.c_contiguous() and b_op.c_contiguous():
+        if m and n:  # one product on C-contiguous matrices: the 2-D kernel, as before
+            rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, params))
+    elif nb and m and n:
+        _batched(rung, cfg, a_op, b_op, sh, nb, c_op.dev.reshape(nb * m, n), stream, params)
     return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
+
+
+def _unexpand(op: Operand, prec: str, stream) -> Operand:
+    """A PyTorch or CuPy operand whose matrix has a zero stride over an axis longer than one
+    (``x.expand(m, k)``) as a C-contiguous copy its own framework makes, as the FP32 path does
+    (``matmul._unbroadcast``: Numba may call such views contiguous and read them wrongly on a GPU);
+    zero batch strides stay (read in place).  The copy is the framework's: the call runs unplanned."""
+    if op.kind not in ("torch", "cupy") or op.ndim < 2:
+        return op
+    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
+        return op
+    no_plan("an operand with a zero stride is first copied by its framework")
+    x = op.original
+    if op.kind == "torch":
+        x = x.contiguous()
+    else:
+        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
+
+        x = cupy.ascontiguousarray(x)
+    if prec == "tf32":
+        return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
+    return _operand16(x, op.name, stream, ndim=None, contiguous=False)
+
+
+def _rows_c(shape, strides) -> bool:
+    """Whether each matrix of an operand (its last two axes) has C-contiguous rows: column stride 1 and
+    row stride the row length (an axis of extent 1 takes any stride)."""
+    (rows, cols), (sr, sc) = shape[-2:], strides[-2:]
+    return (cols == 1 or sc == 1) and (rows == 1 or sr == cols)
+
+
+def _c_order(op: Operand, shape, strides, stream, name: str):
+    """``op``'s storage read as ``shape``/``strides`` (elements), copied once into C order (``name``'s
+    workspace) by :func:`._strided.contiguous_copy` (by the strides: a stride of 0 is copied value by value)."""
+    return _strided.contiguous_copy(op.dev, shape, strides, op.dev.dtype, stream, name).reshape(*shape)
+
+
+def _batched(rung, cfg, a_op: Operand, b_op: Operand, sh, nb: int, c2d, stream, params) -> None:
+    """A batched, broadcast or 1-D product: the batch dimensions collapsed as the FP32 path's
+    (:func:`._strided.collapse`: batches with one stride per operand, 0 where it broadcasts, in one
+    launch of the batched form; dimensions that do not collapse are a loop of launches); an operand
+    whose matrices are not C-contiguous rows (a transposed view) is first copied once into C order."""
+    m, n, k = sh.m, sh.n, sh.k
+    ops = []
+    for op, (shape, strides), name in ((a_op, sh.a, "a_copy"), (b_op, sh.b, "b_copy")):
+        if not _rows_c(shape, strides) or any(s < 0 for s in strides):
+            # a batch axis of stride 0 is one matrix for all its batches: copied once (extent 1 broadcasts too)
+            shape = tuple(1 if s == 0 and i < len(shape) - 2 else d for i, (d, s) in enumerate(zip(shape, strides)))
+            dev = _c_order(op, shape, strides, stream, name)
+            strides = _strided._c_strides(shape)
+        else:
+            dev = op.dev
+        ops.append((dev, shape, strides))
+    (da, a_shape, a_str), (db, b_shape, b_str) = ops
+    sa = _strided.batch_strides(a_shape, a_str, sh.batch)
+    sb = _strided.batch_strides(b_shape, b_str, sh.batch)
+    outer, nbz, xa, xb = _strided.collapse(sh.batch, sa, sb)
+    es = da.dtype.itemsize
+    if nbz == 1 and not outer and cfg.batched == 1:  # one product (a 1-D or transposed operand): the 2-D kernel
+        a2 = device_view(da, (m, k), (k * es, es), 0)
+        b2 = device_view(db, (k, n), (n * es, es), 0)
+        rung.run(cfg, Call(a2, b2, c2d, stream, params))
+        return
+    for o, idx in enumerate(np.ndindex(*(d[0] for d in outer))):
+        oa = sum(i * d[1] for i, d in zip(idx, outer))
+        ob = sum(i * d[2] for i, d in zip(idx, outer))
+        a3 = device_view(da, (nbz if xa else 1, m, k), (xa * es, k * es, es), oa * es)
+        b3 = device_view(db, (nbz if xb else 1, k, n), (xb * es, n * es, es), ob * es)
+        c = c2d[o * nbz * m:(o + 1) * nbz * m]
+        rung.run_batched(cfg, a3, xa, b3, xb, c, m, n, k, nbz, stream, params)
 
 
 def _demo(rung: str, dtype, c):

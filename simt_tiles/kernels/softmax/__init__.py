@@ -13,6 +13,10 @@
                        orders them, so writers wait only for running blocks
 =====================  ====================================================
 
+dtypes: float32 and float64 on every rung; float16 and bfloat16 on k04–k09 (every rung ``variant=None``
+chooses): read 16-bit, every max, exp and sum in float32, each output rounded once to the input's dtype
+(to nearest even) — torch's rule; bfloat16 travels as its ``uint16`` bits (``_common.make_io``).
+
 ``backward.py`` is the gradient of both (:func:`softmax_backward`, the autograd backward of
 :mod:`simt_tiles.torch`), outside the forward ladder.
 
@@ -25,9 +29,11 @@ from __future__ import annotations
 import math
 import numbers
 
-from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...interop import (HALF_FLOATS, as_stream, check_no_overlap, device_operand, dtype_name, finish16, finish_result,
+                        operand16, out16, prepare_out)
 from ...launch import planned
 from ...registry import Family
+from ...runtime import HALF_STORAGE
 from . import _cases
 from . import dispatch, reference
 from .backward import softmax_backward
@@ -46,14 +52,19 @@ __all__ = ["softmax", "log_softmax", "softmax_backward", "SOFTMAX_VARIANTS", "RU
 
 @planned
 def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
-    """``scipy.special.softmax(x, axis=axis)`` for a float32/float64 array of any rank, on the GPU.
+    """``scipy.special.softmax(x, axis=axis)`` for a float32, float64, float16 or bfloat16 array of any rank,
+    on the GPU.
 
+    x
+        16-bit inputs (PyTorch ``float16``/``bfloat16`` CUDA tensors, CuPy and Numba ``float16``, NumPy
+        ``float16`` or ``ml_dtypes.bfloat16``) are read as float32, computed in float32 and the result
+        rounded to their dtype (to nearest even): ``torch.softmax``'s rule.
     axis
         An int (negative counts from the end), a tuple of adjacent axes, or None (the whole
         array, as scipy's default; here the default is the last axis).
     out
-        Optional array of ``x``'s shape and dtype; it must not overlap ``x`` (no in-place
-        softmax; ValueError naming ``out``).
+        Optional array of ``x``'s shape and dtype (TypeError otherwise); it must not overlap ``x``
+        (no in-place softmax; ValueError naming ``out``).
 
     Inputs and results follow the same interop rules as :func:`simt_tiles.matmul`.
     """
@@ -67,16 +78,30 @@ def log_softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None)
     return _run(x, axis, out, variant, config, stream, log=True)
 
 
+#: the dtypes softmax and log_softmax take, as their errors name them
+ACCEPTED = "float32, float64, float16 or bfloat16"
+
+
 def _run(x, axis, out, variant, config, stream, *, log):
     stream = as_stream(stream, x)
-    x_op = device_operand(x, "x", ndim=None, stream=stream)
-    shape = tuple(x_op.dev.shape)
-    shape3 = view3(shape, axis)
-    out_op = prepare_out(out, x_op, shape, x_op.dev.dtype, stream)
+    half = dtype_name(x)
+    if half in HALF_FLOATS:  # the uint16 bits, viewed as the kernels take them (bfloat16: the bits)
+        x_op = operand16(x, "x", stream, ndim=None)
+        shape = tuple(x_op.dev.shape)
+        shape3 = view3(shape, axis)
+        out_op = out16(out, x_op, shape, stream)
+        check_no_overlap(out_op, (x_op,))
+        xd, od = x_op.dev.view(HALF_STORAGE[half]), out_op.dev.view(HALF_STORAGE[half])
+    else:
+        x_op = device_operand(x, "x", ndim=None, stream=stream, accepted=ACCEPTED)
+        shape = tuple(x_op.dev.shape)
+        shape3 = view3(shape, axis)
+        out_op = prepare_out(out, x_op, shape, x_op.dev.dtype, stream)
+        xd, od = x_op.dev, out_op.dev
     if math.prod(shape):
-        p = dispatch.plan(shape3, x_op.dev.dtype, log=log, variant=variant, config=config)
-        p.run(dispatch.Call(x_op.dev, out_op.dev, stream))
-    return finish_result(out_op, stream)
+        p = dispatch.plan(shape3, xd.dtype, log=log, variant=variant, config=config)
+        p.run(dispatch.Call(xd, od, stream))
+    return finish16(out_op, x_op, stream) if half in HALF_FLOATS else finish_result(out_op, stream)
 
 
 def view3(shape: tuple, axis) -> tuple:

@@ -29,7 +29,17 @@ k05 one per SM beat the split at every row count from 34 to 500 and length from 
 rows of ≥ 77824 values (1 × 94208: 20.9 against 30.6; ties at 73728).
 
 A ``variant`` names the rung and is used as is (k07 takes any axis, the others rows;
-k01–k03, the lessons, have no log_softmax); a ``config`` the rung cannot fit raises.
+k01–k03, the lessons, have no log_softmax and no 16-bit inputs); a ``config`` the rung cannot fit raises.
+
+16-bit inputs (float16; bfloat16 as its uint16 bits) take the same rules with the same numbers of
+values: the rungs hold them as float32 (registers, shared memory), so a row fits, and is one or two
+blocks per SM or split, where a float32 row of as many values is (the byte thresholds above are of
+float32 values held, ``held_itemsize``) — but k05 leaves 16-bit rows two registers of its values
+(``half_reg_overhead``: bfloat16's conversions spilled at 84), so its presets hold 45568 and 93184 of
+them (float32: 46080, 94208), and a row between goes to the next (one block per SM, or k08).  What is
+in bytes of memory counts the 2-byte values: k07's 32-byte sector of lines (16 lines, not 8) and
+k08's lag of rows in the L2.  The float32 timings
+behind the thresholds were not measured again at 16-bit (benchmarks/notes/patterns.md, "16-bit").
 """
 
 from __future__ import annotations
@@ -39,9 +49,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv
+from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv, dtype_label
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
+from ._common import compute_dtype, held_itemsize, is_half
 from ..._numba_fixes import blocks_can_run_at_once
 from . import k07_strided_axis, k08_ticket_queue, k09_register_pieces
 
@@ -53,6 +64,9 @@ RUNGS: dict[str, Rung] = {
 #: the per-row rungs ``variant=None`` weighs (rules 2-3), each with a map from the preset named (config None
 #: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM
 ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
+#: rungs that take 16-bit inputs (float16, bfloat16): every rung ``variant=None`` can choose, and k09
+HALF_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue",
+                 "k09_register_pieces")
 #: rungs that compute log_softmax too
 LOG_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue",
                 "k09_register_pieces")
@@ -104,18 +118,19 @@ class Plan:
         x, out, stream = call
         xv, ov = x.reshape(self.view), out.reshape(self.view)
         args = (xv, ov)
+        pdt = compute_dtype(x.dtype)  # the (max, sum) pairs: float32 for 16-bit inputs
         if self.rung is k06_split_blocks.RUNG:
             rows = self.view[0]
             if self.pieces > 1:
-                pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
-                ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+                pm = workspace((rows, self.pieces), pdt, stream, tag="softmax m")
+                ps = workspace((rows, self.pieces), pdt, stream, tag="softmax s")
             else:
-                pm = ps = workspace((1, 1), x.dtype, stream, tag="softmax m")
+                pm = ps = workspace((1, 1), pdt, stream, tag="softmax m")
             args = (xv, ov, pm, ps)
         elif self.rung is k08_ticket_queue.RUNG:
             rows = self.view[0]
-            pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
-            ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+            pm = workspace((rows, self.pieces), pdt, stream, tag="softmax m")
+            ps = workspace((rows, self.pieces), pdt, stream, tag="softmax s")
             tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets")
             k08_ticket_queue.reset(tickets, stream)  # a launch: zero counters in every call, plan and graph
             args = (xv, ov, pm, ps, tickets, self.lag)
@@ -125,8 +140,8 @@ class Plan:
                 raise ConfigError("k09_register_pieces: its blocks wait for one another, and this simulator runs "
                                   "them one at a time (a race check's recorder, or SIMT_TILES_NUMBA_FIXES=0)")
             rows = self.view[0]
-            pm = workspace((rows, self.pieces), x.dtype, stream, tag="softmax m")
-            ps = workspace((rows, self.pieces), x.dtype, stream, tag="softmax s")
+            pm = workspace((rows, self.pieces), pdt, stream, tag="softmax m")
+            ps = workspace((rows, self.pieces), pdt, stream, tag="softmax s")
             tickets = workspace((rows + 1,), np.int32, stream, tag="softmax tickets")
             k08_ticket_queue.reset(tickets, stream)  # as k08's
             args = (xv, ov, pm, ps, tickets)
@@ -144,9 +159,10 @@ class Call(NamedTuple):
 
 def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None, config=None,
          sms: int | None = None) -> Plan:
-    """The plan for a softmax over the middle axis of ``shape3 = (outer, n, inner)`` (all > 0)."""
+    """The plan for a softmax over the middle axis of ``shape3 = (outer, n, inner)`` (all > 0); ``dtype`` as
+    the kernels take it (bfloat16: ``np.uint16``, :data:`simt_tiles.runtime.HALF_STORAGE`)."""
     outer, n, inner = shape3
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = np.dtype(dtype).itemsize  # as stored; the rungs' fits count values as held (held_itemsize)
     # k09's pieces of a row must be resident at once: at most one a SM on a GPU; the simulator runs its
     # blocks all at once (unless a test gives ``sms``, asking for a GPU's rules)
     resident = None if SIMULATOR and sms is None else (sm_count() if sms is None else sms)
@@ -164,6 +180,9 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
             raise ValueError(f"variant: expected one of {tuple(RUNGS)} or None; got {variant!r}")
         if log and variant not in LOG_VARIANTS:
             raise ValueError(f"variant: log_softmax runs on {LOG_VARIANTS} or None; got {variant!r}")
+        if is_half(dtype) and variant not in HALF_VARIANTS:
+            raise TypeError(f"variant: {variant!r} takes float32 or float64; got {dtype_label(dtype)} (16-bit inputs "
+                            f"run on {HALF_VARIANTS} or None)")
         if inner > 1 and variant != "k07_strided_axis":
             raise ValueError(f"variant: {variant!r} takes the last axis only; an inner axis needs "
                              "'k07_strided_axis' or None")
@@ -190,7 +209,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     # a row split across blocks: k08 (one launch), or k06 when its config object was given
     split = RUNGS["k06_split_blocks" if isinstance(config, k06_split_blocks.Config) else "k08_ticket_queue"]
     if fits:
-        nb = n * itemsize
+        nb = n * held_itemsize(itemsize)  # bytes of the row as held on chip (16-bit: as float32)
         if nb > SPLIT_FROM_BYTES and 4 * rows <= sms:
             return _build(split, _preset_for(split, config), shape3, itemsize, log, sms, split_ok=True)
         two, one = fits.get(1), fits.get(2)  # k05 two blocks per SM, one per SM
@@ -231,6 +250,7 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         launches = tuple(Launch((*lg, ("phase", ph)), grid, block) for ph in phases)
         return Plan(rung, cfg, (rows, n), launches, pieces)
     if rung is k08_ticket_queue.RUNG:
+        k06_split_blocks.check_hints(cfg.hints, itemsize)
         pieces = cfg.pieces(n, rows, K08_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n, pieces)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))

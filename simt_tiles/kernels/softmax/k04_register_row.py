@@ -41,7 +41,8 @@ import math
 from numba import cuda, uint32, uint64
 
 from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_plain_log, make_row_reductions, signature
+from ._common import (WarpRowConfig, compute_dtype, held_itemsize, make_io, make_plain_log, make_row_reductions,
+                      signature)
 
 
 def _pow2_at_least(n: int) -> int:
@@ -72,7 +73,7 @@ class Config(WarpRowConfig):
     subwarp_below: int = 128
 
     def smem_bytes(self, itemsize):
-        return 2 * (self.threads // 32) * itemsize
+        return 2 * (self.threads // 32) * held_itemsize(itemsize)
 
     def rules(self):
         yield from super().rules()
@@ -89,10 +90,11 @@ class Config(WarpRowConfig):
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
         """This config with ``group``/``vpt`` fitted to rows of ``cols`` values of ``itemsize`` bytes.
 
-        ConfigError (naming ``x``) when a row needs more than ``threads · max_vpt`` registers."""
+        ConfigError (naming ``x``) when a row needs more than ``threads · max_vpt`` registers.  16-bit
+        values are held as float32 (:func:`held_itemsize`): a 16-bit row fits where a float32 row does."""
         # values per thread: max_vpt 32-bit registers, and no more than the SM's 65536 registers
         # shared by ``threads`` threads leave after ≈ 32 for addresses and sums (1024 threads: 32)
-        limit = min(self.max_vpt, 65536 // self.threads - 32) * 4 // itemsize
+        limit = min(self.max_vpt, 65536 // self.threads - 32) * 4 // held_itemsize(itemsize)
         least = self.min_group if cols < self.subwarp_below else 32
         group = min(self.threads, max(least, _pow2_at_least(cdiv(cols, self.vpt_target))))
         vpt = _pow2_at_least(cdiv(cols, group))
@@ -122,7 +124,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
     ROWS = T // G  # rows per block
     NWG = max(1, G // 32)  # warps per row
     NW = T // 32
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))
+    up, down = make_io(dtype)  # 16-bit: read as float32, each output rounded once (float32/64: the values)
     NEG_INF = -math.inf
     LOG = log
     # shuffles, then one barrier across warps; the max is one FMNMX, log_softmax's too (_common)
@@ -155,7 +158,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         # the rows of groups past the last row, which only take part in the barriers)
         pad = DT(NEG_INF) if live else DT(0)
         for i in range(VPT):
-            vals[i] = x[ru, tu + uint64(i * G)] if uint32(i * G) < lim else pad
+            vals[i] = up(x[ru, tu + uint64(i * G)]) if uint32(i * G) < lim else pad
 
         m = DT(NEG_INF)
         for i in range(VPT):
@@ -175,12 +178,12 @@ def make_kernel(config: Config, dtype, log: bool = False):
             ls = log_sum(m, s)
             for i in range(VPT):
                 if uint32(i * G) < lim:
-                    out[ru, tu + uint64(i * G)] = (vals[i] - sh) - ls
+                    out[ru, tu + uint64(i * G)] = down((vals[i] - sh) - ls)
         else:
             inv = DT(1) / s  # one division per row; each output is then one multiply
             for i in range(VPT):  # one coalesced write
                 if uint32(i * G) < lim:
-                    out[ru, tu + uint64(i * G)] = vals[i] * inv
+                    out[ru, tu + uint64(i * G)] = down(vals[i] * inv)
 
     return softmax_k04_register_row
 
@@ -190,5 +193,6 @@ def geometry(config: Config, rows: int, cols: int):
 
 
 RUNG = Rung("k04_register_row", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: "
+            gate=Gate(half=("default",),  # float16 and bfloat16 too: the rung variant=None chooses first
+                      smem_exception="a group of one warp (the sim preset) reduces by shuffles alone: "
                                      "ptxas drops the partials"))

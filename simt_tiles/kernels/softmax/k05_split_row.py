@@ -47,8 +47,9 @@ import math
 
 from numba import cuda, uint32, uint64
 
-from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_plain_log, make_row_reductions, signature
+from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Gate, Rung, cdiv, numba_dtype
+from ._common import (WarpRowConfig, compute_dtype, held_itemsize, make_io, make_plain_log, make_row_reductions,
+                      signature)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,16 +74,19 @@ class Config(WarpRowConfig):
     min_blocks: int = 2
     #: values per thread are rounded up to a multiple of this (fewer distinct kernels)
     vpt_step: int = 4
+    #: registers 16-bit inputs leave besides reg_overhead (their conversions: bfloat16 rows at 84 values in
+    #: registers spilled 12 bytes, at 82 none; the float32 fits are unchanged)
+    half_reg_overhead: int = 2
 
     @property
     def smem_vpt(self) -> int:
         return self.vpt - self.reg_vpt
 
     def smem_bytes(self, itemsize):  # static: the reductions' partials
-        return 2 * (self.threads // 32) * itemsize
+        return 2 * (self.threads // 32) * held_itemsize(itemsize)
 
-    def dynamic_smem_bytes(self, itemsize):  # the row values' share
-        return max(self.smem_vpt, 1) * self.threads * itemsize
+    def dynamic_smem_bytes(self, itemsize):  # the row values' share (16-bit values held as float32)
+        return max(self.smem_vpt, 1) * self.threads * held_itemsize(itemsize)
 
     def rules(self):
         # whole warps, any number of them (shuffles, then one barrier: no tree over the block)
@@ -96,12 +100,15 @@ class Config(WarpRowConfig):
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
         """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
 
-        ConfigError (naming ``x``) when the row does not fit both."""
-        smem_cap = self.smem_budget // (self.threads * itemsize)
+        ConfigError (naming ``x``) when the row does not fit both.  16-bit values are held as float32
+        (registers and shared memory: :func:`held_itemsize`), so they fit as float32 rows do."""
+        held = held_itemsize(itemsize)
+        smem_cap = self.smem_budget // (self.threads * held)
         # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
         # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
-        spare = 65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (itemsize // 8)
-        reg_cap = min(self.max_vpt, spare) * 4 // itemsize
+        spare = (65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (held // 8)
+                 - (self.half_reg_overhead if itemsize == 2 else 0))
+        reg_cap = min(self.max_vpt, spare) * 4 // held
         exact = cdiv(cols, self.threads)
         # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
         # the exact count fits; registers first, shared memory takes the rest
@@ -142,7 +149,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
     LOG = log
     NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
     NW = T // 32
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))
+    up, down = make_io(dtype)  # 16-bit: read as float32, each output rounded once (float32/64: the values)
     NEG_INF = -math.inf
     # shuffles, then one barrier across warps; the max is one FMNMX (NaN-blind) for log_softmax too: a NaN row
     # shows in the sum (_common.make_plain_log).  The NaN-propagating max cost log_softmax 2.6× softmax's
@@ -176,7 +184,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             for k in range(VR):
                 j = c * VR + k
                 if j < VS:
-                    vals[k] = x[ru, tu + uint64(j * T)] if uint32(j * T) < lim else DT(NEG_INF)
+                    vals[k] = up(x[ru, tu + uint64(j * T)]) if uint32(j * T) < lim else DT(NEG_INF)
             for k in range(VR):
                 j = c * VR + k
                 if j < VS:
@@ -193,7 +201,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             chunk(3)
         for k in range(VR):
             i = VS + k
-            vals[k] = x[ru, tu + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
+            vals[k] = up(x[ru, tu + uint64(i * T)]) if uint32(i * T) < lim else DT(NEG_INF)
 
         # The shared part's loops run to the values that exist (a bound the compiler cannot
         # see: fully unrolled, their loads and exps were scheduled ahead and pushed the
@@ -228,9 +236,9 @@ def make_kernel(config: Config, dtype, log: bool = False):
         for k in range(VR):  # one coalesced write
             i = VS + k
             if uint32(i * T) < lim:
-                out[ru, tu + uint64(i * T)] = (vals[k] - sh) * a - ls
+                out[ru, tu + uint64(i * T)] = down((vals[k] - sh) * a - ls)
         for j in range(ns):
-            out[ru, tu + uint64(j) * uint64(T)] = (spill[su + j * uint32(T)] - sh) * a - ls
+            out[ru, tu + uint64(j) * uint64(T)] = down((spill[su + j * uint32(T)] - sh) * a - ls)
 
     return softmax_k05_split_row
 
@@ -248,4 +256,4 @@ def dynamic_smem(config: Config, dtype, **params) -> int:
 
 
 RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            dynamic_smem=dynamic_smem)
+            dynamic_smem=dynamic_smem, gate=Gate(half=("default",)))  # 16-bit's largest fits: tests/test_compile_gate.py

@@ -29,12 +29,15 @@ import dataclasses
 import enum
 import math
 
+import numpy as np
+
 from numba import cuda, uint64, void
 
-from ...runtime import Gate, Rung, cdiv, numba_dtype
+from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
 from ...vector import load1_keep, load1_last, store1_stream
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import WarpRowConfig, inline, make_log_shift, make_pair_fold
+from ._common import (WarpRowConfig, compute_dtype, held_itemsize, inline, make_io, make_log_shift,
+                      make_pair_fold, pair_type)
 
 FUSED, PARTIAL, FINISH = 0, 1, 2
 
@@ -47,7 +50,7 @@ class Config(WarpRowConfig):
     loads: int = 8
 
     def smem_bytes(self, itemsize):
-        return 2 * (self.threads // 32) * itemsize
+        return 2 * (self.threads // 32) * held_itemsize(itemsize)
 
     def step(self) -> int:
         """Columns a block covers per step (pieces are multiples of it)."""
@@ -66,6 +69,14 @@ class Hints(enum.IntFlag):
     KEEP = 2
     LAST = 4
     STREAM = 8
+
+
+def check_hints(hints: int, itemsize: int) -> None:
+    """ConfigError (naming ``config``) for L2 eviction hints on 16-bit inputs: the hinted accesses
+    (:mod:`simt_tiles.vector`) are float32/float64 loads and stores."""
+    if itemsize == 2 and hints != Hints.PLAIN:
+        raise ConfigError(f"config: hints={int(hints)} (L2 eviction hints) take float32 or float64 inputs; "
+                          f"16-bit inputs take hints={int(Hints.PLAIN)} (PLAIN)")
 
 
 def make_block_fold(NW, fold):
@@ -90,12 +101,17 @@ def make_block_fold(NW, fold):
     return fold_block
 
 
-def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
+def make_piece_ops(config: Config, dtype, log: bool, hints: int = Hints.PLAIN):
     """A piece's three steps, inlined (k08 takes them too): ``fold_piece`` — this thread's (max,
     sum) pair over columns ``[c0, c1)`` of row ``ru``, U loads in flight per step; ``fold_block``
     — the block's pair (:func:`make_block_fold`); ``write_piece`` — reread the piece and write
-    (log_)softmax given the row's pair.  ``hints``: the L2 eviction hints above (values unchanged)."""
+    (log_)softmax given the row's pair.  ``dtype``: the inputs' as stored (16-bit: float32 pairs and
+    arithmetic, :func:`make_io`); ``hints``: the L2 eviction hints above (values unchanged; float32 and
+    float64 only, :mod:`simt_tiles.vector`'s hinted accesses)."""
     T, U, NW = config.threads, config.loads, config.threads // 32
+    DT = numba_dtype(compute_dtype(dtype))
+    up, down = make_io(dtype)
+    check_hints(hints, np.dtype(dtype).itemsize)
     NEG_INF = -math.inf
     LOG = log
     KEEP_FIRST, LAST_REREAD, STREAM_WRITE = (bool(hints & h) for h in (Hints.KEEP, Hints.LAST, Hints.STREAM))
@@ -114,7 +130,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
                 elif KEEP_FIRST:
                     vals[u] = load1_keep(xr, c)
                 else:
-                    vals[u] = x[ru, uint64(c)]
+                    vals[u] = up(x[ru, uint64(c)])
             m, s = fold_values(m, s, vals, U)
         return m, s
 
@@ -136,7 +152,7 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
                 elif LAST_REREAD:
                     vals[u] = load1_last(xr, c)
                 else:
-                    vals[u] = x[ru, uint64(c)]
+                    vals[u] = up(x[ru, uint64(c)])
             for u in range(U):
                 c = b + u * T
                 if c < c1:
@@ -144,17 +160,17 @@ def make_piece_ops(config: Config, DT, log: bool, hints: int = Hints.PLAIN):
                     if STREAM_WRITE:
                         store1_stream(outr, c, v)
                     else:
-                        out[ru, uint64(c)] = v
+                        out[ru, uint64(c)] = down(v)
 
     return fold, fold_piece, fold_block, write_piece
 
 
 def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
     T, U, NW = config.threads, config.loads, config.threads // 32
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))  # (16-bit inputs: float32 pairs, pm and ps float32)
     NEG_INF = -math.inf
     PHASE = phase
-    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log)
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, dtype, log)
 
     def softmax_k06_split_blocks(x, out, pm, ps):
         tid = cuda.threadIdx.x
@@ -189,7 +205,7 @@ def make_kernel(config: Config, dtype, log: bool = False, phase: int = FUSED):
 
 def signature(dtype, log=False, phase=FUSED):
     t = numba_dtype(dtype)[:, ::1]
-    return void(t, t, t, t)
+    return void(t, t, pair_type(dtype), pair_type(dtype))
 
 
 def piece_columns(config: Config, cols: int, pieces: int) -> int:

@@ -29,7 +29,7 @@ from numba import cuda, uint64, void
 
 from ...runtime import Gate, Rung, cdiv, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import WarpRowConfig, make_log_shift, make_pair_fold
+from ._common import WarpRowConfig, compute_dtype, make_io, make_log_shift, make_pair_fold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,8 @@ class Config(WarpRowConfig):
 
     def for_problem(self, outer: int, n: int, inner: int, itemsize: int = 4, sms: int = 132) -> "Config":
         """``lines``: the power of two at most ``inner`` (and 32), halved while the warps would not
-        give every SM ``warps_per_sm`` and a warp's load per k still fills a 32-byte sector (W · itemsize)."""
+        give every SM ``warps_per_sm`` and a warp's load per k still fills a 32-byte sector (W · itemsize,
+        ``itemsize`` as stored: 16 lines of 16-bit values fill one)."""
         w = min(32, 1 << (max(inner, 1).bit_length() - 1))
         while w * itemsize > 32 and cdiv(outer * inner, w) < self.warps_per_sm * sms:
             w //= 2
@@ -69,7 +70,8 @@ def make_kernel(config: Config, dtype, log: bool = False):
     G, NW = 32 // W, config.threads // 32
     # the lanes of one line; (32,) — no shuffle — for a line of one lane (Numba cannot loop over ())
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if o >= W) or (32,)
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))  # (16-bit inputs: float32 arithmetic, each output rounded once)
+    up, down = make_io(dtype)
     NEG_INF = -math.inf
     LOG = log
     log_shift = make_log_shift(DT)
@@ -89,7 +91,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         for k0 in range(j, n, G * U):  # every lane runs the loop: all take part in the shuffles
             for u in range(U):
                 k = k0 + u * G
-                vals[u] = x[o, uint64(k), i] if (live and k < n) else DT(NEG_INF)
+                vals[u] = up(x[o, uint64(k), i]) if (live and k < n) else DT(NEG_INF)
             m, s = fold_values(m, s, vals, U)
         for off in OFFS:
             if off < 32:
@@ -103,11 +105,11 @@ def make_kernel(config: Config, dtype, log: bool = False):
             for k0 in range(j, n, G * U):
                 for u in range(U):
                     k = k0 + u * G
-                    vals[u] = x[o, uint64(k), i] if k < n else DT(0)
+                    vals[u] = up(x[o, uint64(k), i]) if k < n else DT(0)
                 for u in range(U):
                     k = k0 + u * G
                     if k < n:
-                        out[o, uint64(k), i] = ((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a
+                        out[o, uint64(k), i] = down(((vals[u] - sh) - ls) if LOG else math.exp(vals[u] - m) * a)
 
     return softmax_k07_strided_axis
 
@@ -122,4 +124,4 @@ def geometry(config: Config, outer: int, n: int, inner: int):
 
 
 RUNG = Rung("k07_strided_axis", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="no shared memory"))
+            gate=Gate(half=("default",), smem_exception="no shared memory"))

@@ -48,7 +48,7 @@ import math
 from numba import cuda, int32, int64, uint64, void
 
 from ...runtime import Gate, Rung, cdiv, jit, numba_dtype
-from ._common import WarpRowConfig, inline
+from ._common import WarpRowConfig, compute_dtype, held_itemsize, inline, pair_type
 from .k06_split_blocks import Hints, make_piece_ops
 
 
@@ -65,7 +65,7 @@ class Config(WarpRowConfig):
     hints: int = Hints.PLAIN
 
     def smem_bytes(self, itemsize):
-        return 2 * (self.threads // 32) * itemsize + 8
+        return 2 * (self.threads // 32) * held_itemsize(itemsize) + 8
 
     def step(self) -> int:
         """Columns a block covers per step (pieces are multiples of it)."""
@@ -80,7 +80,7 @@ class Config(WarpRowConfig):
         return cdiv(cols, steps * self.step())
 
     def lag_rows(self, cols: int, itemsize: int) -> int:
-        """``D``: rows whose P items run before the first W item (≥ 1)."""
+        """``D``: rows whose P items run before the first W item (≥ 1); ``itemsize`` as stored (bytes in the L2)."""
         return max(1, self.lag_kib * 1024 // max(1, cols * itemsize))
 
 
@@ -153,8 +153,8 @@ def make_row_exchange(T, DT, fold, fold_block):
 
 def make_kernel(config: Config, dtype, log: bool = False):
     T, U, NW = config.threads, config.loads, config.threads // 32
-    DT = numba_dtype(dtype)
-    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, DT, log, config.hints)
+    DT = numba_dtype(compute_dtype(dtype))  # (16-bit inputs: float32 pairs, pm and ps float32)
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, dtype, log, config.hints)
     take_ticket, publish, gather = make_row_exchange(T, DT, fold, fold_block)
 
     def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
@@ -199,7 +199,7 @@ def reset(tickets, stream) -> None:
 
 def signature(dtype, log=False):
     t = numba_dtype(dtype)[:, ::1]
-    return void(t, t, t, t, int32[::1], int64)
+    return void(t, t, pair_type(dtype), pair_type(dtype), int32[::1], int64)
 
 
 def geometry(config: Config, rows: int, cols: int, pieces: int | None = None):
@@ -207,4 +207,4 @@ def geometry(config: Config, rows: int, cols: int, pieces: int | None = None):
 
 
 RUNG = Rung("k08_ticket_queue", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))
+            gate=Gate(half=("default",), smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))

@@ -49,7 +49,7 @@ from numba import cuda, int32, int64, uint32, uint64, void
 
 from ..._numba_fixes import blocks_wait
 from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
-from ._common import WarpRowConfig, make_log_shift, make_pair_fold
+from ._common import WarpRowConfig, compute_dtype, held_itemsize, make_io, make_log_shift, make_pair_fold, pair_type
 from .k06_split_blocks import make_block_fold
 from .k08_ticket_queue import make_row_exchange
 
@@ -71,7 +71,7 @@ class Config(WarpRowConfig):
     min_blocks: int = 2
 
     def smem_bytes(self, itemsize):
-        return 2 * (self.threads // 32) * itemsize + 8
+        return 2 * (self.threads // 32) * held_itemsize(itemsize) + 8
 
     def rules(self):
         yield from super().rules()
@@ -86,7 +86,9 @@ class Config(WarpRowConfig):
         more (smaller) pieces while ``rows · S`` is under ``fill`` blocks.  A row's pieces must be resident
         at once, so ``S`` is at most half the blocks that fit on ``sms`` SMs (two float32 blocks a SM, one
         float64: :func:`jit_options`), which lets two k09 launches on two streams both progress; ConfigError
-        (naming ``x``) past it.  ``sms`` None: no bound (the simulator runs these blocks all at once)."""
+        (naming ``x``) past it.  ``sms`` None: no bound (the simulator runs these blocks all at once).
+        16-bit values are held as float32 (:func:`held_itemsize`)."""
+        itemsize = held_itemsize(itemsize)
         limit = self.max_vpt * 4 // itemsize if itemsize <= 4 else min(self.max_vpt * 4 // itemsize, self.max_vpt_wide)
         if limit < 1:
             raise ConfigError(f"config: max_vpt={self.max_vpt} registers hold no {itemsize}-byte value")
@@ -114,7 +116,8 @@ PRESETS = {"sim": Config(threads=64, vpt=2, max_vpt=4, vpt_step=1),  # two warps
 def make_kernel(config: Config, dtype, log: bool = False):
     T, VPT, NW = config.threads, config.vpt, config.threads // 32
     PIECE = T * VPT
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))  # (16-bit inputs: float32 values, pairs, pm and ps)
+    up, down = make_io(dtype)
     NEG_INF = -math.inf
     LOG = log
     fold, fold_values = make_pair_fold(DT)
@@ -138,7 +141,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         lim = uint32(left) if left > 0 else uint32(0)  # value i exists iff i·T < lim
 
         for i in range(VPT):  # the one read of the piece, into registers
-            vals[i] = x[ru, c0 + uint64(i * T)] if uint32(i * T) < lim else DT(NEG_INF)
+            vals[i] = up(x[ru, c0 + uint64(i * T)]) if uint32(i * T) < lim else DT(NEG_INF)
         m, s = fold_values(DT(NEG_INF), DT(0), vals, VPT)
         m, s = fold_block(m, s, red_m, red_s, tid)
         publish(pm, ps, tickets, r, p, m, s, tid)
@@ -152,14 +155,14 @@ def make_kernel(config: Config, dtype, log: bool = False):
         for i in range(VPT):  # the one write, from the registers
             if uint32(i * T) < lim:
                 v = vals[i]
-                out[ru, c0 + uint64(i * T)] = ((v - sh) - ls) if LOG else math.exp(v - m) * a
+                out[ru, c0 + uint64(i * T)] = down(((v - sh) - ls) if LOG else math.exp(v - m) * a)
 
     return blocks_wait(softmax_k09_register_pieces, waits=lambda args: args[2].shape[1] > 1)  # pm: S columns
 
 
 def signature(dtype, log=False):
     t = numba_dtype(dtype)[:, ::1]
-    return void(t, t, t, t, int32[::1])
+    return void(t, t, pair_type(dtype), pair_type(dtype), int32[::1])
 
 
 def geometry(config: Config, rows: int, cols: int):
@@ -168,7 +171,7 @@ def geometry(config: Config, rows: int, cols: int):
 
 def jit_options(config: Config, dtype, **params) -> dict:
     # float64: its exp alone needs more than 64 registers (spills at 8 values a thread): one block per SM
-    return {"launch_bounds": (config.threads, config.min_blocks if np.dtype(dtype).itemsize == 4 else 1)}
+    return {"launch_bounds": (config.threads, config.min_blocks if np.dtype(dtype).itemsize <= 4 else 1)}
 
 
 RUNG = Rung("k09_register_pieces", Config, PRESETS, make_kernel, geometry, signature, jit_options,

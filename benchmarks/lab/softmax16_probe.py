@@ -1,0 +1,109 @@
+"""16-bit softmax (bfloat16 and float16 logits, read 16-bit, float32 arithmetic, rounded once on store) beside
+``torch.softmax`` on the same tensor and beside the float32 path on the same values: does halving the bytes halve
+the time?  Not yet run (written without a GPU; benchmarks/notes/patterns.md, "16-bit softmax" has the prediction).
+
+For each shape and dtype: the output is checked first (against torch's float64 softmax of the same 16-bit values,
+within one 16-bit rounding plus the float32 bound's order, no NaN left in a NaN-filled ``out``), then timed as the
+other probes time (``small_reduce_probe.timed``: three warm-up calls, an L2 flush before the start event, CUDA
+events around one call, median of 40) and as a loop of queued calls (``loop_us``: wall µs a call, host included).
+Rows: the default (``variant=None``), ``torch.softmax`` (its 16-bit kernel), ``torch.softmax(x.float()).to(dt)``
+(what a float32-only library costs a 16-bit caller), the default on the float32 copy (the bytes ×2), and the
+plan's rung named.  log_softmax at the Llama-3 shape.
+
+    python3 benchmarks/lab/softmax16_probe.py [--json PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: (rows, columns, where from)
+SHAPES = [
+    (1024, 128256, "Llama-3 vocabulary, 1024 tokens (k08 split)"),
+    (4096, 50257, "GPT-2 vocabulary (k05 one per SM)"),
+    (4096, 32000, "Llama-2 vocabulary (k05 two per SM)"),
+    (16384, 4096, "k04: rows in registers"),
+    (65536, 256, "short rows (k04, a warp a row)"),
+    (4, 1048576, "few very long rows (k08, pieces of one step)"),
+]
+QUICK = SHAPES[:2]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="the first two shapes only")
+    args = ap.parse_args()
+    import torch
+    from small_reduce_probe import loop_us, timed
+
+    import simt_tiles
+    from simt_tiles.kernels.softmax import dispatch
+    from simt_tiles.runtime import HALF_STORAGE
+
+    flush = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
+    rows_out = []
+    u16 = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+    for rows, n, where in (QUICK if args.quick else SHAPES):
+        torch.manual_seed(rows + n)
+        x32 = torch.randn(rows, n, device="cuda") * 4
+        for dt in (torch.bfloat16, torch.float16):
+            x = x32.to(dt)
+            xf = x.float()  # the same values in float32
+            ref = torch.softmax(x.double(), -1)
+            out = torch.empty_like(x)
+            name = str(dt).replace("torch.", "")
+            plan = dispatch.plan((rows, n, 1), HALF_STORAGE[name])
+            cases = [("default", lambda: simt_tiles.softmax(x, out=out)),
+                     (f"{plan.rung.name} named", lambda: simt_tiles.softmax(x, out=out, variant=plan.rung.name)),
+                     ("torch.softmax", lambda: torch.softmax(x, -1)),
+                     ("torch fp32 + cast", lambda: torch.softmax(xf, -1).to(dt)),
+                     ("default on float32", lambda: simt_tiles.softmax(xf))]
+            for label, fn in cases:
+                out.fill_(float("nan"))
+                got = fn()
+                got = out if label in ("default", f"{plan.rung.name} named") else got
+                torch.cuda.synchronize()
+                err = (got.double() - ref).abs()
+                # one 16-bit rounding of a float32 result (u16·|ref|) and float32 terms well inside 2^-16 here
+                tol = (u16[dt] if got.dtype == dt else 2.0 ** -24) * ref.abs() + 2.0 ** -16 * ref.abs() + 1e-30
+                ok = not bool(torch.isnan(got).any()) and bool((err <= tol).all())
+                ms = timed(fn, lambda: flush.zero_(), reps=40)
+                wall = loop_us(fn)
+                nbytes = 2 * rows * n * got.element_size()
+                print(f"{rows}x{n:<7} {name:<9} {label:<26} {ms * 1e3:9.2f} us {nbytes / ms / 1e6:7.0f} GB/s "
+                      f"loop {wall:8.1f} us {'ok' if ok else 'WRONG'}", flush=True)
+                rows_out.append({"rows": rows, "n": n, "where": where, "dtype": name, "impl": label, "ms": ms,
+                                 "GBps": nbytes / ms / 1e6, "loop_us": wall, "ok": ok, "rung": plan.rung.name})
+            if (rows, n) == SHAPES[0][:2]:
+                lref = torch.log_softmax(x.double(), -1)
+                for label, fn in (("log default", lambda: simt_tiles.log_softmax(x, out=out)),
+                                  ("log torch", lambda: torch.log_softmax(x, -1))):
+                    got = fn()
+                    got = out if label == "log default" else got
+                    torch.cuda.synchronize()
+                    ok = bool(((got.double() - lref).abs() <= u16[dt] * lref.abs() + 1e-3).all())
+                    ms = timed(fn, lambda: flush.zero_(), reps=40)
+                    print(f"{rows}x{n:<7} {name:<9} {label:<26} {ms * 1e3:9.2f} us {'ok' if ok else 'WRONG'}", flush=True)
+                    rows_out.append({"rows": rows, "n": n, "dtype": name, "impl": label, "ms": ms, "ok": ok})
+            del x, xf, ref, out
+        del x32
+    src = torch.empty(2**28, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    ms = timed(lambda: dst.copy_(src), lambda: flush.zero_(), reps=20)
+    print(f"copy 2^28 float32 {ms * 1e3:.1f} us {2 * 2**30 / ms / 1e6:.0f} GB/s")
+    rows_out.append({"impl": "copy 2^28", "ms": ms, "GBps": 2 * 2**30 / ms / 1e6})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/softmax16_probe.py",
+                                               "device": torch.cuda.get_device_name(), "rows": rows_out}, indent=1))
+    return 0 if all(r.get("ok", True) for r in rows_out) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -418,7 +418,8 @@ DEFAULT_SHAPES = {
     "elementwise": "37",  # vector_add: N; bias_relu: M x N
 }
 SHAPE_HELP = {
-    "matmul": "MxNxK", "matmul_mma": "MxNxK or BxMxNxK (a batch)", "conv2d": "HxWxKHxKW", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
+    "matmul": "MxNxK", "matmul_mma": "MxNxK or BxMxNxK (a batch)",
+    "conv2d": "HxWxKHxKW (volume rungs: DxHxWxKDxKHxKW too)", "conv_nchw": "NxCxHxWxC_OUTxKHxKW",
     "softmax": "ROWSxCOLS", "reduce": "ROWSxCOLS or N", "elementwise": "N (vector_add) or MxN (bias_relu)",
 }
 
@@ -446,6 +447,12 @@ def _drive(ladder: str, name: str, cfg, dims, dtype, rng):
                            config=cfg)
         else:
             fam.matmul_mma(rand(*batch, m, k).astype("float16"), rand(*batch, k, n).astype("float16"), config=cfg)
+    elif ladder == "conv2d" and name in fam.VOLUME_RUNGS:  # a volume: D x H x W x KD x KH x KW (or H x W x KH x KW)
+        if len(dims) != 6:
+            need(4)
+            dims = (4, dims[0], dims[1], 3, dims[2], dims[3])  # 4 planes, 3 filter planes: the ring turns over
+        d, h, w, kd, kh, kw = dims
+        fam.correlate(rand(d, h, w), rand(kd, kh, kw), variant=name, config=cfg)
     elif ladder == "conv2d":
         need(4)
         h, w, kh, kw = dims

@@ -82,7 +82,7 @@ LADDERS: tuple[Ladder, ...] = (
     Ladder("matmul_mma", "simt_tiles.kernels.matmul.mma"),
     Ladder("conv2d", "simt_tiles.kernels.conv2d",
            ("correlate2d", "convolve2d", "CONV2D_VARIANTS", "correlate1d", "correlate_separable",
-            "SEPARABLE_VARIANTS"), ("conv2d",), bench="conv"),
+            "SEPARABLE_VARIANTS", "correlate", "convolve", "VOLUME_VARIANTS"), ("conv2d",), bench="conv"),
     Ladder("conv_nchw", "simt_tiles.kernels.conv_nchw", ("conv2d_nchw", "CONV_NCHW_VARIANTS"), ("conv2d_nchw",),
            bench="conv"),
     Ladder("softmax", "simt_tiles.kernels.softmax", ("softmax", "log_softmax", "SOFTMAX_VARIANTS"), bench="patterns"),

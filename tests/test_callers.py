@@ -33,6 +33,7 @@ from simt_tiles.bounds import gamma, unit_roundoff
 from simt_tiles.kernels.conv2d.reference import (
     correlate1d_reference,
     correlate2d_reference,
+    correlate_nd_reference,
     correlate_separable_reference,
 )
 from simt_tiles.kernels.conv_nchw.reference import conv2d_nchw_reference
@@ -112,6 +113,13 @@ APIS = {
                                lambda r, d: (_normal(r, d, 5, 6), _normal(r, d, 3), _normal(r, d, 2)),
                                lambda x, wy, wx: correlate_separable_reference(x, wy, wx, "nearest"),
                                lambda x, wy, wx: x.shape, st.SEPARABLE_VARIANTS),
+    "correlate": Api(lambda x, w, **kw: st.correlate(x, w, mode="reflect", **kw), ("image", "weights"),
+                     lambda r, d: (_normal(r, d, 3, 4, 5), _normal(r, d, 2, 3, 2)),
+                     lambda x, w: correlate_nd_reference(x, w, "reflect"), lambda x, w: x.shape, st.VOLUME_VARIANTS),
+    "convolve": Api(lambda x, w, **kw: st.convolve(x, w, mode="wrap", **kw), ("image", "weights"),
+                    lambda r, d: (_normal(r, d, 3, 4, 5), _normal(r, d, 3, 2, 2)),
+                    lambda x, w: correlate_nd_reference(x, w, "wrap", convolve=True), lambda x, w: x.shape,
+                    st.VOLUME_VARIANTS),
     "conv2d_nchw": Api(lambda x, w, b, **kw: st.conv2d_nchw(x, w, bias=b, padding=1, **kw), ("x", "w", "bias"),
                        lambda r, d: (_normal(r, d, 1, 2, 3, 4), _normal(r, d, 2, 2, 2, 3), _normal(r, d, 2)),
                        lambda x, w, b: conv2d_nchw_reference(x, w, b, 1),
@@ -248,7 +256,7 @@ def test_numpy_and_device_inputs_mix(name):
 BAD_DTYPES = (np.int32, np.int64, np.float16, np.complex64, np.complex128, np.bool_, np.longdouble, object)
 #: scipy.ndimage's filters take integer images, filters of another dtype and any output dtype
 #: (issue 33; tests/test_conv2d_ndimage.py): those are not mistakes for them
-NDIMAGE = ("correlate2d", "convolve2d", "correlate1d", "correlate_separable")
+NDIMAGE = ("correlate2d", "convolve2d", "correlate1d", "correlate_separable", "correlate", "convolve")
 
 
 @pytest.mark.parametrize("bad", BAD_DTYPES, ids=lambda d: np.dtype(d).name)
@@ -317,6 +325,11 @@ def test_wrong_ndim_is_a_value_error(name, how):
                 or (name == "correlate1d" and arg == "image" and wrong[i].ndim >= 1):
             continue  # not wrong (reduce, softmax and matmul take any ndim from 1: np.matmul's rules;
             # correlate1d any image from 1-D, as scipy's: tests/test_conv2d_volumes.py)
+        if name in ("correlate", "convolve") and arg == "image" and 1 <= wrong[i].ndim <= 3:
+            # a 1-D, 2-D or 3-D image is right: the filter of another ndim is what is wrong (scipy's rule)
+            with pytest.raises(ValueError, match=r"weights: expected a \d-D array \(one axis per axis of image"):
+                api.call(*wrong)
+            continue
         with pytest.raises(ValueError, match=rf"{arg}: expected an? .*(\d-D array|at least 1 dimension)"):
             api.call(*wrong)
 

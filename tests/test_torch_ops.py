@@ -77,6 +77,12 @@ def case(name: str, dtype=None):
     if name.startswith("correlate_separable"):
         mode = name.split("-")[1]
         return (lambda x, a, b: stt.correlate_separable(x, a, b, mode, 0.5)), (r(4, 3), r(3), r(2))
+    if name.startswith("volume"):  # volume-<op>-<mode>: a 3-D image, an even filter side, one wider than its axis
+        _, op, mode = name.split("-")
+        return (lambda x, w: getattr(stt, op)(x, w, mode, 0.5)), (r(3, 2, 4), r(2, 3, 2))
+    if name.startswith("line"):  # line-<op>-<mode>: a 1-D image
+        _, op, mode = name.split("-")
+        return (lambda x, w: getattr(stt, op)(x, w, mode, 0.5)), (r(5), r(4))
     op, mode = name.split("-")
     fn = stt.correlate2d if op == "correlate2d" else stt.convolve2d
     return (lambda x, w: fn(x, w, mode, 0.5)), (r(4, 3), r(2, 3))
@@ -85,11 +91,13 @@ def case(name: str, dtype=None):
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 CASES = ["matmul", "softmax", "log_softmax", "bias_relu", "vector_add", "reduce_sum", "reduce_mean",
          "conv2d_nchw", "correlate2d-reflect", "convolve2d-constant", "correlate1d-0-reflect",
-         "correlate_separable-constant"]
+         "correlate_separable-constant", "volume-correlate-reflect", "volume-convolve-mirror"]
 MORE = [f"{op}-{m}" for op in ("correlate2d", "convolve2d") for m in MODES
         if f"{op}-{m}" not in CASES] + ["conv2d_nchw-crop", "correlate2d-large-filter", "convolve2d-mirror-one-row"] + [
     f"correlate1d-{a}-{m}" for a in (1, 0) for m in MODES if f"correlate1d-{a}-{m}" not in CASES] + [
-    f"correlate_separable-{m}" for m in MODES if m != "constant"]
+    f"correlate_separable-{m}" for m in MODES if m != "constant"] + [
+    f"volume-{op}-{m}" for op in ("correlate", "convolve") for m in MODES
+    if f"volume-{op}-{m}" not in CASES] + [f"line-{op}-{m}" for op in ("correlate", "convolve") for m in MODES]
 
 
 def _gradcheck(name):
@@ -148,6 +156,8 @@ OPCHECK = {
     "correlate1d_volume": lambda: (stt.correlate1d, (_r(2, 3, 2), _r(3), -2, "nearest", 0.0)),
     "correlate_separable": lambda: (stt.correlate_separable, (_r(4, 3), _r(2), _r(3), "nearest", 0.0)),
     "conv2d_nchw": lambda: (stt.conv2d_nchw, (_r(2, 2, 4, 3), _r(3, 2, 3, 2), _r(3), 1)),
+    "correlate": lambda: (stt.correlate, (_r(2, 3, 2), _r(2, 2, 1), "wrap", 0.0)),
+    "convolve": lambda: (stt.convolve, (_r(3, 2, 2), _r(1, 2, 2), "constant", 0.5)),
 }
 
 

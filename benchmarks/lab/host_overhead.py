@@ -188,6 +188,8 @@ CASES = (
     ("correlate1d 5 axis 0", "correlate1d", lambda r: (_f32(r, 8, 8), _f32(r, 5)), {}, {"axis": 0}, (8, 8)),
     ("correlate_separable 3+3", "correlate_separable", lambda r: (_f32(r, 8, 8),),
      {"wy": lambda r: _f32(r, 3), "wx": lambda r: _f32(r, 3)}, {}, (8, 8)),
+    ("correlate 3x3x3", "correlate", lambda r: (_f32(r, 4, 8, 8), _f32(r, 3, 3, 3)), {}, {}, (4, 8, 8)),
+    ("convolve 3x3x3", "convolve", lambda r: (_f32(r, 4, 8, 8), _f32(r, 3, 3, 3)), {}, {}, (4, 8, 8)),
     ("conv2d_nchw 3x3 pad 1", "conv2d_nchw", lambda r: (_f32(r, 1, 2, 4, 4), _f32(r, 2, 2, 3, 3)),
      {"bias": lambda r: _f32(r, 2)}, {"padding": 1}, (1, 2, 4, 4)),
 )

@@ -28,4 +28,10 @@ for axis in range(volume.ndim):                              # as scipy.ndimage'
     blurred = simt_tiles.correlate1d(blurred, np.array([0.25, 0.5, 0.25], np.float32), axis=axis, mode="nearest")
 assert blurred.shape == volume.shape and abs(blurred.mean() - volume.mean()) < 0.1
 
+laplacian = np.zeros((3, 3, 3), np.float32)                  # a 3-D stencil in one call: scipy.ndimage.correlate's
+laplacian[1, 1, :] = laplacian[1, :, 1] = laplacian[:, 1, 1] = 1
+laplacian[1, 1, 1] = -6
+edges = simt_tiles.correlate(volume, laplacian, mode="nearest")
+assert edges.shape == volume.shape
+
 print("rungs:", simt_tiles.MATMUL_VARIANTS)

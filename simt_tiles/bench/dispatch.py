@@ -110,6 +110,10 @@ CASES: tuple[Case, ...] = (
          {"axis": 0}, _ndimage("correlate1d")),
     Case("correlate_separable 256^2 3+3", "correlate_separable",
          lambda r: ((_f32(r, 256, 256),), {"wy": _f32(r, 3), "wx": _f32(r, 3)}), {}, _ndimage("separable")),
+    Case("correlate 64^3 3x3x3", "correlate", lambda r: ((_f32(r, 64, 64, 64), _f32(r, 3, 3, 3)), {}), {},
+         _ndimage("correlate")),
+    Case("convolve 64^3 3x3x3", "convolve", lambda r: ((_f32(r, 64, 64, 64), _f32(r, 3, 3, 3)), {}), {},
+         _ndimage("convolve")),
     Case("conv2d_nchw 2x8x16x16 3x3 pad 1", "conv2d_nchw",
          lambda r: ((_f32(r, 2, 8, 16, 16), _f32(r, 8, 8, 3, 3)), {"bias": _f32(r, 8)}), {"padding": 1},
          _conv_nchw, rtol=1e-3),
@@ -262,6 +266,8 @@ def _peers(case: Case, kind: str, dpos, dkw, out):
             "correlate2d": lambda: cndi.correlate(dpos[0], dpos[1], output=out, mode="reflect"),
             "convolve2d": lambda: cndi.convolve(dpos[0], dpos[1], output=out, mode="reflect"),
             "correlate1d": lambda: cndi.correlate1d(dpos[0], dpos[1], axis=0, output=out, mode="reflect"),
+            "correlate": lambda: cndi.correlate(dpos[0], dpos[1], output=out, mode="reflect"),
+            "convolve": lambda: cndi.convolve(dpos[0], dpos[1], output=out, mode="reflect"),
         }.get(fn)
         return {f"cupy.{fn}": p} if p else {}
     if kind == "torch":

@@ -168,7 +168,7 @@ def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem
     # deferred: the references import their families (Numba): the command line's parser stays light
     from ..bounds import gamma, unit_roundoff
     from ..kernels.conv2d.reference import correlate1d_reference, correlate2d_reference, \
-        correlate_separable_reference
+        correlate_nd_reference, correlate_separable_reference
     from ..kernels.conv_nchw.reference import conv2d_nchw_reference
     from ..kernels.matmul.reference import matmul_reference
     from ..kernels.softmax.reference import log_softmax_reference, softmax_reference
@@ -261,6 +261,14 @@ def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem
             return (image, wy, wx), {"mode": mode}, *correlate_separable_reference(image, wy, wx, mode), None
 
         yield "correlate_separable", f"{h}x{w} {ky}+{kx} {mode} {dt}", separable
+        vd, vh, vw = (rng.randint(1, 6 if small else 64) for _ in range(3))
+        vk = tuple(rng.randint(1, 3 if small else 5) for _ in range(3))
+        for name, flip in (("correlate", False), ("convolve", True)):  # 3-D volumes (k12)
+            def volume(r, flip=flip):
+                image, wts = arr(r, vd, vh, vw), arr(r, *vk)
+                return (image, wts), {"mode": mode}, *correlate_nd_reference(image, wts, mode, convolve=flip), None
+
+            yield name, f"{vd}x{vh}x{vw} {'x'.join(map(str, vk))} {mode} {dt}", volume
         nb, c, co = rng.randint(1, 3), rng.randint(1, 4 if small else 16), rng.randint(1, 4 if small else 16)
         hh, ww = dim(3, 10 if small else 40), dim(3, 10 if small else 40)
         kk = rng.choice((1, 3)) if small else rng.choice((1, 3, 5))

@@ -6,7 +6,8 @@ tracing, an autograd formula whose backward runs this project's kernels — and 
 
 * the ops as functions: :func:`matmul`, :func:`softmax`, :func:`log_softmax`, :func:`bias_relu`,
   :func:`vector_add`, :func:`reduce` (sum, mean), :func:`correlate2d`, :func:`convolve2d`,
-  :func:`correlate1d`, :func:`correlate_separable`, :func:`conv2d_nchw` (and :func:`softmax_backward`, their softmax gradient);
+  :func:`correlate1d`, :func:`correlate_separable`, :func:`conv2d_nchw`, :func:`correlate`, :func:`convolve`
+  (scipy.ndimage's n-D filters on 1-D, 2-D, 3-D images) (and :func:`softmax_backward`, their softmax gradient);
 * layers (:mod:`.nn`): :class:`Linear`, :class:`Conv2d` (the torch layers' parameters and
   initialisation, a simt_tiles forward and backward), :class:`ReLU`, :class:`LogSoftmax`.
 
@@ -21,7 +22,9 @@ from .ops import (
     OPS,
     bias_relu,
     conv2d_nchw,
+    convolve,
     convolve2d,
+    correlate,
     correlate1d,
     correlate2d,
     correlate_separable,
@@ -35,5 +38,6 @@ from .ops import (
 )
 
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
-           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS",
+           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "correlate", "convolve",
+           "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS",
            "Linear", "Conv2d", "ReLU", "LogSoftmax"]

@@ -21,6 +21,8 @@ convolve2d           the mode's index map (torch ``index_add``); filter: correla
 correlate1d          correlate2d's, with the 1 × K (axis 1) or K × 1 (axis 0) filter (an N-D image:
                      its axis moved last, the other axes flattened into rows, along axis 1)
 correlate_separable  correlate2d's with the outer product W = wy·wxᵀ; then d wy = dW·wx, d wx = dWᵀ·wy
+correlate            correlate2d's on every axis of a 1-D, 2-D or 3-D image (convolve of dy on the
+convolve             extended grid folded back axis by axis; correlate of the extended image with dy)
 conv2d_nchw          x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
                      the batch as channels (x and dy transposed); bias: reduce over N, H, W
 ===================  =========================================================================
@@ -52,7 +54,8 @@ import simt_tiles as st
 from simt_tiles.kernels.softmax.backward import softmax_backward as _softmax_backward_kernel
 
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
-           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
+           "correlate2d", "convolve2d", "correlate1d", "correlate_separable", "conv2d_nchw", "correlate", "convolve",
+           "transposed", "MATMUL_TAKES_TRANSPOSED", "OPS"]
 
 #: simt_tiles.matmul takes ``w.t()`` of a C-contiguous ``w`` in place (issue 32): the backward and Linear pass views
 MATMUL_TAKES_TRANSPOSED = True
@@ -513,6 +516,113 @@ _autograd(convolve2d, _convolve_backward, _filter_setup)
 
 
 # ---------------------------------------------------------------------------
+# correlate, convolve: scipy.ndimage's n-D filters (1-D, 2-D, 3-D images)
+# ---------------------------------------------------------------------------
+
+
+def _check_filter_nd(image, weights, mode):
+    _check("image", image)
+    if not 1 <= image.dim() <= 3:
+        raise ValueError(f"image: expected a 1-D, 2-D or 3-D tensor; got {image.dim()}-D")
+    _check("weights", weights, image.dim(), like=image, like_name="image")
+    if 0 in weights.shape:
+        raise ValueError(f"weights: expected at least one value on every axis; got shape {tuple(weights.shape)}")
+    if mode not in _MODES:
+        raise ValueError(f"mode: expected one of {_MODES}; got {mode!r}")
+
+
+@_custom_op
+def correlate(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
+    :func:`simt_tiles.correlate`."""
+    _check_filter_nd(image, weights, mode)
+    return _call(st.correlate, image, weights, mode=mode, cval=cval)
+
+
+@_custom_op
+def convolve(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
+    """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
+    :func:`simt_tiles.convolve`."""
+    _check_filter_nd(image, weights, mode)
+    return _call(st.convolve, image, weights, mode=mode, cval=cval)
+
+
+def _filter_nd_fake(image, weights, mode="reflect", cval=0.0):
+    _check_filter_nd(image, weights, mode)
+    return torch.empty_like(image)
+
+
+_fake(correlate)(_filter_nd_fake)
+_fake(convolve)(_filter_nd_fake)
+
+
+def _extend_nd(x: Tensor, maps: list, cval: float) -> Tensor:
+    """:func:`_extend` on every axis of an N-D image."""
+    xe = x
+    for axis, m in enumerate(maps):
+        xe = xe.index_select(axis, torch.as_tensor(np.maximum(m, 0), device=x.device))
+    if any((m < 0).any() for m in maps):
+        inside = np.ones((), bool)
+        for axis, m in enumerate(maps):
+            inside = inside & (m >= 0).reshape([-1 if k == axis else 1 for k in range(len(maps))])
+        xe = torch.where(torch.as_tensor(inside, device=x.device), xe,
+                         torch.full((), cval, dtype=x.dtype, device=x.device))
+    return xe
+
+
+def _fold_nd(ge: Tensor, maps: list, shape) -> Tensor:
+    """:func:`_fold` on every axis: each extended cell's gradient added to the input cell it read."""
+    g = ge
+    for axis, m in enumerate(maps):
+        keep = np.nonzero(m >= 0)[0]
+        g = g.index_select(axis, torch.as_tensor(keep, device=ge.device))
+        size = list(g.shape)
+        size[axis] = shape[axis]
+        g = g.new_zeros(size).index_add(axis, torch.as_tensor(m[keep], device=ge.device), g)
+    return g
+
+
+def _filter_grads_nd(ctx, image, dy, weff: Tensor, anchor, need_filter: bool):
+    """:func:`_filter_grads` for 1-D, 2-D and 3-D images (the filter's anchor per axis)."""
+    shape = tuple(int(n) for n in image.shape)
+    ks = tuple(int(k) for k in weff.shape)
+    dimage = dweff = None
+    if image.numel() == 0:
+        return (torch.zeros_like(image) if ctx.needs_input_grad[0] else None,
+                torch.zeros_like(weff) if need_filter else None)
+    maps = [_index_map(n, a, k - 1 - a, ctx.mode) for n, a, k in zip(shape, anchor, ks)]
+    if ctx.needs_input_grad[0]:
+        pads = [p for k in reversed(ks) for p in (k // 2, k - 1 - k // 2)]  # convolve's centre (K − 1)//2 lines up
+        ge = convolve(torch.nn.functional.pad(dy, pads), weff, "constant", 0.0)
+        if ctx.mode == "constant":
+            dimage = ge[tuple(slice(a, a + n) for a, n in zip(anchor, shape))]
+        else:
+            dimage = _fold_nd(ge, maps, shape)
+    if need_filter:
+        full = correlate(_extend_nd(image, maps, ctx.cval), dy.contiguous(), "constant", 0.0)
+        dweff = full[tuple(slice(n // 2, n // 2 + k) for n, k in zip(shape, ks))]
+    return dimage, dweff
+
+
+def _correlate_nd_backward(ctx, dy):
+    image, weights = ctx.saved_tensors
+    di, dw = _filter_grads_nd(ctx, image, dy, weights, [int(k) // 2 for k in weights.shape], ctx.needs_input_grad[1])
+    return di, dw, None, None
+
+
+def _convolve_nd_backward(ctx, dy):
+    image, weights = ctx.saved_tensors
+    axes = tuple(range(weights.dim()))
+    di, dwf = _filter_grads_nd(ctx, image, dy, weights.flip(axes), [(int(k) - 1) // 2 for k in weights.shape],
+                               ctx.needs_input_grad[1])
+    return di, (None if dwf is None else dwf.flip(axes)), None, None
+
+
+_autograd(correlate, _correlate_nd_backward, _filter_setup)
+_autograd(convolve, _convolve_nd_backward, _filter_setup)
+
+
+# ---------------------------------------------------------------------------
 # correlate1d, correlate_separable: correlate2d with a 1 × K, K × 1 or outer-product filter
 # ---------------------------------------------------------------------------
 
@@ -708,4 +818,4 @@ _autograd(conv2d_nchw, _conv_backward, _conv_setup)
 OPS = {"matmul": matmul, "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
        "bias_relu": bias_relu, "vector_add": vector_add, "reduce": reduce, "correlate2d": correlate2d,
        "convolve2d": convolve2d, "correlate1d": correlate1d, "correlate_separable": correlate_separable,
-       "conv2d_nchw": conv2d_nchw}
+       "conv2d_nchw": conv2d_nchw, "correlate": correlate, "convolve": convolve}

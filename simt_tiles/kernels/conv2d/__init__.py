@@ -1,4 +1,4 @@
-"""The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes.
+"""The conv2d ladder: 2-D correlation and convolution with scipy.ndimage's boundary modes (and 3-D volumes).
 
 ``correlate2d`` / ``convolve2d`` compute exactly what ``scipy.ndimage.correlate``
 / ``scipy.ndimage.convolve`` compute for a 2-D image — modes
@@ -13,7 +13,10 @@ along any axis of an image of any number of dimensions (1-D, 2-D, 3-D volumes, .
 piece a 2-D problem of these rungs, see :func:`correlate1d`), and ``correlate_separable`` the 2-D
 correlation with a rank-1 filter ``wy[:, None] · wx[None, :]`` computed as two 1-D passes;
 ``correlate2d``/``convolve2d``/``correlate_separable`` take 2-D images only (a volume's
-separable filter is ``correlate1d`` along each axis in turn, as scipy's own).
+separable filter is ``correlate1d`` along each axis in turn, as scipy's own).  ``correlate``/``convolve``
+are scipy.ndimage's n-D ``correlate``/``convolve`` for 1-D, 2-D and 3-D images with a filter of as many
+dimensions: a 2-D image is ``correlate2d``/``convolve2d``, a 1-D image a 1 × L one, a 3-D volume runs
+``k12_volume`` (:data:`VOLUME_VARIANTS`).
 Read the rungs in order:
 
 ========================  ====================================================
@@ -46,6 +49,11 @@ Read the rungs in order:
                           staged in shared memory, 128-bit loads feeding an
                           RY × RX register tile: FMA-bound filters past 7 × 7
                           (``variant=None`` there)
+``k12_volume``            3-D volumes (``correlate``/``convolve``): k02's halo
+                          tile walked down z, each halo plane staged once
+                          into a ring of KD + 1 planes (2.5-D blocking, one
+                          barrier per plane); ``k12_volume_naive`` (global
+                          memory, any filter) when the ring does not fit
 ========================  ====================================================
 
 ``variant=None`` uses k10 for ``correlate2d``/``convolve2d``/``correlate1d`` with
@@ -104,7 +112,7 @@ from ...interop import finish_result
 from ...launch import planned
 from ...registry import Family
 from . import _args, _cases, _tuning, dispatch, reference
-from ._common import MODES, FilterCall, SeparableCall, flops
+from ._common import MODES, FilterCall, SeparableCall, VolumeCall, flops
 from .dispatch import (
     BEST_MAX_SIZE,
     BEST_SEPARABLE_VARIANT,
@@ -118,6 +126,10 @@ from .dispatch import (
     SEPARABLE_VARIANTS,
     SHAPE_VARIANT,
     VECTOR_VARIANTS,
+    BEST_VOLUME_VARIANT,
+    VOLUME_FALLBACK,
+    VOLUME_RUNGS,
+    VOLUME_VARIANTS,
     _first_fitting,
     default_choice,
     default_rung,
@@ -129,11 +141,13 @@ from .dispatch import (
 CONV2D_VARIANTS: tuple[str, ...] = tuple(RUNGS)
 
 #: the family's registration (:mod:`simt_tiles.registry`): the 2-D rungs and the separable kernel
-FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
+FAMILY = Family("conv2d", {**RUNGS, **SEPARABLE_RUNGS, **VOLUME_RUNGS}, reference, (_tuning.TUNABLE,), _cases.demo,
                 _cases.ALIASING, _cases.HAZARDS)
 
 
 __all__ = [
+    "correlate",
+    "convolve",
     "correlate2d",
     "convolve2d",
     "correlate1d",
@@ -141,6 +155,10 @@ __all__ = [
     "CONV2D_VARIANTS",
     "SEPARABLE_VARIANTS",
     "SEPARABLE_RUNGS",
+    "VOLUME_VARIANTS",
+    "VOLUME_RUNGS",
+    "BEST_VOLUME_VARIANT",
+    "VOLUME_FALLBACK",
     "BEST_SEPARABLE_VARIANT",
     "SEPARABLE_FLOAT32_PRESET",
     "RUNGS",
@@ -169,7 +187,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     results of at most 16 bits or float32) or float64, and the result is converted to the output
     dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
     :mod:`._args`).  2-D images only: a 3-D volume is a ValueError naming ``image`` (filter a volume
-    one axis at a time with :func:`correlate1d`); complex inputs are a TypeError.
+    one axis at a time with :func:`correlate1d`, or with a 3-D filter by :func:`correlate`); complex inputs are a
+    TypeError.
 
     ``out[i, j] = Σ_a Σ_b weights[a, b] · ext(image)[i + a − KH//2, j + b − KW//2]``
     where ``ext`` extends the image by ``mode``.
@@ -322,6 +341,63 @@ def correlate_separable(image, wy, wx, *, mode="reflect", cval=0.0, origin=0, ou
                                 variant=variant, config=config, stream=stream)
 
 
+def correlate(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+              config=None, stream=None):
+    """N-D correlation, as ``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval,
+    origin=origin, output=output)``, for 1-D, 2-D and 3-D images with a filter of the same number of
+    dimensions.
+
+    ``out[i, j, k] = Σ_a Σ_b Σ_c weights[a, b, c] · ext(image)[i + a − KD//2 − origin[0],
+    j + b − KH//2 − origin[1], k + c − KW//2 − origin[2]]`` (3-D; likewise on fewer axes), ``ext``
+    the image extended by ``mode``.  A 2-D image is :func:`correlate2d` (its rungs, variants and
+    configs); a 1-D image is a 1 × L image with the 1 × K filter (the same rungs; unlike
+    :func:`correlate1d`, zero weights are skipped, as scipy's ``correlate`` skips them); a 3-D
+    volume runs :data:`VOLUME_VARIANTS` (k12: a block walks its tile's planes, a ring of staged halo
+    planes in shared memory; :data:`VOLUME_FALLBACK` for filters whose ring does not fit).  The
+    rules of :func:`correlate2d` hold on every axis: the five modes, filters larger than the image,
+    even sizes, integer images and scipy's output dtype, filters of another dtype, taps with
+    ``|w| <= 2**-52`` skipped (a NaN spreads as scipy's), ``out`` not overlapping the inputs.
+
+    image
+        1-D, 2-D or 3-D, of the dtypes and kinds :func:`correlate2d` takes (a volume of at most
+        2**31 − 1 elements: its kernels use 32-bit offsets); 4-D or more: ValueError naming ``image``.
+    weights
+        As many dimensions as ``image`` (else ValueError naming ``weights``), at least one value per
+        axis, any real dtype.
+    origin
+        An int (every axis) or a sequence of one int per axis; ``-(K // 2) <= origin[i] <= (K − 1) // 2``
+        for the filter's extent K on axis i.
+    variant, config
+        A 1-D or 2-D image: those of :func:`correlate2d`.  A 3-D image: a name from
+        :data:`VOLUME_VARIANTS` (None: :data:`BEST_VOLUME_VARIANT`, or :data:`VOLUME_FALLBACK` when
+        the filter's ring of planes does not fit shared memory) and a preset name or that rung's
+        config.  A new filter *value* compiles nothing (one kernel per filter shape, mode and dtype).
+    """
+    return _correlate(image, _volume_filter(weights, image, stream, variant, config), mode=mode, cval=cval,
+                      origin=origin, output=output, out=out, variant=variant, config=config, stream=stream)
+
+
+def convolve(image, weights, *, mode="reflect", cval=0.0, origin=0, output=None, out=None, variant=None,
+             config=None, stream=None):
+    """N-D convolution, as ``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval, origin=origin,
+    output=output)``: :func:`correlate` (same arguments) with the filter flipped on every axis, its
+    centre at ``(K − 1) // 2`` on each axis (scipy's shift for even sizes) and ``origin`` mirrored:
+    the anchor is ``(K − 1) // 2 − origin[i]`` (the same valid range as :func:`correlate`'s).  The
+    flipped filter is a view (negative strides), not a copy."""
+    return _convolve(image, _volume_filter(weights, image, stream, variant, config), mode=mode, cval=cval,
+                     origin=origin, output=output, out=out, variant=variant, config=config, stream=stream)
+
+
+def _volume_filter(weights, image, stream, variant, config):
+    """``correlate``/``convolve``'s filter swap (as the 2-D functions'): a NumPy filter of the image's
+    number of dimensions becomes its cached device copy, with its values for k10 on 1-D and 2-D images."""
+    nd = _args.ndim_of(image)
+    if nd not in (1, 2, 3) or not _swaps(variant):
+        return weights
+    with_values = nd < 3 and _params(variant, config, weights)
+    return device_copy(weights, image, stream, nd, with_values)
+
+
 def _params(variant, config, weights) -> bool:
     """Whether the default takes a reused NumPy filter's values as kernel parameters (k10 PARAMS: up
     to :data:`dispatch.BEST_MAX_SIZE` taps each way, far under its parameter bytes), so its cached
@@ -359,7 +435,7 @@ def _correlate1d(image, weights, *, axis, mode, cval, origin, output, out, varia
 
 
 def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, *, flipped, ndim=2,
-              axis=None):
+              axis=None, all_taps=None):
     args, w_op = _args.filter2d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
                                 variant=variant, config=config, stream=stream, ndim=ndim, axis=axis)
     src, dst = args.src, args.dst
@@ -375,7 +451,37 @@ def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, 
         weights_at = "host" if isinstance(w_op.dev, np.ndarray) else "device"
         plan = dispatch.plan_filter(variant, config, h, w, *w_op.dev.shape, args.mode, args.dtype, weights_at)
         # scipy's correlate1d counts zero taps (0·NaN = NaN); correlate/convolve skip them
-        plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=ndim == 1, origin=args.origin))
+        taps = ndim == 1 if all_taps is None else all_taps  # correlate on a 1-D image skips them as correlate2d
+        plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=taps, origin=args.origin))
+        if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
+            _args.convert(args.dst, args.out.dev, args.stream)
+    return finish_result(args.out, args.stream)
+
+
+@planned
+def _correlate(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=False)
+
+
+@planned
+def _convolve(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    return _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=True)
+
+
+def _filter_nd(image, weights, mode, cval, origin, output, out, variant, config, stream, *, flipped):
+    """``correlate``/``convolve``: by the image's number of dimensions, the 2-D path (a 1-D image as
+    1 × L, zero taps skipped as scipy's ``correlate``) or the volume rungs."""
+    nd = _args.image_ndim(image, weights)
+    if nd == 2:
+        return _filter2d(image, weights, mode, cval, origin, output, out, variant, config, stream, flipped=flipped)
+    if nd == 1:
+        return _filter2d(image, weights, mode, cval, _args.origin_1d(origin), output, out, variant, config, stream,
+                         flipped=flipped, ndim=1, axis=0, all_taps=False)
+    args, w_op = _args.filter3d(image, weights, mode=mode, cval=cval, origin=origin, output=output, out=out,
+                                variant=variant, config=config, stream=stream)
+    if 0 not in args.src.shape:  # an empty volume needs no launch
+        plan = dispatch.plan_volume(variant, config, *w_op.dev.shape, args.mode, args.dtype)
+        plan.run(VolumeCall(args.src, w_op, args.dst, cval, flipped, args.stream, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
     return finish_result(args.out, args.stream)
@@ -400,3 +506,5 @@ correlate2d.__planned__ = _correlate2d
 convolve2d.__planned__ = _convolve2d
 correlate1d.__planned__ = _correlate1d
 correlate_separable.__planned__ = _correlate_separable
+correlate.__planned__ = _correlate
+convolve.__planned__ = _convolve

@@ -2,8 +2,9 @@
 arrays a rung reads and writes, with scipy.ndimage's rules.
 
 The public functions (``__init__.py``) read check → choose → launch; this module is the *check*:
-:func:`filter2d` (``correlate2d``, ``convolve2d``, ``correlate1d``) and :func:`separable`
-(``correlate_separable``) return the call's :class:`Checked` arguments and its filter operands;
+:func:`filter2d` (``correlate2d``, ``convolve2d``, ``correlate1d``; ``correlate``/``convolve`` of a
+1-D or 2-D image), :func:`filter3d` (``correlate``/``convolve`` of a 3-D volume, after
+:func:`image_ndim` chose the path) and :func:`separable` (``correlate_separable``) return the call's :class:`Checked` arguments and its filter operands;
 :mod:`.dispatch` then chooses, the rung launches.  In the order the checks run (a bad argument
 fails before any upload): ``output`` and ``origin`` (their scipy forms), ``axis``, ``mode``,
 ``cval``, ``variant`` and ``config`` (:mod:`.dispatch`), the stream, the image, the filter, the
@@ -122,6 +123,61 @@ def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config
         check_origin(origin[axis:axis + 1], w_op.dev.shape[axis:axis + 1], "len(weights)")
     out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (w_op,))
     return Checked(src, src.dtype, out_op, dst, mode, origin, stream, volume), w_op
+
+
+#: the most elements a volume may have: k12 indexes it with unsigned 32-bit offsets
+MAX_VOLUME_ELEMENTS = 2**31 - 1
+
+
+def image_ndim(image, weights) -> int:
+    """The number of dimensions ``correlate``/``convolve`` filter ``image`` in: 1, 2 or 3 — 2 too
+    when ``image`` is no array whose ndim can be read (the 2-D path's checks then name it).
+    ValueError naming ``image`` for 4 or more dimensions, naming ``weights`` when its ndim is not
+    the image's (scipy's rule: one filter axis per image axis)."""
+    if shape_of(image) == ():
+        raise ValueError("image: expected a 1-D, 2-D or 3-D array; got 0-D")
+    nd = ndim_of(image)
+    if nd is None:
+        return 2
+    if nd > 3:
+        raise ValueError(f"image: expected a 1-D, 2-D or 3-D array; got {nd}-D with shape {shape_of(image)} "
+                         "(filter more dimensions one axis at a time with simt_tiles.correlate1d)")
+    wnd = ndim_of(weights)
+    if wnd is not None and wnd != nd:
+        raise ValueError(f"weights: expected a {nd}-D array (one axis per axis of image, which is {nd}-D); got "
+                         f"{wnd}-D with shape {shape_of(weights)}")
+    return nd
+
+
+def origin_1d(origin):
+    """A 1-D image's ``origin``: an int, or scipy's sequence of one int, as the int (else as given:
+    :func:`parse_origin` names what is wrong)."""
+    if isinstance(origin, (list, tuple)) and len(origin) == 1:
+        return origin[0]
+    if isinstance(origin, np.ndarray) and origin.shape == (1,):
+        return origin[0].item()
+    return origin
+
+
+def filter3d(image, weights, *, mode, cval, origin, output, out, variant, config, stream):
+    """``(Checked, the filter operand)`` for ``correlate``/``convolve`` of a 3-D volume with a 3-D
+    filter (k12), with the 2-D functions' rules (``output``, integer images, filter dtype, ``origin``
+    per axis, ``out`` overlap) and at most :data:`MAX_VOLUME_ELEMENTS` elements."""
+    out, output = split_output(output, out)
+    origin = parse_origin(origin, 3)
+    mode = mode_of(mode)
+    check_cval(cval)
+    dispatch.get_volume_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
+    stream = as_stream(stream, image)
+    shape = shape_of(image)
+    if shape is not None and math.prod(shape) > MAX_VOLUME_ELEMENTS:
+        raise ValueError(f"image: {math.prod(shape)} elements; the volume kernels index with 32-bit offsets, at "
+                         f"most {MAX_VOLUME_ELEMENTS} (filter it in slabs along axis 0, each KD − 1 planes wider than its output)")
+    img_op, src, out_dtype = image_operand(image, out, output, stream, ndim=3)
+    w_op = weights_operand(weights, "weights", src.dtype, stream, ndim=3)
+    check_origin(origin, w_op.dev.shape)
+    out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (w_op,))
+    return Checked(src, src.dtype, out_op, dst, mode, origin, stream), w_op
 
 
 #: most rows of one last-axis problem: CUDA's grid y limit, one row a block at the least (a volume with
@@ -256,7 +312,8 @@ def check_2d(image) -> None:
     ``correlate1d`` takes volumes), before any upload."""
     shape = shape_of(image)
     if shape is not None and len(shape) != 2:
-        hint = (" (2-D filters only: filter an N-D volume one axis at a time with simt_tiles.correlate1d)"
+        hint = (" (2-D filters only: simt_tiles.correlate / convolve take 1-D, 2-D and 3-D images; filter more "
+                "dimensions one axis at a time with simt_tiles.correlate1d)"
                 if len(shape) > 2 else "")
         raise ValueError(f"image: expected a 2-D array; got {len(shape)}-D with shape {shape}{hint}")
 
@@ -395,12 +452,13 @@ def out_operand(out, img_op, out_dtype, dtype, stream, inputs):
     return out_op, cuda.device_array(shape, dtype, stream=stream)
 
 
-def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> Operand:
+def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True, ndim=None) -> Operand:
     """The filter as a device operand of the compute ``dtype``: 2-D for
     ``axis=None``, else 1-D, returned as the 2-D view K × 1 (axis 0) or 1 × K
-    (axis 1).  A filter of another real dtype is converted (NumPy on the host, a device one
-    by :func:`convert`), as scipy allows.  Errors name ``name``."""
-    ndim = 2 if axis is None else 1
+    (axis 1); ``ndim=3``: 3-D, as it is (a volume's filter).  A filter of another real dtype is
+    converted (NumPy on the host, a device one by :func:`convert`), as scipy allows.  Errors name
+    ``name``."""
+    ndim = ndim or (2 if axis is None else 1)
     known = None if upload else host_values(weights)
     if known is not None:
         # a reused NumPy filter's cached device copy (device_copies; the plan keys on the copy): its
@@ -426,6 +484,8 @@ def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True) -> 
         raise TypeError(f"{name}: expected dtype {dtype} (the dtype of image); got {op.dev.dtype}")
     shape = tuple(op.dev.shape)
     if 0 in shape:
+        if ndim == 3:
+            raise ValueError(f"{name}: expected a non-empty 3-D array (at least 1x1x1); got shape {shape}")
         if axis is None:
             raise ValueError(f"{name}: expected a non-empty 2-D array (at least 1x1); got shape {shape}")
         raise ValueError(f"{name}: expected a non-empty 1-D array; got shape {shape}")

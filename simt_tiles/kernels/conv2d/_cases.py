@@ -6,7 +6,7 @@ from __future__ import annotations
 import simt_tiles as st
 
 from ...registry import AliasCase, numpy_case
-from .reference import correlate2d_reference, correlate_separable_reference
+from .reference import correlate2d_reference, correlate_nd_reference, correlate_separable_reference
 
 
 def demo(rung: str, dtype, c):
@@ -19,6 +19,12 @@ def demo(rung: str, dtype, c):
         return numpy_case(f"separable {img.shape} * 3x5 constant",
                           lambda: st.correlate_separable(img, wy, wx, mode="constant", cval=0.5, variant=rung),
                           ref, bound)
+    if rung in st.VOLUME_VARIANTS:  # a ragged volume: a 3 × 2 × 3 filter in mode "mirror"
+        vol = c.rng.standard_normal((5 * c.scale, 6 * c.scale, 7 * c.scale)).astype(dtype)
+        w = c.rng.standard_normal((3, 2, 3)).astype(dtype)
+        ref, bound = correlate_nd_reference(vol, w, "mirror")
+        return numpy_case(f"{vol.shape} * {w.shape} mirror",
+                          lambda: st.correlate(vol, w, mode="mirror", variant=rung, config=c.preset), ref, bound)
     w = c.rng.standard_normal((3, 4)).astype(dtype)
     ref, bound = correlate2d_reference(img, w, "reflect")
     return numpy_case(f"{img.shape} * {w.shape} reflect",
@@ -33,6 +39,10 @@ ALIASING = {
                             ((5, 6), (2, 3)), (5, 6)),
     "correlate1d": AliasCase(lambda x, w, out=None: st.correlate1d(x, w, axis=0, out=out), ("image", "weights"),
                              ((5, 6), (3,)), (5, 6)),
+    "correlate": AliasCase(lambda x, w, out=None: st.correlate(x, w, out=out), ("image", "weights"),
+                           ((3, 4, 5), (2, 3, 2)), (3, 4, 5)),
+    "convolve": AliasCase(lambda x, w, out=None: st.convolve(x, w, mode="constant", cval=0.5, out=out),
+                          ("image", "weights"), ((3, 4, 5), (3, 2, 2)), (3, 4, 5)),
     "correlate_separable": AliasCase(lambda x, wy, wx, out=None: st.correlate_separable(x, wy, wx, out=out),
                                      ("image", "wy", "wx"), ((5, 6), (3,), (2,)), (5, 6)),
 }
@@ -62,6 +72,11 @@ HAZARDS = {
     "k09_async_copy": ("`cp.async` writes shared memory behind the threads' backs: after `wait_copies` one barrier "
                       "per tile both publishes the copies and guarantees that nobody still reads the buffer the "
                       "next copies overwrite. Shared memory doubles, so fewer warps fit an SM."),
+    "k12_volume": ("A ring of KD + 1 staged planes: one barrier per plane is enough only because the slot a "
+                   "plane overwrites was last read two steps before (a ring of KD slots needs a second, WAR "
+                   "barrier); the barrier sits outside the `row < h` test, so threads past the edge still reach it."),
+    "k12_volume_naive": ("None: every tap read from global memory with the boundary mapped per axis; the hazard "
+                         "is KD·KH·KW global reads per output."),
     "k06_separable_fused": ("Three phases share shared memory: a barrier after staging the patch, one between the "
                            "column pass writing the intermediate `mid` and the row pass reading it, and two around the "
                            "staged output."),

@@ -410,6 +410,29 @@ class FilterCall:
 
 
 @dataclasses.dataclass(frozen=True)
+class VolumeCall:
+    """One 3-D filtering (``correlate``/``convolve`` of a volume, k12) on C-contiguous D × H × W device
+    arrays (non-empty): the filter's anchor on each axis as :func:`anchors` gives it per axis."""
+
+    image: Any  # (D, H, W) device array
+    weights: Operand  # (KD, KH, KW) device array
+    out: Any  # of image's shape
+    cval: float
+    flipped: bool  # convolve: the filter flipped on every axis, scipy's anchor
+    stream: Any
+    origin: tuple = (0, 0, 0)  #: scipy's ``origin`` per axis
+    anchor: tuple = dataclasses.field(init=False)  #: (d, h, w), as :class:`FilterCall`'s
+
+    def __post_init__(self):
+        kd, kh, kw = self.weights.dev.shape
+        od, oh, ow = self.origin
+        ad = (kd - 1) // 2 - od if self.flipped else kd // 2 + od
+        object.__setattr__(self, "anchor", (ad, *anchors(kh, kw, flipped=self.flipped, origin=(oh, ow))))
+
+    dtype = FilterCall.dtype
+
+
+@dataclasses.dataclass(frozen=True)
 class SeparableCall:
     """One separable filtering: the column filter ``wy`` (KH × 1) and row filter ``wx`` (1 × KW)."""
 

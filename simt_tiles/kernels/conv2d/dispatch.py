@@ -16,12 +16,16 @@ call's filter shape and mode:
 
 :func:`plan_separable` (``correlate_separable``): the fused :data:`BEST_SEPARABLE_VARIANT` with
 the first of :func:`separable_configs` that fits, else (``variant=None``) the two-pass
-composition, :class:`TwoPass`.  :func:`keeps_host_weights`: whether a NumPy filter stays on the
+composition, :class:`TwoPass`.  :func:`plan_volume` (``correlate``/``convolve`` of a 3-D volume):
+:data:`BEST_VOLUME_VARIANT` with the call's filter shape and mode, or (``variant=None``) the
+global-memory :data:`VOLUME_FALLBACK` when its ring of planes does not fit shared memory.
+:func:`keeps_host_weights`: whether a NumPy filter stays on the
 host (the rung compiles it in, or takes it as kernel parameters) or is uploaded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import NamedTuple
@@ -43,6 +47,7 @@ from . import (
     k09_async_copy,
     k10_runtime_weights,
     k11_large_filter,
+    k12_volume,
 )
 from ._common import CONSTANT_VECTOR, FilterCall, Mode, host_filter, specialise, tap_counts
 
@@ -119,6 +124,55 @@ SEPARABLE_VARIANTS: tuple[str, ...] = ("two_pass", *SEPARABLE_RUNGS)
 #: the filters do not fit its shared memory).  Not measured yet: the fused
 #: kernel by construction (half the global traffic).
 BEST_SEPARABLE_VARIANT = "k06_separable_fused"
+
+
+#: kernels of ``correlate``/``convolve`` on 3-D volumes (they take a 3-D filter): k12's staged ring of
+#: planes and its global-memory fallback
+VOLUME_RUNGS: dict[str, Rung] = rung_dict(k12_volume.RUNG, k12_volume.NAIVE)
+
+#: ``correlate``/``convolve``'s variants for a 3-D volume
+VOLUME_VARIANTS: tuple[str, ...] = tuple(VOLUME_RUNGS)
+
+#: the rung ``variant=None`` uses for a volume (unmeasured: by construction, each input plane loaded
+#: once per block instead of KD·KH·KW times)
+BEST_VOLUME_VARIANT = "k12_volume"
+
+#: ``variant=None``'s rung for a volume whose filter's ring of planes does not fit 48 KiB
+VOLUME_FALLBACK = "k12_volume_naive"
+
+
+def get_volume_rung(variant: str | None) -> Rung:
+    """The volume rung named ``variant`` (None: :data:`BEST_VOLUME_VARIANT`); ValueError names the choices."""
+    return pick_rung(VOLUME_RUNGS, variant, BEST_VOLUME_VARIANT)
+
+
+@functools.lru_cache(maxsize=256)
+def _volume_spec(rung, cfg, kd, kh, kw, mode, dtype):
+    names = {f.name for f in dataclasses.fields(cfg)}
+    values = {"kd": kd, "kh": kh, "kw": kw, "mode": mode}
+    spec = dataclasses.replace(cfg, **{k: v for k, v in values.items() if k in names})  # validates (ConfigError)
+    spec.check_smem(dtype)
+    return spec
+
+
+def plan_volume(variant, config, kd: int, kh: int, kw: int, mode: Mode, dtype) -> Plan:
+    """The plan for one 3-D filtering: the named rung (None: :data:`BEST_VOLUME_VARIANT`) with its
+    config for this filter shape and mode; for ``variant=None`` with ``config`` None or a preset name,
+    :data:`VOLUME_FALLBACK` when the ring does not fit shared memory (else a ConfigError naming
+    ``weights``)."""
+    rung = get_volume_rung(variant)
+    cfg = rung.resolve_config(config)
+    try:
+        return Plan(rung, _volume_spec(rung, cfg, kd, kh, kw, mode, np.dtype(dtype)))
+    except ConfigError as exc:
+        if variant is None and (config is None or isinstance(config, str)):
+            fallback = VOLUME_RUNGS[VOLUME_FALLBACK]
+            name = config if config in fallback.presets else None
+            return Plan(fallback, _volume_spec(fallback, fallback.resolve_config(name), kd, kh, kw, mode,
+                                               np.dtype(dtype)))
+        raise ConfigError(
+            f"weights: a {kd}x{kh}x{kw} {np.dtype(dtype)} filter does not fit {rung.name}'s shared memory with "
+            f"this config (use variant='{VOLUME_FALLBACK}', variant=None, or smaller tiles): {exc}") from exc
 
 
 def get_rung(variant: str | None) -> Rung:

@@ -35,7 +35,7 @@ from ...bounds import gamma, unit_roundoff
 TINY_WEIGHT = float(np.finfo(np.float64).eps)
 
 __all__ = ["CONV_MODES", "extend_indices", "correlate2d_reference", "correlate1d_reference",
-           "correlate_separable_reference"]
+           "correlate_separable_reference", "correlate_nd_reference"]
 
 #: the boundary modes, as scipy.ndimage names them
 CONV_MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
@@ -168,3 +168,42 @@ def _window_sums(image: np.ndarray, w: np.ndarray, ah: int, aw: int, mode: str, 
                 ref += w[a, b] * x
                 absref += abs(w[a, b]) * np.abs(x)
     return ref, absref
+
+
+def correlate_nd_reference(image: np.ndarray, weights: np.ndarray, mode: str = "reflect", cval: float = 0.0, *,
+                           convolve: bool = False, origin=0):
+    """``(ref, bound)`` for scipy.ndimage.correlate (or ``convolve``) of an image of any number of
+    dimensions with a filter of as many, scipy's ``origin`` an int or one per axis: long double, the
+    kernels' index mapping (:func:`extend_indices`) on every axis, taps with ``|w| <= 2**-52`` skipped.
+    The bound as :func:`correlate2d_reference`'s with n = the filter's number of taps (+1 in mode
+    "constant")."""
+    rdt = np.longdouble
+    img = np.asarray(image, dtype=rdt)
+    w = np.asarray(weights, dtype=rdt)
+    nd = img.ndim
+    origin = (origin,) * nd if np.isscalar(origin) else tuple(origin)
+    if convolve:
+        w = w[(slice(None, None, -1),) * nd]
+        anchor = [(k - 1) // 2 - o for k, o in zip(w.shape, origin)]
+    else:
+        anchor = [k // 2 + o for k, o in zip(w.shape, origin)]
+    ref = np.zeros(img.shape, rdt)
+    absref = np.zeros(img.shape, rdt)
+    if img.size:
+        cv = rdt(cval)
+        for tap in np.ndindex(*w.shape):
+            if not abs(w[tap]) > TINY_WEIGHT:
+                continue
+            idx = [extend_indices(np.arange(n) + t - a, n, mode) for n, t, a in zip(img.shape, tap, anchor)]
+            x = img[np.ix_(*[np.maximum(i, 0) for i in idx])]
+            outside = np.zeros(img.shape, bool)
+            for axis, i in enumerate(idx):
+                outside |= (i < 0).reshape([-1 if k == axis else 1 for k in range(nd)])
+            x = np.where(outside, cv, x)
+            ref += w[tap] * x
+            absref += abs(w[tap]) * np.abs(x)
+    n = int(np.prod(w.shape)) + (1 if mode == "constant" else 0)
+    u_ref = unit_roundoff(rdt)
+    g_ref = gamma(n, u_ref)
+    factor = (gamma(n, unit_roundoff(_float_of(image.dtype))) + g_ref) * (1 + 2 * g_ref)
+    return ref, absref * factor

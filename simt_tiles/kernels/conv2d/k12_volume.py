@@ -1,0 +1,253 @@
+"""k12 — 3-D volumes: k02's halo tile walked down the z axis, a ring of KD+1 staged planes (2.5-D blocking).
+
+What it teaches
+    ``correlate``/``convolve`` of a D × H × W volume with a KD × KH × KW filter
+    (scipy.ndimage's n-D semantics).  Staging the whole 3-D halo box
+    (TZ + KD − 1)(TY + KH − 1)(TX + KW − 1) per block, as k02 stages a 2-D
+    patch, wastes shared memory on planes that are used once.  Instead a block
+    owns a TY × TX output tile of TZ consecutive planes and *walks* the input
+    planes: each (TY + KH − 1) × (TX + KW − 1) halo plane is staged once, into
+    slot ``i % (KD + 1)`` of a ring, and output plane ``o`` is computed as soon
+    as its KD input planes are in the ring.  Each input plane is loaded once
+    per block and used by up to KD output planes (2.5-D blocking).
+
+    What thread (tx, ty) touches, for output plane o (KD = 3)::
+
+        ring slots:  [ plane o ][ plane o+1 ][ plane o+2 ][ being filled: o+3 ]
+        in each:      SH × SW patch, reads rows ty .. ty+KH−1, cols tx .. tx+KW−1
+        writes:       out[z0 + o, row0 + ty, col0 + tx]
+
+One barrier per plane: the spare slot
+    A ring of exactly KD slots needs two barriers per plane: RAW (the plane is
+    staged before anyone reads it) and WAR (nobody still reads the slot the
+    next plane overwrites).  With KD + 1 slots, the slot written at step i + 1
+    held plane i − KD, last read at step i − 1; step i's RAW barrier already
+    separates the two.  One plane of shared memory buys one barrier per plane.
+
+Boundary modes on three axes, by index mapping
+    The in-plane mapping (rows and columns, ``extend``) is the same for every
+    plane, so each thread maps its share of the patch *once* per block and keeps
+    the 32-bit offsets in registers (``off``; constant mode marks "cval" with
+    :data:`PAD`); per plane only z is mapped, once.  Offsets are unsigned 32-bit
+    (no negative-index tax; a volume has fewer than 2**31 elements, the public
+    function checks).  The filter comes as a device array (NumPy filters as a
+    cached device copy): one compilation per filter *shape*, mode and dtype, never
+    per value; each block stages it in shared memory beside the ring.
+
+Memory traffic and the limit (unmeasured)
+    Global loads per block: (TZ + KD − 1)·SH·SW for TZ·TY·TX outputs — 3×3×3 with
+    the default 32 × 8 × 16 tile: 1.49 loads per output (the x/y halo: 1.33).
+    Shared loads: one per tap (one output per thread), so KD·KH·KW LDS per output:
+    a 3 × 3 × 3 filter is shared-memory-bound before DRAM (benchmarks/notes/conv2d.md,
+    "3-D volumes").  Next step: k03's RX outputs per thread in x.
+
+Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
+thread reads its window from global memory, the filter shape read at run time.
+
+Headline: none yet — not measured on a GPU (benchmarks/lab/volume_filter_probe.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from numba import cuda, int64, uint32, void
+
+from ...runtime import Rung, TileConfig, cdiv, numba_dtype
+from ._common import TINY_WEIGHT, Mode, mode_rule
+from ._staging import make_extend
+
+#: an in-plane offset meaning "outside the volume: cval" (constant mode); real offsets are < 2**31
+PAD = 0xFFFFFFFF
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(TileConfig):
+    """A ``block_x × block_y`` block computes a ``block_y × block_x`` output tile of ``tile_z`` planes,
+    one output per thread and plane.  ``kd``, ``kh``, ``kw`` and ``mode`` are set from the call."""
+
+    block_x: int = 32
+    block_y: int = 8
+    tile_z: int = 16
+    kd: int = 3
+    kh: int = 3
+    kw: int = 3
+    mode: int = Mode.REFLECT
+
+    def block(self):
+        return (self.block_x, self.block_y)
+
+    def plane(self) -> int:
+        """Elements of one staged halo plane: (TY + KH − 1) · (TX + KW − 1)."""
+        return (self.block_y + self.kh - 1) * (self.block_x + self.kw - 1)
+
+    def smem_bytes(self, itemsize):
+        return ((self.kd + 1) * self.plane() + self.kd * self.kh * self.kw) * itemsize  # ring + filter
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+PRESETS = {
+    "sim": Config(block_x=4, block_y=3, tile_z=2, kd=3, kh=2, kw=3, mode=Mode.WRAP),
+    "default": Config(),
+}
+
+
+def make_kernel(config: Config, dtype, all_taps=False):
+    BX, BY, TZ, KD, KH, KW = config.block_x, config.block_y, config.tile_z, config.kd, config.kh, config.kw
+    SW = BX + KW - 1
+    PLANE, NSLOT, THREADS, TAPS = config.plane(), KD + 1, config.threads, KD * KH * KW
+    LOADS, W_LOADS = cdiv(PLANE, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
+    DT = numba_dtype(dtype)
+    TINY, ALL_TAPS = DT(TINY_WEIGHT), bool(all_taps)
+    CONSTANT = int(config.mode) == int(Mode.CONSTANT)
+    extend = make_extend(config.mode)
+
+    def conv3d_k12_volume(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w, blocks_x, blocks_y):
+        tx, ty = uint32(cuda.threadIdx.x), uint32(cuda.threadIdx.y)
+        tid = ty * uint32(BX) + tx
+        b = uint32(cuda.blockIdx.x)  # a 1-D grid (CUDA's y and z stop at 65535): block → (z, y, x) tile
+        t = uint32(b // uint32(blocks_x))
+        col0, row0 = (b - t * uint32(blocks_x)) * uint32(BX), (t % uint32(blocks_y)) * uint32(BY)
+        z0 = uint32(t // uint32(blocks_y)) * uint32(TZ)
+        hw = uint32(h * w)
+        ring = cuda.shared.array((NSLOT, PLANE), DT)
+        w_s = cuda.shared.array((KD, KH, KW), DT)
+        for k in range(W_LOADS):  # the filter, beside the ring (read after the first plane's barrier)
+            e = tid + uint32(k * THREADS)
+            if e < uint32(TAPS):
+                a, rc = e // uint32(KH * KW), e % uint32(KH * KW)
+                w_s[a, rc // uint32(KW), rc % uint32(KW)] = weights[a, rc // uint32(KW), rc % uint32(KW)]
+        # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane)
+        off = cuda.local.array(LOADS, uint32)
+        for p in range(LOADS):
+            e = tid + uint32(p * THREADS)
+            r, c = e // uint32(SW), e % uint32(SW)
+            gr = extend(int64(row0) + int64(r) - anchor_h, h)
+            gc = extend(int64(col0) + int64(c) - anchor_w, w)
+            off[p] = PAD if gr < 0 or gc < 0 else uint32(gr * w + gc)
+        row, col = row0 + ty, col0 + tx
+        planes = min(TZ, d - int64(z0)) + KD - 1  # input planes this block walks (block-uniform)
+        for i in range(planes):
+            slot = uint32(i) % uint32(NSLOT)
+            gz = extend(int64(z0) + i - anchor_d, d)  # z mapped once per plane
+            base = uint32(max(gz, 0)) * hw
+            for p in range(LOADS):
+                e = tid + uint32(p * THREADS)
+                if (p + 1) * THREADS <= PLANE or e < uint32(PLANE):
+                    o = off[p]
+                    if CONSTANT:
+                        ring[slot, e] = cval if gz < 0 or o == PAD else image[base + o]
+                    else:
+                        ring[slot, e] = image[base + o]
+            cuda.syncthreads()  # RAW: plane i (and, the first time, the filter) staged; WAR: see the header
+            if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+                oz = uint32(i - (KD - 1))
+                acc = DT(0)
+                for a in range(KD):
+                    s = (oz + uint32(a)) % uint32(NSLOT)  # the slot holding input plane oz + a
+                    for r in range(KH):
+                        for c in range(KW):
+                            wv = w_s[a, r, c]  # one address for the block: a broadcast
+                            if ALL_TAPS or abs(wv) > TINY:  # scipy skips |w| <= 2**-52 (NaN spreads as scipy's)
+                                acc += wv * ring[s, (ty + uint32(r)) * uint32(SW) + tx + uint32(c)]
+                out[(z0 + oz) * hw + row * uint32(w) + col] = acc
+
+    return conv3d_k12_volume
+
+
+def signature(dtype):
+    """``void(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w, blocks_x, blocks_y)``:
+    image and out flat C-contiguous views of the D × H × W volume; weights any strided 3-D view (the
+    flipped filter of convolve has negative strides)."""
+    t = numba_dtype(dtype)
+    return void(t[::1], t[:, :, :], t[::1], t, *([int64] * 8))
+
+
+def geometry(config: Config, d: int, h: int, w: int):
+    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × block_x tile, on a 1-D grid."""
+    bx, by, bz = cdiv(w, config.block_x), cdiv(h, config.block_y), cdiv(d, config.tile_z)
+    return (bx * by * bz,), config.block(), bx, by
+
+
+# ---------------------------------------------------------------------------
+# The fallback: k01 in 3-D (any filter size; its shape read at run time)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NaiveConfig(TileConfig):
+    """``threads`` threads per block on a 1-D grid, one output each (x fastest: coalesced)."""
+
+    threads_x: int = 128
+    mode: int = Mode.REFLECT
+
+    def block(self):
+        return (self.threads_x,)
+
+    def rules(self):
+        yield mode_rule(self)
+
+
+NAIVE_PRESETS = {"sim": NaiveConfig(8, mode=Mode.MIRROR), "default": NaiveConfig(128, mode=Mode.NEAREST)}
+
+
+def make_naive(config: NaiveConfig, dtype, all_taps=False):
+    DT = numba_dtype(dtype)
+    TINY, ALL_TAPS = DT(TINY_WEIGHT), bool(all_taps)
+    CONSTANT = int(config.mode) == int(Mode.CONSTANT)
+    extend = make_extend(config.mode)
+
+    def conv3d_k12_naive(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w):
+        i = uint32(cuda.grid(1))
+        if i < uint32(d * h * w):
+            x, t = i % uint32(w), i // uint32(w)
+            y, z = t % uint32(h), t // uint32(h)
+            kd, kh, kw = weights.shape
+            acc = DT(0)
+            for a in range(kd):
+                gz = extend(int64(z) + a - anchor_d, d)
+                for r in range(kh):
+                    gr = extend(int64(y) + r - anchor_h, h)
+                    for c in range(kw):
+                        wv = weights[a, r, c]
+                        if ALL_TAPS or abs(wv) > TINY:
+                            gc = extend(int64(x) + c - anchor_w, w)
+                            if CONSTANT and (gz < 0 or gr < 0 or gc < 0):
+                                acc += wv * cval
+                            else:
+                                acc += wv * image[uint32((gz * h + gr) * w + gc)]
+            out[i] = acc
+
+    return conv3d_k12_naive
+
+
+def naive_signature(dtype):
+    t = numba_dtype(dtype)
+    return void(t[::1], t[:, :, :], t[::1], t, *([int64] * 6))
+
+
+def naive_geometry(config: NaiveConfig, d: int, h: int, w: int):
+    return (cdiv(d * h * w, config.threads_x),), config.block()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VolumeRung(Rung):
+    """A 3-D rung: ``run(config, call)`` with a :class:`~._common.VolumeCall` (flat views, anchors)."""
+
+    def run(self, config, call) -> None:
+        d, h, w = call.image.shape
+        n = d * h * w
+        image, out = call.image.reshape(n), call.out.reshape(n)
+        weights = call.weights.dev[::-1, ::-1, ::-1] if call.flipped else call.weights.dev
+        grid, block, *blocks = self.geometry(config, d, h, w)
+        kernel = self.kernel(config, call.dtype)
+        kernel[grid, block, call.stream](image, weights, out, call.dtype.type(call.cval), d, h, w, *call.anchor,
+                                         *blocks)
+
+
+RUNG = VolumeRung("k12_volume", Config, PRESETS, make_kernel, geometry, signature)
+#: the fallback of ``variant=None`` when the ring does not fit shared memory: spill-free is not asked of
+#: it (run-time loops over the filter shape), as of k01
+NAIVE = VolumeRung("k12_volume_naive", NaiveConfig, NAIVE_PRESETS, make_naive, naive_geometry, naive_signature)

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), mma_guards (issue 30's hoisted guards, timed and memchecked), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -279,6 +279,25 @@ for step in $steps; do
           > "$out/sanitize_${tool}_softmax.log" 2>&1
         echo "$tool softmax rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_softmax.log")"
       done ;;
+    new37)
+      # session 37's paths, tested only in the simulator until now: 3-D correlate/convolve (k12_volume), 16-bit
+      # softmax/log_softmax, the tensor-core matmul's batches (grid z) and 1-D operands. GPU tests, memcheck on
+      # the volume rung, then each probe (every output checked against its peer before timing)
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit ${NEW37_TESTS_TIMEOUT:-150}) \
+        python3 -m pytest -q -n ${TEST_JOBS:-12} -p no:cacheprovider --tb=short -rfE tests/test_conv3d_volume.py \
+        tests/test_softmax16.py tests/test_mma.py tests/test_interop.py > "$out/new37_tests.log" 2>&1
+      echo "tests rc=$?"; tail -3 "$out/new37_tests.log"
+      SIMT_TILES_HYPOTHESIS_PROFILE=ci timeout $(limit 120) compute-sanitizer --tool memcheck \
+        python3 -m pytest -q -p no:cacheprovider tests/test_conv3d_volume.py > "$out/new37_memcheck.log" 2>&1
+      echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/new37_memcheck.log")"
+      timeout $(limit 120) python3 benchmarks/lab/volume_filter_probe.py --json "$out/volume_filter_probe.json" \
+        > "$out/volume_filter_probe.log" 2>&1; echo "volume probe rc=$?"; tail -12 "$out/volume_filter_probe.log"
+      timeout $(limit 120) python3 benchmarks/lab/softmax16_probe.py --json "$out/softmax16_probe.json" \
+        > "$out/softmax16_probe.log" 2>&1; echo "softmax16 probe rc=$?"; tail -12 "$out/softmax16_probe.log"
+      timeout $(limit 150) python3 -m simt_tiles.bench.mma --out "$out/mma_batched" --peers cublas \
+        --presets "bf16:default;bf16:large;tf32:default" --sizes 32x512x512x64,32x512x64x512,4096x4096x4096 \
+        > "$out/mma_batched.log" 2>&1; echo "mma batched rc=$?"; tail -12 "$out/mma_batched.log" ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
       # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));

@@ -201,7 +201,7 @@ def check_matmul(m, n, k, precision, cfg):
 
 def assert_within_bound(got, a32, b32, precision, cfg):
     """Every element of ``got`` within the mma bound of the long-double product, none NaN (unwritten)."""
-    k = a32.shape[1]
+    k = a32.shape[-1]  # the inner dimension of a matrix, a batch of them or a 1-D row
     rdt = ref_dtype()
     ref = a32.astype(rdt) @ b32.astype(rdt)
     absprod = np.abs(a32.astype(rdt)) @ np.abs(b32.astype(rdt))

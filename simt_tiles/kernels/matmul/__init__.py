@@ -38,8 +38,7 @@ from ...registry import Family
 from . import _cases, _strided, _tuning, dispatch, reference
 from .mma import MMA_RUNGS, matmul_mma
 from ._common import Call, flops
-from ._shapes import Shapes, shapes  # noqa: F401 - matmul's shape rules, shared with .mma
-from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, choose, get_rung
+from .dispatch import BEST_VARIANT, RAGGED_ROWS, RUNGS, Shapes, choose, get_rung, shapes  # noqa: F401 - Shapes
 
 #: variant names in ladder order (later rungs append)
 MATMUL_VARIANTS: tuple[str, ...] = tuple(RUNGS)

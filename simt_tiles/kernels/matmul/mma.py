@@ -10,7 +10,7 @@ check → choose → launch, as the FP32 ladder's ``matmul``:
 * **arrays**: float32 as :mod:`simt_tiles.interop` takes them; 16-bit from PyTorch
   (``torch.bfloat16``/``float16`` CUDA tensors), CuPy (``float16``), Numba device arrays
   (``float16``) and NumPy (``float16``, or ``ml_dtypes.bfloat16``).
-* **shapes**: ``np.matmul``'s, read by the FP32 path's :func:`._shapes.shapes` (1-D operands
+* **shapes**: ``np.matmul``'s, read by the FP32 path's :func:`.dispatch.shapes` (1-D operands
   promoted and the added dimension removed, batch dimensions broadcast).  A batch runs the
   rungs' batched form (``Config.batched`` 2: grid z is the batch, per-operand batch strides,
   0 for a broadcast operand) in one launch, batch dimensions collapsed as the FP32 path's
@@ -38,7 +38,7 @@ from ...registry import Family, numpy_case
 from ...runtime import SIMULATOR, cdiv
 from . import _strided, k13_mma_tf32, k14_mma_bf16, reference
 from ._common import Call
-from ._shapes import shapes
+from .dispatch import shapes
 
 __all__ = ["MMA_RUNGS", "matmul_mma", "PRECISIONS", "choose_config", "LARGE_TILES"]
 

@@ -671,14 +671,16 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
         if contiguous and not x.is_contiguous():
             raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
         check_device(name, x, "torch")
-        return Operand(name, cuda.as_cuda_array(x.view(torch.int16), sync=False).view(np.uint16), "torch", x)
+        # ordered after the producer's stream as the float path's operands (_import_cai: its int16 view's
+        # interface names the tensor's stream; torch exports no bfloat16)
+        return Operand(name, _import_cai(x.view(torch.int16), stream).view(np.uint16), "torch", x)
     numba_array = _is_numba_device_array(x)  # (the simulator's arrays too)
     if mod == "cupy" or numba_array or _has_cai(x):
         kind = "cupy" if mod == "cupy" else "numba"
-        dev = x if numba_array else cuda.as_cuda_array(x, sync=False)
+        check_device(name, x, kind)
+        dev = x if numba_array else _import_cai(x, stream)  # ordered after the producer's stream
         if contiguous and (not dev.is_c_contiguous() or _broadcast(dev)):
             raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
-        check_device(name, x, kind)
         return Operand(name, dev.view(np.uint16), kind, x)
     raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
 
@@ -702,14 +704,19 @@ def out16(out, like: Operand, shape, stream) -> Operand:
                 raise ValueError("out: expected a writeable C-contiguous NumPy array")
             return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
         return operand16(out, "out", stream)
-    if like.kind == "torch":
+    if like.kind == "torch":  # new arrays: nothing to wait for (as _allocate's)
         import torch
 
-        return operand16(torch.empty(shape, dtype=src.dtype, device=src.device), "out", stream)
+        obj = torch.empty(shape, dtype=src.dtype, device=src.device)
+        ptr = stream_key(stream)
+        if ptr != current_stream_ptr(obj):  # torch's allocator must not reuse it before we are done
+            obj.record_stream(torch.cuda.ExternalStream(ptr, device=obj.device))
+        return Operand("out", cuda.as_cuda_array(obj.view(torch.int16), sync=False).view(np.uint16), "torch", obj)
     if like.kind == "cupy":
         import cupy
 
-        return operand16(cupy.empty(shape, dtype=src.dtype), "out", stream)
+        obj = cupy.empty(shape, dtype=src.dtype)
+        return Operand("out", cuda.as_cuda_array(obj, sync=False).view(np.uint16), "cupy", obj)
     if like.kind == "numpy":
         return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
     dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits

@@ -276,3 +276,30 @@ def test_a_broadcast_device_array_is_not_taken_for_c_contiguous():
     row = ClaimsContiguous(np.lib.stride_tricks.as_strided(base, shape=(1, 8), strides=(0, 4)), 0)
     np.testing.assert_array_equal(simt_tiles.softmax(row).copy_to_host(),  # a stride of 0 on an axis of
                                   simt_tiles.softmax(base[None, :]))     # extent 1 is C order: the same launch
+
+
+def test_16_bit_operands_are_ordered_after_their_producers_stream(monkeypatch):
+    """A 16-bit CuPy/CAI operand goes through ``_import_cai`` with the launch stream, as a float one does
+    (an event on the producer's stream that the launch stream waits on, and no launch plan): before, it was
+    imported with ``sync=False`` and nothing else, so with ``stream=`` another stream than the producer's the
+    kernel could read data not yet written (planted: the direct import — this test fails)."""
+    from simt_tiles import interop
+
+    seen = []
+
+    def fake_import(x, stream):
+        seen.append((x, stream))
+        return cuda.to_device(np.zeros((2, 3), np.float16))
+
+    monkeypatch.setattr(interop, "_import_cai", fake_import)
+
+    class Producer:  # a CuPy-like float16 array made on stream 7
+        dtype = np.dtype(np.float16)
+        ndim, shape = 2, (2, 3)
+        __cuda_array_interface__ = {"shape": (2, 3), "strides": None, "typestr": "<f2", "data": (4096, False),
+                                    "version": 3, "stream": 7}
+
+    monkeypatch.setattr(interop, "check_device", lambda *a, **k: None)
+    x = Producer()
+    op = interop.operand16(x, "x", stream=0)
+    assert seen == [(x, 0)] and op.dev.dtype == np.uint16 and op.kind == "numba"

@@ -599,8 +599,13 @@ def _filter_grads_nd(ctx, image, dy, weff: Tensor, anchor, need_filter: bool):
         else:
             dimage = _fold_nd(ge, maps, shape)
     if need_filter:
-        full = correlate(_extend_nd(image, maps, ctx.cval), dy.contiguous(), "constant", 0.0)
-        dweff = full[tuple(slice(n // 2, n // 2 + k) for n, k in zip(shape, ks))]
+        xe = _extend_nd(image, maps, ctx.cval)
+        if len(shape) <= 2:  # the full correlation with dy as the filter (k10/k11), its K values around the centre
+            full = correlate(xe, dy.contiguous(), "constant", 0.0)
+            dweff = full[tuple(slice(n // 2, n // 2 + k) for n, k in zip(shape, ks))]
+        else:  # a volume: dy as a filter fits no ring (the naive rung, (n+k-1)^3 * n^3 taps): one dot a tap
+            dweff = torch.stack([(xe[tuple(slice(j, j + n) for j, n in zip(t, shape))] * dy).sum()
+                                 for t in np.ndindex(*ks)]).reshape(ks)
     return dimage, dweff
 
 

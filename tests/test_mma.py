@@ -790,6 +790,12 @@ def test_config_choice_counts_a_batch_as_its_tiles():
         assert choose(512, 512, 1) == default and choose(512, 512, -(-mma_mod.LARGE_TILES // one)) == large
         assert choose(512, 512, mma_mod.LARGE_TILES // one - (mma_mod.LARGE_TILES % one == 0)) == default
     assert mma_mod.choose_config(k14.RUNG, None, 512, 512, simulator=False, batches=32) == k14.PRESETS["default"]
+    for rung in MMA_RUNGS.values():  # many small products: never the large tile (half of it on a side is the edge)
+        large = rung.presets["large"]
+        choose = lambda m, n, b: mma_mod.choose_config(rung, None, m, n, simulator=False, batches=b)  # noqa: E731
+        assert choose(64, 64, 100_000) == choose(large.bm // 2 - 1, 4096, 10_000) == rung.presets["default"]
+        assert choose(4096, large.bn // 2 - 1, 10_000) == rung.presets["default"]
+        assert choose(large.bm // 2, large.bn // 2, 10_000) == large
 
 
 def test_batched_form_has_no_races():

@@ -56,12 +56,15 @@ def choose_config(rung, config, m: int, n: int, simulator: bool = SIMULATOR, bat
     """The caller's config, else "sim" in the simulator, else "large" on grids of ≥ LARGE_TILES of
     its tiles, else "default".  A batch is its ``batches`` products' tiles together (the batched
     form's grid: batches × the tiles of one M × N), so 32 products of 512 × 512 count as the grid
-    they launch, not as one 512 × 512."""
+    they launch, not as one 512 × 512.  A batch of products smaller than half the large tile on either
+    side takes the default however many there are: 1000 products of 64 × 64 on 128 × 256 tiles would
+    compute mostly padding, one block an SM (unmeasured; a single product keeps the measured rule)."""
     if config is not None or simulator:
         return rung.resolve_config(config)
     large = rung.presets["large"]
     tiles = batches * cdiv(m, large.bm) * cdiv(n, large.bn)
-    return large if tiles >= LARGE_TILES else rung.presets["default"]
+    small = batches > 1 and (2 * m < large.bm or 2 * n < large.bn)
+    return large if tiles >= LARGE_TILES and not small else rung.presets["default"]
 
 
 def _precision_for(dtype_name: str, precision):

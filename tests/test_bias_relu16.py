@@ -5,8 +5,8 @@ Exactly: x and bias are exact in float32, so the result is ``rn16(relu(fl32(x + 
 non-positive sum, NaN kept) — :func:`expect16`, whose rounding (:func:`rne16`) is written here, not the
 library's.  torch rounds first and then takes the relu, ``relu(rn16(fl32(x + b)))``: the same value, since
 rounding to nearest is monotone, maps 0 to 0 and a positive value to a non-negative one
-(:func:`test_relu_commutes_with_rounding_to_nearest` checks it on every 16-bit value, their midpoints and
-their neighbours; torch CPU itself is compared when installed).
+(:func:`test_relu_commutes_with_rounding_to_nearest` checks it on every 16-bit value, their midpoints
+and their neighbours; torch CPU itself is compared when installed).
 
 The bound against the exact ``s = x + b`` (float64: exact for float16 inputs, within u64·|s| for bfloat16):
 ``|y − relu(s)| ≤ u32·|s| + u16·(1 + u32)·|s| + η16`` — float32's rounding of the sum (u32 = 2⁻²⁴; relu is

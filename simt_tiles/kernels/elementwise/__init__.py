@@ -6,6 +6,9 @@
 ``bias_relu``                   y = max(x + bias, 0) in masked 2-D tiles
 ==============================  =============================================
 
+dtypes: float32 and float64; bias_relu also float16 and bfloat16 (read 16-bit, computed in float32, rounded
+once to the input's dtype: ``simt_tiles.half_io.make_io``, softmax's conversions).
+
 Check → choose → launch: the functions below check the arguments and prepare ``out``;
 :mod:`.dispatch` chooses (one plan) and the plan's rung launches.
 """

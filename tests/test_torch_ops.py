@@ -385,6 +385,37 @@ def test_16bit_softmax_forward_and_backward(dtype, log):
 
 
 @needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_bias_relu_forward_and_backward(dtype):
+    """16-bit tensors: the result is torch's ``relu(x + b)`` exactly (float32 sum, one rounding; relu commutes
+    with it: tests/test_bias_relu16.py), NaN kept; dx is dy where y > 0 (exact), dbias the float32 sum of dx's
+    rows rounded once to the input's dtype (torch's half sum's rule: within u16·|Σ| + γ_M(2⁻²⁴)·Σ|dx|)."""
+    dt = getattr(torch, dtype)
+    torch.manual_seed(11)
+    x = torch.randn(7, 13, device=DEVICE).to(dt)
+    b = torch.randn(13, device=DEVICE).to(dt)
+    x[2, 3] = float("nan")
+    y = stt.bias_relu(x, b)
+    assert y.dtype == dt and y.shape == x.shape
+    want = torch.relu(x + b)
+    assert torch.equal(y.isnan(), want.isnan())
+    assert torch.equal(torch.nan_to_num(y.float()), torch.nan_to_num(want.float()))
+    with pytest.raises(TypeError, match=rf"bias: expected dtype torch.{dtype} \(the dtype of x\); got torch.float32"):
+        stt.bias_relu(x, b.float())
+    x = torch.nan_to_num(x)
+    xg, bg = x.clone().requires_grad_(True), b.clone().requires_grad_(True)
+    g = torch.randn(7, 13, device=DEVICE).to(dt)
+    dx, db = torch.autograd.grad(stt.bias_relu(xg, bg), (xg, bg), g)
+    assert dx.dtype == dt and db.dtype == dt
+    dref = torch.where(torch.relu(x + b) > 0, g, torch.zeros((), dtype=dt, device=DEVICE))
+    assert torch.equal(dx, dref)
+    s = dref.double().sum(0)
+    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype]
+    tol = u * s.abs() + gamma(7, 2.0 ** -24) * dref.double().abs().sum(0) + 2.0 ** -24
+    assert ((db.double() - s).abs() <= tol).all()
+
+
+@needs_torch
 def test_16bit_backward_kernel_dtype_error_stays_clear():
     """softmax_backward itself takes float32/float64 (the autograd path converts 16-bit): a clear TypeError."""
     y = torch.zeros(2, 3, dtype=torch.bfloat16, device=DEVICE)

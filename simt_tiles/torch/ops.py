@@ -283,8 +283,8 @@ _autograd(log_softmax, _log_softmax_backward, _softmax_setup)
 
 
 def _check_bias_relu(x, bias):
-    _check("x", x, 2)
-    _check("bias", bias, 1, like=x, like_name="x")
+    _check("x", x, 2, half=True)
+    _check("bias", bias, 1, like=x, like_name="x", half=True)
     if bias.shape[0] != x.shape[1]:
         raise ValueError(f"bias: expected shape ({x.shape[1]},) (x has {x.shape[1]} columns); "
                          f"got {tuple(bias.shape)}")
@@ -292,7 +292,7 @@ def _check_bias_relu(x, bias):
 
 @_custom_op
 def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
-    """y = max(x + bias, 0) for x (M, N), bias (N,): :func:`simt_tiles.bias_relu`."""
+    """y = max(x + bias, 0) for x (M, N), bias (N,), float32/float64/float16/bfloat16: :func:`simt_tiles.bias_relu`."""
     _check_bias_relu(x, bias)
     return _call(st.bias_relu, x, bias)
 
@@ -310,8 +310,11 @@ def _bias_relu_setup(ctx, inputs, output):
 def _bias_relu_backward(ctx, dy):
     (y,) = ctx.saved_tensors
     dx = torch.where(y > 0, dy, torch.zeros((), dtype=dy.dtype, device=dy.device))
-    db = reduce(dx, "sum", [0], False) if ctx.needs_input_grad[1] else None
-    return dx, db
+    if not ctx.needs_input_grad[1]:
+        return dx, None
+    if dx.dtype in _HALF:  # reduce takes float32/float64: the float32 sum, rounded once (torch's half sum's rule)
+        return dx, reduce(dx.float(), "sum", [0], False).to(dx.dtype)
+    return dx, reduce(dx, "sum", [0], False)
 
 
 _autograd(bias_relu, _bias_relu_backward, _bias_relu_setup)

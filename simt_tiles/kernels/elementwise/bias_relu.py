@@ -12,6 +12,15 @@ What it teaches
 
 NaN: max(NaN, 0) is NaN, as ``numpy.maximum`` (the GPU's fmaxf would return 0).
 
+16-bit (float16; bfloat16 as its ``uint16`` bits, :data:`simt_tiles.runtime.HALF_STORAGE`): x and bias
+are read into float32 (exactly), ``max(x + bias, 0)`` is computed in float32 and rounded once to the
+input's dtype on the store, to nearest even (:func:`simt_tiles.half_io.make_io`, softmax's conversions).
+torch's ``relu(x + b)`` on 16-bit tensors rounds the float32 sum to 16 bits and then takes the relu; the
+two orders agree bit for bit up to the sign of a zero (rounding to nearest is monotone and maps 0 to 0 and
+positives to non-negatives: relu(round(v)) = round(relu(v)) for every v, NaN kept), and here a
+non-positive sum stores +0 either way.  float32/float64: ``up``/``down`` are the value itself, the PTX
+is what it was without them.
+
 Memory traffic: read x, write y (2 streams) + N bias values per tile row.
 
 Headline (H200, benchmarks/results/patterns_h200.json, impl "simt_tiles.bias_relu"): 4.07 TB/s on bias_relu 16384x16384, 95.5% of copy
@@ -23,7 +32,8 @@ import dataclasses
 
 from numba import cuda, uint64, void
 
-from ...runtime import Rung, TileConfig, grid_for, numba_dtype
+from ...half_io import compute_dtype, make_io
+from ...runtime import Gate, Rung, TileConfig, grid_for, numba_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +56,8 @@ PRESETS = {"sim": Config(tile_n=4, tile_m=2, rows_per_thread=2), "default": Conf
 
 
 def make_kernel(config: Config, dtype):
-    DT = numba_dtype(dtype)
+    DT = numba_dtype(compute_dtype(dtype))  # the arithmetic's type: float32 for 16-bit inputs
+    up, down = make_io(dtype)  # 16-bit: read as float32, each output rounded once (float32/64: the values)
     R = config.rows_per_thread
     TM = config.tile_m
     TILE_ROWS = TM * R
@@ -58,17 +69,17 @@ def make_kernel(config: Config, dtype):
         row0 = uint64(cuda.blockIdx.y * TILE_ROWS + cuda.threadIdx.y)
         um = uint64(m)
         if col < uint64(n):  # masked edge: threads past the last column do nothing
-            b = bias[col]
+            b = up(bias[col])
             vals = cuda.local.array(R, DT)
             for j in range(R):  # all loads first
                 row = row0 + uint64(j * TM)
                 if row < um:
-                    vals[j] = x[row, col]
+                    vals[j] = up(x[row, col])
             for j in range(R):
                 row = row0 + uint64(j * TM)
                 if row < um:
                     v = vals[j] + b
-                    y[row, col] = v if (v != v or v > DT(0)) else DT(0)
+                    y[row, col] = down(v if (v != v or v > DT(0)) else DT(0))
 
     return bias_relu
 
@@ -104,4 +115,5 @@ class RowsRung(Rung):
             super().run(config, call._replace(x=call.x[r0:r1], out=call.out[r0:r1], problem=(r1 - r0, n)))
 
 
-RUNG = RowsRung("bias_relu", Config, PRESETS, make_kernel, geometry, signature)
+RUNG = RowsRung("bias_relu", Config, PRESETS, make_kernel, geometry, signature,
+                gate=Gate(half=("default",)))  # float16 and bfloat16 too: the preset their users run

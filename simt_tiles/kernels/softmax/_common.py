@@ -10,7 +10,8 @@ otherwise finite row give 0.
 16-bit inputs (float16, bfloat16 as its ``uint16`` bits: :data:`simt_tiles.runtime.HALF_STORAGE`) are
 read into float32, every max, exp, sum and pair is float32 (registers, shared memory, the split rows'
 workspaces), and each output is rounded once to the input's dtype (to nearest even): torch's rule.
-:func:`make_io` gives the rungs their conversions; :func:`compute_dtype` the type of the arithmetic and
+:func:`simt_tiles.half_io.make_io` gives the rungs their conversions (shared with bias_relu);
+:func:`~simt_tiles.half_io.compute_dtype` the type of the arithmetic and
 :func:`held_itemsize` the bytes of a value held on chip (what the configs' fits count).
 """
 
@@ -21,22 +22,11 @@ import math
 
 import numpy as np
 
-from numba import cuda, float32, uint32, void
-from numba.types import float16
+from numba import cuda, void
 
-from ...mma import as_f32, f32_to_bf16
+from ...half_io import compute_dtype, inline, make_io  # noqa: F401  (the rungs import them from here)
 from ...runtime import HALF_STORAGE, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-
-#: Numba inlines these at the call site, before typing (as conv2d's ``_staging``): the
-#: GPU-free compile gate keeps working and the PTX is that of the statements written out
-inline = cuda.jit(device=True, inline="always")
-
-
-def compute_dtype(dtype) -> np.dtype:
-    """The dtype of the arithmetic for inputs of ``dtype`` as stored: float32 for 16-bit, else ``dtype``."""
-    dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype.itemsize == 2 else dtype
 
 
 def held_itemsize(itemsize: int) -> int:
@@ -48,40 +38,6 @@ def held_itemsize(itemsize: int) -> int:
 def is_half(dtype) -> bool:
     """Whether ``dtype`` (as a kernel takes it) is a 16-bit float: float16, or bfloat16's uint16 bits."""
     return np.dtype(dtype) in HALF_STORAGE.values()
-
-
-def make_io(dtype):
-    """``up(v)``: a stored element as the compute type; ``down(v)``: a computed value as a stored element,
-    for inputs stored as ``dtype``.  float32/float64: the value itself (the PTX of those kernels is what it
-    was without these); float16: Numba's conversions (``cvt.f32.f16``; ``cvt.rn.f16.f32``, to nearest even);
-    bfloat16 (``uint16`` bits): up exactly (the bits shifted 16), down to nearest even, NaN kept
-    (:func:`simt_tiles.mma.f32_to_bf16`: ``cvt.rn.bf16.f32``)."""
-    dtype = np.dtype(dtype)
-    if dtype == HALF_STORAGE["bfloat16"]:
-        @inline
-        def up(v):
-            return as_f32(uint32(uint32(v) << uint32(16)))
-
-        @inline
-        def down(v):
-            return f32_to_bf16(v)
-    elif dtype == HALF_STORAGE["float16"]:
-        @inline
-        def up(v):
-            return float32(v)
-
-        @inline
-        def down(v):
-            return float16(v)
-    else:
-        @inline
-        def up(v):
-            return v
-
-        @inline
-        def down(v):
-            return v
-    return up, down
 
 
 @dataclasses.dataclass(frozen=True)

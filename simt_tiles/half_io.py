@@ -1,0 +1,61 @@
+"""16-bit floats at a kernel's global loads and stores: what softmax and bias_relu share.
+
+A kernel that takes float16 or bfloat16 is built for :data:`simt_tiles.runtime.HALF_STORAGE`'s dtype
+(float16 itself; bfloat16 as its ``uint16`` bits), computes in float32 and rounds each output once to the
+input's dtype, to nearest even (torch's rule).  :func:`make_io` gives it the two conversions, applied at each
+global load (``up``) and store (``down``); for float32/float64 both are the value itself, so those kernels'
+PTX is what it was without them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32, uint32
+from numba.types import float16
+
+from .mma import as_f32, f32_to_bf16
+from .runtime import HALF_STORAGE
+
+#: Numba inlines these at the call site, before typing: the GPU-free compile gate keeps working and the
+#: PTX is that of the statements written out
+inline = cuda.jit(device=True, inline="always")
+
+
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype of the arithmetic for inputs of ``dtype`` as stored: float32 for 16-bit, else ``dtype``."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.itemsize == 2 else dtype
+
+
+def make_io(dtype):
+    """``up(v)``: a stored element as the compute type; ``down(v)``: a computed value as a stored element,
+    for inputs stored as ``dtype``.  float32/float64: the value itself (the PTX of those kernels is what it
+    was without these); float16: Numba's conversions (``cvt.f32.f16``; ``cvt.rn.f16.f32``, to nearest even);
+    bfloat16 (``uint16`` bits): up exactly (the bits shifted 16), down to nearest even, NaN kept
+    (:func:`simt_tiles.mma.f32_to_bf16`: ``cvt.rn.bf16.f32``)."""
+    dtype = np.dtype(dtype)
+    if dtype == HALF_STORAGE["bfloat16"]:
+        @inline
+        def up(v):
+            return as_f32(uint32(uint32(v) << uint32(16)))
+
+        @inline
+        def down(v):
+            return f32_to_bf16(v)
+    elif dtype == HALF_STORAGE["float16"]:
+        @inline
+        def up(v):
+            return float32(v)
+
+        @inline
+        def down(v):
+            return float16(v)
+    else:
+        @inline
+        def up(v):
+            return v
+
+        @inline
+        def down(v):
+            return v
+    return up, down

@@ -385,6 +385,25 @@ def _broadcast(dev) -> bool:
     return 0 in dev.strides and 0 not in dev.shape and any(s == 0 and n > 1 for n, s in zip(dev.shape, dev.strides))
 
 
+def framework_copy(op: "Operand"):
+    """A PyTorch or CuPy operand whose matrix (its last two axes) has a zero stride over an axis longer than one
+    (``x.expand(m, n)``; the ones tensor autograd passes as the gradient of ``y.sum()``): a C-contiguous copy
+    its own framework makes (what torch.matmul does with expanded operands too); None for any other operand.
+    Such operands once gave wrong products on the H200 (benchmarks/notes/matmul.md, "Zero strides": Numba's
+    interface reports them C-contiguous).  The copy is the framework's kernel, which a launch plan cannot
+    replay, so the call runs checked.  Zero *batch* strides stay: the matmul kernels read them in place."""
+    if op.kind not in ("torch", "cupy") or op.ndim < 2:
+        return None
+    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
+        return None
+    no_plan("an operand with a zero stride is first copied by its framework")
+    if op.kind == "torch":
+        return op.original.contiguous()
+    import cupy  # deferred: an optional dependency, present whenever a CuPy array came
+
+    return cupy.ascontiguousarray(op.original)
+
+
 def device_view(dev, shape, strides, offset: int = 0):
     """A Numba device array (or simulator array) on ``dev``'s memory: ``shape``, ``strides`` in
     bytes, starting ``offset`` bytes past ``dev``'s element 0.  No check that the view stays in

@@ -373,7 +373,9 @@ def test_zero_stride_operands_are_copied_by_their_framework(monkeypatch):
             return self
 
     refused, rebuilt = [], []
-    monkeypatch.setattr(mm, "no_plan", refused.append)
+    from simt_tiles import interop
+
+    monkeypatch.setattr(interop, "no_plan", refused.append)  # framework_copy's (shared with the tensor-core path)
     monkeypatch.setattr(mm, "device_operand", lambda x, name, **kw: rebuilt.append((x, name)) or "copy")
 
     def op(kind, shape, strides):

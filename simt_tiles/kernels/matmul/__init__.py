@@ -30,8 +30,7 @@ import math
 
 import numpy as np
 
-from ...interop import as_stream, device_operand, finish_result, prepare_out
-from ..._recording import no_plan
+from ...interop import as_stream, device_operand, finish_result, framework_copy, prepare_out
 from ...autotune import check_argument as check_autotune
 from ...launch import planned
 from ...registry import Family
@@ -130,26 +129,10 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
 
 
 def _unbroadcast(op, stream):
-    """A PyTorch or CuPy operand whose matrix has a zero stride over a dimension longer than one
-    (``x.expand(m, n)``; the ones tensor autograd passes as the gradient of ``y.sum()``), as a
-    C-contiguous copy its own framework makes — what torch.matmul does with expanded operands too.
-    Such operands once gave wrong products on the H200 (benchmarks/notes/matmul.md, "Zero strides":
-    Numba's interface reports them C-contiguous; :func:`~simt_tiles.interop.layout_of` now reads
-    their strides); the in-place path for them is checked in the simulator and Numba views only. The
-    copy is the framework's kernel, which a launch plan cannot replay, so the call runs checked."""
-    if op.kind not in ("torch", "cupy") or op.ndim < 2:
-        return op
-    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
-        return op
-    no_plan("an operand with a zero stride is first copied by its framework")
-    x = op.original
-    if op.kind == "torch":
-        x = x.contiguous()
-    else:
-        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
-
-        x = cupy.ascontiguousarray(x)
-    return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
+    """``op``, or the framework's C-contiguous copy of an operand with a zero stride inside its matrix
+    (:func:`~simt_tiles.interop.framework_copy`), imported as the FP32 path's operands."""
+    x = framework_copy(op)
+    return op if x is None else device_operand(x, op.name, ndim=None, stream=stream, strided=True)
 
 
 def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):

@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
-from ...interop import as_stream, check_no_overlap, device_operand, device_view, finish_result, Operand, prepare_out
+from ...interop import (as_stream, check_no_overlap, device_operand, device_view, finish_result, framework_copy,
+                        Operand, prepare_out)
 # the 16-bit operands' recognition and their uint16 bits (shared with softmax's 16-bit path)
 from ...interop import dtype_name as _dtype_name, finish16 as _finish16, operand16 as _operand16, out16 as _out16
-from ..._recording import no_plan
 from ...bounds import mma_error_factor, ref_dtype
 from ...launch import planned
 from ...registry import Family, numpy_case
@@ -148,22 +148,11 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
 
 
 def _unexpand(op: Operand, prec: str, stream) -> Operand:
-    """A PyTorch or CuPy operand whose matrix has a zero stride over an axis longer than one
-    (``x.expand(m, k)``) as a C-contiguous copy its own framework makes, as the FP32 path does
-    (``matmul._unbroadcast``: Numba may call such views contiguous and read them wrongly on a GPU);
-    zero batch strides stay (read in place).  The copy is the framework's: the call runs unplanned."""
-    if op.kind not in ("torch", "cupy") or op.ndim < 2:
+    """``op``, or the framework's C-contiguous copy of an operand with a zero stride inside its matrix
+    (:func:`~simt_tiles.interop.framework_copy`, as the FP32 path's ``_unbroadcast``), imported again."""
+    x = framework_copy(op)
+    if x is None:
         return op
-    if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
-        return op
-    no_plan("an operand with a zero stride is first copied by its framework")
-    x = op.original
-    if op.kind == "torch":
-        x = x.contiguous()
-    else:
-        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
-
-        x = cupy.ascontiguousarray(x)
     if prec == "tf32":
         return device_operand(x, op.name, ndim=None, stream=stream, strided=True)
     return _operand16(x, op.name, stream, ndim=None, contiguous=False)

@@ -3,6 +3,8 @@ the launch configs a property test draws."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import strategies as st
@@ -183,3 +185,32 @@ def assert_like_scipy(got, expect, ref, bound, what):
     chk = check_within(got[finite], ref[finite], bound[finite])
     assert chk.passed, f"{chk}: {what}"
     return chk
+
+
+# ---- 16-bit results (float16, bfloat16) -----------------------------------------------------------------
+HALF = ("float16", "bfloat16")
+#: unit roundoff of a rounding to the 16-bit dtype, and half its smallest subnormal (an output that underflows)
+U16 = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+ETA16 = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
+
+
+class Bf16(np.ndarray):
+    """uint16 bits that ``dtype_name`` reports as bfloat16 (within :func:`bf16_names`): NumPy without ml_dtypes."""
+
+
+@contextlib.contextmanager
+def bf16_names(family_module):
+    """``family_module``'s dtype recognition (and interop's, for ``out=``) reads a :class:`Bf16` array as bfloat16."""
+    import simt_tiles.interop as interop
+
+    plain = interop.dtype_name
+
+    def name(x):
+        return "bfloat16" if isinstance(x, Bf16) else plain(x)
+
+    saved = family_module.dtype_name, interop.dtype_name
+    family_module.dtype_name = interop.dtype_name = name
+    try:
+        yield
+    finally:
+        family_module.dtype_name, interop.dtype_name = saved

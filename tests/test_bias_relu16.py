@@ -20,7 +20,7 @@ bfloat16 in the simulator: as tests/test_softmax16.py, its uint16 bits in an nda
 
 from __future__ import annotations
 
-import contextlib
+import functools
 
 import numpy as np
 import pytest
@@ -30,38 +30,18 @@ from numba import cuda
 
 import simt_tiles
 import simt_tiles.kernels.elementwise as elementwise_mod
-from simt_tiles.interop import dtype_name
 from simt_tiles.kernels.elementwise import RUNGS
 
-from .common import configs, edge_sizes
+from .common import ETA16, HALF, U16, Bf16, configs, edge_sizes
+from .common import bf16_names as bf16_names_of
 from .profiles import examples
 from .test_elementwise import TILE_CONFIGS
 
-HALF = ("float16", "bfloat16")
-U16 = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-ETA16 = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
 MAX16 = {"float16": 65504.0, "bfloat16": float(np.float32(3.3895313892515355e38))}
 U32 = 2.0 ** -24
 
 
-class Bf16(np.ndarray):
-    """uint16 bits that :func:`dtype_name` reports as bfloat16 (within :func:`bf16_names`)."""
-
-
-@contextlib.contextmanager
-def bf16_names():
-    """bias_relu's dtype recognition (and interop's, for ``out=``) reads a :class:`Bf16` array as bfloat16."""
-    import simt_tiles.interop as interop
-
-    def name(x):
-        return "bfloat16" if isinstance(x, Bf16) else dtype_name(x)
-
-    saved = elementwise_mod.dtype_name, interop.dtype_name
-    elementwise_mod.dtype_name = interop.dtype_name = name
-    try:
-        yield
-    finally:
-        elementwise_mod.dtype_name, interop.dtype_name = saved
+bf16_names = functools.partial(bf16_names_of, elementwise_mod)  # Bf16 arrays read as bfloat16 (tests/common.py)
 
 
 def rne16(v, dt: str):

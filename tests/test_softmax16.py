@@ -18,12 +18,11 @@ does for matmul_mma); float16 is NumPy's and Numba's own.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import dataclasses
 
 import numpy as np
 import pytest
-import scipy.special
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from numba import cuda
@@ -32,41 +31,18 @@ import simt_tiles
 import simt_tiles.kernels.softmax as softmax_mod
 from simt_tiles import analyze
 from simt_tiles._numba_fixes import blocks_can_run_at_once
-from simt_tiles.interop import dtype_name
 from simt_tiles.kernels.softmax import RUNGS, dispatch
 from simt_tiles.kernels.softmax.k06_split_blocks import Hints
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
 from simt_tiles.mma import bf16_bits, bits_to_f32
 from simt_tiles.runtime import HALF_STORAGE
 
-from .common import configs, edge_sizes
+from .common import ETA16, HALF, U16, Bf16, configs, edge_sizes
+from .common import bf16_names as bf16_names_of
 from .profiles import PROFILE, examples
-from .test_softmax import CONFIGS, RULES
+from .test_softmax import CONFIGS, RULES, assert_like_scipy_softmax
 
-HALF = ("float16", "bfloat16")
-#: unit roundoff of the final rounding, and half the smallest subnormal (an output that underflows)
-U16 = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-ETA16 = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
-
-
-class Bf16(np.ndarray):
-    """uint16 bits that :func:`dtype_name` reports as bfloat16 (within :func:`bf16_names`)."""
-
-
-@contextlib.contextmanager
-def bf16_names():
-    """softmax's dtype recognition (and interop's, for ``out=``) reads a :class:`Bf16` array as bfloat16."""
-    import simt_tiles.interop as interop
-
-    def name(x):
-        return "bfloat16" if isinstance(x, Bf16) else dtype_name(x)
-
-    saved = softmax_mod.dtype_name, interop.dtype_name
-    softmax_mod.dtype_name = interop.dtype_name = name
-    try:
-        yield
-    finally:
-        softmax_mod.dtype_name, interop.dtype_name = saved
+bf16_names = functools.partial(bf16_names_of, softmax_mod)  # Bf16 arrays read as bfloat16 (tests/common.py)
 
 
 def to16(x32, dt: str):
@@ -110,14 +86,7 @@ def assert_softmax16_ok(x32, y, dt: str, log=False, axis=-1):
     where scipy has them, the rest within :func:`bound16`."""
     x32, y = np.moveaxis(np.asarray(x32), axis, -1), np.moveaxis(np.asarray(y), axis, -1)
     ref, bound = bound16(x32, dt, log)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        expect = (scipy.special.log_softmax if log else scipy.special.softmax)(x32.astype(np.float64), axis=-1)
-    np.testing.assert_array_equal(np.isnan(y), np.isnan(expect), err_msg="NaN pattern differs from scipy")
-    inf = np.isinf(expect)
-    np.testing.assert_array_equal(y[inf], expect[inf], err_msg="±inf differ from scipy")
-    with np.errstate(invalid="ignore"):
-        ok = np.isnan(y) | inf | (np.abs(y.astype(ref.dtype) - ref) <= bound)
-    assert ok.all(), f"{(~ok).sum()} elements outside the bound; worst at {np.argwhere(~ok)[:3]}"
+    assert_like_scipy_softmax(x32, y, ref, bound, log)
 
 
 def poisoned16(shape, dt: str):

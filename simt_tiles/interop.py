@@ -385,23 +385,43 @@ def _broadcast(dev) -> bool:
     return 0 in dev.strides and 0 not in dev.shape and any(s == 0 and n > 1 for n, s in zip(dev.shape, dev.strides))
 
 
-def framework_copy(op: "Operand"):
+def framework_copy(op: "Operand", stream=0):
     """A PyTorch or CuPy operand whose matrix (its last two axes) has a zero stride over an axis longer than one
     (``x.expand(m, n)``; the ones tensor autograd passes as the gradient of ``y.sum()``): a C-contiguous copy
     its own framework makes (what torch.matmul does with expanded operands too); None for any other operand.
     Such operands once gave wrong products on the H200 (benchmarks/notes/matmul.md, "Zero strides": Numba's
     interface reports them C-contiguous).  The copy is the framework's kernel, which a launch plan cannot
-    replay, so the call runs checked.  Zero *batch* strides stay: the matmul kernels read them in place."""
+    replay, so the call runs checked.  Zero *batch* strides stay: the matmul kernels read them in place.
+
+    The copy runs on the call's ``stream`` (the framework's stream object for that handle), not the
+    framework's current stream: the launch that reads it is then ordered after it, and the framework's
+    caching allocator takes the copy's memory back on that stream, so no later allocation reuses it while
+    the launch still reads it."""
     if op.kind not in ("torch", "cupy") or op.ndim < 2:
         return None
     if not any(s == 0 and n > 1 for s, n in zip(op.strides[-2:], op.shape[-2:])):
         return None
     no_plan("an operand with a zero stride is first copied by its framework")
-    if op.kind == "torch":
-        return op.original.contiguous()
-    import cupy  # deferred: an optional dependency, present whenever a CuPy array came
+    with framework_stream(op, stream_key(stream)):
+        if op.kind == "torch":
+            return op.original.contiguous()
+        import cupy  # deferred: an optional dependency, present whenever a CuPy array came
 
-    return cupy.ascontiguousarray(op.original)
+        return cupy.ascontiguousarray(op.original)
+
+
+def framework_stream(op: "Operand", handle: int):
+    """The context in which ``op``'s framework (torch or CuPy) queues work on the CUDA stream ``handle``
+    (0: the legacy default stream)."""
+    if op.kind == "torch":
+        import torch  # deferred: an optional dependency, present whenever a tensor came
+
+        device = op.original.device
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device) if handle else
+                                 torch.cuda.default_stream(device))
+    import cupy
+
+    return cupy.cuda.ExternalStream(handle) if handle else cupy.cuda.Stream.null
 
 
 def device_view(dev, shape, strides, offset: int = 0):

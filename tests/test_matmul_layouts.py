@@ -13,6 +13,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -358,6 +359,29 @@ def test_zero_stride_operands(kind):
             assert_np_matmul(host(simt_tiles.matmul(da.T if kind == "cupy" else da.t(), dc)), a.T, host(dc))
 
 
+@pytest.mark.gpu
+def test_zero_stride_copy_runs_on_the_calls_stream():
+    """The framework's copy of an expanded operand is queued on the call's stream: with torch's current stream
+    held busy (``torch.cuda._sleep``), a copy queued there would still be waiting when the product, on a side
+    stream, read its memory (the caching allocator's reused NaN block), and the product would be NaN."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    m, k, n = 512, 256, 384
+    b = rng.standard_normal((k, n), np.float32)
+    row = torch.from_numpy(rng.standard_normal(k, np.float32)).cuda()
+    db = torch.from_numpy(b).cuda()
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    for _ in range(3):
+        del_me = torch.full((m, k), float("nan"), device="cuda")  # the block the copy is likely to reuse
+        del del_me
+        torch.cuda._sleep(50_000_000)  # ~25 ms of the current stream's time
+        got = simt_tiles.matmul(row.expand(m, k), db, stream=side)
+        side.synchronize()
+        assert_np_matmul(got.cpu().numpy(), np.broadcast_to(row.cpu().numpy(), (m, k)), b)
+    torch.cuda.synchronize()
+
+
 def test_zero_stride_operands_are_copied_by_their_framework(monkeypatch):
     """The rule without a GPU: a torch/CuPy operand with a zero stride in its matrix is replaced by
     its framework's contiguous copy and the call leaves the launch plans (the copy is not replayable);
@@ -376,6 +400,8 @@ def test_zero_stride_operands_are_copied_by_their_framework(monkeypatch):
     from simt_tiles import interop
 
     monkeypatch.setattr(interop, "no_plan", refused.append)  # framework_copy's (shared with the tensor-core path)
+    streams = []  # the copy is queued on the call's stream, in the framework's own stream context
+    monkeypatch.setattr(interop, "framework_stream", lambda o, handle: streams.append(handle) or nullcontext())
     monkeypatch.setattr(mm, "device_operand", lambda x, name, **kw: rebuilt.append((x, name)) or "copy")
 
     def op(kind, shape, strides):
@@ -386,10 +412,11 @@ def test_zero_stride_operands_are_copied_by_their_framework(monkeypatch):
     for kind, shape, strides, copies in [("torch", (3, 2), (0, 0), True), ("torch", (3, 2), (0, 1), True),
                                          ("torch", (1, 2), (0, 1), False), ("torch", (4, 3, 2), (0, 2, 1), False),
                                          ("numba", (3, 2), (0, 0), False), ("torch", (3, 2), (2, 1), False)]:
-        refused.clear(), rebuilt.clear()
+        refused.clear(), rebuilt.clear(), streams.clear()
         x, o = op(kind, shape, strides)
         got = mm._unbroadcast(o, 0)
         assert (got == "copy") is copies and x.copied is copies and bool(refused) is copies, (kind, shape, strides)
+        assert streams == ([0] if copies else [])
         assert rebuilt == ([(x, "a")] if copies else [])
 
 

@@ -131,7 +131,7 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
 def _unbroadcast(op, stream):
     """``op``, or the framework's C-contiguous copy of an operand with a zero stride inside its matrix
     (:func:`~simt_tiles.interop.framework_copy`), imported as the FP32 path's operands."""
-    x = framework_copy(op)
+    x = framework_copy(op, stream)
     return op if x is None else device_operand(x, op.name, ndim=None, stream=stream, strided=True)
 
 

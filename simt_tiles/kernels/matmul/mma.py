@@ -150,7 +150,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
 def _unexpand(op: Operand, prec: str, stream) -> Operand:
     """``op``, or the framework's C-contiguous copy of an operand with a zero stride inside its matrix
     (:func:`~simt_tiles.interop.framework_copy`, as the FP32 path's ``_unbroadcast``), imported again."""
-    x = framework_copy(op)
+    x = framework_copy(op, stream)
     if x is None:
         return op
     if prec == "tf32":

@@ -452,6 +452,11 @@ def _check_torch(x, name: str, dtype=None, accepted: str = "float32 or float64")
         return
     if dtype is None and _torch_dtype_to_numpy(x.dtype) not in SUPPORTED_FLOATS:
         raise TypeError(f"{name}: expected dtype {accepted}; got {x.dtype}")
+    _check_no_grad(x, name)
+
+
+def _check_no_grad(x, name: str) -> None:
+    """ValueError naming ``name`` for a tensor that requires grad (the float and 16-bit paths alike)."""
     if getattr(x, "requires_grad", False):
         raise ValueError(
             f"{name}: expected a tensor that does not require grad (simt_tiles computes no "
@@ -705,8 +710,7 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
 
         if not x.is_cuda:
             raise TypeError(f"{name}: expected a CUDA tensor; got one on {x.device}")
-        if x.requires_grad:
-            raise TypeError(f"{name}: a tensor that requires grad; pass tensor.detach()")
+        _check_no_grad(x, name)
         if contiguous and not x.is_contiguous():
             raise ValueError(f"{name}: expected a C-contiguous tensor; got strides {tuple(x.stride())}")
         check_device(name, x, "torch")

@@ -816,6 +816,7 @@ def _fake_tensor(dtype: str, requires_grad: bool):
     ("bfloat16", False, TypeError, r"x: expected dtype float32 or float64; got torch.bfloat16"),
     ("float16", False, TypeError, r"x: expected dtype float32 or float64; got torch.float16"),
     ("float32", True, ValueError, r"x: expected a tensor that does not require grad.*x.detach\(\)"),
+    ("bfloat16", True, ValueError, r"x: expected a tensor that does not require grad.*x.detach\(\)"),  # 16-bit path
 ])
 def test_torch_tensors_torch_refuses_to_export(dtype, requires_grad, exc, pattern):
     # (softmax takes 16-bit tensors, through interop.operand16: a float32/float64 function refuses them here)

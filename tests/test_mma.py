@@ -681,7 +681,7 @@ def _no_copies(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("an operand was copied")
 
-    for mod, name in ((_strided, "contiguous_copy"), (k11, "copy_padded"), (k13, "pad_rows")):
+    for mod, name in ((_strided, "contiguous_copy"), (k11, "copy_padded"), (k13, "pad_rows"), (k13, "pad_batch")):
         monkeypatch.setattr(mod, name, refuse)
     return grid_limit(monkeypatch, y=65535, z=65535)
 
@@ -709,6 +709,30 @@ def test_strided_batches_are_read_in_place_in_one_launch(precision, monkeypatch)
     f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32")
     bound = np.matmul(np.abs(a32[:, :m].astype(rdt)), np.abs(b32.astype(rdt))) * (f + 2 * k * float(np.finfo(rdt).eps))
     assert (np.abs(got.copy_to_host().astype(rdt) - ref) <= bound).all()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp16"])
+def test_padded_strided_batches_copy_in_one_launch_per_grid_z_piece(precision, monkeypatch):
+    """Batches apart by a stride other than a matrix, with rows of no 16-byte multiple (K = 13): every matrix is
+    padded by one launch of ``pad_batch`` per ``MAX_GRID_Z`` matrices (2 here: 5 matrices, 3 pieces), not a launch
+    per matrix; the product is then right everywhere."""
+    from .common import grid_limit
+
+    m, n, k, nb = 7, 8, 13, 5
+    cfg = TF32_CONFIGS[0] if precision == "tf32" else BF16_CONFIGS[0]
+    a, b, a32, b32 = _batch_inputs((nb, m + 2, k), (k, n), precision)
+    monkeypatch.setattr(k13, "MAX_GRID_Z", 2)
+    grids = grid_limit(monkeypatch, y=65535, z=2)
+    pads, pad = [], k13.pad_batch
+    monkeypatch.setattr(k13, "pad_batch", type("P", (), {"__getitem__": lambda s, c: pads.append(c[0]) or pad[c]})())
+    got = matmul_mma(cuda.to_device(a)[:, :m], b, precision=precision, config=cfg)  # batch stride (m + 2)·k
+    assert [g[2] for g in pads] == [2, 2, 1], pads
+    assert len(grids) >= 3
+    rdt = ref_dtype()
+    ref = np.matmul(a32[:, :m].astype(rdt), b32.astype(rdt))
+    f = mma_error_factor(k, precision, rounds_inputs=precision == "tf32", rounds_output=precision != "tf32")
+    bound = np.matmul(np.abs(a32[:, :m].astype(rdt)), np.abs(b32.astype(rdt))) * (f + 2 * k * float(np.finfo(rdt).eps))
+    assert (np.abs(np.asarray(got.copy_to_host(), rdt) - ref) <= bound).all()
 
 
 def test_transposed_batches_are_copied_once_into_c_order():

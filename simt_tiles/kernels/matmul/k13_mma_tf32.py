@@ -454,6 +454,14 @@ def pad_rows(src, dst):
 
 
 @jit
+def pad_batch(src, dst):
+    """pad_rows per matrix of a batch (grid z: the matrix): dst[z, :, :w] = src[z], dst[z, :, w:] = 0."""
+    col, r, z = cuda.grid(3)
+    if r < dst.shape[1] and col < dst.shape[2] and z < dst.shape[0]:
+        dst[z, r, col] = src[z, r, col] if col < src.shape[2] else 0
+
+
+@jit
 def fill_zero(c):
     col, r = cuda.grid(2)
     if r < c.shape[0] and col < c.shape[1]:
@@ -490,12 +498,14 @@ def batch_operand(x, stride: int, stream, name: str):
         src = device_view(x, (count * rows, cols), (cols * es, es))
         for r0, r1 in row_pieces(count * rows):
             pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](_rows(src, r0, r1), _rows(dst, r0, r1))
-    else:  # batches apart by another stride: a copy per matrix
-        for z in range(count):
-            src = device_view(x, (rows, cols), (cols * es, es), z * stride * es)
+    else:  # batches apart by another stride: one launch for up to MAX_GRID_Z matrices (grid z)
+        dst3 = dst.reshape(count, rows, wp)
+        for z0 in range(0, count, MAX_GRID_Z):
+            nz = min(MAX_GRID_Z, count - z0)
+            src = device_view(x, (nz, rows, cols), (stride * es, cols * es, es), z0 * stride * es)
             for r0, r1 in row_pieces(rows):
-                pad_rows[(cdiv(wp, 32), cdiv(r1 - r0, 8)), (32, 8), stream](
-                    _rows(src, r0, r1), dst[z * rows + r0:z * rows + r1])
+                pad_batch[(cdiv(wp, 32), cdiv(r1 - r0, 8), nz), (32, 8, 1), stream](
+                    src[:, r0:r1], dst3[z0:z0 + nz, r0:r1])
     return dst.reshape(count * rows * wp), wp, rows * wp if count > 1 else 0
 
 

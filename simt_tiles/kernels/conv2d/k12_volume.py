@@ -50,6 +50,7 @@ Headline: none yet — not measured on a GPU (benchmarks/lab/volume_filter_probe
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from numba import cuda, int64, uint32, void
 
@@ -63,8 +64,9 @@ PAD = 0xFFFFFFFF
 
 @dataclasses.dataclass(frozen=True)
 class Config(TileConfig):
-    """A ``block_x × block_y`` block computes a ``block_y × block_x`` output tile of ``tile_z`` planes,
-    one output per thread and plane.  ``kd``, ``kh``, ``kw`` and ``mode`` are set from the call."""
+    """A ``block_x × block_y`` block computes a ``block_y × (rx·block_x)`` output tile of ``tile_z`` planes,
+    ``rx`` adjacent outputs of one row per thread and plane.  ``kd``, ``kh``, ``kw`` and ``mode`` are set
+    from the call."""
 
     block_x: int = 32
     block_y: int = 8
@@ -73,13 +75,32 @@ class Config(TileConfig):
     kh: int = 3
     kw: int = 3
     mode: int = Mode.REFLECT
+    rx: int = 1
 
     def block(self):
         return (self.block_x, self.block_y)
 
+    def tile_x(self) -> int:
+        """Output columns of a block's tile: ``rx · block_x``."""
+        return self.rx * self.block_x
+
+    def staged_cols(self) -> int:
+        """Columns of one staged halo row: ``rx · block_x + KW − 1``."""
+        return self.tile_x() + self.kw - 1
+
+    def phases(self) -> int:
+        """How many phases a staged row is split into: the power of two in ``rx`` (``gcd(rx, 32)``;
+        1 for odd ``rx``, the plain row).  The header's "Shared-memory banks" says why."""
+        return math.gcd(self.rx, 32)
+
+    def row_stride(self) -> int:
+        """Shared elements per staged row: ``phases · cdiv(staged_cols, phases)`` (the plain row for odd rx)."""
+        g = self.phases()
+        return g * cdiv(self.staged_cols(), g)
+
     def plane(self) -> int:
-        """Elements of one staged halo plane: (TY + KH − 1) · (TX + KW − 1)."""
-        return (self.block_y + self.kh - 1) * (self.block_x + self.kw - 1)
+        """Shared elements of one staged halo plane: (TY + KH − 1) · row_stride (rx = 1: (TY + KH − 1) · (TX + KW − 1))."""
+        return (self.block_y + self.kh - 1) * self.row_stride()
 
     def smem_bytes(self, itemsize):
         return ((self.kd + 1) * self.plane() + self.kd * self.kh * self.kw) * itemsize  # ring + filter
@@ -90,15 +111,25 @@ class Config(TileConfig):
 
 PRESETS = {
     "sim": Config(block_x=4, block_y=3, tile_z=2, kd=3, kh=2, kw=3, mode=Mode.WRAP),
+    # the simulator's tiles with rx > 1: an even rx (two phases) over a ragged width, 4 × 3 tile of 2 planes
+    "sim_rx": Config(block_x=2, block_y=3, tile_z=2, kd=2, kh=3, kw=3, mode=Mode.CONSTANT, rx=2),
     "default": Config(),
+    # RX outputs per thread in x (unmeasured: volume_filter_probe.py --configs times them beside the default)
+    "rx2": Config(rx=2),
+    "rx3": Config(rx=3),
+    "rx4": Config(rx=4),
 }
 
 
 def make_kernel(config: Config, dtype, all_taps=False):
     BX, BY, TZ, KD, KH, KW = config.block_x, config.block_y, config.tile_z, config.kd, config.kh, config.kw
-    SW = BX + KW - 1
+    RX, G, RS = config.rx, config.phases(), config.row_stride()  # outputs per thread in x; row phases; row stride
+    TX, SW = config.tile_x(), config.staged_cols()
+    P, RXG = RS // G, RX // G  # elements per phase of a staged row; a thread's step within a phase
+    WIN = RX + KW - 1  # staged values of one row a thread needs for its RX outputs (register window)
+    STAGED = (BY + KH - 1) * SW  # elements each plane stages (rx = 1 or odd rx: the plane itself)
     PLANE, NSLOT, THREADS, TAPS = config.plane(), KD + 1, config.threads, KD * KH * KW
-    LOADS, W_LOADS = cdiv(PLANE, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
+    LOADS, W_LOADS = cdiv(STAGED, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
     DT = numba_dtype(dtype)
     TINY, ALL_TAPS = DT(TINY_WEIGHT), bool(all_taps)
     CONSTANT = int(config.mode) == int(Mode.CONSTANT)
@@ -109,7 +140,7 @@ def make_kernel(config: Config, dtype, all_taps=False):
         tid = ty * uint32(BX) + tx
         b = uint32(cuda.blockIdx.x)  # a 1-D grid (CUDA's y and z stop at 65535): block → (z, y, x) tile
         t = uint32(b // uint32(blocks_x))
-        col0, row0 = (b - t * uint32(blocks_x)) * uint32(BX), (t % uint32(blocks_y)) * uint32(BY)
+        col0, row0 = (b - t * uint32(blocks_x)) * uint32(TX), (t % uint32(blocks_y)) * uint32(BY)
         z0 = uint32(t // uint32(blocks_y)) * uint32(TZ)
         hw = uint32(h * w)
         ring = cuda.shared.array((NSLOT, PLANE), DT)
@@ -119,15 +150,22 @@ def make_kernel(config: Config, dtype, all_taps=False):
             if e < uint32(TAPS):
                 a, rc = e // uint32(KH * KW), e % uint32(KH * KW)
                 w_s[a, rc // uint32(KW), rc % uint32(KW)] = weights[a, rc // uint32(KW), rc % uint32(KW)]
-        # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane)
+        # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane); with
+        # several phases also where each element goes in the ring row (column c → phase c % G, c // G in it)
         off = cuda.local.array(LOADS, uint32)
+        pos = cuda.local.array(LOADS, uint32)
         for p in range(LOADS):
             e = tid + uint32(p * THREADS)
             r, c = e // uint32(SW), e % uint32(SW)
             gr = extend(int64(row0) + int64(r) - anchor_h, h)
             gc = extend(int64(col0) + int64(c) - anchor_w, w)
             off[p] = PAD if gr < 0 or gc < 0 else uint32(gr * w + gc)
-        row, col = row0 + ty, col0 + tx
+            if G > 1:
+                pos[p] = r * uint32(RS) + (c % uint32(G)) * uint32(P) + c // uint32(G)
+        if RX == 1:
+            row, col = row0 + ty, col0 + tx
+        else:
+            row, col = row0 + ty, col0 + tx * uint32(RX)  # this thread's first output column
         planes = min(TZ, d - int64(z0)) + KD - 1  # input planes this block walks (block-uniform)
         for i in range(planes):
             slot = uint32(i) % uint32(NSLOT)
@@ -135,24 +173,48 @@ def make_kernel(config: Config, dtype, all_taps=False):
             base = uint32(max(gz, 0)) * hw
             for p in range(LOADS):
                 e = tid + uint32(p * THREADS)
-                if (p + 1) * THREADS <= PLANE or e < uint32(PLANE):
+                if (p + 1) * THREADS <= STAGED or e < uint32(STAGED):
                     o = off[p]
+                    at = pos[p] if G > 1 else e  # (odd rx: the plain row, e itself)
                     if CONSTANT:
-                        ring[slot, e] = cval if gz < 0 or o == PAD else image[base + o]
+                        ring[slot, at] = cval if gz < 0 or o == PAD else image[base + o]
                     else:
-                        ring[slot, e] = image[base + o]
+                        ring[slot, at] = image[base + o]
             cuda.syncthreads()  # RAW: plane i (and, the first time, the filter) staged; WAR: see the header
-            if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+            if RX == 1:
+                if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+                    oz = uint32(i - (KD - 1))
+                    acc = DT(0)
+                    for a in range(KD):
+                        s = (oz + uint32(a)) % uint32(NSLOT)  # the slot holding input plane oz + a
+                        for r in range(KH):
+                            for c in range(KW):
+                                wv = w_s[a, r, c]  # one address for the block: a broadcast
+                                if ALL_TAPS or abs(wv) > TINY:  # scipy skips |w| <= 2**-52 (NaN spreads as scipy's)
+                                    acc += wv * ring[s, (ty + uint32(r)) * uint32(SW) + tx + uint32(c)]
+                    out[(z0 + oz) * hw + row * uint32(w) + col] = acc
+            elif i >= KD - 1 and row < uint32(h) and col < uint32(w):  # RX outputs, the first one inside
                 oz = uint32(i - (KD - 1))
-                acc = DT(0)
+                accs = cuda.local.array(RX, DT)  # registers: indexed by unrolled constants only (as k03)
+                win = cuda.local.array(WIN, DT)
+                for j in range(RX):
+                    accs[j] = DT(0)
                 for a in range(KD):
-                    s = (oz + uint32(a)) % uint32(NSLOT)  # the slot holding input plane oz + a
+                    s = (oz + uint32(a)) % uint32(NSLOT)
                     for r in range(KH):
+                        # logical column tx·RX + q of the row: phase q % G, element tx·RX/G + q // G of it
+                        at = (ty + uint32(r)) * uint32(RS) + tx * uint32(RXG)
+                        for q in range(WIN):  # WIN shared loads serve RX·KW FMAs
+                            win[q] = ring[s, at + uint32((q % G) * P + q // G)]
                         for c in range(KW):
-                            wv = w_s[a, r, c]  # one address for the block: a broadcast
-                            if ALL_TAPS or abs(wv) > TINY:  # scipy skips |w| <= 2**-52 (NaN spreads as scipy's)
-                                acc += wv * ring[s, (ty + uint32(r)) * uint32(SW) + tx + uint32(c)]
-                out[(z0 + oz) * hw + row * uint32(w) + col] = acc
+                            wv = w_s[a, r, c]  # a broadcast, reused RX times
+                            if ALL_TAPS or abs(wv) > TINY:
+                                for j in range(RX):
+                                    accs[j] += wv * win[j + c]
+                at = (z0 + oz) * hw + row * uint32(w) + col
+                for j in range(RX):
+                    if col + uint32(j) < uint32(w):
+                        out[at + uint32(j)] = accs[j]
 
     return conv3d_k12_volume
 
@@ -166,8 +228,8 @@ def signature(dtype):
 
 
 def geometry(config: Config, d: int, h: int, w: int):
-    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × block_x tile, on a 1-D grid."""
-    bx, by, bz = cdiv(w, config.block_x), cdiv(h, config.block_y), cdiv(d, config.tile_z)
+    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × (rx·block_x) tile, on a 1-D grid."""
+    bx, by, bz = cdiv(w, config.tile_x()), cdiv(h, config.block_y), cdiv(d, config.tile_z)
     return (bx * by * bz,), config.block(), bx, by
 
 

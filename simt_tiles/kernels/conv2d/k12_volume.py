@@ -37,9 +37,46 @@ Boundary modes on three axes, by index mapping
 Memory traffic and the limit (unmeasured)
     Global loads per block: (TZ + KD − 1)·SH·SW for TZ·TY·TX outputs — 3×3×3 with
     the default 32 × 8 × 16 tile: 1.49 loads per output (the x/y halo: 1.33).
-    Shared loads: one per tap (one output per thread), so KD·KH·KW LDS per output:
-    a 3 × 3 × 3 filter is shared-memory-bound before DRAM (benchmarks/notes/conv2d.md,
-    "3-D volumes").  Next step: k03's RX outputs per thread in x.
+    Shared loads with one output per thread (``rx = 1``, the default): one per tap,
+    KD·KH·KW LDS per output (plus the taps, 7 broadcast LDS.128): a 3 × 3 × 3 filter
+    is shared-memory-bound before DRAM (benchmarks/notes/conv2d.md, "3-D volumes").
+
+RX outputs per thread in x (``Config.rx``; k03's idea)
+    With ``rx`` > 1 a thread computes RX adjacent outputs of its row: the block's
+    tile is ``block_y × (rx·block_x)``, a staged row ``rx·block_x + KW − 1`` wide.
+    Per output plane and filter row (a, r) the thread loads the WIN = RX + KW − 1
+    staged values its RX outputs need into registers (``win``, indexed only by
+    unrolled constants, as k03) and does RX·KW FMAs from them, each weight loaded
+    once (a broadcast) for RX outputs.  Shared loads per output: KD·KH·(KW + RX −
+    1)/RX image values + KD·KH·KW/RX taps — 3³: 27 + 7 (rx = 1: the taps as LDS.128),
+    18 + 13.5 (rx = 2), 15 + 9 (rx = 3), 13.5 + 6.75 (rx = 4); FMAs stay 27.
+    ``rx = 1`` is the same kernel as before ``rx`` existed (same PTX, both dtypes).
+
+Shared-memory banks: which thread reads which column (a prediction, unmeasured)
+    Staging keeps consecutive threads on consecutive columns (coalesced global loads).
+    For the reads there were three choices.  Interleaved outputs (thread tx owns
+    columns tx + j·block_x) are conflict-free but share no values between a thread's
+    outputs: no register window, KD·KH·KW image loads per output as before.  A
+    contiguous run (thread tx owns tx·rx … tx·rx + rx − 1: k03's mapping) keeps the
+    window, but lane tx reads word tx·rx + q: a gcd(rx, 32)-way conflict for even rx
+    (rx = 4 float32: 54 wavefronts per warp-output instead of 13.5 — worse than
+    rx = 1), conflict-free for odd rx.  Chosen: the contiguous run, with each staged
+    row stored in G = gcd(rx, 32) *phases* (the power of two in rx): logical column c
+    goes to element (c mod G)·P + c div G of the row, P = cdiv(SW, G), row stride G·P
+    (at most G − 1 padding elements).  Lane tx then reads element (q mod G)·P +
+    tx·rx/G + q div G: a stride of rx/G words, odd, so conflict-free for every rx
+    (float64: the 16-lane minimum of two wavefronts).  Odd rx has G = 1: the plain row,
+    as rx = 1.  The cost is on the stores: consecutive lanes of the staging land P
+    apart per phase — predicted store wavefronts per warp-output (float32, 3³, the
+    32 × 8 × 16 tile, plane stores amortised over 16 output planes): 1.55 (rx = 1),
+    2.95 (2), 1.45 (3), 5.77 (4; P ≡ 8 mod 32 would make it 2.3 at 23 % more shared
+    memory, and float64 rx = 4 would no longer fit 48 KiB).  Shared wavefronts per
+    warp-output, image reads + taps + stores: rx = 1 35.6, rx = 2 34.5 (the taps now
+    scalar: no gain), rx = 3 25.5, rx = 4 26.0.  The issue count drops more: 220 SASS
+    instructions per output at rx = 1 (the plane loop, staging included), 94 per filter
+    plane for 4 outputs at rx = 4 (~70 per output before the staging; ``sass_mix.py
+    conv2d k12_volume rx4 float32 --loop``).  Next step: the taps in
+    registers (k10's idea: 27 registers), leaving rx = 4 at ~19 wavefronts.
 
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
@@ -65,7 +102,7 @@ PAD = 0xFFFFFFFF
 @dataclasses.dataclass(frozen=True)
 class Config(TileConfig):
     """A ``block_x × block_y`` block computes a ``block_y × (rx·block_x)`` output tile of ``tile_z`` planes,
-    ``rx`` adjacent outputs of one row per thread and plane.  ``kd``, ``kh``, ``kw`` and ``mode`` are set
+    ``rx`` adjacent outputs of one row per thread and plane (the header's "RX outputs per thread").  ``kd``, ``kh``, ``kw`` and ``mode`` are set
     from the call."""
 
     block_x: int = 32

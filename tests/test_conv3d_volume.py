@@ -206,6 +206,63 @@ def test_property_random_configs_shapes_modes_origins(cfg, shape, wshape, mode, 
     check(out, x, w, fn, mode, 0.25, origin, f"{fn} {cfg}")
 
 
+#: widths around the rx tiles (2 × 2 = 4, 2 × 3 = 6, 1 × 4 ...): 1, primes, and one past a tile
+RX_WIDTHS = (1, 2, 5, 7, 11, 13)
+
+
+def _rx_configs():
+    # rx: even (2 and 4: rows staged in phases; 6: two phases of 3) and odd (3, 5: the plain row)
+    return hs.builds(lambda x, y, z, r: k12_volume.Config(block_x=x, block_y=y, tile_z=z, rx=r),
+                     hs.sampled_from((1, 2, 3)), hs.sampled_from((1, 2)), hs.integers(1, 3), hs.sampled_from((2, 3, 4, 5, 6)))
+
+
+@given(cfg=_rx_configs(), width=hs.sampled_from(RX_WIDTHS), rows=hs.integers(1, 3), planes=hs.integers(1, 3),
+       wshape=hs.tuples(*[hs.integers(1, 3)] * 2, hs.integers(1, 4)), mode=hs.sampled_from(MODES),
+       fn=hs.sampled_from(tuple(FUNCTIONS)), data=hs.data(), dtype=hs.sampled_from((np.float32, np.float64)))
+def test_property_rx_outputs_per_thread(cfg, width, rows, planes, wshape, mode, fn, data, dtype):
+    """rx > 1 (each thread RX adjacent outputs from a register window of one staged row): ragged widths
+    (not multiples of rx·block_x, 1, primes), every mode, both dtypes, origins, filters wider than the row."""
+    shape = (planes, rows, width)
+    origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
+    rng = np.random.default_rng(abs(hash((shape, wshape, cfg.rx))) % 2**32)
+    x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
+    note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
+    out = poisoned(shape, dtype)
+    FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, out=out, variant="k12_volume", config=cfg)
+    check(out, x, w, fn, mode, -0.5, origin, f"{fn} {cfg}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("mode", MODES)
+def test_rx_preset_every_mode_ragged_widths(mode, dtype):
+    """The "sim_rx" preset (2 × 3 threads, rx = 2: a 3 × 4 tile in two phases) and rx = 3 (the plain row) on
+    widths 1, 7 (prime) and 9 (a tile and one), in every mode, with a NaN that must spread only as scipy's."""
+    rng = np.random.default_rng(12)
+    for config in ("sim_rx", k12_volume.Config(block_x=2, block_y=2, tile_z=2, kd=2, kh=3, kw=3, rx=3)):
+        for width in (1, 7, 9):
+            x, w = rand(rng, (3, 2, width), dtype), rand(rng, (2, 2, 3), dtype)
+            w[1, 0, 1] = 0.0  # a zero tap: a NaN behind it must not spread through it
+            x[1, 1, width // 2] = np.nan
+            got = st.correlate(x, w, mode=mode, cval=1.25, variant="k12_volume", config=config)
+            check(got, x, w, "correlate", mode, 1.25, 0, f"{mode} {config} width {width}")
+
+
+def test_rx_tile_geometry_and_shared_memory():
+    """The tile is block_y × (rx·block_x); a staged row is rx·block_x + KW − 1 wide, split in gcd(rx, 32)
+    phases of equal length (padded): the ring, the 48 KiB rule and the fallback see the wider plane."""
+    cfg = k12_volume.PRESETS["rx4"]
+    assert (cfg.tile_x(), cfg.staged_cols(), cfg.phases(), cfg.row_stride()) == (128, 130, 4, 132)
+    assert cfg.smem_bytes(4) == (4 * 10 * 132 + 27) * 4
+    assert k12_volume.PRESETS["rx3"].row_stride() == 98 and k12_volume.PRESETS["default"].row_stride() == 34
+    assert k12_volume.geometry(cfg, 5, 9, 129)[0] == (2 * 2 * 1,)  # 129 columns: two 128-wide tiles
+    assert k12_volume.geometry(cfg, 5, 9, 129)[2:] == (2, 2)
+    assert dispatch.plan_volume(None, "rx4", 5, 5, 5, _args.mode_of("reflect"), np.float32).rung is k12_volume.RUNG
+    assert dispatch.plan_volume(None, "rx4", 7, 7, 7, _args.mode_of("reflect"), np.float32).rung is k12_volume.NAIVE
+    assert dispatch.plan_volume(None, "default", 7, 7, 7, _args.mode_of("reflect"), np.float32).rung is k12_volume.RUNG
+    with pytest.raises(ConfigError, match=r"weights: a 7x7x7 float32 filter does not fit k12_volume"):
+        dispatch.plan_volume("k12_volume", "rx4", 7, 7, 7, _args.mode_of("reflect"), np.float32)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_the_fallback_takes_filters_whose_ring_does_not_fit(dtype):
     """variant=None with the "default" preset (32 × 8 × 16): a 9 × 9 × 9 float64 filter's ring is 51 KiB,
@@ -226,8 +283,9 @@ def test_the_fallback_takes_filters_whose_ring_does_not_fit(dtype):
 @simulator_only
 @pytest.mark.parametrize("cfg", [k12_volume.Config(block_x=4, block_y=3, tile_z=3),
                                  k12_volume.Config(block_x=8, block_y=5, tile_z=3),
+                                 k12_volume.Config(block_x=2, block_y=3, tile_z=3, rx=4),
                                  pytest.param(k12_volume.Config(block_x=32, block_y=2, tile_z=2), marks=full_only)],
-                         ids=["4x3x3", "8x5x3-two-warps", "32x2x2"])
+                         ids=["4x3x3", "8x5x3-two-warps", "2x3x3-rx4", "32x2x2"])
 def test_the_ring_is_race_free(cfg):
     """Every thread stages its share of each plane before the barrier and reads the ring after it;
     the slot a plane overwrites was last read before the previous barrier (the spare slot).  Hazards

@@ -10,7 +10,13 @@ calls first) and the wall µs per call of ``--calls`` queued calls (host cost in
 simt_tiles and for cupyx (its float32 kernel).  GB/s counts the compulsory bytes: the volume read once
 and written once.
 
+``--configs`` (default ``default,rx2,rx3,rx4``): k12_volume's presets timed in the same run, each a row
+beside cupyx's.  ``default`` is ``variant=None``'s own choice (the row printed before the option
+existed); the others are ``config=<preset>`` (k12's RX outputs per thread in x); a preset whose ring
+does not fit 48 KiB for a filter (rx4 at 7³) prints a "skipped" line instead of timing the fallback.
+
     PYTHONPATH=$PWD python3 benchmarks/lab/volume_filter_probe.py [--json PATH] [--reps 20] [--calls 50]
+        [--configs default,rx2,rx3,rx4]
 """
 
 from __future__ import annotations
@@ -30,7 +36,16 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20, help="timed calls after a flush, per case (median)")
     ap.add_argument("--calls", type=int, default=50, help="queued calls of the wall-time loop")
     ap.add_argument("--numpy-filter", action="store_true", help="a NumPy filter (its cached device copy)")
+    ap.add_argument("--configs", default="default,rx2,rx3,rx4",
+                    help="comma-separated k12_volume presets to time beside cupyx (default: %(default)s); "
+                         "'default' is variant=None's choice")
     args = ap.parse_args()
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    from simt_tiles.kernels.conv2d import k12_volume
+
+    bad = [c for c in configs if c not in k12_volume.PRESETS]
+    if bad or not configs:
+        ap.error(f"--configs: expected some of {sorted(k12_volume.PRESETS)}; got {args.configs!r}")
     import cupy as cp
     import cupyx.scipy.ndimage as cndi
     import numpy as np
@@ -78,26 +93,35 @@ def main() -> int:
         for k in (3, 5, 7):
             wh = rng.standard_normal((k, k, k)).astype(np.float32)
             w = wh if args.numpy_filter else cp.asarray(wh)
-            plan = dispatch.plan_volume(None, None, k, k, k, dispatch.Mode.REFLECT, np.float32)
-            ours = lambda w=w: st.correlate(x, w, mode="reflect", out=out)  # noqa: E731
+            problem = f"{'x'.join(map(str, shape))} float32, {k}x{k}x{k} reflect"
             theirs = lambda wh=wh: cndi.correlate(x, cp.asarray(wh), mode="reflect")  # noqa: E731
-            ours()
             ref = cndi.correlate(x64, cp.asarray(wh, cp.float64), mode="reflect")
             bound = gamma(k**3, unit_roundoff(np.float32)) * cndi.correlate(cp.abs(x64), cp.abs(cp.asarray(wh, cp.float64)),
                                                                           mode="reflect")
-            ok = bool(cp.all(cp.abs(out.astype(cp.float64) - ref) <= bound))
+            cases = []  # (impl, fn, ok, rung text)
+            for name in configs:
+                cfg = None if name == "default" else name
+                plan = dispatch.plan_volume(None, cfg, k, k, k, dispatch.Mode.REFLECT, np.float32)
+                if cfg is not None and plan.rung is not k12_volume.RUNG:
+                    print(f"{problem:32} k12_volume config={name}: skipped (its ring does not fit 48 KiB: "
+                          f"variant=None would run {plan.rung.name})", flush=True)
+                    continue
+                ours = lambda w=w, cfg=cfg: st.correlate(x, w, mode="reflect", out=out, config=cfg)  # noqa: E731
+                ours()
+                ok = bool(cp.all(cp.abs(out.astype(cp.float64) - ref) <= bound))
+                impl = "simt_tiles correlate (default)" if cfg is None else f"simt_tiles correlate config={name}"
+                cases.append((impl, ours, ok, f"{plan.rung.name} {plan.config}"))
             peer_ok = bool(cp.all(cp.abs(theirs().astype(cp.float64) - ref) <= bound))
             del ref, bound
-            for impl, fn, good in (("simt_tiles correlate (default)", ours, ok), ("cupyx.scipy.ndimage.correlate", theirs,
-                                                                                 peer_ok)):
+            for impl, fn, good, rung in (*cases, ("cupyx.scipy.ndimage.correlate", theirs, peer_ok, "")):
                 ms = timed(fn)
-                row = {"impl": impl, "problem": f"{'x'.join(map(str, shape))} float32, {k}x{k}x{k} reflect",
+                row = {"impl": impl, "problem": problem,
                        "ok": good, "kernel_ms": ms, "wall_us_per_call": loop_us(fn),
                        "gbs": 2 * x.nbytes / ms / 1e6, "tflops": 2 * x.size * k**3 / ms / 1e9,
-                       "rung": f"{plan.rung.name} {plan.config}" if fn is ours else "",
+                       "rung": rung,
                        "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
                 rows.append(row)
-                print(f"{row['problem']:32} {impl:32} {'ok' if good else 'WRONG'}  kernel {ms * 1e3:9.1f} us "
+                print(f"{row['problem']:32} {impl:36} {'ok' if good else 'WRONG'}  kernel {ms * 1e3:9.1f} us "
                       f"({row['gbs']:6.0f} GB/s, {row['tflops']:5.2f} TFLOP/s)  wall {row['wall_us_per_call']:9.1f} us/call",
                       flush=True)
     if args.json:

@@ -37,9 +37,46 @@ Boundary modes on three axes, by index mapping
 Memory traffic and the limit (unmeasured)
     Global loads per block: (TZ + KD − 1)·SH·SW for TZ·TY·TX outputs — 3×3×3 with
     the default 32 × 8 × 16 tile: 1.49 loads per output (the x/y halo: 1.33).
-    Shared loads: one per tap (one output per thread), so KD·KH·KW LDS per output:
-    a 3 × 3 × 3 filter is shared-memory-bound before DRAM (benchmarks/notes/conv2d.md,
-    "3-D volumes").  Next step: k03's RX outputs per thread in x.
+    Shared loads with one output per thread (``rx = 1``, the default): one per tap,
+    KD·KH·KW LDS per output (plus the taps, 7 broadcast LDS.128): a 3 × 3 × 3 filter
+    is shared-memory-bound before DRAM (benchmarks/notes/conv2d.md, "3-D volumes").
+
+RX outputs per thread in x (``Config.rx``; k03's idea)
+    With ``rx`` > 1 a thread computes RX adjacent outputs of its row: the block's
+    tile is ``block_y × (rx·block_x)``, a staged row ``rx·block_x + KW − 1`` wide.
+    Per output plane and filter row (a, r) the thread loads the WIN = RX + KW − 1
+    staged values its RX outputs need into registers (``win``, indexed only by
+    unrolled constants, as k03) and does RX·KW FMAs from them, each weight loaded
+    once (a broadcast) for RX outputs.  Shared loads per output: KD·KH·(KW + RX −
+    1)/RX image values + KD·KH·KW/RX taps — 3³: 27 + 7 (rx = 1: the taps as LDS.128),
+    18 + 13.5 (rx = 2), 15 + 9 (rx = 3), 13.5 + 6.75 (rx = 4); FMAs stay 27.
+    ``rx = 1`` is the same kernel as before ``rx`` existed (same PTX, both dtypes).
+
+Shared-memory banks: which thread reads which column (a prediction, unmeasured)
+    Staging keeps consecutive threads on consecutive columns (coalesced global loads).
+    For the reads there were three choices.  Interleaved outputs (thread tx owns
+    columns tx + j·block_x) are conflict-free but share no values between a thread's
+    outputs: no register window, KD·KH·KW image loads per output as before.  A
+    contiguous run (thread tx owns tx·rx … tx·rx + rx − 1: k03's mapping) keeps the
+    window, but lane tx reads word tx·rx + q: a gcd(rx, 32)-way conflict for even rx
+    (rx = 4 float32: 54 wavefronts per warp-output instead of 13.5 — worse than
+    rx = 1), conflict-free for odd rx.  Chosen: the contiguous run, with each staged
+    row stored in G = gcd(rx, 32) *phases* (the power of two in rx): logical column c
+    goes to element (c mod G)·P + c div G of the row, P = cdiv(SW, G), row stride G·P
+    (at most G − 1 padding elements).  Lane tx then reads element (q mod G)·P +
+    tx·rx/G + q div G: a stride of rx/G words, odd, so conflict-free for every rx
+    (float64: the 16-lane minimum of two wavefronts).  Odd rx has G = 1: the plain row,
+    as rx = 1.  The cost is on the stores: consecutive lanes of the staging land P
+    apart per phase — predicted store wavefronts per warp-output (float32, 3³, the
+    32 × 8 × 16 tile, plane stores amortised over 16 output planes): 1.55 (rx = 1),
+    2.95 (2), 1.45 (3), 5.77 (4; P ≡ 8 mod 32 would make it 2.3 at 23 % more shared
+    memory, and float64 rx = 4 would no longer fit 48 KiB).  Shared wavefronts per
+    warp-output, image reads + taps + stores: rx = 1 35.6, rx = 2 34.5 (the taps now
+    scalar: no gain), rx = 3 25.5, rx = 4 26.0.  The issue count drops more: 220 SASS
+    instructions per output at rx = 1 (the plane loop, staging included), 94 per filter
+    plane for 4 outputs at rx = 4 (~70 per output before the staging; ``sass_mix.py
+    conv2d k12_volume rx4 float32 --loop``).  Next step: the taps in
+    registers (k10's idea: 27 registers), leaving rx = 4 at ~19 wavefronts.
 
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
@@ -50,6 +87,7 @@ Headline: none yet — not measured on a GPU (benchmarks/lab/volume_filter_probe
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from numba import cuda, int64, uint32, void
 
@@ -63,8 +101,9 @@ PAD = 0xFFFFFFFF
 
 @dataclasses.dataclass(frozen=True)
 class Config(TileConfig):
-    """A ``block_x × block_y`` block computes a ``block_y × block_x`` output tile of ``tile_z`` planes,
-    one output per thread and plane.  ``kd``, ``kh``, ``kw`` and ``mode`` are set from the call."""
+    """A ``block_x × block_y`` block computes a ``block_y × (rx·block_x)`` output tile of ``tile_z`` planes,
+    ``rx`` adjacent outputs of one row per thread and plane (the header's "RX outputs per thread").  ``kd``, ``kh``, ``kw`` and ``mode`` are set
+    from the call."""
 
     block_x: int = 32
     block_y: int = 8
@@ -73,13 +112,32 @@ class Config(TileConfig):
     kh: int = 3
     kw: int = 3
     mode: int = Mode.REFLECT
+    rx: int = 1
 
     def block(self):
         return (self.block_x, self.block_y)
 
+    def tile_x(self) -> int:
+        """Output columns of a block's tile: ``rx · block_x``."""
+        return self.rx * self.block_x
+
+    def staged_cols(self) -> int:
+        """Columns of one staged halo row: ``rx · block_x + KW − 1``."""
+        return self.tile_x() + self.kw - 1
+
+    def phases(self) -> int:
+        """How many phases a staged row is split into: the power of two in ``rx`` (``gcd(rx, 32)``;
+        1 for odd ``rx``, the plain row).  The header's "Shared-memory banks" says why."""
+        return math.gcd(self.rx, 32)
+
+    def row_stride(self) -> int:
+        """Shared elements per staged row: ``phases · cdiv(staged_cols, phases)`` (the plain row for odd rx)."""
+        g = self.phases()
+        return g * cdiv(self.staged_cols(), g)
+
     def plane(self) -> int:
-        """Elements of one staged halo plane: (TY + KH − 1) · (TX + KW − 1)."""
-        return (self.block_y + self.kh - 1) * (self.block_x + self.kw - 1)
+        """Shared elements of one staged halo plane: (TY + KH − 1) · row_stride (rx = 1: (TY + KH − 1) · (TX + KW − 1))."""
+        return (self.block_y + self.kh - 1) * self.row_stride()
 
     def smem_bytes(self, itemsize):
         return ((self.kd + 1) * self.plane() + self.kd * self.kh * self.kw) * itemsize  # ring + filter
@@ -90,15 +148,25 @@ class Config(TileConfig):
 
 PRESETS = {
     "sim": Config(block_x=4, block_y=3, tile_z=2, kd=3, kh=2, kw=3, mode=Mode.WRAP),
+    # the simulator's tiles with rx > 1: an even rx (two phases) over a ragged width, 4 × 3 tile of 2 planes
+    "sim_rx": Config(block_x=2, block_y=3, tile_z=2, kd=2, kh=3, kw=3, mode=Mode.CONSTANT, rx=2),
     "default": Config(),
+    # RX outputs per thread in x (unmeasured: volume_filter_probe.py --configs times them beside the default)
+    "rx2": Config(rx=2),
+    "rx3": Config(rx=3),
+    "rx4": Config(rx=4),
 }
 
 
 def make_kernel(config: Config, dtype, all_taps=False):
     BX, BY, TZ, KD, KH, KW = config.block_x, config.block_y, config.tile_z, config.kd, config.kh, config.kw
-    SW = BX + KW - 1
+    RX, G, RS = config.rx, config.phases(), config.row_stride()  # outputs per thread in x; row phases; row stride
+    TX, SW = config.tile_x(), config.staged_cols()
+    P, RXG = RS // G, RX // G  # elements per phase of a staged row; a thread's step within a phase
+    WIN = RX + KW - 1  # staged values of one row a thread needs for its RX outputs (register window)
+    STAGED = (BY + KH - 1) * SW  # elements each plane stages (rx = 1 or odd rx: the plane itself)
     PLANE, NSLOT, THREADS, TAPS = config.plane(), KD + 1, config.threads, KD * KH * KW
-    LOADS, W_LOADS = cdiv(PLANE, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
+    LOADS, W_LOADS = cdiv(STAGED, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
     DT = numba_dtype(dtype)
     TINY, ALL_TAPS = DT(TINY_WEIGHT), bool(all_taps)
     CONSTANT = int(config.mode) == int(Mode.CONSTANT)
@@ -109,7 +177,7 @@ def make_kernel(config: Config, dtype, all_taps=False):
         tid = ty * uint32(BX) + tx
         b = uint32(cuda.blockIdx.x)  # a 1-D grid (CUDA's y and z stop at 65535): block → (z, y, x) tile
         t = uint32(b // uint32(blocks_x))
-        col0, row0 = (b - t * uint32(blocks_x)) * uint32(BX), (t % uint32(blocks_y)) * uint32(BY)
+        col0, row0 = (b - t * uint32(blocks_x)) * uint32(TX), (t % uint32(blocks_y)) * uint32(BY)
         z0 = uint32(t // uint32(blocks_y)) * uint32(TZ)
         hw = uint32(h * w)
         ring = cuda.shared.array((NSLOT, PLANE), DT)
@@ -119,15 +187,22 @@ def make_kernel(config: Config, dtype, all_taps=False):
             if e < uint32(TAPS):
                 a, rc = e // uint32(KH * KW), e % uint32(KH * KW)
                 w_s[a, rc // uint32(KW), rc % uint32(KW)] = weights[a, rc // uint32(KW), rc % uint32(KW)]
-        # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane)
+        # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane); with
+        # several phases also where each element goes in the ring row (column c → phase c % G, c // G in it)
         off = cuda.local.array(LOADS, uint32)
+        pos = cuda.local.array(LOADS, uint32)
         for p in range(LOADS):
             e = tid + uint32(p * THREADS)
             r, c = e // uint32(SW), e % uint32(SW)
             gr = extend(int64(row0) + int64(r) - anchor_h, h)
             gc = extend(int64(col0) + int64(c) - anchor_w, w)
             off[p] = PAD if gr < 0 or gc < 0 else uint32(gr * w + gc)
-        row, col = row0 + ty, col0 + tx
+            if G > 1:
+                pos[p] = r * uint32(RS) + (c % uint32(G)) * uint32(P) + c // uint32(G)
+        if RX == 1:
+            row, col = row0 + ty, col0 + tx
+        else:
+            row, col = row0 + ty, col0 + tx * uint32(RX)  # this thread's first output column
         planes = min(TZ, d - int64(z0)) + KD - 1  # input planes this block walks (block-uniform)
         for i in range(planes):
             slot = uint32(i) % uint32(NSLOT)
@@ -135,24 +210,48 @@ def make_kernel(config: Config, dtype, all_taps=False):
             base = uint32(max(gz, 0)) * hw
             for p in range(LOADS):
                 e = tid + uint32(p * THREADS)
-                if (p + 1) * THREADS <= PLANE or e < uint32(PLANE):
+                if (p + 1) * THREADS <= STAGED or e < uint32(STAGED):
                     o = off[p]
+                    at = pos[p] if G > 1 else e  # (odd rx: the plain row, e itself)
                     if CONSTANT:
-                        ring[slot, e] = cval if gz < 0 or o == PAD else image[base + o]
+                        ring[slot, at] = cval if gz < 0 or o == PAD else image[base + o]
                     else:
-                        ring[slot, e] = image[base + o]
+                        ring[slot, at] = image[base + o]
             cuda.syncthreads()  # RAW: plane i (and, the first time, the filter) staged; WAR: see the header
-            if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+            if RX == 1:
+                if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+                    oz = uint32(i - (KD - 1))
+                    acc = DT(0)
+                    for a in range(KD):
+                        s = (oz + uint32(a)) % uint32(NSLOT)  # the slot holding input plane oz + a
+                        for r in range(KH):
+                            for c in range(KW):
+                                wv = w_s[a, r, c]  # one address for the block: a broadcast
+                                if ALL_TAPS or abs(wv) > TINY:  # scipy skips |w| <= 2**-52 (NaN spreads as scipy's)
+                                    acc += wv * ring[s, (ty + uint32(r)) * uint32(SW) + tx + uint32(c)]
+                    out[(z0 + oz) * hw + row * uint32(w) + col] = acc
+            elif i >= KD - 1 and row < uint32(h) and col < uint32(w):  # RX outputs, the first one inside
                 oz = uint32(i - (KD - 1))
-                acc = DT(0)
+                accs = cuda.local.array(RX, DT)  # registers: indexed by unrolled constants only (as k03)
+                win = cuda.local.array(WIN, DT)
+                for j in range(RX):
+                    accs[j] = DT(0)
                 for a in range(KD):
-                    s = (oz + uint32(a)) % uint32(NSLOT)  # the slot holding input plane oz + a
+                    s = (oz + uint32(a)) % uint32(NSLOT)
                     for r in range(KH):
+                        # logical column tx·RX + q of the row: phase q % G, element tx·RX/G + q // G of it
+                        at = (ty + uint32(r)) * uint32(RS) + tx * uint32(RXG)
+                        for q in range(WIN):  # WIN shared loads serve RX·KW FMAs
+                            win[q] = ring[s, at + uint32((q % G) * P + q // G)]
                         for c in range(KW):
-                            wv = w_s[a, r, c]  # one address for the block: a broadcast
-                            if ALL_TAPS or abs(wv) > TINY:  # scipy skips |w| <= 2**-52 (NaN spreads as scipy's)
-                                acc += wv * ring[s, (ty + uint32(r)) * uint32(SW) + tx + uint32(c)]
-                out[(z0 + oz) * hw + row * uint32(w) + col] = acc
+                            wv = w_s[a, r, c]  # a broadcast, reused RX times
+                            if ALL_TAPS or abs(wv) > TINY:
+                                for j in range(RX):
+                                    accs[j] += wv * win[j + c]
+                at = (z0 + oz) * hw + row * uint32(w) + col
+                for j in range(RX):
+                    if col + uint32(j) < uint32(w):
+                        out[at + uint32(j)] = accs[j]
 
     return conv3d_k12_volume
 
@@ -166,8 +265,8 @@ def signature(dtype):
 
 
 def geometry(config: Config, d: int, h: int, w: int):
-    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × block_x tile, on a 1-D grid."""
-    bx, by, bz = cdiv(w, config.block_x), cdiv(h, config.block_y), cdiv(d, config.tile_z)
+    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × (rx·block_x) tile, on a 1-D grid."""
+    bx, by, bz = cdiv(w, config.tile_x()), cdiv(h, config.block_y), cdiv(d, config.tile_z)
     return (bx * by * bz,), config.block(), bx, by
 
 

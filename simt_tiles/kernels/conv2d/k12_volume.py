@@ -102,8 +102,8 @@ PAD = 0xFFFFFFFF
 @dataclasses.dataclass(frozen=True)
 class Config(TileConfig):
     """A ``block_x × block_y`` block computes a ``block_y × (rx·block_x)`` output tile of ``tile_z`` planes,
-    ``rx`` adjacent outputs of one row per thread and plane (the header's "RX outputs per thread").  ``kd``, ``kh``, ``kw`` and ``mode`` are set
-    from the call."""
+    ``rx`` adjacent outputs of one row per thread and plane (the header's "RX outputs per thread").
+    ``kd``, ``kh``, ``kw`` and ``mode`` are set from the call."""
 
     block_x: int = 32
     block_y: int = 8
@@ -136,7 +136,8 @@ class Config(TileConfig):
         return g * cdiv(self.staged_cols(), g)
 
     def plane(self) -> int:
-        """Shared elements of one staged halo plane: (TY + KH − 1) · row_stride (rx = 1: (TY + KH − 1) · (TX + KW − 1))."""
+        """Shared elements of one staged halo plane: (TY + KH − 1) · row_stride
+        (rx = 1: (TY + KH − 1) · (TX + KW − 1))."""
         return (self.block_y + self.kh - 1) * self.row_stride()
 
     def smem_bytes(self, itemsize):
@@ -265,7 +266,8 @@ def signature(dtype):
 
 
 def geometry(config: Config, d: int, h: int, w: int):
-    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × (rx·block_x) tile, on a 1-D grid."""
+    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × (rx·block_x) tile, on a
+    1-D grid."""
     bx, by, bz = cdiv(w, config.tile_x()), cdiv(h, config.block_y), cdiv(d, config.tile_z)
     return (bx * by * bz,), config.block(), bx, by
 

@@ -148,6 +148,7 @@ TUNING_SPACE = ("default", {"threads": 256, "max_blocks": 1056}, {"threads": 102
                 {"row_threads": 512}, {"loads": 4})
 
 RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); "
-                                                  "max/min of float32 keep 4"),
+            gate=Gate(GATE_PARAMS, half=("default",),  # float16 and bfloat16 too: whole arrays' rung (variant=None)
+                      smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of "
+                                     "float32 (and of 16-bit inputs) keep 4"),
             tuning_space=TUNING_SPACE)

@@ -272,5 +272,6 @@ def jit_options(config: Config, dtype) -> dict:
 
 
 RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials and indices; "
-                                                  "max/min of float32 keep 4"))
+            gate=Gate(GATE_PARAMS, half=("default",),  # float16 and bfloat16 too: the rung variant=None chooses
+                      smem_exception="smem_bytes counts 8-byte partials and indices; max/min of float32 "
+                                     "(and of 16-bit inputs) keep 4"))

@@ -1,10 +1,11 @@
-"""16-bit floats at a kernel's global loads and stores: what softmax and bias_relu share.
+"""16-bit floats at a kernel's global loads and stores: what softmax, bias_relu and reduce share.
 
 A kernel that takes float16 or bfloat16 is built for :data:`simt_tiles.runtime.HALF_STORAGE`'s dtype
 (float16 itself; bfloat16 as its ``uint16`` bits), computes in float32 and rounds each output once to the
 input's dtype, to nearest even (torch's rule).  :func:`make_io` gives it the two conversions, applied at each
 global load (``up``) and store (``down``); for float32/float64 both are the value itself, so those kernels'
-PTX is what it was without them.
+PTX is what it was without them.  :func:`make_store` is the store of a value computed in float64 (reduce's sums):
+rounded to 16 bits once, through float32 rounded to odd.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.types import float16
 
-from .mma import as_f32, f32_to_bf16
+from .mma import as_f32, f32_to_bf16, f64_to_f32_odd
 from .runtime import HALF_STORAGE
 
 #: Numba inlines these at the call site, before typing: the GPU-free compile gate keeps working and the
@@ -59,3 +60,20 @@ def make_io(dtype):
         def down(v):
             return v
     return up, down
+
+
+def make_store(dtype, value_dtype):
+    """``store(v)``: a computed value of ``value_dtype`` (float32 or float64) as an element stored as ``dtype``.
+    float32/float64 storage: the value itself, as :func:`make_io`'s ``down`` (the kernel's own cast or assignment
+    converts it: the PTX is what it was); 16-bit storage: ``down``, after :func:`simt_tiles.mma.f64_to_f32_odd`
+    for float64 values, so that a float64 sum is rounded to 16 bits once (``down(float32(v))`` rounds twice:
+    1 + 2⁻¹¹ + 2⁻²⁴ becomes 1.0 in float16, not 1 + 2⁻¹⁰)."""
+    dtype, value_dtype = np.dtype(dtype), np.dtype(value_dtype)
+    _, down = make_io(dtype)
+    if dtype.itemsize == 2 and value_dtype == np.float64:
+        @inline
+        def store(v):
+            return down(f64_to_f32_odd(v))
+
+        return store
+    return down

@@ -30,6 +30,8 @@ in the tile loop::
                                             # tensor cores ignore (ptxas drops that mask itself when cvt.rna
                                             # feeds an mma): 2 SASS instructions, and NaN-safe
     h = f32_to_bf16(x); h = f32_to_f16(x)   # round to nearest even, the uint16 bits
+    y = f64_to_f32_odd(x)                   # float64 → float32 rounded to odd (cvt.rz, the last bit set when
+                                            # inexact): a rounding of y to 16 bits is x rounded once
 
 ``OFF`` must be an integer literal (it becomes the PTX immediate).  16-bit data travels as
 ``uint16`` arrays (the bits of bfloat16/float16: NumPy has no bfloat16), packed two to a
@@ -75,7 +77,7 @@ from .runtime import SIMULATOR
 
 __all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32", "lds128", "sts128",
            "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "rna_finite", "f32_to_bf16",
-           "f32_to_f16", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
+           "f32_to_f16", "f64_to_f32_odd", "round_to_odd32", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
            "fragment_a", "fragment_b", "fragment_c", "mma_reference"]
 
 
@@ -105,6 +107,22 @@ def bf16_bits(x):
     r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
     nan = np.isnan(np.asarray(x, np.float32))
     return np.where(nan, (u >> 16) | 0x40, r).astype(np.uint16)
+
+
+def round_to_odd32(x):
+    """float64 → float32 rounded to odd: toward zero, then the last bit set if that was inexact (NaN stays NaN,
+    ±inf stays, a finite value past float32's range becomes ±FLT_MAX).  float32 has 13 more bits than
+    float16 and 16 more than bfloat16 (≥ 2 is enough), so rounding the result to nearest even in 16 bits is
+    ``x`` rounded to nearest even once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
+    proved algorithms using rounding to odd", 2008); two roundings to nearest are not (1 + 2⁻¹¹ + 2⁻²⁴: float32
+    makes it the float16 tie 1 + 2⁻¹¹, which goes to 1.0 instead of 1 + 2⁻¹⁰)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = x.astype(np.float32)
+        away = np.abs(t.astype(np.float64)) > np.abs(x)  # rounded away from zero (to ±inf too): step back
+        t = np.where(away, np.nextafter(t, np.float32(0)), t).astype(np.float32)
+        inexact = (t.astype(np.float64) != x) & ~np.isnan(x)
+    return np.where(inexact, t.view(np.uint32) | np.uint32(1), t.view(np.uint32)).astype(np.uint32).view(np.float32)
 
 
 def f16_bits(x):
@@ -350,6 +368,9 @@ if SIMULATOR:
     def f32_to_f16(x):
         return f16_bits(np.float32(x))[()]
 
+    def f64_to_f32_odd(x):
+        return round_to_odd32(np.float64(x))[()]
+
 else:
     from llvmlite import ir
     from numba import types
@@ -563,3 +584,14 @@ else:
 
     f32_to_bf16 = _to16("bf16")
     f32_to_f16 = _to16("f16")
+
+    @intrinsic
+    def f64_to_f32_odd(typingctx, x):
+        # toward zero, then the sticky bit: inexact (or NaN, whose mantissa stays non-zero) sets the last bit
+        def codegen(context, builder, sig, args):
+            return _asm(builder, _F32, [args[0]],
+                        "{ .reg .f32 t; .reg .f64 b; .reg .pred p; .reg .b32 u; cvt.rz.f32.f64 t, $1; "
+                        "cvt.f64.f32 b, t; setp.neu.f64 p, b, $1; mov.b32 u, t; @p or.b32 u, u, 1; mov.b32 $0, u; }",
+                        "=f,d")
+
+        return types.float32(types.float64), codegen

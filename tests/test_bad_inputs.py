@@ -88,6 +88,14 @@ def _bias_relu_ref(arrays, kw):
     return np.maximum(x + b, 0)
 
 
+def _reduce_ref(arrays, kw):
+    x, op = arrays["x"], kw.get("op", "sum")
+    if x.dtype == np.float16 and op in ("sum", "mean"):  # reduce's 16-bit rule: float64 sums, one rounding
+        return np.asarray(getattr(np, op)(x.astype(np.float64), axis=kw.get("axis"),
+                                          keepdims=kw.get("keepdims", False))).astype(np.float16)
+    return getattr(np, op)(x, axis=kw.get("axis"), keepdims=kw.get("keepdims", False))
+
+
 def _softmax_ref(sp, arrays, kw):
     x = arrays["x"]
     if x.size == 0 and x.ndim >= 1:
@@ -140,9 +148,7 @@ SPECS = {
                     {"x": None}),
     "log_softmax": Spec(simt_tiles.log_softmax, (("x", (3, 4)),),
                         lambda a, kw: _softmax_ref(scipy.special.log_softmax, a, kw), {"x": None}),
-    "reduce": Spec(simt_tiles.reduce, (("x", (3, 4)),),
-                   lambda a, kw: getattr(np, kw.get("op", "sum"))(a["x"], axis=kw.get("axis"), keepdims=kw.get("keepdims", False)),
-                   {"x": None}),
+    "reduce": Spec(simt_tiles.reduce, (("x", (3, 4)),), _reduce_ref, {"x": None}),
     "vector_add": Spec(simt_tiles.vector_add, (("a", (5,)), ("b", (5,))), _vector_add_ref, {"a": {1}, "b": {1}}),
     "bias_relu": Spec(simt_tiles.bias_relu, (("x", (3, 4)), ("bias", (4,))), _bias_relu_ref, {"x": {2}, "bias": {1}}),
     # the other code paths of the same functions: the tensor cores, argmax and keepdims, an N-D
@@ -270,8 +276,9 @@ def _reversed_device(x):
 
 
 def _takes_half(name):
-    """softmax and log_softmax take float16 (and bfloat16): read 16-bit, computed in float32."""
-    return FUNCTION_OF[name] in ("softmax", "log_softmax")
+    """softmax, log_softmax and reduce take float16 (and bfloat16): read 16-bit, computed in float32 (reduce's
+    sums in float64), rounded once."""
+    return FUNCTION_OF[name] in ("softmax", "log_softmax", "reduce")
 
 
 def array_cases(name):

@@ -189,7 +189,7 @@ def test_bad_input():
         simt_tiles.reduce(x, axis=0.5)
     with pytest.raises(TypeError, match=r"keepdims: expected a bool; got 1"):
         simt_tiles.reduce(x, keepdims=1)
-    with pytest.raises(TypeError, match="x: expected dtype float32 or float64; got int32"):
+    with pytest.raises(TypeError, match="x: expected dtype float32, float64, float16 or bfloat16; got int32"):
         simt_tiles.reduce(np.ones(3, np.int32))
     with pytest.raises(ValueError, match=r"out: expected shape \(2,\); got \(3,\)"):
         simt_tiles.reduce(x, axis=-1, out=np.empty(3, np.float32))

@@ -389,7 +389,8 @@ def test_16bit_softmax_forward_and_backward(dtype, log):
 def test_16bit_bias_relu_forward_and_backward(dtype):
     """16-bit tensors: the result is torch's ``relu(x + b)`` exactly (float32 sum, one rounding; relu commutes
     with it: tests/test_bias_relu16.py), NaN kept; dx is dy where y > 0 (exact), dbias the float32 sum of dx's
-    rows rounded once to the input's dtype (torch's half sum's rule: within u16·|Σ| + γ_M(2⁻²⁴)·Σ|dx|)."""
+    rows (reduce's 16-bit rule: summed in float64, rounded once to the input's dtype; within torch's half sum's
+    bound u16·|Σ| + γ_M(2⁻²⁴)·Σ|dx|)."""
     dt = getattr(torch, dtype)
     torch.manual_seed(11)
     x = torch.randn(7, 13, device=DEVICE).to(dt)
@@ -413,6 +414,26 @@ def test_16bit_bias_relu_forward_and_backward(dtype):
     u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype]
     tol = u * s.abs() + gamma(7, 2.0 ** -24) * dref.double().abs().sum(0) + 2.0 ** -24
     assert ((db.double() - s).abs() <= tol).all()
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16bit_reduce_forward_and_backward(dtype):
+    """16-bit tensors: sum/mean of x's dtype within one rounding of the float64 sum (u16·|s| + the sum's
+    γ term; tests/test_reduce16.py has the exact cases); the backward broadcasts dy in x's dtype."""
+    dt = getattr(torch, dtype)
+    torch.manual_seed(5)
+    x = torch.randn(6, 9, device=DEVICE).to(dt)
+    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype]
+    for op, axis in (("sum", [0]), ("mean", [1]), ("sum", None)):
+        y = stt.reduce(x, op, axis)
+        s = getattr(x.double(), op)(dim=axis) if axis else getattr(x.double(), op)()
+        assert y.dtype == dt and y.shape == s.shape
+        tol = u * s.abs() + gamma(54, 2.0 ** -53) * x.double().abs().sum() + 2.0 ** -24
+        assert ((y.double() - s).abs() <= tol).all(), (op, axis)
+    xg = x.clone().requires_grad_(True)
+    (dx,) = torch.autograd.grad(stt.reduce(xg, "sum", [1]), (xg,), torch.ones(6, device=DEVICE, dtype=dt))
+    assert dx.dtype == dt and torch.equal(dx, torch.ones_like(x))
 
 
 @needs_torch

@@ -61,7 +61,7 @@ __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", 
 MATMUL_TAKES_TRANSPOSED = True
 
 _FLOATS = (torch.float32, torch.float64)
-#: what softmax and log_softmax take besides (read 16-bit, computed in float32, rounded once to the input's dtype)
+#: what softmax, log_softmax, bias_relu and reduce take besides (read 16-bit, rounded once to the input's dtype)
 _HALF = (torch.float16, torch.bfloat16)
 _MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
@@ -312,9 +312,7 @@ def _bias_relu_backward(ctx, dy):
     dx = torch.where(y > 0, dy, torch.zeros((), dtype=dy.dtype, device=dy.device))
     if not ctx.needs_input_grad[1]:
         return dx, None
-    if dx.dtype in _HALF:  # reduce takes float32/float64: the float32 sum, rounded once (torch's half sum's rule)
-        return dx, reduce(dx.float(), "sum", [0], False).to(dx.dtype)
-    return dx, reduce(dx, "sum", [0], False)
+    return dx, reduce(dx, "sum", [0], False)  # (16-bit: summed in float64, rounded once to dx's dtype)
 
 
 _autograd(bias_relu, _bias_relu_backward, _bias_relu_setup)
@@ -353,7 +351,7 @@ _autograd(vector_add, _vector_add_backward, lambda ctx, inputs, output: None)
 
 
 def _reduce_axes(x, op, axis) -> tuple:
-    _check("x", x)
+    _check("x", x, half=True)
     if op not in ("sum", "mean"):
         raise ValueError(f"op: expected 'sum' or 'mean' (the differentiable reductions; "
                          f"simt_tiles.reduce has max/min/argmax/argmin); got {op!r}")
@@ -367,7 +365,8 @@ def _reduce_axes(x, op, axis) -> tuple:
 
 @_custom_op
 def reduce(x: Tensor, op: str = "sum", axis: list[int] | None = None, keepdims: bool = False) -> Tensor:
-    """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all): :func:`simt_tiles.reduce`."""
+    """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all), float32/float64/float16/bfloat16 (16-bit:
+    summed in float64, the result rounded once to x's dtype): :func:`simt_tiles.reduce`."""
     axes = _reduce_axes(x, op, axis)
     return _call(st.reduce, x, op=op, axis=axes, keepdims=keepdims)
 

@@ -10,6 +10,10 @@
                        (the default wherever k01 is not)
 =====================  ====================================================
 
+dtypes: float32 and float64; float16 and bfloat16 on every rung (read 16-bit; sums and means accumulate in
+float64, max/min/argmax/argmin compare in float32, exactly; a result of the input's dtype rounded once, to nearest
+even — torch's rule; bfloat16 travels as its ``uint16`` bits: ``simt_tiles.half_io``, softmax's conversions).
+
 Check → choose → launch: :func:`reduce` checks the arguments and prepares ``out``;
 :mod:`.dispatch` chooses (one :class:`~.dispatch.Plan`) and launches.
 """
@@ -22,9 +26,11 @@ import warnings
 
 import numpy as np
 
-from ...interop import as_stream, device_operand, finish_result, prepare_out
+from ...interop import (HALF_FLOATS, as_stream, check_no_overlap, device_operand, dtype_name, finish16, finish_result,
+                        operand16, out16, prepare_out)
 from ...launch import planned
 from ...registry import Family
+from ...runtime import HALF_STORAGE
 from . import _cases
 from . import dispatch
 from ._common import ARGMAX, ARGMIN, OPS, SUM, op_code
@@ -40,10 +46,19 @@ FAMILY = Family("reduce", RUNGS, None, (), _cases.reduce_demo, _cases.REDUCE_ALI
 __all__ = ["reduce", "REDUCE_OPS", "REDUCE_VARIANTS", "RUNGS", "BEST_VARIANT"]
 
 
+#: the dtypes reduce takes, as its errors name them
+ACCEPTED = "float32, float64, float16 or bfloat16"
+
+
 @planned
 def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, config=None, stream=None):
-    """``numpy.<op>(x, axis=axis, keepdims=keepdims)`` for float32/float64 arrays, on the GPU.
+    """``numpy.<op>(x, axis=axis, keepdims=keepdims)`` for float32, float64, float16 or bfloat16 arrays, on the GPU.
 
+    x
+        16-bit inputs (PyTorch ``float16``/``bfloat16`` CUDA tensors, CuPy and Numba ``float16``, NumPy
+        ``float16`` or ``ml_dtypes.bfloat16``) are read exactly; sums and means accumulate in float64 and the
+        result, of ``x``'s dtype, is rounded once to nearest even (past the 16-bit range: ±inf), as
+        ``np.sum(x.astype(np.float64)).astype(np.float16)``; max/min/argmax/argmin are exact.
     op
         ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` (results of ``x``'s dtype) or
         ``"argmax"``, ``"argmin"`` (int64; the first index of the extreme, a NaN first).
@@ -51,8 +66,8 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         None (every axis), an int, or a tuple of distinct ints (not for argmax/argmin, as
         NumPy); negative ints count from the end.
     out
-        Optional array of the result's shape and dtype; it must not overlap ``x``
-        (ValueError naming ``out``).
+        Optional array of the result's shape and dtype (TypeError naming ``out`` otherwise); it must not
+        overlap ``x`` (ValueError naming ``out``).
 
     Sums and means accumulate in float64 and round once; max/min propagate NaN; an empty
     reduced axis gives 0 (sum), NaN with a RuntimeWarning (mean) and ValueError (the others,
@@ -63,7 +78,11 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
     if not isinstance(keepdims, (bool, np.bool_)):
         raise TypeError(f"keepdims: expected a bool; got {keepdims!r}")
     stream = as_stream(stream, x)
-    x_op = device_operand(x, "x", ndim=None, stream=stream)
+    half = dtype_name(x)
+    if half in HALF_FLOATS:  # the uint16 bits, viewed as the kernels take them (bfloat16: the bits)
+        x_op = operand16(x, "x", stream, ndim=None)
+    else:
+        x_op = device_operand(x, "x", ndim=None, stream=stream, accepted=ACCEPTED)
     shape = tuple(x_op.dev.shape)
     axes = normalize_axes(axis, len(shape), arg=code in (ARGMAX, ARGMIN))
     count = math.prod(shape[a] for a in axes)
@@ -73,14 +92,21 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         raise ValueError(f"x: {what} (shape {shape}, axis {axis!r})")
     kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
     result_shape = kept if keepdims else tuple(d for a, d in enumerate(shape) if a not in axes)
-    out_dtype = np.dtype(np.int64) if code in (ARGMAX, ARGMIN) else x_op.dev.dtype
-    out_op = prepare_out(out, x_op, result_shape, out_dtype, stream)
+    arg = code in (ARGMAX, ARGMIN)
+    if half in HALF_FLOATS and not arg:  # a result of x's 16-bit dtype, as its bits
+        out_op = out16(out, x_op, result_shape, stream)
+        check_no_overlap(out_op, (x_op,))
+    else:
+        out_op = prepare_out(out, x_op, result_shape, np.dtype(np.int64) if arg else x_op.dev.dtype, stream)
+    xd, od = x_op.dev, out_op.dev
+    if half in HALF_FLOATS:
+        xd, od = xd.view(HALF_STORAGE[half]), od if arg else od.view(HALF_STORAGE[half])
     if count == 0 and op == "mean":
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=4)  # (the device guard, planned's wrapper, ours)
     if math.prod(result_shape):
-        p = dispatch.plan(shape, axes, op, code, x_op.dev.dtype, variant=variant, config=config)
-        p.run(dispatch.Call(x_op.dev, out_op.dev, stream))
-    result = finish_result(out_op, stream)
+        p = dispatch.plan(shape, axes, op, code, xd.dtype, variant=variant, config=config)
+        p.run(dispatch.Call(xd, od, stream))
+    result = finish16(out_op, x_op, stream) if half in HALF_FLOATS and not arg else finish_result(out_op, stream)
     if result_shape == () and isinstance(result, np.ndarray) and out is None:
         return result[()]  # NumPy gives a scalar
     return result

@@ -7,6 +7,11 @@ float64 sum, far inside the pairwise-summation bound γ_⌈log2 n⌉·Σ|x| that
 the issue asks for (a float32 accumulator fed by a grid-stride loop would
 add thousands of values in sequence, past that bound).  max / min propagate
 NaN as NumPy does.
+
+float16 and bfloat16 inputs (``simt_tiles.half_io``): each element read exactly (``up``: into float32, then the
+accumulator's type); a float64 sum is rounded once to 16 bits (``make_store``: float32 rounded to odd, then to
+nearest even; torch accumulates half sums in float32 and rounds once, so this is at least as accurate); max/min
+compare in float32 (exact) and their partials stay 16-bit.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, uint64, void
 
+from ...half_io import compute_dtype, make_io, make_store
 from ...runtime import Gate, Rung, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import MAX, MIN, SUM, ReduceConfig, acc_dtype, identity
@@ -47,10 +48,14 @@ PRESETS = {
 def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
     """Kernel ``(x2d, out1d)``: ``out[b]`` = op over row b of ``x2d`` when ``x2d`` has as
     many rows as the grid has blocks; with a single row (a flat array viewed as
-    (1, n)) the grid's blocks share it, grid-stride.  Accumulates in ``acc_dtype``."""
+    (1, n)) the grid's blocks share it, grid-stride.  Accumulates in ``acc_dtype`` (max/min of 16-bit
+    inputs: float32); 16-bit elements are read through ``up`` and stored rounded once (``half_io``)."""
     T = config.threads
     NW = T // 32
-    ACC = numba_dtype(acc_dtype(op, dtype))
+    ACC_DT = compute_dtype(acc_dtype(op, dtype))
+    ACC = numba_dtype(ACC_DT)
+    up, _ = make_io(dtype)  # 16-bit: the stored element as float32 (float32/float64: the value)
+    store = make_store(out_dtype if out_dtype is not None else dtype, ACC_DT)  # 16-bit: rounded once (float32/float64: the value)
     IDENT = identity(op)
     OP = op
     LOADS = config.loads
@@ -94,13 +99,13 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
         for c0 in range(start, full_end, span):
             uc = uint64(c0)
             for u in range(LOADS):
-                accs[u] = combine(accs[u], ACC(x[urow, uc + uint64(u * 32)]))
+                accs[u] = combine(accs[u], ACC(up(x[urow, uc + uint64(u * 32)])))
         # the tail: one step of fewer than LOADS loads, unrolled (constant indices keep accs in registers)
         # so they are in flight together; a loop into accs[0] waited for each (sum of 1000: 7 round trips)
         c0 = start + k * span
         for u in range(LOADS - 1):
             if c0 + u * 32 < n:
-                accs[u] = combine(accs[u], ACC(x[urow, uint64(c0 + u * 32)]))
+                accs[u] = combine(accs[u], ACC(up(x[urow, uint64(c0 + u * 32)])))
         acc = accs[0]
         for u in range(1, LOADS):
             acc = combine(acc, accs[u])
@@ -115,7 +120,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, out_dtype=None):
             for w in range(1, NW):
                 o = part[w]
                 acc = combine(acc, o)
-            out[b] = acc
+            out[b] = store(acc)
 
     return reduce_k01_warp_shuffle
 
@@ -143,6 +148,7 @@ TUNING_SPACE = ("default", {"threads": 256, "max_blocks": 1056}, {"threads": 102
                 {"row_threads": 512}, {"loads": 4})
 
 RUNG = Rung("k01_warp_shuffle", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); "
-                                                  "max/min of float32 keep 4"),
+            gate=Gate(GATE_PARAMS, half=("default",),  # float16 and bfloat16 too: whole arrays' rung (variant=None)
+                      smem_exception="smem_bytes counts 8-byte partials (sums accumulate in float64); max/min of "
+                                     "float32 (and of 16-bit inputs) keep 4"),
             tuning_space=TUNING_SPACE)

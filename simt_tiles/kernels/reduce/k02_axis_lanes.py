@@ -36,6 +36,7 @@ import dataclasses
 import numpy as np
 from numba import cuda, int64, uint64, void
 
+from ...half_io import compute_dtype, make_io, make_store
 from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import ARGMAX, ARGMIN, MAX, SUM, identity
@@ -92,8 +93,12 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     PN = NW * W
     # the lanes of one output; (32,) — no shuffle — when it has one lane (Numba cannot loop over ())
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
-    ACC = numba_dtype(acc if acc is not None else dtype)
-    OUT = numba_dtype(out_dtype if out_dtype is not None else dtype)
+    ACC_DT = np.dtype(acc) if acc is not None else compute_dtype(dtype)  # max/min of 16-bit inputs: float32
+    ACC = numba_dtype(ACC_DT)
+    up, _ = make_io(dtype)  # 16-bit: the stored element as float32 (float32/float64: the value)
+    OUT_DT = out_dtype if out_dtype is not None else dtype
+    OUT = numba_dtype(OUT_DT)
+    store = make_store(OUT_DT, ACC_DT)  # 16-bit: rounded once (float32/float64: the value; OUT casts it)
     OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
     IDENT = identity(op)
 
@@ -140,7 +145,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
             for u in range(LOADS):
                 k = k0 + u * KS
                 if k < k_hi:
-                    v = ACC(x[o, uint64(k), i])
+                    v = ACC(up(x[o, uint64(k), i]))
                     if ARG:
                         kk = xi[o, uint64(k), i] if IDX_IN else int64(k)
                         if better(v, kk, accs[u], idxs[u]):
@@ -181,7 +186,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if live and j == 0 and wid % WPO == 0:
             if ARG:  # the value too: a second pass folds (value, index) partials
                 outi[s, q] = ai
-            out[s, q] = OUT(a * scale) if OP == SUM else OUT(a)
+            out[s, q] = OUT(store(a * scale)) if OP == SUM else OUT(store(a))
 
     return reduce_k02_axis_lanes
 
@@ -189,7 +194,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
 def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False):
     x_t = numba_dtype(dtype)[:, :, ::1]
     o_t = numba_dtype(out_dtype if out_dtype is not None else dtype)[:, ::1]
-    return void(x_t, int64[:, :, ::1], o_t, int64[:, ::1], int64, numba_dtype(acc if acc is not None else dtype))
+    return void(x_t, int64[:, :, ::1], o_t, int64[:, ::1], int64, numba_dtype(acc if acc is not None else compute_dtype(dtype)))
 
 
 def geometry(config: Config, outputs: int, splits: int = 1):

@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 from numba import cuda, int64, uint64, void
 
+from ...half_io import compute_dtype, make_io, make_store
 from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import ARGMAX, ARGMIN, MAX, SUM, identity
@@ -119,8 +121,12 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     KS = G * WPO  # lanes along k: a lane's k advances by KS per load
     SPAN = KS * LOADS  # k per full step
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
-    ACC = numba_dtype(acc if acc is not None else dtype)
-    OUT = numba_dtype(out_dtype if out_dtype is not None else dtype)
+    ACC_DT = np.dtype(acc) if acc is not None else compute_dtype(dtype)  # max/min of 16-bit inputs: float32
+    ACC = numba_dtype(ACC_DT)
+    up, _ = make_io(dtype)  # 16-bit: the stored element as float32 (float32/float64: the value)
+    OUT_DT = out_dtype if out_dtype is not None else dtype
+    OUT = numba_dtype(OUT_DT)
+    store = make_store(OUT_DT, ACC_DT)  # 16-bit: rounded once (float32/float64: the value; OUT casts it)
     OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
     CHEAP = ARG and not idx_in  # the in-lane pair rule of monotone k (first pass)
     IDENT = identity(op)
@@ -151,7 +157,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
 
     @cuda.jit(device=True, inline="always")
     def take(x, xi, at, accs, idxs, u, k0):  # element x[at] into accumulator u (k0: the step's first k)
-        v = ACC(x[at])
+        v = ACC(up(x[at]))
         if CHEAP:
             if later_wins(v, accs[u]):
                 accs[u], idxs[u] = v, k0  # the step's base: + u·KS at the end
@@ -245,7 +251,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if live and j == 0 and wid % WPO == 0:
             if ARG:  # the value too: a second pass folds (value, index) partials
                 outi[s, q] = ai
-            out[s, q] = OUT(a * scale) if OP == SUM else OUT(a)
+            out[s, q] = OUT(store(a * scale)) if OP == SUM else OUT(store(a))
 
     return reduce_k03_flat_lanes
 
@@ -254,7 +260,7 @@ def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = Fal
     x_t = numba_dtype(dtype)[::1]
     o_t = numba_dtype(out_dtype if out_dtype is not None else dtype)[:, ::1]
     return void(x_t, int64[::1], o_t, int64[:, ::1], int64, int64, int64,
-                numba_dtype(acc if acc is not None else dtype))
+                numba_dtype(acc if acc is not None else compute_dtype(dtype)))
 
 
 #: k02's kernel kinds (a sum into float64 partials, argmin's second pass) and the first pass of
@@ -266,5 +272,6 @@ def jit_options(config: Config, dtype) -> dict:
 
 
 RUNG = Rung("k03_flat_lanes", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            gate=Gate(GATE_PARAMS, smem_exception="smem_bytes counts 8-byte partials and indices; "
-                                                  "max/min of float32 keep 4"))
+            gate=Gate(GATE_PARAMS, half=("default",),  # float16 and bfloat16 too: the rung variant=None chooses
+                      smem_exception="smem_bytes counts 8-byte partials and indices; max/min of float32 "
+                                     "(and of 16-bit inputs) keep 4"))

@@ -813,12 +813,14 @@ def _fake_tensor(dtype: str, requires_grad: bool):
 
 
 @pytest.mark.parametrize("dtype, requires_grad, exc, pattern", [
-    ("bfloat16", False, TypeError, r"x: expected dtype float32 or float64; got torch.bfloat16"),
-    ("float16", False, TypeError, r"x: expected dtype float32 or float64; got torch.float16"),
+    ("bfloat16", False, TypeError, r"a: expected dtype float32 or float64; got torch.bfloat16"),
+    ("float16", False, TypeError, r"a: expected dtype float32 or float64; got torch.float16"),
     ("float32", True, ValueError, r"x: expected a tensor that does not require grad.*x.detach\(\)"),
     ("bfloat16", True, ValueError, r"x: expected a tensor that does not require grad.*x.detach\(\)"),  # 16-bit path
 ])
 def test_torch_tensors_torch_refuses_to_export(dtype, requires_grad, exc, pattern):
-    # (softmax takes 16-bit tensors, through interop.operand16: a float32/float64 function refuses them here)
+    # (softmax and reduce take 16-bit tensors, through interop.operand16: a float32/float64 function, vector_add,
+    # refuses them here)
+    t = _fake_tensor(dtype, requires_grad)
     with pytest.raises(exc, match=pattern):
-        (st.softmax if requires_grad else st.reduce)(_fake_tensor(dtype, requires_grad))
+        st.softmax(t) if requires_grad else st.vector_add(t, t)

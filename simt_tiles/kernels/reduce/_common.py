@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from ...runtime import TileConfig
+from ...half_io import compute_dtype, make_io, make_store
+from ...runtime import TileConfig, numba_dtype
 
 #: the public operators; ``mean`` is a sum scaled by 1/count, argmax/argmin give int64 indices
 OPS = ("sum", "mean", "max", "min", "argmax", "argmin")
@@ -42,6 +43,27 @@ def identity(code: int) -> float:
 def acc_dtype(code: int, dtype) -> np.dtype:
     """float64 accumulators for sums; max/min are exact in the input dtype."""
     return np.dtype(np.float64) if code == SUM else np.dtype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementTypes:
+    """A lane kernel's types and conversions (k02, k03): ``acc`` the accumulator (``acc_dt`` its dtype; max/min of
+    16-bit inputs: float32), ``out`` the result's Numba type, ``up`` a stored element as the compute type, ``store``
+    an accumulated value as a stored result (16-bit: rounded once; float32/float64: the value, ``out`` casts it)."""
+
+    acc_dt: np.dtype
+    acc: object
+    out: object
+    up: object
+    store: object
+
+
+def element_types(dtype, acc=None, out_dtype=None) -> ElementTypes:
+    """:class:`ElementTypes` for inputs stored as ``dtype``, an accumulator ``acc`` (None: the compute dtype) and
+    results stored as ``out_dtype`` (None: ``dtype``)."""
+    acc_dt = np.dtype(acc) if acc is not None else compute_dtype(dtype)
+    out_dt = out_dtype if out_dtype is not None else dtype
+    return ElementTypes(acc_dt, numba_dtype(acc_dt), numba_dtype(out_dt), make_io(dtype)[0], make_store(out_dt, acc_dt))
 
 
 @dataclasses.dataclass(frozen=True)

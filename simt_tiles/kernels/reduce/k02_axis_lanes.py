@@ -36,10 +36,10 @@ import dataclasses
 import numpy as np
 from numba import cuda, int64, uint64, void
 
-from ...half_io import compute_dtype, make_io, make_store
+from ...half_io import compute_dtype
 from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import ARGMAX, ARGMIN, MAX, SUM, identity
+from ._common import ARGMAX, ARGMIN, MAX, SUM, element_types, identity
 
 BIG = np.iinfo(np.int64).max  # the index of "no element yet"
 ALONG_K, ALONG_OUTPUTS = 1, 2  # Config.lane_axis: lanes along the reduced axis (rows), or the outputs
@@ -93,12 +93,8 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     PN = NW * W
     # the lanes of one output; (32,) — no shuffle — when it has one lane (Numba cannot loop over ())
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
-    ACC_DT = np.dtype(acc) if acc is not None else compute_dtype(dtype)  # max/min of 16-bit inputs: float32
-    ACC = numba_dtype(ACC_DT)
-    up, _ = make_io(dtype)  # 16-bit: the stored element as float32 (float32/float64: the value)
-    OUT_DT = out_dtype if out_dtype is not None else dtype
-    OUT = numba_dtype(OUT_DT)
-    store = make_store(OUT_DT, ACC_DT)  # 16-bit: rounded once (float32/float64: the value; OUT casts it)
+    types = element_types(dtype, acc, out_dtype)  # 16-bit: read exactly, rounded once at the store
+    ACC, OUT, up, store = types.acc, types.out, types.up, types.store
     OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
     IDENT = identity(op)
 

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -299,6 +299,26 @@ for step in $steps; do
       timeout $(limit 150) python3 -m simt_tiles.bench.mma --out "$out/mma_batched" --peers cublas \
         --presets "bf16:default;bf16:large;tf32:default" --sizes 32x512x512x64,32x512x64x512,4096x4096x4096 \
         > "$out/mma_batched.log" 2>&1; echo "mma batched rc=$?"; tail -12 "$out/mma_batched.log" ;;
+    catchup)
+      # every unmeasured path of sessions 35-38 in one call (the device never came in 36-38): their GPU tests in one
+      # pytest, then the two default-path decisions of session 35 (depthwise stride 2, k11 past 7x7: each beside what
+      # it replaced), then the volume filters with k12's rx presets, with what is left of DEADLINE
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit ${CATCHUP_TESTS_TIMEOUT:-240} 130) \
+        python3 -m pytest -q -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_softmax.py \
+        tests/test_conv_nchw_depthwise.py tests/test_conv2d_large.py tests/test_conv3d_volume.py tests/test_softmax16.py \
+        tests/test_bias_relu16.py tests/test_mma.py tests/test_interop.py tests/test_reduce16.py \
+        tests/test_matmul_layouts.py::test_zero_stride_copy_runs_on_the_calls_stream \
+        -k "k09 or depthwise or large or volume or softmax16 or bias_relu16 or mma or interop or zero_stride or reduce16" \
+        > "$out/catchup_tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/catchup_tests.log" | tail -25 | cut -c1-400
+      t=$(limit 100 130); timeout $t python3 benchmarks/lab/depthwise_probe.py ${DEPTHWISE_OLD:+--old-source $DEPTHWISE_OLD} \
+        --ablate --budget $(( t - 15 )) --json "$out/depthwise_probe.json" > "$out/depthwise_probe.log" 2>&1
+      echo "depthwise probe rc=$?"; tail -16 "$out/depthwise_probe.log" | cut -c1-300
+      timeout $(limit 110 40) python3 benchmarks/lab/large_filter_probe.py --quick --json "$out/large_filter_probe.json" \
+        > "$out/large_filter_probe.log" 2>&1; echo "large-filter probe rc=$?"; tail -16 "$out/large_filter_probe.log" | cut -c1-300
+      timeout $(limit 150 3) python3 benchmarks/lab/volume_filter_probe.py --reps 10 --calls 20 --json "$out/volume_filter_probe.json" \
+        > "$out/volume_filter_probe.log" 2>&1; echo "volume probe rc=$?"; tail -12 "$out/volume_filter_probe.log" | cut -c1-300 ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
       # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));

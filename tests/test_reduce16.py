@@ -147,12 +147,14 @@ def assert_reduce16_ok(x64, dt: str, op: str, axis, keepdims: bool, got):
         mag = float(np.sum(np.abs(row)))
         nz = np.abs(row[row != 0])
         quantum = float(np.min(2.0 ** (np.floor(np.log2(nz)) - (10 if dt == "float16" else 7)))) if nz.size else 1.0
-        exact = op == "sum" and mag / quantum < 2.0 ** 53  # every partial sum exact in float64
+        # every partial sum exact in float64; a mean's sum / count then one float64 rounding that cannot land on a
+        # 16-bit midpoint the exact quotient is not on (its distance from one is a multiple of quantum / count)
+        exact = op in ("sum", "mean") and mag / quantum < 2.0 ** 53
         if exact:
             assert int(bits_of(got, dt).reshape(-1)[r]) == rn16(s, dt) or (s == 0 and y[r] == 0), what  # (±0 alike)
             if dt == "float16" and n < 2 ** 13:  # NumPy's float64 → float16 is one rounding too
                 with np.errstate(over="ignore"):
-                    assert y[r] == np.sum(row).astype(np.float16), what
+                    assert y[r] == (np.sum(row) if op == "sum" else np.mean(row)).astype(np.float16), what
             continue
         eta = (gamma(max(n - 1, 1), 2.0 ** -53) if op == "sum" else gamma(n + 1, 2.0 ** -53) / n) * mag
         if np.isinf(y[r]):  # the rounding passed the 16-bit range: s within eta of the overflow threshold or past it
@@ -295,6 +297,19 @@ def test_the_sum_is_rounded_once(dt, variant):
     x16, _ = to16(np.array([[3.0, 3 * 2.0 ** -p, 3 * tiny]], np.float32), dt)  # mean = the first case
     got = call16(x16, dt, "mean", axis=1, variant=None if variant == "k01_warp_shuffle" else variant, config="sim")
     assert value64(bits_of(got, dt), dt)[0] == 1 + 2.0 ** (1 - p)
+
+
+@pytest.mark.parametrize("variant", [None, "k02_axis_lanes", "k03_flat_lanes"])
+def test_a_mean_on_a_midpoint_is_rounded_once(variant):
+    """49 × a and 49 × b, a and b neighbouring float16 values: the mean is their midpoint exactly, which goes to the
+    even one (b here).  The sum times a float64 1/98 lands a float64 ulp below it, and the tie went to a (found by a
+    review); the sum divided by 98 is the midpoint itself."""
+    a, b = np.float16(1.3916015625), np.float16(1.392578125)
+    assert np.nextafter(a, np.float16(2)) == b and int(b.view(np.uint16)) % 2 == 0
+    x = np.array([[a] * 49 + [b] * 49], np.float16)
+    assert float(np.sum(x.astype(np.float64)) * (1.0 / 98)) != (float(a) + float(b)) / 2  # the trap is real
+    got = call16(x, "float16", "mean", axis=1, variant=variant, config="sim" if variant else None)
+    assert got[0] == b == np.mean(x.astype(np.float64)).astype(np.float16)
 
 
 def test_round_to_odd_makes_one_rounding():

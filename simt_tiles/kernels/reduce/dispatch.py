@@ -24,7 +24,8 @@ The rules (k03's lanes, ``variant=None``; k02 runs the same plan through 3-D sub
   n // min_chunk, MAX_SPLITS)`` pieces (a row's pieces whole multiples of ``SPLIT_ALIGN`` values,
   so each starts on a 128-byte line when the row does), whose (S, Q) partials the next pass folds
   in a fixed order (the same result on every run and GPU).
-* ``mean`` is the sum times 1/count in the last pass (NaN for an empty axis, as NumPy).
+* ``mean`` is the sum times 1/count in the last pass (NaN for an empty axis, as NumPy); for 16-bit results
+  the sum divided by count (``divide``: one float64 rounding before the one to 16 bits).
 
 k01 takes sum/max/min of whole arrays, and of rows of at least ``K01_MIN_ROW`` values when there
 are from ``K01_MIN_ROWS_PER_SM`` to fewer than ``K01_MAX_ROWS_PER_SM`` rows per SM (``config`` None or a
@@ -231,7 +232,10 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
             done = splits == 1
             final = done and last_run
             dst = "out" if final else f"t{len(steps)}"
-            scale = (1.0 / count if count else math.nan) if (op == "mean" and final) else 1.0
+            # the mean: the sum times 1/count, or, rounded to 16 bits, divided by count (one rounding in float64)
+            divide = op == "mean" and final and dtype.itemsize == 2
+            scale = float(count) if divide and count else (1.0 / count if count else math.nan) if (
+                op == "mean" and final) else 1.0
             in_dt = dtype if src == "x" else (acc if not arg else dtype)
             out_dt = out_dtype if final else (acc if not arg else np.dtype(np.int64))
             params = {"op": code}
@@ -243,6 +247,8 @@ def plan(shape: tuple, axes: tuple, op: str, code: int, dtype, *, variant=None, 
                     params["out_dtype"] = dtype
             if arg:
                 params["idx_in"] = src != "x"
+            if divide:
+                params["divide"] = True
             if not final:
                 buffers[dst] = ((splits, q), out_dt)
             if arg:

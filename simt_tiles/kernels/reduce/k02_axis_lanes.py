@@ -84,7 +84,8 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False):
+def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False,
+                divide: bool = False):
     """Kernel ``(x3, xi3, out2, outi2, chunk, scale)``: out2[s, q] = op over k in
     [s·chunk, (s+1)·chunk) of x3[o, k, i] (q = o·inner + i), times ``scale`` (sums; the mean);
     arg ops write the index to outi2 (from xi3 when ``idx_in``: a second pass)."""
@@ -95,7 +96,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
     types = element_types(dtype, acc, out_dtype)  # 16-bit: read exactly, rounded once at the store
     ACC, OUT, up, store = types.acc, types.out, types.up, types.store
-    OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
+    OP, ARG, IDX_IN, DIVIDE = op, op in (ARGMAX, ARGMIN), idx_in, bool(divide)
     IDENT = identity(op)
 
     @cuda.jit(device=True, inline="always")
@@ -182,12 +183,17 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if live and j == 0 and wid % WPO == 0:
             if ARG:  # the value too: a second pass folds (value, index) partials
                 outi[s, q] = ai
-            out[s, q] = OUT(store(a * scale)) if OP == SUM else OUT(store(a))
+            if OP != SUM:
+                out[s, q] = OUT(store(a))
+            elif DIVIDE:  # a 16-bit mean: a / count is rounded once in float64, then once to 16 bits (a·(1/count)
+                out[s, q] = OUT(store(a / scale))  # can land a float64 ulp off a 16-bit midpoint: the tie then goes wrong)
+            else:
+                out[s, q] = OUT(store(a * scale))
 
     return reduce_k02_axis_lanes
 
 
-def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False):
+def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False, divide: bool = False):
     x_t = numba_dtype(dtype)[:, :, ::1]
     o_t = numba_dtype(out_dtype if out_dtype is not None else dtype)[:, ::1]
     return void(x_t, int64[:, :, ::1], o_t, int64[:, ::1], int64, numba_dtype(acc if acc is not None else compute_dtype(dtype)))

@@ -110,7 +110,8 @@ PRESETS = {
 }
 
 
-def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False):
+def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False,
+                divide: bool = False):
     """Kernel ``(x, xi, out2, outi2, n, inner, chunk, scale)``: ``x`` the flat (outer, n, inner)
     array; out2[s, q] = op over k in [s·chunk, (s+1)·chunk) of x[(o·n + k)·inner + i]
     (q = o·inner + i), times ``scale`` (sums; the mean); arg ops write the index to outi2 (from
@@ -123,7 +124,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
     types = element_types(dtype, acc, out_dtype)  # 16-bit: read exactly, rounded once at the store
     ACC, OUT, up, store = types.acc, types.out, types.up, types.store
-    OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
+    OP, ARG, IDX_IN, DIVIDE = op, op in (ARGMAX, ARGMIN), idx_in, bool(divide)
     CHEAP = ARG and not idx_in  # the in-lane pair rule of monotone k (first pass)
     IDENT = identity(op)
 
@@ -247,12 +248,17 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if live and j == 0 and wid % WPO == 0:
             if ARG:  # the value too: a second pass folds (value, index) partials
                 outi[s, q] = ai
-            out[s, q] = OUT(store(a * scale)) if OP == SUM else OUT(store(a))
+            if OP != SUM:
+                out[s, q] = OUT(store(a))
+            elif DIVIDE:  # a 16-bit mean: a / count is rounded once in float64, then once to 16 bits (a·(1/count)
+                out[s, q] = OUT(store(a / scale))  # can land a float64 ulp off a 16-bit midpoint: the tie then goes wrong)
+            else:
+                out[s, q] = OUT(store(a * scale))
 
     return reduce_k03_flat_lanes
 
 
-def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False):
+def signature(dtype, op: int = SUM, acc=None, out_dtype=None, idx_in: bool = False, divide: bool = False):
     x_t = numba_dtype(dtype)[::1]
     o_t = numba_dtype(out_dtype if out_dtype is not None else dtype)[:, ::1]
     return void(x_t, int64[::1], o_t, int64[:, ::1], int64, int64, int64,

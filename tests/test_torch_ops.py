@@ -431,6 +431,11 @@ def test_16bit_reduce_forward_and_backward(dtype):
         assert y.dtype == dt and y.shape == s.shape
         tol = u * s.abs() + gamma(54, 2.0 ** -53) * x.double().abs().sum() + 2.0 ** -24
         assert ((y.double() - s).abs() <= tol).all(), (op, axis)
+    # one rounding, exactly: 1 + half an ulp of 1 + a tiny term is the next value up (two roundings: 1.0)
+    p, tiny = (11, 2.0 ** -24) if dtype == "float16" else (8, 2.0 ** -40)
+    trap = torch.tensor([1.0, 2.0 ** -p, tiny], dtype=torch.float64, device=DEVICE).to(dt)
+    assert trap.double()[2].item() == tiny
+    assert stt.reduce(trap, "sum", None).item() == 1 + 2.0 ** (1 - p)
     xg = x.clone().requires_grad_(True)
     (dx,) = torch.autograd.grad(stt.reduce(xg, "sum", [1]), (xg,), torch.ones(6, device=DEVICE, dtype=dt))
     assert dx.dtype == dt and torch.equal(dx, torch.ones_like(x))

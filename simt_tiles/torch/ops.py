@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 import simt_tiles as st
+from simt_tiles.mma import round_to_odd32
 from simt_tiles.kernels.softmax.backward import softmax_backward as _softmax_backward_kernel
 
 __all__ = ["matmul", "softmax", "log_softmax", "softmax_backward", "bias_relu", "vector_add", "reduce",
@@ -110,9 +111,10 @@ def _call(fn, *tensors, views: bool = False, **kw) -> Tensor:
     if tensors[0].is_cuda:
         args = [t.detach() if views else t.detach().contiguous() for t in tensors]
         return fn(*args, **kw)
-    if tensors[0].dtype == torch.bfloat16:  # (NumPy has no bfloat16: its float32 values, rounded by torch to
-        # nearest even as the kernels round their float32 result; float16 runs the 16-bit kernels through NumPy)
-        return _call(fn, *(t.float() for t in tensors), views=views, **kw).to(torch.bfloat16)
+    if tensors[0].dtype == torch.bfloat16:  # NumPy has no bfloat16: the float64 kernels on its exact values, the
+        # result rounded once (float32 rounded to odd, then torch's nearest even); float16 runs the 16-bit kernels
+        wide = _call(fn, *(t.double() for t in tensors), views=views, **kw)
+        return torch.from_numpy(round_to_odd32(wide.numpy())).to(torch.bfloat16)
     out = fn(*(t.detach().numpy() for t in tensors), **kw)
     return torch.from_numpy(np.array(out, copy=True))
 

@@ -361,24 +361,28 @@ def test_zero_stride_operands(kind):
 
 @pytest.mark.gpu
 def test_zero_stride_copy_runs_on_the_calls_stream():
-    """The framework's copy of an expanded operand is queued on the call's stream: with torch's current stream
-    held busy (``torch.cuda._sleep``), a copy queued there would still be waiting when the product, on a side
-    stream, read its memory (the caching allocator's reused NaN block), and the product would be NaN."""
+    """The framework's copy of an expanded operand belongs to the call's stream.  Here torch's current stream is
+    another one, and the call's stream is held busy (``torch.cuda._sleep``): a copy allocated on the current stream
+    went back to that stream's pool when the call returned, the NaN tensor allocated next on it took the same block
+    and was filled at once, and the product, still waiting on its stream, read NaN.  Queued on the call's stream, the
+    copy's block stays with it until the product has read it."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
     m, k, n = 512, 256, 384
     b = rng.standard_normal((k, n), np.float32)
     row = torch.from_numpy(rng.standard_normal(k, np.float32)).cuda()
     db = torch.from_numpy(b).cuda()
-    side = torch.cuda.Stream()
+    current, side = torch.cuda.Stream(), torch.cuda.Stream()
     torch.cuda.synchronize()
-    for _ in range(3):
-        del_me = torch.full((m, k), float("nan"), device="cuda")  # the block the copy is likely to reuse
-        del del_me
-        torch.cuda._sleep(50_000_000)  # ~25 ms of the current stream's time
-        got = simt_tiles.matmul(row.expand(m, k), db, stream=side)
-        side.synchronize()
-        assert_np_matmul(got.cpu().numpy(), np.broadcast_to(row.cpu().numpy(), (m, k)), b)
+    with torch.cuda.stream(current):
+        for _ in range(3):
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(50_000_000)  # ~25 ms of the call's stream
+            got = simt_tiles.matmul(row.expand(m, k), db, stream=side)
+            poison = torch.full((m, k), float("nan"), device="cuda")  # on `current`, not waiting for `side`
+            side.synchronize()
+            assert_np_matmul(got.cpu().numpy(), np.broadcast_to(row.cpu().numpy(), (m, k)), b)
+            del poison
     torch.cuda.synchronize()
 
 

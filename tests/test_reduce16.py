@@ -312,6 +312,31 @@ def test_a_mean_on_a_midpoint_is_rounded_once(variant):
     assert got[0] == b == np.mean(x.astype(np.float64)).astype(np.float16)
 
 
+@pytest.mark.gpu
+def test_the_gpu_round_to_odd_is_the_reference():
+    """``mma.f64_to_f32_odd`` (inline PTX on the GPU; :func:`round_to_odd32` itself in the simulator) bit for bit
+    against ``round_to_odd32``: signs, ±0, float32 subnormals and values below them, past float32's range, ±inf,
+    exact and inexact values; NaN stays NaN."""
+    from simt_tiles.mma import f64_to_f32_odd
+
+    @cuda.jit
+    def apply(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = f64_to_f32_odd(x[i])
+
+    rng = np.random.default_rng(11)
+    special = [0.0, -0.0, 1.0, -1.0, 1 + 2.0 ** -30, -(1 + 2.0 ** -30), 1e-40, -1e-40, 1e-46, -1e-46, 2.0 ** -149,
+               3 * 2.0 ** -151, 3.5e38, -3.5e38, 1e300, np.inf, -np.inf, np.nan, float(np.finfo(np.float32).max)]
+    x = np.concatenate([special, rng.standard_normal(4000) * 10.0 ** rng.integers(-45, 40, 4000)]).astype(np.float64)
+    y = np.full(x.size, np.nan, np.float32)
+    apply[(x.size + 127) // 128, 128](x, y)
+    want = round_to_odd32(x)
+    nan = np.isnan(x)
+    assert np.isnan(y[nan]).all()
+    assert np.array_equal(y[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
 def test_round_to_odd_makes_one_rounding():
     """mma.round_to_odd32 (the simulator's f64_to_f32_odd) then a rounding to nearest even in 16 bits is rn16 of
     the float64: on the 16-bit midpoints and their float64 neighbours, random values, ±inf, NaN, huge values."""

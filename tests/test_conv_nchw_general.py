@@ -382,13 +382,13 @@ def test_im2col_gemm_pieces_of_one_image(monkeypatch, plans, cap):
     kw = dict(stride=(1, 2), dilation=(2, 1), padding=(1, 2))
     xd, wd, bd = cuda.to_device(np.zeros((2, 2, 7, 9), np.float32)), cuda.to_device(w), cuda.to_device(b)
     out = cuda.to_device(np.full((2, 3, 5, 6), np.nan, np.float32))  # P = 30: 6 or 5 pieces an image
-    for _ in range(3):
+    for _ in range(2):  # recorded, then replayed on new values
         x = rng.standard_normal((2, 2, 7, 9)).astype(np.float32)
         xd.copy_to_device(x)
         got = conv2d_nchw(xd, wd, bias=bd, out=out, variant="im2col_gemm", **kw).copy_to_host()
         ref, bound = conv2d_nchw_reference(x, w, b, **kw)
         assert ref.shape == got.shape and check_within(got, ref, bound).passed
-    assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 2, plans.stats()
+    assert plans.stats()["recorded"] == 1 and plans.stats()["hit"] == 1, plans.stats()
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3], ids=lambda n: f"grid_yz_{n}")

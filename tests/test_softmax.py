@@ -465,7 +465,8 @@ def test_k08_rows_of_minus_inf_pieces_and_specials_across_pieces():
     for hints in (Hints.PLAIN, Hints.PLAIN | Hints.KEEP | Hints.LAST | Hints.STREAM):  # hints change no value
         cfg = TicketConfig(threads=32, loads=1, piece_steps=1, lag_kib=1, hints=hints)
         assert dispatch.plan(x.shape + (1,), np.float32, variant="k08_ticket_queue", config=cfg).pieces == 10
-        for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True)):
+        # (the hinted loads once: log_softmax differs from softmax only in the last pass, not in the loads)
+        for f, log in ((simt_tiles.softmax, False), (simt_tiles.log_softmax, True))[:2 if hints == Hints.PLAIN else 1]:
             assert_softmax_ok(x, f(x, variant="k08_ticket_queue", config=cfg), log)
 
 

@@ -79,6 +79,7 @@ __all__ = [
     "HALF_FLOATS",
     "dtype_name",
     "operand16",
+    "storage_view",
     "out16",
     "finish16",
 ]
@@ -726,6 +727,15 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
             raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
         return Operand(name, dev.view(np.uint16), kind, x)
     raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
+
+
+def storage_view(dev, dtype):
+    """``dev.view(dtype)``, a dtype of the same itemsize (16-bit results as their storage dtype), 0-d arrays too:
+    numba-cuda's ``view`` keeps a 0-d array's strides as a list, on which its own constructor then fails
+    ("unhashable type: 'list'", on the GPU only: the simulator's arrays are NumPy's)."""
+    if dev.ndim == 0:
+        return dev.reshape(1).view(dtype).reshape(())
+    return dev.view(dtype)
 
 
 def out16(out, like: Operand, shape, stream) -> Operand:

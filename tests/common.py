@@ -104,6 +104,8 @@ def _draw_pool(rung, random_configs, n_drawn: int) -> list:
 
     from hypothesis.errors import NonInteractiveExampleWarning
 
+    from simt_tiles.runtime import ConfigError
+
     pool = [c for name, c in rung.presets.items() if name != "sim"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NonInteractiveExampleWarning)
@@ -111,7 +113,10 @@ def _draw_pool(rung, random_configs, n_drawn: int) -> list:
         for _ in range(8 * n_drawn):  # .example() may repeat a config
             if len(pool) >= target:
                 break
-            cfg = random_configs.example()
+            try:
+                cfg = random_configs.example()
+            except ConfigError:  # a draw past the rung's rules (shared memory, threads): not a config to test
+                continue
             if cfg not in pool:
                 pool.append(cfg)
     return pool

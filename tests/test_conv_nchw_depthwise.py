@@ -134,6 +134,17 @@ def _check(x, w, b, layer, variant=DEPTHWISE_VARIANT, config=None):
     return general_check(x, w, b, _depthwise(layer), variant, config)
 
 
+def _fits(cfg, layer, dtype) -> bool:
+    """Whether ``cfg`` with the layer compiled in (``k04_depthwise.for_layer``) keeps its patch within the static
+    shared memory of ``dtype`` (a random config is checked for float32 when made: float64 doubles the patch)."""
+    try:
+        lay = k04_depthwise.for_layer(cfg, layer["kh"], layer["kw"], _pair(layer["stride"]), _pair(layer["dilation"]))
+        lay.check_smem(dtype)
+    except ConfigError:
+        return False
+    return True
+
+
 def _threads(cfg, layer) -> int:
     oh, ow = _out_hw(layer)
     return k04_depthwise.blocks(cfg, layer["n"], layer["c_out"], oh, ow) * cfg.threads
@@ -144,7 +155,7 @@ def _threads(cfg, layer) -> int:
 @given(layer=layers(), cfg=configs(RUNG, _RANDOM), bias=st.booleans(), seed=st.integers(0, 99))
 def test_layers_match_reference(dtype, layer, cfg, bias, seed):
     note(f"config {cfg}")
-    assume(_threads(cfg, layer) <= MAX_THREADS)
+    assume(_threads(cfg, layer) <= MAX_THREADS and _fits(cfg, layer, dtype))
     x, w, b = _operands(np.random.default_rng(seed), layer, dtype, bias)
     note(repr(_check(x, w, b, layer, config=cfg)))
 
@@ -468,6 +479,7 @@ def test_configs_agree_bit_for_bit(dtype, layer, cfg, bias, seed):
     an output and when its inputs arrive, never its arithmetic (KH·KW products added in filter order, then
     the bias): every config gives the "sim" preset's bits."""
     assume(_threads(cfg, layer) <= MAX_THREADS and _threads(RUNG.presets["sim"], layer) <= MAX_THREADS)
+    assume(_fits(cfg, layer, dtype))
     note(f"config {cfg}")
     x, w, b = _operands(np.random.default_rng(seed), layer, dtype, bias)
     kw_ = dict(bias=b, stride=layer["stride"], padding=layer["padding"], dilation=layer["dilation"],

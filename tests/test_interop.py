@@ -303,3 +303,32 @@ def test_16_bit_operands_are_ordered_after_their_producers_stream(monkeypatch):
     x = Producer()
     op = interop.operand16(x, "x", stream=0)
     assert seen == [(x, 0)] and op.dev.dtype == np.uint16 and op.kind == "numba"
+
+
+def test_storage_view_of_a_0d_device_array_on_the_real_target():
+    """A 16-bit result of shape () (reduce over every axis) viewed as its storage dtype: numba-cuda's own
+    ``DeviceNDArray.view`` fails on 0-d arrays ("unhashable type: 'list'", seen on the H100: the simulator's arrays
+    are NumPy's); ``interop.storage_view`` goes through shape (1,).  Real-target classes, no GPU needed."""
+    from .gate_subprocess import run_real_target
+
+    proc = run_real_target("""
+        import numpy as np
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        from simt_tiles.interop import storage_view
+        class Mem:
+            device_ctypes_pointer = None
+            def view(self, *a):
+                return self
+        a = DeviceNDArray(shape=(), strides=(), dtype=np.float16, gpu_data=Mem())
+        try:
+            a.view(np.uint16)
+            print("numba's view works")
+        except TypeError:
+            print("numba's view fails")
+        v = storage_view(a, np.uint16)
+        print(v.shape, v.dtype, storage_view(DeviceNDArray(shape=(3,), strides=(2,), dtype=np.float16, gpu_data=Mem()),
+                                             np.uint16).shape)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "() uint16 (3,)", proc.stdout

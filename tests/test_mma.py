@@ -556,6 +556,7 @@ def test_public_matmul_routes_to_the_tensor_cores():
         simt_tiles.matmul(a.astype(np.float64), b.astype(np.float64), precision="tf32")
 
 
+@pytest.mark.sim  # simt_tiles.analyze runs in the simulator
 def test_round_in_smem_has_no_races():
     """``round_in_smem`` 2 stores into shared memory between ``wait_group`` and the barrier: the race check sees
     every other warp's fragment loads behind that barrier (planted: the pass after the barrier — two races)."""
@@ -822,6 +823,7 @@ def test_config_choice_counts_a_batch_as_its_tiles():
         assert choose(large.bm // 2, large.bn // 2, 10_000) == large
 
 
+@pytest.mark.sim  # simt_tiles.analyze runs in the simulator
 def test_batched_form_has_no_races():
     """The batched form under the race check: a batch of 2 (grid z), and one product on ``batched=2``."""
     from simt_tiles import analyze

@@ -35,7 +35,7 @@ from simt_tiles.kernels.softmax import RUNGS, dispatch
 from simt_tiles.kernels.softmax.k06_split_blocks import Hints
 from simt_tiles.kernels.softmax.reference import log_softmax_reference, softmax_reference
 from simt_tiles.mma import bf16_bits, bits_to_f32
-from simt_tiles.runtime import HALF_STORAGE
+from simt_tiles.runtime import HALF_STORAGE, SIMULATOR
 
 from .common import ETA16, HALF, U16, Bf16, configs, edge_sizes
 from .common import bf16_names as bf16_names_of
@@ -158,9 +158,11 @@ DEFAULT_CASES = {((3, 77), -1): "k04_register_row", ((2, 600), -1): "k05_split_r
 def test_default_path_and_its_rung_named(shape, axis, dt):
     """``softmax(x)`` chooses the float32 rung for each shape, and is right; so is log_softmax with the rung
     named (NaN-poisoned float16 ``out``); a NaN, an inf and a row of −inf planted where rows are left finite."""
-    want = DEFAULT_CASES[(shape, axis)]
     storage = HALF_STORAGE[dt]
     shape3 = softmax_mod.view3(shape, axis)
+    # the simulator's presets give these rungs; a GPU's are its own (k04 holds thousands of values): there the
+    # 16-bit row goes where a float32 row of as many values goes
+    want = DEFAULT_CASES[(shape, axis)] if SIMULATOR else dispatch.plan(shape3, np.float32).rung.name
     plan = dispatch.plan(shape3, storage)
     assert plan.rung.name == want == dispatch.plan(shape3, np.float32).rung.name
     rng = np.random.default_rng(sum(shape))
@@ -335,6 +337,7 @@ def test_empty_16bit():
         assert y.shape == shape and y.dtype == np.float16
 
 
+@pytest.mark.sim  # simt_tiles.analyze runs in the simulator
 @pytest.mark.parametrize("variant, shape, dt", [("k05_split_row", (2, 600), "bfloat16"),
                                                 ("k04_register_row", (3, 77), "float16"),
                                                 ("k08_ticket_queue", (2, 300), "bfloat16")])

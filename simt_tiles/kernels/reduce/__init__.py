@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from ...interop import (HALF_FLOATS, as_stream, check_no_overlap, device_operand, dtype_name, finish16, finish_result,
-                        operand16, out16, prepare_out)
+                        operand16, out16, prepare_out, storage_view)
 from ...launch import planned
 from ...registry import Family
 from ...runtime import HALF_STORAGE
@@ -100,7 +100,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         out_op = prepare_out(out, x_op, result_shape, np.dtype(np.int64) if arg else x_op.dev.dtype, stream)
     xd, od = x_op.dev, out_op.dev
     if half in HALF_FLOATS:
-        xd, od = xd.view(HALF_STORAGE[half]), od if arg else od.view(HALF_STORAGE[half])
+        xd, od = storage_view(xd, HALF_STORAGE[half]), od if arg else storage_view(od, HALF_STORAGE[half])
     if count == 0 and op == "mean":
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=4)  # (the device guard, planned's wrapper, ours)
     if math.prod(result_shape):

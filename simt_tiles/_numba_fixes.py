@@ -28,6 +28,12 @@ Two smaller ones for the generated matmul rungs (9% off k11/k10/k05 split-row's 
 (``_FixSSAVars._stmt_index``), and ``TargetConfig.values`` (built ~750k times a compile to hash and
 compare flags in typing's template cache) read from the option table instead of each property.
 
+``analysis.compute_live_map`` (every ``PostProcessor.run``: 9 a compile) iterated two fix-points
+over set unions, the first unioning each block's reaching names (~10k in a generated matmul)
+into its successors' pass after pass: 2.9 of 11.6 s compiling k12's default.  Here reaching is a
+bit test (blocks that reach a block, blocks that name a name) and liveness a worklist of new names:
+the same map, k12's default 11.5 → 8.4 s (benchmarks/notes/compile.md, session 38).
+
 3. The disk cache (:func:`apply_cache_lock`, with 2): Numba's on-disk kernel cache keeps one index
    per function, mapping each (signature, closure, …) key to a numbered data file, and rewrites it
    unlocked.  Two processes compiling two specialisations of one kernel factory at once (the
@@ -216,9 +222,134 @@ def _apply_ssa_and_flags() -> None:
         pass
 
 
+_LIVE_MAP_ORIGINAL: list = []
+
+
+def _live_map(cfg, blocks, var_use_map, var_def_map):
+    """numba-cuda's ``analysis.compute_live_map`` (the names live at each block's entry), or None where
+    the inputs are not the plain case it was checked on (the caller then runs numba-cuda's).
+
+    numba-cuda first iterates ``def_reach`` to a fix-point: each block's set of the names used or
+    defined in any block that reaches it, every pass unioning each block's set (up to ~10k names in a
+    generated matmul) into its successors'.  Here a name's reaching is a bit test instead: the blocks
+    that reach a block (itself included) as one bit mask (Tarjan's strongly connected components in
+    topological order), and each name's blocks as another.  The liveness fix-point (a name live at
+    a block's entry is live at a predecessor's entry when it reaches the predecessor and is not
+    defined there) is a union of a map that distributes over unions, so a worklist that pushes only
+    each block's new names reaches the same least fix-point as numba-cuda's repeated passes."""
+    keys = list(blocks.keys())
+    keyset = set(keys)
+    if keyset != set(var_def_map) or keyset != set(var_use_map) or len(keyset) != len(keys):
+        return None
+    succ = {o: [w for w, _ in cfg.successors(o)] for o in keys}
+    pred = {o: [w for w, _ in cfg.predecessors(o)] for o in keys}
+    edges = {(o, w) for o in keys for w in succ[o]}
+    if edges != {(p, o) for o in keys for p in pred[o]} or not all(w in keyset for _, w in edges):
+        return None
+    bit = {o: 1 << i for i, o in enumerate(keys)}
+    # Tarjan's components (emitted sinks first), iteratively
+    index: dict = {}
+    low: dict = {}
+    onstack: set = set()
+    stack: list = []
+    comps: list = []
+    for root in keys:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        onstack.add(root)
+        work = [(root, iter(succ[root]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    onstack.add(w)
+                    work.append((w, iter(succ[w])))
+                    break
+                if w in onstack and index[w] < low[v]:
+                    low[v] = index[w]
+            else:
+                work.pop()
+                if work and low[v] < low[work[-1][0]]:
+                    low[work[-1][0]] = low[v]
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        onstack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    comps.append(comp)
+    reached_from: dict = {}  # block → the blocks that reach it, itself included (a bit mask)
+    for comp in reversed(comps):  # sources first: every predecessor outside the component is done
+        mask = 0
+        for v in comp:
+            mask |= bit[v]
+            for p in pred[v]:
+                mask |= reached_from.get(p, 0)  # one of this component: its bits are in mask already
+        for v in comp:
+            reached_from[v] = mask
+    named_in: dict = {}  # name → the blocks that use or define it (a bit mask)
+    for o in keys:
+        b = bit[o]
+        for names in (var_def_map[o], var_use_map[o]):
+            for name in names:
+                named_in[name] = named_in.get(name, 0) | b
+    live_map = {o: set(var_use_map[o]) for o in keys}
+    pending = {o: set(live) for o, live in live_map.items() if live}  # names not yet pushed back
+    while pending:
+        o, new = pending.popitem()
+        for inc in pred[o]:
+            have, defined, reach = live_map[inc], var_def_map[inc], reached_from[inc]
+            add = {v for v in new if v not in have and v not in defined and named_in.get(v, 0) & reach}
+            if add:
+                have |= add
+                if inc in pending:
+                    pending[inc] |= add
+                else:
+                    pending[inc] = add
+    return live_map
+
+
+def compute_live_map(cfg, blocks, var_use_map, var_def_map):
+    """:func:`_live_map`, else (an input it does not take) numba-cuda's own."""
+    try:
+        live_map = _live_map(cfg, blocks, var_use_map, var_def_map)
+    except Exception:  # noqa: BLE001 - on any doubt, numba-cuda's own
+        live_map = None
+    if live_map is None:
+        return _LIVE_MAP_ORIGINAL[0](cfg, blocks, var_use_map, var_def_map)
+    return live_map
+
+
+def _apply_live_map() -> bool:
+    try:
+        from numba.cuda.core import analysis, ir_utils
+
+        src = inspect.getsource(analysis.compute_live_map)
+        known = all(m in src for m in (
+            "def def_reach(dct):", "used_or_defined = var_def_map[offset] | var_use_map[offset]",
+            "dct[out_blk] |= dct[offset]", "reachable = live_vars & def_reach_map[inc_blk]",
+            "dct[inc_blk] |= reachable - var_def_map[inc_blk]", "live_map[offset] = set(var_use_map[offset])",
+            "fix_point(def_reach, def_reach_map)", "fix_point(liveness, live_map)"))
+    except (ImportError, AttributeError, OSError, TypeError):
+        known = False
+    if known and not _LIVE_MAP_ORIGINAL:
+        original = analysis.compute_live_map
+        _LIVE_MAP_ORIGINAL.append(original)
+        analysis.compute_live_map = compute_live_map  # postproc's variable lifetimes read it from here
+        if getattr(ir_utils, "compute_live_map", None) is original:  # remove_dead's own name for it
+            ir_utils.compute_live_map = compute_live_map
+    return bool(_LIVE_MAP_ORIGINAL)
+
+
 def apply() -> bool:
-    """Install the four compile-time fixes and the two locks (once per process); whether the lowering scan is installed
-    (the inliner's copy, the SSA positions and the flags' values are each installed where they match).  Imports Numba's CUDA lowering: call it where
+    """Install the five compile-time fixes and the two locks (once per process); whether the lowering scan is installed
+    (the inliner's copy, the SSA positions, the flags' values and the liveness map are each installed where they match).  Imports Numba's CUDA lowering: call it where
     the real target is loaded (the compile gate's processes; :mod:`simt_tiles.runtime` off the
     simulator)."""
     if _APPLIED:
@@ -238,6 +369,7 @@ def apply() -> bool:
         L.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
     _apply_shared_block_memo()
     _apply_ssa_and_flags()
+    _apply_live_map()
     apply_cache_lock()
     apply_cufunc_lock()
     _APPLIED.append(known)

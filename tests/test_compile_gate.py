@@ -420,6 +420,37 @@ def test_linear_single_assignment_scan_matches_numbas():
     assert same == "True", proc.stdout
 
 
+
+def test_live_map_matches_numbas_on_a_compile():
+    """simt_tiles._numba_fixes' liveness map (session 38: a generated matmul's compile 11.5 → 8.4 s)
+    is numba-cuda's ``compute_live_map``, the same dict of the same sets, on every call a loop-tiled
+    kernel's compile makes (both run on the same inputs; numba-cuda's result is the one used)."""
+    proc = run_real_target("""
+        import numpy as np
+        from numba import cuda
+        from numba.cuda.core import analysis
+        from simt_tiles import _numba_fixes
+        _numba_fixes.apply()
+        assert _numba_fixes._LIVE_MAP_ORIGINAL, "numba-cuda's liveness changed: review simt_tiles/_numba_fixes.py"
+        original, fixed = _numba_fixes._LIVE_MAP_ORIGINAL[0], analysis.compute_live_map
+        assert fixed is _numba_fixes.compute_live_map
+        seen = []
+        def both(cfg, blocks, use, defs):
+            theirs = original(cfg, blocks, use, defs)
+            ours = _numba_fixes._live_map(cfg, blocks, use, defs)
+            seen.append((ours == theirs and list(ours) == list(theirs), sum(map(len, theirs.values()))))
+            return theirs
+        analysis.compute_live_map = both
+        from simt_tiles.kernels.matmul import RUNGS
+        rung = RUNGS["k05_regblock_2d"]
+        cuda.compile_ptx(rung.factory(rung.presets["sim"], np.float32), rung.signature(np.float32), cc=(9, 0))
+        print(len(seen), all(s[0] for s in seen), sum(s[1] for s in seen))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    calls, same, live = proc.stdout.split()
+    assert int(calls) >= 2 and int(live) > 0, proc.stdout
+    assert same == "True", proc.stdout
+
 @pytest.mark.parametrize("problem", ["inner", "split rows", "rows", "long rows"])
 def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem):
     """The dispatch's k03 passes under their launch bounds, every op, both dtypes: no local memory, and the

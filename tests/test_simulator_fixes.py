@@ -1,7 +1,8 @@
 """The simulator's fixes (:mod:`simt_tiles._numba_fixes`): shared arrays, one per call site and
 block however the threads interleave (:func:`~simt_tiles._numba_fixes.apply_simulator_shared_lock`);
 a block's driver that yields while it waits (:func:`~simt_tiles._numba_fixes.apply_simulator_block_yield`);
-and the compile-time replacements that need no compiler to check (SSA positions, flags' values)."""
+and the compile-time replacements that need no compiler to check (SSA positions, flags' values,
+the liveness map)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,48 @@ def test_compile_time_ssa_position_and_flag_values_match_numbas():
         assert _numba_fixes._flags_values(flags) == {k: getattr(flags, k) for k in flags.options}
         assert TC.TargetConfig.values.__name__ in ("values", "_flags_values")
 
+
+
+def test_compile_time_live_map_matches_numbas():
+    """``_numba_fixes._live_map`` (bit masks and a worklist for numba-cuda's two fix-points) gives
+    numba-cuda's ``compute_live_map`` on random control-flow graphs: loops, self-loops, unreachable
+    blocks, names used before, after and without a definition; and declines (None) a graph whose
+    edges leave the blocks."""
+    import random
+
+    from numba.cuda.core import analysis
+    from numba.cuda.core.controlflow import CFGraph
+
+    original = (_numba_fixes._LIVE_MAP_ORIGINAL or [analysis.compute_live_map])[0]
+    if "def def_reach(dct):" not in __import__("inspect").getsource(original):
+        pytest.skip("numba-cuda's liveness changed")
+    rng = random.Random(38)
+    for trial in range(300):
+        n = rng.randint(1, 24)
+        labels = rng.sample(range(0, 400, 2), n)  # block labels in no particular order
+        cfg = CFGraph()
+        for b in labels:
+            cfg.add_node(b)
+        for b in labels:
+            for w in rng.sample(labels, rng.randint(0, min(3, n))):
+                cfg.add_edge(b, w)
+        cfg.set_entry_point(labels[0])
+        cfg.process()
+        names = [f"v{i}" for i in range(rng.randint(1, 40))]
+        use = {b: set(rng.sample(names, rng.randint(0, min(6, len(names))))) for b in labels}
+        defs = {b: set(rng.sample(names, rng.randint(0, min(8, len(names))))) for b in labels}
+        blocks = dict.fromkeys(labels)
+        want = original(cfg, blocks, use, defs)
+        got = _numba_fixes._live_map(cfg, blocks, use, defs)
+        assert got == want and list(got) == list(want), trial
+        assert _numba_fixes.compute_live_map(cfg, blocks, use, defs) == want
+    cfg = CFGraph()
+    for b in (0, 2):
+        cfg.add_node(b)
+    cfg.add_edge(0, 2)
+    cfg.set_entry_point(0)
+    cfg.process()
+    assert _numba_fixes._live_map(cfg, {0: None}, {0: set()}, {0: set()}) is None  # block 2 is not one of them
 
 # --- the disk cache's index (no compiler: the index and data files are plain pickles) ----------
 

@@ -420,7 +420,6 @@ def test_linear_single_assignment_scan_matches_numbas():
     assert same == "True", proc.stdout
 
 
-
 def test_live_map_matches_numbas_on_a_compile():
     """simt_tiles._numba_fixes' liveness map (session 38: a generated matmul's compile 11.5 → 8.4 s)
     is numba-cuda's ``compute_live_map``, the same dict of the same sets, on every call a loop-tiled
@@ -450,6 +449,7 @@ def test_live_map_matches_numbas_on_a_compile():
     calls, same, live = proc.stdout.split()
     assert int(calls) >= 2 and int(live) > 0, proc.stdout
     assert same == "True", proc.stdout
+
 
 @pytest.mark.parametrize("problem", ["inner", "split rows", "rows", "long rows"])
 def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem):

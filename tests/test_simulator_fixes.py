@@ -134,7 +134,6 @@ def test_compile_time_ssa_position_and_flag_values_match_numbas():
         assert TC.TargetConfig.values.__name__ in ("values", "_flags_values")
 
 
-
 def test_compile_time_live_map_matches_numbas():
     """``_numba_fixes._live_map`` (bit masks and a worklist for numba-cuda's two fix-points) gives
     numba-cuda's ``compute_live_map`` on random control-flow graphs: loops, self-loops, unreachable
@@ -175,6 +174,7 @@ def test_compile_time_live_map_matches_numbas():
     cfg.set_entry_point(0)
     cfg.process()
     assert _numba_fixes._live_map(cfg, {0: None}, {0: set()}, {0: set()}) is None  # block 2 is not one of them
+
 
 # --- the disk cache's index (no compiler: the index and data files are plain pickles) ----------
 

@@ -14,6 +14,7 @@ simulator runs ~40 µs per thread-operation.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -261,6 +262,34 @@ def test_rx_tile_geometry_and_shared_memory():
     assert dispatch.plan_volume(None, "default", 7, 7, 7, _args.mode_of("reflect"), np.float32).rung is k12_volume.RUNG
     with pytest.raises(ConfigError, match=r"weights: a 7x7x7 float32 filter does not fit k12_volume"):
         dispatch.plan_volume("k12_volume", "rx4", 7, 7, 7, _args.mode_of("reflect"), np.float32)
+
+
+def test_the_gpu_default_takes_the_most_outputs_per_thread_that_fit():
+    """``config=None`` on a GPU (the ladder rx4, rx3, rx2, default): the first preset whose ring fits 48 KiB, for
+    every filter shape from 1 to 11 a side (most never measured) and both dtypes; none fitting: the fallback,
+    or the refusal naming ``weights`` for a named k12.  The measured points: 3³ and 5³ float32 rx4, 7³ rx3."""
+    ladder = dispatch.VOLUME_RX_LADDER
+    mode = _args.mode_of("reflect")
+    for dtype in (np.float32, np.float64):
+        for kd, kh, kw in [(k, k, k) for k in range(1, 12)] + [(1, 3, 11), (7, 1, 1), (3, 9, 2), (11, 2, 5)]:
+            def ring_bytes(p):  # the ring of KD + 1 staged planes (rows in gcd(rx, 32) phases) and the taps
+                g = math.gcd(p.rx, 32)
+                row = g * -(-(p.rx * p.block_x + kw - 1) // g)
+                return ((kd + 1) * (p.block_y + kh - 1) * row + kd * kh * kw) * np.dtype(dtype).itemsize
+
+            fits = [n for n in ladder if ring_bytes(k12_volume.PRESETS[n]) <= 48 * 1024]
+            plan = dispatch.plan_volume(None, None, kd, kh, kw, mode, dtype, ladder=ladder)
+            if fits:
+                assert plan.rung is k12_volume.RUNG and plan.config.rx == k12_volume.PRESETS[fits[0]].rx, (kd, kh, kw)
+                assert dispatch.plan_volume("k12_volume", None, kd, kh, kw, mode, dtype, ladder=ladder) == plan
+            else:
+                assert plan.rung is k12_volume.NAIVE, (kd, kh, kw, dtype)
+                with pytest.raises(ConfigError, match="weights: a"):
+                    dispatch.plan_volume("k12_volume", None, kd, kh, kw, mode, dtype, ladder=ladder)
+    got = [dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config.rx for k in (3, 5, 7)]
+    assert got == [4, 4, 3]
+    assert dispatch.plan_volume(None, None, 3, 3, 3, mode, np.float32).config == dispatch.plan_volume(
+        None, "sim", 3, 3, 3, mode, np.float32).config  # the simulator's own default
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])

@@ -133,9 +133,15 @@ VOLUME_RUNGS: dict[str, Rung] = rung_dict(k12_volume.RUNG, k12_volume.NAIVE)
 #: ``correlate``/``convolve``'s variants for a 3-D volume
 VOLUME_VARIANTS: tuple[str, ...] = tuple(VOLUME_RUNGS)
 
-#: the rung ``variant=None`` uses for a volume (unmeasured: by construction, each input plane loaded
-#: once per block instead of KD·KH·KW times)
+#: the rung ``variant=None`` uses for a volume: each input plane loaded once per block instead of KD·KH·KW times
+#: (H100, 256³ float32: 3.9× cupyx at 3³ with rx4, 4.8× at 5³, 3.7× at 7³ with rx3)
 BEST_VOLUME_VARIANT = "k12_volume"
+
+#: the presets ``config=None`` tries on a GPU, in order: the most outputs per thread in x whose ring fits 48 KiB.
+#: Measured (H100, float32, 256³ and 128 × 512 × 512, benchmarks/notes/conv2d.md "3-D volumes"): every rx faster
+#: than the one below it at every filter — rx4 1.6-1.7× the one-output tile at 3³, 2.0× at 5³; rx3 1.9× at 7³, where
+#: rx4's ring does not fit.  The simulator keeps its "sim" preset.
+VOLUME_RX_LADDER = ("rx4", "rx3", "rx2", "default")
 
 #: ``variant=None``'s rung for a volume whose filter's ring of planes does not fit 48 KiB
 VOLUME_FALLBACK = "k12_volume_naive"
@@ -155,12 +161,21 @@ def _volume_spec(rung, cfg, kd, kh, kw, mode, dtype):
     return spec
 
 
-def plan_volume(variant, config, kd: int, kh: int, kw: int, mode: Mode, dtype) -> Plan:
+def plan_volume(variant, config, kd: int, kh: int, kw: int, mode: Mode, dtype, ladder=None) -> Plan:
     """The plan for one 3-D filtering: the named rung (None: :data:`BEST_VOLUME_VARIANT`) with its
-    config for this filter shape and mode; for ``variant=None`` with ``config`` None or a preset name,
-    :data:`VOLUME_FALLBACK` when the ring does not fit shared memory (else a ConfigError naming
-    ``weights``)."""
+    config for this filter shape and mode — for k12 with ``config`` None the first preset of ``ladder``
+    (None: :data:`VOLUME_RX_LADDER` on a GPU, the "sim" preset in the simulator) whose ring fits; for
+    ``variant=None`` with ``config`` None or a preset name, :data:`VOLUME_FALLBACK` when the ring does not
+    fit shared memory (else a ConfigError naming ``weights``)."""
     rung = get_volume_rung(variant)
+    ladder = ladder if ladder is not None else () if SIMULATOR else VOLUME_RX_LADDER
+    if config is None and rung is k12_volume.RUNG and ladder:
+        for name in ladder[:-1]:
+            try:
+                return Plan(rung, _volume_spec(rung, rung.presets[name], kd, kh, kw, mode, np.dtype(dtype)))
+            except ConfigError:
+                continue  # its ring does not fit: fewer outputs per thread
+        config = ladder[-1]
     cfg = rung.resolve_config(config)
     try:
         return Plan(rung, _volume_spec(rung, cfg, kd, kh, kw, mode, np.dtype(dtype)))

@@ -20,6 +20,7 @@ import dataclasses
 import math
 
 import numpy as np
+from numba import cuda
 
 from ...half_io import compute_dtype, make_io, make_store
 from ...runtime import TileConfig, numba_dtype
@@ -64,6 +65,23 @@ def element_types(dtype, acc=None, out_dtype=None) -> ElementTypes:
     acc_dt = np.dtype(acc) if acc is not None else compute_dtype(dtype)
     out_dt = out_dtype if out_dtype is not None else dtype
     return ElementTypes(acc_dt, numba_dtype(acc_dt), numba_dtype(out_dt), make_io(dtype)[0], make_store(out_dt, acc_dt))
+
+
+def make_finish(op: int, divide: bool, store, out):
+    """``finish(a, scale)``: a lane kernel's last value as the stored result — ``a`` (max/min), ``a·scale`` (sums;
+    the mean's 1/count) or ``a / scale`` (``divide``: a 16-bit mean, ``scale`` the count: the quotient is rounded
+    once in float64 before ``store`` rounds once to 16 bits, where a·(1/count) can land a float64 ulp off a 16-bit
+    midpoint and send the tie the wrong way)."""
+
+    @cuda.jit(device=True, inline="always")
+    def finish(a, scale):
+        if op != SUM:
+            return out(store(a))
+        if divide:
+            return out(store(a / scale))
+        return out(store(a * scale))
+
+    return finish
 
 
 @dataclasses.dataclass(frozen=True)

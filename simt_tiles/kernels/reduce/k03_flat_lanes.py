@@ -45,7 +45,7 @@ from numba import cuda, int64, uint64, void
 from ...half_io import compute_dtype
 from ...runtime import Gate, Rung, TileConfig, numba_dtype
 from ...warp import FULL_MASK, shfl_xor_sync
-from ._common import ARGMAX, ARGMIN, MAX, SUM, element_types, identity
+from ._common import ARGMAX, ARGMIN, MAX, SUM, element_types, identity, make_finish
 from .k02_axis_lanes import ALONG_K, ALONG_OUTPUTS, BIG, GATE_PARAMS, geometry  # the same units as k02's
 
 
@@ -124,7 +124,8 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
     OFFS = tuple(o for o in (16, 8, 4, 2, 1) if (o < G if KFAST else o >= W)) or (32,)
     types = element_types(dtype, acc, out_dtype)  # 16-bit: read exactly, rounded once at the store
     ACC, OUT, up, store = types.acc, types.out, types.up, types.store
-    OP, ARG, IDX_IN, DIVIDE = op, op in (ARGMAX, ARGMIN), idx_in, bool(divide)
+    OP, ARG, IDX_IN = op, op in (ARGMAX, ARGMIN), idx_in
+    finish = make_finish(op, bool(divide), store, OUT)
     CHEAP = ARG and not idx_in  # the in-lane pair rule of monotone k (first pass)
     IDENT = identity(op)
 
@@ -248,12 +249,7 @@ def make_kernel(config: Config, dtype, op: int = SUM, acc=None, out_dtype=None, 
         if live and j == 0 and wid % WPO == 0:
             if ARG:  # the value too: a second pass folds (value, index) partials
                 outi[s, q] = ai
-            if OP != SUM:
-                out[s, q] = OUT(store(a))
-            elif DIVIDE:  # a 16-bit mean: a / count is rounded once in float64, then once to 16 bits (a·(1/count)
-                out[s, q] = OUT(store(a / scale))  # can land a float64 ulp off a 16-bit midpoint: the tie then goes wrong)
-            else:
-                out[s, q] = OUT(store(a * scale))
+            out[s, q] = finish(a, scale)  # (sums times scale, a 16-bit mean divided by it: _common.make_finish)
 
     return reduce_k03_flat_lanes
 

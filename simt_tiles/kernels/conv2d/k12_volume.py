@@ -81,8 +81,7 @@ Shared-memory banks: which thread reads which column (a prediction, unmeasured)
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
 
-Headline (H100, 256³ float32, 3 × 3 × 3, reflect): 90.6 µs with rx = 4 (the GPU default: the most outputs
-per thread whose ring fits), 145 µs with one output per thread, cupyx 350 µs (benchmarks/lab/volume_filter_probe.py)
+Headline: none yet — not measured on a GPU (an H200; the H100's numbers: benchmarks/notes/conv2d.md, "Session 38")
 """
 
 from __future__ import annotations

@@ -174,15 +174,8 @@ SIZES = [0, 1, 7, 15, 16, 17, 31, 33]
 
 
 def _inputs(m, n, k, precision):
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    if precision == "tf32":
-        return a, b, a, b
-    to_bits = mma.bf16_bits if precision == "bf16" else mma.f16_bits
-    ab, bb = to_bits(a), to_bits(b)
-    if precision == "fp16":
-        return ab.view(np.float16), bb.view(np.float16), mma.bits_to_f32(ab, "fp16"), mma.bits_to_f32(bb, "fp16")
-    return ab, bb, mma.bits_to_f32(ab, "bf16"), mma.bits_to_f32(bb, "bf16")
+    """An M × K and a K × N operand in ``precision``'s input type, and their values as float32."""
+    return _batch_inputs((m, k), (k, n), precision)
 
 
 def check_matmul(m, n, k, precision, cfg):

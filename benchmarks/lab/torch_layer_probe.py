@@ -17,7 +17,9 @@ the project's Python adds between torch's dispatcher and the public call.
 Host µs per call: the median over ``--rounds`` interleaved rounds (each round times every op and its
 floor, one loop of ``--calls`` each, in alternating order) — plus each row's minimum.  ``--profile``
 cProfiles one op's calls (the functions by own time).  On the GPU host, add the public call itself
-(``benchmarks/bench_torch.py``'s public column) to the op's number here to predict its host time.
+(``benchmarks/bench_torch.py``'s public column) to the op's number here to predict its host time;
+``bench_torch.py`` runs :func:`measure` there too (its "torch layer alone" table).  No kernel runs, so the
+probe runs with or without Numba's simulator (run as a script it picks the simulator unless told otherwise).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported (CPU tensors are accepted)
+if __name__ == "__main__":  # (imported by bench_torch.py on a GPU host: Numba is loaded already there)
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before Numba is imported: no GPU needed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import torch  # noqa: E402

@@ -174,7 +174,11 @@ def _autograd(op, backward, setup_context) -> None:
     if _make_autograd_impl is None:
         torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
         return
-    full = _make_autograd_impl(op, _Info(backward, setup_context))
+    try:
+        full = _make_autograd_impl(op, _Info(backward, setup_context))
+    except (TypeError, AttributeError):  # pragma: no cover - torch's private pieces changed shape
+        torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
+        return
     redispatch = op._handle.redispatch_boxed
     grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad
 
@@ -466,6 +470,14 @@ _autograd(reduce, _reduce_backward, _reduce_setup)
 # ---------------------------------------------------------------------------
 
 
+def _filter_fits(image, weights, mode, n: int) -> bool:
+    """The filters' fast guard: every condition of :func:`_check_filter` (``n`` 2) or :func:`_check_filter_nd`
+    (``n`` the image's dimensions), read from cheap tensor attributes; False sends the call to the full check."""
+    return ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
+            and weights.dtype == image.dtype and 1 <= n <= 3 and image.dim() == n and weights.dim() == n
+            and weights.get_device() == image.get_device() and weights.numel() > 0 and mode in _MODES)
+
+
 def _check_filter(image, weights, mode):
     _check("image", image, 2)
     _check("weights", weights, 2, like=image, like_name="image")
@@ -478,9 +490,7 @@ def _check_filter(image, weights, mode):
 @_custom_op
 def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.correlate2d`."""
-    if not ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
-            and weights.dtype == image.dtype and image.dim() == 2 and weights.dim() == 2
-            and weights.get_device() == image.get_device() and weights.numel() and mode in _MODES):
+    if not _filter_fits(image, weights, mode, 2):
         _check_filter(image, weights, mode)
     return _call(st.correlate2d, image, weights, mode=mode, cval=cval)
 
@@ -488,9 +498,7 @@ def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: flo
 @_custom_op
 def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.convolve2d`."""
-    if not ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
-            and weights.dtype == image.dtype and image.dim() == 2 and weights.dim() == 2
-            and weights.get_device() == image.get_device() and weights.numel() and mode in _MODES):
+    if not _filter_fits(image, weights, mode, 2):
         _check_filter(image, weights, mode)
     return _call(st.convolve2d, image, weights, mode=mode, cval=cval)
 
@@ -607,10 +615,7 @@ def _check_filter_nd(image, weights, mode):
 def correlate(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
     :func:`simt_tiles.correlate`."""
-    n = image.dim()
-    if not ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
-            and weights.dtype == image.dtype and 1 <= n <= 3 and weights.dim() == n
-            and weights.get_device() == image.get_device() and weights.numel() and mode in _MODES):
+    if not _filter_fits(image, weights, mode, image.dim()):
         _check_filter_nd(image, weights, mode)
     return _call(st.correlate, image, weights, mode=mode, cval=cval)
 
@@ -619,10 +624,7 @@ def correlate(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float
 def convolve(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
     :func:`simt_tiles.convolve`."""
-    n = image.dim()
-    if not ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
-            and weights.dtype == image.dtype and 1 <= n <= 3 and weights.dim() == n
-            and weights.get_device() == image.get_device() and weights.numel() and mode in _MODES):
+    if not _filter_fits(image, weights, mode, image.dim()):
         _check_filter_nd(image, weights, mode)
     return _call(st.convolve, image, weights, mode=mode, cval=cval)
 

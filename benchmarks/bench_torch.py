@@ -6,7 +6,9 @@ tensors (no torch.library layer), and the torch op computing the same thing.  ``
 loop's time per call before the final synchronize (what the host spends queueing); ``wall_us``:
 per call including the synchronize.  Warm-up first (every kernel compiled).
 
-Then ``examples/digits_cnn.py``'s comparison (same initialisation, same batches, Adam, float32).
+Then the torch layer alone per op (``benchmarks/lab/torch_layer_probe.py``: the public call stubbed, beside
+a same-schema op that returns at once), and ``examples/digits_cnn.py``'s comparison (same initialisation,
+same batches, Adam, float32).
 
     python benchmarks/bench_torch.py --out benchmarks/results/torch_h200 [--epochs 15] [--skip-digits]
 """
@@ -119,6 +121,19 @@ def registration_probe(rows):
         print(f"probe {impl:60s} host {host:7.2f} µs", flush=True)
 
 
+def layer_probe(out):
+    """The torch layer alone on this host (``benchmarks/lab/torch_layer_probe.py``): every op with its public
+    call stubbed, beside an op of the same schema registered the same way that returns at once (the floor)."""
+    spec = importlib.util.spec_from_file_location("torch_layer_probe", ROOT / "benchmarks" / "lab" /
+                                                  "torch_layer_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    out["layer"] = probe.measure(300, 7)
+    for r in out["layer"]:
+        print(f"layer {r['op']:22s} op {r['op_us']:7.2f} µs  floor {r['floor_us']:7.2f} µs  ours {r['ours_us']:6.2f}",
+              flush=True)
+
+
 def step_time(model, data, batch=64, n=30):
     """Wall ms per training step (forward, backward, Adam) of ``model`` on one fixed batch."""
     xtr, ytr = data[0][:batch], data[1][:batch]
@@ -170,6 +185,12 @@ def markdown(out) -> str:
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     lines += ["", "The registration layer alone (host µs per call):", ""]
     lines += [f"- {r['impl']}: {r['host_us']:.1f}" for r in probe]
+    if out.get("layer"):
+        lines += ["", "## The torch layer alone (public call stubbed; host µs per call, median of 7 rounds of 300)",
+                  "", "`benchmarks/lab/torch_layer_probe.py`'s measure: CPU tensors that answer `is_cuda`; the floor "
+                  "is an op of the same schema registered the same way whose kernel returns at once.", "",
+                  "| op | torch.ops.simt_tiles | floor | ours |", "|---|---|---|---|"]
+        lines += [f"| {r['op']} | {r['op_us']:.2f} | {r['floor_us']:.2f} | {r['ours_us']:.2f} |" for r in out["layer"]]
     dg = out.get("digits")
     if dg:
         lines += ["", f"## Digits CNN ({dg['config']['epochs']} epochs, batch {dg['config']['batch']}, Adam, float32)", "",
@@ -191,6 +212,7 @@ def main(argv=None):
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
            "command": "python " + " ".join(sys.argv), "overhead": []}
     registration_probe(out["overhead"])
+    layer_probe(out)
     overhead(out["overhead"])
     Path(a.out + ".json").write_text(json.dumps(out, indent=1))  # kept if the digits run is cut short
     if not a.skip_digits:

@@ -318,6 +318,88 @@ def test_errors_name_the_argument_eager_and_compiled(monkeypatch):
         g(x)
 
 
+def _z(*shape, dtype=torch.float64 if torch is not None else None):
+    return torch.zeros(*shape, dtype=dtype, device=DEVICE)
+
+
+#: (op, its arguments, the error, what it says): each of the fast guards' conditions failing alone (a
+#: guard that let the call through would call the public function, or raise something else)
+GUARDED = [] if torch is None else [
+    ("matmul", lambda: (_z(2, 3, dtype=torch.int32), _z(3, 2)), TypeError, r"^a: expected dtype"),
+    ("matmul", lambda: (_z(2, 3), _z(3, 2, dtype=torch.float32)), TypeError, r"^b: expected dtype torch.float64"),
+    ("matmul", lambda: (_z(1, 2, 3), _z(3, 2)), ValueError, r"^a: expected a 2-D tensor; got 3-D"),
+    ("matmul", lambda: (_z(2, 3), _z(3)), ValueError, r"^b: expected a 2-D tensor; got 1-D"),
+    ("matmul", lambda: (_z(2, 3), _z(4, 2)), ValueError, r"^b: expected shape \(3, N\)"),
+    ("softmax", lambda: (_z(()), -1), ValueError, r"^x: expected a tensor of at least 1 dimension"),
+    ("softmax", lambda: (_z(2, 3), 2), ValueError, r"^axis: 2 is out of bounds"),
+    ("log_softmax", lambda: (_z(2, 3), -3), ValueError, r"^axis: -3 is out of bounds"),
+    ("log_softmax", lambda: (_z(2, 3, dtype=torch.int64), -1), TypeError, r"^x: expected dtype"),
+    ("softmax_backward", lambda: (_z(2, 3), _z(2, 3, dtype=torch.float32), -1, False), TypeError, r"^dy: expected"),
+    ("softmax_backward", lambda: (_z(2, 3, dtype=torch.float16), _z(2, 3, dtype=torch.float16), -1, False),
+     TypeError, r"^y: expected dtype torch.float32 or torch.float64"),
+    ("bias_relu", lambda: (_z(2, 3), _z(3, dtype=torch.float32)), TypeError, r"^bias: expected dtype torch.float64"),
+    ("bias_relu", lambda: (_z(2, 3), _z(1, 3)), ValueError, r"^bias: expected a 1-D tensor"),
+    ("bias_relu", lambda: (_z(2, 3), _z(2)), ValueError, r"^bias: expected shape \(3,\)"),
+    ("bias_relu", lambda: (_z(6), _z(6)), ValueError, r"^x: expected a 2-D tensor"),
+    ("vector_add", lambda: (_z(3), _z(4)), ValueError, r"^b: expected shape \(3,\)"),
+    ("vector_add", lambda: (_z(3, 1), _z(3, 1)), ValueError, r"^a: expected a 1-D tensor"),
+    ("reduce", lambda: (_z(2, 3), "sum", [0], False), None, None),  # (fills the cache of axes the next ones meet)
+    ("reduce", lambda: (_z(2, 3), "max", [0], False), ValueError, r"^op: expected 'sum' or 'mean'"),
+    ("reduce", lambda: (_z(2, 3, dtype=torch.int32), "sum", [0], False), TypeError, r"^x: expected dtype"),
+    ("reduce", lambda: (_z(2, 3), "sum", [0, -2], False), ValueError, r"^axis: expected distinct axes"),
+    ("reduce", lambda: (_z(2, 3), "sum", [2], False), ValueError, r"^axis: 2 is out of bounds"),
+    ("correlate2d", lambda: (_z(4, 4), _z(0, 3), "reflect", 0.0), ValueError, r"^weights: expected a non-empty"),
+    ("correlate2d", lambda: (_z(4, 4), _z(3, 3), "zeros", 0.0), ValueError, r"^mode: expected one of"),
+    ("convolve2d", lambda: (_z(4, 4, 1), _z(3, 3), "reflect", 0.0), ValueError, r"^image: expected a 2-D tensor"),
+    ("convolve2d", lambda: (_z(4, 4), _z(3), "reflect", 0.0), ValueError, r"^weights: expected a 2-D tensor"),
+    ("correlate", lambda: (_z(2, 2, 2, 2), _z(1, 1, 1, 1), "reflect", 0.0), ValueError,
+     r"^image: expected a 1-D, 2-D or 3-D tensor"),
+    ("convolve", lambda: (_z(4, 4), _z(3), "reflect", 0.0), ValueError, r"^weights: expected a 2-D tensor"),
+    ("convolve", lambda: (_z(4, 4), _z(3, 0), "reflect", 0.0), ValueError, r"^weights: expected at least one value"),
+    ("correlate", lambda: (_z(4), _z(3), "nope", 0.0), ValueError, r"^mode: expected one of"),
+    ("correlate1d", lambda: (_z(4, 4), _z(0), -1, "reflect", 0.0), ValueError, r"^weights: expected at least one"),
+    ("correlate1d", lambda: (_z(4, 4), _z(3, 1), -1, "reflect", 0.0), ValueError, r"^weights: expected a 1-D"),
+    ("correlate1d", lambda: (_z(4, 4), _z(3), 2, "reflect", 0.0), ValueError, r"^axis: expected -2, -1, 0 or 1"),
+    ("correlate1d", lambda: (_z(()), _z(3), 0, "reflect", 0.0), ValueError, r"^image: expected a tensor of at least"),
+    ("correlate1d", lambda: (_z(4, 4), _z(3), 0, "edge", 0.0), ValueError, r"^mode: expected one of"),
+    ("correlate_separable", lambda: (_z(4, 4), _z(3), _z(0), "reflect", 0.0), ValueError, r"^wx: expected at least"),
+    ("correlate_separable", lambda: (_z(4, 4), _z(3, dtype=torch.float32), _z(3), "reflect", 0.0), TypeError,
+     r"^wy: expected dtype torch.float64"),
+    ("correlate_separable", lambda: (_z(4), _z(3), _z(3), "reflect", 0.0), ValueError, r"^image: expected a 2-D"),
+    ("conv2d_nchw", lambda: (_z(1, 2, 8, 8), _z(3, 2, 3, 3), None, -1), ValueError, r"^padding: expected an int >= 0"),
+    ("conv2d_nchw", lambda: (_z(1, 2, 4, 4), _z(3, 1, 3, 3), None, 0), ValueError, r"^w: expected 2 input channels"),
+    ("conv2d_nchw", lambda: (_z(1, 2, 4, 4), _z(3, 2, 5, 3), None, 0), ValueError, r"^w: a 5x3 filter is larger"),
+    ("conv2d_nchw", lambda: (_z(1, 2, 4, 4), _z(3, 2, 3, 3), _z(2), 1), ValueError, r"^bias: expected shape \(3,\)"),
+    ("conv2d_nchw", lambda: (_z(1, 2, 4, 4), _z(3, 2, 3, 3), _z(3, dtype=torch.float32), 1), TypeError,
+     r"^bias: expected dtype torch.float64"),
+    ("conv2d_nchw", lambda: (_z(2, 4, 4), _z(3, 2, 3, 3), None, 0), ValueError, r"^x: expected a 4-D tensor"),
+]
+
+
+@needs_torch
+def test_every_fast_guard_condition_still_raises_the_named_error(monkeypatch):
+    """Issue 35: each op checks its arguments with one fast guard and runs the full check (the errors that
+    name the argument) only when a condition fails; every condition failing alone still raises that error,
+    and with the simulator off a CPU tensor is refused by every op (the guards' device part).  The public
+    functions are out of reach meanwhile (their own checks say much the same: they must not be what raises)."""
+    def let_through(fn, *tensors, **kw):
+        raise AssertionError(f"a bad call reached the public function {fn}")
+
+    for name, make, exc, match in GUARDED:
+        if exc is None:
+            monkeypatch.undo()
+            getattr(torch.ops.simt_tiles, name)(*make())
+            continue
+        monkeypatch.setattr(ops, "_call", let_through)
+        with pytest.raises(exc, match=match):
+            getattr(torch.ops.simt_tiles, name)(*make())
+    monkeypatch.setattr(ops, "_simulator", lambda: False)
+    for name in OPCHECK:
+        op, args = OPCHECK[name]()
+        with pytest.raises(ValueError, match=r"expected a CUDA tensor; got a tensor on cpu"):
+            op(*args)
+
+
 @needs_torch
 def test_digits_one_step_beside_plain_torch():
     """The example's model, tiny, one Adam step: the simt loss equals plain torch's (float64) and

@@ -64,6 +64,7 @@ MATMUL_TAKES_TRANSPOSED = True
 _FLOATS = (torch.float32, torch.float64)
 #: what softmax, log_softmax, bias_relu and reduce take besides (read 16-bit, rounded once to the input's dtype)
 _HALF = (torch.float16, torch.bfloat16)
+_FLOATS16 = _FLOATS + _HALF
 _MODES = ("reflect", "constant", "nearest", "mirror", "wrap")
 
 
@@ -105,12 +106,21 @@ def _check(name: str, t, ndim: int | None = None, *, like: Tensor | None = None,
         raise ValueError(f"{name}: expected a {ndim}-D tensor; got {t.dim()}-D with shape {tuple(t.shape)}")
 
 
+def _sim_cpu(t: Tensor) -> bool:
+    """A CPU tensor the simulator runs: the fast guards' other device (``t.is_cuda`` is read first; a guard that
+    fails hands the arguments to the full check, which names what is wrong)."""
+    return t.is_cpu and _simulator()
+
+
 def _call(fn, *tensors, views: bool = False, **kw) -> Tensor:
     """``fn`` (a public simt_tiles function) on tensors: CUDA ones in place (made C-contiguous
-    unless ``views``), CPU ones through NumPy into the simulator and back."""
+    unless ``views``), CPU ones through NumPy into the simulator and back.  A CUDA tensor that requires grad
+    is detached (torch gives such a tensor no ``__cuda_array_interface__``); any other goes as it is (a
+    detached alias would read the same memory with the same signature: ``detach`` costs ~0.3 µs a tensor)."""
     if tensors[0].is_cuda:
-        args = [t.detach() if views else t.detach().contiguous() for t in tensors]
-        return fn(*args, **kw)
+        if views:
+            return fn(*[t.detach() if t.requires_grad else t for t in tensors], **kw)
+        return fn(*[(t.detach() if t.requires_grad else t).contiguous() for t in tensors], **kw)
     if tensors[0].dtype == torch.bfloat16:  # NumPy has no bfloat16: the float64 kernels on its exact values, the
         # result rounded once (float32 rounded to odd, then torch's nearest even); float16 runs the 16-bit kernels
         wide = _call(fn, *(t.double() for t in tensors), views=views, **kw)
@@ -146,9 +156,39 @@ def _fake(op):
     return register
 
 
+try:  # what torch.library.register_autograd registers, built from its own pieces (see _autograd)
+    from torch._library.autograd import Info as _Info, make_autograd_impl as _make_autograd_impl
+
+    _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+    _BelowAutograd = torch._C._AutoDispatchBelowAutograd
+except (ImportError, AttributeError):  # pragma: no cover - another torch: register_autograd as it is
+    _make_autograd_impl = None
+
+
 def _autograd(op, backward, setup_context) -> None:
-    """``op``'s backward formula and what its forward saves (:func:`torch.library.register_autograd`)."""
-    torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
+    """``op``'s backward formula and what its forward saves: :func:`torch.library.register_autograd`'s kernel
+    for the Autograd key, in front of it a leaner one for calls that record no graph (grad mode off, or no
+    input requiring grad): the same redispatch below autograd that torch's ``forward_no_grad`` makes, without
+    its per-call ``Metadata`` object and two Python frames (the probe: ~1 µs of the layer's ~2.6).  A call that
+    records a graph (or has keyword-only arguments, which no op here has) goes to torch's kernel unchanged."""
+    if _make_autograd_impl is None:
+        torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
+        return
+    try:
+        full = _make_autograd_impl(op, _Info(backward, setup_context))
+    except (TypeError, AttributeError):  # pragma: no cover - torch's private pieces changed shape
+        torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
+        return
+    redispatch = op._handle.redispatch_boxed
+    grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad
+
+    def autograd_kernel(keyset, *args, **kwargs):
+        if kwargs or (grad_enabled() and any_requires_grad(*args)):
+            return full(keyset, *args, **kwargs)
+        with _BelowAutograd():
+            return redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+    _LIB.impl(op._opname, autograd_kernel, "Autograd", with_keyset=True)
 
 
 def _filled(inputs: tuple, defaults: tuple) -> tuple:
@@ -178,7 +218,11 @@ def _check_matmul(a, b):
 @_custom_op
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """C = A @ B (2-D, float32/float64): :func:`simt_tiles.matmul`."""
-    _check_matmul(a, b)
+    # the fast guard: every condition of _check_matmul (the dispatcher has made both tensors); else the full
+    # check, which raises naming the argument (or passes: a CPU tensor in the simulator)
+    if not ((a.is_cuda or _sim_cpu(a)) and (b.is_cuda or _sim_cpu(b)) and a.dtype in _FLOATS and b.dtype == a.dtype
+            and a.dim() == 2 and b.dim() == 2 and a.get_device() == b.get_device() and a.shape[1] == b.shape[0]):
+        _check_matmul(a, b)
     return _call(st.matmul, a, b, views=MATMUL_TAKES_TRANSPOSED)
 
 
@@ -217,8 +261,10 @@ def _check_softmax(x, axis):
 @_custom_op
 def softmax_backward(y: Tensor, dy: Tensor, axis: int, log: bool) -> Tensor:
     """The gradient of softmax (``log`` False) or log_softmax from their output ``y``."""
-    _check("y", y)
-    _check("dy", dy, like=y, like_name="y")
+    if not ((y.is_cuda or _sim_cpu(y)) and (dy.is_cuda or _sim_cpu(dy)) and y.dtype in _FLOATS
+            and dy.dtype == y.dtype and dy.get_device() == y.get_device()):
+        _check("y", y)
+        _check("dy", dy, like=y, like_name="y")
     return _call(_softmax_backward_kernel, y, dy, axis=axis, log=log)
 
 
@@ -234,14 +280,18 @@ def _(y, dy, axis, log):
 @_custom_op
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.softmax` along one axis."""
-    _check_softmax(x, axis)
+    n = x.dim()
+    if not ((x.is_cuda or _sim_cpu(x)) and x.dtype in _FLOATS16 and -n <= axis < n):  # (then n >= 1)
+        _check_softmax(x, axis)
     return _call(st.softmax, x, axis=axis)
 
 
 @_custom_op
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """:func:`simt_tiles.log_softmax` along one axis."""
-    _check_softmax(x, axis)
+    n = x.dim()
+    if not ((x.is_cuda or _sim_cpu(x)) and x.dtype in _FLOATS16 and -n <= axis < n):
+        _check_softmax(x, axis)
     return _call(st.log_softmax, x, axis=axis)
 
 
@@ -295,7 +345,10 @@ def _check_bias_relu(x, bias):
 @_custom_op
 def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
     """y = max(x + bias, 0) for x (M, N), bias (N,), float32/float64/float16/bfloat16: :func:`simt_tiles.bias_relu`."""
-    _check_bias_relu(x, bias)
+    if not ((x.is_cuda or _sim_cpu(x)) and (bias.is_cuda or _sim_cpu(bias)) and x.dtype in _FLOATS16
+            and bias.dtype == x.dtype and x.dim() == 2 and bias.dim() == 1 and bias.get_device() == x.get_device()
+            and bias.shape[0] == x.shape[1]):
+        _check_bias_relu(x, bias)
     return _call(st.bias_relu, x, bias)
 
 
@@ -330,7 +383,9 @@ def _check_vector_add(a, b):
 @_custom_op
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """c = a + b, 1-D: :func:`simt_tiles.vector_add`."""
-    _check_vector_add(a, b)
+    if not ((a.is_cuda or _sim_cpu(a)) and (b.is_cuda or _sim_cpu(b)) and a.dtype in _FLOATS and b.dtype == a.dtype
+            and a.dim() == 1 and b.dim() == 1 and b.get_device() == a.get_device() and b.shape[0] == a.shape[0]):
+        _check_vector_add(a, b)
     return _call(st.vector_add, a, b)
 
 
@@ -365,11 +420,22 @@ def _reduce_axes(x, op, axis) -> tuple:
     return tuple(axes)
 
 
+#: (x's dimensions, the axis argument as a tuple or None) → the sorted axes :func:`_reduce_axes` gave (valid)
+_AXES: dict = {}
+
+
 @_custom_op
 def reduce(x: Tensor, op: str = "sum", axis: list[int] | None = None, keepdims: bool = False) -> Tensor:
     """``numpy.sum``/``numpy.mean`` of ``x`` over ``axis`` (None: all), float32/float64/float16/bfloat16 (16-bit:
     summed in float64, the result rounded once to x's dtype): :func:`simt_tiles.reduce`."""
-    axes = _reduce_axes(x, op, axis)
+    axes = None
+    if (x.is_cuda or _sim_cpu(x)) and x.dtype in _FLOATS16 and (op == "sum" or op == "mean"):
+        key = (x.dim(), None if axis is None else tuple(axis))
+        axes = _AXES.get(key)
+    if axes is None:
+        axes = _reduce_axes(x, op, axis)  # (raises naming the argument)
+        if len(_AXES) < 1024:
+            _AXES[(x.dim(), None if axis is None else tuple(axis))] = axes
     return _call(st.reduce, x, op=op, axis=axes, keepdims=keepdims)
 
 
@@ -404,6 +470,14 @@ _autograd(reduce, _reduce_backward, _reduce_setup)
 # ---------------------------------------------------------------------------
 
 
+def _filter_fits(image, weights, mode, n: int) -> bool:
+    """The filters' fast guard: every condition of :func:`_check_filter` (``n`` 2) or :func:`_check_filter_nd`
+    (``n`` the image's dimensions), read from cheap tensor attributes; False sends the call to the full check."""
+    return ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
+            and weights.dtype == image.dtype and 1 <= n <= 3 and image.dim() == n and weights.dim() == n
+            and weights.get_device() == image.get_device() and weights.numel() > 0 and mode in _MODES)
+
+
 def _check_filter(image, weights, mode):
     _check("image", image, 2)
     _check("weights", weights, 2, like=image, like_name="image")
@@ -416,14 +490,16 @@ def _check_filter(image, weights, mode):
 @_custom_op
 def correlate2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.correlate2d`."""
-    _check_filter(image, weights, mode)
+    if not _filter_fits(image, weights, mode, 2):
+        _check_filter(image, weights, mode)
     return _call(st.correlate2d, image, weights, mode=mode, cval=cval)
 
 
 @_custom_op
 def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)``: :func:`simt_tiles.convolve2d`."""
-    _check_filter(image, weights, mode)
+    if not _filter_fits(image, weights, mode, 2):
+        _check_filter(image, weights, mode)
     return _call(st.convolve2d, image, weights, mode=mode, cval=cval)
 
 
@@ -539,7 +615,8 @@ def _check_filter_nd(image, weights, mode):
 def correlate(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
     :func:`simt_tiles.correlate`."""
-    _check_filter_nd(image, weights, mode)
+    if not _filter_fits(image, weights, mode, image.dim()):
+        _check_filter_nd(image, weights, mode)
     return _call(st.correlate, image, weights, mode=mode, cval=cval)
 
 
@@ -547,7 +624,8 @@ def correlate(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float
 def convolve(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.convolve(image, weights, mode=mode, cval=cval)`` for 1-D, 2-D and 3-D images:
     :func:`simt_tiles.convolve`."""
-    _check_filter_nd(image, weights, mode)
+    if not _filter_fits(image, weights, mode, image.dim()):
+        _check_filter_nd(image, weights, mode)
     return _call(st.convolve, image, weights, mode=mode, cval=cval)
 
 
@@ -659,8 +737,12 @@ def _check_filter1d(image, weights, axis, mode):
 @_custom_op
 def correlate1d(image: Tensor, weights: Tensor, axis: int = -1, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate1d(image, weights, axis=axis, mode=mode, cval=cval)``: :func:`simt_tiles.correlate1d`."""
-    _check_filter1d(image, weights, axis, mode)
-    return _call(lambda x, w: st.correlate1d(x, w, axis=axis, mode=mode, cval=cval), image, weights)
+    n = image.dim()
+    if not ((image.is_cuda or _sim_cpu(image)) and (weights.is_cuda or _sim_cpu(weights)) and image.dtype in _FLOATS
+            and weights.dtype == image.dtype and weights.dim() == 1 and weights.get_device() == image.get_device()
+            and weights.shape[0] and type(axis) is int and -n <= axis < n and mode in _MODES):  # (then n >= 1)
+        _check_filter1d(image, weights, axis, mode)
+    return _call(st.correlate1d, image, weights, axis=axis, mode=mode, cval=cval)
 
 
 @_fake(correlate1d)
@@ -716,8 +798,12 @@ def _check_separable(image, wy, wx, mode):
 def correlate_separable(image: Tensor, wy: Tensor, wx: Tensor, mode: str = "reflect", cval: float = 0.0) -> Tensor:
     """``scipy.ndimage.correlate(image, outer(wy, wx), mode=mode, cval=cval)`` by a column and a row pass:
     :func:`simt_tiles.correlate_separable` (its intermediate rounded to the image's dtype)."""
-    _check_separable(image, wy, wx, mode)
-    return _call(lambda x, a, b: st.correlate_separable(x, a, b, mode=mode, cval=cval), image, wy, wx)
+    if not ((image.is_cuda or _sim_cpu(image)) and (wy.is_cuda or _sim_cpu(wy)) and (wx.is_cuda or _sim_cpu(wx))
+            and image.dtype in _FLOATS and wy.dtype == image.dtype and wx.dtype == image.dtype and image.dim() == 2
+            and wy.dim() == 1 and wx.dim() == 1 and wy.get_device() == image.get_device()
+            and wx.get_device() == image.get_device() and wy.shape[0] and wx.shape[0] and mode in _MODES):
+        _check_separable(image, wy, wx, mode)
+    return _call(st.correlate_separable, image, wy, wx, mode=mode, cval=cval)
 
 
 @_fake(correlate_separable)
@@ -769,6 +855,11 @@ def _conv_out_hw(x, w, padding):
     return oh, ow
 
 
+def _conv_shapes_fit(xs, ws, padding) -> bool:
+    """The fast guard's shape part of :func:`_conv_out_hw`: C_in agrees, the output is at least 1 × 1."""
+    return ws[1] == xs[1] and xs[2] + 2 * padding >= ws[2] and xs[3] + 2 * padding >= ws[3]
+
+
 def _check_bias(bias, w, x):
     if bias is not None:
         _check("bias", bias, 1, like=x, like_name="x")
@@ -779,8 +870,13 @@ def _check_bias(bias, w, x):
 @_custom_op
 def conv2d_nchw(x: Tensor, w: Tensor, bias: Tensor | None = None, padding: int = 0) -> Tensor:
     """``torch.nn.functional.conv2d(x, w, bias, padding=padding)`` (stride 1): :func:`simt_tiles.conv2d_nchw`."""
-    _conv_out_hw(x, w, padding)
-    _check_bias(bias, w, x)
+    if not ((x.is_cuda or _sim_cpu(x)) and (w.is_cuda or _sim_cpu(w)) and x.dtype in _FLOATS and w.dtype == x.dtype
+            and x.dim() == 4 and w.dim() == 4 and w.get_device() == x.get_device() and type(padding) is int
+            and padding >= 0 and _conv_shapes_fit(x.shape, w.shape, padding)
+            and (bias is None or ((bias.is_cuda or _sim_cpu(bias)) and bias.dtype == x.dtype and bias.dim() == 1
+                                  and bias.get_device() == x.get_device() and bias.shape[0] == w.shape[0]))):
+        _conv_out_hw(x, w, padding)
+        _check_bias(bias, w, x)
     if bias is None:
         return _call(st.conv2d_nchw, x, w, padding=padding)
     return _call(lambda x, w, b: st.conv2d_nchw(x, w, bias=b, padding=padding), x, w, bias)

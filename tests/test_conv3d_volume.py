@@ -293,7 +293,7 @@ def test_register_taps_preset_every_mode_zero_taps_and_nan(mode, dtype):
         for zero in (True, False):
             x, w = rand(rng, (3, 2, width), dtype), rand(rng, (2, 3, 2), dtype)
             if zero:
-                w[1, 0, 1] = 0.0
+                w[1, 1, 1] = 0.0  # the tap that meets the NaN for output (1, 1, width // 2)
             x[1, 1, width // 2] = np.nan
             out = poisoned(x.shape, dtype)
             st.correlate(x, w, mode=mode, cval=1.25, out=out, variant="k12_volume", config="sim_rxr")

@@ -76,7 +76,24 @@ Shared-memory banks: which thread reads which column (a prediction, unmeasured)
     instructions per output at rx = 1 (the plane loop, staging included), 94 per filter
     plane for 4 outputs at rx = 4 (~70 per output before the staging; ``sass_mix.py
     conv2d k12_volume rx4 float32 --loop``).  Next step: the taps in
-    registers (k10's idea: 27 registers), leaving rx = 4 at ~19 wavefronts.
+    registers (below), leaving rx = 4 at ~19 wavefronts.
+
+Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rxr; unmeasured)
+    k10's idea in 3-D: each thread loads all KD·KH·KW taps from the weights array into registers once per
+    block (the same addresses across the warp: one request each, amortised over tile_z·rx outputs; nothing
+    staged in shared memory) and the plane loop is generated code (``make_register_accumulator``): per
+    (filter plane a, row r) the RX + KW − 1 window values are read once into named registers, then RX·KW
+    FMAs with the taps as register operands, in the staged kernel's order (a, r, c, j): the same sums, bit
+    for bit.  NVVM unrolls none of that reliably (rx4's plane loop stays a loop), so every index is a
+    constant in the source.  Shared loads per output: the image's KD·KH·(KW + RX − 1)/RX (3³: 27 /
+    18 / 15 / 13.5 for rx 1-4) and no taps (they were 7 LDS.128, 13.5, 9, 6.75).  scipy's skipped taps: the
+    loaded taps say (uniformly for the grid) whether one has ``|w| <= 2**-52`` (or is NaN); then a second
+    generated copy that tests each tap runs, else the copy with no test (no FSETP per tap: k10's rule).
+    The price is registers (compile gate, sm_90, float32 / float64): rx4r 95 / 132 (rx4 72 / 92), rx3r 91
+    / 124, rx1r 78 / 106, no spills — rx4r fits two 256-thread blocks per SM where rx4 fits three.  At
+    most :data:`MAX_REGISTER_TAPS` (27) taps: a larger filter with the knob is a ConfigError naming
+    ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (not the default) tries rx4r first and the staged
+    presets after it.  Off (``SHARED``, every other preset) the PTX is unchanged.
 
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.

@@ -248,6 +248,8 @@ def test_rx_preset_every_mode_ragged_widths(mode, dtype):
             check(got, x, w, "correlate", mode, 1.25, 0, f"{mode} {config} width {width}")
 
 
+REGISTERS = k12_volume.REGISTERS
+
 #: filters of at most 27 taps (k12_volume.MAX_REGISTER_TAPS): cubic, even sides, thin, wider than the row
 REGISTER_FILTERS = ((3, 3, 3), (2, 2, 2), (1, 1, 1), (2, 3, 4), (1, 5, 5), (4, 1, 6), (3, 1, 9), (1, 2, 13))
 
@@ -255,7 +257,7 @@ REGISTER_FILTERS = ((3, 3, 3), (2, 2, 2), (1, 1, 1), (2, 3, 4), (1, 5, 5), (4, 1
 def _register_configs():
     # rx 1-4 (even: two or four phases; odd: the plain row); 17 × 2 threads: two warps (the full profile: 33 × 2)
     bx = hs.sampled_from((1, 2, 3, 17) if PROFILE == "ci" else (1, 2, 3, 17, 33))
-    return hs.builds(lambda x, y, z, r: k12_volume.Config(block_x=x, block_y=y, tile_z=z, rx=r, taps=k12_volume.REGISTERS),
+    return hs.builds(lambda x, y, z, r: k12_volume.Config(block_x=x, block_y=y, tile_z=z, rx=r, taps=REGISTERS),
                      bx, hs.sampled_from((1, 2)), hs.integers(1, 3), hs.sampled_from((1, 2, 3, 4)))
 
 
@@ -325,14 +327,14 @@ def test_register_taps_rule_and_candidate_ladder():
     for variant in ("k12_volume", None):
         with pytest.raises(ConfigError, match=r"config: rx4r holds the taps in registers, at most 27; a 4x3x3 filter"):
             dispatch.plan_volume(variant, "rx4r", 4, 3, 3, mode, np.float32)
-    with pytest.raises(ConfigError, match=r"config: this config holds the taps in registers"):
-        st.correlate(np.zeros((2, 3, 4)), np.ones((2, 2, 7)), variant="k12_volume", config=k12_volume.PRESETS["sim_rxr"])
+    with pytest.raises(ConfigError, match=r"config: sim_rxr holds the taps in registers, at most 27; a 2x2x7 filter has 28"):
+        st.correlate(np.zeros((2, 3, 4)), np.ones((2, 2, 7)), variant="k12_volume", config="sim_rxr")
     ladder = dispatch.VOLUME_REGISTER_TAPS_LADDER
     assert "rx4r" not in dispatch.VOLUME_RX_LADDER  # not the default until a GPU has measured it
     picks = {k: dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config for k in (3, 5, 7)}
     assert [(p.rx, p.taps) for p in picks.values()] == [(4, k12_volume.REGISTERS), (4, k12_volume.SHARED),
                                                         (3, k12_volume.SHARED)]
-    assert dispatch.plan_volume(None, None, 1, 5, 5, mode, np.float64, ladder=ladder).config.taps == k12_volume.REGISTERS
+    assert dispatch.plan_volume(None, None, 1, 5, 5, mode, np.float64, ladder=ladder).config.taps == REGISTERS
 
 
 def test_rx_tile_geometry_and_shared_memory():

@@ -248,6 +248,95 @@ def test_rx_preset_every_mode_ragged_widths(mode, dtype):
             check(got, x, w, "correlate", mode, 1.25, 0, f"{mode} {config} width {width}")
 
 
+REGISTERS = k12_volume.REGISTERS
+
+#: filters of at most 27 taps (k12_volume.MAX_REGISTER_TAPS): cubic, even sides, thin, wider than the row
+REGISTER_FILTERS = ((3, 3, 3), (2, 2, 2), (1, 1, 1), (2, 3, 4), (1, 5, 5), (4, 1, 6), (3, 1, 9), (1, 2, 13))
+
+
+def _register_configs():
+    # rx 1-4 (even: two or four phases; odd: the plain row); 17 × 2 threads: two warps (the full profile: 33 × 2)
+    bx = hs.sampled_from((1, 2, 3, 17) if PROFILE == "ci" else (1, 2, 3, 17, 33))
+    return hs.builds(lambda x, y, z, r: k12_volume.Config(block_x=x, block_y=y, tile_z=z, rx=r, taps=REGISTERS),
+                     bx, hs.sampled_from((1, 2)), hs.integers(1, 3), hs.sampled_from((1, 2, 3, 4)))
+
+
+@given(cfg=_register_configs(), width=hs.sampled_from(RX_WIDTHS), rows=hs.integers(1, 3), planes=hs.integers(1, 3),
+       wshape=hs.sampled_from(REGISTER_FILTERS), mode=hs.sampled_from(MODES), fn=hs.sampled_from(tuple(FUNCTIONS)),
+       data=hs.data(), dtype=hs.sampled_from((np.float32, np.float64)))
+def test_property_taps_in_registers(cfg, width, rows, planes, wshape, mode, fn, data, dtype):
+    """``taps=REGISTERS`` (each thread loads the taps into registers once, a generated window loop): random tiles
+    of 1-4 outputs per thread (two warps among them), ragged widths, every mode, both dtypes, origins, even and
+    thin filters wider than the volume — within the reference's bound, and the same values, bit for bit, as the
+    same tiles with the taps in shared memory (the same sums in the same order)."""
+    if cfg.threads > 32:
+        rows, planes = 1, min(planes, 2)  # the simulator's budget for two warps
+    shape = (planes, rows, width)
+    origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
+    rng = np.random.default_rng(abs(hash((shape, wshape, cfg.rx))) % 2**32)
+    x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
+    note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
+    out = poisoned(shape, dtype)
+    FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, out=out, variant="k12_volume", config=cfg)
+    check(out, x, w, fn, mode, -0.5, origin, f"{fn} {cfg}", scipy=max(wshape) <= 4)
+    staged = FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, variant="k12_volume",
+                              config=dataclasses.replace(cfg, taps=k12_volume.SHARED))
+    np.testing.assert_array_equal(out, staged, err_msg=f"{cfg}: registers and shared taps differ")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("mode", MODES)
+def test_register_taps_preset_every_mode_zero_taps_and_nan(mode, dtype):
+    """The "sim_rxr" preset (2 × 3 threads, rx = 2, taps in registers) on widths 1, 5 (prime) and 4 (one
+    tile), in every mode: a filter with a zero tap (the copy that tests each tap: a NaN behind the zero tap
+    must not spread through it) and one without (the copy that tests none: the NaN spreads as scipy's)."""
+    rng = np.random.default_rng(13)
+    for width in (1, 5, 4):
+        for zero in (True, False):
+            x, w = rand(rng, (3, 2, width), dtype), rand(rng, (2, 3, 2), dtype)
+            if zero:
+                w[1, 1, 1] = 0.0  # the tap that meets the NaN for output (1, 1, width // 2)
+            x[1, 1, width // 2] = np.nan
+            out = poisoned(x.shape, dtype)
+            st.correlate(x, w, mode=mode, cval=1.25, out=out, variant="k12_volume", config="sim_rxr")
+            check(out, x, w, "correlate", mode, 1.25, 0, f"{mode} sim_rxr width {width} zero tap {zero}")
+
+
+@pytest.mark.parametrize("rx", [1, 4])
+def test_register_taps_two_warps(rx):
+    """17 × 2 threads (two warps, the second one 2 lanes) with the taps in registers, a width one past the tile
+    and a prime, both functions, an origin on every axis."""
+    cfg = k12_volume.Config(block_x=17, block_y=2, tile_z=2, rx=rx, taps=k12_volume.REGISTERS)
+    rng = np.random.default_rng(14 + rx)
+    x, w = rand(rng, (2, 3, 17 * rx + 1), np.float32), rand(rng, (3, 2, 4), np.float32)
+    for fn, origin in (("correlate", (1, -1, 0)), ("convolve", (-1, 0, 1))):
+        out = poisoned(x.shape, np.float32)
+        FUNCTIONS[fn][0](x, w, mode="mirror", origin=origin, out=out, variant="k12_volume", config=cfg)
+        check(out, x, w, fn, "mirror", 0.0, origin, f"{fn} {cfg}")
+
+
+def test_register_taps_rule_and_candidate_ladder():
+    """At most MAX_REGISTER_TAPS taps in registers: a larger filter is a ConfigError naming ``config`` (also
+    for variant=None: no silent fallback to the global-memory rung); the taps are not staged (the ring alone
+    in shared memory); the candidate ladder (not the default) takes rx4r at 3³ and the staged presets past it."""
+    mode = _args.mode_of("reflect")
+    cfg = k12_volume.PRESETS["rx4r"]
+    assert cfg.smem_bytes(4) == 4 * 10 * 132 * 4 == k12_volume.PRESETS["rx4"].smem_bytes(4) - 27 * 4
+    with pytest.raises(ConfigError, match="taps"):
+        dataclasses.replace(cfg, kd=4)
+    for variant in ("k12_volume", None):
+        with pytest.raises(ConfigError, match=r"config: rx4r holds the taps in registers, at most 27; a 4x3x3 filter"):
+            dispatch.plan_volume(variant, "rx4r", 4, 3, 3, mode, np.float32)
+    with pytest.raises(ConfigError, match=r"config: sim_rxr holds the taps in registers, at most 27; a 2x2x7 filter"):
+        st.correlate(np.zeros((2, 3, 4)), np.ones((2, 2, 7)), variant="k12_volume", config="sim_rxr")
+    ladder = dispatch.VOLUME_REGISTER_TAPS_LADDER
+    assert "rx4r" not in dispatch.VOLUME_RX_LADDER  # not the default until a GPU has measured it
+    picks = {k: dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config for k in (3, 5, 7)}
+    assert [(p.rx, p.taps) for p in picks.values()] == [(4, k12_volume.REGISTERS), (4, k12_volume.SHARED),
+                                                        (3, k12_volume.SHARED)]
+    assert dispatch.plan_volume(None, None, 1, 5, 5, mode, np.float64, ladder=ladder).config.taps == REGISTERS
+
+
 def test_rx_tile_geometry_and_shared_memory():
     """The tile is block_y × (rx·block_x); a staged row is rx·block_x + KW − 1 wide, split in gcd(rx, 32)
     phases of equal length (padded): the ring, the 48 KiB rule and the fallback see the wider plane."""
@@ -313,8 +402,9 @@ def test_the_fallback_takes_filters_whose_ring_does_not_fit(dtype):
 @pytest.mark.parametrize("cfg", [k12_volume.Config(block_x=4, block_y=3, tile_z=3),
                                  k12_volume.Config(block_x=8, block_y=5, tile_z=3),
                                  k12_volume.Config(block_x=2, block_y=3, tile_z=3, rx=4),
+                                 k12_volume.Config(block_x=2, block_y=3, tile_z=3, rx=2, taps=k12_volume.REGISTERS),
                                  pytest.param(k12_volume.Config(block_x=32, block_y=2, tile_z=2), marks=full_only)],
-                         ids=["4x3x3", "8x5x3-two-warps", "2x3x3-rx4", "32x2x2"])
+                         ids=["4x3x3", "8x5x3-two-warps", "2x3x3-rx4", "2x3x3-rx2-register-taps", "32x2x2"])
 def test_the_ring_is_race_free(cfg):
     """Every thread stages its share of each plane before the barrier and reads the ring after it;
     the slot a plane overwrites was last read before the previous barrier (the spare slot).  Hazards

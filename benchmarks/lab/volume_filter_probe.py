@@ -10,13 +10,15 @@ calls first) and the wall µs per call of ``--calls`` queued calls (host cost in
 simt_tiles and for cupyx (its float32 kernel).  GB/s counts the compulsory bytes: the volume read once
 and written once.
 
-``--configs`` (default ``default,rx2,rx3,rx4``): k12_volume's presets timed in the same run, each a row
-beside cupyx's.  ``default`` is ``variant=None``'s own choice (the row printed before the option
-existed); the others are ``config=<preset>`` (k12's RX outputs per thread in x); a preset whose ring
-does not fit 48 KiB for a filter (rx4 at 7³) prints a "skipped" line instead of timing the fallback.
+``--configs`` (default ``default,rx2,rx3,rx4,rx1r,rx3r,rx4r``): k12_volume's presets timed in the same
+run, each a row beside cupyx's.  ``default`` is ``variant=None``'s own choice (the row printed before the
+option existed); the others are ``config=<preset>`` (k12's RX outputs per thread in x; ``…r``: the same
+tiles with the taps in registers, ``Config.taps = REGISTERS``); a preset whose ring does not fit 48 KiB
+for a filter (rx4 at 7³), or that holds the taps in registers past ``MAX_REGISTER_TAPS`` (the ``…r``
+presets at 5³ and 7³), prints a "skipped" line instead of timing something else.
 
     PYTHONPATH=$PWD python3 benchmarks/lab/volume_filter_probe.py [--json PATH] [--reps 20] [--calls 50]
-        [--configs default,rx2,rx3,rx4]
+        [--configs default,rx2,rx3,rx4,rx1r,rx3r,rx4r]
 """
 
 from __future__ import annotations
@@ -36,12 +38,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20, help="timed calls after a flush, per case (median)")
     ap.add_argument("--calls", type=int, default=50, help="queued calls of the wall-time loop")
     ap.add_argument("--numpy-filter", action="store_true", help="a NumPy filter (its cached device copy)")
-    ap.add_argument("--configs", default="default,rx2,rx3,rx4",
+    ap.add_argument("--configs", default="default,rx2,rx3,rx4,rx1r,rx3r,rx4r",
                     help="comma-separated k12_volume presets to time beside cupyx (default: %(default)s); "
                          "'default' is variant=None's choice")
     args = ap.parse_args()
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     from simt_tiles.kernels.conv2d import k12_volume
+    from simt_tiles.runtime import ConfigError
 
     bad = [c for c in configs if c not in k12_volume.PRESETS]
     if bad or not configs:
@@ -101,7 +104,11 @@ def main() -> int:
             cases = []  # (impl, fn, ok, rung text)
             for name in configs:
                 cfg = None if name == "default" else name
-                plan = dispatch.plan_volume(None, cfg, k, k, k, dispatch.Mode.REFLECT, np.float32)
+                try:
+                    plan = dispatch.plan_volume(None, cfg, k, k, k, dispatch.Mode.REFLECT, np.float32)
+                except ConfigError as exc:  # taps in registers past MAX_REGISTER_TAPS
+                    print(f"{problem:32} k12_volume config={name}: skipped ({exc})", flush=True)
+                    continue
                 if cfg is not None and plan.rung is not k12_volume.RUNG:
                     print(f"{problem:32} k12_volume config={name}: skipped (its ring does not fit 48 KiB: "
                           f"variant=None would run {plan.rung.name})", flush=True)

@@ -143,6 +143,11 @@ BEST_VOLUME_VARIANT = "k12_volume"
 #: rx4's ring does not fit.  The simulator keeps its "sim" preset.
 VOLUME_RX_LADDER = ("rx4", "rx3", "rx2", "default")
 
+#: a candidate ladder with the taps in registers first where the filter has at most
+#: ``k12_volume.MAX_REGISTER_TAPS`` taps (the others refuse it and the next preset runs): not the default —
+#: unmeasured (benchmarks/notes/conv2d.md, "Taps in registers"); ``plan_volume(..., ladder=...)`` takes it
+VOLUME_REGISTER_TAPS_LADDER = ("rx4r", "rx4", "rx3r", "rx3", "rx2", "default")
+
 #: ``variant=None``'s rung for a volume whose filter's ring of planes does not fit 48 KiB
 VOLUME_FALLBACK = "k12_volume_naive"
 
@@ -177,6 +182,11 @@ def plan_volume(variant, config, kd: int, kh: int, kw: int, mode: Mode, dtype, l
                 continue  # its ring does not fit: fewer outputs per thread
         config = ladder[-1]
     cfg = rung.resolve_config(config)
+    if rung is k12_volume.RUNG and cfg.taps == k12_volume.REGISTERS and kd * kh * kw > k12_volume.MAX_REGISTER_TAPS:
+        raise ConfigError(
+            f"config: {config if isinstance(config, str) else 'this config'} holds the taps in registers, at most "
+            f"{k12_volume.MAX_REGISTER_TAPS}; a {kd}x{kh}x{kw} filter has {kd * kh * kw} (use a preset with the "
+            f"taps in shared memory, e.g. 'rx4', or config=None)")
     try:
         return Plan(rung, _volume_spec(rung, cfg, kd, kh, kw, mode, np.dtype(dtype)))
     except ConfigError as exc:

@@ -76,7 +76,24 @@ Shared-memory banks: which thread reads which column (a prediction, unmeasured)
     instructions per output at rx = 1 (the plane loop, staging included), 94 per filter
     plane for 4 outputs at rx = 4 (~70 per output before the staging; ``sass_mix.py
     conv2d k12_volume rx4 float32 --loop``).  Next step: the taps in
-    registers (k10's idea: 27 registers), leaving rx = 4 at ~19 wavefronts.
+    registers (below), leaving rx = 4 at ~19 wavefronts.
+
+Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rxr; unmeasured)
+    k10's idea in 3-D: each thread loads all KD·KH·KW taps from the weights array into registers once per
+    block (the same addresses across the warp: one request each, amortised over tile_z·rx outputs; nothing
+    staged in shared memory) and the plane loop is generated code (``make_register_accumulator``): per
+    (filter plane a, row r) the RX + KW − 1 window values are read once into named registers, then RX·KW
+    FMAs with the taps as register operands, in the staged kernel's order (a, r, c, j): the same sums, bit
+    for bit.  NVVM unrolls none of that reliably (rx4's plane loop stays a loop), so every index is a
+    constant in the source.  Shared loads per output: the image's KD·KH·(KW + RX − 1)/RX (3³: 27 /
+    18 / 15 / 13.5 for rx 1-4) and no taps (they were 7 LDS.128, 13.5, 9, 6.75).  scipy's skipped taps: the
+    loaded taps say (uniformly for the grid) whether one has ``|w| <= 2**-52`` (or is NaN); then a second
+    generated copy that tests each tap runs, else the copy with no test (no FSETP per tap: k10's rule).
+    The price is registers (compile gate, sm_90, float32 / float64): rx4r 95 / 132 (rx4 72 / 92), rx3r 91
+    / 124, rx1r 78 / 106, no spills — rx4r fits two 256-thread blocks per SM where rx4 fits three.  At
+    most :data:`MAX_REGISTER_TAPS` (27) taps: a larger filter with the knob is a ConfigError naming
+    ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (not the default) tries rx4r first and the staged
+    presets after it.  Off (``SHARED``, every other preset) the PTX is unchanged.
 
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
@@ -86,17 +103,35 @@ Headline: none yet — not measured on a GPU (an H200; the H100's numbers: bench
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import enum
 import math
 
 from numba import cuda, int64, uint32, void
 
+from ... import codegen
 from ...runtime import Rung, TileConfig, cdiv, numba_dtype
 from ._common import TINY_WEIGHT, Mode, mode_rule
-from ._staging import make_extend
+from ._staging import inline, make_extend
 
 #: an in-plane offset meaning "outside the volume: cval" (constant mode); real offsets are < 2**31
 PAD = 0xFFFFFFFF
+
+#: the most taps (KD·KH·KW) ``Config.taps = REGISTERS`` holds in registers: 3 × 3 × 3 (27 registers a
+#: thread in float32, 54 in float64, beside rx4's 72 / 92); a larger filter with the knob on is a ConfigError
+#: (``variant=None``'s ladder then takes the next preset)
+MAX_REGISTER_TAPS = 27
+
+
+class Taps(enum.IntEnum):
+    """``Config.taps``: where a thread reads the filter's taps from."""
+
+    SHARED = 1  #: staged in shared memory by each block, read as broadcasts (one per tap per RX outputs)
+    REGISTERS = 2  #: loaded into registers once per block (the header's "Taps in registers")
+
+
+SHARED, REGISTERS = Taps.SHARED, Taps.REGISTERS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +148,10 @@ class Config(TileConfig):
     kw: int = 3
     mode: int = Mode.REFLECT
     rx: int = 1
+    #: :data:`SHARED` (staged beside the ring) or :data:`REGISTERS` (each thread holds the KD·KH·KW taps in
+    #: registers, loaded once per block; none staged): the header's "Taps in registers"; REGISTERS takes at
+    #: most :data:`MAX_REGISTER_TAPS` taps
+    taps: int = Taps.SHARED
 
     def block(self):
         return (self.block_x, self.block_y)
@@ -141,10 +180,15 @@ class Config(TileConfig):
         return (self.block_y + self.kh - 1) * self.row_stride()
 
     def smem_bytes(self, itemsize):
-        return ((self.kd + 1) * self.plane() + self.kd * self.kh * self.kw) * itemsize  # ring + filter
+        taps = 0 if self.taps == REGISTERS else self.kd * self.kh * self.kw
+        return ((self.kd + 1) * self.plane() + taps) * itemsize  # ring + filter (staged unless in registers)
 
     def rules(self):
         yield mode_rule(self)
+        n = self.kd * self.kh * self.kw
+        yield ("taps", self.taps == SHARED or (self.taps == REGISTERS and n <= MAX_REGISTER_TAPS),
+               f"taps is {int(SHARED)} (shared memory) or {int(REGISTERS)} (registers: kd·kh·kw <= "
+               f"{MAX_REGISTER_TAPS} taps; this filter has {n})")
 
 
 PRESETS = {
@@ -156,7 +200,58 @@ PRESETS = {
     "rx2": Config(rx=2),
     "rx3": Config(rx=3),
     "rx4": Config(rx=4),
+    # the same with the taps in registers (unmeasured: volume_filter_probe.py --configs times them beside rx2-rx4)
+    "rx1r": Config(taps=REGISTERS),
+    "rx3r": Config(rx=3, taps=REGISTERS),
+    "rx4r": Config(rx=4, taps=REGISTERS),
+    # the simulator's tiles with the taps in registers: two phases over a ragged width, an even filter side
+    "sim_rxr": Config(block_x=2, block_y=3, tile_z=2, kd=2, kh=3, kw=2, mode=Mode.MIRROR, rx=2,
+                      taps=REGISTERS),
 }
+
+
+def make_tap_loader(config: Config):
+    """``load_taps(weights, wl, tiny) -> bool``: the KD·KH·KW taps of ``weights`` (any strided 3-D view)
+    into the local array ``wl`` (flat, constant indices: registers), and whether one of them is a tap
+    scipy skips (``not |w| > tiny``, NaN included).  Generated: one line per tap, so the indices are
+    constants whether or not NVVM unrolls a loop."""
+    KD, KH, KW = config.kd, config.kh, config.kw
+    src = codegen.Source()
+    with src.block("def load_taps(weights, wl, tiny):"):
+        taps = [(a, r, c) for a in range(KD) for r in range(KH) for c in range(KW)]
+        src.line(*(f"wl[{k}] = weights[{a}, {r}, {c}]" for k, (a, r, c) in enumerate(taps)))
+        src.line("return not (" + " and ".join(f"abs(wl[{k}]) > tiny" for k in range(len(taps))) + ")")
+    return inline(codegen.load_function("load_taps", src.text()))
+
+
+def make_register_accumulator(config: Config, checked: bool):
+    """``accumulate(ring, wl, accs, oz, at0, tiny)``: output plane ``oz``'s RX outputs of one thread, added
+    to ``accs``, from the taps in ``wl`` (registers) and the ring (slot of input plane oz + a: (oz + a) mod
+    (KD + 1)); ``at0``: the thread's first window element in a staged plane (row ty, its phase-split
+    column tx·RX).  Per (plane a, filter row r) the RX + KW − 1 window values are read once into named
+    registers, then RX·KW FMAs in k12's order (a, r, c, j): the same sums, bit for bit, as the staged
+    taps.  ``checked``: each tap tested (``|w| > tiny``, scipy's skip) — the copy a filter with such a
+    tap runs.  Generated: every index a constant."""
+    KD, KH, KW, RX, G = config.kd, config.kh, config.kw, config.rx, config.phases()
+    RS, NSLOT = config.row_stride(), config.kd + 1
+    P = RS // G
+    WIN = RX + KW - 1
+    src = codegen.Source()
+    with src.block("def accumulate(ring, wl, accs, oz, at0, tiny):"):
+        for a in range(KD):
+            src.line(f"s{a} = (oz + uint32({a})) % uint32({NSLOT})  # the slot of input plane oz + {a}")
+            for r in range(KH):
+                x = [f"x{a}_{r}_{q}" for q in range(WIN)]
+                # logical column tx·RX + q of row ty + r: phase q % G, element tx·RX/G + q // G of it
+                src.line(*(f"{x[q]} = ring[s{a}, at0 + uint32({r * RS + (q % G) * P + q // G})]"
+                           for q in range(WIN)))
+                for c in range(KW):
+                    k = (a * KH + r) * KW + c
+                    with contextlib.ExitStack() as guard:
+                        if checked:
+                            guard.enter_context(src.block(f"if abs(wl[{k}]) > tiny:"))
+                        src.line(*(f"accs[{j}] += wl[{k}] * {x[j + c]}" for j in range(RX)))
+    return inline(codegen.load_function("accumulate", src.text(), header="from numba import uint32"))
 
 
 def make_kernel(config: Config, dtype, all_taps=False):
@@ -172,6 +267,12 @@ def make_kernel(config: Config, dtype, all_taps=False):
     TINY, ALL_TAPS = DT(TINY_WEIGHT), bool(all_taps)
     CONSTANT = int(config.mode) == int(Mode.CONSTANT)
     extend = make_extend(config.mode)
+    TR = config.taps == REGISTERS  # the taps in registers (the header's "Taps in registers")
+    if TR:
+        load_taps = make_tap_loader(config)
+        add_all, add_checked = make_register_accumulator(config, False), make_register_accumulator(config, True)
+    else:
+        load_taps = add_all = add_checked = None  # never called: the branches on TR are pruned
 
     def conv3d_k12_volume(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w, blocks_x, blocks_y):
         tx, ty = uint32(cuda.threadIdx.x), uint32(cuda.threadIdx.y)
@@ -182,12 +283,16 @@ def make_kernel(config: Config, dtype, all_taps=False):
         z0 = uint32(t // uint32(blocks_y)) * uint32(TZ)
         hw = uint32(h * w)
         ring = cuda.shared.array((NSLOT, PLANE), DT)
-        w_s = cuda.shared.array((KD, KH, KW), DT)
-        for k in range(W_LOADS):  # the filter, beside the ring (read after the first plane's barrier)
-            e = tid + uint32(k * THREADS)
-            if e < uint32(TAPS):
-                a, rc = e // uint32(KH * KW), e % uint32(KH * KW)
-                w_s[a, rc // uint32(KW), rc % uint32(KW)] = weights[a, rc // uint32(KW), rc % uint32(KW)]
+        if TR:  # every thread loads every tap (the same addresses: one request a warp), once per block
+            wl = cuda.local.array(TAPS, DT)  # registers: constant indices only (generated code)
+            sparse = load_taps(weights, wl, TINY) and not ALL_TAPS  # uniform over the grid
+        else:
+            w_s = cuda.shared.array((KD, KH, KW), DT)
+            for k in range(W_LOADS):  # the filter, beside the ring (read after the first plane's barrier)
+                e = tid + uint32(k * THREADS)
+                if e < uint32(TAPS):
+                    a, rc = e // uint32(KH * KW), e % uint32(KH * KW)
+                    w_s[a, rc // uint32(KW), rc % uint32(KW)] = weights[a, rc // uint32(KW), rc % uint32(KW)]
         # in-plane offsets of this thread's share of the patch, mapped once (the same in every plane); with
         # several phases also where each element goes in the ring row (column c → phase c % G, c // G in it)
         off = cuda.local.array(LOADS, uint32)
@@ -219,7 +324,21 @@ def make_kernel(config: Config, dtype, all_taps=False):
                     else:
                         ring[slot, at] = image[base + o]
             cuda.syncthreads()  # RAW: plane i (and, the first time, the filter) staged; WAR: see the header
-            if RX == 1:
+            if TR:
+                if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+                    oz = uint32(i - (KD - 1))
+                    accs = cuda.local.array(RX, DT)  # registers: indexed by constants only
+                    for j in range(RX):
+                        accs[j] = DT(0)
+                    if sparse:  # a tap scipy skips: the copy that tests each one
+                        add_checked(ring, wl, accs, oz, ty * uint32(RS) + tx * uint32(RXG), TINY)
+                    else:
+                        add_all(ring, wl, accs, oz, ty * uint32(RS) + tx * uint32(RXG), TINY)
+                    at = (z0 + oz) * hw + row * uint32(w) + col
+                    for j in range(RX):
+                        if col + uint32(j) < uint32(w):
+                            out[at + uint32(j)] = accs[j]
+            elif RX == 1:
                 if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
                     oz = uint32(i - (KD - 1))
                     acc = DT(0)

@@ -129,8 +129,9 @@ def round_to_odd32(x):
 
 
 def f16_bits(x):
-    """float32 → IEEE half bits (uint16), round to nearest even."""
-    return np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
+    """float32 → IEEE half bits (uint16), round to nearest even (past 65520: ±inf, as the GPU's, no warning)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
 
 
 def bits_to_f32(bits, precision: str):

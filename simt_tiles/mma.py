@@ -80,8 +80,9 @@ from .runtime import SIMULATOR
 
 __all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32", "lds128", "sts128",
            "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "rna_finite", "f32_to_bf16",
-           "f32_to_f16", "f32x2_to_bf16x2", "f32x2_to_f16x2", "f16x2_to_f32", "f64_to_f32_odd", "round_to_odd32", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
-           "fragment_a", "fragment_b", "fragment_c", "mma_reference"]
+           "f32_to_f16", "f64_to_f32_odd", "round_to_odd32", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
+           "fragment_a", "fragment_b", "fragment_c", "mma_reference",
+           "f32x2_to_bf16x2", "f32x2_to_f16x2", "f16x2_to_f32"]
 
 
 # ---------------------------------------------------------------------------

@@ -35,6 +35,10 @@ What changed versus k06
     read for a 525 MB input).  k08 wins where k06 paid a second launch and few
     blocks: few long rows, and rows past 94208 values (notes/patterns_zoo.md).
 
+    ``vec`` (16-bit inputs; 1 in the presets, unmeasured): ``vec`` values a load and a store, one 4-, 8- or
+    16-byte access instead of ``vec`` 2-byte ones (k06's ``make_vector_piece_ops``; a row's unaligned head and
+    partial tail one value at a time); arrays not 16-byte aligned run ``vec=1`` (the plan's ``unaligned`` twin).
+
 Memory traffic: two reads and one write, as k06 (the reread is from DRAM at vocabulary sizes).
 
 Headline: none yet — not measured on a GPU (the H200 patterns zoo; H100 sweeps: notes/patterns_zoo.md, "Session 34")

@@ -5,7 +5,8 @@ A kernel that takes float16 or bfloat16 is built for :data:`simt_tiles.runtime.H
 input's dtype, to nearest even (torch's rule).  :func:`make_io` gives it the two conversions, applied at each
 global load (``up``) and store (``down``); for float32/float64 both are the value itself, so those kernels'
 PTX is what it was without them.  :func:`make_store` is the store of a value computed in float64 (reduce's sums):
-rounded to 16 bits once, through float32 rounded to odd.
+rounded to 16 bits once, through float32 rounded to odd.  :func:`make_pairs` converts two 16-bit values a
+32-bit word (the wide loads and stores of :func:`simt_tiles.vector.load16_words`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 from numba.types import float16
 
-from .mma import as_f32, f32_to_bf16, f64_to_f32_odd
+from .mma import as_f32, f16x2_to_f32, f32_to_bf16, f32x2_to_bf16x2, f32x2_to_f16x2, f64_to_f32_odd
 from .runtime import HALF_STORAGE
 
 #: Numba inlines these at the call site, before typing: the GPU-free compile gate keeps working and the
@@ -60,6 +61,24 @@ def make_io(dtype):
         def down(v):
             return v
     return up, down
+
+
+def make_pairs(dtype):
+    """``unpack(w) -> (lo, hi)``: the two 16-bit values of a 32-bit word ``w`` (the lower-addressed one in the
+    low half) as float32, exactly; ``pack(lo, hi) -> w``: two float32 values rounded to nearest even into one
+    word — each as :func:`make_io`'s ``up`` / ``down`` would, a pair at a time.  bfloat16 (``uint16`` bits): a
+    shift and a mask up, one ``cvt.rn.bf16x2.f32`` down; float16: ``cvt.f32.f16`` of each half up, one
+    ``cvt.rn.f16x2.f32`` down (:mod:`simt_tiles.mma`).  16-bit storage only (TypeError otherwise)."""
+    dtype = np.dtype(dtype)
+    if dtype == HALF_STORAGE["bfloat16"]:
+        @inline
+        def unpack(w):
+            return as_f32(uint32(w << uint32(16))), as_f32(uint32(w & uint32(0xFFFF0000)))
+
+        return unpack, f32x2_to_bf16x2
+    if dtype == HALF_STORAGE["float16"]:
+        return f16x2_to_f32, f32x2_to_f16x2
+    raise TypeError(f"make_pairs: 16-bit storage (float16, or bfloat16's uint16 bits); got {dtype}")
 
 
 def make_store(dtype, value_dtype):

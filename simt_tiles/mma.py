@@ -30,6 +30,9 @@ in the tile loop::
                                             # tensor cores ignore (ptxas drops that mask itself when cvt.rna
                                             # feeds an mma): 2 SASS instructions, and NaN-safe
     h = f32_to_bf16(x); h = f32_to_f16(x)   # round to nearest even, the uint16 bits
+    w = f32x2_to_bf16x2(lo, hi)             # both rounded to nearest even, packed: lo's bits in the low half
+    w = f32x2_to_f16x2(lo, hi)              # (one cvt.rn.bf16x2.f32 / .f16x2.f32: one F2FP a pair)
+    lo, hi = f16x2_to_f32(w)                # the two float16 halves of uint32 w as float32, low half first
     y = f64_to_f32_odd(x)                   # float64 → float32 rounded to odd (cvt.rz, the last bit set when
                                             # inexact): a rounding of y to 16 bits is x rounded once
 
@@ -78,7 +81,8 @@ from .runtime import SIMULATOR
 __all__ = ["SA", "GA", "smem_base", "gaddr", "cp_async16", "commit_group", "wait_group", "lds32", "lds128", "sts128",
            "ldsm_x4", "ldsm_x4_t", "mma_tf32", "mma_bf16", "mma_f16", "cvt_tf32", "as_f32", "rna_add", "rna_finite", "f32_to_bf16",
            "f32_to_f16", "f64_to_f32_odd", "round_to_odd32", "tf32_round", "tf32_truncate", "bf16_bits", "bits_to_f32", "f16_bits",
-           "fragment_a", "fragment_b", "fragment_c", "mma_reference"]
+           "fragment_a", "fragment_b", "fragment_c", "mma_reference",
+           "f32x2_to_bf16x2", "f32x2_to_f16x2", "f16x2_to_f32"]
 
 
 # ---------------------------------------------------------------------------
@@ -126,8 +130,9 @@ def round_to_odd32(x):
 
 
 def f16_bits(x):
-    """float32 → IEEE half bits (uint16), round to nearest even."""
-    return np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
+    """float32 → IEEE half bits (uint16), round to nearest even (past 65520: ±inf, as the GPU's, no warning)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
 
 
 def bits_to_f32(bits, precision: str):
@@ -368,6 +373,17 @@ if SIMULATOR:
     def f32_to_f16(x):
         return f16_bits(np.float32(x))[()]
 
+    def f32x2_to_bf16x2(lo, hi):
+        return np.uint32(int(f32_to_bf16(lo)) | int(f32_to_bf16(hi)) << 16)
+
+    def f32x2_to_f16x2(lo, hi):
+        return np.uint32(int(f32_to_f16(lo)) | int(f32_to_f16(hi)) << 16)
+
+    def f16x2_to_f32(w):
+        w = int(np.uint32(w))
+        halves = np.array([w & 0xFFFF, w >> 16], np.uint16).view(np.float16).astype(np.float32)
+        return halves[0], halves[1]
+
     def f64_to_f32_odd(x):
         return round_to_odd32(np.float64(x))[()]
 
@@ -584,6 +600,29 @@ else:
 
     f32_to_bf16 = _to16("bf16")
     f32_to_f16 = _to16("f16")
+
+    def _to16x2(kind):
+        @intrinsic
+        def convert(typingctx, lo, hi):
+            def codegen(context, builder, sig, args):
+                # cvt's first source goes to the upper half: (hi, lo)
+                return _asm(builder, _I32, [args[1], args[0]], f"cvt.rn.{kind}x2.f32 $0, $1, $2;", "=r,f,f")
+
+            return types.uint32(types.float32, types.float32), codegen
+
+        return convert
+
+    f32x2_to_bf16x2 = _to16x2("bf16")
+    f32x2_to_f16x2 = _to16x2("f16")
+
+    @intrinsic
+    def f16x2_to_f32(typingctx, w):
+        def codegen(context, builder, sig, args):
+            r = _asm(builder, ir.LiteralStructType([_F32, _F32]), [args[0]],
+                     "{ .reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h; }", "=f,=f,r")
+            return context.make_tuple(builder, sig.return_type, [builder.extract_value(r, k) for k in range(2)])
+
+        return types.UniTuple(types.float32, 2)(types.uint32), codegen
 
     @intrinsic
     def f64_to_f32_odd(typingctx, x):

@@ -65,20 +65,21 @@ def aligned(x) -> bool:
 
 
 if SIMULATOR:
-    def _check(name, row, i):
-        """The flat NumPy view behind ``row`` after checking the promise for element ``i``."""
+    def _check(name, row, i, count=4, align=VECTOR_BYTES):
+        """The flat NumPy view behind ``row`` after checking the promise for elements ``i`` .. ``i + count − 1``:
+        in bounds, contiguous, the first one's address a multiple of ``align`` bytes."""
         ary = getattr(row, "_ary", row)  # the NumPy array behind a simulator array
         if ary.ndim != 1:
             if not ary.flags.c_contiguous:
                 raise ValueError(f"{name}: a {ary.ndim}-D array must be C-contiguous for a flat index")
             ary = ary.reshape(-1)  # a view: stores reach the array
         i = int(i)
-        if i < 0 or i + 4 > ary.shape[0]:
-            raise ValueError(f"{name}: elements {i}..{i + 3} of an array of {ary.shape[0]}: out of bounds")
+        if i < 0 or i + count > ary.shape[0]:
+            raise ValueError(f"{name}: elements {i}..{i + count - 1} of an array of {ary.shape[0]}: out of bounds")
         address = ary.__array_interface__["data"][0] + i * ary.strides[0]
-        if address % VECTOR_BYTES:
+        if address % align:
             raise ValueError(f"{name}: address of element {i} is {address:#x}, not a multiple of "
-                             f"{VECTOR_BYTES} bytes (a GPU would fault)")
+                             f"{align} bytes (a GPU would fault)")
         if ary.strides[0] != ary.itemsize:
             raise ValueError(f"{name}: row stride {ary.strides[0]} bytes; expected contiguous ({ary.itemsize})")
         return ary
@@ -466,3 +467,98 @@ else:
         return sig, codegen
 
 __all__ += ["load1_keep", "load1_last", "store1_stream"]
+
+
+# ---------------------------------------------------------------------------
+# 16-bit elements, two a 32-bit word, up to eight a load (added for 16-bit softmax, issue 34)
+# ---------------------------------------------------------------------------
+#
+#     load = load16_words(W); store = store16_words(W)     # W = 1, 2 or 4 words: 4, 8 or 16 bytes
+#     load(row, i, buf)     # buf[k] = bits of row[i + 2k] | bits of row[i + 2k + 1] << 16, k < W
+#     store(row, i, buf)    # row[i + 2k], row[i + 2k + 1] = the low and high halves of buf[k]
+#
+# ``row``: a C-contiguous array of 2-byte elements (float16, or bfloat16's uint16 bits), ``i`` a flat index
+# whose address **the caller promises is a multiple of 4·W bytes**; ``buf``: a local ``uint32`` array of (at
+# least) W words, indexed by constants after unrolling, so registers.  One ``ld.global.u32`` / ``.v2.u32`` /
+# ``.v4.u32`` (or ``st.``) where 2W scalar 2-byte accesses were; the lower-addressed element in the low half
+# (little-endian, as ``mov.b32 {lo, hi}`` and the tensor cores' pairs).  The simulator checks the promise
+# (alignment, bounds, contiguity) as ``load4`` does.
+
+if SIMULATOR:
+    import numpy as _np
+
+    def _words16(name, row, i, W):
+        flat = _check(name, row, i, 2 * W, 4 * W)
+        if flat.itemsize != 2:
+            raise TypeError(f"{name}: 2-byte elements only; got {flat.dtype}")
+        return flat, int(i)
+
+    def load16_words(W):
+        def load16(row, i, buf):
+            flat, i = _words16("load16", row, i, W)
+            half = flat[i:i + 2 * W].view(_np.uint16).astype(_np.uint32)
+            for k in range(W):
+                buf[k] = _np.uint32(half[2 * k] | (half[2 * k + 1] << _np.uint32(16)))
+
+        return load16
+
+    def store16_words(W):
+        def store16(row, i, buf):
+            flat, i = _words16("store16", row, i, W)
+            words = _np.array([buf[k] for k in range(W)], _np.uint32)
+            half = _np.empty(2 * W, _np.uint16)
+            half[0::2], half[1::2] = words & _np.uint32(0xFFFF), words >> _np.uint32(16)
+            flat[i:i + 2 * W] = half.view(flat.dtype)
+
+        return store16
+
+else:
+    def _words16_types(row, i, buf):
+        return (_check_types(row, i) and row.dtype.bitwidth == 16 and isinstance(buf, types.Array)
+                and buf.dtype == types.uint32)
+
+    def _words16_pointer(context, builder, sig, args, W):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+        i32 = ir.IntType(32)
+        wide = ir.VectorType(i32, W) if W > 1 else i32
+        words = context.make_array(sig.args[2])(context, builder, args[2]).data
+        return builder.bitcast(ptr, wide.as_pointer(ptr.type.addrspace)), words, i32
+
+    def load16_words(W):
+        @intrinsic
+        def load16(typingctx, row, i, buf):
+            if not _words16_types(row, i, buf):
+                return None
+
+            def codegen(context, builder, sig, args):
+                wptr, words, i32 = _words16_pointer(context, builder, sig, args, W)
+                v = builder.load(wptr, align=4 * W)
+                for k in range(W):
+                    w = builder.extract_element(v, ir.Constant(i32, k)) if W > 1 else v
+                    builder.store(w, builder.gep(words, [ir.Constant(i32, k)]))
+                return context.get_dummy_value()
+
+            return types.void(row, i, buf), codegen
+
+        return load16
+
+    def store16_words(W):
+        @intrinsic
+        def store16(typingctx, row, i, buf):
+            if not _words16_types(row, i, buf):
+                return None
+
+            def codegen(context, builder, sig, args):
+                wptr, words, i32 = _words16_pointer(context, builder, sig, args, W)
+                v = ir.Constant(ir.VectorType(i32, W), ir.Undefined) if W > 1 else None
+                for k in range(W):
+                    w = builder.load(builder.gep(words, [ir.Constant(i32, k)]))
+                    v = builder.insert_element(v, w, ir.Constant(i32, k)) if W > 1 else w
+                builder.store(v, wptr, align=4 * W)
+                return context.get_dummy_value()
+
+            return types.void(row, i, buf), codegen
+
+        return store16
+
+__all__ += ["load16_words", "store16_words"]

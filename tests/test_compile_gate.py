@@ -310,6 +310,41 @@ def test_softmax_register_row_loads_share_one_base_address():
         assert int(n) == int(vpt) and int(top) == int(vpt), f"{op}: {n} accesses, {top} on the commonest base"
 
 
+def test_softmax_k08_vec_issues_wide_accesses_without_spills():
+    """k08's ``vec`` knob (16-bit values a load, off in the presets) compiles to one 4- or 16-byte load and store
+    a vector in both 16-bit dtypes (scalar 2-byte accesses remain for a row's head and tail only), converts pairs
+    with one ``cvt.rn.*x2.f32``, and assembles spill-free (benchmarks/notes/patterns.md, "paired loads")."""
+    proc = run_real_target("""
+        import dataclasses, re
+        from numba import cuda
+        from simt_tiles import compile_gate
+        from simt_tiles.kernels.softmax import RUNGS
+        from simt_tiles.runtime import storage_dtype
+        rung = RUNGS["k08_ticket_queue"]
+        for vec, loads, wide in ((2, 8, "u32"), (8, 2, "v4.u32")):
+            for dt in ("float16", "bfloat16"):
+                cfg = dataclasses.replace(rung.presets["default"], vec=vec, loads=loads)
+                ptx, _ = cuda.compile_ptx(rung.factory(cfg, storage_dtype(dt)), rung.signature(storage_dtype(dt)),
+                                          cc=(9, 0))
+                kind = "bf16" if dt == "bfloat16" else "f16"
+                print(vec, dt, len(re.findall(rf"\\bld\\.global\\.{re.escape(wide)}\\b", ptx)),
+                      len(re.findall(rf"\\bst\\.global\\.{re.escape(wide)}\\b", ptx)),
+                      len(re.findall(rf"\\bcvt\\.rn\\.{kind}x2\\.f32\\b", ptx)), loads)
+        cfg = dataclasses.replace(rung.presets["default"], vec=8, loads=2)
+        r, = compile_gate.compile_configs([(rung, "vec8", cfg, "bfloat16")], "t")
+        print("gate", r.ok, r.error, r.stack, r.spills)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    *rows, gate = proc.stdout.strip().splitlines()
+    assert gate.split() == ["gate", "True", "None", "0", "0"], proc.stdout
+    assert len(rows) == 4, proc.stdout
+    for row in rows:
+        vec, dt, loads_wide, stores_wide, cvt2, loads = row.split()
+        # a step's loads in the fold and the reread, its stores; a pair converted per word stored
+        assert int(loads_wide) == 2 * int(loads) and int(stores_wide) == int(loads), row
+        assert int(cvt2) == int(loads) * int(vec) // 2, row
+
+
 def test_sass_mix_prints_the_instruction_histogram():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "lab", "sass_mix.py"), "softmax",
                            "k04_register_row", "default", "float32", "vpt=16", "group=256"],

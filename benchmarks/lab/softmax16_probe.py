@@ -10,7 +10,14 @@ Rows: the default (``variant=None``), ``torch.softmax`` (its 16-bit kernel), ``t
 (what a float32-only library costs a 16-bit caller), the default on the float32 copy (the bytes ×2), and the
 plan's rung named.  log_softmax at the Llama-3 shape.
 
-    python3 benchmarks/lab/softmax16_probe.py [--json PATH] [--quick]
+``--vec [JSON]``: also k08 with its ``vec`` knob (2, 4 or 8 16-bit values a 4-, 8- or 16-byte load and
+store; the default reads one a load) — the plan's k08 config (k08's default preset where the plan chose
+another rung) with each JSON dict's fields replaced (default :data:`VEC_KNOBS`), at the shapes whose plan is
+k08 (every shape with ``--vec-everywhere``), checked as the other rows, then timed; log_softmax too at the
+Llama-3 shape.  ``--shapes 1024x128256,1024x128257`` runs those shapes only (an odd length: rows alternate
+between an aligned start and a scalar head).
+
+    python3 benchmarks/lab/softmax16_probe.py [--json PATH] [--quick] [--vec [JSON]] [--shapes RxN,...]
 """
 
 from __future__ import annotations
@@ -33,25 +40,48 @@ SHAPES = [
     (4, 1048576, "few very long rows (k08, pieces of one step)"),
 ]
 QUICK = SHAPES[:2]
+#: k08 knobs ``--vec`` times beside the default (fields replaced; registers a thread from nvJitLink, sm_90, both 16-bit
+#: dtypes: 56 where a thread holds 16 values a step, as the default; 95-96 at 32)
+VEC_KNOBS = [
+    {"vec": 2, "loads": 8},  # the default's 16 values a step, half its loads (8 × 4 B in flight), pieces of 8192
+    {"vec": 2},  # 16 × 4 B in flight: float32's bytes, 32 values a step, pieces of 16384
+    {"vec": 2, "piece_steps": 1},  # … pieces of 8192 as the default's
+    {"vec": 4, "loads": 4},  # 4 × 8 B
+    {"vec": 8, "loads": 2},  # 2 × 16 B
+    {"vec": 8, "loads": 4},  # 4 × 16 B: 32 values a step
+    {"vec": 8, "loads": 4, "piece_steps": 1},
+]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="the first two shapes only")
+    ap.add_argument("--vec", nargs="?", const=json.dumps(VEC_KNOBS), metavar="JSON",
+                    help="also k08 with these field dicts replaced (vec: 16-bit values a load; default VEC_KNOBS)")
+    ap.add_argument("--vec-everywhere", action="store_true", help="--vec's rows at every shape, not only k08's")
+    ap.add_argument("--shapes", help="rows x columns to run, e.g. 1024x128256,1024x128257 (default: SHAPES)")
     args = ap.parse_args()
+    import dataclasses
+
     import torch
     from small_reduce_probe import loop_us, timed
 
     import simt_tiles
-    from simt_tiles.kernels.softmax import dispatch
+    from simt_tiles.kernels.softmax import RUNGS, dispatch
     from simt_tiles.runtime import HALF_STORAGE
+
+    k08 = RUNGS["k08_ticket_queue"]
+    vec_knobs = json.loads(args.vec) if args.vec else []
+    shapes = QUICK if args.quick else SHAPES
+    if args.shapes:
+        shapes = [(int(r), int(c), "--shapes") for r, c in (sz.split("x") for sz in args.shapes.split(","))]
 
     flush = torch.empty(2**27, dtype=torch.float32, device="cuda")  # 512 MiB > L2
     rows_out = []
     u16 = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
     eta16 = {torch.bfloat16: 2.0 ** -134, torch.float16: 2.0 ** -25}  # half the smallest subnormal (underflow)
-    for rows, n, where in (QUICK if args.quick else SHAPES):
+    for rows, n, where in shapes:
         torch.manual_seed(rows + n)
         x32 = torch.randn(rows, n, device="cuda") * 4
         for dt in (torch.bfloat16, torch.float16):
@@ -67,10 +97,20 @@ def main() -> int:
                      ("torch.softmax", lambda: torch.softmax(x, -1)),
                      ("torch fp32 + cast", lambda: torch.softmax(xf, -1).to(dt)),
                      ("default on float32", lambda: simt_tiles.softmax(xf))]
+            base = plan.config if plan.rung is k08 else k08.presets["default"]
+            vec_cfgs = {}  # label → k08 config, timed beside the default
+            if vec_knobs and (plan.rung is k08 or args.vec_everywhere):
+                for knob in vec_knobs:
+                    cfg = dataclasses.replace(base, **knob)
+                    label = "k08 " + " ".join(f"{k}={v}" for k, v in knob.items())
+                    vec_cfgs[label] = cfg
+                    cases.append((label, lambda cfg=cfg: simt_tiles.softmax(x, out=out, variant="k08_ticket_queue",
+                                                                            config=cfg)))
+            writes_out = ("default", f"{plan.rung.name} named", *vec_cfgs)
             for label, fn in cases:
                 out.fill_(float("nan"))
                 got = fn()
-                got = out if label in ("default", f"{plan.rung.name} named") else got
+                got = out if label in writes_out else got
                 torch.cuda.synchronize()
                 err = (got.double() - ref).abs()
                 # one 16-bit rounding of a float32 result (u16·|ref|; half a subnormal where it underflows: float16
@@ -81,20 +121,25 @@ def main() -> int:
                 ms = timed(fn, lambda: flush.zero_(), reps=40)
                 wall = loop_us(fn)
                 nbytes = 2 * rows * n * got.element_size()
-                print(f"{rows}x{n:<7} {name:<9} {label:<26} {ms * 1e3:9.2f} us {nbytes / ms / 1e6:7.0f} GB/s "
+                print(f"{rows}x{n:<7} {name:<9} {label:<34} {ms * 1e3:9.2f} us {nbytes / ms / 1e6:7.0f} GB/s "
                       f"loop {wall:8.1f} us {'ok' if ok else 'WRONG'}", flush=True)
                 rows_out.append({"rows": rows, "n": n, "where": where, "dtype": name, "impl": label, "ms": ms,
-                                 "GBps": nbytes / ms / 1e6, "loop_us": wall, "ok": ok, "rung": plan.rung.name})
+                                 "GBps": nbytes / ms / 1e6, "loop_us": wall, "ok": ok, "rung": plan.rung.name,
+                                 **({"config": dataclasses.asdict(vec_cfgs[label])} if label in vec_cfgs else {})})
             if (rows, n) == SHAPES[0][:2]:
                 lref = torch.log_softmax(x.double(), -1)
-                for label, fn in (("log default", lambda: simt_tiles.log_softmax(x, out=out)),
-                                  ("log torch", lambda: torch.log_softmax(x, -1))):
+                log_cases = [("log default", lambda: simt_tiles.log_softmax(x, out=out)),
+                             ("log torch", lambda: torch.log_softmax(x, -1))]
+                log_cases += [(f"log {label}", lambda cfg=cfg: simt_tiles.log_softmax(
+                    x, out=out, variant="k08_ticket_queue", config=cfg)) for label, cfg in vec_cfgs.items()]
+                for label, fn in log_cases:
+                    out.fill_(float("nan"))
                     got = fn()
-                    got = out if label == "log default" else got
+                    got = got if label == "log torch" else out
                     torch.cuda.synchronize()
                     ok = bool(((got.double() - lref).abs() <= u16[dt] * lref.abs() + 1e-3).all())
                     ms = timed(fn, lambda: flush.zero_(), reps=40)
-                    print(f"{rows}x{n:<7} {name:<9} {label:<26} {ms * 1e3:9.2f} us {'ok' if ok else 'WRONG'}", flush=True)
+                    print(f"{rows}x{n:<7} {name:<9} {label:<34} {ms * 1e3:9.2f} us {'ok' if ok else 'WRONG'}", flush=True)
                     rows_out.append({"rows": rows, "n": n, "dtype": name, "impl": label, "ms": ms, "ok": ok})
             del x, xf, ref, out
         del x32
@@ -104,7 +149,8 @@ def main() -> int:
     print(f"copy 2^28 float32 {ms * 1e3:.1f} us {2 * 2**30 / ms / 1e6:.0f} GB/s")
     rows_out.append({"impl": "copy 2^28", "ms": ms, "GBps": 2 * 2**30 / ms / 1e6})
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": "python3 benchmarks/lab/softmax16_probe.py",
+        command = " ".join(["python3 benchmarks/lab/softmax16_probe.py", *sys.argv[1:]])
+        Path(args.json).write_text(json.dumps({"command": command,
                                                "device": torch.cuda.get_device_name(), "rows": rows_out}, indent=1))
     return 0 if all(r.get("ok", True) for r in rows_out) else 1
 

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...runtime import SIMULATOR, ConfigError, Rung, TileConfig, cdiv, dtype_label
+from ...vector import aligned
 from ..reduce.dispatch import sm_count, workspace  # the SM count (2 in the simulator), kept buffers
 from . import k01_smem_tree, k02_warp_shuffle, k03_online, k04_register_row, k05_split_row, k06_split_blocks
 from ._common import compute_dtype, held_itemsize, is_half
@@ -111,11 +112,16 @@ class Plan:
     launches: tuple
     pieces: int = 1  # k06: pieces per row (> 1: partials, then finish); k08: per row
     lag: int = 0  # k08: rows whose P items precede the first W item
+    #: k08 with ``vec`` > 1 (several 16-bit values a load): the same plan with ``vec=1``, which :meth:`run` takes
+    #: where ``x`` or ``out`` is not 16-byte aligned (a fast-launch plan's key holds that alignment too)
+    unaligned: "Plan | None" = None
 
     def run(self, call: "Call") -> None:
         """Run the plan on ``call``'s device arrays (any shape of ``view``'s size): each launch
         through ``Rung.launch``, its compile-time ``params`` (log, phase) given."""
         x, out, stream = call
+        if self.unaligned is not None and not (aligned(x) and aligned(out)):
+            return self.unaligned.run(call)
         xv, ov = x.reshape(self.view), out.reshape(self.view)
         args = (xv, ov)
         pdt = compute_dtype(x.dtype)  # the (max, sum) pairs: float32 for 16-bit inputs
@@ -251,9 +257,11 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         return Plan(rung, cfg, (rows, n), launches, pieces)
     if rung is k08_ticket_queue.RUNG:
         k06_split_blocks.check_hints(cfg.hints, itemsize)
+        k06_split_blocks.check_vec(cfg.vec, itemsize)
+        unaligned = None if cfg.vec == 1 else _build(rung, dataclasses.replace(cfg, vec=1), shape3, itemsize, log, sms)
         pieces = cfg.pieces(n, rows, K08_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n, pieces)
-        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize))
+        return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), pieces, cfg.lag_rows(n, itemsize), unaligned)
     if rung is k09_register_pieces.RUNG:
         resident = sms if resident == 0 else resident  # (None: the simulator, blocks all at once, no fill)
         cfg = cfg.for_problem(rows, n, itemsize, resident, 0 if resident is None else K09_FILL_PER_SM * sms)

@@ -31,10 +31,11 @@ import math
 
 import numpy as np
 
-from numba import cuda, uint64, void
+from numba import cuda, int64, uint32, uint64, void
 
 from ...runtime import ConfigError, Gate, Rung, cdiv, numba_dtype
-from ...vector import load1_keep, load1_last, store1_stream
+from ...half_io import make_pairs
+from ...vector import load1_keep, load1_last, load16_words, store16_words, store1_stream
 from ...warp import FULL_MASK, shfl_xor_sync
 from ._common import (WarpRowConfig, compute_dtype, held_itemsize, inline, make_io, make_log_shift,
                       make_pair_fold, pair_type)
@@ -101,13 +102,25 @@ def make_block_fold(NW, fold):
     return fold_block
 
 
-def make_piece_ops(config: Config, dtype, log: bool, hints: int = Hints.PLAIN):
+def check_vec(vec: int, itemsize: int) -> None:
+    """ConfigError (naming ``config``) for ``vec`` (16-bit values a load, k08's knob) other than 1, 2, 4 or 8,
+    or other than 1 on float32/float64 inputs."""
+    if vec not in (1, 2, 4, 8) or (vec > 1 and itemsize != 2):
+        raise ConfigError(f"config: vec={vec} (16-bit values a load) must be 1, 2, 4 or 8, and 1 for "
+                          f"{itemsize}-byte inputs (only 2-byte inputs are read several a load)")
+
+
+def make_piece_ops(config: Config, dtype, log: bool, hints: int = Hints.PLAIN, vec: int = 1):
     """A piece's three steps, inlined (k08 takes them too): ``fold_piece`` — this thread's (max,
     sum) pair over columns ``[c0, c1)`` of row ``ru``, U loads in flight per step; ``fold_block``
     — the block's pair (:func:`make_block_fold`); ``write_piece`` — reread the piece and write
     (log_)softmax given the row's pair.  ``dtype``: the inputs' as stored (16-bit: float32 pairs and
     arithmetic, :func:`make_io`); ``hints``: the L2 eviction hints above (values unchanged; float32 and
-    float64 only, :mod:`simt_tiles.vector`'s hinted accesses)."""
+    float64 only, :mod:`simt_tiles.vector`'s hinted accesses); ``vec`` > 1 (16-bit only): ``vec`` values a
+    load and a store (:func:`make_vector_piece_ops`; the caller promises 16-byte aligned ``x`` and ``out``)."""
+    check_vec(vec, np.dtype(dtype).itemsize)
+    if vec > 1:
+        return make_vector_piece_ops(config, dtype, log, vec)
     T, U, NW = config.threads, config.loads, config.threads // 32
     DT = numba_dtype(compute_dtype(dtype))
     up, down = make_io(dtype)
@@ -161,6 +174,99 @@ def make_piece_ops(config: Config, dtype, log: bool, hints: int = Hints.PLAIN):
                         store1_stream(outr, c, v)
                     else:
                         out[ru, uint64(c)] = down(v)
+
+    return fold, fold_piece, fold_block, write_piece
+
+
+def make_vector_piece_ops(config: Config, dtype, log: bool, vec: int):
+    """:func:`make_piece_ops` for 16-bit inputs read ``V = vec`` values a load (one 4-, 8- or 16-byte
+    ``ld.global``, :func:`simt_tiles.vector.load16_words`) and written ``V`` a store: a step of a thread is
+    ``U`` such loads (``2·U·V`` bytes in flight, where the scalar path has ``2·U``), so a block step covers
+    ``T·U·V`` columns (k08's ``Config.step``).  Thread t's load u of a step covers ``V`` consecutive columns
+    from ``b + V·(t + u·T)``.
+
+    Alignment: ``x`` and ``out`` start 16-byte aligned (the caller's promise: the launcher checks it and
+    runs the scalar kernel otherwise) and share their strides; a row's first ``h < V`` columns, before its first
+    ``2V``-byte aligned one (``h`` from the row's byte offset: rows of odd length alternate), are read and
+    written one at a time by piece 0's threads ``t < h``, and piece p covers columns ``[c0 + h, c1 + h)``
+    (clipped to the row) in whole vectors; a last partial vector (the row's end) one value at a time."""
+    T, U, NW, V = config.threads, config.loads, config.threads // 32, vec
+    W = V // 2  # 32-bit words a load
+    DT = numba_dtype(compute_dtype(dtype))
+    up, down = make_io(dtype)
+    unpack, pack = make_pairs(dtype)
+    load, store = load16_words(W), store16_words(W)
+    NEG_INF = -math.inf
+    LOG = log
+    log_shift = make_log_shift(DT)
+    fold, fold_values = make_pair_fold(DT)
+
+    @inline
+    def head(x, ru):
+        """``h``: columns of row ``ru`` before its first ``2V``-byte aligned one (the base is aligned; at most
+        the row's length)."""
+        off = (ru * uint64(x.strides[0])) & uint64(2 * V - 1)  # the row's byte offset, mod 2V
+        return min(int64(((uint64(2 * V) - off) & uint64(2 * V - 1)) >> uint64(1)), x.shape[1])
+
+    @inline
+    def load_step(x, ru, c, a1, vals, j, words, missing):
+        """``vals[j:j + V]`` = columns ``c .. c + V − 1`` of row ``ru`` (``missing`` past ``a1``)."""
+        if c + V <= a1:
+            load(x[ru], c, words)
+            for k in range(W):
+                vals[j + 2 * k], vals[j + 2 * k + 1] = unpack(words[k])
+        else:  # the row's last partial vector: one at a time
+            for k in range(V):
+                vals[j + k] = up(x[ru, uint64(c + k)]) if c + k < a1 else missing
+
+    @inline
+    def fold_piece(x, ru, c0, c1, tid, vals):
+        words = cuda.local.array(W, uint32)
+        m, s = DT(NEG_INF), DT(0)
+        h = head(x, ru)
+        if c0 == 0 and tid < h:  # the row's unaligned head: one value, as the pair (v, exp(v − v))
+            m = up(x[ru, uint64(tid)])
+            s = DT(0) if m == NEG_INF else math.exp(m - m)
+        a0, a1 = c0 + h, min(c1 + h, x.shape[1])
+        for b in range(a0 + V * tid, a1, V * T * U):
+            for u in range(U):  # U loads of V values in flight, then one rescale
+                load_step(x, ru, b + u * V * T, a1, vals, u * V, words, DT(NEG_INF))
+            m, s = fold_values(m, s, vals, U * V)
+        return m, s
+
+    fold_block = make_block_fold(NW, fold)
+
+    @inline
+    def result(v, m, sh, a, ls):  # as the scalar path's write: (v − sh) − ls, or exp(v − m)·a
+        return ((v - sh) - ls) if LOG else math.exp(v - m) * a
+
+    @inline
+    def write_piece(x, out, ru, c0, c1, tid, vals, m, s):
+        words = cuda.local.array(W, uint32)
+        if LOG:
+            sh, ls = log_shift(m, s)
+            a = DT(1)
+        else:  # a row of −inf: m = −inf, s = 0, every output NaN as scipy's
+            sh, a, ls = DT(0), (DT(1) / s if m != NEG_INF else DT(math.nan)), DT(0)
+        h = head(x, ru)
+        if c0 == 0 and tid < h:
+            out[ru, uint64(tid)] = down(result(up(x[ru, uint64(tid)]), m, sh, a, ls))
+        a0, a1 = c0 + h, min(c1 + h, x.shape[1])
+        for b in range(a0 + V * tid, a1, V * T * U):  # the second read (U loads in flight), the write
+            for u in range(U):
+                load_step(x, ru, b + u * V * T, a1, vals, u * V, words, DT(0))
+            for u in range(U):
+                c = b + u * V * T
+                j = u * V
+                if c + V <= a1:  # V results rounded a pair at a time, one store
+                    for k in range(W):
+                        lo, hi = vals[j + 2 * k], vals[j + 2 * k + 1]
+                        words[k] = pack(result(lo, m, sh, a, ls), result(hi, m, sh, a, ls))
+                    store(out[ru], c, words)
+                else:  # (no exp of a missing value: exp(0 − m) may overflow, which the simulator raises on)
+                    for k in range(V):
+                        if c + k < a1:
+                            out[ru, uint64(c + k)] = down(result(vals[j + k], m, sh, a, ls))
 
     return fold, fold_piece, fold_block, write_piece
 

@@ -35,6 +35,10 @@ What changed versus k06
     read for a 525 MB input).  k08 wins where k06 paid a second launch and few
     blocks: few long rows, and rows past 94208 values (notes/patterns_zoo.md).
 
+    ``vec`` (16-bit inputs; 1 in the presets, unmeasured): ``vec`` values a load and a store, one 4-, 8- or
+    16-byte access instead of ``vec`` 2-byte ones (k06's ``make_vector_piece_ops``; a row's unaligned head and
+    partial tail one value at a time); arrays not 16-byte aligned run ``vec=1`` (the plan's ``unaligned`` twin).
+
 Memory traffic: two reads and one write, as k06 (the reread is from DRAM at vocabulary sizes).
 
 Headline: none yet — not measured on a GPU (the H200 patterns zoo; H100 sweeps: notes/patterns_zoo.md, "Session 34")
@@ -54,22 +58,25 @@ from .k06_split_blocks import Hints, make_piece_ops
 
 @dataclasses.dataclass(frozen=True)
 class Config(WarpRowConfig):
-    """``threads`` per block, ``loads`` values in flight per thread per step, pieces of ``piece_steps``
+    """``threads`` per block, ``loads`` loads in flight per thread per step, pieces of ``piece_steps``
     block steps; the W items of a row trail its P items by ``lag_kib`` KiB of rows (at least one row);
-    ``hints``: the L2 eviction hints of the piece's accesses (k06's ``Hints``)."""
+    ``hints``: the L2 eviction hints of the piece's accesses (k06's ``Hints``); ``vec``: values a load and a
+    store (1; 2, 4 or 8 for 16-bit inputs: one 4-, 8- or 16-byte access, k06's ``make_vector_piece_ops``;
+    the launcher runs ``vec=1`` where ``x`` or ``out`` is not 16-byte aligned)."""
 
     threads: int = 256
     loads: int = 16
     piece_steps: int = 2
     lag_kib: int = 16384
     hints: int = Hints.PLAIN
+    vec: int = 1
 
     def smem_bytes(self, itemsize):
         return 2 * (self.threads // 32) * held_itemsize(itemsize) + 8
 
     def step(self) -> int:
         """Columns a block covers per step (pieces are multiples of it)."""
-        return self.threads * self.loads
+        return self.threads * self.loads * self.vec
 
     def pieces(self, cols: int, rows: int = 0, fill: int = 0) -> int:
         """``S``: pieces of at most ``piece_steps`` steps a row; fewer steps a piece (down to one) while
@@ -153,8 +160,9 @@ def make_row_exchange(T, DT, fold, fold_block):
 
 def make_kernel(config: Config, dtype, log: bool = False):
     T, U, NW = config.threads, config.loads, config.threads // 32
+    UV, STEP = U * config.vec, config.step()  # values a thread holds a step; columns a block step
     DT = numba_dtype(compute_dtype(dtype))  # (16-bit inputs: float32 pairs, pm and ps float32)
-    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, dtype, log, config.hints)
+    fold, fold_piece, fold_block, write_piece = make_piece_ops(config, dtype, log, config.hints, config.vec)
     take_ticket, publish, gather = make_row_exchange(T, DT, fold, fold_block)
 
     def softmax_k08_ticket_queue(x, out, pm, ps, tickets, lag):
@@ -164,9 +172,9 @@ def make_kernel(config: Config, dtype, log: bool = False):
         slot = cuda.shared.array(1, int64)
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
-        vals = cuda.local.array(U, DT)
+        vals = cuda.local.array(UV, DT)
         r, p, write = _ticket_item(take_ticket(tickets, rows, tid, slot), S, rows, min(lag, rows))
-        piece = ((n + S - 1) // S + T * U - 1) // (T * U) * (T * U)  # as k06 and the launcher
+        piece = ((n + S - 1) // S + STEP - 1) // STEP * STEP  # as k06 and the launcher
         c0 = p * piece
         c1 = min(n, c0 + piece)
         ru = uint64(r)

@@ -717,7 +717,7 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
         check_device(name, x, "torch")
         # ordered after the producer's stream as the float path's operands (_import_cai: its int16 view's
         # interface names the tensor's stream; torch exports no bfloat16)
-        return Operand(name, _import_cai(x.view(torch.int16), stream).view(np.uint16), "torch", x)
+        return Operand(name, storage_view(_import_cai(x.view(torch.int16), stream), np.uint16), "torch", x)
     numba_array = _is_numba_device_array(x)  # (the simulator's arrays too)
     if mod == "cupy" or numba_array or _has_cai(x):
         kind = "cupy" if mod == "cupy" else "numba"
@@ -725,7 +725,7 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
         dev = x if numba_array else _import_cai(x, stream)  # ordered after the producer's stream
         if contiguous and (not dev.is_c_contiguous() or _broadcast(dev)):
             raise ValueError(f"{name}: expected a C-contiguous array; got strides {dev.strides}")
-        return Operand(name, dev.view(np.uint16), kind, x)
+        return Operand(name, storage_view(dev, np.uint16), kind, x)
     raise TypeError(f"{name}: expected a NumPy, CuPy, Numba or PyTorch array; got {describe(x)}")
 
 
@@ -764,16 +764,17 @@ def out16(out, like: Operand, shape, stream) -> Operand:
         ptr = stream_key(stream)
         if ptr != current_stream_ptr(obj):  # torch's allocator must not reuse it before we are done
             obj.record_stream(torch.cuda.ExternalStream(ptr, device=obj.device))
-        return Operand("out", cuda.as_cuda_array(obj.view(torch.int16), sync=False).view(np.uint16), "torch", obj)
+        dev = cuda.as_cuda_array(obj.view(torch.int16), sync=False)
+        return Operand("out", storage_view(dev, np.uint16), "torch", obj)
     if like.kind == "cupy":
         import cupy
 
         obj = cupy.empty(shape, dtype=src.dtype)
-        return Operand("out", cuda.as_cuda_array(obj, sync=False).view(np.uint16), "cupy", obj)
+        return Operand("out", storage_view(cuda.as_cuda_array(obj, sync=False), np.uint16), "cupy", obj)
     if like.kind == "numpy":
         return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", None)
     dev = cuda.device_array(shape, src.dtype, stream=stream)  # a Numba float16 result, not its bits
-    return Operand("out", dev.view(np.uint16), like.kind, dev)
+    return Operand("out", storage_view(dev, np.uint16), like.kind, dev)
 
 
 def finish16(op: Operand, like: Operand, stream):

@@ -332,3 +332,19 @@ def test_storage_view_of_a_0d_device_array_on_the_real_target():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-1] == "() uint16 (3,)", proc.stdout
+
+
+def test_every_16bit_device_view_goes_through_storage_view():
+    """The 0-d ``view`` failure above hid in five places (operands and results of every kind: torch, CuPy, Numba;
+    a 16-bit ``reduce`` to a scalar through torch failed on the H100 after the first fix): in the interop layer a
+    device array is viewed as 16-bit storage only through :func:`interop.storage_view` (NumPy host arrays may
+    ``view`` themselves)."""
+    import inspect
+    import re
+
+    from simt_tiles import interop
+
+    bad = [line.strip() for line in inspect.getsource(interop).splitlines()
+           if re.search(r"\.view\(np\.(u?int16|float16)\)", line) and "host.view" not in line
+           and "def storage_view" not in line and "dev.view(dtype)" not in line]
+    assert not bad, bad

@@ -394,8 +394,9 @@ def test_every_fast_guard_condition_still_raises_the_named_error(monkeypatch):
         with pytest.raises(exc, match=match):
             getattr(torch.ops.simt_tiles, name)(*make())
     monkeypatch.setattr(ops, "_simulator", lambda: False)
-    for name in OPCHECK:
+    for name in OPCHECK:  # (the same calls on CPU tensors: on a GPU, OPCHECK's are CUDA tensors)
         op, args = OPCHECK[name]()
+        args = [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args]
         with pytest.raises(ValueError, match=r"expected a CUDA tensor; got a tensor on cpu"):
             op(*args)
 

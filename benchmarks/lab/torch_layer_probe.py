@@ -54,7 +54,15 @@ class CudaLooking(torch.Tensor):
 
 
 def _t(*shape):
+    """A CUDA tensor on a GPU host (the simulator off: the full checks refuse CPU tensors), else a CudaLooking one."""
+    if torch.cuda.is_available() and os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != "1":
+        return torch.randn(*shape, device="cuda")
     return torch.randn(*shape).as_subclass(CudaLooking)
+
+
+def _e(*shape):
+    """The stub's result, on the device of :func:`_t`'s tensors."""
+    return torch.empty(*shape, device="cuda" if _t(1).device.type == "cuda" else "cpu")
 
 
 def cases():
@@ -66,21 +74,21 @@ def cases():
     cx, cw, cb = _t(2, 2, 8, 8), _t(4, 2, 3, 3), _t(4)
     sm = (simt_tiles, "softmax")
     return {
-        "matmul": ((simt_tiles, "matmul"), (a, b), torch.empty(8, 8)),
-        "softmax": (sm, (x, -1), torch.empty(8, 16)),
-        "log_softmax": ((simt_tiles, "log_softmax"), (x, -1), torch.empty(8, 16)),
-        "softmax_backward": ((stops, "_softmax_backward_kernel"), (x, x, -1, False), torch.empty(8, 16)),
-        "bias_relu": ((simt_tiles, "bias_relu"), (x, bias), torch.empty(8, 16)),
-        "vector_add": ((simt_tiles, "vector_add"), (v1, v2), torch.empty(64)),
-        "reduce": ((simt_tiles, "reduce"), (x, "sum", [0], False), torch.empty(16)),
-        "correlate2d": ((simt_tiles, "correlate2d"), (img, filt, "reflect", 0.0), torch.empty(16, 16)),
-        "convolve2d": ((simt_tiles, "convolve2d"), (img, filt, "reflect", 0.0), torch.empty(16, 16)),
-        "correlate1d": ((simt_tiles, "correlate1d"), (img, taps, -1, "reflect", 0.0), torch.empty(16, 16)),
+        "matmul": ((simt_tiles, "matmul"), (a, b), _e(8, 8)),
+        "softmax": (sm, (x, -1), _e(8, 16)),
+        "log_softmax": ((simt_tiles, "log_softmax"), (x, -1), _e(8, 16)),
+        "softmax_backward": ((stops, "_softmax_backward_kernel"), (x, x, -1, False), _e(8, 16)),
+        "bias_relu": ((simt_tiles, "bias_relu"), (x, bias), _e(8, 16)),
+        "vector_add": ((simt_tiles, "vector_add"), (v1, v2), _e(64)),
+        "reduce": ((simt_tiles, "reduce"), (x, "sum", [0], False), _e(16)),
+        "correlate2d": ((simt_tiles, "correlate2d"), (img, filt, "reflect", 0.0), _e(16, 16)),
+        "convolve2d": ((simt_tiles, "convolve2d"), (img, filt, "reflect", 0.0), _e(16, 16)),
+        "correlate1d": ((simt_tiles, "correlate1d"), (img, taps, -1, "reflect", 0.0), _e(16, 16)),
         "correlate_separable": ((simt_tiles, "correlate_separable"), (img, taps, taps, "reflect", 0.0),
-                                torch.empty(16, 16)),
-        "conv2d_nchw": ((simt_tiles, "conv2d_nchw"), (cx, cw, cb, 1), torch.empty(2, 4, 8, 8)),
-        "correlate": ((simt_tiles, "correlate"), (img, filt, "reflect", 0.0), torch.empty(16, 16)),
-        "convolve": ((simt_tiles, "convolve"), (img, filt, "reflect", 0.0), torch.empty(16, 16)),
+                                _e(16, 16)),
+        "conv2d_nchw": ((simt_tiles, "conv2d_nchw"), (cx, cw, cb, 1), _e(2, 4, 8, 8)),
+        "correlate": ((simt_tiles, "correlate"), (img, filt, "reflect", 0.0), _e(16, 16)),
+        "convolve": ((simt_tiles, "convolve"), (img, filt, "reflect", 0.0), _e(16, 16)),
     }
 
 

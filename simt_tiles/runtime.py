@@ -257,6 +257,8 @@ class Gate:
     dtypes: tuple = ("float32", "float64")
     #: presets also built for float16 and bfloat16 (a rung that takes 16-bit inputs: the presets its users run)
     half: tuple = ()
+    #: presets built for float16 and bfloat16 only (a 16-bit preset: e.g. several 2-byte values a load)
+    half_only: tuple = ()
     #: presets built for float32 only (besides those named ``*_float32``): e.g. tuning candidates of
     #: a rung whose float64 default is another rung's
     float32_only: tuple = ()
@@ -269,8 +271,8 @@ class Gate:
     def builds(self, preset: str, dtype: str) -> bool:
         """Whether the gate builds ``preset`` in ``dtype``."""
         if dtype in HALF_STORAGE:
-            return preset in self.half
-        if dtype not in self.dtypes:
+            return preset in self.half or preset in self.half_only
+        if dtype not in self.dtypes or preset in self.half_only:
             return False
         return dtype == "float32" or not (preset.endswith("_float32") or preset in self.float32_only)
 

@@ -264,8 +264,9 @@ def test_pairs_convert_as_the_scalar_io(dt):
 
 
 def test_vec_rules():
-    """``vec`` is 1, 2, 4 or 8, and 1 for float32/float64 (ConfigError naming config); the shipped presets keep
-    ``vec=1`` (the 16-bit default changes only after a GPU measurement)."""
+    """``vec`` is 1, 2, 4 or 8, and 1 for float32/float64 (ConfigError naming config); the float presets keep
+    ``vec=1``, and 16-bit rows on the default path (config None) take "half" on a GPU, "sim_half" here, with the
+    scalar twin for unaligned arrays; a preset named keeps its own ``vec``."""
     for dtype, vec, ok in ((np.float32, 2, False), (np.float64, 4, False), (np.float16, 3, False),
                            (np.float16, 16, False), (np.uint16, 8, True), (np.float32, 1, True)):
         cfg = vec_config(vec)
@@ -274,10 +275,18 @@ def test_vec_rules():
         else:
             with pytest.raises(simt_tiles.ConfigError, match=rf"config: vec={vec} \(16-bit values a load\)"):
                 dispatch.plan((2, 100, 1), dtype, variant="k08_ticket_queue", config=cfg)
-    assert all(c.vec == 1 for c in K08.presets.values())
-    for storage in HALF_STORAGE.values():  # the default path's k08 plans read one value a load
+    assert all(c.vec == 1 for n, c in K08.presets.items() if n not in ("half", "sim_half"))
+    assert K08.presets["half"].vec == 8 and K08.presets["sim_half"].vec == 2
+    for storage in HALF_STORAGE.values():  # a preset named: one value a load
         p = dispatch.plan((4, 300000, 1), storage, config="default", sms=132)
         assert p.rung is K08 and p.config.vec == 1 and p.unaligned is None
+    want = K08.presets["sim_half" if SIMULATOR else "half"]
+    for storage in HALF_STORAGE.values():  # the default path (long rows, few of them: k08) and k08 named
+        for p in (dispatch.plan((4, 300000, 1), storage, sms=132),
+                  dispatch.plan((3, 1000, 1), storage, variant="k08_ticket_queue")):
+            assert p.rung is K08 and p.config == want and p.unaligned.config == dataclasses.replace(want, vec=1)
+    p = dispatch.plan((4, 300000, 1), np.float32, sms=132)  # float32 rows: the scalar default
+    assert p.rung is K08 and p.config.vec == 1 and p.unaligned is None
     cfg = vec_config(4)
     assert cfg.step() == cfg.threads * cfg.loads * 4
     p = dispatch.plan((3, 1000, 1), np.float16, variant="k08_ticket_queue", config=cfg)

@@ -256,6 +256,8 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         launches = tuple(Launch((*lg, ("phase", ph)), grid, block) for ph in phases)
         return Plan(rung, cfg, (rows, n), launches, pieces)
     if rung is k08_ticket_queue.RUNG:
+        if config is None and itemsize == 2:  # 16-bit rows: several values a load (H100: 1.66× the scalar loads)
+            cfg = rung.resolve_config("sim_half" if SIMULATOR else "half")
         k06_split_blocks.check_hints(cfg.hints, itemsize)
         k06_split_blocks.check_vec(cfg.vec, itemsize)
         unaligned = None if cfg.vec == 1 else _build(rung, dataclasses.replace(cfg, vec=1), shape3, itemsize, log, sms)

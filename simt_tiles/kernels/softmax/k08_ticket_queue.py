@@ -35,9 +35,10 @@ What changed versus k06
     read for a 525 MB input).  k08 wins where k06 paid a second launch and few
     blocks: few long rows, and rows past 94208 values (notes/patterns_zoo.md).
 
-    ``vec`` (16-bit inputs; 1 in the presets, unmeasured): ``vec`` values a load and a store, one 4-, 8- or
-    16-byte access instead of ``vec`` 2-byte ones (k06's ``make_vector_piece_ops``; a row's unaligned head and
-    partial tail one value at a time); arrays not 16-byte aligned run ``vec=1`` (the plan's ``unaligned`` twin).
+    ``vec`` (16-bit inputs; 8 in the "half" preset, which variant=None takes for 16-bit rows): ``vec`` values a
+    load and a store, one 4-, 8- or 16-byte access instead of ``vec`` 2-byte ones (k06's ``make_vector_piece_ops``;
+    a row's unaligned head and partial tail one value at a time); arrays not 16-byte aligned run ``vec=1`` (the
+    plan's ``unaligned`` twin).
 
 Memory traffic: two reads and one write, as k06 (the reread is from DRAM at vocabulary sizes).
 
@@ -94,7 +95,13 @@ class Config(WarpRowConfig):
 PRESETS = {"sim": Config(threads=32, loads=2, piece_steps=1, lag_kib=1),
            # 256 threads × 16 loads, pieces of 8192 values: of 10 knob sets the fastest at 1024 × 128256, 64 × 128256,
            # 8 × 151936 and 4096 × 94209, second at 2 × 4194304 (H100, softmax_ticket_probe_s34b)
-           "default": Config(threads=256, loads=16, piece_steps=2, lag_kib=16384)}
+           "default": Config(threads=256, loads=16, piece_steps=2, lag_kib=16384),
+           # 16-bit rows (variant=None): 8 values a 16-byte load, 4 loads in flight, pieces of 16384 values; of 7
+           # vec knob sets the fastest at 1024 × 128256 / 128257 and 4 × 1048576, 1.66× "default" (H100,
+           # softmax16_vec_probe)
+           "half": Config(threads=256, loads=4, vec=8, piece_steps=2, lag_kib=16384),
+           # the simulator's 16-bit default: "sim" with two values a load
+           "sim_half": Config(threads=32, loads=2, vec=2, piece_steps=1, lag_kib=1)}
 
 
 def ticket_item(t, S, rows, D):
@@ -215,4 +222,5 @@ def geometry(config: Config, rows: int, cols: int, pieces: int | None = None):
 
 
 RUNG = Rung("k08_ticket_queue", Config, PRESETS, make_kernel, geometry, signature,
-            gate=Gate(half=("default",), smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))
+            gate=Gate(half=("default",), half_only=("half", "sim_half"),
+                      smem_exception="as k06's (the family's bound, 2·threads words), and the ticket's slot"))

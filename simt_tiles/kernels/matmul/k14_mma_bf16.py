@@ -41,13 +41,15 @@ class Config(k13.Config):
 
 PRESETS = {
     "sim": Config(bm=32, bn=32, bk=32, wm=16, wn=32, stages=2, group=2),
-    "default": Config(),
+    # guards 3 (hoisted, size-0 copies keep their address; memcheck clean): 6-13% faster than guards 1 at
+    # 4096³-8192³, 15% on 1031×997×1013 (H100, mma_s36)
+    "default": Config(guards=3),
     # matmul_mma(config=None) on grids of at least LARGE_TILES such tiles; BK = 64: half the barriers a tile
     # (benchmarks/notes/mma.md, session 27: +3-4% at 4096³ and 8192³ over BK = 32 with 4 stages)
-    "large": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3),
+    "large": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, guards=2),  # guards 2: 4-11% (H100, mma_s36)
     # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
     # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
-    "large_batched": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, batched=2),
+    "large_batched": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, batched=2, guards=2),
 }
 
 

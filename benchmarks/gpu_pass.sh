@@ -319,6 +319,25 @@ for step in $steps; do
         > "$out/large_filter_probe.log" 2>&1; echo "large-filter probe rc=$?"; tail -16 "$out/large_filter_probe.log" | cut -c1-300
       timeout $(limit 150 3) python3 benchmarks/lab/volume_filter_probe.py --reps 10 --calls 20 --json "$out/volume_filter_probe.json" \
         > "$out/volume_filter_probe.log" 2>&1; echo "volume probe rc=$?"; tail -12 "$out/volume_filter_probe.log" | cut -c1-300 ;;
+    s39)
+      # session 39's changes on a GPU: the tests the last H100 run failed (16-bit views, the fast-guard test, the volume
+      # default) and the new defaults' tests (16-bit softmax's vec=8 "half", the mma presets' guards); the 16-bit
+      # default beside torch (k08 rows, and k08 half where k05 is the default today); the mma defaults' guards beside
+      # guards 1 at 4096³ and a ragged size; the torch layer's host time per op (no digits model)
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 150 120) python3 -m pytest -q \
+        -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_softmax16.py tests/test_softmax16_vec.py \
+        tests/test_interop.py tests/test_reduce16.py tests/test_conv3d_volume.py tests/test_torch_ops.py tests/test_mma.py \
+        -k "softmax16 or vec or pairs or storage_view or 16bit or reduce16 or fast_guard or default_takes or taps or guards or default_sources" \
+        > "$out/s39_tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39_tests.log" | tail -15 | cut -c1-300
+      timeout $(limit 100 60) python3 benchmarks/lab/softmax16_probe.py --vec '[{"vec": 8, "loads": 4}]' --vec-everywhere \
+        --shapes 1024x128256,4096x50257,64x128256,8x151936 --json "$out/softmax16_s39.json" > "$out/softmax16_s39.log" 2>&1
+      echo "softmax16 rc=$?"; grep -vE "Warning|warn\(" "$out/softmax16_s39.log" | tail -40 | cut -c1-200
+      timeout $(limit 90 40) python3 -m simt_tiles.bench.mma --out "$out/mma_s39" --peers cublas --sizes 4096x4096x4096,1031x997x1013 \
+        --presets "tf32:default;tf32:default,guards=2;tf32:default,guards=3;bf16:default;bf16:default,guards=1;bf16:large;bf16:large,guards=1" \
+        > "$out/mma_s39.log" 2>&1; echo "mma rc=$?"; grep -E "^\| (4096|1031)" "$out/mma_s39.log" | cut -c1-160
+      timeout $(limit 60 3) python3 benchmarks/bench_torch.py --out "$out/torch_s39" --skip-digits 2>&1 | tail -40 | cut -c1-200 ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
       # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));

@@ -330,7 +330,7 @@ def test_register_taps_rule_and_candidate_ladder():
     with pytest.raises(ConfigError, match=r"config: sim_rxr holds the taps in registers, at most 27; a 2x2x7 filter"):
         st.correlate(np.zeros((2, 3, 4)), np.ones((2, 2, 7)), variant="k12_volume", config="sim_rxr")
     ladder = dispatch.VOLUME_REGISTER_TAPS_LADDER
-    assert "rx4r" not in dispatch.VOLUME_RX_LADDER  # not the default until a GPU has measured it
+    assert "rx4r" not in dispatch.VOLUME_RX_LADDER  # (the staged ladder; config=None on a GPU takes this one)
     picks = {k: dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config for k in (3, 5, 7)}
     assert [(p.rx, p.taps) for p in picks.values()] == [(4, k12_volume.REGISTERS), (4, k12_volume.SHARED),
                                                         (3, k12_volume.SHARED)]
@@ -377,8 +377,8 @@ def test_the_gpu_default_takes_the_most_outputs_per_thread_that_fit():
                     dispatch.plan_volume("k12_volume", None, kd, kh, kw, mode, dtype, ladder=ladder)
     got = [dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config.rx for k in (3, 5, 7)]
     assert got == [4, 4, 3]
-    # without a ladder: the simulator's own default there (sim), the GPU ladder's first fit on a GPU (rx4 at 3³)
-    want = "sim" if SIMULATOR else "rx4"
+    # without a ladder: the simulator's own default there (sim), the GPU ladder's first fit on a GPU (rx4r at 3³)
+    want = "sim" if SIMULATOR else "rx4r"
     assert dispatch.plan_volume(None, None, 3, 3, 3, mode, np.float32).config == dispatch.plan_volume(
         None, want, 3, 3, 3, mode, np.float32).config
 

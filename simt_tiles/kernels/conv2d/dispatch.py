@@ -137,15 +137,16 @@ VOLUME_VARIANTS: tuple[str, ...] = tuple(VOLUME_RUNGS)
 #: (H100, 256³ float32: 3.9× cupyx at 3³ with rx4, 4.8× at 5³, 3.7× at 7³ with rx3)
 BEST_VOLUME_VARIANT = "k12_volume"
 
-#: the presets ``config=None`` tries on a GPU, in order: the most outputs per thread in x whose ring fits 48 KiB.
-#: Measured (H100, float32, 256³ and 128 × 512 × 512, benchmarks/notes/conv2d.md "3-D volumes"): every rx faster
-#: than the one below it at every filter — rx4 1.6-1.7× the one-output tile at 3³, 2.0× at 5³; rx3 1.9× at 7³, where
-#: rx4's ring does not fit.  The simulator keeps its "sim" preset.
+#: the staged-taps presets by outputs per thread in x, most first: the first whose ring fits 48 KiB.  Measured
+#: (H100, float32, 256³ and 128 × 512 × 512, benchmarks/notes/conv2d.md "3-D volumes"): every rx faster than the one
+#: below it at every filter — rx4 1.6-1.7× the one-output tile at 3³, 2.0× at 5³; rx3 1.9× at 7³, where rx4's ring
+#: does not fit.
 VOLUME_RX_LADDER = ("rx4", "rx3", "rx2", "default")
 
-#: a candidate ladder with the taps in registers first where the filter has at most
-#: ``k12_volume.MAX_REGISTER_TAPS`` taps (the others refuse it and the next preset runs): not the default —
-#: unmeasured (benchmarks/notes/conv2d.md, "Taps in registers"); ``plan_volume(..., ladder=...)`` takes it
+#: the presets ``config=None`` tries on a GPU, in order: the taps in registers first where the filter has at most
+#: ``k12_volume.MAX_REGISTER_TAPS`` taps (the others refuse it and the next preset runs), then
+#: :data:`VOLUME_RX_LADDER`'s.  H100, 3³ float32: rx4r 1.18× rx4 at 256³, 1.16× at 128 × 512 × 512
+#: (benchmarks/notes/conv2d.md, "Taps in registers").  The simulator keeps its "sim" preset.
 VOLUME_REGISTER_TAPS_LADDER = ("rx4r", "rx4", "rx3r", "rx3", "rx2", "default")
 
 #: ``variant=None``'s rung for a volume whose filter's ring of planes does not fit 48 KiB
@@ -169,11 +170,11 @@ def _volume_spec(rung, cfg, kd, kh, kw, mode, dtype):
 def plan_volume(variant, config, kd: int, kh: int, kw: int, mode: Mode, dtype, ladder=None) -> Plan:
     """The plan for one 3-D filtering: the named rung (None: :data:`BEST_VOLUME_VARIANT`) with its
     config for this filter shape and mode — for k12 with ``config`` None the first preset of ``ladder``
-    (None: :data:`VOLUME_RX_LADDER` on a GPU, the "sim" preset in the simulator) whose ring fits; for
+    (None: :data:`VOLUME_REGISTER_TAPS_LADDER` on a GPU, the "sim" preset in the simulator) whose ring fits; for
     ``variant=None`` with ``config`` None or a preset name, :data:`VOLUME_FALLBACK` when the ring does not
     fit shared memory (else a ConfigError naming ``weights``)."""
     rung = get_volume_rung(variant)
-    ladder = ladder if ladder is not None else () if SIMULATOR else VOLUME_RX_LADDER
+    ladder = ladder if ladder is not None else () if SIMULATOR else VOLUME_REGISTER_TAPS_LADDER
     if config is None and rung is k12_volume.RUNG and ladder:
         for name in ladder[:-1]:
             try:

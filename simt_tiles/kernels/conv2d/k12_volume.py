@@ -78,7 +78,7 @@ Shared-memory banks: which thread reads which column (a prediction, unmeasured)
     conv2d k12_volume rx4 float32 --loop``).  Next step: the taps in
     registers (below), leaving rx = 4 at ~19 wavefronts.
 
-Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rxr; unmeasured)
+Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rxr; rx4r ``config=None``'s first)
     k10's idea in 3-D: each thread loads all KD·KH·KW taps from the weights array into registers once per
     block (the same addresses across the warp: one request each, amortised over tile_z·rx outputs; nothing
     staged in shared memory) and the plane loop is generated code (``make_register_accumulator``): per
@@ -92,7 +92,7 @@ Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rx
     The price is registers (compile gate, sm_90, float32 / float64): rx4r 95 / 132 (rx4 72 / 92), rx3r 91
     / 124, rx1r 78 / 106, no spills — rx4r fits two 256-thread blocks per SM where rx4 fits three.  At
     most :data:`MAX_REGISTER_TAPS` (27) taps: a larger filter with the knob is a ConfigError naming
-    ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (not the default) tries rx4r first and the staged
+    ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (``config=None``'s on a GPU) tries rx4r first and the staged
     presets after it.  Off (``SHARED``, every other preset) the PTX is unchanged.
 
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each

@@ -217,19 +217,25 @@ def _rx_configs():
                      hs.sampled_from((1, 2, 3)), hs.sampled_from((1, 2)), hs.integers(1, 3), hs.sampled_from((2, 3, 4, 5, 6)))
 
 
-@given(cfg=_rx_configs(), width=hs.sampled_from(RX_WIDTHS), rows=hs.integers(1, 3), planes=hs.integers(1, 3),
-       wshape=hs.tuples(*[hs.integers(1, 3)] * 2, hs.integers(1, 4)), mode=hs.sampled_from(MODES),
-       fn=hs.sampled_from(tuple(FUNCTIONS)), data=hs.data(), dtype=hs.sampled_from((np.float32, np.float64)))
-def test_property_rx_outputs_per_thread(cfg, width, rows, planes, wshape, mode, fn, data, dtype):
-    """rx > 1 (each thread RX adjacent outputs from a register window of one staged row): ragged widths
-    (not multiples of rx·block_x, 1, primes), every mode, both dtypes, origins, filters wider than the row."""
-    shape = (planes, rows, width)
+def _run_k12(cfg, shape, wshape, mode, fn, data, dtype):
+    """One k12 call of a property test: random x and w (seeded by the problem), an origin drawn, a NaN-poisoned out;
+    returns (x, w, origin, out)."""
     origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
     rng = np.random.default_rng(abs(hash((shape, wshape, cfg.rx))) % 2**32)
     x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
     note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
     out = poisoned(shape, dtype)
     FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, out=out, variant="k12_volume", config=cfg)
+    return x, w, origin, out
+
+
+@given(cfg=_rx_configs(), width=hs.sampled_from(RX_WIDTHS), rows=hs.integers(1, 3), planes=hs.integers(1, 3),
+       wshape=hs.tuples(*[hs.integers(1, 3)] * 2, hs.integers(1, 4)), mode=hs.sampled_from(MODES),
+       fn=hs.sampled_from(tuple(FUNCTIONS)), data=hs.data(), dtype=hs.sampled_from((np.float32, np.float64)))
+def test_property_rx_outputs_per_thread(cfg, width, rows, planes, wshape, mode, fn, data, dtype):
+    """rx > 1 (each thread RX adjacent outputs from a register window of one staged row): ragged widths
+    (not multiples of rx·block_x, 1, primes), every mode, both dtypes, origins, filters wider than the row."""
+    x, w, origin, out = _run_k12(cfg, (planes, rows, width), wshape, mode, fn, data, dtype)
     check(out, x, w, fn, mode, -0.5, origin, f"{fn} {cfg}")
 
 
@@ -271,13 +277,7 @@ def test_property_taps_in_registers(cfg, width, rows, planes, wshape, mode, fn, 
     same tiles with the taps in shared memory (the same sums in the same order)."""
     if cfg.threads > 32:
         rows, planes = 1, min(planes, 2)  # the simulator's budget for two warps
-    shape = (planes, rows, width)
-    origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
-    rng = np.random.default_rng(abs(hash((shape, wshape, cfg.rx))) % 2**32)
-    x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
-    note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
-    out = poisoned(shape, dtype)
-    FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, out=out, variant="k12_volume", config=cfg)
+    x, w, origin, out = _run_k12(cfg, (planes, rows, width), wshape, mode, fn, data, dtype)
     check(out, x, w, fn, mode, -0.5, origin, f"{fn} {cfg}", scipy=max(wshape) <= 4)
     staged = FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, variant="k12_volume",
                               config=dataclasses.replace(cfg, taps=k12_volume.SHARED))

@@ -311,7 +311,7 @@ def make_block_accumulator(config: Config, checked: bool):
 def make_kernel(config: Config, dtype, all_taps=False):
     BX, BY, TZ, KD, KH, KW = config.block_x, config.block_y, config.tile_z, config.kd, config.kh, config.kw
     RX, G, RS = config.rx, config.phases(), config.row_stride()  # outputs per thread in x; row phases; row stride
-    RY, TY = config.ry, config.tile_y()  # outputs per thread in y; the tile's rows (ry·block_y)
+    RY, TY, NACC = config.ry, config.tile_y(), config.ry * config.rx  # outputs in y; tile rows; outputs a thread
     TX, SW = config.tile_x(), config.staged_cols()
     P, RXG = RS // G, RX // G  # elements per phase of a staged row; a thread's step within a phase
     WIN = RX + KW - 1  # staged values of one row a thread needs for its RX outputs (register window)
@@ -387,8 +387,8 @@ def make_kernel(config: Config, dtype, all_taps=False):
             if BLOCKED:
                 if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
                     oz = uint32(i - (KD - 1))
-                    accs = cuda.local.array(RY * RX, DT)  # registers: row k's output j at k·RX + j
-                    for j in range(RY * RX):
+                    accs = cuda.local.array(NACC, DT)  # registers: row k's output j at k·RX + j
+                    for j in range(NACC):
                         accs[j] = DT(0)
                     at0 = ty * uint32(RY * RS) + tx * uint32(RXG)  # staged row ty·RY, the phase-split column tx·RX
                     if TR:

@@ -95,6 +95,20 @@ Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rx
     ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (``config=None``'s on a GPU) tries rx4r first and the staged
     presets after it.  Off (``SHARED``, every other preset) the PTX is unchanged.
 
+RY outputs per thread in y (``Config.ry``; presets rx3y2, rx4y2, rx2y4, rx2y2, sim_ry; unmeasured)
+    With ``ry`` > 1 a thread computes an RY × RX block of outputs, rows ty·RY … ty·RY + RY − 1 of a tile
+    ``ry·block_y`` rows tall; a staged plane holds ``ry·block_y + KH − 1`` rows.  The plane loop is generated
+    (``make_block_accumulator``, taps staged or in registers): per filter plane a and filter row r one tap
+    load (a broadcast) serves RX·RY FMAs, and staged row i's window is read into registers once, just before
+    filter row i − RY + 1 first needs it, and serves up to RY output rows (a window of RY rows slides down the
+    KH + RY − 1 rows).  Shared loads per output: KD·(KH + RY − 1)·(KW + RX − 1)/(RX·RY) image values +
+    KD·KH·KW/(RX·RY) taps — 7³: rx3 147 + 114.3, rx3y2 84 + 57.2, rx2y4 70 + 42.9; 5³: rx4 50 + 31.3, rx4y2 and
+    rx2y4 30 + 15.6.  Each output's sum keeps k12's order (a, r, c): the same values, bit for bit, as ``ry = 1``.
+    The presets keep the 8-row tiles of the ones above (the same ring: rx3y2, rx2y4 and rx2y2 fit 7³ float32 in
+    48 KiB, rx4y2 does not, as rx4), with fewer threads a block (128, or 64 for rx2y4).  ``ry = 1`` compiles to
+    the same PTX as before ``ry`` existed (every preset, both dtypes).  No ladder takes them until a GPU has
+    timed them (benchmarks/notes/conv2d.md, "RY outputs per thread in y").
+
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
 

@@ -383,6 +383,98 @@ def test_the_gpu_default_takes_the_most_outputs_per_thread_that_fit():
         None, want, 3, 3, 3, mode, np.float32).config
 
 
+#: heights around the ry tiles (2 × 2 = 4, 1 × 3, 2 × 4 ...): 1, primes, a tile and one past it
+RY_HEIGHTS = (1, 2, 3, 4, 5, 7, 9)
+
+
+def _ry_configs():
+    # ry 2-4 with rx 1-4 (even rx: phases), the taps staged or in registers; 17 × 2 threads: two warps
+    bx = hs.sampled_from((1, 2, 3, 17) if PROFILE == "ci" else (1, 2, 3, 17, 33))
+    return hs.builds(lambda x, y, z, r, q, t: k12_volume.Config(block_x=x, block_y=y, tile_z=z, rx=r, ry=q, taps=t),
+                     bx, hs.sampled_from((1, 2)), hs.integers(1, 3), hs.sampled_from((1, 2, 3, 4)),
+                     hs.sampled_from((2, 3, 4)), hs.sampled_from((k12_volume.SHARED, REGISTERS)))
+
+
+@given(cfg=_ry_configs(), height=hs.sampled_from(RY_HEIGHTS), width=hs.sampled_from((1, 2, 5, 7)),
+       planes=hs.integers(1, 3), wshape=hs.tuples(hs.integers(1, 3), hs.integers(1, 4), hs.integers(1, 4)),
+       mode=hs.sampled_from(MODES), fn=hs.sampled_from(tuple(FUNCTIONS)), data=hs.data(),
+       dtype=hs.sampled_from((np.float32, np.float64)))
+def test_property_ry_outputs_per_thread_in_y(cfg, height, width, planes, wshape, mode, fn, data, dtype):
+    """ry > 1 (each thread an RY × RX block of outputs, a sliding window of staged rows): ragged heights and
+    widths (1, primes, a tile ± 1), every mode, both dtypes, origins, even filter sides and filters taller and
+    wider than the volume, the taps staged or in registers, two warps — within the reference's bound, and the
+    same values, bit for bit, as the same tiles with ry = 1 (the same sums in the same order)."""
+    if cfg.threads > 32:
+        planes, width = 1, min(width, 5)  # the simulator's budget for two warps
+    shape = (planes, height, width)
+    origin = tuple(data.draw(hs.integers(-(k // 2), (k - 1) // 2)) for k in wshape)
+    rng = np.random.default_rng(abs(hash((shape, wshape, cfg.rx, cfg.ry))) % 2**32)
+    x, w = rand(rng, shape, dtype), rand(rng, wshape, dtype)
+    note(f"{cfg} {shape} * {wshape} {mode} origin {origin}")
+    out = poisoned(shape, dtype)
+    FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, out=out, variant="k12_volume", config=cfg)
+    check(out, x, w, fn, mode, -0.5, origin, f"{fn} {cfg}")
+    one = FUNCTIONS[fn][0](x, w, mode=mode, cval=-0.5, origin=origin, variant="k12_volume",
+                           config=dataclasses.replace(cfg, ry=1))
+    np.testing.assert_array_equal(out, one, err_msg=f"{cfg}: ry = {cfg.ry} and ry = 1 differ")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("mode", MODES)
+def test_ry_preset_every_mode_ragged_heights_and_nan(mode, dtype):
+    """The "sim_ry" preset (2 × 2 threads, rx = ry = 2: a 4 × 4 tile in two phases) on heights 1, 5 (a tile
+    and one) and 7 (prime), in every mode, NaN-poisoned ``out=``: a NaN behind a zero tap must not spread
+    through it (the staged taps' per-tap test), and a filter taller than the volume with an even side."""
+    rng = np.random.default_rng(15)
+    for height in (1, 5, 7):
+        x, w = rand(rng, (3, height, 6), dtype), rand(rng, (2, 3, 3), dtype)
+        w[1, 1, 1] = 0.0  # the tap that meets the NaN for output (1, height // 2, 3)
+        x[2, height // 2, 3] = np.nan
+        for wt in (w, rand(rng, (3, height + 2, 2), dtype)):
+            out = poisoned(x.shape, dtype)
+            st.correlate(x, wt, mode=mode, cval=1.25, out=out, variant="k12_volume", config="sim_ry")
+            check(out, x, wt, "correlate", mode, 1.25, 0, f"{mode} sim_ry height {height} filter {wt.shape}")
+
+
+@pytest.mark.parametrize("taps", ["shared", "registers"])
+def test_ry_two_warps(taps):
+    """17 × 2 threads (two warps, the second 2 lanes) with rx = 2, ry = 3: a height one past the tile's 6 rows,
+    a width one past its 34 columns, both functions, an origin on every axis."""
+    cfg = k12_volume.Config(block_x=17, block_y=2, tile_z=2, rx=2, ry=3,
+                            taps=REGISTERS if taps == "registers" else k12_volume.SHARED)
+    rng = np.random.default_rng(16)
+    x, w = rand(rng, (2, 7, 35), np.float32), rand(rng, (3, 2, 4), np.float32)
+    for fn, origin in (("correlate", (1, -1, 0)), ("convolve", (-1, 0, 1))):
+        out = poisoned(x.shape, np.float32)
+        FUNCTIONS[fn][0](x, w, mode="nearest", origin=origin, out=out, variant="k12_volume", config=cfg)
+        check(out, x, w, fn, "nearest", 0.0, origin, f"{fn} {cfg}")
+
+
+def test_ry_tile_geometry_shared_memory_and_the_unchanged_ladders():
+    """The tile is (ry·block_y) × (rx·block_x); a staged plane holds ry·block_y + KH − 1 rows, so the ring, the
+    48 KiB rule and the fallback see the taller plane; the ry presets keep 8-row tiles (rx3y2, rx2y4 and rx2y2 fit
+    7³ float32, rx4y2 does not, as rx4); no ladder takes them (they change only after a GPU measurement)."""
+    mode = _args.mode_of("reflect")
+    cfg = k12_volume.PRESETS["rx3y2"]
+    assert (cfg.tile_y(), cfg.tile_x(), cfg.threads) == (8, 96, 128)
+    spec = dispatch.plan_volume("k12_volume", "rx3y2", 7, 7, 7, mode, np.float32).config
+    assert spec.plane() == (4 * 2 + 7 - 1) * (96 + 7 - 1)
+    assert spec.smem_bytes(4) == (8 * 14 * 102 + 343) * 4 == dispatch.plan_volume(
+        "k12_volume", "rx3", 7, 7, 7, mode, np.float32).config.smem_bytes(4)
+    assert k12_volume.geometry(cfg, 5, 9, 97)[0] == (2 * 2 * 1,)  # 9 rows: two 8-row tiles; 97 columns: two
+    assert k12_volume.geometry(cfg, 5, 9, 97)[2:] == (2, 2)
+    for name in ("rx3y2", "rx2y4", "rx2y2"):
+        assert dispatch.plan_volume(None, name, 7, 7, 7, mode, np.float32).rung is k12_volume.RUNG, name
+    assert dispatch.plan_volume(None, "rx4y2", 7, 7, 7, mode, np.float32).rung is k12_volume.NAIVE
+    assert dispatch.plan_volume(None, "rx4y2", 5, 5, 5, mode, np.float32).rung is k12_volume.RUNG
+    with pytest.raises(ConfigError, match=r"weights: a 7x7x7 float32 filter does not fit k12_volume"):
+        dispatch.plan_volume("k12_volume", "rx4y2", 7, 7, 7, mode, np.float32)
+    with pytest.raises(ConfigError, match="ry"):
+        k12_volume.Config(ry=0)
+    for ladder in (dispatch.VOLUME_RX_LADDER, dispatch.VOLUME_REGISTER_TAPS_LADDER):
+        assert all(k12_volume.PRESETS[n].ry == 1 for n in ladder)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 def test_the_fallback_takes_filters_whose_ring_does_not_fit(dtype):
     """variant=None with the "default" preset (32 × 8 × 16): a 9 × 9 × 9 float64 filter's ring is 51 KiB,
@@ -405,15 +497,17 @@ def test_the_fallback_takes_filters_whose_ring_does_not_fit(dtype):
                                  k12_volume.Config(block_x=8, block_y=5, tile_z=3),
                                  k12_volume.Config(block_x=2, block_y=3, tile_z=3, rx=4),
                                  k12_volume.Config(block_x=2, block_y=3, tile_z=3, rx=2, taps=k12_volume.REGISTERS),
+                                 k12_volume.Config(block_x=2, block_y=2, tile_z=3, rx=2, ry=2),
                                  pytest.param(k12_volume.Config(block_x=32, block_y=2, tile_z=2), marks=full_only)],
-                         ids=["4x3x3", "8x5x3-two-warps", "2x3x3-rx4", "2x3x3-rx2-register-taps", "32x2x2"])
+                         ids=["4x3x3", "8x5x3-two-warps", "2x3x3-rx4", "2x3x3-rx2-register-taps", "2x2x3-rx2-ry2",
+                              "32x2x2"])
 def test_the_ring_is_race_free(cfg):
     """Every thread stages its share of each plane before the barrier and reads the ring after it;
     the slot a plane overwrites was last read before the previous barrier (the spare slot).  Hazards
     inside a warp count too (``intra_warp="all"``: independent thread scheduling), and the 8 × 5
     block has two warps."""
     rng = np.random.default_rng(9)
-    x, w = rand(rng, (5, cfg.block_y + 1, cfg.block_x + 1), np.float32), rand(rng, (3, 2, 3), np.float32)
+    x, w = rand(rng, (5, cfg.tile_y() + 1, cfg.block_x + 1), np.float32), rand(rng, (3, 2, 3), np.float32)
     with analyze.racecheck(intra_warp="all"):
         got = st.correlate(x, w, mode="reflect", variant="k12_volume", config=cfg)
     check(got, x, w, what=f"racecheck {cfg}")

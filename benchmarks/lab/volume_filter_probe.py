@@ -10,15 +10,16 @@ calls first) and the wall µs per call of ``--calls`` queued calls (host cost in
 simt_tiles and for cupyx (its float32 kernel).  GB/s counts the compulsory bytes: the volume read once
 and written once.
 
-``--configs`` (default ``default,rx2,rx3,rx4,rx1r,rx3r,rx4r``): k12_volume's presets timed in the same
-run, each a row beside cupyx's.  ``default`` is ``variant=None``'s own choice (the row printed before the
-option existed); the others are ``config=<preset>`` (k12's RX outputs per thread in x; ``…r``: the same
-tiles with the taps in registers, ``Config.taps = REGISTERS``); a preset whose ring does not fit 48 KiB
-for a filter (rx4 at 7³), or that holds the taps in registers past ``MAX_REGISTER_TAPS`` (the ``…r``
-presets at 5³ and 7³), prints a "skipped" line instead of timing something else.
+``--configs`` (default ``default,rx2,rx3,rx4,rx1r,rx3r,rx4r,rx3y2,rx4y2,rx2y4,rx2y2``): k12_volume's presets
+timed in the same run, each a row beside cupyx's.  ``default`` is ``variant=None``'s own choice (the row
+printed before the option existed); the others are ``config=<preset>`` (k12's RX outputs per thread in x;
+``…r``: the same tiles with the taps in registers, ``Config.taps = REGISTERS``; ``…y2``/``…y4``: RY outputs
+per thread in y, ``Config.ry``); a preset whose ring does not fit 48 KiB for a filter (rx4 and rx4y2 at
+7³), or that holds the taps in registers past ``MAX_REGISTER_TAPS`` (the ``…r`` presets at 5³ and 7³),
+prints a "skipped" line instead of timing something else.
 
     PYTHONPATH=$PWD python3 benchmarks/lab/volume_filter_probe.py [--json PATH] [--reps 20] [--calls 50]
-        [--configs default,rx2,rx3,rx4,rx1r,rx3r,rx4r]
+        [--configs default,rx2,rx3,rx4,rx1r,rx3r,rx4r,rx3y2,rx4y2,rx2y4,rx2y2]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20, help="timed calls after a flush, per case (median)")
     ap.add_argument("--calls", type=int, default=50, help="queued calls of the wall-time loop")
     ap.add_argument("--numpy-filter", action="store_true", help="a NumPy filter (its cached device copy)")
-    ap.add_argument("--configs", default="default,rx2,rx3,rx4,rx1r,rx3r,rx4r",
+    ap.add_argument("--configs", default="default,rx2,rx3,rx4,rx1r,rx3r,rx4r,rx3y2,rx4y2,rx2y4,rx2y2",
                     help="comma-separated k12_volume presets to time beside cupyx (default: %(default)s); "
                          "'default' is variant=None's choice")
     args = ap.parse_args()

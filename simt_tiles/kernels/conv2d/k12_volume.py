@@ -95,6 +95,20 @@ Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rx
     ``config``; ``dispatch.VOLUME_REGISTER_TAPS_LADDER`` (``config=None``'s on a GPU) tries rx4r first and the staged
     presets after it.  Off (``SHARED``, every other preset) the PTX is unchanged.
 
+RY outputs per thread in y (``Config.ry``; presets rx3y2, rx4y2, rx2y4, rx2y2, sim_ry; unmeasured)
+    With ``ry`` > 1 a thread computes an RY × RX block of outputs, rows ty·RY … ty·RY + RY − 1 of a tile
+    ``ry·block_y`` rows tall; a staged plane holds ``ry·block_y + KH − 1`` rows.  The plane loop is generated
+    (``make_block_accumulator``, taps staged or in registers): per filter plane a and filter row r one tap
+    load (a broadcast) serves RX·RY FMAs, and staged row i's window is read into registers once, just before
+    filter row i − RY + 1 first needs it, and serves up to RY output rows (a window of RY rows slides down the
+    KH + RY − 1 rows).  Shared loads per output: KD·(KH + RY − 1)·(KW + RX − 1)/(RX·RY) image values +
+    KD·KH·KW/(RX·RY) taps — 7³: rx3 147 + 114.3, rx3y2 84 + 57.2, rx2y4 70 + 42.9; 5³: rx4 50 + 31.3, rx4y2 and
+    rx2y4 30 + 15.6.  Each output's sum keeps k12's order (a, r, c): the same values, bit for bit, as ``ry = 1``.
+    The presets keep the 8-row tiles of the ones above (the same ring: rx3y2, rx2y4 and rx2y2 fit 7³ float32 in
+    48 KiB, rx4y2 does not, as rx4), with fewer threads a block (128, or 64 for rx2y4).  ``ry = 1`` compiles to
+    the same PTX as before ``ry`` existed (every preset, both dtypes).  No ladder takes them until a GPU has
+    timed them (benchmarks/notes/conv2d.md, "RY outputs per thread in y").
+
 Filters whose ring does not fit 48 KiB: :data:`NAIVE` (below), k01's idea in 3-D — each
 thread reads its window from global memory, the filter shape read at run time.
 
@@ -136,8 +150,9 @@ SHARED, REGISTERS = Taps.SHARED, Taps.REGISTERS
 
 @dataclasses.dataclass(frozen=True)
 class Config(TileConfig):
-    """A ``block_x × block_y`` block computes a ``block_y × (rx·block_x)`` output tile of ``tile_z`` planes,
-    ``rx`` adjacent outputs of one row per thread and plane (the header's "RX outputs per thread").
+    """A ``block_x × block_y`` block computes a ``(ry·block_y) × (rx·block_x)`` output tile of ``tile_z`` planes,
+    an ``ry × rx`` block of adjacent outputs per thread and plane (the header's "RX outputs per thread" and "RY
+    outputs per thread in y").
     ``kd``, ``kh``, ``kw`` and ``mode`` are set from the call."""
 
     block_x: int = 32
@@ -148,6 +163,9 @@ class Config(TileConfig):
     kw: int = 3
     mode: int = Mode.REFLECT
     rx: int = 1
+    #: outputs per thread in y (the header's "RY outputs per thread in y"): a thread's RY rows ty·RY … ty·RY + RY − 1
+    #: of the tile, which is then ``ry·block_y`` rows tall
+    ry: int = 1
     #: :data:`SHARED` (staged beside the ring) or :data:`REGISTERS` (each thread holds the KD·KH·KW taps in
     #: registers, loaded once per block; none staged): the header's "Taps in registers"; REGISTERS takes at
     #: most :data:`MAX_REGISTER_TAPS` taps
@@ -155,6 +173,10 @@ class Config(TileConfig):
 
     def block(self):
         return (self.block_x, self.block_y)
+
+    def tile_y(self) -> int:
+        """Output rows of a block's tile: ``ry · block_y``."""
+        return self.ry * self.block_y
 
     def tile_x(self) -> int:
         """Output columns of a block's tile: ``rx · block_x``."""
@@ -175,9 +197,9 @@ class Config(TileConfig):
         return g * cdiv(self.staged_cols(), g)
 
     def plane(self) -> int:
-        """Shared elements of one staged halo plane: (TY + KH − 1) · row_stride
-        (rx = 1: (TY + KH − 1) · (TX + KW − 1))."""
-        return (self.block_y + self.kh - 1) * self.row_stride()
+        """Shared elements of one staged halo plane: (ry·block_y + KH − 1) · row_stride
+        (rx = 1: (ry·block_y + KH − 1) · (TX + KW − 1))."""
+        return (self.tile_y() + self.kh - 1) * self.row_stride()
 
     def smem_bytes(self, itemsize):
         taps = 0 if self.taps == REGISTERS else self.kd * self.kh * self.kw
@@ -207,6 +229,15 @@ PRESETS = {
     # the simulator's tiles with the taps in registers: two phases over a ragged width, an even filter side
     "sim_rxr": Config(block_x=2, block_y=3, tile_z=2, kd=2, kh=3, kw=2, mode=Mode.MIRROR, rx=2,
                       taps=REGISTERS),
+    # RY outputs per thread in y, taps staged (unmeasured: volume_filter_probe.py --configs times them at 5³ and
+    # 7³): a tile of 8 rows as the presets above (the same ring: rx3y2, rx2y4 and rx2y2 fit 7³ in 48 KiB),
+    # fewer threads a block
+    "rx3y2": Config(block_y=4, rx=3, ry=2),
+    "rx4y2": Config(block_y=4, rx=4, ry=2),
+    "rx2y4": Config(block_y=2, rx=2, ry=4),
+    "rx2y2": Config(block_y=4, rx=2, ry=2),
+    # the simulator's tiles with ry > 1: a 4 × 4 tile (2 × 2 threads, two phases) of 2 planes, an odd filter height
+    "sim_ry": Config(block_x=2, block_y=2, tile_z=2, kd=2, kh=3, kw=3, mode=Mode.REFLECT, rx=2, ry=2),
 }
 
 
@@ -254,13 +285,51 @@ def make_register_accumulator(config: Config, checked: bool):
     return inline(codegen.load_function("accumulate", src.text(), header="from numba import uint32"))
 
 
+def make_block_accumulator(config: Config, checked: bool):
+    """``accumulate(ring, taps, accs, oz, at0, tiny)`` for ``ry`` > 1: output plane ``oz``'s RY × RX outputs of
+    one thread (``accs[k·RX + j]``: row k, column j), added to ``accs``, from the taps (``Config.taps``:
+    :data:`REGISTERS`, ``taps`` the flat local array ``wl``; :data:`SHARED`, the staged ``w_s[a, r, c]``) and
+    the ring; ``at0``: the thread's first window element in a staged plane (row ty·RY, phase-split column
+    tx·RX).  Per filter plane a and filter row r: one tap load (a broadcast, or a register) serves RX·RY FMAs;
+    staged row i's RX + KW − 1 window values are read into named registers once, just before filter row
+    r = i − RY + 1 first needs them, and serve up to RY output rows (rows r … r + RY − 1 live: a sliding window of
+    RY rows).  Each output's sum is in k12's order (a, r, c): the same sums, bit for bit, as ``ry = 1``.
+    ``checked``: each tap tested (``|w| > tiny``, scipy's skip).  Generated: every index a constant."""
+    KD, KH, KW, RX, RY, G = config.kd, config.kh, config.kw, config.rx, config.ry, config.phases()
+    RS, NSLOT = config.row_stride(), config.kd + 1
+    P = RS // G
+    WIN = RX + KW - 1
+    src = codegen.Source()
+    with src.block("def accumulate(ring, taps, accs, oz, at0, tiny):"):
+        for a in range(KD):
+            src.line(f"s{a} = (oz + uint32({a})) % uint32({NSLOT})  # the slot of input plane oz + {a}")
+            loaded = 0  # staged rows read into registers so far (this filter plane)
+            for r in range(KH):
+                while loaded < r + RY:  # rows r … r + RY − 1: the window filter row r needs
+                    i = loaded
+                    # logical column tx·RX + q of staged row ty·RY + i: phase q % G, element tx·RX/G + q // G of it
+                    src.line(*(f"x{a}_{i}_{q} = ring[s{a}, at0 + uint32({i * RS + (q % G) * P + q // G})]"
+                               for q in range(WIN)))
+                    loaded += 1
+                for c in range(KW):
+                    k = (a * KH + r) * KW + c
+                    src.line(f"t = taps[{k}]" if config.taps == REGISTERS else f"t = taps[{a}, {r}, {c}]")
+                    with contextlib.ExitStack() as guard:
+                        if checked:
+                            guard.enter_context(src.block("if abs(t) > tiny:"))
+                        src.line(*(f"accs[{y * RX + j}] += t * x{a}_{r + y}_{j + c}"
+                                   for y in range(RY) for j in range(RX)))
+    return inline(codegen.load_function("accumulate", src.text(), header="from numba import uint32"))
+
+
 def make_kernel(config: Config, dtype, all_taps=False):
     BX, BY, TZ, KD, KH, KW = config.block_x, config.block_y, config.tile_z, config.kd, config.kh, config.kw
     RX, G, RS = config.rx, config.phases(), config.row_stride()  # outputs per thread in x; row phases; row stride
+    RY, TY, NACC = config.ry, config.tile_y(), config.ry * config.rx  # outputs in y; tile rows; outputs a thread
     TX, SW = config.tile_x(), config.staged_cols()
     P, RXG = RS // G, RX // G  # elements per phase of a staged row; a thread's step within a phase
     WIN = RX + KW - 1  # staged values of one row a thread needs for its RX outputs (register window)
-    STAGED = (BY + KH - 1) * SW  # elements each plane stages (rx = 1 or odd rx: the plane itself)
+    STAGED = (TY + KH - 1) * SW  # elements each plane stages (rx = 1 or odd rx: the plane itself)
     PLANE, NSLOT, THREADS, TAPS = config.plane(), KD + 1, config.threads, KD * KH * KW
     LOADS, W_LOADS = cdiv(STAGED, THREADS), cdiv(TAPS, THREADS)  # patch elements / taps each thread stages
     DT = numba_dtype(dtype)
@@ -268,18 +337,21 @@ def make_kernel(config: Config, dtype, all_taps=False):
     CONSTANT = int(config.mode) == int(Mode.CONSTANT)
     extend = make_extend(config.mode)
     TR = config.taps == REGISTERS  # the taps in registers (the header's "Taps in registers")
-    if TR:
-        load_taps = make_tap_loader(config)
+    BLOCKED = RY > 1  # an RY × RX block of outputs per thread (the header's "RY outputs per thread in y")
+    load_taps = make_tap_loader(config) if TR else None  # (None: never called, the branches on TR are pruned)
+    if BLOCKED:
+        add_all, add_checked = make_block_accumulator(config, False), make_block_accumulator(config, True)
+    elif TR:
         add_all, add_checked = make_register_accumulator(config, False), make_register_accumulator(config, True)
     else:
-        load_taps = add_all = add_checked = None  # never called: the branches on TR are pruned
+        add_all = add_checked = None  # never called: the branches on BLOCKED and TR are pruned
 
     def conv3d_k12_volume(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w, blocks_x, blocks_y):
         tx, ty = uint32(cuda.threadIdx.x), uint32(cuda.threadIdx.y)
         tid = ty * uint32(BX) + tx
         b = uint32(cuda.blockIdx.x)  # a 1-D grid (CUDA's y and z stop at 65535): block → (z, y, x) tile
         t = uint32(b // uint32(blocks_x))
-        col0, row0 = (b - t * uint32(blocks_x)) * uint32(TX), (t % uint32(blocks_y)) * uint32(BY)
+        col0, row0 = (b - t * uint32(blocks_x)) * uint32(TX), (t % uint32(blocks_y)) * uint32(TY)
         z0 = uint32(t // uint32(blocks_y)) * uint32(TZ)
         hw = uint32(h * w)
         ring = cuda.shared.array((NSLOT, PLANE), DT)
@@ -305,7 +377,9 @@ def make_kernel(config: Config, dtype, all_taps=False):
             off[p] = PAD if gr < 0 or gc < 0 else uint32(gr * w + gc)
             if G > 1:
                 pos[p] = r * uint32(RS) + (c % uint32(G)) * uint32(P) + c // uint32(G)
-        if RX == 1:
+        if BLOCKED:
+            row, col = row0 + ty * uint32(RY), col0 + tx * uint32(RX)  # this thread's first output row and column
+        elif RX == 1:
             row, col = row0 + ty, col0 + tx
         else:
             row, col = row0 + ty, col0 + tx * uint32(RX)  # this thread's first output column
@@ -324,7 +398,29 @@ def make_kernel(config: Config, dtype, all_taps=False):
                     else:
                         ring[slot, at] = image[base + o]
             cuda.syncthreads()  # RAW: plane i (and, the first time, the filter) staged; WAR: see the header
-            if TR:
+            if BLOCKED:
+                if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
+                    oz = uint32(i - (KD - 1))
+                    accs = cuda.local.array(NACC, DT)  # registers: row k's output j at k·RX + j
+                    for j in range(NACC):
+                        accs[j] = DT(0)
+                    at0 = ty * uint32(RY * RS) + tx * uint32(RXG)  # staged row ty·RY, the phase-split column tx·RX
+                    if TR:
+                        if sparse:  # a tap scipy skips: the copy that tests each one
+                            add_checked(ring, wl, accs, oz, at0, TINY)
+                        else:
+                            add_all(ring, wl, accs, oz, at0, TINY)
+                    elif ALL_TAPS:
+                        add_all(ring, w_s, accs, oz, at0, TINY)
+                    else:  # staged taps: each tested, as the rx path does
+                        add_checked(ring, w_s, accs, oz, at0, TINY)
+                    for k in range(RY):
+                        if row + uint32(k) < uint32(h):
+                            at = (z0 + oz) * hw + (row + uint32(k)) * uint32(w) + col
+                            for j in range(RX):
+                                if col + uint32(j) < uint32(w):
+                                    out[at + uint32(j)] = accs[k * RX + j]
+            elif TR:
                 if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
                     oz = uint32(i - (KD - 1))
                     accs = cuda.local.array(RX, DT)  # registers: indexed by constants only
@@ -385,9 +481,9 @@ def signature(dtype):
 
 
 def geometry(config: Config, d: int, h: int, w: int):
-    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × block_y × (rx·block_x) tile, on a
+    """``((blocks,), block, blocks_x, blocks_y)``: one block per tile_z × (ry·block_y) × (rx·block_x) tile, on a
     1-D grid."""
-    bx, by, bz = cdiv(w, config.tile_x()), cdiv(h, config.block_y), cdiv(d, config.tile_z)
+    bx, by, bz = cdiv(w, config.tile_x()), cdiv(h, config.tile_y()), cdiv(d, config.tile_z)
     return (bx * by * bz,), config.block(), bx, by
 
 

@@ -81,7 +81,7 @@ Shared-memory banks: which thread reads which column (a prediction, unmeasured)
 Taps in registers (``Config.taps = REGISTERS``; presets rx1r, rx3r, rx4r, sim_rxr; rx4r ``config=None``'s first)
     k10's idea in 3-D: each thread loads all KD·KH·KW taps from the weights array into registers once per
     block (the same addresses across the warp: one request each, amortised over tile_z·rx outputs; nothing
-    staged in shared memory) and the plane loop is generated code (``make_register_accumulator``): per
+    staged in shared memory) and the plane loop is generated code (``make_block_accumulator``): per
     (filter plane a, row r) the RX + KW − 1 window values are read once into named registers, then RX·KW
     FMAs with the taps as register operands, in the staged kernel's order (a, r, c, j): the same sums, bit
     for bit.  NVVM unrolls none of that reliably (rx4's plane loop stays a loop), so every index is a
@@ -255,38 +255,8 @@ def make_tap_loader(config: Config):
     return inline(codegen.load_function("load_taps", src.text()))
 
 
-def make_register_accumulator(config: Config, checked: bool):
-    """``accumulate(ring, wl, accs, oz, at0, tiny)``: output plane ``oz``'s RX outputs of one thread, added
-    to ``accs``, from the taps in ``wl`` (registers) and the ring (slot of input plane oz + a: (oz + a) mod
-    (KD + 1)); ``at0``: the thread's first window element in a staged plane (row ty, its phase-split
-    column tx·RX).  Per (plane a, filter row r) the RX + KW − 1 window values are read once into named
-    registers, then RX·KW FMAs in k12's order (a, r, c, j): the same sums, bit for bit, as the staged
-    taps.  ``checked``: each tap tested (``|w| > tiny``, scipy's skip) — the copy a filter with such a
-    tap runs.  Generated: every index a constant."""
-    KD, KH, KW, RX, G = config.kd, config.kh, config.kw, config.rx, config.phases()
-    RS, NSLOT = config.row_stride(), config.kd + 1
-    P = RS // G
-    WIN = RX + KW - 1
-    src = codegen.Source()
-    with src.block("def accumulate(ring, wl, accs, oz, at0, tiny):"):
-        for a in range(KD):
-            src.line(f"s{a} = (oz + uint32({a})) % uint32({NSLOT})  # the slot of input plane oz + {a}")
-            for r in range(KH):
-                x = [f"x{a}_{r}_{q}" for q in range(WIN)]
-                # logical column tx·RX + q of row ty + r: phase q % G, element tx·RX/G + q // G of it
-                src.line(*(f"{x[q]} = ring[s{a}, at0 + uint32({r * RS + (q % G) * P + q // G})]"
-                           for q in range(WIN)))
-                for c in range(KW):
-                    k = (a * KH + r) * KW + c
-                    with contextlib.ExitStack() as guard:
-                        if checked:
-                            guard.enter_context(src.block(f"if abs(wl[{k}]) > tiny:"))
-                        src.line(*(f"accs[{j}] += wl[{k}] * {x[j + c]}" for j in range(RX)))
-    return inline(codegen.load_function("accumulate", src.text(), header="from numba import uint32"))
-
-
 def make_block_accumulator(config: Config, checked: bool):
-    """``accumulate(ring, taps, accs, oz, at0, tiny)`` for ``ry`` > 1: output plane ``oz``'s RY × RX outputs of
+    """``accumulate(ring, taps, accs, oz, at0, tiny)`` for ``ry`` > 1 or the taps in registers: output plane ``oz``'s RY × RX outputs of
     one thread (``accs[k·RX + j]``: row k, column j), added to ``accs``, from the taps (``Config.taps``:
     :data:`REGISTERS`, ``taps`` the flat local array ``wl``; :data:`SHARED`, the staged ``w_s[a, r, c]``) and
     the ring; ``at0``: the thread's first window element in a staged plane (row ty·RY, phase-split column
@@ -337,14 +307,14 @@ def make_kernel(config: Config, dtype, all_taps=False):
     CONSTANT = int(config.mode) == int(Mode.CONSTANT)
     extend = make_extend(config.mode)
     TR = config.taps == REGISTERS  # the taps in registers (the header's "Taps in registers")
-    BLOCKED = RY > 1  # an RY × RX block of outputs per thread (the header's "RY outputs per thread in y")
+    # an RY × RX block of outputs per thread (the header's "RY outputs per thread in y"), or the taps in registers
+    # (RY 1): the generated accumulator's loop
+    BLOCKED = RY > 1 or TR
     load_taps = make_tap_loader(config) if TR else None  # (None: never called, the branches on TR are pruned)
     if BLOCKED:
         add_all, add_checked = make_block_accumulator(config, False), make_block_accumulator(config, True)
-    elif TR:
-        add_all, add_checked = make_register_accumulator(config, False), make_register_accumulator(config, True)
     else:
-        add_all = add_checked = None  # never called: the branches on BLOCKED and TR are pruned
+        add_all = add_checked = None  # never called: the branches on BLOCKED are pruned
 
     def conv3d_k12_volume(image, weights, out, cval, d, h, w, anchor_d, anchor_h, anchor_w, blocks_x, blocks_y):
         tx, ty = uint32(cuda.threadIdx.x), uint32(cuda.threadIdx.y)
@@ -420,20 +390,6 @@ def make_kernel(config: Config, dtype, all_taps=False):
                             for j in range(RX):
                                 if col + uint32(j) < uint32(w):
                                     out[at + uint32(j)] = accs[k * RX + j]
-            elif TR:
-                if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
-                    oz = uint32(i - (KD - 1))
-                    accs = cuda.local.array(RX, DT)  # registers: indexed by constants only
-                    for j in range(RX):
-                        accs[j] = DT(0)
-                    if sparse:  # a tap scipy skips: the copy that tests each one
-                        add_checked(ring, wl, accs, oz, ty * uint32(RS) + tx * uint32(RXG), TINY)
-                    else:
-                        add_all(ring, wl, accs, oz, ty * uint32(RS) + tx * uint32(RXG), TINY)
-                    at = (z0 + oz) * hw + row * uint32(w) + col
-                    for j in range(RX):
-                        if col + uint32(j) < uint32(w):
-                            out[at + uint32(j)] = accs[j]
             elif RX == 1:
                 if i >= KD - 1 and row < uint32(h) and col < uint32(w):  # output plane i − (KD − 1) is complete
                     oz = uint32(i - (KD - 1))

@@ -157,9 +157,10 @@ PRESETS = {
     # the simulator's twin, so tests take this path
     "one_per_sm": Config(threads=512, vpt=86, reg_vpt=36, smem_budget=200 * 1024, min_blocks=1),
     "sim_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1),
-    # 16-bit only (off by default: unmeasured, benchmarks/notes/patterns.md "k05's vec knob"): "default" and "one_per_sm"
-    # reading 8 values a 16-byte load, runs of 8 columns; the largest 16-bit fits (45056 and 90112 columns: 80 values
-    # in registers + 96 in shared memory).  "sim_half*": the simulator's twins, two values a load
+    # 16-bit only (off by default: unmeasured, benchmarks/notes/patterns.md "k05's vec knob"): "default" and
+    # "one_per_sm" reading 8 values a 16-byte load, runs of 8 columns; the largest 16-bit fits (45056 and 90112
+    # columns: 80 values in registers + 96 in shared memory, no spill in the gate, log_softmax too).  "sim_half*":
+    # the simulator's twins, two values a load
     "half": Config(threads=256, vpt=176, reg_vpt=80, vec=8),
     "half_one_per_sm": Config(threads=512, vpt=176, reg_vpt=80, smem_budget=200 * 1024, min_blocks=1, vec=8),
     "sim_half": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1, vec=2),
@@ -307,7 +308,7 @@ def make_vector_kernel(config: Config, dtype, log: bool = False):
         n = x.shape[1]
         ru = uint64(cuda.blockIdx.x)  # one row per block
         h = head(x, ru)
-        # run r is whole iff r·V·T + V ≤ lim, its value k exists iff r·V·T + k < lim (32-bit compares with constants)
+        # run r is whole iff r·V·T + V ≤ lim, its value k exists iff r·V·T + k < lim (32-bit compares, constants)
         lim = uint32(n - h - V * tid) if n - h > V * tid else uint32(0)
         cu = uint64(h + V * tid)  # the column of the thread's first run
         su = uint32(tid)
@@ -418,4 +419,5 @@ def dynamic_smem(config: Config, dtype, **params) -> int:
 
 RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
             dynamic_smem=dynamic_smem,
-            gate=Gate(half=("default",), half_only=("half", "half_one_per_sm", "sim_half", "sim_half_one_per_sm")))  # 16-bit's largest fits: tests/test_compile_gate.py
+            # 16-bit's largest fits of "default" and "one_per_sm": tests/test_compile_gate.py
+            gate=Gate(half=("default",), half_only=("half", "half_one_per_sm", "sim_half", "sim_half_one_per_sm")))

@@ -17,7 +17,12 @@ k08 (every shape with ``--vec-everywhere``), checked as the other rows, then tim
 Llama-3 shape.  ``--shapes 1024x128256,1024x128257`` runs those shapes only (an odd length: rows alternate
 between an aligned start and a scalar head).
 
-    python3 benchmarks/lab/softmax16_probe.py [--json PATH] [--quick] [--vec [JSON]] [--shapes RxN,...]
+``--k05-vec [PRESETS]``: also k05 named with its 16-bit ``vec`` presets (default :data:`K05_VEC_PRESETS`: 8 values a
+16-byte load, two and one blocks a SM) at every shape one of them holds, checked as the other rows, then timed
+(log_softmax too at the first shape); the shapes :data:`K05_SHAPES` unless ``--shapes`` is given.
+
+    python3 benchmarks/lab/softmax16_probe.py [--json PATH] [--quick] [--vec [JSON]] [--k05-vec [PRESETS]]
+        [--shapes RxN,...]
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ VEC_KNOBS = [
     {"vec": 8, "loads": 4},  # 4 × 16 B: 32 values a step
     {"vec": 8, "loads": 4, "piece_steps": 1},
 ]
+#: k05's 16-bit presets ``--k05-vec`` times beside the default, and the shapes it runs (rows k05 holds: the default
+#: is k05 one a SM at the first and third, two a SM at the second)
+K05_VEC_PRESETS = ["half", "half_one_per_sm"]
+K05_SHAPES = [(4096, 50257, "GPT-2 vocabulary (k05 one per SM)"), (4096, 32000, "Llama-2 vocabulary (k05 two per SM)"),
+              (2048, 65024, "a 65024 vocabulary (k05 one per SM)")]
 
 
 def main() -> int:
@@ -61,6 +71,9 @@ def main() -> int:
                     help="also k08 with these field dicts replaced (vec: 16-bit values a load; default VEC_KNOBS)")
     ap.add_argument("--vec-everywhere", action="store_true", help="--vec's rows at every shape, not only k08's")
     ap.add_argument("--shapes", help="rows x columns to run, e.g. 1024x128256,1024x128257 (default: SHAPES)")
+    ap.add_argument("--k05-vec", nargs="?", const=",".join(K05_VEC_PRESETS), metavar="PRESETS",
+                    help="also k05 with these 16-bit presets, comma-separated (default: K05_VEC_PRESETS), "
+                         "at K05_SHAPES unless --shapes")
     args = ap.parse_args()
     import dataclasses
 
@@ -73,7 +86,8 @@ def main() -> int:
 
     k08 = RUNGS["k08_ticket_queue"]
     vec_knobs = json.loads(args.vec) if args.vec else []
-    shapes = QUICK if args.quick else SHAPES
+    k05_presets = args.k05_vec.split(",") if args.k05_vec else []
+    shapes = QUICK if args.quick else (K05_SHAPES if k05_presets else SHAPES)
     if args.shapes:
         shapes = [(int(r), int(c), "--shapes") for r, c in (sz.split("x") for sz in args.shapes.split(","))]
 
@@ -106,6 +120,16 @@ def main() -> int:
                     vec_cfgs[label] = cfg
                     cases.append((label, lambda cfg=cfg: simt_tiles.softmax(x, out=out, variant="k08_ticket_queue",
                                                                             config=cfg)))
+            for preset in k05_presets:  # k05 named with a 16-bit preset, where it holds the row
+                try:
+                    cfg = dispatch.plan((rows, n, 1), HALF_STORAGE[name], variant="k05_split_row", config=preset).config
+                except simt_tiles.ConfigError:
+                    print(f"{rows}x{n:<7} {name:<9} k05 {preset}: does not hold the row", flush=True)
+                    continue
+                label = f"k05 {preset}"
+                vec_cfgs[label] = cfg
+                cases.append((label, lambda preset=preset: simt_tiles.softmax(x, out=out, variant="k05_split_row",
+                                                                          config=preset)))
             writes_out = ("default", f"{plan.rung.name} named", *vec_cfgs)
             for label, fn in cases:
                 out.fill_(float("nan"))
@@ -126,12 +150,13 @@ def main() -> int:
                 rows_out.append({"rows": rows, "n": n, "where": where, "dtype": name, "impl": label, "ms": ms,
                                  "GBps": nbytes / ms / 1e6, "loop_us": wall, "ok": ok, "rung": plan.rung.name,
                                  **({"config": dataclasses.asdict(vec_cfgs[label])} if label in vec_cfgs else {})})
-            if (rows, n) == SHAPES[0][:2]:
+            if (rows, n) == SHAPES[0][:2] or (k05_presets and (rows, n) == shapes[0][:2]):
                 lref = torch.log_softmax(x.double(), -1)
                 log_cases = [("log default", lambda: simt_tiles.log_softmax(x, out=out)),
                              ("log torch", lambda: torch.log_softmax(x, -1))]
                 log_cases += [(f"log {label}", lambda cfg=cfg: simt_tiles.log_softmax(
-                    x, out=out, variant="k08_ticket_queue", config=cfg)) for label, cfg in vec_cfgs.items()]
+                    x, out=out, variant="k05_split_row" if label.startswith("k05") else "k08_ticket_queue",
+                    config=cfg)) for label, cfg in vec_cfgs.items()]
                 for label, fn in log_cases:
                     out.fill_(float("nan"))
                     got = fn()

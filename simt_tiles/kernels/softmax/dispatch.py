@@ -112,7 +112,7 @@ class Plan:
     launches: tuple
     pieces: int = 1  # k06: pieces per row (> 1: partials, then finish); k08: per row
     lag: int = 0  # k08: rows whose P items precede the first W item
-    #: k08 with ``vec`` > 1 (several 16-bit values a load): the same plan with ``vec=1``, which :meth:`run` takes
+    #: k05 or k08 with ``vec`` > 1 (several 16-bit values a load): the same plan with ``vec=1``, which :meth:`run` takes
     #: where ``x`` or ``out`` is not 16-byte aligned (a fast-launch plan's key holds that alignment too)
     unaligned: "Plan | None" = None
 
@@ -269,7 +269,12 @@ def _build(rung: Rung, config, shape3, itemsize: int, log: bool, sms: int, *, pi
         cfg = cfg.for_problem(rows, n, itemsize, resident, 0 if resident is None else K09_FILL_PER_SM * sms)
         grid, block = rung.geometry(cfg, rows, n)
         return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), cfg.pieces(n))
+    unaligned = None
+    if rung is k05_split_row.RUNG:
+        k06_split_blocks.check_vec(cfg.vec, itemsize)
+        if cfg.vec > 1:  # (its vec=1 twin is fitted on its own: it holds whatever the runs hold)
+            unaligned = _build(rung, dataclasses.replace(cfg, vec=1), shape3, itemsize, log, sms)
     if hasattr(cfg, "for_problem"):
         cfg = cfg.for_problem(rows, n, itemsize)
     grid, block = rung.geometry(cfg, rows, n)
-    return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),))
+    return Plan(rung, cfg, (rows, n), (Launch(lg, grid, block),), unaligned=unaligned)

@@ -35,6 +35,11 @@ What changed versus k04
     preset (one block per SM, 200 KiB: rows to 94208; also the faster for
     few rows of ≥ 96 KiB: dispatch.py says how few), then k06.
 
+    ``vec`` (16-bit inputs; 1 in every preset ``variant=None`` takes; 8 in "half" and "half_one_per_sm"): a
+    thread's values in runs of ``vec`` consecutive columns, each run one 4-, 8- or 16-byte load and store
+    (:func:`make_vector_kernel`; k08's knob, k06's ``make_vector_rows``); arrays not 16-byte aligned run ``vec=1``
+    (the plan's ``unaligned`` twin).
+
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
 Headline (H200, benchmarks/results/patterns_h200.json): 3.98 TB/s on 16384x32768, 93% of copy
@@ -45,11 +50,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 from numba import cuda, uint32, uint64
 
 from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Gate, Rung, cdiv, numba_dtype
+from ...half_io import make_pairs
+from ...vector import store16_words
 from ._common import (WarpRowConfig, compute_dtype, held_itemsize, make_io, make_plain_log, make_row_reductions,
                       signature)
+from .k06_split_blocks import check_vec, make_vector_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +86,10 @@ class Config(WarpRowConfig):
     #: registers 16-bit inputs leave besides reg_overhead (their conversions: bfloat16 rows at 84 values in
     #: registers spilled 12 bytes, at 82 none; the float32 fits are unchanged)
     half_reg_overhead: int = 2
+    #: 16-bit values a load and a store (1; 2, 4 or 8 for 16-bit inputs: one 4-, 8- or 16-byte access, a thread's
+    #: values in runs of ``vec`` consecutive columns, :func:`make_vector_kernel`; ``vpt`` and ``reg_vpt`` multiples of
+    #: it; the launcher runs ``vec=1`` where ``x`` or ``out`` is not 16-byte aligned)
+    vec: int = 1
 
     @property
     def smem_vpt(self) -> int:
@@ -96,6 +109,8 @@ class Config(WarpRowConfig):
         yield ("vpt_step", self.vpt_step >= 1, "vpt_step >= 1")
         yield ("smem_budget", self.smem_budget <= MAX_DYNAMIC_SMEM,
                f"smem_budget <= {MAX_DYNAMIC_SMEM} (dynamic shared memory per block)")
+        yield ("vec", self.vec in (1, 2, 4, 8) and self.vpt % self.vec == 0 and self.reg_vpt % self.vec == 0,
+               "vec is 1, 2, 4 or 8, and divides vpt and reg_vpt (whole runs of vec columns)")
 
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
         """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
@@ -109,11 +124,15 @@ class Config(WarpRowConfig):
         spare = (65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (held // 8)
                  - (self.half_reg_overhead if itemsize == 2 else 0))
         reg_cap = min(self.max_vpt, spare) * 4 // held
-        exact = cdiv(cols, self.threads)
+        exact, step = cdiv(cols, self.threads), self.vpt_step
+        if self.vec > 1:  # whole runs of vec columns (a run's registers: in registers or shared memory whole)
+            V = self.vec
+            reg_cap, smem_cap, exact, step = reg_cap // V * V, smem_cap // V * V, V * cdiv(cols, V * self.threads), \
+                math.lcm(step, V)
         # values per thread rounded up to vpt_step (nearby lengths share a kernel) unless only
         # the exact count fits; registers first, shared memory takes the rest
-        for per_thread in (self.vpt_step * cdiv(exact, self.vpt_step), exact):
-            reg_vpt = max(1, min(reg_cap, per_thread))
+        for per_thread in (step * cdiv(exact, step), exact):
+            reg_vpt = max(self.vec, min(reg_cap, per_thread))
             if per_thread - reg_vpt <= min(smem_cap, 4 * reg_vpt):
                 return dataclasses.replace(self, vpt=max(per_thread, 1), reg_vpt=reg_vpt)
         raise ConfigError(
@@ -138,13 +157,27 @@ PRESETS = {
     # the simulator's twin, so tests take this path
     "one_per_sm": Config(threads=512, vpt=86, reg_vpt=36, smem_budget=200 * 1024, min_blocks=1),
     "sim_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1),
+    # 16-bit only (off by default: unmeasured, benchmarks/notes/patterns.md "k05's vec knob"): "default" and
+    # "one_per_sm" reading 8 values a 16-byte load, runs of 8 columns; the largest 16-bit fits (45056 and 90112
+    # columns: 80 values in registers + 96 in shared memory, no spill in the gate, log_softmax too).  "sim_half*":
+    # the simulator's twins, two values a load
+    "half": Config(threads=256, vpt=176, reg_vpt=80, vec=8),
+    "half_one_per_sm": Config(threads=512, vpt=176, reg_vpt=80, smem_budget=200 * 1024, min_blocks=1, vec=8),
+    "sim_half": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1, vec=2),
+    "sim_half_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1,
+                                  vec=2),
 }
 #: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
-ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm"}
+ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm", "half": "half_one_per_sm",
+              "sim_half": "sim_half_one_per_sm"}
 
 
 def make_kernel(config: Config, dtype, log: bool = False):
-    """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum)."""
+    """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum); ``config.vec`` > 1:
+    :func:`make_vector_kernel`."""
+    check_vec(config.vec, np.dtype(dtype).itemsize)
+    if config.vec > 1:
+        return make_vector_kernel(config, dtype, log)
     T, VR, VS = config.threads, config.reg_vpt, config.smem_vpt
     LOG = log
     NCHUNK = cdiv(VS, VR)  # loads of the shared part: chunks of VR values
@@ -243,6 +276,135 @@ def make_kernel(config: Config, dtype, log: bool = False):
     return softmax_k05_split_row
 
 
+def make_vector_kernel(config: Config, dtype, log: bool = False):
+    """:func:`make_kernel` for 16-bit inputs read and written ``V = config.vec`` values an access (one 4-, 8- or
+    16-byte ``ld``/``st.global``; k06's :func:`~.k06_split_blocks.make_vector_rows`, as k08's ``vec``).
+
+    The layout changes: a thread's values come in *runs* of ``V`` consecutive columns, run ``r`` of thread ``t``
+    at columns ``h + V·t + r·V·T`` to ``+ V`` (``h``: the row's columns before its first ``2V``-byte aligned one,
+    from its byte offset, ``x`` 16-byte aligned — the launcher's promise; one value each on threads ``t < h``,
+    held beside the runs).  Runs ``r < VS/V`` live in shared memory, value ``k`` of run ``r`` in the thread's
+    column at ``(r·V + k)·T`` as before (a thread still reads only its own: no barrier, no bank conflicts), the
+    others in registers; every run (shared ones too) is one wide load and one wide store, a partial last run one
+    value at a time.  ``vpt`` and ``reg_vpt`` are multiples of ``V`` (:meth:`Config.for_problem`)."""
+    T, VR, VS, V = config.threads, config.reg_vpt, config.smem_vpt, config.vec
+    W, RR, RS = V // 2, config.reg_vpt // V, config.smem_vpt // V  # words a run; runs in registers, in shared memory
+    NCHUNK = cdiv(VS, VR)
+    NW = T // 32
+    DT = numba_dtype(compute_dtype(dtype))
+    up, down = make_io(dtype)
+    _, pack = make_pairs(dtype)
+    store = store16_words(W)
+    head, load_vector = make_vector_rows(dtype, V)
+    NEG_INF = -math.inf
+    LOG = log
+    row_max, row_sum, mx = make_row_reductions(NW, DT)
+    shift_of, log_sum = make_plain_log(DT)
+
+    def softmax_k05_split_row_vec(x, out):
+        tid = cuda.threadIdx.x
+        lane = tid % 32
+        wid = tid // 32
+        n = x.shape[1]
+        ru = uint64(cuda.blockIdx.x)  # one row per block
+        h = head(x, ru)
+        # run r is whole iff r·V·T + V ≤ lim, its value k exists iff r·V·T + k < lim (32-bit compares, constants)
+        lim = uint32(n - h - V * tid) if n - h > V * tid else uint32(0)
+        cu = uint64(h + V * tid)  # the column of the thread's first run
+        su = uint32(tid)
+        red_m = cuda.shared.array(NW, DT)
+        red_s = cuda.shared.array(NW, DT)
+        spill = cuda.shared.array(0, DT)  # dynamic, VS × T: column tid is this thread's (no barrier)
+        vals = cuda.local.array(VR, DT)  # registers: indexed by unrolled constants only
+        words = cuda.local.array(W, uint32)
+        hv = up(x[ru, uint64(tid)]) if tid < h else DT(NEG_INF)  # the row's unaligned head: a value on t < h
+
+        def run_in(r, j):  # vals[j:j + V] = run r (−inf where no column is)
+            if uint32(r * V * T + V) <= lim:
+                load_vector(x, ru, cu + uint64(r * V * T), vals, j, words)
+            else:
+                for k in range(V):
+                    vals[j + k] = up(x[ru, cu + uint64(r * V * T + k)]) if uint32(r * V * T + k) < lim else DT(NEG_INF)
+
+        def chunk(c):  # as make_kernel's: VR values (VR / V runs) in flight, then their stores to shared memory
+            for q in range(RR):
+                if c * RR + q < RS:
+                    run_in(c * RR + q, q * V)
+            for k in range(VR):
+                i = c * VR + k
+                if i < VS:
+                    spill[su + uint32(i * T)] = vals[k]
+
+        if NCHUNK > 0:
+            chunk(0)
+        if NCHUNK > 1:
+            chunk(1)
+        if NCHUNK > 2:
+            chunk(2)
+        if NCHUNK > 3:
+            chunk(3)
+        for q in range(RR):
+            run_in(RS + q, q * V)
+
+        nr = min(uint32(RS), (lim + uint32(V * T - 1)) // uint32(V * T))  # shared runs holding a column
+        ns = nr * uint32(V)  # (a partial run's missing values are −inf there)
+        m = mx(DT(NEG_INF), hv)
+        for i in range(VR):
+            m = mx(m, vals[i])
+        for j in range(ns):
+            m = mx(m, spill[su + j * uint32(T)])
+        m = row_max(m, red_m, wid, lane, 0)
+
+        sh = shift_of(m) if LOG else m
+        s = DT(0)
+        e = math.exp(hv - sh)
+        if not LOG:
+            hv = e
+        s += e
+        for i in range(VR):
+            e = math.exp(vals[i] - sh)
+            if not LOG:
+                vals[i] = e
+            s += e
+        for j in range(ns):
+            e = math.exp(spill[su + j * uint32(T)] - sh)
+            if not LOG:
+                spill[su + j * uint32(T)] = e
+            s += e
+        s = row_sum(s, red_s, wid, lane, 0)
+
+        if LOG:
+            a, ls = DT(1), log_sum(m, s)
+        else:
+            sh, a, ls = DT(0), DT(1) / s, DT(0)
+        if tid < h:
+            out[ru, uint64(tid)] = down((hv - sh) * a - ls)
+        for q in range(RR):  # the register runs: V results rounded a pair at a time, one store
+            r = RS + q
+            if uint32(r * V * T + V) <= lim:
+                for k in range(W):
+                    words[k] = pack((vals[q * V + 2 * k] - sh) * a - ls, (vals[q * V + 2 * k + 1] - sh) * a - ls)
+                store(out[ru], cu + uint64(r * V * T), words)
+            else:
+                for k in range(V):
+                    if uint32(r * V * T + k) < lim:
+                        out[ru, cu + uint64(r * V * T + k)] = down((vals[q * V + k] - sh) * a - ls)
+        for r in range(nr):  # the shared runs
+            b = su + r * uint32(V * T)  # value k of run r: spill[b + k·T]
+            c = cu + uint64(r) * uint64(V * T)
+            if r * uint32(V * T) + uint32(V) <= lim:
+                for k in range(W):
+                    words[k] = pack((spill[b + uint32(2 * k * T)] - sh) * a - ls,
+                                    (spill[b + uint32((2 * k + 1) * T)] - sh) * a - ls)
+                store(out[ru], c, words)
+            else:
+                for k in range(V):
+                    if r * uint32(V * T) + uint32(k) < lim:
+                        out[ru, c + uint64(k)] = down((spill[b + uint32(k * T)] - sh) * a - ls)
+
+    return softmax_k05_split_row_vec
+
+
 def geometry(config: Config, rows: int, cols: int):
     return (rows,), config.block()
 
@@ -256,4 +418,6 @@ def dynamic_smem(config: Config, dtype, **params) -> int:
 
 
 RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
-            dynamic_smem=dynamic_smem, gate=Gate(half=("default",)))  # 16-bit's largest fits: tests/test_compile_gate.py
+            dynamic_smem=dynamic_smem,
+            # 16-bit's largest fits of "default" and "one_per_sm": tests/test_compile_gate.py
+            gate=Gate(half=("default",), half_only=("half", "half_one_per_sm", "sim_half", "sim_half_one_per_sm")))

@@ -178,6 +178,32 @@ def make_piece_ops(config: Config, dtype, log: bool, hints: int = Hints.PLAIN, v
     return fold, fold_piece, fold_block, write_piece
 
 
+def make_vector_rows(dtype, vec: int):
+    """What a row read ``V = vec`` 16-bit values a load needs (k08's :func:`make_vector_piece_ops`, k05's ``vec``):
+    ``head(x, ru)`` — ``h``, the columns of row ``ru`` before its first ``2V``-byte aligned one (``x``'s base 16-byte
+    aligned; at most the row's length: rows of odd length alternate); ``load_vector(x, ru, c, vals, j, words)`` —
+    ``vals[j:j + V]`` = columns ``c .. c + V − 1`` of row ``ru`` as float32, exactly: one 4-, 8- or 16-byte load
+    (:func:`simt_tiles.vector.load16_words`; ``c`` past ``h`` by a multiple of ``V``) into ``words`` (a local
+    ``uint32`` array of ``V / 2``), unpacked a pair at a time (:func:`simt_tiles.half_io.make_pairs`)."""
+    V = vec
+    W = V // 2  # 32-bit words a load
+    unpack, _ = make_pairs(dtype)
+    load = load16_words(W)
+
+    @inline
+    def head(x, ru):
+        off = (ru * uint64(x.strides[0])) & uint64(2 * V - 1)  # the row's byte offset, mod 2V
+        return min(int64(((uint64(2 * V) - off) & uint64(2 * V - 1)) >> uint64(1)), x.shape[1])
+
+    @inline
+    def load_vector(x, ru, c, vals, j, words):
+        load(x[ru], c, words)
+        for k in range(W):
+            vals[j + 2 * k], vals[j + 2 * k + 1] = unpack(words[k])
+
+    return head, load_vector
+
+
 def make_vector_piece_ops(config: Config, dtype, log: bool, vec: int):
     """:func:`make_piece_ops` for 16-bit inputs read ``V = vec`` values a load (one 4-, 8- or 16-byte
     ``ld.global``, :func:`simt_tiles.vector.load16_words`) and written ``V`` a store: a step of a thread is
@@ -194,27 +220,20 @@ def make_vector_piece_ops(config: Config, dtype, log: bool, vec: int):
     W = V // 2  # 32-bit words a load
     DT = numba_dtype(compute_dtype(dtype))
     up, down = make_io(dtype)
-    unpack, pack = make_pairs(dtype)
-    load, store = load16_words(W), store16_words(W)
+    _, pack = make_pairs(dtype)
+    store = store16_words(W)
     NEG_INF = -math.inf
     LOG = log
     log_shift = make_log_shift(DT)
     fold, fold_values = make_pair_fold(DT)
 
-    @inline
-    def head(x, ru):
-        """``h``: columns of row ``ru`` before its first ``2V``-byte aligned one (the base is aligned; at most
-        the row's length)."""
-        off = (ru * uint64(x.strides[0])) & uint64(2 * V - 1)  # the row's byte offset, mod 2V
-        return min(int64(((uint64(2 * V) - off) & uint64(2 * V - 1)) >> uint64(1)), x.shape[1])
+    head, load_vector = make_vector_rows(dtype, V)
 
     @inline
     def load_step(x, ru, c, a1, vals, j, words, missing):
         """``vals[j:j + V]`` = columns ``c .. c + V − 1`` of row ``ru`` (``missing`` past ``a1``)."""
         if c + V <= a1:
-            load(x[ru], c, words)
-            for k in range(W):
-                vals[j + 2 * k], vals[j + 2 * k + 1] = unpack(words[k])
+            load_vector(x, ru, c, vals, j, words)
         else:  # the row's last partial vector: one at a time
             for k in range(V):
                 vals[j + k] = up(x[ru, uint64(c + k)]) if c + k < a1 else missing

@@ -112,9 +112,9 @@ def test_vec_rows_of_any_length_take_the_wide_path(cols, vec, dt, launched):
     """Rows of odd (and short: below one vector) length on an aligned base run the ``vec`` kernel — each row's
     unaligned head and last partial vector one value at a time — and are right, softmax and log_softmax."""
     rng = np.random.default_rng(cols * vec)
-    x16, x32 = inputs(rng, (9, cols), dt, 5.0)
+    x16, x32 = inputs(rng, (5, cols), dt, 5.0)
     for log in (False, True):
-        y = call16(x16, dt, log=log, out=poisoned16((9, cols), dt), variant="k08_ticket_queue", config=vec_config(vec))
+        y = call16(x16, dt, log=log, out=poisoned16((5, cols), dt), variant="k08_ticket_queue", config=vec_config(vec))
         assert_softmax16_ok(x32, y, dt, log)
     assert launched == [vec, vec]
 

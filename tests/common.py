@@ -10,7 +10,7 @@ import pytest
 from hypothesis import strategies as st
 from numba import cuda
 
-from simt_tiles.runtime import SIMULATOR
+from simt_tiles.runtime import SIMULATOR, Rung
 
 DTYPES = (np.float32, np.float64)
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
@@ -219,3 +219,18 @@ def bf16_names(family_module):
         yield
     finally:
         family_module.dtype_name, interop.dtype_name = saved
+
+
+def spy_launched_vecs(monkeypatch, rung) -> list:
+    """The ``vec`` of every config of ``rung`` launched from now on (through ``Rung.launch``, a family's only way to
+    launch): the 16-bit wide-load tests' proof of which kernel ran."""
+    seen: list[int] = []
+    launch = Rung.launch
+
+    def spy(self, config, *args, **kwargs):
+        if self is rung:
+            seen.append(config.vec)
+        return launch(self, config, *args, **kwargs)
+
+    monkeypatch.setattr(Rung, "launch", spy)
+    return seen

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 import simt_tiles
 from simt_tiles.kernels.softmax import RUNGS, dispatch
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitConfig
-from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, ConfigError, Rung
+from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, ConfigError
 
-from .common import HALF, edge_sizes
+from .common import HALF, edge_sizes, spy_launched_vecs
 from .profiles import examples
 from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, from16, inputs, poisoned16, to16
 from .test_softmax16_vec import _offset_view
@@ -47,17 +47,8 @@ def vec_configs(draw):
 
 @pytest.fixture
 def launched(monkeypatch):
-    """The ``vec`` of every k05 config launched (through ``Rung.launch``, the family's only way to launch)."""
-    seen: list[int] = []
-    launch = Rung.launch
-
-    def spy(self, config, *args, **kwargs):
-        if self is K05:
-            seen.append(config.vec)
-        return launch(self, config, *args, **kwargs)
-
-    monkeypatch.setattr(Rung, "launch", spy)
-    return seen
+    """The ``vec`` of every k05 config launched."""
+    return spy_launched_vecs(monkeypatch, K05)
 
 
 @settings(max_examples=examples(25))

@@ -25,10 +25,10 @@ from simt_tiles.half_io import make_io, make_pairs
 from simt_tiles.kernels.softmax import RUNGS, dispatch
 from simt_tiles.kernels.softmax.k08_ticket_queue import Config as TicketConfig
 from simt_tiles.mma import bf16_bits, f16_bits
-from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, Rung
+from simt_tiles.runtime import HALF_STORAGE, SIMULATOR
 from simt_tiles.vector import load16_words, store16_words
 
-from .common import HALF, configs, edge_sizes
+from .common import HALF, configs, edge_sizes, spy_launched_vecs
 from .profiles import examples
 from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, from16, inputs, poisoned16, to16
 
@@ -51,17 +51,8 @@ def vec_config(vec: int, **fields) -> TicketConfig:
 
 @pytest.fixture
 def launched(monkeypatch):
-    """The ``vec`` of every k08 config launched (through ``Rung.launch``, the family's only way to launch)."""
-    seen: list[int] = []
-    launch = Rung.launch
-
-    def spy(self, config, *args, **kwargs):
-        if self is K08:
-            seen.append(config.vec)
-        return launch(self, config, *args, **kwargs)
-
-    monkeypatch.setattr(Rung, "launch", spy)
-    return seen
+    """The ``vec`` of every k08 config launched."""
+    return spy_launched_vecs(monkeypatch, K08)
 
 
 # ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, ConfigError
 
 from .common import HALF, edge_sizes, spy_launched_vecs
 from .profiles import examples
-from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, from16, inputs, poisoned16, to16
+from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, check_random_rows, from16, inputs, poisoned16, to16
 from .test_softmax16_vec import _offset_view
 
 K05 = RUNGS["k05_split_row"]
@@ -68,15 +68,7 @@ def test_vec_k05_matches_scipy(dt, data):
     except ConfigError:
         assume(False)
     note(f"fitted={fitted}")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
-    scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
-    specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=2), "specials")
-    row = int(rng.integers(rows)) if data.draw(st.booleans(), "a row of -inf") else None
-    x16, x32 = inputs(rng, (rows, cols), dt, scale, specials, row)
-    log = data.draw(st.booleans(), "log_softmax")
-    y = call16(x16, dt, log=log, out=poisoned16((rows, cols), dt), variant="k05_split_row", config=config)
-    note(f"x32={x32!r}\ny={y!r}")
-    assert_softmax16_ok(x32, y, dt, log)
+    check_random_rows(data, dt, rows, cols, variant="k05_split_row", config=config)
 
 
 @pytest.mark.parametrize("dt", HALF)

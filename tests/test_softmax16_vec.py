@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from numba import cuda, uint32
 
@@ -30,7 +30,7 @@ from simt_tiles.vector import load16_words, store16_words
 
 from .common import HALF, configs, edge_sizes, spy_launched_vecs
 from .profiles import examples
-from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, from16, inputs, poisoned16, to16
+from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, check_random_rows, from16, inputs, poisoned16, to16
 
 K08 = RUNGS["k08_ticket_queue"]
 
@@ -70,15 +70,7 @@ def test_vec_k08_matches_scipy(dt, data):
     rows = data.draw(st.sampled_from([1, 2, 3, 5]), "rows")
     cols = data.draw(st.sampled_from(edge_sizes(config.vec, config.threads, config.threads * config.vec)), "cols")
     assume(cols > 0)
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
-    scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
-    specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=2), "specials")
-    row = int(rng.integers(rows)) if data.draw(st.booleans(), "a row of -inf") else None
-    x16, x32 = inputs(rng, (rows, cols), dt, scale, specials, row)
-    log = data.draw(st.booleans(), "log_softmax")
-    y = call16(x16, dt, log=log, out=poisoned16((rows, cols), dt), variant="k08_ticket_queue", config=config)
-    note(f"x32={x32!r}\ny={y!r}")
-    assert_softmax16_ok(x32, y, dt, log)
+    check_random_rows(data, dt, rows, cols, variant="k08_ticket_queue", config=config)
 
 
 @pytest.mark.parametrize("dt", HALF)

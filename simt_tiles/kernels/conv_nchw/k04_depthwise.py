@@ -507,7 +507,8 @@ def in_flight_bytes(config: Config, dtype) -> float:
     SM × the patches of a block (``planes``) × the share of a thread's slots it loads before its first store
     (``group`` / slots)."""
     rows, cols = config.patch()
-    return blocks_per_sm(config, dtype) * config.planes * rows * cols * np.dtype(dtype).itemsize * config.group / config.x_loads
+    patches = blocks_per_sm(config, dtype) * config.planes
+    return patches * rows * cols * np.dtype(dtype).itemsize * config.group / config.x_loads
 
 
 def jit_options(config: Config, dtype) -> dict:

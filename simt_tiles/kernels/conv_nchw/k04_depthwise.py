@@ -75,6 +75,16 @@ Shared-memory banks
     (:func:`phase_offset`).  A thread's window starts at an even row and column, so it sits at row
     ty, word tx·RW of a phase: P and 4 words apart, as at stride 1 — conflict-free again.
 
+Several planes a block (``planes``; issue 33, session 40 — not measured on a GPU)
+    A 7 × 7 or 14 × 14 plane takes "small"'s 8 × 8 tile: a block of one warp.  An SM holds at most 32
+    blocks, so one-warp blocks cap it at 32 of its 64 warps however few registers they use.  ``planes`` > 1
+    gives a block the same tile of ``planes`` consecutive output planes (n, o), one per block z: each z
+    stages its own plane's patch in its own part of shared memory (``planes`` parts), the taps of its own
+    channel; one barrier for all.  The grid's plane axis counts groups of ``planes``; in the last group a
+    plane past the layer is computed as the layer's last one (its threads reach the barrier) and its stores
+    skipped.  ``planes`` = 1 compiles to the same PTX as before the field existed.  Presets ``small_p2`` and
+    ``small_p4``; ``config=None`` does not take them (benchmarks/notes/conv_nchw.md, session 40).
+
 Compile-time constants
     The filter shape, stride and dilation (``kh``, ``kw``, ``stride_h``, ``stride_w``, ``dil_h``,
     ``dil_w``: the patch's shape, the window length and the unrolled loops need them); the launcher

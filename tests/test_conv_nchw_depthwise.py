@@ -41,7 +41,7 @@ ignored (the permutation, bank and in-flight tests); phase_offset's E = ⌊lengt
 threads not idle (24: races, edges, bank tests); grid z's planes counted with gridDim.z (test_planes_past_grid_y);
 a staging map one row of runs short (15: the map test, races, edges, bank tests).
 
-Session 40 (``planes``: several planes a block) planted each once (then removed it; ci profile, ``-x`` a worker,
+Session 39 (``planes``: several planes a block) planted each once (then removed it; ci profile, ``-x`` a worker,
 so the counts are lower bounds): the last part-full group's guard dropped (its planes past the layer computed and
 stored: test_planes_ragged and test_configs_agree_bit_for_bit, float64); every plane's threads in shared part 0
 (test_layers_match_reference, test_configs_agree_bit_for_bit, float32); the group's first plane not scaled by

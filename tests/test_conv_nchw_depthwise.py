@@ -40,6 +40,12 @@ the blocks per SM (test_in_flight_bytes, test_gpu_config_rule); the rule's one-w
 ignored (the permutation, bank and in-flight tests); phase_offset's E = ⌊length/2⌋ (19); idle staging
 threads not idle (24: races, edges, bank tests); grid z's planes counted with gridDim.z (test_planes_past_grid_y);
 a staging map one row of runs short (15: the map test, races, edges, bank tests).
+
+Session 39 (``planes``: several planes a block) planted each once (then removed it; ci profile, ``-x`` a worker,
+so the counts are lower bounds): the last part-full group's guard dropped (its planes past the layer computed and
+stored: test_planes_ragged and test_configs_agree_bit_for_bit, float64); every plane's threads in shared part 0
+(test_layers_match_reference, test_configs_agree_bit_for_bit, float32); the group's first plane not scaled by
+``planes`` (test_layers_match_reference: NaN left in ``out=``; test_planes_ragged).
 """
 
 from __future__ import annotations
@@ -73,12 +79,13 @@ MAX_THREADS = 400 if SIMULATOR else 10**9
 if SIMULATOR:
     _RANDOM = st.builds(k04_depthwise.Config, block_x=st.integers(1, 8), block_y=st.integers(1, 4),
                         rw=st.integers(1, 3), rh=st.integers(1, 3), in_flight=st.integers(1, 5),
-                        phases=st.integers(1, 2), min_blocks=st.just(1))
+                        phases=st.integers(1, 2), min_blocks=st.just(1), planes=st.sampled_from([1, 1, 2, 3]))
 else:
     _RANDOM = st.builds(k04_depthwise.Config, block_x=st.sampled_from([4, 8, 16, 32]),
                         block_y=st.sampled_from([1, 4, 8, 16]), rw=st.sampled_from([1, 2, 4]),
                         rh=st.sampled_from([1, 2]), in_flight=st.sampled_from([1, 3, 24]),
-                        phases=st.sampled_from([1, 2]), min_blocks=st.sampled_from([1, 4, 8]))
+                        phases=st.sampled_from([1, 2]), min_blocks=st.sampled_from([1, 4, 8]),
+                        planes=st.sampled_from([1, 2, 4]))
 
 
 def _pair(v):
@@ -565,8 +572,9 @@ def test_staging_map_covers_the_patch_once(cfg, k, s, d):
         assume(False)
     rows, cols = cfg.patch()
     m = cfg.staging()
-    assert m.sc <= cfg.threads and m.sr == cfg.threads // m.sc and m.slots == cfg.x_loads
-    assert m.sc >= min(8, -(-cols // -(-cols // cfg.threads)))
+    threads = cfg.block_x * cfg.block_y  # one plane's threads (``planes`` > 1: each stages its own patch)
+    assert m.sc <= threads and m.sr == threads // m.sc and m.slots == cfg.x_loads
+    assert m.sc >= min(8, -(-cols // -(-cols // threads)))
     seen = [(sr + i * m.sr, sc + kk * m.sc) for t in range(m.sr * m.sc) for sr, sc in [divmod(t, m.sc)]
             for i in range(m.rch) for kk in range(m.cch)]
     inside = [e for e in seen if e[0] < rows and e[1] < cols]
@@ -583,3 +591,103 @@ def test_planes_past_grid_y(monkeypatch):
     (tiles, y, z), _ = RUNG.geometry(cfg, 1, 5, *_out_hw(layer))
     assert _out_hw(layer) == (3, 9) and (tiles, y, z) == (2 * 2, 2, 3)  # 2 × 8 tiles
     _check(*_operands(np.random.default_rng(4), layer, np.float64, bias=True), layer, config=cfg)
+
+
+# --- issue 33: several planes a block (``planes``: block z) -------------------------------------
+
+
+@st.composite
+def plane_layers(draw):
+    """A depthwise layer whose N·C_out planes are ragged for ``planes`` 2..4: 1, primes, not multiples —
+    stride 1 or 2 per axis, dilation 1 or 2, padding 0..2, 3 × 3 or 2 × 3, small planes (1..9 outputs a side)."""
+    n, c_in = draw(st.sampled_from([(1, 1), (1, 3), (1, 5), (1, 7), (2, 3), (3, 1), (1, 2)]), "N, C_in")
+    mult = draw(st.sampled_from([1, 1, 2]), "multiplier")
+    stride = draw(st.sampled_from([1, 2, (2, 1)]), "stride")
+    dilation = draw(st.sampled_from([1, 2, (1, 2)]), "dilation")
+    kh, kw = draw(st.sampled_from([(3, 3), (2, 3)]), "filter")
+    (sh, sw), (dh, dw) = _pair(stride), _pair(dilation)
+    oh, ow = draw(st.integers(1, 5), "OH"), draw(st.integers(1, 9), "OW")
+    ph = draw(st.integers(0, min(2, (sh * (oh - 1) + dh * (kh - 1)) // 2)), "pad_h")
+    pw = draw(st.integers(0, min(2, (sw * (ow - 1) + dw * (kw - 1)) // 2)), "pad_w")
+    layer = _layer_for(oh, ow, kh, kw, stride, dilation, (ph, pw), (0, 0))
+    layer.update(n=n, c_in=c_in, c_out=mult * c_in)
+    assert _out_hw(layer) == (oh, ow), layer
+    return layer
+
+
+#: several planes a block: one warp of two planes (4 × 4 threads), two planes of one warp each (8 × 4),
+#: three planes of 2 × 4 (a warp spans planes), four of "small"'s shape at the simulator's size (4 × 2)
+PLANES = [k04_depthwise.Config(block_x=4, block_y=4, rw=2, planes=2, min_blocks=1),
+          k04_depthwise.Config(block_x=8, block_y=4, rw=1, planes=2, min_blocks=1),
+          k04_depthwise.Config(block_x=2, block_y=4, rw=2, rh=2, in_flight=3, planes=3, min_blocks=1),
+          k04_depthwise.Config(block_x=4, block_y=2, rw=2, planes=4, phases=1, min_blocks=1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("cfg", PLANES, ids=lambda c: f"{c.block_x}x{c.block_y}x{c.rw}x{c.rh}p{c.planes}")
+@settings(max_examples=examples(20), deadline=None)
+@given(data=st.data(), bias=st.booleans(), seed=st.integers(0, 99))
+def test_planes_ragged(dtype, cfg, data, bias, seed):
+    """``planes`` > 1 over N·C_out of 1, primes and non-multiples (the last group part-full: its planes past
+    the layer computed as the last one, their stores skipped), strides, dilation, padding, a multiplier:
+    NaN-poisoned ``out=`` within the reference's bound, and the bits of ``planes`` = 1."""
+    layer = data.draw(plane_layers())
+    note(f"layer {layer}")
+    assume(_threads(cfg, layer) <= 3 * MAX_THREADS)
+    x, w, b = _operands(np.random.default_rng(seed), layer, dtype, bias)
+    _check(x, w, b, layer, config=cfg)
+    kw_ = dict(bias=b, stride=layer["stride"], padding=layer["padding"], dilation=layer["dilation"],
+               groups=layer["c_in"], variant=DEPTHWISE_VARIANT)
+    one = dataclasses.replace(cfg, planes=1)
+    np.testing.assert_array_equal(conv2d_nchw(x, w, config=cfg, **kw_), conv2d_nchw(x, w, config=one, **kw_))
+
+
+@simulator_only
+def test_planes_race_free():
+    """Three planes a block over 5 planes (a part-full last group) of a stride-2 layer with a bias, under the
+    race check: each plane's threads write their own part of the patch before the barrier."""
+    cfg = k04_depthwise.Config(block_x=4, block_y=2, rw=2, planes=3, min_blocks=1)
+    layer = dict(n=1, c_in=5, c_out=5, h=2 * cfg.tile_h + 1, w=2 * cfg.tile_w + 3, kh=3, kw=3, stride=2,
+                 dilation=1, padding=1)
+    layer["pads"] = _pads(1, 2, 1, 3, 3)
+    with analyze.racecheck():
+        _check(*_operands(np.random.default_rng(6), layer, np.float32, bias=True), layer, config=cfg)
+
+
+def test_planes_past_grid_y_in_groups(monkeypatch):
+    """Groups of planes past grid y: z takes the rest (a limit of 2 groups a z; 7 planes in groups of 2: 4
+    groups, 2 z's, the last group half past the layer)."""
+    monkeypatch.setattr(k04_depthwise, "MAX_GRID_YZ", 2)
+    cfg = k04_depthwise.Config(block_x=4, block_y=2, rw=2, planes=2, min_blocks=1)
+    layer = dict(n=1, c_in=7, c_out=7, h=5, w=9, kh=3, kw=3, stride=(2, 1), dilation=1, padding=1)
+    layer["pads"] = _pads(1, (2, 1), 1, 3, 3)
+    (tiles, y, z), block = RUNG.geometry(cfg, 1, 7, *_out_hw(layer))
+    assert (tiles, y, z) == (4, 2, 2) and block == (4, 2, 2)
+    _check(*_operands(np.random.default_rng(7), layer, np.float64, bias=True), layer, config=cfg)
+    (_, y, z), _ = RUNG.geometry(cfg, 1, 8, 3, 9)  # 8 planes: 4 groups exactly
+    assert (y, z) == (2, 2)
+
+
+def test_planes_arithmetic():
+    """The block, its shared memory (``planes`` parts), the blocks a layer launches, the launch bounds and the
+    bytes in flight an SM: features.14 at batch 32 (18,432 one-warp blocks) in groups of 2 and 4."""
+    small = k04_depthwise.PRESETS["small"]
+    f32 = np.float32
+    assert small.block() == (4, 8) and small.planes == 1
+    for planes, name in ((2, "small_p2"), (4, "small_p4")):
+        cfg = k04_depthwise.PRESETS[name]
+        assert cfg == dataclasses.replace(small, planes=planes, min_blocks=32 // planes)
+        assert cfg.block() == (4, 8, planes) and cfg.threads == 32 * planes and cfg.plane_threads == 32
+        assert cfg.staging() == small.staging() and cfg.registers(4) == small.registers(4)
+        assert cfg.smem_bytes(4) == planes * small.smem_bytes(4) and cfg.smem_bytes(8) == planes * small.smem_bytes(8)
+        assert k04_depthwise.blocks(cfg, 32, 576, 7, 7) == 18432 // planes
+        assert k04_depthwise.blocks(cfg, 1, 7, 7, 7) == -(-7 // planes)
+        assert k04_depthwise.jit_options(cfg, f32)["launch_bounds"] == (32 * planes, 32 // planes)
+        assert k04_depthwise.in_flight_bytes(cfg, f32) == pytest.approx(k04_depthwise.in_flight_bytes(small, f32))
+    assert k04_depthwise.blocks(small, 32, 576, 7, 7) == 18432
+    with pytest.raises(ConfigError, match=r"Config.planes = 65 breaks the rule: planes <= 64"):
+        k04_depthwise.Config(block_x=1, block_y=1, planes=65)
+    with pytest.raises(ConfigError, match=r"block \(32, 32, 2\) has 2048 threads"):
+        k04_depthwise.Config(block_x=32, block_y=32, rw=1, planes=2)
+    with pytest.raises(ConfigError, match=r"needs \d+ bytes of static shared memory"):
+        k04_depthwise.Config(block_x=32, block_y=4, rw=8, planes=8)  # 8 patches of 6 × 258: 54 KB

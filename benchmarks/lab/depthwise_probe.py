@@ -2,6 +2,7 @@
 
     git show c006160:simt_tiles/kernels/conv_nchw/k04_depthwise.py > k04_before.py   # the rung before
     python3 benchmarks/lab/depthwise_probe.py --old-source k04_before.py --json PATH [--ablate] [--reps 20]
+    python3 benchmarks/lab/depthwise_probe.py --planes --json PATH   # session 40: planes 2 and 4 beside new
 
 Layers: MobileNetV2's and EfficientNet-B0's depthwise convolutions (torchvision, 224² input; each row names
 its module), batch 1 and 32, float32, torch tensors on CUDA, no bias.  Implementations:
@@ -16,6 +17,10 @@ before-fields (``--ablate``)
     order) on the old preset: the in-flight lesson alone, on today's staging runs and grid.
 new
     ``conv2d_nchw(x, w, stride=s, padding=p, groups=C)`` with defaults (``dispatch.depthwise_config``).
+planes2, planes4 (``--planes``; issue 33, session 40)
+    the default's config with ``planes`` = 2 and 4 (a block computes its tile on 2 or 4 consecutive
+    planes; ``min_blocks`` divided by it: the same threads an SM under the launch bounds), on the layers
+    whose default tile is one warp (the 7 × 7 and 14 × 14 planes: features.14, efficientnet features.5.0).
 torch
     ``torch.nn.functional.conv2d(..., groups=C)``, TF32 off.  For float32 NCHW depthwise PyTorch runs its
     own ``conv_depthwise2d`` kernel, not cuDNN (``ConvParams::use_cudnn_depthwise``); the backend torch
@@ -118,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--old-source", help="the pre-session-35 k04_depthwise.py (default: git show %s)" % OLD_COMMIT)
     ap.add_argument("--ablate", action="store_true", help="also today's k04 with the BEFORE fields")
+    ap.add_argument("--planes", action="store_true",
+                    help="also the default's config with planes=2 and 4 where its tile is one warp")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=110.0, help="seconds after which no new layer starts")
     args = ap.parse_args(argv)
@@ -174,6 +181,12 @@ def main(argv=None) -> int:
                 impls["before-fields"] = (ours(abl), f"{preset} + BEFORE", None)
             impls["new"] = (ours(), f"{new_cfg.block_x}x{new_cfg.block_y} rw{new_cfg.rw} rh{new_cfg.rh} "
                                     f"(tile {new_cfg.tile_h}x{new_cfg.tile_w})", None)
+            if args.planes and new_cfg.threads <= 32:
+                for planes in (2, 4):
+                    pc = dataclasses.replace(new_cfg, planes=planes, min_blocks=max(1, new_cfg.min_blocks // planes))
+                    impls[f"planes{planes}"] = (ours(pc), f"{new_cfg.block_x}x{new_cfg.block_y}x{planes} rw{pc.rw} "
+                                                           f"rh{pc.rh} ({k04_depthwise.blocks(pc, n, c, o, o)} blocks)",
+                                                None)
             impls["torch"] = (lambda: F.conv2d(x, w, **kw), torch_backend(torch, x, w, s, p, c), None)
             nbytes = (x.numel() + n * c * o * o) * 4
             for name, (fn, cfg_text, ctx) in impls.items():
@@ -218,11 +231,15 @@ def markdown(rows, notes, seconds, device, args) -> str:
         r = next((r for r in rows if r["layer"] == layer and r["n"] == n and r["impl"] == impl), None)
         return fmt.format(r[key]) if r is not None and key in r else "—"
 
-    impls = [i for i in ("old", "before-fields", "new", "torch") if any(r["impl"] == i for r in rows)]
+    impls = [i for i in ("old", "before-fields", "new", "planes2", "planes4", "torch")
+             if any(r["impl"] == i for r in rows)]
+    planes = [f"{i} ×torch" for i in ("planes2", "planes4") if i in impls]
     head = (["layer", "N", "C", "H→OH", "K", "s", "x+y MB"] + [f"{i} GPU µs" for i in impls]
-            + ["new ×old", "new ×torch", "new TB/s"] + [f"{i} wall µs" for i in impls] + ["new config"])
+            + ["new ×old", "new ×torch"] + planes + ["new TB/s"] + [f"{i} wall µs" for i in impls]
+            + ["new config"])
+    flags = (" --ablate" if args.ablate else "") + (" --planes" if args.planes else "")
     lines = [f"# conv2d_nchw depthwise (k04), session 35: {device}", "",
-             f"Command: `python3 benchmarks/lab/depthwise_probe.py{' --ablate' if args.ablate else ''} ...` "
+             f"Command: `python3 benchmarks/lab/depthwise_probe.py{flags} ...` "
              f"({seconds:.0f} s; method: the script's docstring).  GPU µs: median of {args.reps}, L2 flushed; "
              "wall µs: a loop of 100.", "",
              "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -238,7 +255,8 @@ def markdown(rows, notes, seconds, device, args) -> str:
         ratio = lambda a, b: f"{gpu[a] / gpu[b]:.2f}" if gpu.get(a) and gpu.get(b) else "—"  # noqa: E731
         cells = ([layer, n, r["c"], f"{r['h']}→{r['oh']}", r["k"], r["stride"], f"{r['mbytes']:.1f}"]
                  + [cell(layer, n, i, "gpu_us") for i in impls]
-                 + [ratio("old", "new"), ratio("torch", "new"), cell(layer, n, "new", "tbps", "{:.2f}")]
+                 + [ratio("old", "new"), ratio("torch", "new")] + [ratio("torch", h.split()[0]) for h in planes]
+                 + [cell(layer, n, "new", "tbps", "{:.2f}")]
                  + [cell(layer, n, i, "wall_us") for i in impls] + [cell(layer, n, "new", "config", "{}")])
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     bad = [f"{r['layer']} N{r['n']} {r['impl']}: {r['check']}" for r in rows if r["check"] != "pass"]

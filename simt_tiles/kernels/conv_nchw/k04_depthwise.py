@@ -75,6 +75,16 @@ Shared-memory banks
     (:func:`phase_offset`).  A thread's window starts at an even row and column, so it sits at row
     ty, word tx·RW of a phase: P and 4 words apart, as at stride 1 — conflict-free again.
 
+Several planes a block (``planes``; issue 33, session 40 — not measured on a GPU)
+    A 7 × 7 or 14 × 14 plane takes "small"'s 8 × 8 tile: a block of one warp.  An SM holds at most 32
+    blocks, so one-warp blocks cap it at 32 of its 64 warps however few registers they use.  ``planes`` > 1
+    gives a block the same tile of ``planes`` consecutive output planes (n, o), one per block z: each z
+    stages its own plane's patch in its own part of shared memory (``planes`` parts), the taps of its own
+    channel; one barrier for all.  The grid's plane axis counts groups of ``planes``; in the last group a
+    plane past the layer is computed as the layer's last one (its threads reach the barrier) and its stores
+    skipped.  ``planes`` = 1 compiles to the same PTX as before the field existed.  Presets ``small_p2`` and
+    ``small_p4``; ``config=None`` does not take them (benchmarks/notes/conv_nchw.md, session 40).
+
 Compile-time constants
     The filter shape, stride and dilation (``kh``, ``kw``, ``stride_h``, ``stride_w``, ``dil_h``,
     ``dil_w``: the patch's shape, the window length and the unrolled loops need them); the launcher
@@ -123,7 +133,10 @@ class Config(TileConfig):
     patch values a thread loads before it stores any (1: each load waits for the previous one's
     store).  ``phases``: 2 stores the rows and the columns of a stride-2 axis as two phases, even
     ones first (1: in the image's order).  ``min_blocks``: blocks per SM the launch bounds ask room
-    for (float32; see :func:`jit_options`)."""
+    for (float32; see :func:`jit_options`).  ``planes``: output planes a block computes the same tile of,
+    ``planes`` consecutive (n, o) planes, one per block z (threadIdx.z): each z stages its plane's patch in
+    its own part of shared memory (``planes`` × the patch) as a block of one plane does (1: a block per
+    plane and tile; more: fewer, larger blocks for tiles of one warp — issue 33's small planes)."""
 
     block_x: int = 8
     block_y: int = 16
@@ -138,9 +151,15 @@ class Config(TileConfig):
     in_flight: int = IN_FLIGHT_MAX
     phases: int = 2
     min_blocks: int = 16
+    planes: int = 1
 
     def block(self):
-        return (self.block_x, self.block_y)
+        return (self.block_x, self.block_y) if self.planes == 1 else (self.block_x, self.block_y, self.planes)
+
+    @property
+    def plane_threads(self) -> int:
+        """Threads of one plane's share of the block (block_x × block_y): they stage its patch."""
+        return self.block_x * self.block_y
 
     @property
     def tile_h(self) -> int:
@@ -184,9 +203,14 @@ class Config(TileConfig):
         """Patch elements a thread has in flight at once: loaded into registers, then stored."""
         return min(self.in_flight, self.x_loads)
 
+    def plane_words(self) -> int:
+        """Shared words of one plane's part: the patch, rows :func:`padded_row` apart, and a spare word a
+        thread of the plane (an idle slot's store)."""
+        return self.patch()[0] * padded_row(self) + self.plane_threads
+
     def smem_bytes(self, itemsize):
-        """The patch, rows :func:`padded_row` apart, and a spare word a thread (an idle slot's store)."""
-        return (self.patch()[0] * padded_row(self) + self.threads) * itemsize
+        """``planes`` parts (:meth:`plane_words`), one after another."""
+        return self.planes * self.plane_words() * itemsize
 
     def registers(self, itemsize) -> int:
         """Registers a thread needs without spilling, as estimated for the launch bounds
@@ -210,6 +234,7 @@ class Config(TileConfig):
         yield ("in_flight", self.in_flight <= IN_FLIGHT_MAX,
                f"in_flight <= {IN_FLIGHT_MAX} (the values in flight stay in registers)")
         yield ("phases", self.phases <= 2, "phases in (1, 2)")
+        yield ("planes", self.planes <= 64, "planes <= 64 (CUDA's limit on a block's z)")
 
 
 class Staging(NamedTuple):
@@ -234,13 +259,14 @@ def staging(config: Config) -> Staging:
     threads: at stride 1 (an 18 × 34 patch, 4.8 elements a thread) one run of 34 columns, 3 rows at
     once, 6 slots; at stride 2 (33 × 65, 16.8 a thread) two runs of 33, 22 slots."""
     rows, cols = config.patch()
-    shortest = min(8, cdiv(cols, cdiv(cols, config.threads)))  # (the longest runs the threads allow, if shorter)
+    threads = config.plane_threads  # (a block of several planes: each plane's threads stage its patch)
+    shortest = min(8, cdiv(cols, cdiv(cols, threads)))  # (the longest runs the threads allow, if shorter)
     best = None
-    for cch in range(cdiv(cols, config.threads), cols + 1):
+    for cch in range(cdiv(cols, threads), cols + 1):
         sc = cdiv(cols, cch)
-        if sc > config.threads or sc < shortest:
+        if sc > threads or sc < shortest:
             continue
-        cand = Staging(sc, config.threads // sc, cch, cdiv(rows, config.threads // sc))
+        cand = Staging(sc, threads // sc, cch, cdiv(rows, threads // sc))
         if best is None or cand.slots + cand.cch < best.slots + best.cch:
             best = cand
     return best
@@ -271,7 +297,7 @@ def padded_row(config: Config) -> int:
     bx = config.block_x
     row_step = 1 if config.split_h else config.stride_h
     col_step = config.rw if config.split_w else config.rw * config.stride_w
-    lanes = [(t % bx, t // bx) for t in range(min(32, config.threads))]
+    lanes = [(t % bx, t // bx) for t in range(min(32, config.plane_threads))]
 
     def worst(p: int) -> int:
         hits: dict = {}
@@ -292,6 +318,10 @@ PRESETS = {
     "default": Config(block_x=8, block_y=16, rw=4, min_blocks=16),
     "tall": Config(block_x=8, block_y=16, rw=4, rh=2, min_blocks=16),
     "small": Config(block_x=4, block_y=8, rw=2, stride_h=2, stride_w=2, min_blocks=32),
+    # "small" on 2 and 4 consecutive planes a block (issue 33: one-warp blocks cap an SM at 32 blocks, 32 warps);
+    # not chosen by config=None until a GPU measures them (benchmarks/lab/depthwise_probe.py --planes)
+    "small_p2": Config(block_x=4, block_y=8, rw=2, stride_h=2, stride_w=2, min_blocks=16, planes=2),
+    "small_p4": Config(block_x=4, block_y=8, rw=2, stride_h=2, stride_w=2, min_blocks=8, planes=4),
 }
 
 #: the fields that give a preset this rung's staging order and shared layout before session 35 (one load
@@ -313,8 +343,9 @@ def make_kernel(config: Config, dtype):
     TH, TW = config.tile_h, config.tile_w
     PH, PW = config.patch()
     P = padded_row(config)
-    THREADS = config.threads
-    X_SIZE = PH * P + THREADS  # the patch, flat: rows P apart; then a spare word a thread
+    PLANES = config.planes
+    X_WORDS = config.plane_words()  # one plane's part: the patch, flat, rows P apart; then a spare word a thread
+    X_SIZE = PLANES * X_WORDS
     X_LOADS = config.x_loads
     G = config.group  # patch values a thread has in flight
     GROUPS = cdiv(X_LOADS, G)
@@ -337,6 +368,7 @@ def make_kernel(config: Config, dtype):
     U_ROW0 = U(P if SPLIT_H else STH * P)  # a thread's window start: per ty
     U_COL0 = U(RW if SPLIT_W else RW * STW)  # per tx
     U_ZERO, U_ONE = U(0), U(1)
+    U_PLANES, U_XW = U(PLANES), U(X_WORDS)
 
     def conv_nchw_k04_depthwise(x, w, bias, out, n_img, c_in, h, wd, c_out, oh_n, ow_n, pad_h, pad_w,
                                 kh_unused, kw_unused, sh_unused, sw_unused, dh_unused, dw_unused,
@@ -346,9 +378,23 @@ def make_kernel(config: Config, dtype):
         tid = uint32(ty * U_BX + tx)
 
         # this block: grid x the tile in its output plane (tile columns fastest: neighbours share halo
-        # columns in L2), grid y and z the output plane n·C_out + o
+        # columns in L2), grid y and z the output plane n·C_out + o — with PLANES > 1 the group of PLANES
+        # planes, threadIdx.z the plane in it and its part of x_s (xb); a plane past the layer (the last
+        # group's) is computed as the layer's last one, its stores skipped (its threads reach the barrier)
         q = uint32(uint32(cuda.blockIdx.y) + uint32(cuda.blockIdx.z) * uint32(cuda.gridDim.y))
-        if q >= uint32(n_img) * uint32(c_out):  # the last z's planes past the layer
+        xb = U_ZERO
+        live = True
+        if PLANES > 1:
+            q = uint32(q * U_PLANES)
+            if q >= uint32(n_img) * uint32(c_out):  # the last z's groups past the layer
+                return
+            tz = uint32(cuda.threadIdx.z)
+            xb = uint32(tz * U_XW)
+            q = uint32(q + tz)
+            live = q < uint32(n_img) * uint32(c_out)
+            if not live:
+                q = uint32(uint32(n_img) * uint32(c_out) - U_ONE)
+        elif q >= uint32(n_img) * uint32(c_out):  # the last z's planes past the layer
             return
         tiles_w = uint32(uint32(uint32(ow_n) + U_TW1) // U_TW)
         tile = uint32(cuda.blockIdx.x)
@@ -406,7 +452,8 @@ def make_kernel(config: Config, dtype):
                 if SPLIT_H:  # even rows first, then odd ones
                     pr = uint32(uint32(pr & U_ONE) * U_EH + uint32(pr >> U_ONE))
                 # an idle slot (past the patch) stores to its thread's spare word: no branch around the store
-                x_s[uint32(pr * U_P + col_s[(g * G + j) % CCH]) if ok else uint32(U_SPARE + tid)] = staged[j]
+                x_s[uint32(xb + (uint32(pr * U_P + col_s[(g * G + j) % CCH]) if ok else uint32(U_SPARE + tid)))] = \
+                    staged[j]
         # (2) output channel o's taps, in flight with the patch
         w_off = uint64(o * U_TAPS)  # 64-bit: the taps' addresses are one register plus constants
         for k in range(TAPS):
@@ -419,7 +466,7 @@ def make_kernel(config: Config, dtype):
 
         # (4) RH rows (block_y apart) of RW consecutive outputs, a row at a time
         ow0 = uint32(col0 + tx * uint32(RW))
-        xa = uint32(ty * U_ROW0 + tx * U_COL0)  # this thread's window start in x_s, filter row 0
+        xa = uint32(xb + uint32(ty * U_ROW0 + tx * U_COL0))  # this thread's window start in x_s, filter row 0
         for i in range(RH):
             for r in range(RW):
                 acc[r] = DT(0)
@@ -432,7 +479,7 @@ def make_kernel(config: Config, dtype):
                     for r in range(RW):  # unrolled: every index a constant
                         acc[r] += tap * win[r * STW + b * DW]
             oh = uint32(row0 + ty + uint32(i * BY))
-            if oh < uint32(oh_n):
+            if live and oh < uint32(oh_n):
                 dst = uint32(uint32(q * uint32(oh_n) + oh) * uint32(ow_n))  # out[n, o, oh, 0]
                 for r in range(RW):
                     ow = uint32(ow0 + uint32(r))
@@ -444,16 +491,18 @@ def make_kernel(config: Config, dtype):
 
 def geometry(config: Config, n: int, c_out: int, oh: int, ow: int, groups: int | None = None):
     """Grid x: the tiles of an output plane, columns fastest; y and z: the N·C_out output planes, y at most
-    ``MAX_GRID_YZ`` (CUDA's limit; the last z's blocks past the planes return at once).  ``groups``
-    (C_in) does not change it: the M output planes of one input channel get their own blocks."""
-    planes = n * c_out
+    ``MAX_GRID_YZ`` (CUDA's limit; the last z's blocks past the planes return at once) — with ``planes`` > 1
+    the ⌈N·C_out / planes⌉ groups of planes.  ``groups`` (C_in) does not change it: the M output planes of
+    one input channel get their own blocks (or threads)."""
+    planes = cdiv(n * c_out, config.planes)
     y = max(1, min(planes, MAX_GRID_YZ))
     return (cdiv(oh, config.tile_h) * cdiv(ow, config.tile_w), y, cdiv(planes, y)), config.block()
 
 
 def blocks(config: Config, n: int, c_out: int, oh: int, ow: int) -> int:
-    """Blocks a layer launches with work: one per output tile of each of the N·C_out output planes."""
-    return n * c_out * cdiv(oh, config.tile_h) * cdiv(ow, config.tile_w)
+    """Blocks a layer launches with work: one per output tile of each group of ``planes`` of the N·C_out
+    output planes."""
+    return cdiv(n * c_out, config.planes) * cdiv(oh, config.tile_h) * cdiv(ow, config.tile_w)
 
 
 def blocks_per_sm(config: Config, dtype) -> int:
@@ -465,9 +514,11 @@ def blocks_per_sm(config: Config, dtype) -> int:
 
 def in_flight_bytes(config: Config, dtype) -> float:
     """Bytes of patch loads an SM has in flight while its blocks stage (the lesson's number): blocks per
-    SM × the patch × the share of a thread's slots it loads before its first store (``group`` / slots)."""
+    SM × the patches of a block (``planes``) × the share of a thread's slots it loads before its first store
+    (``group`` / slots)."""
     rows, cols = config.patch()
-    return blocks_per_sm(config, dtype) * rows * cols * np.dtype(dtype).itemsize * config.group / config.x_loads
+    patches = blocks_per_sm(config, dtype) * config.planes
+    return patches * rows * cols * np.dtype(dtype).itemsize * config.group / config.x_loads
 
 
 def jit_options(config: Config, dtype) -> dict:

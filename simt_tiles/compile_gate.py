@@ -501,12 +501,12 @@ def quick() -> bool:
 
 def quick_skips(ladder: str, preset: str) -> bool:
     """Whether the quick gate leaves this row to the full one: the presets a GPU user runs are
-    built; a rung's ``"sim"`` preset (the simulator tests' tiny tiles, run on a GPU only by the GPU
-    test pass, whose full gate builds it) is not — except for the :data:`SLOW_LADDERS`, whose
+    built; a rung's ``"sim"`` and ``"sim_*"`` presets (the simulator tests' tiny tiles, run on a GPU only by
+    the GPU test pass, whose full gate builds them) are not — except for the :data:`SLOW_LADDERS`, whose
     ``"sim"`` preset is the only one built, as the cheap proof that their kernels assemble."""
     if not quick():
         return False
-    return preset != "sim" if ladder in SLOW_LADDERS else preset == "sim"
+    return preset != "sim" if ladder in SLOW_LADDERS else preset == "sim" or preset.startswith("sim_")
 
 
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:

@@ -96,7 +96,7 @@ def test_every_shipped_config_compiles_spill_free():
 
 
 def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
-    """The quick gate (CI) leaves only the simulator tests' "sim" presets to the full one, and of the
+    """The quick gate (CI) leaves only the simulator tests' "sim" and "sim_*" presets to the full one, and of the
     slow ladders it builds the "sim" preset alone; the full gate builds every row."""
     from simt_tiles.compile_gate import jobs
 
@@ -106,7 +106,8 @@ def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
     quick = {(j.ladder, j.rung, j.preset, j.dtype, j.params) for j in jobs()}
     assert quick < full
     slow = compile_gate.SLOW_LADDERS
-    assert {j for j in full - quick if j[0] not in slow} == {j for j in full if j[0] not in slow and j[2] == "sim"}
+    sim = {j for j in full if j[0] not in slow and (j[2] == "sim" or j[2].startswith("sim_"))}
+    assert {j for j in full - quick if j[0] not in slow} == sim and len(sim) > len({j for j in sim if j[2] == "sim"})
     assert {j for j in quick if j[0] in slow} == {j for j in full if j[0] in slow and j[2] == "sim"}
 
 

@@ -54,7 +54,7 @@ import numpy as np
 from numba import cuda, uint32, uint64
 
 from ...runtime import MAX_DYNAMIC_SMEM, ConfigError, Gate, Rung, cdiv, numba_dtype
-from ...half_io import make_pairs
+from ...half_io import inline, make_pairs
 from ...vector import store16_words
 from ._common import (WarpRowConfig, compute_dtype, held_itemsize, make_io, make_plain_log, make_row_reductions,
                       signature)
@@ -172,6 +172,39 @@ ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm", "half": "half_on
               "sim_half": "sim_half_one_per_sm"}
 
 
+def make_thread_folds(VR: int, T: int, log: bool, DT, mx):
+    """A thread's part of the row's two reductions, over its ``VR`` register values and its first ``ns`` shared ones
+    (column ``su + j·T`` of ``spill``): ``local_max(m, vals, spill, su, ns)`` — ``m`` folded with them;
+    ``exp_sum(s, vals, spill, su, ns, sh)`` — ``s`` plus their ``exp(v − sh)``, each stored back in place (softmax;
+    log_softmax keeps the values).  Both kernels (scalar and ``vec``) take these; inlined, so ``vals`` stays in
+    registers."""
+    LOG = log
+
+    @inline
+    def local_max(m, vals, spill, su, ns):
+        for i in range(VR):
+            m = mx(m, vals[i])
+        for j in range(ns):
+            m = mx(m, spill[su + j * uint32(T)])
+        return m
+
+    @inline
+    def exp_sum(s, vals, spill, su, ns, sh):
+        for i in range(VR):
+            e = math.exp(vals[i] - sh)
+            if not LOG:
+                vals[i] = e
+            s += e
+        for j in range(ns):
+            e = math.exp(spill[su + j * uint32(T)] - sh)
+            if not LOG:
+                spill[su + j * uint32(T)] = e
+            s += e
+        return s
+
+    return local_max, exp_sum
+
+
 def make_kernel(config: Config, dtype, log: bool = False):
     """``log=True``: scipy.special.log_softmax (the values stay, exp goes only to the sum); ``config.vec`` > 1:
     :func:`make_vector_kernel`."""
@@ -189,6 +222,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
     # shows in the sum (_common.make_plain_log).  The NaN-propagating max cost log_softmax 2.6× softmax's
     # time (ptxas waited for each load: 72% of cycles on the long scoreboard; benchmarks/notes/patterns_zoo.md)
     row_max, row_sum, mx = make_row_reductions(NW, DT)
+    local_max, exp_sum = make_thread_folds(VR, T, LOG, DT, mx)
     shift_of, log_sum = make_plain_log(DT)
 
     def softmax_k05_split_row(x, out):
@@ -240,26 +274,11 @@ def make_kernel(config: Config, dtype, log: bool = False):
         # see: fully unrolled, their loads and exps were scheduled ahead and pushed the
         # registers past 64 into local memory) and need no per-value bounds check
         ns = min(uint32(VS), (lim + uint32(T - 1)) // uint32(T))
-        m = DT(NEG_INF)
-        for i in range(VR):
-            m = mx(m, vals[i])
-        for j in range(ns):
-            m = mx(m, spill[su + j * uint32(T)])
-        m = row_max(m, red_m, wid, lane, 0)
+        m = row_max(local_max(DT(NEG_INF), vals, spill, su, ns), red_m, wid, lane, 0)
 
         sh = shift_of(m) if LOG else m  # (log_softmax: the largest float for a row whose max is not finite)
-        s = DT(0)  # exp in place (registers and shared; log: beside), then their sum
-        for i in range(VR):
-            e = math.exp(vals[i] - sh)
-            if not LOG:
-                vals[i] = e
-            s += e
-        for j in range(ns):
-            e = math.exp(spill[su + j * uint32(T)] - sh)
-            if not LOG:
-                spill[su + j * uint32(T)] = e
-            s += e
-        s = row_sum(s, red_s, wid, lane, 0)
+        # exp in place (registers and shared; log: beside), then their sum
+        s = row_sum(exp_sum(DT(0), vals, spill, su, ns, sh), red_s, wid, lane, 0)
 
         # softmax: y = (e − 0) · (1/s) − 0; log_softmax: y = (x − sh) · 1 − ls (constants fold)
         if LOG:
@@ -299,6 +318,7 @@ def make_vector_kernel(config: Config, dtype, log: bool = False):
     NEG_INF = -math.inf
     LOG = log
     row_max, row_sum, mx = make_row_reductions(NW, DT)
+    local_max, exp_sum = make_thread_folds(VR, T, LOG, DT, mx)
     shift_of, log_sum = make_plain_log(DT)
 
     def softmax_k05_split_row_vec(x, out):
@@ -348,30 +368,13 @@ def make_vector_kernel(config: Config, dtype, log: bool = False):
 
         nr = min(uint32(RS), (lim + uint32(V * T - 1)) // uint32(V * T))  # shared runs holding a column
         ns = nr * uint32(V)  # (a partial run's missing values are −inf there)
-        m = mx(DT(NEG_INF), hv)
-        for i in range(VR):
-            m = mx(m, vals[i])
-        for j in range(ns):
-            m = mx(m, spill[su + j * uint32(T)])
-        m = row_max(m, red_m, wid, lane, 0)
+        m = row_max(local_max(mx(DT(NEG_INF), hv), vals, spill, su, ns), red_m, wid, lane, 0)
 
         sh = shift_of(m) if LOG else m
-        s = DT(0)
         e = math.exp(hv - sh)
         if not LOG:
             hv = e
-        s += e
-        for i in range(VR):
-            e = math.exp(vals[i] - sh)
-            if not LOG:
-                vals[i] = e
-            s += e
-        for j in range(ns):
-            e = math.exp(spill[su + j * uint32(T)] - sh)
-            if not LOG:
-                spill[su + j * uint32(T)] = e
-            s += e
-        s = row_sum(s, red_s, wid, lane, 0)
+        s = row_sum(exp_sum(e, vals, spill, su, ns, sh), red_s, wid, lane, 0)
 
         if LOG:
             a, ls = DT(1), log_sum(m, s)

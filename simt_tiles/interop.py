@@ -434,15 +434,23 @@ def device_view(dev, shape, strides, offset: int = 0):
 
     shape, strides = tuple(int(n) for n in shape), tuple(int(s) for s in strides)
     host = getattr(dev, "_ary", None)
-    if host is not None:  # the simulator: a NumPy view of the same buffer
-        item = host.dtype.itemsize
-        start = np.lib.stride_tricks.as_strided(host, shape=(offset // item + 1,), strides=(item,))
-        view = np.lib.stride_tricks.as_strided(start[offset // item:], shape=shape, strides=strides)
+    if host is not None:  # the simulator: a NumPy view of the same buffer (``offset`` < 0 too: a reversed batch)
+        view = np.asarray(_HostView(host, shape, strides, offset))
         return type(dev)(view, getattr(dev, "stream", 0))
     lay = layout_of(dev)
     desc = {"shape": shape, "strides": strides, "typestr": lay.dtype.str,
             "data": (lay.ptr + offset, False), "version": 3}
     return cuda.from_cuda_array_interface(desc, owner=dev, sync=False)
+
+
+class _HostView:
+    """The array interface of a view of NumPy array ``base``'s memory ``offset`` bytes (any sign) past its element
+    0 (what ``as_strided`` builds, without its start at ``base``'s pointer); it keeps ``base`` alive."""
+
+    def __init__(self, base: np.ndarray, shape, strides, offset: int):
+        self.base = base
+        self.__array_interface__ = {"shape": shape, "strides": strides, "typestr": base.dtype.str, "version": 3,
+                                    "data": (base.__array_interface__["data"][0] + offset, False)}
 
 
 def _check_torch(x, name: str, dtype=None, accepted: str = "float32 or float64") -> None:

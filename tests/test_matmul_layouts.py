@@ -210,6 +210,27 @@ def test_a_broadcast_operand_is_copied_by_its_strides_not_its_contiguity_flag():
     assert not _strided._in_c_order((3, 5), (1, 0)) and not _strided._in_c_order((2, 3), (1, 2))
 
 
+def test_a_negative_batch_stride_is_copied():
+    """A device batch read backwards (``x[::-1]``): its matrices lie before element 0 of the view, so the copy's
+    views start at negative offsets (the simulator once refused them: "negative dimensions are not allowed")."""
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 5, 2))
+    for variant in (None, "k03_smem_tiled"):
+        got = simt_tiles.matmul(cuda.to_device(a)[::-1], cuda.to_device(b)[:, ::-1], variant=variant)
+        assert_np_matmul(got.copy_to_host(), np.ascontiguousarray(a[::-1]), np.ascontiguousarray(b[:, ::-1]))
+
+
+@pytest.mark.parametrize("variant", ["k01_naive", "k03_smem_tiled", "k10_warptiled"])
+@pytest.mark.parametrize("sa, sb", [((2, 3, 0), (0, 4)), ((3, 0), (2, 0, 4)), ((0,), (0, 4)), ((3, 0), (0,))])
+def test_a_named_rung_with_an_empty_inner_dimension(sa, sb, variant):
+    """K = 0 on the batched and 1-D path with a rung that reads C-order copies: zeros, as np.matmul (the
+    copies' reshape once failed: "cannot reshape array of size 0 into shape (3,0)")."""
+    a, b = np.ones(sa), np.ones(sb)
+    out = poisoned(np.matmul(a, b).shape, np.float64)
+    simt_tiles.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant=variant)
+    np.testing.assert_array_equal(out.copy_to_host(), np.matmul(a, b))
+
+
 def test_a_named_lesser_rung_gets_c_order_copies():
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((2, 7, 5)), rng.standard_normal((6, 5))

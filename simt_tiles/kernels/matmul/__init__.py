@@ -161,8 +161,8 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
     plan = dispatch.plan(variant, config, sh.m, sh.n, sh.k, dtype, autotune)
     a_c = _strided.contiguous_copy(a_mat.dev, sh.a[0], a_str, dtype, stream, "a_copy")
     b_c = _strided.contiguous_copy(b_mat.dev, sh.b[0], b_str, dtype, stream, "b_copy")
-    a_c = a_c.reshape(-1, sh.m, sh.k)
-    b_c = b_c.reshape(-1, sh.k, sh.n)
+    a_c = a_c.reshape(math.prod(sh.a[0][:-2]), sh.m, sh.k)  # (not -1: K = 0 leaves it undetermined)
+    b_c = b_c.reshape(math.prod(sh.b[0][:-2]), sh.k, sh.n)
     sa = _strided.batch_strides(sh.a[0], _strided._c_strides(sh.a[0]), sh.batch)
     sb = _strided.batch_strides(sh.b[0], _strided._c_strides(sh.b[0]), sh.batch)
     mk, kn = sh.m * sh.k, sh.k * sh.n

@@ -134,6 +134,35 @@ def test_correlate1d_volume_forward_and_gradcheck(shape, axis, mode):
     assert torch.autograd.gradcheck(lambda a, b: stt.correlate1d(a, b, axis, mode, 0.5), (x, w), fast_mode=SIMULATOR)
 
 
+TINY = 2.0**-70  # below the 2**-52 under which the ndimage filters skip a weight; a power of two: exact scaling
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["correlate2d-reflect", "convolve2d-constant", "correlate1d-0-wrap",
+                                  "correlate1d-1-mirror", "correlate_separable-nearest", "line-correlate-reflect",
+                                  "line-convolve-constant", "volume-correlate-reflect"])
+def test_filter_gradients_of_tiny_values_do_not_vanish(name):
+    """The filter's gradient correlates the image with dy: every value of dy counts, however small (the
+    ndimage filters skip |w| <= 2**-52, so with dy as their filter a gradient scaled by 2**-70 came back
+    zero).  correlate1d's forward counts every tap and correlate_separable's is the product's, so their image
+    gradients count tiny weights too."""
+    fn, inputs = case(name)
+    y = fn(*inputs)
+    ones = torch.autograd.grad(y, inputs, torch.ones_like(y), retain_graph=True)
+    tiny = torch.autograd.grad(y, inputs, torch.full_like(y, TINY))
+    for i, (g1, gt) in enumerate(zip(ones, tiny)):
+        assert g1.abs().max() > 0, (name, i)
+        np.testing.assert_allclose(gt.detach().cpu().numpy(), g1.detach().cpu().numpy() * TINY, rtol=1e-12, atol=0,
+                                   err_msg=f"{name}: the gradient of input {i}")
+    if name.startswith(("correlate1d", "correlate_separable")):
+        x, *ws = inputs
+        scale = TINY ** (1 / len(ws))  # the separable's factors each above 2**-52, their product below it
+        small = [(w.detach() * scale).requires_grad_() for w in ws]
+        (gx,) = torch.autograd.grad(fn(x, *small).sum(), x)
+        (g1,) = torch.autograd.grad(fn(x, *ws).sum(), x)
+        np.testing.assert_allclose(gx.detach().cpu().numpy(), g1.detach().cpu().numpy() * TINY, rtol=1e-12, atol=0)
+
+
 @needs_torch
 def test_correlate1d_volume_bad_axis_names_it():
     with pytest.raises(ValueError, match=r"axis: expected an int in \[-3, 2\] \(image is 3-D\); got 3"):

@@ -16,13 +16,16 @@ bias_relu            dx = dy where y > 0 (a torch ``where``), dbias = reduce(dx,
 vector_add           da = db = dc
 reduce               sum / mean: dy broadcast back over the reduced axes (torch ``expand``)
 correlate2d          image: convolve2d of dy with the filter on the extended grid, folded back by
-convolve2d           the mode's index map (torch ``index_add``); filter: correlate2d of the
-                     extended image with dy as the filter (a "valid" correlation)
+convolve2d           the mode's index map (torch ``index_add``); filter: the valid correlation of the
+                     extended image with dy (conv2d_nchw on one channel: every value of dy counted,
+                     where correlate2d would skip those of |dy| <= 2**-52)
 correlate1d          correlate2d's, with the 1 × K (axis 1) or K × 1 (axis 0) filter (an N-D image:
-                     its axis moved last, the other axes flattened into rows, along axis 1)
-correlate_separable  correlate2d's with the outer product W = wy·wxᵀ; then d wy = dW·wx, d wx = dWᵀ·wy
+                     its axis moved last, the other axes flattened into rows, along axis 1); the
+                     image's, every tap counted as the forward counts them (conv2d_nchw)
+correlate_separable  correlate2d's with the outer product W = wy·wxᵀ (the image's every tap counted);
+                     then d wy = dW·wx, d wx = dWᵀ·wy
 correlate            correlate2d's on every axis of a 1-D, 2-D or 3-D image (convolve of dy on the
-convolve             extended grid folded back axis by axis; correlate of the extended image with dy)
+convolve             extended grid folded back axis by axis; the extended image's valid correlation with dy)
 conv2d_nchw          x: conv2d_nchw of dy with the flipped, transposed filter; w: conv2d_nchw with
                      the batch as channels (x and dy transposed); bias: reduce over N, H, W
 ===================  =========================================================================
@@ -544,11 +547,22 @@ def _fold(ge: Tensor, rows: np.ndarray, cols: np.ndarray, shape) -> Tensor:
     return g.new_zeros(tuple(shape)).index_add(1, torch.as_tensor(cols[keep_c], device=dev), g)
 
 
-def _filter_grads(ctx, image, dy, weff: Tensor, ca: int, cb: int, need_filter: bool):
+def _valid_correlation(x: Tensor, f: Tensor) -> Tensor:
+    """``Σ_t f[t]·x[i + t]`` at every ``i`` where ``f`` fits in ``x`` (1-D or 2-D), every tap counted (0·NaN = NaN,
+    as torch's conv2d): :func:`conv2d_nchw` on one channel.  Not the ndimage filters: they skip the taps of
+    ``|w| <= 2**-52``, as scipy does, so with ``dy`` as the filter a gradient of tiny values came back zero."""
+    lead = (1, 1) + (1,) * (2 - x.dim())
+    out = conv2d_nchw(x.reshape(lead + tuple(x.shape)).contiguous(), f.reshape(lead + tuple(f.shape)).contiguous())
+    return out.reshape(tuple(int(n) - int(k) + 1 for n, k in zip(x.shape, f.shape)))
+
+
+def _filter_grads(ctx, image, dy, weff: Tensor, ca: int, cb: int, need_filter: bool, every_tap: bool = False):
     """(d image, d weff) of ``out = valid_correlation(extend(image), weff)`` with the filter's
     centre at (ca, cb), ``ctx.mode`` / ``ctx.cval`` the extension: the image gradient is the full
-    convolution of dy with weff on the extended grid, folded back; the filter gradient (where
-    ``need_filter``) the valid correlation of the extended image with dy."""
+    convolution of dy with weff on the extended grid, folded back (``every_tap``: every weight counted, for
+    forwards that count them; else those of ``|w| <= 2**-52`` skipped, as the forward skips them); the filter
+    gradient (where ``need_filter``) the valid correlation of the extended image with dy, every value of dy
+    counted."""
     # the index maps are NumPy constants: symbolic sizes (dynamic shapes) are specialised here
     h, w = (int(n) for n in image.shape)
     kh, kw = (int(n) for n in weff.shape)
@@ -556,17 +570,17 @@ def _filter_grads(ctx, image, dy, weff: Tensor, ca: int, cb: int, need_filter: b
     cols = _index_map(w, cb, kw - 1 - cb, ctx.mode)
     dimage = dweff = None
     if ctx.needs_input_grad[0]:
-        # dy placed so convolve2d's centre ((K − 1)//2) lines up: rows K//2 before, K − 1 − K//2 after
-        dyp = torch.nn.functional.pad(dy, (kw // 2, kw - 1 - kw // 2, kh // 2, kh - 1 - kh // 2))
-        ge = convolve2d(dyp, weff, "constant", 0.0)
+        if every_tap:  # the full convolution: dy padded by K − 1, the flipped filter's valid correlation
+            ge = _valid_correlation(torch.nn.functional.pad(dy, (kw - 1, kw - 1, kh - 1, kh - 1)), weff.flip(0, 1))
+        else:  # dy placed so convolve2d's centre ((K − 1)//2) lines up: rows K//2 before, K − 1 − K//2 after
+            dyp = torch.nn.functional.pad(dy, (kw // 2, kw - 1 - kw // 2, kh // 2, kh - 1 - kh // 2))
+            ge = convolve2d(dyp, weff, "constant", 0.0)
         if ctx.mode == "constant":
             dimage = ge[ca:ca + h, cb:cb + w]
         else:
             dimage = _fold(ge, rows, cols, (h, w))
     if need_filter:
-        xe = _extend(image, rows, cols, ctx.cval)
-        full = correlate2d(xe, dy.contiguous(), "constant", 0.0)
-        dweff = full[h // 2:h // 2 + kh, w // 2:w // 2 + kw]
+        dweff = _valid_correlation(_extend(image, rows, cols, ctx.cval), dy)
     return dimage, dweff
 
 
@@ -682,9 +696,8 @@ def _filter_grads_nd(ctx, image, dy, weff: Tensor, anchor, need_filter: bool):
             dimage = _fold_nd(ge, maps, shape)
     if need_filter:
         xe = _extend_nd(image, maps, ctx.cval)
-        if len(shape) <= 2:  # the full correlation with dy as the filter (k10/k11), its K values around the centre
-            full = correlate(xe, dy.contiguous(), "constant", 0.0)
-            dweff = full[tuple(slice(n // 2, n // 2 + k) for n, k in zip(shape, ks))]
+        if len(shape) <= 2:  # the valid correlation with dy as the filter, every tap counted
+            dweff = _valid_correlation(xe, dy)
         else:  # a volume: dy as a filter fits no ring (the naive rung, (n+k-1)^3 * n^3 taps): one dot a tap
             dweff = torch.stack([(xe[tuple(slice(j, j + n) for j, n in zip(t, shape))] * dy).sum()
                                  for t in np.ndindex(*ks)]).reshape(ks)
@@ -773,13 +786,13 @@ def _correlate1d_backward(ctx, dy):
             return di, dw, None, None, None
         x2 = moved.reshape(-1, length).contiguous()
         dy2 = dy.movedim(ctx.axis, -1).reshape(-1, length).contiguous()
-        di, dw = _filter_grads(ctx, x2, dy2, weights.reshape(1, k), 0, k // 2, ctx.needs_input_grad[1])
+        di, dw = _filter_grads(ctx, x2, dy2, weights.reshape(1, k), 0, k // 2, ctx.needs_input_grad[1], True)
         if di is not None:
             di = di.reshape(moved.shape).movedim(-1, ctx.axis)
         return di, (None if dw is None else dw.reshape(k)), None, None, None
     weff = weights.reshape((k, 1) if ctx.rows else (1, k))
     di, dw = _filter_grads(ctx, image, dy, weff, k // 2 if ctx.rows else 0, 0 if ctx.rows else k // 2,
-                           ctx.needs_input_grad[1])
+                           ctx.needs_input_grad[1], True)  # the forward counts every tap
     return di, (None if dw is None else dw.reshape(k)), None, None, None
 
 
@@ -825,7 +838,7 @@ def _separable_backward(ctx, dy):
     image, wy, wx = ctx.saved_tensors
     kh, kw = int(wy.shape[0]), int(wx.shape[0])
     di, dw = _filter_grads(ctx, image, dy, torch.outer(wy, wx), kh // 2, kw // 2,
-                           ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+                           ctx.needs_input_grad[1] or ctx.needs_input_grad[2], True)
     dwy = dw @ wx if ctx.needs_input_grad[1] else None
     dwx = dw.t() @ wy if ctx.needs_input_grad[2] else None
     return di, dwy, dwx, None, None

@@ -262,8 +262,7 @@ def test_hoisted_guards_property(m, n, k, which, guards, precision):
 
 #: the presets' ``guards`` (H100, mma_s36: the hoisted guards where they were faster at 4096³ and 8192³)
 SHIPPED_GUARDS = {("k13_mma_tf32", "large"): 2, ("k13_mma_tf32", "large_batched"): 2,
-                  ("k14_mma_bf16", "large"): 2, ("k14_mma_bf16", "large_batched"): 2, ("k14_mma_bf16", "default"): 3,
-                  ("k13_mma_tf32", "large_frag2"): 2, ("k14_mma_bf16", "large_frag2"): 2}
+                  ("k14_mma_bf16", "large"): 2, ("k14_mma_bf16", "large_batched"): 2, ("k14_mma_bf16", "default"): 3}
 
 
 def test_guards_default_is_the_first_generator():
@@ -618,14 +617,12 @@ def test_fragments_source_presets_and_rules():
     assert k13.Config().frag == 1
     for rung in MMA_RUNGS.values():
         large = rung.presets["large"]
-        assert rung.presets["large_frag2"] == dataclasses.replace(large, frag=2)
         src = {f: rung.source(dataclasses.replace(large, frag=f)) for f in (1, 2, 3)}
         assert "a2_0_0" not in src[1] and "b2_0_0" not in src[1]
         assert "a2_0_0" in src[2] and "b2_0_0" in src[2] and "a2_0_0" not in src[3] and "b2_0_0" in src[3]
         first_mma = src[2].index("mma_", src[2].index("while t < n_tiles"))
         assert src[2].index("cp_async16", src[2].index("while t < n_tiles")) > first_mma
-    assert k13.PRESETS["default_frag2"] == dataclasses.replace(k13.PRESETS["default"], frag=2)
-    assert _rung_cfg("bf16:large,frag=2")[2] == k14.PRESETS["large_frag2"]
+    assert _rung_cfg("bf16:large,frag=2")[2] == dataclasses.replace(k14.PRESETS["large"], frag=2)
     assert _rung_cfg("tf32:default,frag=3")[2] == dataclasses.replace(k13.PRESETS["default"], frag=3)
     with pytest.raises(Exception, match="frag"):
         dataclasses.replace(k14.PRESETS["default"], frag=2)  # 2 slices a tile × 4 stages: 8 a trip

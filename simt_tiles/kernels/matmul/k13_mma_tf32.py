@@ -141,10 +141,6 @@ PRESETS = {
     # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
     # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
     "large_batched": Config(bm=128, bn=256, wm=64, wn=64, stages=3, batched=2, guards=2),
-    # fragments two k-slices ahead (session 40, offline; benchmarks/notes/mma.md): for the GPU's timing beside
-    # "large" and "default", not chosen by matmul_mma
-    "large_frag2": Config(bm=128, bn=256, wm=64, wn=64, stages=3, guards=2, frag=2),
-    "default_frag2": Config(frag=2),
 }
 
 

@@ -50,9 +50,6 @@ PRESETS = {
     # the batched form of "large" (grid z is the batch; matmul_mma chooses it for a batch of products): gated
     # so its signature and registers are checked where the 2-D kernel's are (benchmarks/notes/mma.md)
     "large_batched": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, batched=2, guards=2),
-    # fragments two k-slices ahead (session 40, offline): timed beside "large"; "default" (2 k-slices a tile,
-    # 4 stages: 8 a trip) cannot take three register sets, `bf16:default,stages=3,frag=2` can
-    "large_frag2": Config(bm=256, bn=128, bk=64, wm=64, wn=64, stages=3, guards=2, frag=2),
 }
 
 

@@ -568,6 +568,79 @@ def test_round_in_smem_has_no_races():
         assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()
 
 
+# --- fragments two k-slices ahead (``frag`` 2, 3; session 40) ----------------------------------------
+
+#: three register sets need (bk/kstep)·stages a multiple of 3: 3 stages; 2 k-slices a tile (only the tile boundary
+#: loads two slices) and 4 (slices two ahead inside the tile too); warps along M (0, 2) and along N (1)
+FRAG_BASE = {"tf32": [dataclasses.replace(TF32_CONFIGS[0], stages=3), dataclasses.replace(TF32_CONFIGS[1], stages=3),
+                      dataclasses.replace(TF32_CONFIGS[0], bk=32, stages=3, guards=3)],
+             "bf16": [dataclasses.replace(BF16_CONFIGS[0], stages=3), dataclasses.replace(BF16_CONFIGS[1], stages=3),
+                      dataclasses.replace(BF16_CONFIGS[0], bk=64, stages=3, guards=2)]}
+FRAG_BASE["fp16"] = FRAG_BASE["bf16"]
+
+
+def _call(a, b, precision, cfg):
+    m, n = a.shape[0], b.shape[1]
+    if precision == "bf16":
+        return _bf16_call(a, b, np.full((m, n), 0x7FC0, np.uint16), cfg)
+    out = np.full((m, n), np.nan, np.float32 if precision == "tf32" else np.float16)
+    return np.asarray(matmul_mma(a, b, precision=precision, out=out, config=cfg))
+
+
+@settings(max_examples=examples(6))
+@given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 65, 130]),
+       which=st.integers(0, 2), frag=st.sampled_from([2, 3]), precision=st.sampled_from(["tf32", "bf16", "fp16"]))
+@example(m=17, n=65, k=130, which=2, frag=2, precision="bf16")  # 3 k tiles of 4 slices (a trip), K tail
+@example(m=33, n=40, k=65, which=2, frag=3, precision="tf32")  # 3 k tiles of 4 slices, B two ahead, A one
+@example(m=31, n=65, k=37, which=1, frag=2, precision="fp16")  # warps along N, 2 k tiles: fewer than the stages
+@example(m=1, n=1, k=1, which=0, frag=2, precision="tf32")  # one tile, mostly zero-filled
+def test_fragments_two_ahead_are_bit_identical(m, n, k, which, frag, precision):
+    """``frag`` 2 (A's and B's fragments two k-slices ahead) and 3 (B's only) against 1: the same mma in the same
+    order on every accumulator, so C is bit-identical; and within the bound, none unwritten (NaN-poisoned)."""
+    off = FRAG_BASE[precision][which]
+    on = dataclasses.replace(off, frag=frag)
+    assert k13.kernel_name(on, precision) == k13.kernel_name(off, precision) + f"_f{frag}"
+    a, b, a32, b32 = _inputs(m, n, k, precision)
+    got_off, got_on = _call(a, b, precision, off), _call(a, b, precision, on)
+    np.testing.assert_array_equal(got_on.view(np.uint16 if got_on.itemsize == 2 else np.uint32),
+                                  got_off.view(np.uint16 if got_off.itemsize == 2 else np.uint32))
+    got = mma.bits_to_f32(got_on, "bf16") if precision == "bf16" else got_on.astype(np.float32)
+    assert_within_bound(got, a32, b32, precision, on)
+
+
+def test_fragments_source_presets_and_rules():
+    """``frag`` 1 (the field's default) is the source as before (pinned by the sources test below); 2 loads three
+    register sets (names a2_*, b2_*) with the copies after the first slice's mma; 3 three of B's, two of A's; the
+    presets and the bench's spec; the rule on (bk/kstep)·stages."""
+    from simt_tiles.bench.mma import _rung_cfg
+
+    assert k13.Config().frag == 1
+    for rung in MMA_RUNGS.values():
+        large = rung.presets["large"]
+        src = {f: rung.source(dataclasses.replace(large, frag=f)) for f in (1, 2, 3)}
+        assert "a2_0_0" not in src[1] and "b2_0_0" not in src[1]
+        assert "a2_0_0" in src[2] and "b2_0_0" in src[2] and "a2_0_0" not in src[3] and "b2_0_0" in src[3]
+        first_mma = src[2].index("mma_", src[2].index("while t < n_tiles"))
+        assert src[2].index("cp_async16", src[2].index("while t < n_tiles")) > first_mma
+    assert _rung_cfg("bf16:large,frag=2")[2] == dataclasses.replace(k14.PRESETS["large"], frag=2)
+    assert _rung_cfg("tf32:default,frag=3")[2] == dataclasses.replace(k13.PRESETS["default"], frag=3)
+    with pytest.raises(Exception, match="frag"):
+        dataclasses.replace(k14.PRESETS["default"], frag=2)  # 2 slices a tile × 4 stages: 8 a trip
+    with pytest.raises(Exception, match="frag"):
+        k13.Config(frag=4)
+
+
+@pytest.mark.sim  # simt_tiles.analyze runs in the simulator
+def test_fragments_two_ahead_have_no_races():
+    """``frag`` 2 loads the next tile's first two slices after the barrier and the copies refill a stage only after
+    every warp's last load of it: the race check finds nothing (K = 37: 3 tiles through 3 stages, each refilled)."""
+    from simt_tiles import analyze
+
+    for rung, cfg in (("k13_mma_tf32", "stages=3,frag=2"), ("k14_mma_bf16", "bk=64,stages=3,frag=2")):
+        report = analyze.run(rung, ladder="matmul_mma", config=cfg, shape="17x9x150")
+        assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()
+
+
 # --- batched and 1-D products (np.matmul's shapes; the batched form, grid z) -----------------------
 
 #: sha256 (first 16 hex digits) of the 2-D kernels' sources before the batched form (``batched`` 1, the
@@ -589,7 +662,7 @@ def test_default_sources_are_byte_identical_and_the_batched_form_differs_only_wh
     for rung, precs in ((k13.RUNG, ("tf32",)), (k14.RUNG, ("bf16", "fp16"))):
         for preset, cfg in rung.presets.items():
             for p in precs:
-                if cfg.batched == 1:
+                if cfg.batched == 1 and cfg.frag == 1:
                     one = dataclasses.replace(cfg, guards=1)  # (the pins are guards 1's; SHIPPED_GUARDS: the presets')
                     digest = hashlib.sha256(rung.source(one, precision=p).encode()).hexdigest()[:16]
                     assert digest == SOURCES_BEFORE_BATCHED[f"{rung.name}/{preset}/{p}"], (rung.name, preset, p)

@@ -20,7 +20,9 @@ What changed versus k12
       a B fragment (lane (g, t) reads row t, column g) hit 32 banks.
     * **byte addresses** in shared memory: one base register per fragment column, every
       stage/k-step/fragment an immediate; the tile loop is unrolled S times so the stage is a
-      constant; fragments double-buffered in registers (k-step k+1 loads while k multiplies).
+      constant; fragments double-buffered in registers (k-step k+1 loads while k multiplies);
+      ``frag`` 2 keeps three sets, loading k-step k+2's (ptxas sinks a load issued after the copies
+      to just before its mma; two steps ahead it still has a step of mma to hide behind).
     * block tiles rasterised in groups of ``group`` rows (L2 reuse of B's columns).
 
 Generated source (``python -m simt_tiles.codegen dump k13_mma_tf32``).  Rules: wm % 16, wn % 8,
@@ -81,6 +83,12 @@ class Config(TileConfig):
     #: C (batches·M, N), its rows from z·M; everything else the 2-D kernel's.  1 (the default): the 2-D kernel
     #: ``kernel(a, b, c)``, its source as before.  The launcher chooses it (a batch of products runs 2)
     batched: int = 1
+    #: how many k-slices ahead a warp loads its fragments (issue 30, session 40; benchmarks/notes/mma.md).  1: the
+    #: next slice's (two register sets), as generated first; 2: A's and B's two slices ahead inside a BK tile
+    #: (three sets; at the tile's last slice, after the barrier, the next tile's first two), so no slice's loads
+    #: sit right behind the copies (ptxas keeps an ldmatrix below a cp.async); 3: B's two ahead, A's one (a partial:
+    #: one more set of B's registers only)
+    frag: int = 1
 
     ES = 4  # bytes per element in shared memory
     KSTEP = 8  # k of one mma
@@ -112,6 +120,9 @@ class Config(TileConfig):
                  "round_in_smem 1 (at fragment load) or 2 (once a block in shared memory: TF32 with rounding 1 or 3)"),
                 ("stages", self.stages >= 2 and (self.bk // self.KSTEP * self.stages) % 2 == 0,
                  "stages >= 2 and (bk/kstep)·stages even (register double buffering)"),
+                ("frag", self.frag == 1 or (self.frag in (2, 3) and self.bk // self.KSTEP >= 2
+                                            and (self.bk // self.KSTEP * self.stages) % 3 == 0),
+                 "frag 1, or 2/3 (three register sets) with bk/kstep >= 2 and (bk/kstep)·stages a multiple of 3"),
                 ("bk", (self.bm * wa) % t == 0 and (self.bk * wb) % t == 0 and t % wa == 0 and t % wb == 0,
                  "the 16-byte copies of A and B spread evenly over the threads"))
 
@@ -148,6 +159,7 @@ class Pipeline:
         self.A_STAGE, self.STAGE = c.bm * self.ROWA, c.stage_bytes()
         self.MI, self.NI, self.KS = c.wm // 16, c.wn // 8, c.bk // c.KSTEP
         self.RA, self.RB = self.T // self.WA, self.T // self.WB  # rows one pass of copies covers
+        self.da, self.db = {1: (1, 1), 2: (2, 2), 3: (1, 2)}[cfg.frag]  # k-slices ahead: A's, B's fragments
 
     # ---- swizzles: the chunk a row's chunk c goes to is c ^ f(row) ----
     def f_a(self, r: str) -> str:
@@ -185,10 +197,17 @@ class Pipeline:
                    f"U(U(g & U(3)) * U(4))))")
 
     def load(self, s, stage: int, kk: int, buf: int):
+        self.load_a(s, stage, kk, buf)
+        self.load_b(s, stage, kk, buf)
+
+    def load_a(self, s, stage: int, kk: int, buf: int):
         base = stage * self.STAGE
         for mi in range(self.MI):
             s.line(", ".join(f"q{r}" for r in range(4)) + f" = ldsm_x4(fa{kk}, {base + mi * 16 * self.ROWA})")
             s.line("; ".join(f"a{buf}_{mi}_{r} = {self.tf32(f'q{r}', True)}" for r in range(4)))
+
+    def load_b(self, s, stage: int, kk: int, buf: int):
+        base = stage * self.STAGE
         for ni in range(self.NI):
             for r in range(2):
                 off = base + (kk * 8 + 4 * r) * self.ROWB + (ni // self.nb) * self.nb * 32
@@ -214,12 +233,29 @@ class Pipeline:
             s.line(f"u0, u1, u2, u3 = lds128({dst}, {o})",
                    f"sts128({dst}, {o}, {r}(u0), {r}(u1), {r}(u2), {r}(u3))")
 
-    def mma(self, s, buf: int):
+    def mma(self, s, buf: int, bbuf: int | None = None):
+        bbuf = buf if bbuf is None else bbuf
         for mi in range(self.MI):
             for ni in range(self.NI):
                 acc = ", ".join(f"c{mi}_{ni}_{r}" for r in range(4))
                 s.line(f"{acc} = {self.MMA}(" + ", ".join(f"a{buf}_{mi}_{r}" for r in range(4)) + ", "
-                       + ", ".join(f"b{buf}_{ni}_{r}" for r in range(2)) + f", {acc})")
+                       + ", ".join(f"b{bbuf}_{ni}_{r}" for r in range(2)) + f", {acc})")
+
+    def fragments(self, s, st: int, kk: int):
+        """The fragment loads at k-slice ``kk`` of stage ``st`` (``st`` -1: the prologue, before slice 0): each
+        operand's slice ``kk + d`` (``d`` its distance, ``frag``), from the next stage after the barrier at the
+        tile's last slice (its first ``d`` slices), none past the tile before that.  Slice j of a trip goes to
+        register set j mod (d + 1); the earlier slice first, A before B."""
+        S, KS = self.cfg.stages, self.KS
+        loads = []
+        for op, d in (("a", self.da), ("b", self.db)):
+            if kk == KS - 1 or st < 0:
+                nst = (st + 1) % S
+                loads += [(j, op, nst, ((st + 1) * KS + j) % (d + 1)) for j in range(d)]
+            elif kk + d < KS:
+                loads.append((kk + d, op, st, (st * KS + kk + d) % (d + 1)))
+        for j, op, stage, buf in sorted(loads):
+            (self.load_a if op == "a" else self.load_b)(s, stage, j, buf)
 
     # ---- the kernel ----
     def passes(self, rows_per_pass: int, count: int, f) -> bool:
@@ -346,7 +382,7 @@ class Pipeline:
             s.line(f"wait_group({S - 2})")
             self.round_stage(s, 0)
             s.line("cuda.syncthreads()")
-            self.load(s, 0, 0, 0)
+            self.fragments(s, -1, 0)
             s.line("t = I64(0)")
             s.line(f"# --- main loop, unrolled x{S}: stage s of tile t is a constant ---")
             with s.block("while t < n_tiles:"):
@@ -357,11 +393,13 @@ class Pipeline:
                             s.line(f"wait_group({S - 2})  # the next tile has landed (this thread's copies) ...")
                             self.round_stage(s, (st + 1) % S)
                             s.line("cuda.syncthreads()  # ... everyone's; and this stage is free to refill")
-                        nst, nkk = (st, kk + 1) if kk + 1 < self.KS else ((st + 1) % S, 0)
-                        self.load(s, nst, nkk, (step + 1) % 2)
-                        if kk == 0:
+                        self.fragments(s, st, kk)
+                        # frag 2, 3: the copies after the slice's mma in the source (ptxas then keeps fewer registers)
+                        if kk == 0 and self.cfg.frag == 1:
                             self.issue(s, (st + S - 1) % S)
-                        self.mma(s, step % 2)
+                        self.mma(s, step % (self.da + 1), step % (self.db + 1))
+                        if kk == 0 and self.cfg.frag > 1:
+                            self.issue(s, (st + S - 1) % S)
                     s.line("t = I64(t + I64(1))")
                     if st < S - 1:
                         with s.block("if t >= n_tiles:"):
@@ -403,7 +441,8 @@ GUARDS_MAX_K = 2**30
 def kernel_name(cfg: Config, precision: str) -> str:
     return (f"matmul_mma_{precision}_{cfg.bm}x{cfg.bn}x{cfg.bk}_w{cfg.wm}x{cfg.wn}_s{cfg.stages}"
             f"_g{cfg.group}_lb{cfg.min_blocks}_r{cfg.rounding}" + (f"_q{cfg.guards}" if cfg.guards > 1 else "")
-            + (f"_m{cfg.round_in_smem}" if cfg.round_in_smem > 1 else "") + ("_z" if cfg.batched == 2 else ""))
+            + (f"_m{cfg.round_in_smem}" if cfg.round_in_smem > 1 else "") + ("_z" if cfg.batched == 2 else "")
+            + (f"_f{cfg.frag}" if cfg.frag > 1 else ""))
 
 
 def generate(cfg: Config, precision: str = "tf32", pipeline=Pipeline) -> tuple[str, str, str]:

@@ -76,11 +76,14 @@ class Pipeline16(k13.Pipeline):
             s.line(f"fb{np2} = SA(s0 + SA(U({self.A_STAGE}) + U(mrow * U({self.ROWB})) + "
                    f"U(U(U(U(wn0 >> U(3)) + U({2 * np2}) + U(j8 >> U(1))) ^ {self.f_b('r8')}) * U(16))))")
 
-    def load(self, s, stage: int, kk: int, buf: int):
+    def load_a(self, s, stage: int, kk: int, buf: int):
         base = stage * self.STAGE
         for mi in range(self.MI):
             s.line(", ".join(f"a{buf}_{mi}_{r}" for r in range(4))
                    + f" = ldsm_x4(fa{kk}, {base + mi * 16 * self.ROWA})")
+
+    def load_b(self, s, stage: int, kk: int, buf: int):
+        base = stage * self.STAGE
         for np2 in range(self.NI // 2):
             s.line(f"b{buf}_{2 * np2}_0, b{buf}_{2 * np2}_1, b{buf}_{2 * np2 + 1}_0, b{buf}_{2 * np2 + 1}_1"
                    f" = ldsm_x4_t(fb{np2}, {base + kk * 16 * self.ROWB})")

@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -352,6 +352,22 @@ for step in $steps; do
         > "$out/softmax16_k05_vec.log" 2>&1; echo "k05 vec rc=$?"; grep -vE "Warn|warn\(" "$out/softmax16_k05_vec.log" | tail -30 | cut -c1-160
       timeout $(limit 60 3) python3 benchmarks/lab/depthwise_probe.py --planes --json "$out/depthwise_planes.json" \
         > "$out/depthwise_planes.log" 2>&1; echo "depthwise rc=$?"; tail -20 "$out/depthwise_planes.log" | cut -c1-300 ;;
+    k11_skew)
+      # issue 33, session 40 (benchmarks/notes/conv2d.md): k11's window loads with the patch rows padded by 16 bytes
+      # every 128 (Config.skew; 4-way bank-conflicted before) — the GPU tests, every filter of the probe beside the
+      # default, then Nsight Compute's shared-memory wavefronts, conflicts, FMA pipe and stalls at 9x9, both layouts
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 100 250) python3 -m pytest -q \
+        -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_conv2d_large.py > "$out/k11_skew_tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/k11_skew_tests.log" | tail -8 | cut -c1-300
+      timeout $(limit 200 70) python3 benchmarks/lab/large_filter_probe.py --skew --no-alt --no-peer --reps 10 \
+        --json "$out/large_filter_skew.json" > "$out/large_filter_skew.log" 2>&1
+      echo "probe rc=$?"; grep -E "^\|" "$out/large_filter_skew.log" | cut -c1-220
+      timeout $(limit 90 3) ncu --clock-control none --section WarpStateStats --section SchedulerStats -c 6 -k regex:k11 \
+        --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
+        --csv python3 benchmarks/lab/ncu_conv_once.py --filters 9 --skew 128 > "$out/ncu_k11_skew.csv" 2> "$out/ncu_k11_skew.err"
+      echo "ncu rc=$?"; grep -E "shared_op_ld|pipe_fma|pipe_lsu|time_duration|Stall|Issued Warp" "$out/ncu_k11_skew.csv" \
+        | awk -F'","' '{print $1" | "$(NF-2)" | "$NF}' | cut -c1-160 | head -60 ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
       # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));

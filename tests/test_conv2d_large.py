@@ -53,13 +53,22 @@ EXAMPLES = examples(30) if SIMULATOR else settings.default.max_examples
 #: 12 × 17 with 9 × 9)
 MAX_WORK = 20_000 if SIMULATOR else 4_000_000
 
+
+
+def _skewed(config):
+    """``config``, or with its rows padded every 1, 2 or 4 float32 windows of a lane (``Config.skew``)."""
+    periods = [1] + ([4 * config.rx * n for n in (1, 2, 4)] if config.rx % 4 == 0 else [])
+    return st.sampled_from(periods).map(lambda skew: dataclasses.replace(config, skew=skew))
+
+
 if SIMULATOR:
     RANDOM = st.builds(k11.Config, block_x=st.integers(1, 3), block_y=st.integers(1, 3),
-                       rx=st.sampled_from([1, 2, 3, 4, 8]), ry=st.integers(1, 4), kc=st.sampled_from([1, 3, 4, 5, 8]))
+                       rx=st.sampled_from([1, 2, 3, 4, 8]), ry=st.integers(1, 4),
+                       kc=st.sampled_from([1, 3, 4, 5, 8])).flatmap(_skewed)
 else:
     RANDOM = st.builds(k11.Config, block_x=st.sampled_from([8, 16, 32]), block_y=st.sampled_from([1, 2, 4, 8]),
                        rx=st.sampled_from([3, 4, 8, 16]), ry=st.integers(1, 8), kc=st.sampled_from([4, 5, 8, 16]),
-                       min_blocks=st.sampled_from([1, 4]), min_blocks64=st.sampled_from([1, 2]))
+                       min_blocks=st.sampled_from([1, 4]), min_blocks64=st.sampled_from([1, 2])).flatmap(_skewed)
 
 #: filter sides: 1 (a 1-D filter), the small ones k10 takes on the other axis, and 8 … 31 (even and odd)
 LONG = st.integers(8, 31)
@@ -177,6 +186,41 @@ def test_edge_and_middle_rows_and_chunks(ry, kh, rx, kc, kw, dtype):
     expect = ndi.correlate(x, f, mode="wrap")
     ref, bound = correlate2d_reference(x, f, "wrap")
     assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{cfg}")
+
+
+#: (block_x, rx, kc, skew bytes, filter columns): windows 1, 2 and 4 lanes a period (float64: 1, 2 — or none
+#: where a lane's window is wider than the period), a block narrower than a period and one that does not divide
+#: it (the patch loader's run-time column), two chunks written out with a rest; chunks in a loop: no skew
+SKEWS = [(2, 4, 4, 16, 9), (2, 4, 4, 32, 9), (3, 4, 4, 32, 10), (4, 4, 4, 64, 8), (4, 8, 4, 32, 9),
+         (2, 4, 4, 32, 11), (2, 4, 4, 32, 13)]
+
+
+@pytest.mark.parametrize("bx, rx, kc, skew, kw", SKEWS, ids=[f"bx{s[0]}-rx{s[1]}-kc{s[2]}-skew{s[3]}-kw{s[4]}"
+                                                           for s in SKEWS])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_skewed_patch_rows(bx, rx, kc, skew, kw, dtype):
+    """Rows padded by 16 bytes every ``skew`` bytes (lanes' 128-bit window loads on distinct banks): the window
+    loads, the patch copy (interior and edge blocks), the NaN scan and the plain loop that skips a zero tap all
+    read the padded layout.  An image of 2 tiles + 1 each way, mode "mirror", a NaN beside a zero tap."""
+    cfg = k11.Config(block_x=bx, block_y=2, rx=rx, ry=2, kc=kc, skew=skew)
+    itemsize = np.dtype(dtype).itemsize
+    spec = specialise(cfg, 9, kw, Mode.MIRROR)
+    applies = skew % (rx * itemsize) == 0 and k11.chunks(spec)[1] <= k11.WRITTEN_CHUNKS
+    assert (k11.skew(spec, itemsize) != (0, 1)) == applies
+    assert k11.pitch(spec, itemsize) > k11.pitch(dataclasses.replace(spec, skew=1), itemsize) or not applies
+    th, tw = cfg.tile()
+    rng = np.random.default_rng(skew + kw)
+    x = rng.standard_normal((2 * th + 1, 2 * tw + 1)).astype(dtype)
+    f = rng.standard_normal((9, kw)).astype(dtype)
+    for nan in (False, True):
+        if nan:  # a zero tap and a NaN in the first block's last patch column (padded the most): the scan must find
+            x[th, tw - 1 + kw - 1 - kw // 2], f[4, kw - 1] = np.nan, 0  # it, or the zero tap meets it (0·NaN)
+        out = poisoned(x.shape, dtype)
+        correlate2d(x, cuda.to_device(f), mode="mirror", out=out, variant=LARGE_VARIANT, config=cfg)
+        with np.errstate(invalid="ignore"):
+            expect = ndi.correlate(x, f, mode="mirror")
+            ref, bound = correlate2d_reference(x, f, "mirror")
+        assert_like_scipy(out.copy_to_host(), expect, ref, bound, f"{cfg} nan={nan}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -27,6 +27,7 @@ Prints a markdown table and writes ``--json``.  Budget: ≤ 150 s on an H100/H20
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -52,6 +53,9 @@ CROP = 96
 #: 4-way bank-conflicted, ~2/3 of shared memory's wavefronts busy): 16 × 4 threads of 8 × 8 outputs, 2-way, ~40 %
 #: busy, but 7 edge rows each side instead of 3 (k11's header) — which of the two costs more, measured
 ALT = dict(block_x=16, block_y=4, rx=8, ry=8, kc=16, min_blocks=8)
+#: ``--skew``: the default's preset with its patch rows padded by 16 bytes every 128 (``k11.skew``: conflict-free
+#: window loads, 12.5 % more shared memory a block)
+SKEW = 128
 
 
 def _warm_job(job) -> tuple[str, float]:
@@ -59,14 +63,13 @@ def _warm_job(job) -> tuple[str, float]:
     ``simt_tiles.warm``), or k11 with :data:`ALT`."""
     dtype, kh, kw, which = job
     t0 = time.perf_counter()
-    if which == "alt":
+    if which in ("alt", "skew"):
         from numba import cuda
 
         import simt_tiles
-        from simt_tiles.kernels.conv2d import k11_large_filter as k11
 
         simt_tiles.correlate2d(cuda.to_device(np.ones((40, 140), dtype)), cuda.to_device(np.full((kh, kw), 0.5, dtype)),
-                               mode=MODE, variant="k11_large_filter", config=k11.Config(**ALT))
+                               mode=MODE, variant="k11_large_filter", config=_config(which, dtype, kh, kw))
         cuda.synchronize()
     elif dtype == "float32":
         from simt_tiles.warm import run_job
@@ -83,9 +86,22 @@ def _warm_job(job) -> tuple[str, float]:
     return f"{which} {dtype} {kh}x{kw}", time.perf_counter() - t0
 
 
-def warm(cases, jobs: int, alt: bool) -> dict:
+def _config(which: str, dtype, kh: int, kw: int):
+    """k11's config for ``which``: :data:`ALT`, or the default's preset with :data:`SKEW`."""
+    from simt_tiles.kernels.conv2d import dispatch
+    from simt_tiles.kernels.conv2d import k11_large_filter as k11
+    from simt_tiles.kernels.conv2d._args import mode_of
+
+    if which == "alt":
+        return k11.Config(**ALT)
+    plan = dispatch.plan_filter(None, None, 8192, 8192, kh, kw, mode_of(MODE), np.dtype(dtype), "device")
+    return dataclasses.replace(plan.config, skew=SKEW)
+
+
+def warm(cases, jobs: int, alt: bool, skew: bool = False) -> dict:
     todo = sorted({(d, kh, kw, "default") for d, _, kh, kw in cases}
-                  | ({(d, kh, kw, "alt") for d, _, kh, kw in cases if d == "float32"} if alt else set()))
+                  | ({(d, kh, kw, "alt") for d, _, kh, kw in cases if d == "float32"} if alt else set())
+                  | ({(d, kh, kw, "skew") for d, _, kh, kw in cases} if skew else set()))
     t0 = time.perf_counter()
     out = {}
     with ProcessPoolExecutor(min(jobs, len(todo)), mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -202,12 +218,13 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="9x9 and 31x31 float32, 15x15 float64 only")
     p.add_argument("--no-peer", action="store_true", help="leave cupyx out")
     p.add_argument("--no-alt", action="store_true", help="leave k11 with the other tile (ALT) out")
+    p.add_argument("--skew", action="store_true", help="also the default's tile with padded patch rows (SKEW)")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
     cases = QUICK if args.quick else CASES
 
     print("compiling the default's kernels (spawned workers, Numba's disk cache)", flush=True)
-    compile_s = warm(cases, args.jobs, not args.no_alt)
+    compile_s = warm(cases, args.jobs, not args.no_alt, args.skew)
 
     import cupy as cp
     from cupyx.scipy import ndimage as cnd
@@ -250,6 +267,10 @@ def main(argv=None) -> int:
         if dtype == "float32" and not args.no_alt:
             impls["k11, 8x8 outputs (ALT), CuPy filter"] = lambda: simt_tiles.correlate2d(
                 img, w_cp, mode=MODE, out=out, variant=LARGE_VARIANT, config=k11.Config(**ALT))
+        if args.skew and plan.rung.name == LARGE_VARIANT:
+            skewed = _config("skew", dtype, kh, kw)
+            impls[f"k11, default tile, rows skewed ({SKEW} B), CuPy filter"] = lambda: simt_tiles.correlate2d(
+                img, w_cp, mode=MODE, out=out, variant=LARGE_VARIANT, config=skewed)
         if not args.no_peer:
             impls["cupyx.scipy.ndimage"] = lambda: cnd.correlate(img, w_cp, mode=MODE, output=out)
         for name, fn in impls.items():

@@ -61,12 +61,13 @@ def make_extend(mode):
     return extend
 
 
-def make_patch_loader(config, sw=None):
+def make_patch_loader(config, sw=None, skew=(0, 1)):
     """``load_patch(image, patch, cval, top, left, tx, ty)``: copy the
     ``SH × SW`` patch whose element (0, 0) is coordinate (``top``, ``left``)
     of the extended image into the shared array ``patch``, with the boundary
     mode applied (k05's loader, also k06's and k07's).  ``tx``, ``ty``: uint32.  No barrier.
     ``SW`` is the tile width plus the halo (``sw``: wider, k07's aligned halo).
+    ``skew`` ``(V, P)``: patch column c is stored at ``c + V·(c // P)`` (k11's padded rows; V = 0: at c).
 
     Thread (tx, ty) copies columns tx + j·BX of rows ty + k·BY.  ``(j + 1) * BX
     <= SW or ...``: the first test is a compile-time constant, true for every j
@@ -80,6 +81,7 @@ def make_patch_loader(config, sw=None):
     MODE = int(config.mode)
     CONSTANT = int(Mode.CONSTANT)
     extend = make_extend(config.mode)
+    column = make_skewed_column(BX, *skew)
 
     @inline
     def load_patch(image, patch, cval, top, left, tx, ty):
@@ -96,7 +98,7 @@ def make_patch_loader(config, sw=None):
                     for j in range(LOAD_COLS):
                         c = tx + uint32(j * BX)
                         if (j + 1) * BX <= SW or c < SW:
-                            patch[r, c] = src[first + uint64(j * BX)]
+                            patch[r, column(c, j)] = src[first + uint64(j * BX)]
         else:
             # Edge block: columns mapped once per thread (the same in every row, kept in
             # registers), each row once; constant mode marks "outside" with -1.
@@ -113,11 +115,29 @@ def make_patch_loader(config, sw=None):
                         if (j + 1) * BX <= SW or c < SW:
                             gc = src_col[j]
                             if MODE == CONSTANT:
-                                patch[r, c] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
+                                patch[r, column(c, j)] = cval if gr < 0 or gc < 0 else src[uint64(gc)]
                             else:
-                                patch[r, c] = src[uint64(gc)]
+                                patch[r, column(c, j)] = src[uint64(gc)]
 
     return load_patch
+
+
+def make_skewed_column(bx: int, v: int, p: int):
+    """``column(c, j)``: where patch column ``c`` = tx + j·``bx`` (tx < bx; ``j`` a constant once unrolled) is
+    stored in a row padded by ``v`` values after every ``p`` (k11: one 16-byte unit per 128 bytes, so that lanes
+    whose windows start 64 bytes apart read distinct banks); ``v`` 0: ``c`` itself.  Where ``bx`` divides ``p``,
+    tx never crosses a period: the pad is a constant per j."""
+    V, P, BX = v, p, bx
+
+    @inline
+    def column(c, j):
+        if V == 0:
+            return c
+        if P % BX == 0:
+            return c + uint32(V * ((j * BX) // P))
+        return c + uint32(V) * (c // uint32(P))
+
+    return column
 
 
 def make_tile_store(config):
@@ -281,13 +301,14 @@ def make_vector_slots(threads: int, nvec: int, vrow: int, vec: int):
 
 
 
-def make_patch_scan(threads: int, sh: int, sw: int, dtype):
+def make_patch_scan(threads: int, sh: int, sw: int, dtype, skew=(0, 1)):
     """``patch_not_finite(patch, t) -> 0/1``: whether thread ``t``'s share of the ``sh × sw`` patch (values
     ``t, t + threads, …``) holds a NaN or an inf — the block ORs the answers to learn whether skipping a zero
-    tap could change an output (k10, k11)."""
+    tap could change an output (k10, k11).  ``skew``: the patch's row padding (:func:`make_skewed_column`)."""
     NS = sh * sw
     NSCAN, T, SW = cdiv(NS, threads), threads, sw
     INF = np.dtype(dtype).type(np.inf)
+    V, P = skew
 
     @inline
     def patch_not_finite(patch, t):
@@ -296,7 +317,10 @@ def make_patch_scan(threads: int, sh: int, sw: int, dtype):
             v = t + uint32(k * T)
             if (k + 1) * T <= NS or v < NS:
                 r = v // uint32(SW)
-                if not abs(patch[r, v - r * uint32(SW)]) < INF:
+                c = v - r * uint32(SW)
+                if V != 0:
+                    c += uint32(V) * (c // uint32(P))
+                if not abs(patch[r, c]) < INF:
                     bad = 1
         return bad
 

@@ -66,6 +66,10 @@ Shared-memory banks
     broadcasts ≈ 160 wavefronts per 240–256 clocks of FFMA issue at 15 × 15 …
     31 × 31: shared memory ~2/3 busy, under the FMAs.  ``default`` (4 doubles,
     32 bytes) 2-way: ≈ 150 wavefronts per 240 clocks of DFMA issue at 15 × 15.
+    ``Config.skew`` (off in the presets until measured) pads a patch row by 16
+    bytes every 128: lane tx's window moves on by tx/2 units (float32), the 8
+    lanes land on 8 bank groups, 4 wavefronts a window load instead of 16, for
+    12.5 % more shared memory (:func:`skew`).
 
 Register tile: RY·RX accumulators, the window (RX + KC − 1) and one chunk's KC
 weights; ``min_blocks`` holds ptxas to the launch bounds (the compile gate: no
@@ -112,35 +116,37 @@ class Config(RegisterTileConfig):
     kc: int = 16
     min_blocks: int = 1
     min_blocks64: int = 1
+    skew: int = 1
 
     def rules(self):
         yield from super().rules()
         yield ("kc", self.kc <= 32, "kc <= 32 (the generated chunk's code grows with it)")
+        yield ("skew", self.skew == 1 or (self.rx % 4 == 0 and self.skew % (4 * self.rx) == 0),
+               "skew: 1 (none), or bytes a multiple of a thread's float32 outputs' row (4·rx, rx a multiple of 4)")
 
     def smem_bytes(self, itemsize):
-        rows, cols = self.patch()
+        rows = self.patch()[0]
         weights = self.kh * 4 * cdiv(self.kw, 4)  # rows padded to 4 values: 128-bit loads
-        return (rows * 4 * cdiv(cols, 4) + weights) * itemsize
+        return (rows * pitch(self, itemsize) + weights) * itemsize
 
 
-# A call replaces kh, kw and mode; the presets choose tiles (dispatch.large_configs: the first that
-# fits the filter) and what the compile gate builds — each at the filter width that needs the most
-# registers (one full chunk: the widest window)
-PRESETS = {
-    # 4 threads of 2 × 4 outputs, chunks of 4: 128-bit loads in the simulator too (vector.load4 checks them)
-    "sim": Config(block_x=2, block_y=2, rx=4, ry=2, kc=4, kh=9, kw=6, mode=Mode.REFLECT),
-    # float32: 8 × 8 threads of 4 × 16 outputs (32 × 128), chunks of 16: 64 FFMAs per 128-bit weight
-    # load, 8 blocks of ≤ 128 registers per SM; fits filters up to 35 × 35
-    "fast_float32": Config(block_x=8, block_y=8, rx=16, ry=4, kc=16, kh=16, kw=16, mode=Mode.REFLECT,
-                           min_blocks=8),
-    # float64 (and float32 past 35 × 35): 8 × 8 threads of 8 × 4 outputs (64 × 32), chunks of 8: lanes
-    # 32 bytes apart (a 2-way conflict; 8 doubles, 4-way); fits float64 filters up to 25 × 25
-    "default": Config(block_x=8, block_y=8, rx=4, ry=8, kc=8, kh=8, kw=8, mode=Mode.MIRROR, min_blocks=8,
-                      min_blocks64=4),
-    # the same threads with 6 × 4 outputs (48 × 32): float64 filters up to 31 × 31, float32 up to 55 × 55
-    "narrow": Config(block_x=8, block_y=8, rx=4, ry=6, kc=8, kh=8, kw=8, mode=Mode.CONSTANT, min_blocks=8,
-                     min_blocks64=4),
-}
+def skew(config: Config, itemsize: int) -> tuple[int, int]:
+    """``(V, P)``: a patch row holds V values of padding (one 16-byte unit) after every P values (``config.skew``
+    bytes; 1: none), or ``(0, 1)``: none.  Lanes tx read windows RX values apart; with RX·itemsize = 32 or 64 bytes
+    the 8 lanes of a quarter warp's 128-bit loads fall on 4 or 2 of its 8 bank groups (4- or 2-way
+    conflicted); one unit per 128 bytes moves lane tx on by tx·RX/P units, onto 8 distinct groups.  It applies
+    where P is a whole number of lanes' windows and the chunks are written out (constant offsets)."""
+    lane, period = config.rx * itemsize, config.skew
+    if period == 1 or period % lane or lane % 16 or chunks(config)[1] > WRITTEN_CHUNKS:
+        return 0, 1
+    return 16 // itemsize, period // itemsize
+
+
+def pitch(config: Config, itemsize: int) -> int:
+    """A patch row's values in shared memory: its columns, the skew's padding, rounded up to 16 bytes' worth."""
+    v, p = skew(config, itemsize)
+    sw = config.patch()[1]
+    return 4 * cdiv(sw + v * ((sw - 1) // p), 4)
 
 
 def chunks(config: Config) -> tuple[int, int, int]:
@@ -160,9 +166,33 @@ def chunks(config: Config) -> tuple[int, int, int]:
 WRITTEN_CHUNKS = 2
 
 
-def make_accumulator(config: Config):
+# A call replaces kh, kw and mode; the presets choose tiles (dispatch.large_configs: the first that
+# fits the filter) and what the compile gate builds — each at the filter width that needs the most
+# registers (one full chunk: the widest window)
+PRESETS = {
+    # 4 threads of 2 × 4 outputs, chunks of 4: 128-bit loads in the simulator too (vector.load4 checks them)
+    "sim": Config(block_x=2, block_y=2, rx=4, ry=2, kc=4, kh=9, kw=6, mode=Mode.REFLECT),
+    # the same with rows padded by 16 bytes after every 32 (skew: float32 lanes 2 windows a period, float64 1)
+    "sim_skew": Config(block_x=2, block_y=2, rx=4, ry=2, kc=4, kh=9, kw=6, mode=Mode.REFLECT, skew=32),
+    # float32: 8 × 8 threads of 4 × 16 outputs (32 × 128), chunks of 16: 64 FFMAs per 128-bit weight
+    # load, 8 blocks of ≤ 128 registers per SM; fits filters up to 35 × 35
+    "fast_float32": Config(block_x=8, block_y=8, rx=16, ry=4, kc=16, kh=16, kw=16, mode=Mode.REFLECT,
+                           min_blocks=8),
+    # float64 (and float32 past 35 × 35): 8 × 8 threads of 8 × 4 outputs (64 × 32), chunks of 8: lanes
+    # 32 bytes apart (a 2-way conflict; 8 doubles, 4-way); fits float64 filters up to 25 × 25
+    "default": Config(block_x=8, block_y=8, rx=4, ry=8, kc=8, kh=8, kw=8, mode=Mode.MIRROR, min_blocks=8,
+                      min_blocks64=4),
+    # the same threads with 6 × 4 outputs (48 × 32): float64 filters up to 31 × 31, float32 up to 55 × 55
+    "narrow": Config(block_x=8, block_y=8, rx=4, ry=6, kc=8, kh=8, kw=8, mode=Mode.CONSTANT, min_blocks=8,
+                     min_blocks64=4),
+}
+
+
+def make_accumulator(config: Config, itemsize: int = 4):
     """``accumulate(patch, w_s, acc, r0, c0)``: every tap of the filter (staged in ``w_s``) on the
-    thread's RY × RX outputs from tile row ``r0``, column ``c0``, added to ``acc``.
+    thread's RY × RX outputs from tile row ``r0``, column ``c0``, added to ``acc``.  With a :func:`skew`
+    the window's value d (column c0 + d, in window k = d // RX of lanes') sits at the thread's base for
+    k mod G (G = P / RX lanes a period; computed once) plus V·(k // G) + d: constants per load.
 
     Two run-time loops over patch rows p (the edge rows, then the middle ones); in each row, the
     chunks of filter columns (:func:`chunks`; up to :data:`WRITTEN_CHUNKS` full ones written out, more
@@ -176,7 +206,9 @@ def make_accumulator(config: Config):
     once) × (statements) — with ``acc[k] += w * x`` lines, or scalar accumulators, a 15 × 15
     kernel spent 17 s in Numba, now a few."""
     RX, RY, KH = config.rx, config.ry, config.kh
-    SWP, KWP = 4 * cdiv(config.patch()[1], 4), 4 * cdiv(config.kw, 4)
+    SWP, KWP = pitch(config, itemsize), 4 * cdiv(config.kw, 4)
+    V, P = skew(config, itemsize)
+    G = P // RX if V else 0  # lanes' windows a period
     kc, full, rest = chunks(config)
     head, rows = RY - 1, RY + KH - 1  # patch rows 0 .. RY - 2 miss the lower output rows' filter rows,
     tail0 = max(KH, head)  # rows tail0 .. rows - 1 the upper ones'
@@ -186,15 +218,26 @@ def make_accumulator(config: Config):
     vec = RX % 4 == 0 and (full == 0 or kc % 4 == 0)
     src = codegen.Source()
 
-    def chunk(n, cols, checked, b0):  # n: this chunk's names' suffix
+    def chunk(n, cols, checked, b0, b):  # n: this chunk's names' suffix; b: b0's value if a constant
         win = RX + cols - 1
-        src.line(f"c{n} = c0 + {b0}", f"i{n} = r{n[0]} * uint32({SWP}) + c{n}  # the window's first value, flat")
         x = [f"x{k}_{n}" for k in range(win)]
+        # window value d: base g, offset o (patch[r, base + o], flat i{n}_{g} + o) — a skewed row's
+        # base for the lanes' window k = d // RX mod G, else c0 + b0
+        if V:
+            at = [(((b + d) // RX) % G, V * ((b + d) // RX // G) + b + d) for d in range(win)]
+            for g in sorted({g for g, _ in at}):
+                src.line(f"i{n}_{g} = r{n[0]} * uint32({SWP}) + s{g}  # the lanes' window {g} mod {G}, flat")
+            col = [f"s{g} + uint32({o})" for g, o in at]
+        else:
+            at = [(0, d) for d in range(win)]
+            src.line(f"c{n} = c0 + {b0}", f"i{n}_0 = r{n[0]} * uint32({SWP}) + c{n}  # the window's first value, flat")
+            col = [f"c{n} + uint32({d})" for d in range(win)]
         for q in range(0, win, 4):
-            if vec and q + 4 <= win:
-                src.line(f"{', '.join(x[q:q + 4])} = load4(patch, i{n} + uint32({q}))")
+            g, o = at[q]
+            if vec and at[q:q + 4] == [(g, o + k) for k in range(4)]:  # 4 values in a row, 16-byte aligned
+                src.line(f"{', '.join(x[q:q + 4])} = load4(patch, i{n}_{g} + uint32({o}))")
             else:
-                src.line(*(f"{x[k]} = patch[r{n[0]}, c{n} + uint32({k})]" for k in range(q, min(q + 4, win))))
+                src.line(*(f"{x[k]} = patch[r{n[0]}, {col[k]}]" for k in range(q, min(q + 4, win))))
         for oy in range(RY):
             m = f"{oy}_{n}"
             src.line(f"a{m} = p{n[0]} - uint32({oy})  # output row {oy}: filter row p - {oy}")
@@ -219,17 +262,20 @@ def make_accumulator(config: Config):
         if 0 < full <= WRITTEN_CHUNKS:  # written out: a loop's addresses would cost registers (spills)
             for k in range(full):
                 src.line(f"# chunk {k}: {kc} filter columns from {k * kc}")
-                chunk(f"{s}{k}", kc, checked, f"uint32({k * kc})")
+                chunk(f"{s}{k}", kc, checked, f"uint32({k * kc})", k * kc)
         elif full:
             src.line(f"# the full chunks of {kc} filter columns")
             with src.block(f"for k{s} in range({full}):"):
                 src.line(f"b{s} = uint32(k{s} * {kc})")
-                chunk(f"{s}f", kc, checked, f"b{s}")
+                chunk(f"{s}f", kc, checked, f"b{s}", None)
         if rest:
             src.line(f"# the last chunk: {rest} columns from {full * kc}")
-            chunk(f"{s}r", rest, checked, f"uint32({full * kc})")
+            chunk(f"{s}r", rest, checked, f"uint32({full * kc})", full * kc)
 
     with src.block("def accumulate(patch, w_s, acc, r0, c0):"):
+        if V:
+            src.line(f"tx = c0 // uint32({RX})  # the lane's window; its bases by window mod {G}")
+            src.line(*(f"s{g} = c0 + uint32({V}) * ((tx + uint32({g})) // uint32({G}))" for g in range(G)))
         if edge:
             src.line(f"# the first {head} and last {rows - tail0} patch rows: a test per output row")
             with src.block(f"for e in range({edge}):"):
@@ -244,14 +290,20 @@ def make_accumulator(config: Config):
     return inline(codegen.load_function("accumulate", src.text(), header=header))
 
 
-def make_tap_adder(config: Config):
+def make_tap_adder(config: Config, itemsize: int = 4):
     """``add_tap(patch, acc, wv, r, c)``: one tap of weight ``wv`` on all RY × RX outputs, the
-    patch read at rows ``r`` …, columns ``c`` … (the plain loop for blocks with NaN/inf).  Generated."""
+    patch read at rows ``r`` …, columns ``c`` … (the plain loop for blocks with NaN/inf; a :func:`skew`'s
+    padding skipped by arithmetic).  Generated."""
     RX, RY = config.rx, config.ry
+    V, P = skew(config, itemsize)
     src = codegen.Source()
     with src.block("def add_tap(patch, acc, wv, r, c):"):
+        if V:
+            src.line(*(f"c{i} = c + uint32({i})" for i in range(RX)))
+            src.line(*(f"q{i} = c{i} + uint32({V}) * (c{i} // uint32({P}))" for i in range(RX)))
+        cols = [f"q{i}" if V else f"c + uint32({i})" for i in range(RX)]
         for oy in range(RY):
-            src.line(*(f"acc[{oy * RX + i}] += wv * patch[r + uint32({oy}), c + uint32({i})]" for i in range(RX)))
+            src.line(*(f"acc[{oy * RX + i}] += wv * patch[r + uint32({oy}), {cols[i]}]" for i in range(RX)))
     return inline(codegen.load_function("add_tap", src.text(), header="from numba import uint32"))
 
 
@@ -261,23 +313,24 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = config.patch()
-    SWP, KWP = 4 * cdiv(SW, 4), 4 * cdiv(KW, 4)  # row pitches: 16-byte rows
+    SKEW = skew(config, np.dtype(dtype).itemsize)
+    SWP, KWP = pitch(config, np.dtype(dtype).itemsize), 4 * cdiv(KW, 4)  # row pitches: 16-byte rows
     BX, T = config.block_x, config.threads
     OUTS = RY * RX  # the thread's outputs
     KC, FULL, REST = chunks(config)
     DT = numba_dtype(dtype)
     ALL_TAPS = bool(all_taps)
-    load_patch = make_patch_loader(config)
-    patch_not_finite = make_patch_scan(T, SH, SW, dtype)
+    load_patch = make_patch_loader(config, skew=SKEW)
+    patch_not_finite = make_patch_scan(T, SH, SW, dtype, SKEW)
     stage_weights = make_weight_stager(T, KH, KW, KWP, all_taps, dtype)
     store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
     VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
-    accumulate = make_accumulator(config)
-    add_tap = make_tap_adder(config)
+    accumulate = make_accumulator(config, np.dtype(dtype).itemsize)
+    add_tap = make_tap_adder(config, np.dtype(dtype).itemsize)
     # Numba keys a disk-cache entry on the kernel's code and the constants it closes over: the
     # kernel reads the launch bounds (and every constant the generated code was made from)
     BOUNDS = jit_options(config, dtype)["launch_bounds"]
-    SHAPE = (RX, RY, KH, KW, KC, FULL, REST, int(config.mode))
+    SHAPE = (RX, RY, KH, KW, KC, FULL, REST, int(config.mode), *SKEW)
 
     def conv2d_k11_large_filter(image, weights, out, cval, anchor_h, anchor_w, out_aligned):
         # out_aligned: out's data starts 16-byte aligned (the binding asks vector.aligned)

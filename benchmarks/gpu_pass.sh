@@ -8,7 +8,7 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
 set -uo pipefail
@@ -368,6 +368,13 @@ for step in $steps; do
         --csv python3 benchmarks/lab/ncu_conv_once.py --filters 9 --skew 128 > "$out/ncu_k11_skew.csv" 2> "$out/ncu_k11_skew.err"
       echo "ncu rc=$?"; grep -E "shared_op_ld|pipe_fma|pipe_lsu|time_duration|Stall|Issued Warp" "$out/ncu_k11_skew.csv" \
         | awk -F'","' '{print $1" | "$(NF-2)" | "$NF}' | cut -c1-160 | head -60 ;;
+    mma_frag)
+      # issue 30, session 40 (benchmarks/notes/mma.md): k13/k14 with fragments two k-slices ahead (Config.frag 2, 3)
+      # beside the presets and cuBLAS; the rule: frag=2 only if >= 3% faster at 4096^3 and 8192^3
+      timeout $(limit 200 3) python3 -m simt_tiles.bench.mma --out "$out/mma_frag" --peers cublas \
+        --sizes 4096x4096x4096,8192x8192x8192,1031x997x1013 \
+        --presets "bf16:large;bf16:large,frag=2;bf16:large,frag=3;bf16:default,stages=3;bf16:default,stages=3,frag=2;tf32:large;tf32:large,frag=2;tf32:default;tf32:default,frag=2" \
+        > "$out/mma_frag.log" 2>&1; echo "mma frag rc=$?"; grep -E "^\| (4096|8192|1031)" "$out/mma_frag.log" | cut -c1-170 ;;
     mma_guards)
       # issue 30, session 36 (benchmarks/notes/mma.md): k13/k14 with the copies' guards hoisted (Config.guards 2, 3)
       # beside the default (1) and cuBLAS, and TF32 rounded once a block in shared memory (round_in_smem 2, session 36 (b));

@@ -10,13 +10,16 @@
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
 # zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
-# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options.
+# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, k11_skew)
+# names the parts of a step to run (default all).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
 # limit T: T seconds, or less where DEADLINE (epoch seconds, optional: the whole call's end) leaves less
 limit() { local t=$1 r; [ -n "${DEADLINE:-}" ] && r=$(( DEADLINE - $(date +%s) - ${2:-15} )) && [ $r -lt $t ] && t=$r; echo $t; }
+# part NAME: whether a step's part NAME runs (PARTS, default all: e.g. PARTS="tests probe" for a shorter call)
+part() { [ -z "${PARTS:-}" ] || [[ " $PARTS " == *" $1 "* ]]; }
 # choices SIZE...: what matmul(a, b) picks at each size on this GPU (float32: rung, config)
 choices() {
   python3 -c "import sys, numpy as np; from simt_tiles.kernels.matmul import choose
@@ -325,19 +328,21 @@ for step in $steps; do
       # default beside torch (k08 rows, and k08 half where k05 is the default today); the mma defaults' guards beside
       # guards 1 at 4096³ and a ragged size; the torch layer's host time per op (no digits model)
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
-      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 150 120) python3 -m pytest -q \
+      part tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 150 120) python3 -m pytest -q \
         -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_softmax16.py tests/test_softmax16_vec.py \
         tests/test_interop.py tests/test_reduce16.py tests/test_conv3d_volume.py tests/test_torch_ops.py tests/test_mma.py \
-        -k "softmax16 or vec or pairs or storage_view or 16bit or reduce16 or fast_guard or default_takes or taps or guards or default_sources" \
+        tests/test_matmul_layouts.py -k "softmax16 or vec or pairs or storage_view or 16bit or reduce16 or fast_guard or \
+        default_takes or taps or guards or default_sources or tiny_values or negative_batch_stride or empty_inner" \
         > "$out/s39_tests.log" 2>&1
-      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39_tests.log" | tail -15 | cut -c1-300
-      timeout $(limit 100 60) python3 benchmarks/lab/softmax16_probe.py --vec '[{"vec": 8, "loads": 4}]' --vec-everywhere \
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39_tests.log" | tail -15 | cut -c1-300; }
+      part softmax && { timeout $(limit 100 60) python3 benchmarks/lab/softmax16_probe.py --vec '[{"vec": 8, "loads": 4}]' --vec-everywhere \
         --shapes 1024x128256,4096x50257,64x128256,8x151936 --json "$out/softmax16_s39.json" > "$out/softmax16_s39.log" 2>&1
-      echo "softmax16 rc=$?"; grep -vE "Warning|warn\(" "$out/softmax16_s39.log" | tail -40 | cut -c1-200
-      timeout $(limit 90 40) python3 -m simt_tiles.bench.mma --out "$out/mma_s39" --peers cublas --sizes 4096x4096x4096,1031x997x1013 \
+      echo "softmax16 rc=$?"; grep -vE "Warning|warn\(" "$out/softmax16_s39.log" | tail -40 | cut -c1-200; }
+      part mma && { timeout $(limit 90 40) python3 -m simt_tiles.bench.mma --out "$out/mma_s39" --peers cublas --sizes 4096x4096x4096,1031x997x1013 \
         --presets "tf32:default;tf32:default,guards=2;tf32:default,guards=3;bf16:default;bf16:default,guards=1;bf16:large;bf16:large,guards=1" \
-        > "$out/mma_s39.log" 2>&1; echo "mma rc=$?"; grep -E "^\| (4096|1031)" "$out/mma_s39.log" | cut -c1-160
-      timeout $(limit 60 3) python3 benchmarks/bench_torch.py --out "$out/torch_s39" --skip-digits 2>&1 | tail -40 | cut -c1-200 ;;
+        > "$out/mma_s39.log" 2>&1; echo "mma rc=$?"; grep -E "^\| (4096|1031)" "$out/mma_s39.log" | cut -c1-160; }
+      part torch && { timeout $(limit 60 3) python3 benchmarks/bench_torch.py --out "$out/torch_s39" --skip-digits 2>&1 \
+        | tail -40 | cut -c1-200; } ;;
     s39b)
       # session 39's offline branches, each off by default until this run: k12 RY outputs in y (the volume probe's
       # default configs), k05's 16-bit wide loads, depthwise planes per block (the one-warp tiles' layers)
@@ -357,17 +362,17 @@ for step in $steps; do
       # every 128 (Config.skew; 4-way bank-conflicted before) — the GPU tests, every filter of the probe beside the
       # default, then Nsight Compute's shared-memory wavefronts, conflicts, FMA pipe and stalls at 9x9, both layouts
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
-      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 100 250) python3 -m pytest -q \
+      part tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 100 250) python3 -m pytest -q \
         -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_conv2d_large.py > "$out/k11_skew_tests.log" 2>&1
-      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/k11_skew_tests.log" | tail -8 | cut -c1-300
-      timeout $(limit 200 70) python3 benchmarks/lab/large_filter_probe.py --skew --no-alt --no-peer --reps 10 \
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/k11_skew_tests.log" | tail -8 | cut -c1-300; }
+      part probe && { timeout $(limit 200 70) python3 benchmarks/lab/large_filter_probe.py --skew --no-alt --no-peer --reps 10 \
         --json "$out/large_filter_skew.json" > "$out/large_filter_skew.log" 2>&1
-      echo "probe rc=$?"; grep -E "^\|" "$out/large_filter_skew.log" | cut -c1-220
-      timeout $(limit 90 3) ncu --clock-control none --section WarpStateStats --section SchedulerStats -c 6 -k regex:k11 \
+      echo "probe rc=$?"; grep -E "^\|" "$out/large_filter_skew.log" | cut -c1-220; }
+      part ncu && { timeout $(limit 90 3) ncu --clock-control none --section WarpStateStats --section SchedulerStats -c 6 -k regex:k11 \
         --metrics l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,gpu__time_duration.sum \
         --csv python3 benchmarks/lab/ncu_conv_once.py --filters 9 --skew 128 > "$out/ncu_k11_skew.csv" 2> "$out/ncu_k11_skew.err"
       echo "ncu rc=$?"; grep -E "shared_op_ld|pipe_fma|pipe_lsu|time_duration|Stall|Issued Warp" "$out/ncu_k11_skew.csv" \
-        | awk -F'","' '{print $1" | "$(NF-2)" | "$NF}' | cut -c1-160 | head -60 ;;
+        | awk -F'","' '{print $1" | "$(NF-2)" | "$NF}' | cut -c1-160 | head -60; } ;;
     mma_frag)
       # issue 30, session 40 (benchmarks/notes/mma.md): k13/k14 with fragments two k-slices ahead (Config.frag 2, 3)
       # beside the presets and cuBLAS; the rule: frag=2 only if >= 3% faster at 4096^3 and 8192^3

@@ -59,17 +59,17 @@ Memory traffic (teaching number)
     else (edge tiles, other widths) staged through shared memory as k05's.
 
 Shared-memory banks
-    Window loads: lane tx reads 16 bytes at ``patch[r, tx·RX + …]``; a quarter
-    warp (8 lanes) of LDS.128 with lanes RX·itemsize bytes apart is
-    RX·itemsize/16-way conflicted: ``fast_float32`` (64 bytes) 4-way, 16
-    wavefronts per window load (the last scalar ones too) — with the weights'
-    broadcasts ≈ 160 wavefronts per 240–256 clocks of FFMA issue at 15 × 15 …
-    31 × 31: shared memory ~2/3 busy, under the FMAs.  ``default`` (4 doubles,
-    32 bytes) 2-way: ≈ 150 wavefronts per 240 clocks of DFMA issue at 15 × 15.
+    Window loads: lane tx reads 16 bytes at ``patch[r, tx·RX + …]``; lanes
+    RX·itemsize bytes apart fall on RX·itemsize/16 times fewer bank groups than
+    lanes: ``fast_float32`` (64 bytes) 16 wavefronts a window load, 4 without
+    the conflict.  Per patch row a warp asks 96 window + 24 broadcast wavefronts
+    for 576 FFMAs at 9 × 9; an SM's four schedulers issue FFMAs side by side
+    while its shared memory serves one wavefront a clock: ~83 % busy (the
+    simulator's bank model, ``simt_tiles.analyze``), ~55 % at 31 × 31.
     ``Config.skew`` (off in the presets until measured) pads a patch row by 16
     bytes every 128: lane tx's window moves on by tx/2 units (float32), the 8
-    lanes land on 8 bank groups, 4 wavefronts a window load instead of 16, for
-    12.5 % more shared memory (:func:`skew`).
+    lanes land on 8 bank groups, 4 wavefronts a window load, for 12.5 % more
+    shared memory (:func:`skew`).
 
 Register tile: RY·RX accumulators, the window (RX + KC − 1) and one chunk's KC
 weights; ``min_blocks`` holds ptxas to the launch bounds (the compile gate: no

@@ -62,6 +62,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _simhooks, registry
+from ._options import output_file
 from ._simhooks import SHARED
 
 __all__ = [
@@ -649,8 +650,9 @@ def main(argv=None) -> int:
     p.add_argument("--intra-warp", default="write-write", choices=INTRA_WARP,
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", metavar="PNG", help="also draw block 0's accesses (banks, sectors, thread → "
-                   "element, reads) with matplotlib (simt_tiles.pictures)")
+    p.add_argument("--plot", metavar="PNG", type=output_file,
+                   help="also draw block 0's accesses (banks, sectors, thread → element, reads) with matplotlib "
+                        "(simt_tiles.pictures)")
     args = p.parse_args(argv)
     # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR

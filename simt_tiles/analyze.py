@@ -574,7 +574,10 @@ def run(variant: str, *, ladder: str | None = "matmul", config=None, shape: str 
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise TypeError(f"dtype: expected float32 or float64; got {dt}")
-    rng = np.random.default_rng(seed)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError):  # (NumPy's message names no argument)
+        raise ValueError(f"seed: expected an int >= 0; got {seed!r}") from None
     with _installed(ladder, rung), recording(races=races, intra_warp=intra_warp) as report:
         _drive(ladder, variant, cfg, dims, dt, rng)
     report.config = cfg

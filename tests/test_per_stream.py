@@ -83,8 +83,9 @@ def test_a_stream_workspace_evicted_by_another_thread_while_in_use(bound):
             taken.append(buf)
 
             def flood():  # other threads' streams (no kernels: the simulator runs one thread's at a time)
-                for _ in range(bound):
-                    red.entries(cuda.stream())
+                streams = [cuda.stream() for _ in range(bound)]  # all alive: a freed one's id may come back
+                for other in streams:
+                    red.entries(other)
 
             t = threading.Thread(target=flood)
             t.start()

@@ -36,13 +36,17 @@ __all__ = ["PerStream", "LIMIT", "ENTRIES", "clear_all", "stream_keys_limit"]
 
 
 def stream_keys_limit(env=os.environ) -> int:
-    """``SIMT_TILES_STREAM_KEYS`` (default 128, at least 1): (stream, thread) keys kept per device."""
+    """``SIMT_TILES_STREAM_KEYS`` (default 128; a positive integer, else ValueError naming it): (stream,
+    thread) keys kept per device."""
     raw = env.get("SIMT_TILES_STREAM_KEYS", "")
     try:
-        return max(1, int(raw)) if raw.strip() else 128
+        limit = int(raw) if raw.strip() else 128
     except ValueError:
+        limit = 0
+    if limit < 1:  # (0 or -5 meant 1 silently: a cache that forgets every other stream's workspaces and plans)
         raise ValueError(f"SIMT_TILES_STREAM_KEYS={raw!r}: expected a positive integer "
-                         "(the (stream, host thread) keys each cache keeps per device; default 128)") from None
+                         "(the (stream, host thread) keys each cache keeps per device; default 128)")
+    return limit
 
 
 #: (stream, host thread) keys each cache keeps per device (read at every new key: tests patch it)

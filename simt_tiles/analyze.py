@@ -62,6 +62,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _simhooks, registry
+from ._options import output_file
 from ._simhooks import SHARED
 
 __all__ = [
@@ -573,7 +574,10 @@ def run(variant: str, *, ladder: str | None = "matmul", config=None, shape: str 
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise TypeError(f"dtype: expected float32 or float64; got {dt}")
-    rng = np.random.default_rng(seed)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError):  # (NumPy's message names no argument)
+        raise ValueError(f"seed: expected an int >= 0; got {seed!r}") from None
     with _installed(ladder, rung), recording(races=races, intra_warp=intra_warp) as report:
         _drive(ladder, variant, cfg, dims, dt, rng)
     report.config = cfg
@@ -649,8 +653,9 @@ def main(argv=None) -> int:
     p.add_argument("--intra-warp", default="write-write", choices=INTRA_WARP,
                    help="which same-warp conflicts count as races (default write-write)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", metavar="PNG", help="also draw block 0's accesses (banks, sectors, thread → "
-                   "element, reads) with matplotlib (simt_tiles.pictures)")
+    p.add_argument("--plot", metavar="PNG", type=output_file,
+                   help="also draw block 0's accesses (banks, sectors, thread → element, reads) with matplotlib "
+                        "(simt_tiles.pictures)")
     args = p.parse_args(argv)
     # deferred: loads Numba (backend choice first)
     from .runtime import SIMULATOR

@@ -393,10 +393,11 @@ def lookup(function: str, problem: tuple, variant=None, *, sources=("user", "shi
     dtype, bkt = _dtype_of(t, problem), bucket(problem)
     mach = machine()
     if "user" in sources:
-        rec = entries().get(_key(mach, function, variant, dtype, bkt))
-        if rec is not None:
-            if rec.get("function") != function or rec.get("bucket") != bkt or rec.get("dtype") != dtype \
-                    or rec.get("machine") != {f: mach[f] for f in _MACHINE_FIELDS}:
+        recs, key = entries(), _key(mach, function, variant, dtype, bkt)
+        if key in recs:
+            rec = recs[key]
+            if not isinstance(rec, dict) or rec.get("function") != function or rec.get("bucket") != bkt \
+                    or rec.get("dtype") != dtype or rec.get("machine") != {f: mach[f] for f in _MACHINE_FIELDS}:
                 warnings.warn(f"autotune: {cache_path()}: an entry's fields do not match its key; ignored",
                               stacklevel=2)
             else:
@@ -667,8 +668,7 @@ def show() -> str:
     """The cache as text: one line per record."""
     recs = entries()
     lines = [f"{cache_path()}: {len(recs)} entries"]
-    for rec in sorted(recs.values(), key=lambda r: (r.get("machine", {}).get("gpu", ""), r.get("function", ""),
-                                                     r.get("bucket", ""))):
+    for rec in sorted(recs.values(), key=_show_order):
         try:
             m, c = rec["machine"], rec["choice"]
             cfg = ",".join(f"{k}={v}" for k, v in c["config"].items())
@@ -676,9 +676,19 @@ def show() -> str:
                          f"simt_tiles {m['simt_tiles']}) {rec['function']} variant={rec['variant'] or '*'} "
                          f"{rec['dtype']} {rec['bucket']} -> {c['variant']} [{cfg}] "
                          f"{rec.get('median_ms', float('nan')):.4f} ms")
-        except (KeyError, TypeError, AttributeError):
+        except (KeyError, TypeError, AttributeError, ValueError):  # (ValueError: a median that is no number)
             lines.append(f"  (an unreadable entry: {str(rec)[:80]})")
     return "\n".join(lines)
+
+
+def _show_order(rec) -> tuple:
+    """:func:`show`'s order (GPU, function, bucket), as text: a record edited by hand (not an object, a
+    field of another type) is listed, not a crash."""
+    if not isinstance(rec, dict):
+        return ("", "", "")
+    mach = rec.get("machine")
+    return tuple(str(v) for v in (mach.get("gpu", "") if isinstance(mach, dict) else "", rec.get("function", ""),
+                                  rec.get("bucket", "")))
 
 
 def run(args) -> int:

@@ -16,6 +16,7 @@ import json
 import sys
 
 from . import _probe, _table, registry
+from ._options import output_file
 from .bench.peers import baseline, peers
 from .bounds import check_within
 from .machine import describe
@@ -41,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=["float32", "float64", "both"], default=None,
                    help="default: both in the simulator, float32 on a GPU")
     p.add_argument("--reps", type=int, default=20, help="timed runs per matmul rung on a GPU (median reported)")
-    p.add_argument("--json", metavar="PATH", help="also write the rows and the machine description as JSON")
+    p.add_argument("--json", metavar="PATH", type=output_file,
+                   help="also write the rows and the machine description as JSON")
 
 
 # ---------------------------------------------------------------------------

@@ -383,6 +383,13 @@ def test_cli_bad_input(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_cli_a_negative_seed_is_named(capsys):
+    """NumPy's own message ("expected non-negative integer") named no argument."""
+    with pytest.raises(SystemExit) as exc:
+        analyze.main(["k03_smem_tiled", "--seed", "-1"])
+    assert exc.value.code == 2 and "error: seed: expected an int >= 0; got -1" in capsys.readouterr().err
+
+
 def test_parse_config():
     rung = k07_padded.RUNG
     assert analyze.parse_config(rung, "pad=4") == dataclasses.replace(rung.presets["sim"], pad=4)

@@ -182,6 +182,25 @@ def test_an_invalid_or_tampered_entry_is_never_trusted():
         assert autotune.lookup("matmul", PROBLEM) is None
 
 
+@pytest.mark.parametrize("record", [5, None, [1, 2], "k10_warptiled"])
+def test_an_entry_that_is_not_an_object_is_ignored_and_listed(record, capsys):
+    """A record edited into a number, null, a list or a string: a warning and the default (it raised
+    AttributeError from every call that asked the cache), and ``tune --show`` lists it, as it does one
+    whose median is no number (both raised from the sort and the format)."""
+    key = store()
+    data = json.loads(autotune.cache_path().read_text())
+    rec = data["entries"][key]
+    data["entries"]["other"] = {**rec, "median_ms": "fast"}
+    data["entries"]["third"] = {**rec, "machine": {**rec["machine"], "gpu": 7}}  # sorted beside text
+    data["entries"][key] = record
+    autotune.cache_path().write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="do not match"):
+        assert autotune.lookup("matmul", PROBLEM) is None
+    assert cli.main(["tune", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("an unreadable entry") == 2 and "  7 (cc 9.0" in out
+
+
 @pytest.mark.parametrize("field,value", [("gpu", "NVIDIA H100 80GB HBM3"), ("cc", "8.0"), ("driver", "12.8"),
                                          ("numba_cuda", "0.31.0"), ("simt_tiles", "0.2.0")])
 def test_another_gpu_driver_or_version_does_not_match(monkeypatch, field, value):

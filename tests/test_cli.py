@@ -53,6 +53,20 @@ def test_bad_arguments_name_the_argument(capsys):
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["demo", "--ladder", "elementwise", "--json"], ["bench", "matmul", "--json"],
+                                  ["bench", "conv", "--md"], ["bench", "patterns", "--plot"],
+                                  ["analyze", "k06_transposed", "--shape", "2x2x2", "--plot"]],
+                         ids=lambda a: "_".join(a[:2]))
+def test_an_output_file_in_no_folder_is_refused_before_the_run(argv, tmp_path, capsys):
+    """A file to write in a folder that does not exist (or a folder given as the file): a usage error naming
+    the option, before anything runs (the demo and the analyzer ran, then raised FileNotFoundError)."""
+    for path, why in ((tmp_path / "missing" / "x.out", "no folder"), (tmp_path, "is a folder")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([*argv, str(path)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"argument {argv[-1]}: " in err and why in err, err
+
+
 @pytest.mark.sim
 def test_demo_in_the_simulator(tmp_path):
     out = tmp_path / "demo.json"

@@ -347,6 +347,16 @@ def test_im2col_gemm_matches_reference(dtype, layer, bias, seed):
     _check(*_operands(np.random.default_rng(seed), layer, dtype, bias), layer, variant=dispatch.IM2COL_VARIANT)
 
 
+@pytest.mark.parametrize("k", [3, 1])
+def test_im2col_gemm_with_no_input_channels_is_the_bias(k):
+    """C_in = 0: an empty sum, so out = bias (the copy kernel divided by its rows' count, 0: ZeroDivisionError
+    in the simulator, an undefined quotient on a GPU); the 1×1 layer skips the copy."""
+    x, w, b = np.zeros((2, 0, 4, 5), np.float32), np.zeros((3, 0, k, k), np.float32), np.arange(1, 4, dtype=np.float32)
+    out = np.full((2, 3, 4 - k + 1, 5 - k + 1), np.nan, np.float32)
+    conv2d_nchw(x, w, bias=b, variant=dispatch.IM2COL_VARIANT, out=out)
+    np.testing.assert_array_equal(out, np.broadcast_to(b[:, None, None], out.shape))
+
+
 def test_im2col_gemm_chunks_and_replays(monkeypatch, plans):
     """Images in chunks when ``cols`` would pass MAX_COLS (here: one image a chunk, three chunks), and
     with launch plans on the im2col copies and the matmuls replay on new input values."""

@@ -33,6 +33,16 @@ def bound(monkeypatch):
     _per_stream.clear_all()
 
 
+@pytest.mark.parametrize("raw", ["0", "-5", "abc", "1.5"])
+def test_the_stream_keys_variable_is_a_positive_integer(raw):
+    """SIMT_TILES_STREAM_KEYS: a positive integer (0 and -5 meant 1 silently, under a message that asks for a
+    positive integer when the value is not a number)."""
+    assert _per_stream.stream_keys_limit({}) == 128
+    assert _per_stream.stream_keys_limit({"SIMT_TILES_STREAM_KEYS": "7"}) == 7
+    with pytest.raises(ValueError, match="SIMT_TILES_STREAM_KEYS=.*expected a positive integer"):
+        _per_stream.stream_keys_limit({"SIMT_TILES_STREAM_KEYS": raw})
+
+
 def _split_k(a, b, stream):
     from simt_tiles.kernels.matmul import get_rung  # deferred: the matmul family (the test's own case)
 
@@ -83,8 +93,9 @@ def test_a_stream_workspace_evicted_by_another_thread_while_in_use(bound):
             taken.append(buf)
 
             def flood():  # other threads' streams (no kernels: the simulator runs one thread's at a time)
-                for _ in range(bound):
-                    red.entries(cuda.stream())
+                streams = [cuda.stream() for _ in range(bound)]  # all alive: a freed one's id may come back
+                for other in streams:
+                    red.entries(other)
 
             t = threading.Thread(target=flood)
             t.start()

@@ -12,6 +12,7 @@ import os
 import sys
 
 from .. import _probe, tile
+from .._options import output_file
 from ..machine import describe, l2_bytes, slug as device_slug
 from ..report import group_tables, plot
 from . import NO_GPU
@@ -62,9 +63,10 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     """The options every group takes: repetitions and where the results go."""
     p.add_argument("--reps", type=int, default=20, help="timed runs per entry (median reported; default 20)")
     p.add_argument("--out", metavar="DIR", help="write DIR/<group>_<device>.{json,md,png} (device: e.g. h200)")
-    p.add_argument("--json", metavar="PATH", help="write the rows and the machine description as JSON")
-    p.add_argument("--md", metavar="PATH", help="write the summary table as markdown")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG plot")
+    p.add_argument("--json", metavar="PATH", type=output_file,
+                   help="write the rows and the machine description as JSON")
+    p.add_argument("--md", metavar="PATH", type=output_file, help="write the summary table as markdown")
+    p.add_argument("--plot", metavar="PATH", type=output_file, help="write a PNG plot")
 
 
 def main_of(group: str, add_arguments, run, doc: str, argv=None) -> int:

@@ -126,7 +126,7 @@ def copy(x, cols, n0: int, kh: int, kw: int, geom, stream, p0: int = 0) -> None:
     m, k_len, q_len = cols.shape
     blocks_x, blocks_z = cdiv(q_len, THREADS), min(m, MAX_GRID_YZ)
     grid = (blocks_x, max(1, min(k_len // kw, cdiv(TARGET_BLOCKS, blocks_x * blocks_z), MAX_GRID_YZ)), blocks_z)
-    if 0 not in grid:
+    if cols.size:  # (none for no images or pixels, and none for C_in = 0: its rows' k_len // kw divides by 0)
         _, c_in, h, w = x.shape
         im2col[grid, THREADS, stream](x.reshape(x.size), cols.reshape(cols.size), n0, c_in, h, w, k_len,
                                       geom.oh * geom.ow, p0, q_len, kh, kw, sh, sw, dh, dw, geom.pad_top,

@@ -338,6 +338,40 @@ def test_on_a_gpu_the_first_preset_that_fits(dtype, k, preset):
                                mode=rung.presets[preset].mode) == rung.presets[preset]
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_the_skew_rule_keeps_the_blocks_an_sm_holds(dtype):
+    """``dispatch.skewed`` (``config=None``'s patch-row skew, when ``LARGE_SKEW`` asks for one) on the preset the
+    GPU default takes, for every filter 8 … 41 wide and tall (squares and 13 × 5-like shapes): a skewed config
+    only where it applies, fits 48 KiB and holds as many blocks an SM as the plain one; the plain one
+    elsewhere.  Pinned: float32 9 × 9 and 21 × 21 skewed, 15 × 15 and 31 × 31 not (a block fewer an SM)."""
+    rung, dt = RUNGS[LARGE_VARIANT], np.dtype(dtype)
+    item = dt.itemsize
+    cands = dispatch.large_configs(rung, rung.presets["default"], None, dt, simulator=False)
+    assert dispatch.LARGE_SKEW == 1  # none by default until measured
+    took = {}
+    for kh, kw in [(k, k) for k in range(8, 42)] + [(13, 5), (5, 13), (31, 9)]:
+        try:
+            spec = dispatch._first_fitting(cands, kh, kw, Mode.REFLECT, dt)
+        except ConfigError:
+            continue
+        assert dispatch.skewed(spec, dt, 1) is spec
+        got = dispatch.skewed(spec, dt, 128)
+        try:
+            cand = dataclasses.replace(spec, skew=128)
+        except ConfigError:  # past float32's 48 KiB
+            assert got is spec, (kh, kw)
+            continue
+        applies = k11.skew(cand, item) != (0, 1)
+        keeps = k11.blocks_per_sm(cand, item) >= k11.blocks_per_sm(spec, item)
+        fits = cand.smem_bytes(item) <= cand.MAX_STATIC_SMEM
+        assert got == (cand if applies and keeps and fits else spec), (kh, kw)
+        took[(kh, kw)] = got.skew == 128
+    if dt == np.float32:
+        assert took[(9, 9)] and took[(21, 21)] and not took[(15, 15)] and not took[(31, 31)]
+    else:
+        assert took[(15, 15)]
+
+
 def _compiles():
     return runtime._compiled.cache_info().misses
 

@@ -99,6 +99,10 @@ NEXT_RUNG = {LARGE_VARIANT: SHAPE_VARIANT}
 #: filter's patch in shared memory (k11's PRESETS say which filters each fits)
 LARGE_PRESETS = {"float32": ("fast_float32", "default", "narrow"), "float64": ("default", "narrow")}
 
+#: the patch-row skew (``k11.Config.skew``, bytes; 1: none) ``config=None`` gives :data:`LARGE_VARIANT`'s preset
+#: where it keeps the blocks an SM holds (:func:`skewed`); none until a GPU has timed it (conv2d.md, session 40)
+LARGE_SKEW = 1
+
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
 #: see k04's docstring.  Each rung declares its calling convention (``RUNG.bind``,
@@ -261,6 +265,21 @@ def large_configs(rung, cfg, config, dtype, simulator: bool) -> list:
     return [cfg]
 
 
+def skewed(spec, dtype, skew: int):
+    """``spec`` (k11, specialised) with its patch rows skewed by ``skew`` bytes where that applies (conflict-free
+    window loads) and keeps the blocks an SM holds; else ``spec``."""
+    itemsize = np.dtype(dtype).itemsize
+    try:
+        cand = dataclasses.replace(spec, skew=skew)  # (checks float32's 48 KiB)
+    except ConfigError:
+        return spec
+    if skew == 1 or k11_large_filter.skew(cand, itemsize) == (0, 1):
+        return spec
+    fits = cand.smem_bytes(itemsize) <= cand.MAX_STATIC_SMEM
+    keeps = k11_large_filter.blocks_per_sm(cand, itemsize) >= k11_large_filter.blocks_per_sm(spec, itemsize)
+    return cand if fits and keeps else spec
+
+
 def _first_fitting(configs, kh, kw, mode, dtype):
     """The first of ``configs`` specialised for the call whose shared memory fits
     ``dtype``; the last one's ConfigError if none does."""
@@ -284,7 +303,10 @@ def specialised(rung, cfg, config, kh, kw, mode, dtype, may_fall_back, wname="we
     configs = large_configs(rung, cfg, config, dtype, SIMULATOR) if rung.name == LARGE_VARIANT else [cfg]
     try:
         # float32 was checked when a config was built; float64 doubles it
-        return rung, _first_fitting(configs, kh, kw, mode, dtype)
+        spec = _first_fitting(configs, kh, kw, mode, dtype)
+        if rung.name == LARGE_VARIANT and config is None and not SIMULATOR:
+            spec = skewed(spec, dtype, LARGE_SKEW)
+        return rung, spec
     except ConfigError as exc:
         if may_fall_back:
             name = config if isinstance(config, str) else None

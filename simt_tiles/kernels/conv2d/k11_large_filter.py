@@ -88,7 +88,7 @@ import numpy as np
 from numba import boolean, cuda, int64, uint32, void
 
 from ... import codegen
-from ...runtime import SMEM_ALIGN, Gate, cdiv, numba_dtype
+from ...runtime import SM_SMEM, SMEM_ALIGN, Gate, cdiv, numba_dtype
 from ...vector import aligned
 from ._common import (
     Binding,
@@ -140,6 +140,13 @@ def skew(config: Config, itemsize: int) -> tuple[int, int]:
     if period == 1 or period % lane or lane % 16 or chunks(config)[1] > WRITTEN_CHUNKS:
         return 0, 1
     return 16 // itemsize, period // itemsize
+
+
+def blocks_per_sm(config: Config, itemsize: int) -> int:
+    """Blocks of ``config`` an sm_90 SM holds: its launch bounds' (the registers ptxas keeps to) or fewer where
+    the patch's shared memory (and 1 KiB reserved a block) runs out first."""
+    bound = config.min_blocks if itemsize == 4 else config.min_blocks64
+    return min(bound, SM_SMEM // (config.smem_bytes(itemsize) + 1024))
 
 
 def pitch(config: Config, itemsize: int) -> int:

@@ -10,7 +10,7 @@
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
 # zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
-# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, k11_skew)
+# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, s39b, k11_skew)
 # names the parts of a step to run (default all).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -347,16 +347,16 @@ for step in $steps; do
       # session 39's offline branches, each off by default until this run: k12 RY outputs in y (the volume probe's
       # default configs), k05's 16-bit wide loads, depthwise planes per block (the one-warp tiles' layers)
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
-      SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 120 300) python3 -m pytest -q \
+      part tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 120 300) python3 -m pytest -q \
         -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_conv3d_volume.py tests/test_softmax16_k05_vec.py \
         tests/test_conv_nchw_depthwise.py -k "ry or vec or planes" > "$out/s39b_tests.log" 2>&1
-      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39b_tests.log" | tail -15 | cut -c1-300
-      timeout $(limit 150 150) python3 benchmarks/lab/volume_filter_probe.py --reps 10 --calls 20 --json "$out/volume_ry.json" \
-        > "$out/volume_ry.log" 2>&1; echo "volume rc=$?"; grep -E " ok | skipped" "$out/volume_ry.log" | cut -c1-160 | tail -40
-      timeout $(limit 90 60) python3 benchmarks/lab/softmax16_probe.py --k05-vec --json "$out/softmax16_k05_vec.json" \
-        > "$out/softmax16_k05_vec.log" 2>&1; echo "k05 vec rc=$?"; grep -vE "Warn|warn\(" "$out/softmax16_k05_vec.log" | tail -30 | cut -c1-160
-      timeout $(limit 60 3) python3 benchmarks/lab/depthwise_probe.py --planes --json "$out/depthwise_planes.json" \
-        > "$out/depthwise_planes.log" 2>&1; echo "depthwise rc=$?"; tail -20 "$out/depthwise_planes.log" | cut -c1-300 ;;
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39b_tests.log" | tail -15 | cut -c1-300; }
+      part volume && { timeout $(limit 150 150) python3 benchmarks/lab/volume_filter_probe.py --reps 10 --calls 20 --json "$out/volume_ry.json" \
+        > "$out/volume_ry.log" 2>&1; echo "volume rc=$?"; grep -E " ok | skipped" "$out/volume_ry.log" | cut -c1-160 | tail -40; }
+      part k05 && { timeout $(limit 90 60) python3 benchmarks/lab/softmax16_probe.py --k05-vec --json "$out/softmax16_k05_vec.json" \
+        > "$out/softmax16_k05_vec.log" 2>&1; echo "k05 vec rc=$?"; grep -vE "Warn|warn\(" "$out/softmax16_k05_vec.log" | tail -30 | cut -c1-160; }
+      part depthwise && { timeout $(limit 60 3) python3 benchmarks/lab/depthwise_probe.py --planes --json "$out/depthwise_planes.json" \
+        > "$out/depthwise_planes.log" 2>&1; echo "depthwise rc=$?"; tail -20 "$out/depthwise_planes.log" | cut -c1-300; } ;;
     k11_skew)
       # issue 33, session 40 (benchmarks/notes/conv2d.md): k11's window loads with the patch rows padded by 16 bytes
       # every 128 (Config.skew; 4-way bank-conflicted before) — the GPU tests, every filter of the probe beside the

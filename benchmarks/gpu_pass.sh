@@ -11,7 +11,7 @@
 # zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
 # Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, s39b, k11_skew)
-# names the parts of a step to run (default all).
+# names the parts of those steps to run (default all; each part's name is its step's own).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
 steps=${*:-tests bench conv patterns tile ncu sanitize sanitize_patterns}
@@ -347,7 +347,7 @@ for step in $steps; do
       # session 39's offline branches, each off by default until this run: k12 RY outputs in y (the volume probe's
       # default configs), k05's 16-bit wide loads, depthwise planes per block (the one-warp tiles' layers)
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
-      part tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 120 300) python3 -m pytest -q \
+      part s39b_tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 120 300) python3 -m pytest -q \
         -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_conv3d_volume.py tests/test_softmax16_k05_vec.py \
         tests/test_conv_nchw_depthwise.py -k "ry or vec or planes" > "$out/s39b_tests.log" 2>&1
       echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s39b_tests.log" | tail -15 | cut -c1-300; }
@@ -362,7 +362,7 @@ for step in $steps; do
       # every 128 (Config.skew; 4-way bank-conflicted before) — the GPU tests, every filter of the probe beside the
       # default, then Nsight Compute's shared-memory wavefronts, conflicts, FMA pipe and stalls at 9x9, both layouts
       export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
-      part tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 100 250) python3 -m pytest -q \
+      part k11_tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 100 250) python3 -m pytest -q \
         -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_conv2d_large.py > "$out/k11_skew_tests.log" 2>&1
       echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/k11_skew_tests.log" | tail -8 | cut -c1-300; }
       part probe && { timeout $(limit 200 70) python3 benchmarks/lab/large_filter_probe.py --skew --no-alt --no-peer --reps 10 \

@@ -27,7 +27,7 @@ from simt_tiles.kernels.matmul import k14_mma_bf16 as k14
 from simt_tiles.kernels.matmul.mma import MMA_RUNGS, matmul_mma
 from simt_tiles.runtime import SIMULATOR, SMEM_ALIGN
 
-from .profiles import examples
+from .profiles import PROFILE, examples
 
 RNG = np.random.default_rng(30)
 
@@ -590,13 +590,25 @@ def _call(a, b, precision, cfg):
 @settings(max_examples=examples(6))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 65, 130]),
        which=st.integers(0, 2), frag=st.sampled_from([2, 3]), precision=st.sampled_from(["tf32", "bf16", "fp16"]))
-@example(m=17, n=65, k=130, which=2, frag=2, precision="bf16")  # 3 k tiles of 4 slices (a trip), K tail
-@example(m=33, n=40, k=65, which=2, frag=3, precision="tf32")  # 3 k tiles of 4 slices, B two ahead, A one
 @example(m=31, n=65, k=37, which=1, frag=2, precision="fp16")  # warps along N, 2 k tiles: fewer than the stages
 @example(m=1, n=1, k=1, which=0, frag=2, precision="tf32")  # one tile, mostly zero-filled
 def test_fragments_two_ahead_are_bit_identical(m, n, k, which, frag, precision):
     """``frag`` 2 (A's and B's fragments two k-slices ahead) and 3 (B's only) against 1: the same mma in the same
     order on every accumulator, so C is bit-identical; and within the bound, none unwritten (NaN-poisoned)."""
+    _check_fragments(m, n, k, which, frag, precision)
+
+
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (~27 s of simulated mma): the full, dev and gpu profiles run it")
+@pytest.mark.parametrize("m, n, k, which, frag, precision", [
+    (17, 65, 130, 2, 2, "bf16"),  # 3 k tiles of 4 slices (a trip), K tail
+    (33, 40, 65, 2, 3, "tf32"),  # 3 k tiles of 4 slices, B two ahead, A one
+])
+def test_fragments_two_ahead_over_a_whole_trip(m, n, k, which, frag, precision):
+    """The property test's trips through all three register sets (its examples, each ~13 s in the simulator)."""
+    _check_fragments(m, n, k, which, frag, precision)
+
+
+def _check_fragments(m, n, k, which, frag, precision):
     off = FRAG_BASE[precision][which]
     on = dataclasses.replace(off, frag=frag)
     assert k13.kernel_name(on, precision) == k13.kernel_name(off, precision) + f"_f{frag}"

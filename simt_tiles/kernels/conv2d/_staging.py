@@ -124,9 +124,9 @@ def make_patch_loader(config, sw=None, skew=(0, 1)):
 
 def make_skewed_column(bx: int, v: int, p: int):
     """``column(c, j)``: where patch column ``c`` = tx + j·``bx`` (tx < bx; ``j`` a constant once unrolled) is
-    stored in a row padded by ``v`` values after every ``p`` (k11: one 16-byte unit per 128 bytes, so that lanes
-    whose windows start 64 bytes apart read distinct banks); ``v`` 0: ``c`` itself.  Where ``bx`` divides ``p``,
-    tx never crosses a period: the pad is a constant per j."""
+    stored in a row padded by ``v`` values after every ``p`` (k11's ``Config.skew``: lanes' windows on distinct
+    banks); ``v`` 0: ``c`` itself.  Where ``bx`` divides ``p``, tx never crosses a period: the pad is a constant
+    per j."""
     V, P, BX = v, p, bx
 
     @inline

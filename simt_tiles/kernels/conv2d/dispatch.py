@@ -267,13 +267,16 @@ def large_configs(rung, cfg, config, dtype, simulator: bool) -> list:
 
 def skewed(spec, dtype, skew: int):
     """``spec`` (k11, specialised) with its patch rows skewed by ``skew`` bytes where that applies (conflict-free
-    window loads) and keeps the blocks an SM holds; else ``spec``."""
+    window loads) and keeps the blocks an SM holds; else ``spec``.  float32 only (``blocks_per_sm`` is exact
+    there: the launch bounds' 128 registers are what ptxas takes)."""
     itemsize = np.dtype(dtype).itemsize
+    if skew == 1 or itemsize != 4:  # float64: the DFMA pipe is the limit, not shared memory (conv2d.md)
+        return spec
     try:
         cand = dataclasses.replace(spec, skew=skew)  # (checks float32's 48 KiB)
     except ConfigError:
         return spec
-    if skew == 1 or k11_large_filter.skew(cand, itemsize) == (0, 1):
+    if k11_large_filter.skew(cand, itemsize) == (0, 1):
         return spec
     fits = cand.smem_bytes(itemsize) <= cand.MAX_STATIC_SMEM
     keeps = k11_large_filter.blocks_per_sm(cand, itemsize) >= k11_large_filter.blocks_per_sm(spec, itemsize)

@@ -67,9 +67,8 @@ Shared-memory banks
     while its shared memory serves one wavefront a clock: ~83 % busy (the
     simulator's bank model, ``simt_tiles.analyze``), ~55 % at 31 × 31.
     ``Config.skew`` (off in the presets until measured) pads a patch row by 16
-    bytes every 128: lane tx's window moves on by tx/2 units (float32), the 8
-    lanes land on 8 bank groups, 4 wavefronts a window load, for 12.5 % more
-    shared memory (:func:`skew`).
+    bytes every 64 or 128: the 8 lanes land on 8 bank groups, 4 wavefronts a
+    window load, for 25 or 12.5 % more shared memory (:func:`skew`, :func:`pitch`).
 
 Register tile: RY·RX accumulators, the window (RX + KC − 1) and one chunk's KC
 weights; ``min_blocks`` holds ptxas to the launch bounds (the compile gate: no
@@ -122,7 +121,8 @@ class Config(RegisterTileConfig):
         yield from super().rules()
         yield ("kc", self.kc <= 32, "kc <= 32 (the generated chunk's code grows with it)")
         yield ("skew", self.skew == 1 or (self.rx % 4 == 0 and self.skew % (4 * self.rx) == 0),
-               "skew: 1 (none), or bytes a multiple of a thread's float32 outputs' row (4·rx, rx a multiple of 4)")
+               "skew: 1 (none), or bytes a multiple of a thread's float32 outputs' row (4·rx, rx a multiple of 4; "
+               "float64 skews where it is a multiple of 8·rx)")
 
     def smem_bytes(self, itemsize):
         rows = self.patch()[0]
@@ -132,10 +132,12 @@ class Config(RegisterTileConfig):
 
 def skew(config: Config, itemsize: int) -> tuple[int, int]:
     """``(V, P)``: a patch row holds V values of padding (one 16-byte unit) after every P values (``config.skew``
-    bytes; 1: none), or ``(0, 1)``: none.  Lanes tx read windows RX values apart; with RX·itemsize = 32 or 64 bytes
-    the 8 lanes of a quarter warp's 128-bit loads fall on 4 or 2 of its 8 bank groups (4- or 2-way
-    conflicted); one unit per 128 bytes moves lane tx on by tx·RX/P units, onto 8 distinct groups.  It applies
-    where P is a whole number of lanes' windows and the chunks are written out (constant offsets)."""
+    bytes; 1: none), or ``(0, 1)``: none.  Lanes tx read windows RX values apart: with RX·itemsize = 64 bytes
+    their 128-bit loads fall on 2 of a row's 8 bank groups of 16 bytes.  A unit after every G = P / RX windows
+    moves lane tx's k-th window unit on by ⌊(tx + k) / G⌋: G = 1 (64 bytes) puts 8 lanes on 8 groups for
+    every k; G = 2 (128 bytes, half the memory) for even k, and :func:`pitch` starts the half-warp's second
+    thread row 64 bytes on, onto the groups the first row's odd windows leave free.  It applies where P is a
+    whole number of lanes' windows (so float64 ignores a period that is not) and the chunks are written out."""
     lane, period = config.rx * itemsize, config.skew
     if period == 1 or period % lane or lane % 16 or chunks(config)[1] > WRITTEN_CHUNKS:
         return 0, 1
@@ -150,10 +152,14 @@ def blocks_per_sm(config: Config, itemsize: int) -> int:
 
 
 def pitch(config: Config, itemsize: int) -> int:
-    """A patch row's values in shared memory: its columns, the skew's padding, rounded up to 16 bytes' worth."""
+    """A patch row's values in shared memory: its columns, the skew's padding, rounded up to 16 bytes' worth;
+    skewed, one 16-byte unit more where thread rows (RY patch rows) would start a multiple of 128 bytes apart."""
     v, p = skew(config, itemsize)
     sw = config.patch()[1]
-    return 4 * cdiv(sw + v * ((sw - 1) // p), 4)
+    values = 4 * cdiv(sw + v * ((sw - 1) // p), 4)
+    if v and config.ry * values * itemsize % 128 == 0:
+        values += 16 // itemsize
+    return values
 
 
 def chunks(config: Config) -> tuple[int, int, int]:
@@ -198,8 +204,9 @@ PRESETS = {
 def make_accumulator(config: Config, itemsize: int = 4):
     """``accumulate(patch, w_s, acc, r0, c0)``: every tap of the filter (staged in ``w_s``) on the
     thread's RY × RX outputs from tile row ``r0``, column ``c0``, added to ``acc``.  With a :func:`skew`
-    the window's value d (column c0 + d, in window k = d // RX of lanes') sits at the thread's base for
-    k mod G (G = P / RX lanes a period; computed once) plus V·(k // G) + d: constants per load.
+    a chunk's window value d (column c0 + b + d, b the chunk's first filter column, in lanes' window
+    k = (b + d) // RX) sits at the thread's base for k mod G (G = P / RX windows a period; computed
+    once) plus V·(k // G) + b + d: constants per load.
 
     Two run-time loops over patch rows p (the edge rows, then the middle ones); in each row, the
     chunks of filter columns (:func:`chunks`; up to :data:`WRITTEN_CHUNKS` full ones written out, more
@@ -320,8 +327,9 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     RX, RY, KH, KW = config.rx, config.ry, config.kh, config.kw
     TH, TW = config.tile()
     SH, SW = config.patch()
-    SKEW = skew(config, np.dtype(dtype).itemsize)
-    SWP, KWP = pitch(config, np.dtype(dtype).itemsize), 4 * cdiv(KW, 4)  # row pitches: 16-byte rows
+    ITEM = np.dtype(dtype).itemsize
+    SKEW = skew(config, ITEM)
+    SWP, KWP = pitch(config, ITEM), 4 * cdiv(KW, 4)  # row pitches: 16-byte rows
     BX, T = config.block_x, config.threads
     OUTS = RY * RX  # the thread's outputs
     KC, FULL, REST = chunks(config)
@@ -332,8 +340,8 @@ def make_kernel(config: Config, dtype, all_taps: bool = False, slices: bool = Fa
     stage_weights = make_weight_stager(T, KH, KW, KWP, all_taps, dtype)
     store_outputs = make_output_store(config)  # 128-bit stores from registers, or staged rows (k07's)
     VEC_STORE = RX % 4 == 0  # a thread's outputs of a row are whole vectors
-    accumulate = make_accumulator(config, np.dtype(dtype).itemsize)
-    add_tap = make_tap_adder(config, np.dtype(dtype).itemsize)
+    accumulate = make_accumulator(config, ITEM)
+    add_tap = make_tap_adder(config, ITEM)
     # Numba keys a disk-cache entry on the kernel's code and the constants it closes over: the
     # kernel reads the launch bounds (and every constant the generated code was made from)
     BOUNDS = jit_options(config, dtype)["launch_bounds"]

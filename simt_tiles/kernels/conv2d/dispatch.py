@@ -100,7 +100,8 @@ NEXT_RUNG = {LARGE_VARIANT: SHAPE_VARIANT}
 LARGE_PRESETS = {"float32": ("fast_float32", "default", "narrow"), "float64": ("default", "narrow")}
 
 #: the patch-row skew (``k11.Config.skew``, bytes; 1: none) ``config=None`` gives :data:`LARGE_VARIANT`'s preset
-#: where it keeps the blocks an SM holds (:func:`skewed`); none until a GPU has timed it (conv2d.md, session 40)
+#: where it keeps the blocks an SM holds (:func:`skewed`); none: the H100 timed skew 128 1.9x slower at 9 x 9 (its
+#: extra instructions, not its banks; conv2d.md, session 40)
 LARGE_SKEW = 1
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):

@@ -279,9 +279,8 @@ def skewed(spec, dtype, skew: int):
         return spec
     if k11_large_filter.skew(cand, itemsize) == (0, 1):
         return spec
-    fits = cand.smem_bytes(itemsize) <= cand.MAX_STATIC_SMEM
     keeps = k11_large_filter.blocks_per_sm(cand, itemsize) >= k11_large_filter.blocks_per_sm(spec, itemsize)
-    return cand if fits and keeps else spec
+    return cand if keeps else spec
 
 
 def _first_fitting(configs, kh, kw, mode, dtype):

@@ -15,6 +15,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -47,6 +51,7 @@ from .profiles import examples
 from .test_conv2d import scipy_nd_misreads
 from .test_conv2d_volumes import kernel_launches
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EPS = 2.0**-52  # scipy skips |w| <= EPS
 EXAMPLES = examples(30) if SIMULATOR else settings.default.max_examples
 #: the most image values × taps one example computes (the simulator runs every FMA in Python: ~0.1 s for
@@ -368,6 +373,42 @@ def test_skewed_window_loads_are_conflict_free(skew):
         plain, loads = _window_wavefronts(cfg, 4)
         skewed, same = _window_wavefronts(dataclasses.replace(cfg, skew=skew), 4)
         assert same == loads and skewed == 4 * loads and plain >= 8 * loads, (k, plain, skewed, loads)
+
+
+SKEWED_COPY_PTX = textwrap.dedent("""
+    import dataclasses
+    from numba import cuda, float32, int64, uint32, void
+    from simt_tiles.kernels.conv2d import k11_large_filter as k11
+    from simt_tiles.kernels.conv2d._common import Mode, specialise
+    from simt_tiles.kernels.conv2d._staging import make_patch_loader
+
+    def stores(cfg):
+        sh, pitch = cfg.patch()[0], k11.pitch(cfg, 4)
+        load = make_patch_loader(cfg, skew=k11.skew(cfg, 4))
+
+        def k(image, out):
+            patch = cuda.shared.array((sh, pitch), float32)
+            tx, ty = uint32(cuda.threadIdx.x), uint32(cuda.threadIdx.y)
+            load(image, patch, float32(0), int64(cuda.blockIdx.y), int64(cuda.blockIdx.x), tx, ty)
+            cuda.syncthreads()
+            out[tx] = patch[ty, tx]
+
+        return cuda.compile_ptx(k, void(float32[:, :], float32[::1]), cc=(9, 0))[0].count("st.shared")
+
+    cfg = specialise(k11.PRESETS["fast_float32"], 9, 9, Mode.REFLECT)
+    print("stores", stores(cfg), stores(dataclasses.replace(cfg, skew=128)))
+""")
+
+
+def test_skewed_patch_copy_is_unrolled_as_the_plain_one():
+    """The real target (``cuda.compile_ptx``, a subprocess): k11's patch copy with rows skewed writes as many
+    shared stores as the plain copy — LLVM unrolls both.  A signed floor division in the padding (session 40)
+    left the copy a loop: 38 stores where 51, +63 % instructions and 1.9× the time at 9 × 9 on the H100."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0",
+           "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", SKEWED_COPY_PTX], env=env, capture_output=True, text=True)
+    got = [line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("stores")]
+    assert proc.returncode == 0 and got and got[0][0] == got[0][1], proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -68,8 +68,9 @@ Shared-memory banks
     simulator's bank model, ``simt_tiles.analyze``), ~55 % at 31 × 31.
     ``Config.skew`` (off) pads a patch row by 16 bytes every 64 or 128: the 8
     lanes land on 8 bank groups, 4 wavefronts a window load (the H100: bank
-    conflicts −88 %), but as built it issues 63 % more instructions and runs
-    1.9× slower at 9 × 9 (:func:`skew`, :func:`pitch`; conv2d.md, session 40).
+    conflicts −88 %); measured 1.9× slower at 9 × 9 while its patch copy was
+    left a loop, since unrolled as the plain one (:func:`skew`, :func:`pitch`;
+    conv2d.md, sessions 40-41).
 
 Register tile: RY·RX accumulators, the window (RX + KC − 1) and one chunk's KC
 weights; ``min_blocks`` holds ptxas to the launch bounds (the compile gate: no

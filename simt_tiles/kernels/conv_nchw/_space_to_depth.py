@@ -10,14 +10,19 @@ OH + KH' − 1, OW + KW' − 1) holds the zero-padded input's four phases as cha
 2a' + p ≥ KH).  An axis where the filter has extent 1 needs one phase (p = 0): a 1×1 stride-2 layer is
 a subsample then a 1×1 layer of C_in channels.  The products are the layer's; the longer sums (16/9 of
 a 3×3's multiply-adds, 64/49 of a 7×7's) add exact zeros besides them, and adding an exact zero rounds nothing, so the
-result is within the layer's own γ bound of C_in·KH·KW terms — for finite inputs: a zero tap times an
-infinite input value is NaN where torch has ±inf.  Two copy kernels (the input once, the filter once
-per call) then the tuned stride-1 rungs (``dispatch.plan``).
+result is within the layer's own γ bound of C_in·KH·KW terms — for finite inputs.  An odd filter's
+padded taps (0 at 2a' + p = KH) multiply the input row just past an output's window: 0·inf or 0·NaN
+would spread a non-finite value to outputs whose window does not hold it.  So the input copy marks a
+non-finite value in a device flag, and for an odd filter a last kernel recomputes the layer directly
+where the flag is set (every thread returns at once where not: ~2 µs).  Two copy kernels (the filter
+once per call, then the input), the tuned stride-1 rungs (``dispatch.plan``), that check.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import math
+
 from numba import cuda
 
 from ..._per_stream import PerStream
@@ -38,9 +43,10 @@ def _buffer(shape, dtype, stream, tag: str):
                         lambda: cuda.device_array(shape, dtype, stream=stream))
 
 
-def _input_phases(x, xs, pad_top, pad_left, ph, pw):
+def _input_phases(x, xs, pad_top, pad_left, ph, pw, flag):
     """xs[n, (c·ph + p)·pw + q, u, v] = x[n, c, 2u + p − pad_top, 2v + q − pad_left] (0 outside x);
-    ``ph``, ``pw``: the phases per axis (2, or 1 for a filter of extent 1 there)."""
+    ``ph``, ``pw``: the phases per axis (2, or 1 for a filter of extent 1 there); ``flag[0]`` set to 1
+    where a value copied is NaN or ±inf (left as it is otherwise: :func:`_filter_phases` clears it)."""
     i = cuda.grid(1)
     n_img, cp, us, vs = xs.shape
     if i < n_img * cp * us * vs:
@@ -55,14 +61,20 @@ def _input_phases(x, xs, pad_top, pad_left, ph, pw):
         r = 2 * u + rem // pw - pad_top
         s = 2 * v + rem % pw - pad_left
         if 0 <= r < x.shape[2] and 0 <= s < x.shape[3]:
-            xs[n, cc, u, v] = x[n, cc // per, r, s]
+            value = x[n, cc // per, r, s]
+            xs[n, cc, u, v] = value
+            if not math.isfinite(value):
+                flag[0] = 1  # every writer writes 1: no race to lose
         else:
             xs[n, cc, u, v] = 0  # the zero padding, and rows/columns past it
 
 
-def _filter_phases(w, ws, ph, pw):
-    """ws[o, (c·ph + p)·pw + q, a, b] = w[o, c, 2a + p, 2b + q] (0 past the filter)."""
+def _filter_phases(w, ws, ph, pw, flag):
+    """ws[o, (c·ph + p)·pw + q, a, b] = w[o, c, 2a + p, 2b + q] (0 past the filter); ``flag[0]`` cleared
+    (launched before :func:`_input_phases` on the same stream)."""
     i = cuda.grid(1)
+    if i == 0:
+        flag[0] = 0
     c_out, cp, kh2, kw2 = ws.shape
     if i < c_out * cp * kh2 * kw2:
         b = i % kw2
@@ -81,8 +93,41 @@ def _filter_phases(w, ws, ph, pw):
             ws[o, cc, a, b] = 0  # a tap past the filter
 
 
+def _direct_where_flagged(x, w, bias, has_bias, out, flag, pad_top, pad_left, zero):
+    """Where ``flag[0]`` is set, every output of the stride-2 layer again, directly: its KH × KW window of
+    ``x`` (the padding's ``zero`` multiplied too, as the other paths do), plus ``bias`` where ``has_bias``.  A grid-stride loop; where the flag is clear, every
+    thread returns at once."""
+    if flag[0] == 0:
+        return
+    n_img, c_out, oh, ow = out.shape
+    c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        j = i % ow
+        t = i // ow
+        r = t % oh
+        t = t // oh
+        o = t % c_out
+        n = t // c_out
+        acc = zero
+        for c in range(c_in):
+            for a in range(kh):
+                y = 2 * r + a - pad_top
+                for b in range(kw):
+                    s = 2 * j + b - pad_left
+                    inside = 0 <= y < h and 0 <= s < wd
+                    acc += w[o, c, a, b] * (x[n, c, y, s] if inside else zero)
+        if has_bias:
+            acc += bias[o]
+        out[n, o, r, j] = acc
+
+
 input_phases = jit(_input_phases)
 filter_phases = jit(_filter_phases)
+direct_where_flagged = jit(_direct_where_flagged)
+
+#: blocks of :func:`_direct_where_flagged` (a grid-stride loop: where the flag is clear, ~2 µs)
+CHECK_BLOCKS = 264
 
 
 def phase_counts(kh: int, kw: int) -> tuple[int, int]:
@@ -100,11 +145,29 @@ def phase_shapes(x_shape, w_shape, oh: int, ow: int):
 
 
 def phases(x, w, oh: int, ow: int, pad_top: int, pad_left: int, stream):
-    """``(xs, ws)``: the input's and the filter's phases, in kept buffers, on ``stream``."""
+    """``(xs, ws, flag)``: the input's and the filter's phases, in kept buffers, on ``stream``, and whether
+    the input holds a NaN or ±inf (a 1-element device array, for :func:`fix_non_finite`)."""
     xs_shape, ws_shape = phase_shapes(x.shape, w.shape, oh, ow)
     ph, pw = phase_counts(*w.shape[2:])
     xs = _buffer(xs_shape, x.dtype, stream, "x")
     ws = _buffer(ws_shape, w.dtype, stream, "w")
-    input_phases[cdiv(xs.size, THREADS), THREADS, stream](x, xs, pad_top, pad_left, ph, pw)
-    filter_phases[cdiv(ws.size, THREADS), THREADS, stream](w, ws, ph, pw)
-    return xs, ws
+    flag = _buffer((1,), np.int32, stream, "flag")
+    filter_phases[cdiv(ws.size, THREADS), THREADS, stream](w, ws, ph, pw, flag)  # first: clears the flag
+    input_phases[cdiv(xs.size, THREADS), THREADS, stream](x, xs, pad_top, pad_left, ph, pw, flag)
+    return xs, ws, flag
+
+
+def padded_taps(kh: int, kw: int) -> bool:
+    """Whether the phases' filter has taps past the layer's (an odd extent of 3 or more on an axis)."""
+    return any(k % 2 and k > 1 for k in (kh, kw))
+
+
+def fix_non_finite(x, w, bias, out, flag, pad_top: int, pad_left: int, stream) -> None:
+    """After the stride-1 layer: where ``flag`` says the input held a NaN or ±inf and the filter has
+    padded taps (:func:`padded_taps`), the layer again, directly (:func:`_direct_where_flagged`)."""
+    if out.size == 0 or not padded_taps(*w.shape[2:]):
+        return
+    b = bias if bias is not None else _buffer((1,), out.dtype, stream, "no bias")
+    blocks = min(cdiv(out.size, THREADS), CHECK_BLOCKS)
+    direct_where_flagged[blocks, THREADS, stream](x, w, b, bias is not None, out, flag, pad_top, pad_left,
+                                                  out.dtype.type(0))

@@ -345,7 +345,8 @@ def space_to_depth_applies(variant, config, stride, dilation, groups: int) -> bo
 class SpaceToDepth(NamedTuple):
     """A stride-2 layer as the stride-1 layer of its input's and filter's phases (``_space_to_depth``):
     two copy kernels, then :func:`plan`'s tiled rung for the (N, 4·C_in) input and the ⌈KH/2⌉ × ⌈KW/2⌉
-    filter with padding 0."""
+    filter with padding 0; for an odd filter, the direct layer where the input held a NaN or ±inf
+    (``_space_to_depth.fix_non_finite``)."""
 
     oh: int
     ow: int
@@ -354,7 +355,11 @@ class SpaceToDepth(NamedTuple):
     autotune: object = None
 
     def run(self, call: Call) -> None:
-        xs, ws = _space_to_depth.phases(call.x, call.w, self.oh, self.ow, self.pad_top, self.pad_left, call.stream)
+        xs, ws, flag = _space_to_depth.phases(call.x, call.w, self.oh, self.ow, self.pad_top, self.pad_left,
+                                              call.stream)
         c_out, _, kh2, kw2 = ws.shape
         plan(None, None, tuple(xs.shape), c_out, kh2, kw2, 0, call.x.dtype, self.autotune).run(
             Call(xs, ws, call.bias, call.out, 0, call.stream))
+        # an odd filter's padded taps meet the input just past a window: a NaN/inf there, the layer again
+        _space_to_depth.fix_non_finite(call.x, call.w, call.bias, call.out, flag, self.pad_top, self.pad_left,
+                                       call.stream)

@@ -303,8 +303,17 @@ def _native(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _check_unmasked(x: np.ndarray, name: str) -> None:
+    """TypeError naming ``name`` for a ``numpy.ma.MaskedArray``: the kernels would read its data and
+    silently ignore its mask (NumPy's own functions honour it)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name}: expected an array without a mask; got a numpy.ma.MaskedArray (its mask would "
+                        f"be ignored: pass {name}.filled(value) or {name}.data)")
+
+
 def host_operand(x: np.ndarray, name: str, *, ndim: int | None) -> Operand:
     """A NumPy argument kept on the host (e.g. a filter a kernel compiles in), checked."""
+    _check_unmasked(x, name)
     host = _native(x)
     check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim)
     return Operand(name, np.ascontiguousarray(host), "numpy", x)
@@ -331,6 +340,7 @@ def device_operand(x, name: str, *, ndim: int | None, stream=0, dtype=None, stri
     from numba import cuda
 
     if isinstance(x, np.ndarray):
+        _check_unmasked(x, name)
         host = _native(x)  # any layout and byte order: the copy below makes it C-contiguous
         check_dtype_ndim(name, host.dtype, host.ndim, host.shape, ndim, accepted)
         if strided and host.ndim >= 2 and not host.flags.c_contiguous:
@@ -694,8 +704,12 @@ def check_device(name: str, x, kind: str) -> None:
 
 def dtype_name(x) -> str:
     """'float32', 'bfloat16', 'float16', ... of any array kind: NumPy (``ml_dtypes.bfloat16`` is
-    'bfloat16'), CuPy, Numba, PyTorch (torch's names without 'torch.')."""
-    return str(getattr(x, "dtype", "")).replace("torch.", "")
+    'bfloat16'), CuPy, Numba, PyTorch (torch's names without 'torch.'); a NumPy dtype in either byte order
+    ('>f2': 'float16')."""
+    dt = getattr(x, "dtype", "")
+    if isinstance(dt, np.dtype) and not dt.isnative:
+        dt = dt.newbyteorder("=")
+    return str(dt).replace("torch.", "")
 
 
 def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool = True) -> Operand:
@@ -712,7 +726,8 @@ def operand16(x, name: str, stream, *, ndim: int | None = -1, contiguous: bool =
         raise ValueError(f"{name}: expected a {ndim}-D array; got {got}-D with shape {tuple(x.shape)}")
     mod = type(x).__module__.split(".")[0]
     if isinstance(x, np.ndarray):
-        host = np.ascontiguousarray(x)
+        _check_unmasked(x, name)
+        host = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native order: its bits as uint16
         return Operand(name, cuda.to_device(host.view(np.uint16), stream=stream), "numpy", x)
     if mod == "torch":
         import torch
@@ -793,7 +808,7 @@ def finish16(op: Operand, like: Operand, stream):
     host = op.dev.copy_to_host(stream=stream)
     if stream:
         stream.synchronize()
-    dt = like.original.dtype
+    dt = like.original.dtype.newbyteorder("=")  # the bits are native order (operand16); a '>f2' out= converts
     if op.original is not None:
         op.original[...] = host.view(dt)
         return op.original

@@ -293,6 +293,7 @@ def array_cases(name):
                 continue
             ok = spec.ndimage and np.dtype(dt).kind in "i"  # scipy.ndimage's integer images and filters
             ok = ok or (_takes_half(name) and dt is np.float16)  # softmax's 16-bit inputs (tests/test_softmax16.py)
+            ok = ok or (spec.ndimage and arg in ("weights", "wx", "wy") and dt in (np.bool_, np.float16))  # as scipy
             yield f"{arg}-dtype-{np.dtype(dt).name}", arg, (lambda a, arg=arg, dt=dt: a[arg].astype(dt)), \
                 None if ok else alt
         for dt in (np.int32, np.float16, np.complex64, np.bool_):  # the same, as Numba device arrays

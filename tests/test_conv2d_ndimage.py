@@ -354,3 +354,15 @@ def test_conversion_kernels_compile_for_the_gpu():
         print(len(pairs), "built")
     """)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_bool_and_float16_filters_as_scipy():
+    """scipy takes a bool or float16 filter (any real dtype, as the docstrings say): converted, exactly."""
+    rng = np.random.default_rng(4)
+    x3, w3 = rng.random((3, 4, 5)).astype(np.float32), rng.random((3, 3, 3))
+    x2 = rng.random((9, 8)).astype(np.float32)
+    for w in (w3.astype(np.float16), w3 > 0.5, w3.astype(">f2")):
+        want = w.astype(np.float32)
+        np.testing.assert_allclose(st.correlate(x3, w), ndi.correlate(x3, want), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st.correlate2d(x2, w[0]), ndi.correlate(x2, want[0]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st.convolve(x2, w[1]), ndi.convolve(x2, want[1]), rtol=1e-5, atol=1e-6)

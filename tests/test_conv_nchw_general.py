@@ -445,3 +445,10 @@ def test_im2col_gemm_errors_name_the_argument():
         conv2d_nchw(x, w, groups=2, variant="im2col_gemm")
     with pytest.raises(ValueError, match="config: im2col_gemm has no config"):
         conv2d_nchw(x, np.ones((4, 4, 3, 3), np.float32), variant="im2col_gemm", config="sim")
+
+
+def test_a_bad_variant_names_im2col_among_the_choices():
+    x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+    for bad in ("nope", ["k01_direct"], 3):
+        with pytest.raises(ValueError, match=r"^variant: expected one of \(.*'im2col_gemm'\) or None; got"):
+            conv2d_nchw(x, w, variant=bad)

@@ -348,3 +348,22 @@ def test_every_16bit_device_view_goes_through_storage_view():
            if re.search(r"\.view\(np\.(u?int16|float16)\)", line) and "host.view" not in line
            and "def storage_view" not in line and "dev.view(dtype)" not in line]
     assert not bad, bad
+
+
+def test_big_endian_float16_and_masked_arrays():
+    """A '>f2' NumPy array is float16 (as '>f4' is float32): the same results, an '>f2' out= filled; a
+    masked array is a TypeError naming the argument (its mask would be ignored)."""
+    x = np.arange(6, dtype=">f2").reshape(2, 3)
+    xn = x.astype(np.float16)
+    assert simt_tiles.reduce(x, "sum") == simt_tiles.reduce(xn, "sum") == 15
+    np.testing.assert_array_equal(simt_tiles.softmax(x), simt_tiles.softmax(xn))
+    out = np.full((2, 3), np.nan, ">f2")
+    assert simt_tiles.softmax(x, out=out) is out
+    np.testing.assert_array_equal(out, simt_tiles.softmax(xn))
+    np.testing.assert_array_equal(simt_tiles.matmul(x, x.T.copy()), simt_tiles.matmul(xn, xn.T.copy()))
+    m = np.ma.masked_array(np.arange(12, dtype=np.float32).reshape(3, 4), mask=np.arange(12).reshape(3, 4) > 5)
+    for call, name in ((lambda: simt_tiles.reduce(m, "sum"), "x"), (lambda: simt_tiles.softmax(m), "x"),
+                       (lambda: simt_tiles.matmul(m, m.T), "a"), (lambda: simt_tiles.reduce(m.astype(np.float16)), "x"),
+                       (lambda: simt_tiles.correlate2d(np.ones((5, 5), np.float32), m[:, :3]), "weights")):
+        with pytest.raises(TypeError, match=f"^{name}: expected an array without a mask"):
+            call()

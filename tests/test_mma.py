@@ -918,3 +918,11 @@ def test_batched_form_has_no_races():
     for rung, shape in (("k13_mma_tf32", "2x17x9x13"), ("k14_mma_bf16", "2x7x5x37"), ("k13_mma_tf32", "7x5x9")):
         report = analyze.run(rung, ladder="matmul_mma", config="batched=2", shape=shape)
         assert report.races == [] and not report.uninitialized and report.blocks > 0, report.format()
+
+
+def test_a_bf16_config_is_not_a_tf32_one():
+    """k14's Config subclasses k13's; given to the TF32 rung its 2-byte k-steps made misaligned copies of
+    float32 rows (the simulator's cp.async check; a fault on a GPU): a TypeError naming config now."""
+    a, b = np.ones((5, 9), np.float32), np.ones((9, 7), np.float32)
+    with pytest.raises(TypeError, match="^config: expected a preset name or a .*k13_mma_tf32.Config"):
+        matmul_mma(a, b, precision="tf32", config=k14.PRESETS["sim"])

@@ -166,6 +166,24 @@ def test_empty_axes_as_numpy():
             assert np.isnan(simt_tiles.reduce(x, "mean", axis=(0, 2), keepdims=True, variant=variant)).all()
 
 
+def test_the_mean_of_an_empty_slice_warns_on_every_call_with_plans():
+    """NumPy's warning on each call, at the caller's line: the call makes no launch plan (a replay would skip the
+    warning) and the recording's extra frame is counted (it named simt_tiles/devices.py)."""
+    from simt_tiles import launch
+
+    before = launch.set_enabled(True)
+    launch.clear()
+    try:
+        e = cuda.device_array((3, 0), np.float32)
+        for _ in range(3):
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                assert np.isnan(simt_tiles.reduce(e, "mean", axis=1).copy_to_host()).all()
+            assert [(w.filename, str(w.message)) for w in got] == [(__file__, "Mean of empty slice")]
+    finally:
+        launch.set_enabled(before)
+
+
 def test_split_sums_are_deterministic():
     # the smallest length this machine's plan splits (600 in the simulator; more SMs ask for a longer one)
     n = next(n for n in (600, 60_000, 6_000_000)

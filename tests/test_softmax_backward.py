@@ -78,3 +78,11 @@ def test_not_a_forward_rung():
 
     assert RUNG.name not in RUNGS
     assert softmax_backward(np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)).shape == (0, 4)
+
+
+def test_a_numpy_integer_axis_as_the_forward():
+    y = np.random.default_rng(0).random((3, 5)).astype(np.float32)
+    got = softmax_backward(y, y, axis=np.int64(0))
+    np.testing.assert_array_equal(got, softmax_backward(y, y, axis=0))
+    with pytest.raises(TypeError, match="^axis: expected an int"):
+        softmax_backward(y, y, axis=np.bool_(True))

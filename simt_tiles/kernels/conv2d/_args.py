@@ -464,6 +464,8 @@ def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True, ndi
         # a reused NumPy filter's cached device copy (device_copies; the plan keys on the copy): its
         # values, kept on the host as the NumPy filter's would be (kernel parameters)
         weights = known
+    if isinstance(weights, np.ndarray) and (weights.dtype.kind == "b" or weights.dtype.newbyteorder("=") == np.float16):
+        weights = weights.astype(dtype)  # a NumPy bool or float16 filter, as scipy takes: exact in float32/64
     wdt = array_dtype(weights)
     if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
                                                                or is_array(weights)):

@@ -124,7 +124,7 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         Optional C-contiguous array of the output's shape and dtype; it is returned.
         It must not overlap ``x``, ``w`` or ``bias`` in memory (ValueError naming ``out``).
     variant
-        A name from :data:`CONV_NCHW_VARIANTS`; None picks :data:`BEST_VARIANT`
+        A name from :data:`CONV_NCHW_VARIANTS` (the rungs) or :data:`IM2COL_VARIANT`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in
         shared memory, see the package docstring).  Stride 1, dilation 1, groups 1 and one padding
         on every side take the tiled rungs; with ``variant`` and ``config`` None a depthwise layer
@@ -169,6 +169,8 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
 @planned
 def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, config, stream, autotune):
     """:func:`conv2d_nchw` with its parameters as ints (``ph = pw = -1``: "same")."""
+    if variant is not None and not (isinstance(variant, str) and (variant == IM2COL_VARIANT or variant in RUNGS)):
+        raise ValueError(f"variant: expected one of {(*RUNGS, IM2COL_VARIANT)} or None; got {variant!r}")
     rung = None if variant == IM2COL_VARIANT else get_rung(variant)
     if rung is not None and config is not None and (sh, sw, dh, dw, groups) == (1, 1, 1, 1, 1):
         rung.resolve_config(config)  # a bad preset name or config type fails before any copy

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from ...interop import as_stream, device_operand, finish_result, framework_copy, prepare_out
+from ...interop import as_stream, device_operand, dtype_name, finish_result, framework_copy, prepare_out
 from ...autotune import check_argument as check_autotune
 from ...launch import planned
 from ...registry import Family
@@ -174,5 +174,5 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
 
 
 def _dtype16(x) -> bool:
-    """Whether ``x`` holds bfloat16 or float16 values (any array kind, by its dtype's name)."""
-    return str(getattr(x, "dtype", "")).replace("torch.", "") in ("bfloat16", "float16")
+    """Whether ``x`` holds bfloat16 or float16 values (any array kind, by its dtype's name; either byte order)."""
+    return dtype_name(x) in ("bfloat16", "float16")

@@ -571,6 +571,15 @@ class MmaRung(Rung):
     def source(self, config, dtype=None, **params) -> str:
         return source(config, dtype, **params)
 
+    def resolve_config(self, config):
+        """:meth:`Rung.resolve_config`, and a config of exactly this rung's type: k14's Config subclasses
+        k13's, but its 2-byte k-steps would make misaligned copies of float32 rows (a TypeError instead)."""
+        resolved = super().resolve_config(config)
+        if type(resolved) is not self.config_type:
+            raise TypeError(f"config: expected a preset name or a {self.config_type.__module__}."
+                            f"{self.config_type.__qualname__} for {self.name}; got {config!r}")
+        return resolved
+
     def run(self, config, call) -> None:
         """``call``: a :class:`~simt_tiles.kernels.matmul._common.Call` (16-bit operands as their uint16
         bits, ``params`` the precision); rows that are not 16-byte multiples copied padded; K = 0: C = 0."""

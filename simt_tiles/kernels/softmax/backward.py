@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 import numpy as np
 from numba import cuda, uint64, void
@@ -126,8 +127,9 @@ def softmax_backward(y, dy, *, axis: int = -1, log: bool = False, out=None, conf
     """
     if not isinstance(log, (bool, np.bool_)):
         raise TypeError(f"log: expected a bool; got {log!r}")
-    if isinstance(axis, bool) or not isinstance(axis, int):
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
         raise TypeError(f"axis: expected an int; got {axis!r}")
+    axis = int(axis)  # a NumPy integer too, as the forward
     cfg = RUNG.resolve_config(config)
     stream = as_stream(stream, y)
     y_op = device_operand(y, "y", ndim=None, stream=stream)

@@ -78,7 +78,8 @@ def _precision_for(dtype_name: str, precision):
                 f"10 mantissa bits); for full float32 use simt_tiles.matmul; got {precision!r}")
         return "tf32"
     if implied is None:
-        raise TypeError(f"a: expected float32 (with precision='tf32'), bfloat16 or float16; got {dtype_name}")
+        got = dtype_name or "an object without a dtype (a NumPy, CuPy, Numba or PyTorch array is expected)"
+        raise TypeError(f"a: expected float32 (with precision='tf32'), bfloat16 or float16; got {got}")
     if precision not in (None, implied):
         raise ValueError(f"precision: {dtype_name} inputs compute in {implied!r}; got {precision!r}")
     return implied

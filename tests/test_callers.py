@@ -269,6 +269,8 @@ def test_unsupported_dtypes_are_type_errors(name, bad):
     for i, arg in enumerate(api.names):
         wrong = arrays.copy()
         wrong[i] = arrays[i].astype(bad)
+        if name in NDIMAGE and i > 0 and bad in (np.float16, np.bool_):
+            continue  # a NumPy float16 or bool filter is converted, as scipy (tests/test_conv2d_ndimage.py)
         if name == "matmul" and bad is np.float16:
             # float16 is matmul's tensor-core input: with one operand float16 the other is named
             with pytest.raises(TypeError, match=r"[ab]: expected dtype f"):

@@ -498,6 +498,8 @@ def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem)
     ``row_loads`` a step)."""
     shape, axes = {"inner": ((4096, 4096), (0,)), "split rows": ((2, 2**27), (1,)),
                    "rows": ((65536, 256), (1,)), "long rows": ((65536, 1000), (1,))}[problem]
+    # ci: the ops that spilled (sum, argmax); max/min and argmin share their code with a flipped compare
+    ops = ("sum", "argmax") if PROFILE == "ci" else ("sum", "max", "min", "argmax", "argmin")
     proc = run_real_target(f"""
         import dataclasses, os; os.chdir({str(tmp_path)!r})
         import numpy as np
@@ -507,6 +509,8 @@ def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem)
         asm = compile_gate.find_assembler()
         for dt in (np.float32, np.float64):
             for op, code in (("sum", SUM), ("max", MAX), ("min", MIN), ("argmax", ARGMAX), ("argmin", ARGMIN)):
+                if op not in {ops!r}:
+                    continue
                 p = dispatch.plan({shape!r}, {axes!r}, op, code, dt, sms=132, min_steps=4)
                 for k, st in enumerate(p.steps):
                     src = dt if st.src == "x" else (np.float64 if op == "sum" else dt)
@@ -517,7 +521,8 @@ def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem)
     """)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == {"inner": 20, "split rows": 20, "rows": 10, "long rows": 10}[problem], proc.stdout
+    steps = {"inner": 2, "split rows": 2, "rows": 1, "long rows": 1}[problem]  # passes a plan takes
+    assert len(lines) == steps * len(ops) * 2, proc.stdout
     rows = problem.endswith("rows") and problem != "split rows"
     for line in lines:
         dt, op, _, blocks, loads, *compiled = line.split()

@@ -21,6 +21,7 @@ from simt_tiles.kernels.reduce.k03_flat_lanes import Config as FlatConfig
 from simt_tiles.runtime import SIMULATOR
 
 from .common import DTYPES, configs, edge_sizes
+from .profiles import PROFILE
 
 K01_CONFIGS = (st.builds(ReduceConfig, st.sampled_from([32, 64]), st.integers(1, 4), st.integers(1, 3),
                          st.sampled_from([32, 64])) if SIMULATOR else
@@ -400,7 +401,7 @@ def test_k03_arg_ops_of_infinities_nan_and_ties():
         for a in (1, 0):
             xa = np.ascontiguousarray(x if a == 1 else x.T)
             for op in ("argmax", "argmin"):
-                for xs in (xa, -xa):
+                for xs in (xa,) if PROFILE == "ci" else (xa, -xa):  # ci budget: the negated rows 18 s
                     np.testing.assert_array_equal(
                         simt_tiles.reduce(xs, op, axis=a, variant="k03_flat_lanes", config=config),
                         getattr(np, op)(xs, axis=a), err_msg=f"{op} n={n} axis={a}")
@@ -458,7 +459,7 @@ def test_a_split_pass_over_partials_shrinks(cfg):
 
 
 @pytest.mark.parametrize("cfg", [LanesConfig(threads=128, loads=2), FlatConfig(threads=128, loads=2)], ids=["k02", "k03"])
-@pytest.mark.parametrize("op", ["sum", "max", "argmax", "mean"])
+@pytest.mark.parametrize("op", ["sum", "argmax"] + ([] if PROFILE == "ci" else ["max", "mean"]))  # ci: 19 s less
 def test_rows_over_fewer_warps_than_a_block(cfg, op):
     """Rows too few for a warp each and too many for a block's warps each: 2 warps a row in blocks of 2 (a third
     of the WARPS_PER_SM·SMs warp slots as rows: 42 in the simulator's 2 SMs), unsplit, every op against NumPy."""

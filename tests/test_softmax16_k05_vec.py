@@ -25,7 +25,7 @@ from simt_tiles.kernels.softmax.k05_split_row import Config as SplitConfig
 from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, ConfigError
 
 from .common import HALF, edge_sizes, spy_launched_vecs
-from .profiles import examples
+from .profiles import PROFILE, examples
 from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, check_random_rows, from16, inputs, poisoned16, to16
 from .test_softmax16_vec import _offset_view
 
@@ -73,7 +73,7 @@ def test_vec_k05_matches_scipy(dt, data):
 
 @pytest.mark.parametrize("dt", HALF)
 @pytest.mark.parametrize("preset", SIM_VEC)
-@pytest.mark.parametrize("cols", [1, 2, 3, 7, 67, 127, 129, 131, 300])
+@pytest.mark.parametrize("cols", [1, 3, 67, 129, 300] + ([] if PROFILE == "ci" else [2, 7, 127, 131]))
 def test_vec_rows_of_any_length_take_the_wide_path(cols, preset, dt, launched):
     """Rows of odd and short length (below one run, the block's runs ± 1 = 128 ± 1, into shared memory: 300) on
     an aligned base run the ``vec`` kernel — each row's unaligned head and last partial run one value at a time —

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import cuda
 
 from ...interop import as_stream, device_operand, dtype_name, finish_result, framework_copy, prepare_out
 from ...autotune import check_argument as check_autotune
@@ -159,10 +160,14 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
         return finish_result(c_op, stream)
     # a rung that reads C-order matrices only: each operand copied once, one product per batch
     plan = dispatch.plan(variant, config, sh.m, sh.n, sh.k, dtype, autotune)
+    if sh.k == 0:  # C = 0: one launch over every batch's rows, no copy (a GPU's empty array has no data to index)
+        plan.run(Call(cuda.device_array((nb * sh.m, 0), dtype, stream=stream),
+                      cuda.device_array((0, sh.n), dtype, stream=stream), c2d, stream))
+        return finish_result(c_op, stream)
     a_c = _strided.contiguous_copy(a_mat.dev, sh.a[0], a_str, dtype, stream, "a_copy")
     b_c = _strided.contiguous_copy(b_mat.dev, sh.b[0], b_str, dtype, stream, "b_copy")
-    a_c = a_c.reshape(math.prod(sh.a[0][:-2]), sh.m, sh.k)  # (not -1: K = 0 leaves it undetermined)
-    b_c = b_c.reshape(math.prod(sh.b[0][:-2]), sh.k, sh.n)
+    a_c = a_c.reshape(-1, sh.m, sh.k)
+    b_c = b_c.reshape(-1, sh.k, sh.n)
     sa = _strided.batch_strides(sh.a[0], _strided._c_strides(sh.a[0]), sh.batch)
     sb = _strided.batch_strides(sh.b[0], _strided._c_strides(sh.b[0]), sh.batch)
     mk, kn = sh.m * sh.k, sh.k * sh.n

@@ -99,10 +99,13 @@ NEXT_RUNG = {LARGE_VARIANT: SHAPE_VARIANT}
 #: filter's patch in shared memory (k11's PRESETS say which filters each fits)
 LARGE_PRESETS = {"float32": ("fast_float32", "default", "narrow"), "float64": ("default", "narrow")}
 
-#: the patch-row skew (``k11.Config.skew``, bytes; 1: none) ``config=None`` gives :data:`LARGE_VARIANT`'s preset
-#: where it keeps the blocks an SM holds (:func:`skewed`); none: the H100 timed skew 128 1.9x slower at 9 x 9 (its
-#: extra instructions, not its banks; conv2d.md, session 40)
-LARGE_SKEW = 1
+#: the patch-row skew (``k11.Config.skew``, bytes; 1: none) ``config=None`` gives :data:`LARGE_VARIANT`'s float32
+#: preset (:func:`skewed`): the H100 timed 128 at 9 x 9 0.364 -> 0.311 ms and at 31 x 31 3.15 -> 2.73 ms (a block
+#: fewer an SM there); float64 unchanged (conv2d.md, session 41)
+LARGE_SKEW = 128
+
+#: blocks an SM a skew may cost (:func:`skewed`): 31 x 31 went from 5 to 4 and still ran 13 % faster
+SKEW_BLOCKS_LOST = 1
 
 #: rungs that compile the filter's *values* into the kernel (constant memory):
 #: one compilation per distinct filter, so they are opt-in (``variant=``) —
@@ -268,8 +271,9 @@ def large_configs(rung, cfg, config, dtype, simulator: bool) -> list:
 
 def skewed(spec, dtype, skew: int):
     """``spec`` (k11, specialised) with its patch rows skewed by ``skew`` bytes where that applies (conflict-free
-    window loads) and keeps the blocks an SM holds; else ``spec``.  float32 only (``blocks_per_sm`` is exact
-    there: the launch bounds' 128 registers are what ptxas takes)."""
+    window loads), fits 48 KiB and costs at most :data:`SKEW_BLOCKS_LOST` of the blocks an SM holds; else
+    ``spec``.  float32 only (``blocks_per_sm`` is exact there: the launch bounds' 128 registers are what
+    ptxas takes)."""
     itemsize = np.dtype(dtype).itemsize
     if skew == 1 or itemsize != 4:  # float64: the DFMA pipe is the limit, not shared memory (conv2d.md)
         return spec
@@ -279,8 +283,8 @@ def skewed(spec, dtype, skew: int):
         return spec
     if k11_large_filter.skew(cand, itemsize) == (0, 1):
         return spec
-    keeps = k11_large_filter.blocks_per_sm(cand, itemsize) >= k11_large_filter.blocks_per_sm(spec, itemsize)
-    return cand if keeps else spec
+    lost = k11_large_filter.blocks_per_sm(spec, itemsize) - k11_large_filter.blocks_per_sm(cand, itemsize)
+    return cand if lost <= SKEW_BLOCKS_LOST else spec
 
 
 def _first_fitting(configs, kh, kw, mode, dtype):

@@ -332,9 +332,9 @@ def test_register_taps_rule_and_candidate_ladder():
     ladder = dispatch.VOLUME_REGISTER_TAPS_LADDER
     assert "rx4r" not in dispatch.VOLUME_RX_LADDER  # (the staged ladder; config=None on a GPU takes this one)
     picks = {k: dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config for k in (3, 5, 7)}
-    assert [(p.rx, p.taps) for p in picks.values()] == [(4, k12_volume.REGISTERS), (4, k12_volume.SHARED),
-                                                        (3, k12_volume.SHARED)]
-    assert dispatch.plan_volume(None, None, 1, 5, 5, mode, np.float64, ladder=ladder).config.taps == REGISTERS
+    # rx3y2 first (session 41: faster than rx4r at 3³ and rx4 at 5³); its ring fits 7³
+    assert [(p.rx, p.ry, p.taps) for p in picks.values()] == [(3, 2, k12_volume.SHARED)] * 3
+    assert dispatch.plan_volume(None, None, 1, 5, 5, mode, np.float64, ladder=ladder[1:]).config.taps == REGISTERS
 
 
 def test_rx_tile_geometry_and_shared_memory():
@@ -354,9 +354,10 @@ def test_rx_tile_geometry_and_shared_memory():
 
 
 def test_the_gpu_default_takes_the_most_outputs_per_thread_that_fit():
-    """``config=None`` on a GPU (the ladder rx4, rx3, rx2, default): the first preset whose ring fits 48 KiB, for
-    every filter shape from 1 to 11 a side (most never measured) and both dtypes; none fitting: the fallback,
-    or the refusal naming ``weights`` for a named k12.  The measured points: 3³ and 5³ float32 rx4, 7³ rx3."""
+    """``config=None`` on a GPU (the ladder rx3y2, rx4, rx3, rx2, default): the first preset whose ring fits 48 KiB,
+    for every filter shape from 1 to 11 a side (most never measured) and both dtypes; none fitting: the fallback,
+    or the refusal naming ``weights`` for a named k12.  The measured points: 3³ and 5³ float32 rx3y2 (session 41;
+    rx4 before), 7³ rx3 before rx3y2."""
     ladder = dispatch.VOLUME_RX_LADDER
     mode = _args.mode_of("reflect")
     for dtype in (np.float32, np.float64):
@@ -364,21 +365,23 @@ def test_the_gpu_default_takes_the_most_outputs_per_thread_that_fit():
             def ring_bytes(p):  # the ring of KD + 1 staged planes (rows in gcd(rx, 32) phases) and the taps
                 g = math.gcd(p.rx, 32)
                 row = g * -(-(p.rx * p.block_x + kw - 1) // g)
-                return ((kd + 1) * (p.block_y + kh - 1) * row + kd * kh * kw) * np.dtype(dtype).itemsize
+                return ((kd + 1) * (p.ry * p.block_y + kh - 1) * row + kd * kh * kw) * np.dtype(dtype).itemsize
 
             fits = [n for n in ladder if ring_bytes(k12_volume.PRESETS[n]) <= 48 * 1024]
             plan = dispatch.plan_volume(None, None, kd, kh, kw, mode, dtype, ladder=ladder)
             if fits:
-                assert plan.rung is k12_volume.RUNG and plan.config.rx == k12_volume.PRESETS[fits[0]].rx, (kd, kh, kw)
+                first = k12_volume.PRESETS[fits[0]]
+                assert plan.rung is k12_volume.RUNG and (plan.config.rx, plan.config.ry) == (first.rx, first.ry), \
+                    (kd, kh, kw)
                 assert dispatch.plan_volume("k12_volume", None, kd, kh, kw, mode, dtype, ladder=ladder) == plan
             else:
                 assert plan.rung is k12_volume.NAIVE, (kd, kh, kw, dtype)
                 with pytest.raises(ConfigError, match="weights: a"):
                     dispatch.plan_volume("k12_volume", None, kd, kh, kw, mode, dtype, ladder=ladder)
-    got = [dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config.rx for k in (3, 5, 7)]
-    assert got == [4, 4, 3]
-    # without a ladder: the simulator's own default there (sim), the GPU ladder's first fit on a GPU (rx4r at 3³)
-    want = "sim" if SIMULATOR else "rx4r"
+    got = [dispatch.plan_volume(None, None, k, k, k, mode, np.float32, ladder=ladder).config for k in (3, 5, 7)]
+    assert [(c.rx, c.ry) for c in got] == [(3, 2)] * 3
+    # without a ladder: the simulator's own default there (sim), the GPU ladder's first fit on a GPU (rx3y2 at 3³)
+    want = "sim" if SIMULATOR else "rx3y2"
     assert dispatch.plan_volume(None, None, 3, 3, 3, mode, np.float32).config == dispatch.plan_volume(
         None, want, 3, 3, 3, mode, np.float32).config
 
@@ -472,7 +475,7 @@ def test_ry_tile_geometry_shared_memory_and_the_unchanged_ladders():
     with pytest.raises(ConfigError, match="ry"):
         k12_volume.Config(ry=0)
     for ladder in (dispatch.VOLUME_RX_LADDER, dispatch.VOLUME_REGISTER_TAPS_LADDER):
-        assert all(k12_volume.PRESETS[n].ry == 1 for n in ladder)
+        assert ladder[0] == "rx3y2" and all(k12_volume.PRESETS[n].ry == 1 for n in ladder[1:])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])

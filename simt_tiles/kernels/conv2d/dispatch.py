@@ -145,17 +145,18 @@ VOLUME_VARIANTS: tuple[str, ...] = tuple(VOLUME_RUNGS)
 #: (H100, 256³ float32: 3.9× cupyx at 3³ with rx4, 4.8× at 5³, 3.7× at 7³ with rx3)
 BEST_VOLUME_VARIANT = "k12_volume"
 
-#: the staged-taps presets by outputs per thread in x, most first: the first whose ring fits 48 KiB.  Measured
-#: (H100, float32, 256³ and 128 × 512 × 512, benchmarks/notes/conv2d.md "3-D volumes"): every rx faster than the one
-#: below it at every filter — rx4 1.6-1.7× the one-output tile at 3³, 2.0× at 5³; rx3 1.9× at 7³, where rx4's ring
-#: does not fit.
-VOLUME_RX_LADDER = ("rx4", "rx3", "rx2", "default")
+#: the staged-taps presets, most outputs a thread first: the first whose ring fits 48 KiB.  Measured (H100, float32,
+#: 256³ and 128 × 512 × 512, benchmarks/notes/conv2d.md "3-D volumes"): every rx faster than the one below it at
+#: every filter — rx4 1.6-1.7× the one-output tile at 3³, 2.0× at 5³; rx3 1.9× at 7³, where rx4's ring does not
+#: fit; rx3y2 (3 × 2 outputs) first since session 41: 256³ 3³ 73.8 µs against rx4r's 77.2, 5³ 185 against rx4's
+#: 289 (H100; its ring fits 7³ too, unmeasured there)
+VOLUME_RX_LADDER = ("rx3y2", "rx4", "rx3", "rx2", "default")
 
 #: the presets ``config=None`` tries on a GPU, in order: the taps in registers first where the filter has at most
 #: ``k12_volume.MAX_REGISTER_TAPS`` taps (the others refuse it and the next preset runs), then
 #: :data:`VOLUME_RX_LADDER`'s.  H100, 3³ float32: rx4r 1.18× rx4 at 256³, 1.16× at 128 × 512 × 512
 #: (benchmarks/notes/conv2d.md, "Taps in registers").  The simulator keeps its "sim" preset.
-VOLUME_REGISTER_TAPS_LADDER = ("rx4r", "rx4", "rx3r", "rx3", "rx2", "default")
+VOLUME_REGISTER_TAPS_LADDER = ("rx3y2", "rx4r", "rx4", "rx3r", "rx3", "rx2", "default")
 
 #: ``variant=None``'s rung for a volume whose filter's ring of planes does not fit 48 KiB
 VOLUME_FALLBACK = "k12_volume_naive"

@@ -229,9 +229,9 @@ PRESETS = {
     # the simulator's tiles with the taps in registers: two phases over a ragged width, an even filter side
     "sim_rxr": Config(block_x=2, block_y=3, tile_z=2, kd=2, kh=3, kw=2, mode=Mode.MIRROR, rx=2,
                       taps=REGISTERS),
-    # RY outputs per thread in y, taps staged (unmeasured: volume_filter_probe.py --configs times them at 5³ and
-    # 7³): a tile of 8 rows as the presets above (the same ring: rx3y2, rx2y4 and rx2y2 fit 7³ in 48 KiB),
-    # fewer threads a block
+    # RY outputs per thread in y, taps staged: a tile of 8 rows as the presets above (the same ring: rx3y2, rx2y4
+    # and rx2y2 fit 7³ in 48 KiB), fewer threads a block; rx3y2 is config=None's first (dispatch.VOLUME_RX_LADDER:
+    # H100 256³, 3³ 73.8 µs and 5³ 185 µs against 77.2 and 289 for rx4r/rx4)
     "rx3y2": Config(block_y=4, rx=3, ry=2),
     "rx4y2": Config(block_y=4, rx=4, ry=2),
     "rx2y4": Config(block_y=2, rx=2, ry=4),

@@ -521,7 +521,7 @@ RULE_CASES = [
     ((32, 112, 3, 1), ("default", 1), ("default", 2)),  # features.1.conv.0.0: N = 1 keeps a full wave of rows
     ((96, 112, 3, 2), ("default", 1), ("default", 1)),  # features.2.conv.1.0: stride 2 has 67 KB in flight
     ((144, 56, 3, 2), ("default", 1), ("default", 1)),  # features.4.conv.1.0
-    ((576, 14, 3, 2), ("small", 1), ("small", 1)),  # features.14.conv.1.0: a 7 × 7 plane
+    ((576, 14, 3, 2), ("small", 1), ("small", 1)),  # features.14.conv.1.0: a 7 × 7 plane; two planes a block at 32
     ((144, 56, 3, 1), ("default", 1), ("default", 2)),  # features.3.conv.1.0
     ((960, 7, 3, 1), ("small", 1), ("small", 1)),  # features.15.conv.1.0: two rows would idle 62 % of the plane
 ]
@@ -536,6 +536,9 @@ def test_gpu_config_rule(layer, at1, at32):
         base = k04_depthwise.PRESETS[preset]
         assert (cfg.block_x, cfg.block_y, cfg.rw, cfg.rh) == (base.block_x, base.block_y, base.rw, rh), (n, cfg)
         assert (cfg.kh, cfg.kw, cfg.stride_h, cfg.stride_w) == (k, k, s, s) and cfg.group == cfg.x_loads
+        # two planes a block: a stride-2 one-warp tile whose grid fills a block-limited wave (only features.14 at 32)
+        assert cfg.planes == (2 if (c, n) == (576, 32) else 1), (n, cfg)
+        assert cfg.min_blocks == base.min_blocks // cfg.planes
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -549,6 +552,12 @@ def test_gpu_config_rule_properties(n, c, o, k, s, d, dtype, sms):
     dtype = np.dtype(dtype)
     cfg = dispatch.depthwise_config((n, c, o, o), k, k, (s, s), (d, d), dtype, sms)
     target = k04_depthwise.IN_FLIGHT_TARGET
+    if cfg.planes > 1:  # stride 2, one warp a plane, a grid past the SMs' block limit: two planes a block
+        single = dataclasses.replace(cfg, planes=1, min_blocks=cfg.min_blocks * 2)
+        assert cfg.planes == 2 and s == 2 and cfg.block_x * cfg.block_y == 32
+        assert k04_depthwise.blocks(single, n, c, o, o) >= sms * dispatch.SM_BLOCK_LIMIT
+        cfg.check_smem(dtype)
+        cfg = single
     one = dataclasses.replace(cfg, rh=1)
     assert cfg.rh in dispatch.DEPTHWISE_ROWS and one == k04_depthwise.for_layer(
         k04_depthwise.PRESETS[dispatch.depthwise_preset(o, o)], k, k, (s, s), (d, d))

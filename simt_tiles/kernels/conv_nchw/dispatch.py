@@ -279,6 +279,9 @@ DEPTHWISE_ROWS = (1, 2, 4)
 #: the least share of an output plane a taller tile must still cover (the rest: threads that only stage)
 DEPTHWISE_MIN_USED = 0.75
 
+#: blocks an sm_90 SM holds at most: a grid of one-warp tiles past this many a SM is capped at 32 warps an SM
+SM_BLOCK_LIMIT = 32
+
 
 def plane_used(cfg, oh: int, ow: int) -> float:
     """The share of the outputs of ``cfg``'s tiles over an OH × OW plane that lie in the plane."""
@@ -296,7 +299,11 @@ def depthwise_config(shape: tuple, kh: int, kw: int, stride: tuple, dilation: tu
     registers may cost blocks), still covers :data:`DEPTHWISE_MIN_USED` of the plane, fits shared
     memory, and its grid fills one wave (``sms`` × blocks per SM): a grid below one wave has all its
     loads in flight at once, and more threads spread its work over more SMs (batch 1: MobileNetV2's
-    features.1 keeps one row, 896 blocks of 128 threads, against 512 with two)."""
+    features.1 keeps one row, 896 blocks of 128 threads, against 512 with two).  Last, a stride-2 layer of
+    one-warp tiles whose grid fills a block-limited wave (``sms`` × :data:`SM_BLOCK_LIMIT` blocks) takes two
+    planes a block (``planes``, half the blocks of two warps each): H100, features.14 at batch 32 15.8 →
+    13.8 µs (0.93× → 1.07× torch); stride 1 (efficientnet's features.5.0, 27.8 → 28.2) and grids under a
+    wave (batch 1) keep one (benchmarks/notes/conv_nchw.md, session 41)."""
     n, c_out, oh, ow = shape
     base = k04_depthwise.for_layer(k04_depthwise.PRESETS[depthwise_preset(oh, ow)], kh, kw, stride, dilation)
     best = base  # one row a thread: the presets' rh
@@ -313,6 +320,14 @@ def depthwise_config(shape: tuple, kh: int, kw: int, stride: tuple, dilation: tu
                 or k04_depthwise.in_flight_bytes(cfg, dtype) <= k04_depthwise.in_flight_bytes(best, dtype)):
             break
         best = cfg
+    if (best.block_x * best.block_y == 32 and tuple(stride) == (2, 2)
+            and k04_depthwise.blocks(best, n, c_out, oh, ow) >= sms * SM_BLOCK_LIMIT):
+        try:
+            two = dataclasses.replace(best, planes=2, min_blocks=max(1, best.min_blocks // 2))  # small_p2's bounds
+            two.check_smem(dtype)
+            return two
+        except ConfigError:
+            pass
     return best
 
 

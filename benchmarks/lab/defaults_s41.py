@@ -1,0 +1,75 @@
+"""Session 41's new defaults at the points its runs did not time: k11's skewed rows at 15 × 15 and 21 × 21 (float32
+8192²), k12's rx3y2 at 7³ (float32 256³).  Each: ``config=None`` against the config it replaced, outputs compared
+first (the two must agree to the float32 bound's order: max |diff| / max |out| printed), then the kernel time (CUDA
+events around one call after an L2 flush, median of ``--reps``, two warm-up calls).
+
+    PYTHONPATH=$PWD python3 benchmarks/lab/defaults_s41.py [--reps 10] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import cupy as cp
+
+    import simt_tiles as st
+
+    flush = cp.empty(256 * 2**20, cp.uint8)
+
+    def time_ms(f):
+        for _ in range(2):
+            f()
+        out = []
+        for _ in range(args.reps):
+            flush.fill(1)
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record()
+            f()
+            b.record()
+            b.synchronize()
+            out.append(cp.cuda.get_elapsed_time(a, b))
+        return statistics.median(out)
+
+    rng = cp.random.default_rng(0)
+    rows = []
+    img = rng.standard_normal((8192, 8192), dtype=cp.float32)
+    for k in (15, 21):
+        w = rng.standard_normal((k, k), dtype=cp.float32)
+        runs = {"default (skew 128)": dict(), "plain rows": dict(variant="k11_large_filter", config="fast_float32")}
+        outs = {name: st.correlate2d(img, w, **kw) for name, kw in runs.items()}
+        ref = outs["plain rows"]
+        for name, kw in runs.items():
+            diff = float(cp.abs(outs[name] - ref).max() / cp.abs(ref).max())
+            ms = time_ms(lambda kw=kw: st.correlate2d(img, w, **kw))
+            rows.append(dict(case=f"correlate2d 8192² {k}x{k} float32", impl=name, ms=ms, rel_diff=diff))
+    vol = rng.standard_normal((256, 256, 256), dtype=cp.float32)
+    w3 = rng.standard_normal((7, 7, 7), dtype=cp.float32)
+    runs = {"default (rx3y2)": dict(), "rx3 (the default before)": dict(variant="k12_volume", config="rx3")}
+    outs = {name: st.correlate(vol, w3, **kw) for name, kw in runs.items()}
+    ref = outs["rx3 (the default before)"]
+    for name, kw in runs.items():
+        diff = float(cp.abs(outs[name] - ref).max() / cp.abs(ref).max())
+        ms = time_ms(lambda kw=kw: st.correlate(vol, w3, **kw))
+        rows.append(dict(case="correlate 256³ 7x7x7 float32 reflect", impl=name, ms=ms, rel_diff=diff))
+    for r in rows:
+        print(f"{r['case']:40s} {r['impl']:28s} {r['ms']:8.3f} ms  max|diff|/max|out| {r['rel_diff']:.1e}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(command="python3 benchmarks/lab/defaults_s41.py", rows=rows),
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -42,27 +42,25 @@ def main() -> int:
             out.append(cp.cuda.get_elapsed_time(a, b))
         return statistics.median(out)
 
-    rng = cp.random.default_rng(0)
     rows = []
+
+    def compare(case, call, new, old, old_kw):  # config=None (new) beside the config it replaced (old)
+        runs = {new: {}, old: old_kw}
+        outs = {name: call(**kw) for name, kw in runs.items()}
+        for name, kw in runs.items():
+            diff = float(cp.abs(outs[name] - outs[old]).max() / cp.abs(outs[old]).max())
+            rows.append(dict(case=case, impl=name, ms=time_ms(lambda kw=kw: call(**kw)), rel_diff=diff))
+
+    rng = cp.random.default_rng(0)
     img = rng.standard_normal((8192, 8192), dtype=cp.float32)
     for k in (15, 21):
         w = rng.standard_normal((k, k), dtype=cp.float32)
-        runs = {"default (skew 128)": dict(), "plain rows": dict(variant="k11_large_filter", config="fast_float32")}
-        outs = {name: st.correlate2d(img, w, **kw) for name, kw in runs.items()}
-        ref = outs["plain rows"]
-        for name, kw in runs.items():
-            diff = float(cp.abs(outs[name] - ref).max() / cp.abs(ref).max())
-            ms = time_ms(lambda kw=kw: st.correlate2d(img, w, **kw))
-            rows.append(dict(case=f"correlate2d 8192² {k}x{k} float32", impl=name, ms=ms, rel_diff=diff))
+        compare(f"correlate2d 8192² {k}x{k} float32", lambda **kw: st.correlate2d(img, w, **kw), "default (skew 128)",
+                "plain rows", dict(variant="k11_large_filter", config="fast_float32"))
     vol = rng.standard_normal((256, 256, 256), dtype=cp.float32)
     w3 = rng.standard_normal((7, 7, 7), dtype=cp.float32)
-    runs = {"default (rx3y2)": dict(), "rx3 (the default before)": dict(variant="k12_volume", config="rx3")}
-    outs = {name: st.correlate(vol, w3, **kw) for name, kw in runs.items()}
-    ref = outs["rx3 (the default before)"]
-    for name, kw in runs.items():
-        diff = float(cp.abs(outs[name] - ref).max() / cp.abs(ref).max())
-        ms = time_ms(lambda kw=kw: st.correlate(vol, w3, **kw))
-        rows.append(dict(case="correlate 256³ 7x7x7 float32 reflect", impl=name, ms=ms, rel_diff=diff))
+    compare("correlate 256³ 7x7x7 float32 reflect", lambda **kw: st.correlate(vol, w3, **kw), "default (rx3y2)",
+            "rx3 (the default before)", dict(variant="k12_volume", config="rx3"))
     for r in rows:
         print(f"{r['case']:40s} {r['impl']:28s} {r['ms']:8.3f} ms  max|diff|/max|out| {r['rel_diff']:.1e}")
     if args.json:

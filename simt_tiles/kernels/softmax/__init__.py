@@ -52,8 +52,8 @@ __all__ = ["softmax", "log_softmax", "softmax_backward", "SOFTMAX_VARIANTS", "RU
 
 @planned
 def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
-    """``scipy.special.softmax(x, axis=axis)`` for a float32, float64, float16 or bfloat16 array of any rank,
-    on the GPU.
+    """``scipy.special.softmax(x, axis=axis)`` for a float32, float64, float16 or bfloat16 array of one or more
+    dimensions (0-d: ValueError), on the GPU.
 
     x
         16-bit inputs (PyTorch ``float16``/``bfloat16`` CUDA tensors, CuPy and Numba ``float16``, NumPy
@@ -65,6 +65,14 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
     out
         Optional array of ``x``'s shape and dtype (TypeError otherwise); it must not overlap ``x``
         (no in-place softmax; ValueError naming ``out``).
+    variant
+        None (the rules in ``softmax/dispatch.py`` choose a rung per shape) or a name from
+        :data:`SOFTMAX_VARIANTS` (that rung, or a ValueError where it cannot take the axis or dtype).
+    config
+        A preset name, or a rung's config object.  With ``variant=None``, a lesson rung's config object
+        names its rung; a config of one of the rungs the rules choose between (k04, k05, k06, k07, k08)
+        is used when the rules pick that rung for the shape and otherwise does not apply — name the
+        rung too (``variant=``) to run it whatever the shape.
 
     Inputs and results follow the same interop rules as :func:`simt_tiles.matmul`.
     """

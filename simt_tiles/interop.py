@@ -544,6 +544,9 @@ def prepare_out(out, like: Operand, shape: tuple[int, ...], dtype, stream=0, *,
                 f"{out.strides}, writeable={out.flags.writeable}"
             )
         return Operand("out", cuda.device_array(shape, dtype, stream=stream), "numpy", out)
+    got = getattr(out, "shape", None)
+    if isinstance(got, tuple) and len(got) != len(shape):  # the shape expected, not only its rank
+        raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(got)}")
     op = device_operand(out, "out", ndim=len(shape), stream=stream, dtype=dtype)
     _check_out_shape_dtype(op.dev.shape, op.dev.dtype, shape, dtype)
     check_no_overlap(op, (like, *inputs))

@@ -44,7 +44,7 @@ def test_bad_operands(a, b, exc, pattern):
         (np.empty((2, 4), f32)[:, ::2], ValueError, r"out: expected a writeable C-contiguous NumPy array"),
         (cuda.device_array((3, 2), f32), ValueError, r"out: expected shape \(2, 2\); got \(3, 2\)"),
         (cuda.device_array((2, 2), np.float64), TypeError, r"out: expected dtype float32; got float64"),
-        (cuda.device_array(4, f32), ValueError, r"out: expected a 2-D array; got 1-D"),
+        (cuda.device_array(4, f32), ValueError, r"out: expected shape \(2, 2\); got \(4,\)"),
     ],
     ids=["np-shape", "np-dtype", "np-strided", "dev-shape", "dev-dtype", "dev-ndim"],
 )

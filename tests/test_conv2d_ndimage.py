@@ -128,7 +128,7 @@ def test_origin_range_is_scipys(f, g):
                     f(x, w, origin=(o0, o1))
     with pytest.raises(ValueError, match=r"origin: expected -\(len\(weights\) // 2\) <= origin <= "):
         st.correlate1d(x, np.ones(3, np.float32), origin=2)
-    with pytest.raises(ValueError, match=r"origin: expected .*len\(wy\), len\(wx\)"):
+    with pytest.raises(ValueError, match=r"origin: expected -\(len\(wx\) // 2\) <= origin\[1\]"):
         st.correlate_separable(x, np.ones(3, np.float32), np.ones(2, np.float32), origin=(0, 1))
 
 

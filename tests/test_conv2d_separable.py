@@ -622,3 +622,21 @@ def test_scipy_agrees_on_gpu_sizes():
         expected = ndi.correlate(image, np.outer(w7, w7[::-1]), mode=mode)
         np.testing.assert_allclose(correlate_separable(image, w7, w7[::-1].copy(), mode=mode), expected,
                                    rtol=0, atol=1e-11)
+
+
+def test_two_pass_with_no_counted_wy_tap_and_a_nan_cval_is_zero_as_scipy():
+    """wy all zero: no tap of the 2-D filter counts, so scipy gives 0 everywhere whatever cval; the two-pass
+    composition's row pass used cval·Σwy = NaN·0 for its outside columns (NaN borders)."""
+    img = np.random.default_rng(10).standard_normal((5, 6))
+    wy, wx = np.zeros(3), np.array([0.3, -1.0, 2.0])
+    for cval in (np.nan, np.inf):
+        got = simt_tiles.correlate_separable(img, wy, wx, mode="constant", cval=cval, variant="two_pass")
+        np.testing.assert_array_equal(got, ndi.correlate(img, np.outer(wy, wx), mode="constant", cval=cval))
+
+
+def test_origin_error_names_each_filter():
+    x = np.ones((5, 5), np.float32)
+    with pytest.raises(ValueError, match=r"^origin: expected -\(len\(wy\) // 2\) <= origin\[0\] <= \(len\(wy\) - 1\)"):
+        simt_tiles.correlate_separable(x, np.ones(2), np.ones(3), origin=(1, 0))
+    with pytest.raises(ValueError, match=r"^origin: expected -\(len\(wx\) // 2\) <= origin\[1\]"):
+        simt_tiles.correlate_separable(x, np.ones(3), np.ones(2), origin=(0, 1))

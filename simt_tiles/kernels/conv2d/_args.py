@@ -220,7 +220,7 @@ def separable(image, wy, wx, *, mode, cval, origin, output, out, variant, config
     img_op, src, out_dtype = image_operand(image, out, output, stream)
     wy_op = weights_operand(wy, "wy", src.dtype, stream, axis=0)  # KH x 1
     wx_op = weights_operand(wx, "wx", src.dtype, stream, axis=1)  # 1 x KW
-    check_origin(origin, (wy_op.dev.shape[0], wx_op.dev.shape[1]), "(len(wy), len(wx))")
+    check_origin(origin, (wy_op.dev.shape[0], wx_op.dev.shape[1]), ("len(wy)", "len(wx)"))
     out_op, dst = out_operand(out, img_op, out_dtype, src.dtype, stream, (wy_op, wx_op))
     return Checked(src, src.dtype, out_op, dst, mode, origin, stream), wy_op, wx_op
 
@@ -338,14 +338,16 @@ def parse_origin(origin, ndim: int) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def check_origin(origin: tuple[int, ...], shape: tuple[int, ...], what: str = "weights.shape") -> None:
+def check_origin(origin: tuple[int, ...], shape: tuple[int, ...], what="weights.shape") -> None:
     """scipy's rule: ``-(k // 2) <= origin[i] <= (k − 1) // 2`` for the filter's extent k on each
-    axis; ValueError naming ``origin`` otherwise (the same rule for correlate and convolve)."""
+    axis; ValueError naming ``origin`` otherwise (the same rule for correlate and convolve).  ``what``:
+    the extents' name (indexed per axis), or a tuple of one name an axis (``correlate_separable``'s)."""
     for i, (o, k) in enumerate(zip(origin, shape)):
         lo, hi = -(k // 2), (k - 1) // 2
         if not lo <= o <= hi:
             axis = f"[{i}]" if len(shape) > 1 else ""
-            raise ValueError(f"origin: expected -({what}{axis} // 2) <= origin{axis} <= ({what}{axis} - 1) // 2, "
+            extent = what[i] if isinstance(what, tuple) else f"{what}{axis}"
+            raise ValueError(f"origin: expected -({extent} // 2) <= origin{axis} <= ({extent} - 1) // 2, "
                              f"i.e. {lo} .. {hi} for a filter of shape {tuple(shape)}; got "
                              f"{origin[0] if len(origin) == 1 else tuple(origin)}")
 

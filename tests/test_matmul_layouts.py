@@ -595,3 +595,21 @@ def test_launch_plans_replay_transposed_batched_and_gemv_calls(plans):
             got = simt_tiles.matmul(cuda.to_device(a), transposed(cuda.to_device(w))).copy_to_host()
             assert_np_matmul(got, a, np.ascontiguousarray(w.T))
     assert plans.stats()["hit"] == 3
+
+
+@pytest.mark.parametrize("variant", ["k11_generated_split_k", "k12_async_copy"])
+def test_padded_transposed_operands_with_a_ragged_n(variant):
+    """``pad=Pad.ALWAYS`` on ``x @ w.T`` and ``a.T @ b`` with N % 4 != 0: the layout path pads B to N₄ columns and
+    k11 took N from B, so its 128-bit stores ran past C's 7 columns (the simulator's store4 check; a fault on a GPU).
+    Now N is C's: the product as np.matmul, the poisoned out fully written."""
+    from simt_tiles.kernels.matmul import k11_generated_split_k as k11
+
+    cfg = dataclasses.replace(PRESETS["sim"], pad=k11.Pad.ALWAYS)
+    rng = np.random.default_rng(5)
+    for m, n, k in ((9, 7, 5), (7, 13, 11)):
+        x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+        for a, b in ((x, w.T), (np.ascontiguousarray(x.T).T, w.T)):
+            out = poisoned((m, n), np.float32)
+            simt_tiles.matmul(a, b, variant=variant, config=cfg, out=out)
+            got, want = out.copy_to_host(), x.astype(np.float64) @ w.T.astype(np.float64)
+            assert check_within(got, want, gamma(k, unit_roundoff(np.float32)) * (np.abs(x) @ np.abs(w.T))).passed

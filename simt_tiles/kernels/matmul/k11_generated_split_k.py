@@ -538,8 +538,8 @@ class SplitKRung(Rung):
         a, b, c, stream = call.a, call.b, call.c, call.stream
         dtype = a.dtype
         m, k = a.shape
-        n = b.shape[1]
-        vec_ab = k % 4 == 0 and n % 4 == 0 and aligned(a) and aligned(b)
+        n = c.shape[1]  # the problem's N: B may be wider (zero-padded to N₄ by matmul's layout path)
+        vec_ab = k % 4 == 0 and b.shape[1] % 4 == 0 and aligned(a) and aligned(b)
         if not vec_ab and m and n and k and config.pad == Pad.ALWAYS:
             a, b = padded_operands(a, b, dtype, stream)  # the 128-bit path on zero-padded copies
             k, vec_ab = a.shape[1], True

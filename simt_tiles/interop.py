@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -612,8 +613,8 @@ def as_stream(stream, like=None):
     if stream is None:
         ptr = 0 if numba.config.ENABLE_CUDASIM else current_stream_ptr(like)  # the simulator: one stream
         return cuda.external_stream(ptr) if ptr else 0
-    if isinstance(stream, int) and stream == 0:
-        return 0
+    if isinstance(stream, numbers.Integral) and not isinstance(stream, (bool, np.bool_)) and stream == 0:
+        return 0  # the legacy default stream (a NumPy 0 too; False is not a stream)
     if type(stream).__module__.startswith("numba"):
         return stream
     if not numba.config.ENABLE_CUDASIM:

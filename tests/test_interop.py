@@ -367,3 +367,12 @@ def test_big_endian_float16_and_masked_arrays():
                        (lambda: simt_tiles.correlate2d(np.ones((5, 5), np.float32), m[:, :3]), "weights")):
         with pytest.raises(TypeError, match=f"^{name}: expected an array without a mask"):
             call()
+
+
+def test_stream_zero_of_any_integer_type_and_not_a_bool():
+    """``stream=0`` is the legacy default stream, a NumPy 0 too; ``False`` is not a stream (it was taken as 0)."""
+    x = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(simt_tiles.softmax(x, stream=np.int64(0)), simt_tiles.softmax(x))
+    for bad in (False, np.bool_(False), 1):
+        with pytest.raises(TypeError, match="^stream: expected None, a Numba stream"):
+            simt_tiles.softmax(x, stream=bad)

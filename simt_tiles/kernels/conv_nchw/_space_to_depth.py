@@ -43,6 +43,18 @@ def _buffer(shape, dtype, stream, tag: str):
                         lambda: cuda.device_array(shape, dtype, stream=stream))
 
 
+def _unflatten(i, d1, d2, d3):
+    """The 4 indices of flat index ``i`` in a C-order array of shape (·, d1, d2, d3)."""
+    i3 = i % d3
+    t = i // d3
+    i2 = t % d2
+    t = t // d2
+    return t // d1, t % d1, i2, i3
+
+
+unflatten = cuda.jit(device=True, inline="always")(_unflatten)
+
+
 def _input_phases(x, xs, pad_top, pad_left, ph, pw, flag):
     """xs[n, (c·ph + p)·pw + q, u, v] = x[n, c, 2u + p − pad_top, 2v + q − pad_left] (0 outside x);
     ``ph``, ``pw``: the phases per axis (2, or 1 for a filter of extent 1 there); ``flag[0]`` set to 1
@@ -50,12 +62,7 @@ def _input_phases(x, xs, pad_top, pad_left, ph, pw, flag):
     i = cuda.grid(1)
     n_img, cp, us, vs = xs.shape
     if i < n_img * cp * us * vs:
-        v = i % vs
-        t = i // vs
-        u = t % us
-        t = t // us
-        cc = t % cp
-        n = t // cp
+        n, cc, u, v = unflatten(i, cp, us, vs)
         per = ph * pw
         rem = cc % per
         r = 2 * u + rem // pw - pad_top
@@ -77,12 +84,7 @@ def _filter_phases(w, ws, ph, pw, flag):
         flag[0] = 0
     c_out, cp, kh2, kw2 = ws.shape
     if i < c_out * cp * kh2 * kw2:
-        b = i % kw2
-        t = i // kw2
-        a = t % kh2
-        t = t // kh2
-        cc = t % cp
-        o = t // cp
+        o, cc, a, b = unflatten(i, cp, kh2, kw2)
         per = ph * pw
         rem = cc % per
         r = 2 * a + rem // pw
@@ -103,12 +105,7 @@ def _direct_where_flagged(x, w, bias, has_bias, out, flag, pad_top, pad_left, ze
     c_in, h, wd = x.shape[1], x.shape[2], x.shape[3]
     kh, kw = w.shape[2], w.shape[3]
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        j = i % ow
-        t = i // ow
-        r = t % oh
-        t = t // oh
-        o = t % c_out
-        n = t // c_out
+        n, o, r, j = unflatten(i, c_out, oh, ow)
         acc = zero
         for c in range(c_in):
             for a in range(kh):

@@ -188,7 +188,8 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
     dtype as scipy does (truncated toward zero, out-of-range values wrapped as scipy's C cast:
     :mod:`._args`).  scipy sums in float64: where an 8- or 16-bit result's exact sum is within
     float32's rounding of an integer (a 3 × 3 box filter: 138.99999999999997), the truncation can
-    land one unit off scipy's — ask ``output=np.float64`` (then cast) for scipy's integers exactly.  2-D images only: a 3-D volume is a ValueError naming ``image`` (filter a volume
+    land one unit off scipy's — ask ``output=np.float64`` (then cast) for scipy's integers exactly.
+    2-D images only: a 3-D volume is a ValueError naming ``image`` (filter a volume
     one axis at a time with :func:`correlate1d`, or with a 3-D filter by :func:`correlate`); complex inputs are a
     TypeError.
 

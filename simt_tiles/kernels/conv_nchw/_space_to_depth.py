@@ -20,9 +20,9 @@ once per call, then the input), the tuned stride-1 rungs (``dispatch.plan``), th
 
 from __future__ import annotations
 
-import numpy as np
 import math
 
+import numpy as np
 from numba import cuda
 
 from ..._per_stream import PerStream
@@ -97,8 +97,8 @@ def _filter_phases(w, ws, ph, pw, flag):
 
 def _direct_where_flagged(x, w, bias, has_bias, out, flag, pad_top, pad_left, zero):
     """Where ``flag[0]`` is set, every output of the stride-2 layer again, directly: its KH × KW window of
-    ``x`` (the padding's ``zero`` multiplied too, as the other paths do), plus ``bias`` where ``has_bias``.  A grid-stride loop; where the flag is clear, every
-    thread returns at once."""
+    ``x`` (the padding's ``zero`` multiplied too, as the other paths do), plus ``bias`` where ``has_bias``.
+    A grid-stride loop; where the flag is clear, every thread returns at once."""
     if flag[0] == 0:
         return
     n_img, c_out, oh, ow = out.shape

@@ -29,7 +29,6 @@ import numpy as np
 from ...interop import (HALF_FLOATS, as_stream, check_no_overlap, device_operand, dtype_name, finish16, finish_result,
                         operand16, out16, prepare_out, storage_view)
 from ... import _recording
-from ..._recording import no_plan
 from ...launch import planned
 from ...registry import Family
 from ...runtime import HALF_STORAGE
@@ -105,7 +104,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         xd, od = storage_view(xd, HALF_STORAGE[half]), od if arg else storage_view(od, HALF_STORAGE[half])
     if count == 0 and op == "mean":  # every call warns, as NumPy: no plan replays it silently
         recording = getattr(_recording.state, "rec", None) is not None  # launch._record: one frame more
-        no_plan("the mean of an empty slice warns")
+        _recording.no_plan("the mean of an empty slice warns")
         # (the device guard, planned's wrapper, ours)
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=5 if recording else 4)
     if math.prod(result_shape):

@@ -555,6 +555,9 @@ def _flush_before():
 def candidates(function: str, problem: tuple, variant=None) -> list:
     """``[(variant, config)]`` the tuner times for ``problem``: the default choice first."""
     t = tunable(function)
+    rungs = _rungs(t.ladder)
+    if variant is not None and (not isinstance(variant, str) or variant not in rungs):
+        raise ValueError(f"variant: expected one of {sorted(rungs)} or None; got {variant!r}")
     pdict = dict(zip(t.fields, problem))
     dtype = pdict["dtype"]
     import numba

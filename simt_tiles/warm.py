@@ -194,7 +194,8 @@ class _Progress:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("functions", nargs="*", default=list(DISK_CACHED), metavar="FUNCTION", choices=FUNCTIONS,
+    # no argparse choices: Python 3.11 checks an empty nargs="*" (its default too) against them; run() checks the names
+    p.add_argument("functions", nargs="*", default=None, metavar="FUNCTION",
                    help=f"functions to warm (default: the disk-cached ones, {', '.join(DISK_CACHED)}); "
                         f"also {', '.join(IN_PROCESS)} (compiled in this process only: reported, not kept)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: one per core)")
@@ -204,13 +205,19 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from .runtime import SIMULATOR  # deferred: loads Numba (the CLI's --help stays light)
 
+    functions = args.functions or list(DISK_CACHED)
+    bad = [f for f in functions if f not in FUNCTIONS]
+    if bad:
+        print(f"simt-tiles warm: error: argument FUNCTION: invalid choice: {bad[0]!r} (choose from "
+              f"{', '.join(map(repr, FUNCTIONS))})", file=sys.stderr)
+        return 2
     if SIMULATOR:
         print("simt-tiles warm: no GPU (the simulator compiles nothing)", file=sys.stderr)
         return 2
-    skipped = [f for f in args.functions if f not in DISK_CACHED]
+    skipped = [f for f in functions if f not in DISK_CACHED]
     t0 = time.perf_counter()
     try:
-        done = warm([f for f in args.functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
+        done = warm([f for f in functions if f in DISK_CACHED], jobs=args.jobs, progress=not args.no_progress)
     except (RuntimeError, ValueError) as exc:  # ValueError: a bad --jobs, named
         print(exc, file=sys.stderr)
         return 1

@@ -405,3 +405,12 @@ def test_storing_forgets_launch_plans_and_a_tuning_call_makes_none(monkeypatch):
         "matmul", a[1], ("k10_warptiled", SIM_K10), [], 0.0))
     autotune.choose("matmul", (50, 50, 50, "float32"), autotune=True)
     assert refused and "autotune" in refused[0]
+
+
+def test_a_bad_variant_is_a_value_error_naming_it():
+    """``tune``/``candidates`` with a variant the function's ladder lacks: ValueError naming ``variant`` (it was a
+    bare KeyError from the ladder's dict)."""
+    for bad in ("nosuch", 3):
+        with pytest.raises(ValueError, match=r"^variant: expected one of \[.*'k03_smem_tiled'.*\] or None; got"):
+            autotune.tune("matmul", (64, 64, 64, "float32"), bad, timer=lambda *a: 0, sync=lambda: None,
+                          before=lambda: None)

@@ -562,3 +562,21 @@ def test_16bit_backward_kernel_dtype_error_stays_clear():
     with pytest.raises(TypeError, match=r"x: expected dtype torch.float32, torch.float64, torch.float16 or "
                                         r"torch.bfloat16; got torch.int32"):
         stt.softmax(torch.zeros(2, 3, dtype=torch.int32, device=DEVICE), -1)
+
+
+@needs_torch
+@pytest.mark.parametrize("relu, bias", [(False, True), (True, True), (False, False)])
+def test_linear_takes_torchs_leading_dimensions(relu, bias):
+    """``stt.Linear`` on ``(*, in_features)`` as ``torch.nn.Linear``: a batch of sequences, one vector, no rows;
+    forward and the input's gradient (it refused anything but 2-D, naming ``a``, an argument users never pass)."""
+    layer = stt.Linear(4, 2, bias=bias, relu=relu, dtype=torch.float64, device=DEVICE)
+    for shape in ((2, 3, 4), (4,), (0, 4)):
+        x = torch.randn(*shape, dtype=torch.float64, device=DEVICE, requires_grad=True)
+        want = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        want = want.relu() if relu else want
+        got = layer(x)
+        assert got.shape == want.shape and torch.allclose(got, want), shape
+        if x.numel():
+            (gx,) = torch.autograd.grad(got.sum(), x)
+            (wx,) = torch.autograd.grad(want.sum(), x)
+            assert torch.allclose(gx, wx), shape

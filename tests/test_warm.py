@@ -4,6 +4,7 @@ first-call notice on the ``simt_tiles.compile`` logger."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,17 @@ def test_in_process_warm_runs_the_default_path(monkeypatch):
 def test_command_line_help_names_the_functions():
     out = subprocess.run([sys.executable, "-m", "simt_tiles", "warm", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "correlate2d" in out.stdout and "--jobs" in out.stdout
+
+
+def test_command_line_without_functions_takes_the_default_and_names_a_bad_one():
+    """``simt-tiles warm`` with no FUNCTION: the disk-cached ones (Python 3.11's argparse refused its own default
+    against ``choices``: 'invalid choice: []'); a bad name: the usage error, exit 2, before any GPU check."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    ok = subprocess.run([sys.executable, "-m", "simt_tiles", "warm"], capture_output=True, text=True, env=env)
+    assert "invalid choice" not in ok.stderr and "no GPU" in ok.stderr, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "simt_tiles", "warm", "bogus"], capture_output=True, text=True,
+                         env=env)
+    assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr, bad.stderr
 
 
 def test_a_cold_disk_cached_kernel_is_announced(caplog, tmp_path, monkeypatch):

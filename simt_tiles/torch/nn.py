@@ -29,14 +29,15 @@ class Linear(torch.nn.Linear):
         self.relu = relu
 
     def forward(self, x: Tensor) -> Tensor:
-        y = _st.matmul(x, ops.transposed(self.weight))
+        lead = x.shape[:-1]  # torch.nn.Linear's (*, in_features): the leading dimensions as rows
+        y = _st.matmul(x.reshape(-1, x.shape[-1]), ops.transposed(self.weight))
         if self.relu:
             bias = self.bias if self.bias is not None else y.new_zeros(y.shape[1])
-            return _st.bias_relu(y, bias)
-        if self.bias is None:
-            return y
-        n, m = y.shape
-        return _st.vector_add(y.reshape(-1), self.bias.expand(n, m).reshape(-1)).reshape(n, m)
+            y = _st.bias_relu(y, bias)
+        elif self.bias is not None:
+            n, m = y.shape
+            y = _st.vector_add(y.reshape(-1), self.bias.expand(n, m).reshape(-1)).reshape(n, m)
+        return y.reshape(*lead, y.shape[-1])
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (", relu=True" if self.relu else "")

@@ -500,7 +500,8 @@ def quick() -> bool:
 
 
 def quick_skips(ladder: str, preset: str) -> bool:
-    """Whether the quick gate leaves this row to the full one: the presets a GPU user runs are
+    """Whether the quick gate leaves this row to the full one (and, in :func:`jobs`, every ``slices=True``
+    form: the same kernel body on grid z): the presets a GPU user runs are
     built; a rung's ``"sim"`` and ``"sim_*"`` presets (the simulator tests' tiny tiles, run on a GPU only by
     the GPU test pass, whose full gate builds them) are not — except for the :data:`SLOW_LADDERS`, whose
     ``"sim"`` preset is the only one built, as the cheap proof that their kernels assemble."""
@@ -532,7 +533,9 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
                     if not rung.gate.builds(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's
                     for params in rung.gate.params:
-                        out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))
+                        if quick() and params.get("slices"):
+                            continue  # a stack of slices on grid z: the same body (_common.on_grid_z); the full
+                        out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))  # gate builds it
     return out
 
 

@@ -289,6 +289,8 @@ SMEM_ROUND_CONFIGS = {(w, r, q): dataclasses.replace(TF32_CONFIGS[w], rounding=r
                       for w in (0, 1) for r in (1, 3) for q in (1, 3)}
 
 
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (~12 s; round_in_smem 2 is in no preset): the full, dev and "
+                                               "gpu profiles run it")
 @settings(max_examples=examples(6))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 40, 65]),
        which=st.integers(0, 1), rounding=st.sampled_from([1, 3]), guards=st.sampled_from([1, 3]))
@@ -588,6 +590,7 @@ def _call(a, b, precision, cfg):
     return np.asarray(matmul_mma(a, b, precision=precision, out=out, config=cfg))
 
 
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (frag 2/3 are in no preset): the full, dev and gpu profiles run it")
 @settings(max_examples=examples(6))
 @given(m=st.sampled_from(SIZES), n=st.sampled_from(SIZES + [40, 65]), k=st.sampled_from(SIZES + [13, 37, 65, 130]),
        which=st.integers(0, 2), frag=st.sampled_from([2, 3]), precision=st.sampled_from(["tf32", "bf16", "fp16"]))
@@ -644,6 +647,7 @@ def test_fragments_source_presets_and_rules():
 
 
 @pytest.mark.sim  # simt_tiles.analyze runs in the simulator
+@pytest.mark.skipif(PROFILE == "ci", reason="ci budget (frag 2/3 are in no preset): the full, dev and gpu profiles run it")
 def test_fragments_two_ahead_have_no_races():
     """``frag`` 2 loads the next tile's first two slices after the barrier and the copies refill a stage only after
     every warp's last load of it: the race check finds nothing (K = 37: 3 tiles through 3 stages, each refilled)."""

@@ -500,14 +500,21 @@ def quick() -> bool:
 
 
 def quick_skips(ladder: str, preset: str) -> bool:
-    """Whether the quick gate leaves this row to the full one (and, in :func:`jobs`, every ``slices=True``
-    form: the same kernel body on grid z): the presets a GPU user runs are
+    """Whether the quick gate leaves this row to the full one (its ``slices=True`` forms too:
+    :func:`quick_skips_params`): the presets a GPU user runs are
     built; a rung's ``"sim"`` and ``"sim_*"`` presets (the simulator tests' tiny tiles, run on a GPU only by
     the GPU test pass, whose full gate builds them) are not — except for the :data:`SLOW_LADDERS`, whose
     ``"sim"`` preset is the only one built, as the cheap proof that their kernels assemble."""
     if not quick():
         return False
     return preset != "sim" if ladder in SLOW_LADDERS else preset == "sim" or preset.startswith("sim_")
+
+
+def quick_skips_params(params: dict) -> bool:
+    """Whether the quick gate leaves a rung's ``gate.params`` form to the full one: ``slices=True``, a stack of
+    slices on grid z (``_common.on_grid_z``: the same kernel body with a z offset; the full gate, run by the GPU
+    pass, checks its registers)."""
+    return quick() and bool(params.get("slices"))
 
 
 def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> list[Job]:
@@ -533,9 +540,9 @@ def jobs(ladder: list[str] | None = None, variant: list[str] | None = None) -> l
                     if not rung.gate.builds(preset, dtype):
                         continue  # a float32-only preset, or a dtype whose kernel is another rung's
                     for params in rung.gate.params:
-                        if quick() and params.get("slices"):
-                            continue  # a stack of slices on grid z: the same body (_common.on_grid_z); the full
-                        out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))  # gate builds it
+                        if quick_skips_params(params):
+                            continue  # quick_skips_params says why; the full gate builds it
+                        out.append(Job(lad, rung.name, preset, dtype, tuple(params.items())))
     return out
 
 

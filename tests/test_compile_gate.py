@@ -87,17 +87,19 @@ def test_every_shipped_config_compiles_spill_free():
     total = len(jobs())  # every row, or the quick gate's (SIMT_TILES_GATE_QUICK: compile_gate.quick_skips)
     gated = lambda lad, r: sum(1 for p in r.presets for d in ("float32", "float64", "float16", "bfloat16")  # noqa: E731
                                if r.gate.builds(p, d) and not compile_gate.quick_skips(lad, p))
-    assert total == sum(len(r.gate.params) * gated(lad, r) for lad, rs in ladders().items() for r in rs.values())
+    forms = lambda r: sum(1 for p in r.gate.params if not compile_gate.quick_skips_params(p))  # noqa: E731
+    assert total == sum(forms(r) * gated(lad, r) for lad, rs in ladders().items() for r in rs.values())
     assert f"compile gate: {total} of {total} configs ok" in out, out[-3000:]
     for v, r in RUNGS.items():
         rows = [ln for ln in out.splitlines() if ln.startswith("matmul ") and f" {v} " in ln]
         # each preset x its gated dtypes (both, but k12's float64 kernel is k11's)
-        assert len(rows) == len(r.gate.params) * gated("matmul", r) and all("  ok  " in r for r in rows), out
+        assert len(rows) == forms(r) * gated("matmul", r) and all("  ok  " in r for r in rows), out
 
 
 def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
-    """The quick gate (CI) leaves only the simulator tests' "sim" and "sim_*" presets to the full one, and of the
-    slow ladders it builds the "sim" preset alone; the full gate builds every row."""
+    """The quick gate (CI) leaves only the simulator tests' "sim" and "sim_*" presets and the ``slices=True``
+    forms to the full one, and of the slow ladders it builds the "sim" preset alone; the full gate builds every
+    row."""
     from simt_tiles.compile_gate import jobs
 
     monkeypatch.setenv("SIMT_TILES_GATE_QUICK", "0")
@@ -107,7 +109,9 @@ def test_the_quick_gate_builds_every_preset_a_gpu_user_runs(monkeypatch):
     assert quick < full
     slow = compile_gate.SLOW_LADDERS
     sim = {j for j in full if j[0] not in slow and (j[2] == "sim" or j[2].startswith("sim_"))}
-    assert {j for j in full - quick if j[0] not in slow} == sim and len(sim) > len({j for j in sim if j[2] == "sim"})
+    slices = {j for j in full if j[0] not in slow and dict(j[4]).get("slices")}
+    assert {j for j in full - quick if j[0] not in slow} == sim | slices
+    assert len(sim) > len({j for j in sim if j[2] == "sim"}) and slices - sim
     assert {j for j in quick if j[0] in slow} == {j for j in full if j[0] in slow and j[2] == "sim"}
 
 

@@ -148,6 +148,21 @@ def test_whole_array_result_kinds():
     assert simt_tiles.reduce(x, "max", out=out) is out and out.copy_to_host() == 9
 
 
+def test_a_zero_d_array_reduces_to_its_value():
+    """NumPy (and torch) reduce a 0-d array over no axes: its value (argmax 0); an axis is out of bounds."""
+    x = np.array(-2.5, np.float32)
+    for op in ("sum", "mean", "max", "min", "argmax", "argmin"):
+        for kd in (False, True):
+            got, expect = simt_tiles.reduce(x, op, keepdims=kd), getattr(np, op)(x, keepdims=kd)
+            assert type(got) is type(expect) and got == expect, (op, kd, got)
+    assert simt_tiles.reduce(np.float64(7), axis=()) == 7
+    out = cuda.to_device(np.full((), np.nan, np.float32))
+    assert simt_tiles.reduce(cuda.to_device(x), "max", out=out) is out and out.copy_to_host() == -2.5
+    for axis in (0, -1, (0,)):
+        with pytest.raises(ValueError, match="^axis: .* out of bounds for an array of 0 dimensions"):
+            simt_tiles.reduce(x, axis=axis)
+
+
 def test_empty_axes_as_numpy():
     assert simt_tiles.reduce(np.zeros((0,), np.float32)) == 0
     np.testing.assert_array_equal(simt_tiles.reduce(np.zeros((3, 0), np.float32), axis=-1), np.zeros(3))

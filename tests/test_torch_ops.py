@@ -554,6 +554,26 @@ def test_16bit_reduce_forward_and_backward(dtype):
 
 
 @needs_torch
+def test_reduce_of_a_zero_d_tensor_is_torchs():
+    """A 0-d tensor reduces to its value as torch.sum/mean do, the fake op's shape the real one's (it was a
+    ValueError on the device and a () result in the fake), and the gradient is one (mean: of one value)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    for op in ("sum", "mean"):
+        for axis in (None, []):
+            x = torch.tensor(-1.5, dtype=torch.float64, device=DEVICE, requires_grad=True)
+            y = stt.reduce(x, op, axis)
+            assert y.shape == () and y.item() == -1.5
+            (dx,) = torch.autograd.grad(y, (x,))
+            assert dx.item() == 1.0
+            plain = x.detach()
+            with FakeTensorMode() as mode:
+                assert stt.reduce(mode.from_tensor(plain), op, axis).shape == ()
+    with pytest.raises(ValueError, match="^axis: 0 is out of bounds"):
+        stt.reduce(torch.tensor(1.0, dtype=torch.float64, device=DEVICE), "sum", [0])
+
+
+@needs_torch
 def test_16bit_backward_kernel_dtype_error_stays_clear():
     """softmax_backward itself takes float32/float64 (the autograd path converts 16-bit): a clear TypeError."""
     y = torch.zeros(2, 3, dtype=torch.bfloat16, device=DEVICE)

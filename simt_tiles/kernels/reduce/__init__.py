@@ -73,11 +73,14 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
     Sums and means accumulate in float64 and round once; max/min propagate NaN; an empty
     reduced axis gives 0 (sum), NaN with a RuntimeWarning (mean) and ValueError (the others,
     also when the result is empty too), as NumPy.  NumPy callers get a NumPy scalar where
-    NumPy does (a result of shape ()).
+    NumPy does (a result of shape ()); a 0-d ``x`` reduces to its value (axis None or ``()``).
     """
     code = op_code(op)
     if not isinstance(keepdims, (bool, np.bool_)):
         raise TypeError(f"keepdims: expected a bool; got {keepdims!r}")
+    if getattr(x, "ndim", None) == 0 and hasattr(x, "reshape"):  # NumPy/torch reduce a 0-d array to its value
+        normalize_axes(axis, 0, arg=code in (ARGMAX, ARGMIN))  # (None or (): anything else names axis)
+        return reduce(x.reshape(1), op, axis=0, out=out, variant=variant, config=config, stream=stream)
     stream = as_stream(stream, x)
     half = dtype_name(x)
     if half in HALF_FLOATS:  # the uint16 bits, viewed as the kernels take them (bfloat16: the bits)

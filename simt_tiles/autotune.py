@@ -55,6 +55,7 @@ import dataclasses
 import datetime
 import json
 import math
+import numbers
 import os
 import sys
 import tempfile
@@ -158,7 +159,8 @@ def bucket_int(x: int) -> int:
 
 def bucket(problem: tuple) -> str:
     """The shape bucket of a problem tuple, as text (``"1024x1024x1024x float32"`` style)."""
-    return "x".join(str(bucket_int(p)) if isinstance(p, int) else str(p) for p in problem)
+    return "x".join(str(bucket_int(int(p))) if isinstance(p, numbers.Integral) and not isinstance(p, bool)
+                    else str(p) for p in problem)  # (NumPy ints too: a shape read off an array buckets as an int)
 
 
 #: per current GPU ordinal (:func:`simt_tiles.devices.current`): two GPUs may be two models

@@ -72,6 +72,9 @@ def test_buckets_are_quarter_octaves_above_16():
     for x in range(17, 5000):
         assert x <= b(x) < 1.25 * x + 1 and b(b(x)) == b(x)
     assert autotune.bucket((1000, 1024, 3, "float32")) == "1024x1024x3xfloat32"
+    # a shape read off an array (NumPy ints) buckets as ints do; a bool is no size
+    assert autotune.bucket((np.int64(1000), np.int32(1031), np.intp(3), "float32")) == "1024x1280x3xfloat32"
+    assert autotune.bucket((True, np.True_)) == "TruexTrue"
 
 
 @pytest.mark.parametrize("variant", ["k10_warptiled", "k11_generated_split_k", "k12_async_copy"])

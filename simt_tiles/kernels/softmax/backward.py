@@ -119,7 +119,8 @@ def softmax_backward(y, dy, *, axis: int = -1, log: bool = False, out=None, conf
     (``log=True``) given the forward's output ``y`` and the output gradient ``dy``.
 
     y, dy
-        Arrays of one shape and dtype (float32/float64), same kinds as :func:`simt_tiles.softmax`.
+        Arrays of one shape and dtype (float32/float64), same kinds as :func:`simt_tiles.softmax`. 16-bit
+        arrays are a TypeError naming ``y``: convert them to float32 first (``simt_tiles.torch``'s autograd does).
     axis
         One int (negative counts from the end): the axis the forward normalised.
     out

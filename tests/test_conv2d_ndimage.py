@@ -269,10 +269,10 @@ def test_output_forms():
     rng = np.random.default_rng(5)
     x = rng.integers(0, 256, (4, 5)).astype(np.uint8)
     w = np.array([[1.0, -2.0, 0.5]])
-    for output in (np.float32, "float64", np.dtype(np.int16), np.int32):
+    for output in (np.float32, "float64", np.dtype(np.int16), np.int32, ">f4", ">i2"):  # (scipy keeps big-endian)
         got = st.correlate2d(x, w, output=output, mode="nearest")
         expect = ndi.correlate(x, w, output=output, mode="nearest")
-        assert got.dtype == expect.dtype
+        assert got.dtype == expect.dtype and got.dtype.str == expect.dtype.str
         np.testing.assert_allclose(got, expect, rtol=1e-6)
     arr = np.zeros((4, 5), np.int16)
     assert st.correlate2d(x, w, output=arr) is arr
@@ -280,6 +280,9 @@ def test_output_forms():
     dev = cuda.device_array((4, 5), np.float64)
     assert st.convolve2d(cuda.to_device(x), w, out=dev, origin=(0, 1)) is dev
     np.testing.assert_allclose(dev.copy_to_host(), ndi.convolve(x, w, output=np.float64, origin=(0, 1)))
+    for f, args in ((st.correlate, (x[:3, :3, None], w[:, :, None])), (st.correlate1d, (x, w[0])),
+                    (st.correlate_separable, (x, w[0], w[0]))):
+        assert f(*args, output=">f8").dtype.str == ">f8"
     # a float32 image with a float64 filter and result: computed in float64, as scipy
     xf = rng.standard_normal((4, 5)).astype(np.float32)
     np.testing.assert_allclose(st.correlate2d(xf, w, output=np.float64), ndi.correlate(xf, w, output=np.float64),

@@ -634,6 +634,18 @@ def test_two_pass_with_no_counted_wy_tap_and_a_nan_cval_is_zero_as_scipy():
         np.testing.assert_array_equal(got, ndi.correlate(img, np.outer(wy, wx), mode="constant", cval=cval))
 
 
+@pytest.mark.parametrize("variant", [None, "two_pass"])
+def test_an_infinite_cval_with_wy_of_both_signs_is_scipys(variant):
+    """cval ±inf and wy of both signs: the 2-D filter's corner windows add inf − inf = NaN; the two-pass
+    composition's row pass padded with cval·Σwy (±inf) and gave ±inf there."""
+    img = np.arange(30.0).reshape(5, 6)
+    for wy, wx in (([1.0, -1.0, 0.5], [1.0, 2.0, 1.0]), ([2.0, 0.0, -1.0], [1.0, 0.0, 1.0])):
+        for cval in (np.inf, -np.inf):
+            got = simt_tiles.correlate_separable(img, np.array(wy), np.array(wx), mode="constant", cval=cval,
+                                                 variant=variant)
+            np.testing.assert_array_equal(got, ndi.correlate(img, np.outer(wy, wx), mode="constant", cval=cval))
+
+
 def test_origin_error_names_each_filter():
     x = np.ones((5, 5), np.float32)
     with pytest.raises(ValueError, match=r"^origin: expected -\(len\(wy\) // 2\) <= origin\[0\] <= \(len\(wy\) - 1\)"):

@@ -415,7 +415,10 @@ class TwoPass(NamedTuple):
         if self.mode == Mode.CONSTANT and call.cval != 0:
             counted = [v for v in host_filter(call.wy, False, call.stream)[:, 0].tolist() if tap_counts(v)]
             # the taps the column pass counts; none: no tap of the 2-D filter counts, scipy's 0 (not NaN·0)
-            cval_rows = float(call.cval) * math.fsum(counted) if counted else 0.0
+            # (±inf: the products' sum, as the 2-D filter adds them: taps of both signs give inf − inf = NaN)
+            c = float(call.cval)
+            cval_rows = (c * math.fsum(counted) if math.isfinite(c) else sum(c * v for v in counted)) if counted \
+                else 0.0
         rung, cfg = self.rows
         rung.run(cfg, FilterCall(mid, call.wx, call.out, cval_rows, False, call.stream,
                                  origin=(0, call.origin[1])))

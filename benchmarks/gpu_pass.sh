@@ -8,9 +8,9 @@
 # the 256³ matmul configs, then the stream/graph and launch tests),
 # tilecpp (Tile C++ checks; SIMT_TILES_CACHE_DIR must hold the cubins built off the GPU), tile_table (the
 # SIMT-vs-Tile table: needs cuda.tile + tileiras and cuda-cccl importable), conv_tune (conv2d's shipped tuning),
-# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
+# zoo (issue 32's matmul zoo), narrow (its narrow class: zoo rows and a tile/split sweep), waves (its mid-wave class: tiles and splits past 132 tiles), conv33 (issue 33's host time, NCHW zoo, resnet18), unmeasured (session 35's kernels: GPU tests, probes, ncu, sanitizers), new37 (session 37's volume filters, 16-bit softmax, batched tensor-core matmul: GPU tests, memcheck, probes), mma_guards (issue 30's hoisted guards, timed and memchecked), catchup (sessions 35-38's unmeasured paths in one call: GPU tests, the depthwise/large-filter decisions, the volume rx presets), s39 (session 39's changes: the tests the H100 failed, the new 16-bit softmax and mma defaults' tests and timings, the torch layer), s39b (session 39's offline branches: k12 ry, k05 vec, depthwise planes), k11_skew (issue 33: k11's padded patch rows, probe + ncu), mma_frag (issue 30: fragments two k-slices ahead), s42 (sessions 41-42's fixes' GPU tests, session 41's new defaults at untimed points), torch (issue 35), soak (issue 36), leak_probe (its leak reports), defaults (every
 # public function's default on the committed benchmark problems against the committed times: issue 29).
-# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, s39b, k11_skew)
+# Logs, JSON, markdown and plots go to $OUT (or ./out).  CONV_ARGS / PATTERNS_ARGS add options; PARTS (s39, s39b, k11_skew, s42)
 # names the parts of those steps to run (default all; each part's name is its step's own).
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"
@@ -357,6 +357,18 @@ for step in $steps; do
         > "$out/softmax16_k05_vec.log" 2>&1; echo "k05 vec rc=$?"; grep -vE "Warn|warn\(" "$out/softmax16_k05_vec.log" | tail -30 | cut -c1-160; }
       part depthwise && { timeout $(limit 60 3) python3 benchmarks/lab/depthwise_probe.py --planes --json "$out/depthwise_planes.json" \
         > "$out/depthwise_planes.log" 2>&1; echo "depthwise rc=$?"; tail -20 "$out/depthwise_planes.log" | cut -c1-300; } ;;
+    s42)
+      # sessions 41-42's paths never run on a GPU: the K = 0 / ragged-N matmul fixes, the stride-2 NaN tests after the
+      # unflatten refactor, the 0-d reduce, the two-pass inf cval (tests); session 41's new defaults at the points
+      # its runs did not time (k11 skew 15x15 / 21x21, k12 rx3y2 at 7^3: defaults_s41.py)
+      export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/simt-tiles-numba-cache}
+      part s42_tests && { SIMT_TILES_HYPOTHESIS_PROFILE=${SIMT_TILES_HYPOTHESIS_PROFILE:-gpu} timeout -s INT $(limit 150 300) python3 -m pytest -q \
+        -n ${TEST_JOBS:-14} -p no:cacheprovider --tb=short -rfE tests/test_matmul_layouts.py tests/test_conv_nchw_general.py tests/test_reduce.py \
+        tests/test_conv2d_separable.py tests/test_conv2d_ndimage.py tests/test_torch_ops.py \
+        -k "empty_inner or ragged_n or stride2 or zero_d or infinite_cval or output_forms" > "$out/s42_tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$out/s42_tests.log" | tail -15 | cut -c1-300; }
+      part s41_defaults && { timeout $(limit 150 60) python3 benchmarks/lab/defaults_s41.py --json "$out/defaults_s41.json" \
+        > "$out/defaults_s41.log" 2>&1; echo "defaults_s41 rc=$?"; tail -14 "$out/defaults_s41.log" | cut -c1-200; } ;;
     k11_skew)
       # issue 33, session 40 (benchmarks/notes/conv2d.md): k11's window loads with the patch rows padded by 16 bytes
       # every 128 (Config.skew; 4-way bank-conflicted before) — the GPU tests, every filter of the probe beside the

@@ -598,6 +598,13 @@ def finish_result(out: Operand, stream=0):
     return host
 
 
+def numpy_scalar(result, out):
+    """A NumPy caller's 0-d result as NumPy's scalar (``np.matmul(v, v)``, ``np.sum(x)``); else ``result``."""
+    if out is None and isinstance(result, np.ndarray) and result.shape == ():
+        return result[()]
+    return result
+
+
 def as_stream(stream, like=None):
     """A Numba stream (or 0 for the legacy default stream) from what the caller passed.
 

@@ -271,6 +271,25 @@ def test_np_matmul_semantics(sa, sb, dtype):
     assert_np_matmul(got.copy_to_host(), a, b)
 
 
+def test_a_vector_dot_is_numpys_scalar_and_dtype_errors_say_why():
+    """v @ v from NumPy: NumPy's scalar of the dtype (a 0-d array before), FP32, TF32 and 16-bit alike; a dtype
+    error lists the 16-bit dtypes too, and a second operand of another accepted dtype is named as not a's."""
+    v = np.arange(1.0, 4.0)
+    for x, kw in ((v.astype(np.float32), {}), (v, {}), (v.astype(np.float32), {"precision": "tf32"}),
+                  (v.astype(np.float16), {})):
+        got = simt_tiles.matmul(x, x, **kw)
+        assert type(got) is x.dtype.type and got == 14, (x.dtype, kw, got)
+    out = np.full((), np.nan, np.float32)
+    assert simt_tiles.matmul(v.astype(np.float32), v.astype(np.float32), out=out) is out and out == 14
+    a = np.ones((3, 5), np.float32)
+    with pytest.raises(TypeError, match=r"^a: expected dtype float32, float64, bfloat16 or float16; got int16"):
+        simt_tiles.matmul(a.astype(np.int16), a.T.astype(np.float16))
+    with pytest.raises(TypeError, match=r"^b: expected dtype float32 \(the dtype of a\); got float16"):
+        simt_tiles.matmul(a, a.T.astype(np.float16))
+    with pytest.raises(ValueError, match=r"^precision: .* leave variant None or name one of MATMUL_VARIANTS"):
+        simt_tiles.matmul(a, a.T.copy(), variant="k13_mma_tf32")
+
+
 def test_transposed_batches_run_in_one_launch(monkeypatch):
     """Attention's ``q @ k.T`` per head: both operands batched, B column-major; one launch, z over batches."""
     calls = []

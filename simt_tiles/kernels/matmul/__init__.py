@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ...interop import as_stream, device_operand, dtype_name, finish_result, framework_copy, prepare_out
+from ...interop import as_stream, device_operand, dtype_name, finish_result, framework_copy, numpy_scalar, prepare_out
 from ...autotune import check_argument as check_autotune
 from ...launch import planned
 from ...registry import Family
@@ -75,8 +75,9 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
     out
         Optional C-contiguous array of the result's shape and the inputs' dtype to
         write into; it is returned.  It must not overlap ``a`` or ``b`` in memory,
-        transposed views included (ValueError naming ``out``); disjoint views of one
-        buffer are fine.
+        transposed views included (ValueError naming ``out``); views of one buffer whose
+        extents (first to last byte) do not meet are fine, interleaved ones (column blocks
+        of one matrix) count as overlapping.
     variant
         A name from :data:`MATMUL_VARIANTS`; None picks :data:`BEST_VARIANT`,
         or, with ``config=None`` too, the fastest rung and split of K measured
@@ -111,12 +112,11 @@ def matmul(a, b, *, out=None, variant=None, config=None, stream=None, autotune=N
     get_rung(variant)  # a bad name fails before any copy
     stream = as_stream(stream, a)
 
-    a_op = _unbroadcast(device_operand(a, "a", ndim=None, stream=stream, strided=True), stream)
+    a_op = _unbroadcast(device_operand(a, "a", ndim=None, stream=stream, strided=True,
+                                       accepted="float32, float64, bfloat16 or float16"), stream)
+    if dtype_name(b) not in (str(a_op.dtype), ""):  # (before b's own check: a float16 b is a dtype, not a's)
+        raise TypeError(f"b: expected dtype {a_op.dtype} (the dtype of a); got {dtype_name(b)}")
     b_op = _unbroadcast(device_operand(b, "b", ndim=None, stream=stream, strided=True), stream)
-    if b_op.dtype != a_op.dtype:
-        raise TypeError(
-            f"b: expected dtype {a_op.dtype} (the dtype of a); got {b_op.dtype}"
-        )
     sh = shapes(a_op.shape, a_op.strides, b_op.shape, b_op.strides)
     m, n, k = sh.m, sh.n, sh.k
     if a_op.ndim == 2 and b_op.ndim == 2 and a_op.c_contiguous() and b_op.c_contiguous() and not (
@@ -143,7 +143,7 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
     nb = math.prod(sh.batch)
     c2d = c_op.dev.reshape(nb * sh.m, sh.n)
     if not (nb and sh.m and sh.n):
-        return finish_result(c_op, stream)
+        return numpy_scalar(finish_result(c_op, stream), out)
     if variant is None and config is None:  # the skinny class: a warp per output row (k15)
         a_kc = sh.k == 1 or sh.a[1][-1] == 1
         b_kc = sh.k == 1 or sh.b[1][-2] == 1
@@ -151,19 +151,19 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
         side = dispatch.gemv_rule(sh.m, sh.n, sh.k, nb, a_kc, b_kc, b_nc, np.dtype(dtype).itemsize)
         if side is not None and all(s >= 0 for s in sh.a[1] + sh.b[1]):
             _strided.gemv(side, a_op.dev, b_op.dev, sh, sh.a[1], sh.b[1], c2d, stream)
-            return finish_result(c_op, stream)
+            return numpy_scalar(finish_result(c_op, stream), out)
     a_mat, a_str = _strided.matrix(a_op.dev, *sh.a, dtype, stream, "a_copy")
     b_mat, b_str = _strided.matrix(b_op.dev, *sh.b, dtype, stream, "b_copy")
     plan = dispatch.layout_plan(variant, config, sh.m, sh.n, sh.k, nb, dtype, a_mat.t + b_mat.t, autotune)
     if plan is not None:
         _strided.run(plan, a_mat, b_mat, sh, a_str, b_str, c2d, stream, nt_copy=dispatch.nt_copies_b(sh.m))
-        return finish_result(c_op, stream)
+        return numpy_scalar(finish_result(c_op, stream), out)
     # a rung that reads C-order matrices only: each operand copied once, one product per batch
     plan = dispatch.plan(variant, config, sh.m, sh.n, sh.k, dtype, autotune)
     if sh.k == 0:  # C = 0: one launch over every batch's rows, no copy (a GPU's empty array has no data to index)
         plan.run(Call(cuda.device_array((nb * sh.m, 0), dtype, stream=stream),
                       cuda.device_array((0, sh.n), dtype, stream=stream), c2d, stream))
-        return finish_result(c_op, stream)
+        return numpy_scalar(finish_result(c_op, stream), out)
     a_c = _strided.contiguous_copy(a_mat.dev, sh.a[0], a_str, dtype, stream, "a_copy")
     b_c = _strided.contiguous_copy(b_mat.dev, sh.b[0], b_str, dtype, stream, "b_copy")
     a_c = a_c.reshape(-1, sh.m, sh.k)
@@ -175,7 +175,7 @@ def _any_layout(a_op, b_op, sh, out, variant, config, stream, autotune):
         ia = sum(j * s for j, s in zip(idx, sa)) // max(mk, 1)
         ib = sum(j * s for j, s in zip(idx, sb)) // max(kn, 1)
         plan.run(Call(a_c[ia], b_c[ib], c2d[i * sh.m:(i + 1) * sh.m], stream))
-    return finish_result(c_op, stream)
+    return numpy_scalar(finish_result(c_op, stream), out)
 
 
 def _dtype16(x) -> bool:

@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from ...interop import (as_stream, check_no_overlap, device_operand, device_view, finish_result, framework_copy,
+                        numpy_scalar,
                         Operand, prepare_out)
 # the 16-bit operands' recognition and their uint16 bits (shared with softmax's 16-bit path)
 from ...interop import dtype_name as _dtype_name, finish16 as _finish16, operand16 as _operand16, out16 as _out16
@@ -75,7 +76,8 @@ def _precision_for(dtype_name: str, precision):
         if precision != "tf32":
             raise ValueError(
                 f"precision: float32 inputs need precision='tf32' (tensor cores round the operands to "
-                f"10 mantissa bits); for full float32 use simt_tiles.matmul; got {precision!r}")
+                f"10 mantissa bits); for full float32 leave variant None or name one of MATMUL_VARIANTS "
+                f"(not a tensor-core rung); got {precision!r}")
         return "tf32"
     if implied is None:
         got = dtype_name or "an object without a dtype (a NumPy, CuPy, Numba or PyTorch array is expected)"
@@ -145,7 +147,7 @@ def matmul_mma(a, b, *, precision=None, out=None, variant=None, config=None, str
             rung.run(cfg, Call(a_op.dev, b_op.dev, c_op.dev, stream, params))
     elif nb and m and n:
         _batched(rung, cfg, a_op, b_op, sh, nb, c_op.dev.reshape(nb * m, n), stream, params)
-    return finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream)
+    return numpy_scalar(finish_result(c_op, stream) if prec == "tf32" else _finish16(c_op, a_op, stream), out)
 
 
 def _unexpand(op: Operand, prec: str, stream) -> Operand:

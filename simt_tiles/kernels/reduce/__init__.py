@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from ...interop import (HALF_FLOATS, as_stream, check_no_overlap, device_operand, dtype_name, finish16, finish_result,
-                        operand16, out16, prepare_out, storage_view)
+                        numpy_scalar, operand16, out16, prepare_out, storage_view)
 from ... import _recording
 from ...launch import planned
 from ...registry import Family
@@ -114,9 +114,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         p = dispatch.plan(shape, axes, op, code, xd.dtype, variant=variant, config=config)
         p.run(dispatch.Call(xd, od, stream))
     result = finish16(out_op, x_op, stream) if half in HALF_FLOATS and not arg else finish_result(out_op, stream)
-    if result_shape == () and isinstance(result, np.ndarray) and out is None:
-        return result[()]  # NumPy gives a scalar
-    return result
+    return numpy_scalar(result, out)  # (NumPy gives a scalar)
 
 
 def normalize_axes(axis, ndim: int, *, arg: bool = False) -> tuple:

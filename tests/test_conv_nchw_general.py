@@ -148,6 +148,22 @@ def test_stride2_non_finite_input_stays_in_its_windows(dtype, layer, bias, seed,
     assert check_within(got[finite], ref[finite], np.asarray(bound)[finite]).passed
 
 
+@pytest.mark.parametrize("variant, layer", [
+    ("k01_direct", dict(stride=1, dilation=1, groups=1)), (None, dict(stride=3, dilation=1, groups=1)),
+    (None, dict(stride=1, dilation=2, groups=1)), ("k02_smem_tiled", dict(stride=1, dilation=1, groups=1)),
+    (None, dict(stride=2, dilation=1, groups=1)), ("k04_depthwise", dict(stride=1, dilation=1, groups=2))])
+def test_a_non_finite_weight_meets_the_padding_as_the_reference(variant, layer):
+    """An inf weight on a tap that falls in the zero padding: w·0 = NaN there, on every path (k01 skipped padded
+    taps, so the default gave finite values at stride 3 and dilation where the reference and k02 give NaN)."""
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((2, 2 // layer["groups"], 3, 3), np.float32)
+    w[0, 0, 0, 0] = np.inf
+    ref, _ = conv2d_nchw_reference(x, w, padding=layer["dilation"], **layer)
+    got = conv2d_nchw(x, w, padding=layer["dilation"], variant=variant, **layer)
+    assert np.isnan(ref).any() and np.array_equal(np.isnan(got), np.isnan(ref)), (got, ref)
+    assert np.array_equal(got[np.isinf(ref)], np.asarray(ref)[np.isinf(ref)])
+
+
 def _is_fast(layer) -> bool:
     s = layer["stride"] if isinstance(layer["stride"], tuple) else (layer["stride"],) * 2
     d = layer["dilation"] if isinstance(layer["dilation"], tuple) else (layer["dilation"],) * 2

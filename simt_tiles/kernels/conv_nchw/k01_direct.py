@@ -7,7 +7,8 @@ What it teaches
     for the ``i``-th element in memory order, so the 32 lanes of a warp own 32 consecutive pixels
     of one output row and read input values ``stride`` apart in one row per tap (coalesced for
     stride 1).  All lanes of a warp (same n, o) read the same weight: a broadcast.  Zero padding
-    is a bounds test per tap: a tap outside the input contributes nothing (no padded copy).
+    is a bounds test per tap: a tap outside the input multiplies a zero (no padded copy; w·0 is NaN
+    for a non-finite weight, as in torch's dense convolution and the tiled rungs).
 
 Memory traffic (teaching number)
     Two global loads (an input value and a weight) per multiply-add: 0.5 FMA per load, for
@@ -99,16 +100,17 @@ def make_kernel(config: Config, dtype):
                 w_row = uint32(uint32(o0 * cpg_in + uint32(c)) * uint32(kh))
                 for a in range(kh):
                     ip = uint32(r0 + uint32(a) * uint32(dil_h))  # row in the zero-padded input
-                    if ip >= upad_h and uint32(ip - upad_h) < h:  # a padding row adds nothing
-                        x_row = uint32(uint32(x_chan + uint32(ip - upad_h)) * uint32(wd))
-                        w_tap = uint32(uint32(w_row + uint32(a)) * uint32(kw))
-                        for b in range(kw):
-                            jp = uint32(c0 + uint32(b) * uint32(dil_w))
-                            if jp >= upad_w and uint32(jp - upad_w) < wd:
-                                v = x[uint32(x_row + uint32(jp - upad_w))]
-                                for r in range(RCO):  # unrolled: RCO is a constant
-                                    if r == 0 or uint32(o0 + uint32(r)) < o_end:
-                                        acc[r] += w[uint32(w_tap + uint32(b) + uint32(r) * k_size)] * v
+                    row_in = ip >= upad_h and uint32(ip - upad_h) < h
+                    x_row = uint32(uint32(x_chan + uint32(ip - upad_h)) * uint32(wd))  # (read only if row_in)
+                    w_tap = uint32(uint32(w_row + uint32(a)) * uint32(kw))
+                    for b in range(kw):
+                        jp = uint32(c0 + uint32(b) * uint32(dil_w))
+                        v = DT(0)  # a padding tap adds w·0 (NaN for an inf weight, as the other rungs)
+                        if row_in and jp >= upad_w and uint32(jp - upad_w) < wd:
+                            v = x[uint32(x_row + uint32(jp - upad_w))]
+                        for r in range(RCO):  # unrolled: RCO is a constant
+                            if r == 0 or uint32(o0 + uint32(r)) < o_end:
+                                acc[r] += w[uint32(w_tap + uint32(b) + uint32(r) * k_size)] * v
             for r in range(RCO):
                 o = uint32(o0 + uint32(r))
                 if r == 0 or o < o_end:

@@ -525,6 +525,8 @@ def _ones(*shape, dtype=f32):
         (dict(w=_ones(2, 3, 8, 8)), ValueError,
          r"w: a 8x8 filter is larger than the padded input 6x6 .*would be -1x-1"),
         (dict(w=_ones(2, 3, 7, 1), padding=1), ValueError, r"w: a 7x1 filter is larger than the padded input 6x6"),
+        (dict(x=_ones(1, 3, 0, 4), w=_ones(2, 3, 1, 1), padding=0), ValueError,
+         r"^x: expected H, W >= 1 \(or padding that leaves a window\); got shape \(1, 3, 0, 4\)"),
         (dict(bias=_ones(3)), ValueError, r"bias: expected shape \(2,\) \(C_out = w.shape\[0\]\); got \(3,\)"),
         (dict(bias=_ones(2, 1)), ValueError, r"bias: expected a 1-D array; got 2-D"),
         (dict(bias=_ones(2, dtype=np.float64)), TypeError, r"bias: expected dtype float32 \(the dtype of x\)"),

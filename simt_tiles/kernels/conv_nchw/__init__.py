@@ -212,6 +212,9 @@ def _conv2d_nchw(x, w, *, bias, sh, sw, ph, pw, dh, dw, groups, out, variant, co
         sides = (f"padding={pads[0]} on each side" if len(set(pads)) == 1
                  else f"padding (top, bottom, left, right) {pads}")
         dil = "" if (dh, dw) == (1, 1) else f" (dilation {dh}x{dw})"
+        if h == 0 or wd == 0:  # (an empty image with padding is its bias, as the zero-padded sum)
+            raise ValueError(f"x: expected H, W >= 1 (or padding that leaves a window); got shape "
+                             f"{tuple(x_op.dev.shape)}, {sides}: the output would be {oh}x{ow}")
         raise ValueError(
             f"w: a {kh}x{kw} filter{dil} is larger than the padded input {h + pads[0] + pads[1]}x"
             f"{wd + pads[2] + pads[3]} (x's {h}x{wd} plus {sides}): the output would be {oh}x{ow}"

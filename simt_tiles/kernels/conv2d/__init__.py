@@ -224,7 +224,7 @@ def correlate2d(image, weights, *, mode="reflect", cval=0.0, origin=0, output=No
         result's (any of ``output``'s), as scipy's ``output`` array.
         It must not overlap ``image`` or ``weights`` in memory (ValueError naming
         ``out``: blocks would read inputs another block already overwrote);
-        disjoint views of one buffer are fine.
+        disjoint views of one buffer are fine, and NumPy inputs are copies (any NumPy ``out``).
     variant
         A name from :data:`CONV2D_VARIANTS`; None picks :data:`BEST_VARIANT`
         for filters up to :data:`BEST_MAX_SIZE` on each axis, else

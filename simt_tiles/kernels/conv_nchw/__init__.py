@@ -122,7 +122,8 @@ def conv2d_nchw(x, w, *, bias=None, stride=1, padding=0, dilation=1, groups=1, o
         of its group (groups = C_in: depthwise).
     out
         Optional C-contiguous array of the output's shape and dtype; it is returned.
-        It must not overlap ``x``, ``w`` or ``bias`` in memory (ValueError naming ``out``).
+        It must not overlap ``x``, ``w`` or ``bias`` in device memory (ValueError naming ``out``);
+        NumPy inputs are copies, so a NumPy ``out`` may be one of them.
     variant
         A name from :data:`CONV_NCHW_VARIANTS` (the rungs) or :data:`IM2COL_VARIANT`; None picks :data:`BEST_VARIANT`
         (or :data:`FALLBACK_VARIANT` when a filter's staging cannot fit in

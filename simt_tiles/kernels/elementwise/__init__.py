@@ -35,7 +35,8 @@ def vector_add(a, b, *, out=None, variant=None, config=None, stream=None):
     """c = a + b for 1-D float32/float64 arrays of one length and dtype (any length, 0 too).
 
     ``out`` (optional, shape and dtype of ``a``) must not overlap ``a`` or ``b`` in
-    memory: ValueError naming ``out`` (compute in place through a temporary)."""
+    device memory: ValueError naming ``out`` (compute in place through a temporary; NumPy inputs are copies,
+    so a NumPy ``out`` may be one of them)."""
     plan = dispatch.vector_add_plan(variant, config)
     stream = as_stream(stream, a)
     a_op = device_operand(a, "a", ndim=1, stream=stream)
@@ -71,7 +72,7 @@ def bias_relu(x, bias, *, out=None, config=None, stream=None):
     of a zero).
 
     ``out`` (optional, shape and dtype of ``x``) must not overlap ``x`` or ``bias`` in
-    memory: ValueError naming ``out``."""
+    device memory: ValueError naming ``out`` (NumPy inputs are copies: a NumPy ``out`` may be one of them)."""
     plan = dispatch.bias_relu_plan(config)
     stream = as_stream(stream, x)
     half = dtype_name(x)

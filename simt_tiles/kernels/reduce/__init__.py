@@ -68,7 +68,7 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
         NumPy); negative ints count from the end.
     out
         Optional array of the result's shape and dtype (TypeError naming ``out`` otherwise); it must not
-        overlap ``x`` (ValueError naming ``out``).
+        overlap a device ``x`` (ValueError naming ``out``; NumPy inputs are copies).
 
     Sums and means accumulate in float64 and round once; max/min propagate NaN; an empty
     reduced axis gives 0 (sum), NaN with a RuntimeWarning (mean) and ValueError (the others,

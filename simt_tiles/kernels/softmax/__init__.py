@@ -64,7 +64,8 @@ def softmax(x, *, axis=-1, out=None, variant=None, config=None, stream=None):
         array, as scipy's default; here the default is the last axis).
     out
         Optional array of ``x``'s shape and dtype (TypeError otherwise); it must not overlap ``x``
-        (no in-place softmax; ValueError naming ``out``).
+        on the device (no in-place softmax; ValueError naming ``out``; a NumPy ``x`` is copied, so a
+        NumPy ``out`` may be ``x``).
     variant
         None (the rules in ``softmax/dispatch.py`` choose a rung per shape) or a name from
         :data:`SOFTMAX_VARIANTS` (that rung, or a ValueError where it cannot take the axis or dtype).

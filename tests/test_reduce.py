@@ -158,9 +158,12 @@ def test_a_zero_d_array_reduces_to_its_value():
     assert simt_tiles.reduce(np.float64(7), axis=()) == 7
     out = cuda.to_device(np.full((), np.nan, np.float32))
     assert simt_tiles.reduce(cuda.to_device(x), "max", out=out) is out and out.copy_to_host() == -2.5
-    for axis in (0, -1, (0,)):
+    for op in ("sum", "max", "argmin"):  # NumPy's rule: an int 0 or -1 too, but for mean
+        for axis in (0, -1):
+            assert simt_tiles.reduce(x, op, axis=axis) == getattr(np, op)(x, axis=axis)
+    for op, axis in (("sum", (0,)), ("sum", 1), ("mean", 0), ("mean", -1)):
         with pytest.raises(ValueError, match="^axis: .* out of bounds for an array of 0 dimensions"):
-            simt_tiles.reduce(x, axis=axis)
+            simt_tiles.reduce(x, op, axis=axis)
 
 
 def test_empty_axes_as_numpy():

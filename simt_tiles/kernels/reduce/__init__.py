@@ -79,7 +79,10 @@ def reduce(x, op="sum", *, axis=None, keepdims=False, out=None, variant=None, co
     if not isinstance(keepdims, (bool, np.bool_)):
         raise TypeError(f"keepdims: expected a bool; got {keepdims!r}")
     if getattr(x, "ndim", None) == 0 and hasattr(x, "reshape"):  # NumPy/torch reduce a 0-d array to its value
-        normalize_axes(axis, 0, arg=code in (ARGMAX, ARGMIN))  # (None or (): anything else names axis)
+        # (NumPy's rule: None or (), and an int 0 or -1 but for mean; anything else names axis)
+        if not (op != "mean" and isinstance(axis, numbers.Integral) and not isinstance(axis, (bool, np.bool_))
+                and axis in (0, -1)):
+            normalize_axes(axis, 0, arg=code in (ARGMAX, ARGMIN))
         return reduce(x.reshape(1), op, axis=0, out=out, variant=variant, config=config, stream=stream)
     stream = as_stream(stream, x)
     half = dtype_name(x)

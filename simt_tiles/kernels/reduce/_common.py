@@ -32,7 +32,9 @@ _CODES = {"sum": SUM, "mean": SUM, "max": MAX, "min": MIN, "argmax": ARGMAX, "ar
 
 
 def op_code(op: str) -> int:
-    if not isinstance(op, str) or op not in OPS:
+    if not isinstance(op, str):
+        raise TypeError(f"op: expected a str, one of {OPS}; got {type(op).__name__} {op!r}")
+    if op not in OPS:
         raise ValueError(f"op: expected one of {OPS}; got {op!r}")
     return _CODES[op]
 

@@ -18,7 +18,9 @@ def softmax_demo(rung: str, dtype, c):
 
 SOFTMAX_ALIASING = {"softmax": AliasCase(lambda x, out=None: st.softmax(x, out=out), ("x",), ((3, 7),), (3, 7)),
                     "log_softmax": AliasCase(lambda x, out=None: st.log_softmax(x, out=out), ("x",), ((3, 7),),
-                                             (3, 7))}
+                                             (3, 7)),
+                    "softmax_backward": AliasCase(lambda y, dy, out=None: st.softmax_backward(y, dy, out=out),
+                                                  ("y", "dy"), ((3, 7), (3, 7)), (3, 7))}
 
 #: the hazard each rung's lesson introduces (the docs' lesson pages, "The hazard it introduces")
 SOFTMAX_HAZARDS = {

@@ -622,7 +622,7 @@ def as_stream(stream, like=None):
         return cuda.external_stream(ptr) if ptr else 0
     if isinstance(stream, numbers.Integral) and not isinstance(stream, (bool, np.bool_)) and stream == 0:
         return 0  # the legacy default stream (a NumPy 0 too; False is not a stream)
-    if type(stream).__module__.startswith("numba"):
+    if isinstance(stream, _numba_stream_type()):  # (not any object of Numba's: an event or an array is no stream)
         return stream
     if not numba.config.ENABLE_CUDASIM:
         for attr in ("ptr", "cuda_stream"):  # cupy.cuda.Stream, torch.cuda.Stream
@@ -632,6 +632,19 @@ def as_stream(stream, like=None):
     raise TypeError(
         f"stream: expected None, a Numba stream, or a CuPy/PyTorch stream; got {describe(stream)}"
     )
+
+
+def _numba_stream_type() -> type:
+    """Numba's stream class: the driver's, or the simulator's."""
+    import numba
+
+    if numba.config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.api import stream
+
+        return stream
+    from numba.cuda.cudadrv.driver import Stream
+
+    return Stream
 
 
 def current_stream_ptr(like) -> int:

@@ -506,9 +506,12 @@ def _stable_id(v) -> str:
     return getattr(v, "__name__", None) or (type(v).__name__ if type(v) is object else repr(v))
 
 
-@pytest.mark.parametrize("stream", ["default", 1, True, 0.0, object()], ids=_stable_id)
+@pytest.mark.parametrize("stream", ["default", 1, True, 0.0, object(), "event", "array"], ids=_stable_id)
 @pytest.mark.parametrize("name", NAMES)
 def test_bad_stream(name, stream):
+    """Not a stream, Numba's other objects too (an event or a device array was taken as one: an AttributeError
+    after the launch, or none)."""
+    stream = {"event": lambda: cuda.event(), "array": lambda: cuda.device_array(1)}.get(stream, lambda: stream)()
     with pytest.raises(TypeError, match=r"stream: expected None, a Numba stream"):
         APIS[name].call(*inputs(name), stream=stream)
 

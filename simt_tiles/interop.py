@@ -832,8 +832,7 @@ def finish16(op: Operand, like: Operand, stream):
     host = op.dev.copy_to_host(stream=stream)
     if stream:
         stream.synchronize()
-    dt = like.original.dtype.newbyteorder("=")  # the bits are native order (operand16); a '>f2' out= converts
-    if op.original is not None:
-        op.original[...] = host.view(dt)
+    if op.original is not None:  # a NumPy out= (of a device x too: a torch x's dtype is no NumPy dtype)
+        op.original[...] = host.view(op.original.dtype.newbyteorder("="))  # (native bits; a '>f2' out converts)
         return op.original
-    return host.view(dt)
+    return host.view(like.original.dtype.newbyteorder("="))  # the bits are native order (operand16)

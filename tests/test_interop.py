@@ -376,3 +376,16 @@ def test_stream_zero_of_any_integer_type_and_not_a_bool():
     for bad in (False, np.bool_(False), 1):
         with pytest.raises(TypeError, match="^stream: expected None, a Numba stream"):
             simt_tiles.softmax(x, stream=bad)
+
+
+def test_a_16_bit_result_into_a_numpy_out_of_a_torch_x():
+    """finish16 with a torch x and a NumPy out= (out16 takes it: the dtype names agree) fills out in out's own
+    dtype (it read the NumPy dtype off the torch tensor: an AttributeError after the kernel had run)."""
+    torch = pytest.importorskip("torch")
+    from simt_tiles.interop import Operand, finish16
+
+    like = Operand("x", cuda.to_device(np.ones(3, np.uint16)), "torch", torch.ones(3, dtype=torch.float16))
+    for dtype in (np.float16, np.dtype(">f2")):
+        out = np.full(3, np.nan, dtype)
+        op = Operand("out", cuda.to_device(np.full(3, 0x3C00, np.uint16)), "numpy", out)  # 1.0's bits
+        assert finish16(op, like, 0) is out and out.dtype == dtype and (out == 1).all()

@@ -143,6 +143,30 @@ def test_default_rung_by_filter_size():
     assert default_rung(9, 9, k10.PRESETS["sim"]) is RUNGS[BEST_VARIANT]  # its own config: any size
 
 
+def test_variant_none_takes_the_config_of_each_rung_it_runs():
+    """The public functions reach default_rung's rule: a k11 or k03 config object picks its rung at any size (the
+    early check took k10's alone: TypeError), a preset name of any of the three is checked against the rung the
+    size takes (named), and correlate_separable falls back to two passes from a fused preset k03 lacks."""
+    import simt_tiles
+
+    rng = np.random.default_rng(3)
+    x, w9 = rng.standard_normal((5, 6)), rng.standard_normal((9, 9))
+    for w, cfg in ((w9, RUNGS[LARGE_VARIANT].presets["sim"]), (w9[:3, :3], RUNGS[SHAPE_VARIANT].presets["sim"]),
+                   (w9, "narrow")):
+        np.testing.assert_allclose(simt_tiles.correlate2d(x, w, config=cfg), ndi.correlate(x, w), atol=1e-12)
+    np.testing.assert_allclose(simt_tiles.correlate1d(x, w9[0], config=RUNGS[LARGE_VARIANT].presets["sim"]),
+                               ndi.correlate1d(x, w9[0]), atol=1e-12)
+    with pytest.raises(ValueError, match=r"^config: variant=None runs k11_large_filter for a 9x9 filter, which has "
+                                         r"no preset 'staged'"):
+        simt_tiles.correlate2d(x, w9, config="staged")
+    w11 = np.full(11, 1 / 11, np.float32)
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(simt_tiles.correlate_separable(x32, w11, w11, config="fast_float32"),
+                               ndi.correlate(x32, np.outer(w11, w11)), atol=1e-6)
+    with pytest.raises(ValueError, match=r"^config: k03_register_blocked has no preset 'fast_float32'"):
+        simt_tiles.correlate_separable(x32, w11, w11, config="fast_float32", variant="two_pass")
+
+
 def test_numpy_filter_is_not_uploaded(monkeypatch):
     """variant=None with a NumPy image passes a NumPy filter as kernel parameters: no copy to
     the device.  With a device image the filter's values are uploaded once, asynchronously on the

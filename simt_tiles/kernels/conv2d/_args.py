@@ -102,7 +102,10 @@ def filter2d(image, weights, *, mode, cval, origin, output, out, variant, config
     of any number of dimensions, as the 2-D problem of :func:`volume_view`)."""
     image_ndim = 2 if ndim == 2 else ndim_of(image)
     out, output, origin, mode, axis = _values(mode, cval, origin, output, out, ndim, axis, image_ndim)
-    dispatch.get_rung(variant).resolve_config(config)  # a bad variant or config fails before any upload
+    if variant is None:  # a bad variant or config fails before any upload
+        dispatch.check_default_config(config)
+    else:
+        dispatch.get_rung(variant).resolve_config(config)
     stream = as_stream(stream, image)
     if ndim == 2:
         check_2d(image)

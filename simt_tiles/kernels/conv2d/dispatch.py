@@ -228,6 +228,25 @@ def default_rung(kh: int, kw: int, config=None) -> Rung:
     return RUNGS[LARGE_VARIANT]
 
 
+DEFAULT_RUNGS = (BEST_VARIANT, LARGE_VARIANT, SHAPE_VARIANT)  #: the rungs ``variant=None`` runs (config objects)
+
+
+def check_default_config(config) -> None:
+    """``variant=None``'s early check (before any upload): None, a config object of one of
+    :data:`DEFAULT_RUNGS` (it picks that rung) or a preset name one of them has (TypeError/ValueError
+    naming ``config`` otherwise; which rung the size takes is checked at the plan)."""
+    if config is None or any(isinstance(config, RUNGS[n].config_type) for n in DEFAULT_RUNGS):
+        return
+    if isinstance(config, str):
+        if any(config in RUNGS[n].presets for n in DEFAULT_RUNGS):
+            return
+        names = sorted({p for n in DEFAULT_RUNGS for p in RUNGS[n].presets})
+        raise ValueError(f"config: variant=None (its rungs {', '.join(DEFAULT_RUNGS)}) has no preset {config!r}; "
+                         f"expected one of {names}")
+    raise TypeError(f"config: expected a preset name or a Config of one of {DEFAULT_RUNGS} (variant=None); "
+                    f"got {config!r}")
+
+
 def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, config=None):
     """``(rung, config)`` for ``variant=None``: with ``config`` None and a filter up to
     :data:`BEST_MAX_SIZE` on each axis, the autotuner's choice for the problem
@@ -242,6 +261,9 @@ def default_choice(h: int, w: int, kh: int, kw: int, mode, dtype, weights: str, 
         if hit is not None:
             return RUNGS[hit[0]], hit[1]
     rung = default_rung(kh, kw, config)
+    if isinstance(config, str) and config not in rung.presets:
+        raise ValueError(f"config: variant=None runs {rung.name} for a {kh}x{kw} filter, which has no preset "
+                         f"{config!r}; expected one of {sorted(rung.presets)} (or name the variant)")
     return rung, rung.resolve_config(config)
 
 
@@ -390,7 +412,9 @@ def plan_separable(variant, config, kh: int, kw: int, mode: Mode, dtype):
                     f"tiles): {exc}"
                 ) from exc
     rung = RUNGS[SHAPE_VARIANT]
-    cfg = rung.resolve_config(config)
+    # (a preset name of the fused kernel that does not fit: the 1-D rung's own default)
+    fused_preset = may_fall_back and isinstance(config, str) and config not in rung.presets
+    cfg = rung.resolve_config(None if fused_preset else config)
     return TwoPass(specialised(rung, cfg, config, kh, 1, mode, dtype, may_fall_back, "wy"),
                    specialised(rung, cfg, config, 1, kw, mode, dtype, may_fall_back, "wx"), mode)
 

@@ -558,7 +558,8 @@ def _check_out_shape_dtype(got_shape, got_dtype, shape, dtype) -> None:
     if tuple(got_shape) != tuple(shape):
         raise ValueError(f"out: expected shape {tuple(shape)}; got {tuple(got_shape)}")
     if np.dtype(got_dtype) != np.dtype(dtype):
-        raise TypeError(f"out: expected dtype {np.dtype(dtype)}; got {np.dtype(got_dtype)}")
+        order = " in native byte order" if np.dtype(got_dtype).newbyteorder("=") == np.dtype(dtype) else ""
+        raise TypeError(f"out: expected dtype {np.dtype(dtype)}{order}; got {np.dtype(got_dtype)}")
 
 
 def _allocate(like: Operand, shape, dtype, stream) -> Operand:

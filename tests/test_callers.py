@@ -612,7 +612,7 @@ def test_bad_out(name):
     if name not in NDIMAGE:  # scipy.ndimage's output may have another dtype (test_conv2d_ndimage.py)
         with pytest.raises(TypeError, match=r"out: expected dtype float64; got float32"):
             api.call(*arrays, out=np.empty(shape, np.float32))
-    with pytest.raises(TypeError, match=r"out: expected dtype float64; got >f8"):
+    with pytest.raises(TypeError, match=r"out: expected dtype float64 in native byte order; got >f8"):
         api.call(*arrays, out=np.empty(shape, ">f8"))
     with pytest.raises(TypeError, match=r"out: expected a NumPy array or a CUDA array"):
         api.call(*arrays, out=np.empty(shape).tolist())

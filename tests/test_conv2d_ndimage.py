@@ -287,6 +287,8 @@ def test_output_forms():
     xf = rng.standard_normal((4, 5)).astype(np.float32)
     np.testing.assert_allclose(st.correlate2d(xf, w, output=np.float64), ndi.correlate(xf, w, output=np.float64),
                                rtol=1e-13, atol=1e-13)
+    with pytest.raises(TypeError, match=r"^out: expected dtype int16 in native byte order; got >i2"):
+        st.correlate2d(x, w, output=np.zeros((4, 5), ">i2"))  # (output=">i2", a dtype, gives that order)
     with pytest.raises(ValueError, match="output: give an output array as out= or output=, not both"):
         st.correlate2d(x, w, output=arr, out=arr)
     with pytest.raises(TypeError, match=r"output: expected dtype .*; got complex64 \(complex inputs"):
@@ -369,3 +371,7 @@ def test_bool_and_float16_filters_as_scipy():
         np.testing.assert_allclose(st.correlate(x3, w), ndi.correlate(x3, want), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(st.correlate2d(x2, w[0]), ndi.correlate(x2, want[0]), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(st.convolve(x2, w[1]), ndi.convolve(x2, want[1]), rtol=1e-5, atol=1e-6)
+    for w in (w3[0] > 0.5, w3[0].astype(np.float16)):  # a device one: refused, saying the NumPy one is converted
+        with pytest.raises(TypeError, match=r"^weights: expected dtype .*; got a device (bool|float16) filter \(a "
+                                            r"NumPy bool or float16 filter is converted"):
+            st.correlate2d(x2, cuda.to_device(w))

@@ -483,6 +483,9 @@ def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True, ndi
     wdt = array_dtype(weights)
     if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
                                                                or is_array(weights)):
+        if wdt.kind == "b" or wdt == np.float16:  # (a device one: the converter takes the scipy dtypes alone)
+            raise TypeError(f"{name}: expected dtype {_NAMES}; got a device {wdt} filter (a NumPy bool or float16 "
+                            f"filter is converted; convert a device one first)")
         wdt = check_dtype(name, wdt)
         if isinstance(weights, np.ndarray):
             weights = weights.astype(dtype)

@@ -28,8 +28,8 @@ The simulator runs the source as written, so numbers are per source access:
 where the GPU compiler merges consecutive 4-byte accesses into one 128-bit
 access (k06's reads), the GPU issues fewer, wider requests than counted here.
 
-Races.  Two accesses conflict when they touch the same shared 4-byte word in
-the same block and barrier interval (between the same two ``syncthreads``),
+Races.  Two accesses conflict when they touch the same shared byte (found by
+4-byte word) in the same block and barrier interval (between the same two ``syncthreads``),
 at least one writes, and (a) they come from different warps, or (b) two
 different lanes of one warp *write* it between the same two ``syncwarp``
 calls.  Intra-warp read/write pairs are not reported by default (pass
@@ -230,7 +230,10 @@ class Report:
             if space != SHARED:
                 continue
             for word in range(addr >> 2, ((addr + size - 1) >> 2) + 1):
-                locs[(key, interval, word)].append((warp, lane, wsync, site, is_write))
+                # the bytes of the word it touches (a mask): 2-byte values of two lanes share a word, not a byte
+                lo, hi = max(addr, 4 * word) - 4 * word, min(addr + size, 4 * word + 4) - 4 * word
+                mask = (1 << hi) - (1 << lo)
+                locs[(key, interval, word)].append((warp, lane, wsync, site, is_write, mask))
         found = []
         for (key, interval, word), accs in sorted(locs.items(), key=lambda kv: (kv[0][1], kv[0][2], str(kv[0][0]))):
             writers = [a for a in accs if a[4]]
@@ -238,11 +241,11 @@ class Report:
                 continue
             pairs = set()
             if len({a[0] for a in accs}) > 1:
-                wsites = {(a[0], a[3]) for a in writers}
-                others = {(a[0], a[3], a[4]) for a in accs}
-                for ww, ws in wsites:
-                    for ow, os_, ok in others:
-                        if ow != ww:
+                wsites = {(a[0], a[3], a[5]) for a in writers}
+                others = {(a[0], a[3], a[4], a[5]) for a in accs}
+                for ww, ws, wm in wsites:
+                    for ow, os_, ok, om in others:
+                        if ow != ww and wm & om:
                             pairs.add(("cross-warp",) + _ordered(ws, os_, ok))
             if self.intra_warp != "none":
                 by_warp: dict = collections.defaultdict(list)
@@ -251,7 +254,7 @@ class Report:
                 for group in by_warp.values():
                     for w in (a for a in group if a[4]):
                         for o in group:
-                            if o[1] != w[1] and (o[4] or self.intra_warp == "all"):
+                            if o[1] != w[1] and w[5] & o[5] and (o[4] or self.intra_warp == "all"):
                                 pairs.add(("intra-warp",) + _ordered(w[3], o[3], o[4]))
             if not pairs:
                 continue

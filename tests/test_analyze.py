@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from numba import cuda, uint16  # module level: the simulator swaps this global inside kernels
 
 from simt_tiles.runtime import SIMULATOR
 
@@ -281,6 +282,28 @@ def test_race_report_is_deterministic_and_names_both_lines():
     assert (race.first, race.second, race.second_op) == (f"k03_smem_tiled.py:{store}", f"k03_smem_tiled.py:{load}",
                                                          "load")
     assert [str(r) for r in first.races] == [str(r) for r in second.races]
+
+
+@pytest.mark.sim  # simt_tiles.analyze runs in the simulator
+def test_two_byte_values_of_one_word_are_no_race():
+    """Races are by byte: lanes storing 2-byte values into the halves of one 4-byte word (k05's ``spill_bits=16``)
+    do not conflict; two lanes storing the same 2-byte value do."""
+    def make(same):
+        @cuda.jit
+        def halves(out):
+            buf = cuda.shared.array(64, uint16)
+            t = cuda.threadIdx.x
+            buf[t // 2 if same else t] = uint16(t)
+            cuda.syncthreads()
+            out[t] = buf[t // 2]
+        return halves
+
+    out = cuda.device_array(64, np.uint16)
+    with analyze.racecheck():
+        make(False)[1, 64](out)
+    with pytest.raises(analyze.RaceError, match="intra-warp race on buf"):
+        with analyze.racecheck():
+            make(True)[1, 64](out)
 
 
 def _softmax_reuse():

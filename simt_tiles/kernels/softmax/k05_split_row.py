@@ -40,6 +40,10 @@ What changed versus k04
     (:func:`make_vector_kernel`; k08's knob, k06's ``make_vector_rows``); arrays not 16-byte aligned run ``vec=1``
     (the plan's ``unaligned`` twin).
 
+    ``spill_bits`` (16-bit inputs; 16 in "held16", 32 elsewhere): the shared part keeps each value's 16-bit bits, half the bytes, so a
+    row of 50257 values (GPT-2's vocabulary) fits two blocks an SM, not one; softmax then takes exp of a shared
+    value twice (the sum, the write) instead of storing it back.
+
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
 Headline (H200, benchmarks/results/patterns_h200.json): 3.98 TB/s on 16384x32768, 93% of copy
@@ -90,6 +94,9 @@ class Config(WarpRowConfig):
     #: values in runs of ``vec`` consecutive columns, :func:`make_vector_kernel`; ``vpt`` and ``reg_vpt`` multiples of
     #: it; the launcher runs ``vec=1`` where ``x`` or ``out`` is not 16-byte aligned)
     vec: int = 1
+    #: bits a 16-bit input's shared value takes: 32 (as float32) or 16 (its own bits; exp taken again at the write);
+    #: float32/float64 inputs hold their own dtype either way
+    spill_bits: int = 32
 
     @property
     def smem_vpt(self) -> int:
@@ -98,8 +105,12 @@ class Config(WarpRowConfig):
     def smem_bytes(self, itemsize):  # static: the reductions' partials
         return 2 * (self.threads // 32) * held_itemsize(itemsize)
 
-    def dynamic_smem_bytes(self, itemsize):  # the row values' share (16-bit values held as float32)
-        return max(self.smem_vpt, 1) * self.threads * held_itemsize(itemsize)
+    def spill_itemsize(self, itemsize) -> int:
+        """Bytes of one shared value (16-bit values held as float32 unless ``held16``)."""
+        return 2 if self.spill_bits == 16 and itemsize == 2 else held_itemsize(itemsize)
+
+    def dynamic_smem_bytes(self, itemsize):  # the row values' share
+        return max(self.smem_vpt, 1) * self.threads * self.spill_itemsize(itemsize)
 
     def rules(self):
         # whole warps, any number of them (shuffles, then one barrier: no tree over the block)
@@ -111,14 +122,17 @@ class Config(WarpRowConfig):
                f"smem_budget <= {MAX_DYNAMIC_SMEM} (dynamic shared memory per block)")
         yield ("vec", self.vec in (1, 2, 4, 8) and self.vpt % self.vec == 0 and self.reg_vpt % self.vec == 0,
                "vec is 1, 2, 4 or 8, and divides vpt and reg_vpt (whole runs of vec columns)")
+        yield ("spill_bits", self.spill_bits in (16, 32) and not (self.spill_bits == 16 and self.vec > 1),
+               "spill_bits is 32 or 16 (16: with vec 1)")
 
     def for_problem(self, rows: int, cols: int, itemsize: int = 4) -> "Config":
         """This config with ``reg_vpt``/``smem_vpt`` fitted to rows of ``cols`` values.
 
         ConfigError (naming ``x``) when the row does not fit both.  16-bit values are held as float32
-        (registers and shared memory: :func:`held_itemsize`), so they fit as float32 rows do."""
+        (registers and shared memory: :func:`held_itemsize`), so they fit as float32 rows do — but with
+        ``spill_bits=16`` the shared ones take 2 bytes."""
         held = held_itemsize(itemsize)
-        smem_cap = self.smem_budget // (self.threads * held)
+        smem_cap = self.smem_budget // (self.threads * self.spill_itemsize(itemsize))
         # registers: max_vpt, and what min_blocks blocks of ``threads`` leave per thread after
         # the rest of the kernel's (reg_overhead; float64's exp needs 12 more)
         spare = (65536 // (self.threads * self.min_blocks) - self.reg_overhead - 12 * (held // 8)
@@ -166,26 +180,38 @@ PRESETS = {
     "sim_half": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=4096, min_blocks=1, vpt_step=1, vec=2),
     "sim_half_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1,
                                   vec=2),
+    # 16-bit only: "default" with the shared values as their 16-bit bits (spill_bits 16), two blocks an SM to 70144
+    # columns (82 values in registers + 192 in 96 KiB); its largest fit is what the gate builds.  "sim_held16": the
+    # simulator's twin
+    "held16": Config(threads=256, vpt=272, reg_vpt=80, spill_bits=16),
+    "sim_held16": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=2048, min_blocks=1, vpt_step=1,
+                         spill_bits=16),
 }
 #: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
 ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm", "half": "half_one_per_sm",
               "sim_half": "sim_half_one_per_sm"}
 
 
-def make_thread_folds(VR: int, T: int, log: bool, DT, mx):
+def make_thread_folds(VR: int, T: int, log: bool, DT, mx, up16=None):
     """A thread's part of the row's two reductions, over its ``VR`` register values and its first ``ns`` shared ones
     (column ``su + j·T`` of ``spill``): ``local_max(m, vals, spill, su, ns)`` — ``m`` folded with them;
     ``exp_sum(s, vals, spill, su, ns, sh)`` — ``s`` plus their ``exp(v − sh)``, each stored back in place (softmax;
-    log_softmax keeps the values).  Both kernels (scalar and ``vec``) take these; inlined, so ``vals`` stays in
-    registers."""
+    log_softmax keeps the values).  ``up16`` (``spill_bits=16``: the shared values are 16-bit bits): each shared value read
+    through it and kept (its exp is taken again at the write).  Both kernels (scalar and ``vec``) take these;
+    inlined, so ``vals`` stays in registers."""
     LOG = log
+    KEEP = LOG or up16 is not None  # shared values stay as they are
+    if up16 is None:
+        @inline
+        def up16(v):
+            return v
 
     @inline
     def local_max(m, vals, spill, su, ns):
         for i in range(VR):
             m = mx(m, vals[i])
         for j in range(ns):
-            m = mx(m, spill[su + j * uint32(T)])
+            m = mx(m, up16(spill[su + j * uint32(T)]))
         return m
 
     @inline
@@ -196,8 +222,8 @@ def make_thread_folds(VR: int, T: int, log: bool, DT, mx):
                 vals[i] = e
             s += e
         for j in range(ns):
-            e = math.exp(spill[su + j * uint32(T)] - sh)
-            if not LOG:
+            e = math.exp(up16(spill[su + j * uint32(T)]) - sh)
+            if not KEEP:
                 spill[su + j * uint32(T)] = e
             s += e
         return s
@@ -217,12 +243,22 @@ def make_kernel(config: Config, dtype, log: bool = False):
     NW = T // 32
     DT = numba_dtype(compute_dtype(dtype))
     up, down = make_io(dtype)  # 16-bit: read as float32, each output rounded once (float32/64: the values)
+    H16 = config.spill_bits == 16 and np.dtype(dtype).itemsize == 2  # shared values as their 16-bit bits
+    SDT = numba_dtype(dtype) if H16 else DT
+    if H16:
+        @inline
+        def to_spill(v):  # (a value read from x: exact)
+            return down(v)
+    else:
+        @inline
+        def to_spill(v):
+            return v
     NEG_INF = -math.inf
     # shuffles, then one barrier across warps; the max is one FMNMX (NaN-blind) for log_softmax too: a NaN row
     # shows in the sum (_common.make_plain_log).  The NaN-propagating max cost log_softmax 2.6× softmax's
     # time (ptxas waited for each load: 72% of cycles on the long scoreboard; benchmarks/notes/patterns_zoo.md)
     row_max, row_sum, mx = make_row_reductions(NW, DT)
-    local_max, exp_sum = make_thread_folds(VR, T, LOG, DT, mx)
+    local_max, exp_sum = make_thread_folds(VR, T, LOG, DT, mx, up if H16 else None)
     shift_of, log_sum = make_plain_log(DT)
 
     def softmax_k05_split_row(x, out):
@@ -238,7 +274,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         su = uint32(tid)
         red_m = cuda.shared.array(NW, DT)
         red_s = cuda.shared.array(NW, DT)
-        spill = cuda.shared.array(0, DT)  # dynamic, VS × T: column tid is this thread's (no barrier)
+        spill = cuda.shared.array(0, SDT)  # dynamic, VS × T: column tid is this thread's (no barrier)
         vals = cuda.local.array(VR, DT)  # registers: indexed by unrolled constants only
 
         # One coalesced read.  Value i of the thread is column tu + i·T; values i < VS live
@@ -255,7 +291,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             for k in range(VR):
                 j = c * VR + k
                 if j < VS:
-                    spill[su + uint32(j * T)] = vals[k]
+                    spill[su + uint32(j * T)] = to_spill(vals[k])
 
         # hand-unrolled (a loop over c stayed a loop, with run-time tests of j < VS)
         if NCHUNK > 0:
@@ -290,7 +326,13 @@ def make_kernel(config: Config, dtype, log: bool = False):
             if uint32(i * T) < lim:
                 out[ru, tu + uint64(i * T)] = down((vals[k] - sh) * a - ls)
         for j in range(ns):
-            out[ru, tu + uint64(j) * uint64(T)] = down((spill[su + j * uint32(T)] - sh) * a - ls)
+            if H16 and not LOG:  # the shared value's exp again (it kept its bits)
+                y = math.exp(up(spill[su + j * uint32(T)]) - m) * a
+            elif H16:
+                y = (up(spill[su + j * uint32(T)]) - sh) - ls
+            else:
+                y = (spill[su + j * uint32(T)] - sh) * a - ls
+            out[ru, tu + uint64(j) * uint64(T)] = down(y)
 
     return softmax_k05_split_row
 
@@ -423,4 +465,5 @@ def dynamic_smem(config: Config, dtype, **params) -> int:
 RUNG = Rung("k05_split_row", Config, PRESETS, make_kernel, geometry, signature, jit_options,
             dynamic_smem=dynamic_smem,
             # 16-bit's largest fits of "default" and "one_per_sm": tests/test_compile_gate.py
-            gate=Gate(half=("default",), half_only=("half", "half_one_per_sm", "sim_half", "sim_half_one_per_sm")))
+            gate=Gate(half=("default",), half_only=("half", "half_one_per_sm", "sim_half", "sim_half_one_per_sm",
+                                                    "held16", "sim_held16")))

@@ -181,9 +181,9 @@ PRESETS = {
     "sim_half_one_per_sm": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=8, smem_budget=8192, min_blocks=1, vpt_step=1,
                                   vec=2),
     # 16-bit only: "default" with the shared values as their 16-bit bits (spill_bits 16), two blocks an SM to 70144
-    # columns (82 values in registers + 192 in 96 KiB); its largest fit is what the gate builds.  "sim_held16": the
-    # simulator's twin
-    "held16": Config(threads=256, vpt=272, reg_vpt=80, spill_bits=16),
+    # columns (82 values in registers + 192 in 96 KiB: its largest fit, what the gate builds; no spill, bfloat16 too,
+    # as the chunks keep the loaded bits).  "sim_held16": the simulator's twin
+    "held16": Config(threads=256, vpt=274, reg_vpt=82, spill_bits=16),
     "sim_held16": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=2048, min_blocks=1, vpt_step=1,
                          spill_bits=16),
 }
@@ -245,14 +245,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
     up, down = make_io(dtype)  # 16-bit: read as float32, each output rounded once (float32/64: the values)
     H16 = config.spill_bits == 16 and np.dtype(dtype).itemsize == 2  # shared values as their 16-bit bits
     SDT = numba_dtype(dtype) if H16 else DT
-    if H16:
-        @inline
-        def to_spill(v):  # (a value read from x: exact)
-            return down(v)
-    else:
-        @inline
-        def to_spill(v):
-            return v
+    RAW = VR if H16 else 1  # (spill_bits=16: a chunk's values stay the bits they were loaded as)
     NEG_INF = -math.inf
     # shuffles, then one barrier across warps; the max is one FMNMX (NaN-blind) for log_softmax too: a NaN row
     # shows in the sum (_common.make_plain_log).  The NaN-propagating max cost log_softmax 2.6× softmax's
@@ -276,6 +269,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
         red_s = cuda.shared.array(NW, DT)
         spill = cuda.shared.array(0, SDT)  # dynamic, VS × T: column tid is this thread's (no barrier)
         vals = cuda.local.array(VR, DT)  # registers: indexed by unrolled constants only
+        raw = cuda.local.array(RAW, SDT)  # (spill_bits=16: a chunk in flight as its bits)
 
         # One coalesced read.  Value i of the thread is column tu + i·T; values i < VS live
         # in shared memory, values VS + k in vals[k].  Loads go through the registers: the
@@ -284,6 +278,16 @@ def make_kernel(config: Config, dtype, log: bool = False):
         # trips per thread, not one per shared value (a loop over the shared part alone is
         # unrolled only 4 deep, so it would wait for VS/4 of them).
         def chunk(c):  # called with constants below: every j is a constant, the tail removed
+            if H16:  # the bits as loaded (a value past the row is never read: ns bounds the reads)
+                for k in range(VR):
+                    j = c * VR + k
+                    if j < VS and uint32(j * T) < lim:
+                        raw[k] = x[ru, tu + uint64(j * T)]
+                for k in range(VR):
+                    j = c * VR + k
+                    if j < VS and uint32(j * T) < lim:
+                        spill[su + uint32(j * T)] = raw[k]
+                return
             for k in range(VR):
                 j = c * VR + k
                 if j < VS:
@@ -291,7 +295,7 @@ def make_kernel(config: Config, dtype, log: bool = False):
             for k in range(VR):
                 j = c * VR + k
                 if j < VS:
-                    spill[su + uint32(j * T)] = to_spill(vals[k])
+                    spill[su + uint32(j * T)] = vals[k]
 
         # hand-unrolled (a loop over c stayed a loop, with run-time tests of j < VS)
         if NCHUNK > 0:

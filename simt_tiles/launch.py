@@ -9,8 +9,8 @@ the plan's prebuilt argument buffers (Numba's kernel ABI, :func:`flatten`) and l
 compiled kernel with ``cuLaunchKernel`` on the plan's stream.
 
 The signature is everything a call's checks and choices can depend on: the function; every
-non-array argument (type and value; floats by their bits, so -0.0 is not 0.0 and every NaN is one
-key: variant, config, mode, cval, axis, ...; a tuple of ints, strings, bools or None by its
+non-array argument (type and value; floats by their bits, so -0.0 is not 0.0, nor -NaN NaN, and NaNs of
+one bit pattern share a key: variant, config, mode, cval, axis, ...; a tuple of ints, strings, bools or None by its
 values and their types; a NumPy dtype or a class, ``output=np.uint8``, by itself); the
 keyword names; for each device array its kind
 (Numba, CuPy, PyTorch), dtype (byte order included), shape, strides, device, whether its address
@@ -39,7 +39,7 @@ order on the plan's stream and in the recording thread: such a plan is per host 
 workspaces are (:mod:`simt_tiles._per_stream`), because the thread's other plans use the same
 buffers and one plan's lock serialises only its own replays (shared, two threads' launches
 interleaved on one buffer: benchmarks/notes/faults.md); a plan without workspaces is every
-thread's.  :func:`clear` keeps the buffers allocated (a captured CUDA graph may use them).  A
+thread's.  :func:`clear` keeps a captured plan's buffers allocated (a CUDA graph may use them).  A
 result made by a replay (``out=None``) comes from the caller's framework as on the checked path
 (torch: ``record_stream`` when launched on another stream than torch's current one).
 
@@ -80,6 +80,7 @@ import heapq
 import inspect
 import itertools
 import os
+import struct
 import threading
 
 import numpy as np
@@ -133,22 +134,23 @@ def set_enabled(on: bool) -> bool:
 #: buffers that captured or forgotten plans held (split-K partials, scratch), by id: a CUDA graph
 #: captured from a plan's launches keeps using them, so they are never freed.  A plan is known to
 #: be captured when it was recorded or replayed on a capturing stream (``_Plan.captured``): its
-#: buffers are retired then.  :func:`clear` retires every plan's; an evicted plan not captured
-#: just lets go of them (safe against its queued launches: see :mod:`simt_tiles._per_stream`).
+#: buffers are retired then.  A plan forgotten (evicted, or :func:`clear`) not captured just lets go of them
+#: (safe against its queued launches: see :mod:`simt_tiles._per_stream`).
 _RETIRED: dict = {}
 
 
 def clear() -> None:
     """Forget every plan (the next call of each signature takes the checked path again) and
-    reset :func:`stats`.  The buffers the plans held stay allocated (a captured graph may use them)."""
+    reset :func:`stats`.  The buffers of plans captured in a graph stay allocated (retired when captured); the
+    others are let go of, as an evicted plan's (autotune clears after each problem it stores: kept, they
+    piled up)."""
     with _LOCK:
-        for plan in _PLANS.values():
-            for buf in plan.held:
-                _RETIRED[id(buf)] = buf
+        gone = list(_PLANS.values())
         _PLANS.clear()
         _GROUPS.clear()
     for k in _COUNTS:
         _COUNTS[k] = 0
+    del gone  # (outside the lock: a finalizer may flush Numba's pending cuMemFree)
 
 
 def stats() -> dict:
@@ -518,7 +520,7 @@ def planned(fn):
                 t = type(v)
                 if t in _SCALARS:
                     append(t)
-                    append(v.hex() if t is float else v)  # -0.0 is not 0.0; one key for NaN
+                    append(struct.pack("<d", v) if t is float else v)  # by its bits: -0.0 is not 0.0, nor -NaN NaN
                     continue
                 f = _SIGS.get(t) or _sig_function(t)
                 if f is not None:

@@ -320,6 +320,10 @@ def test_float_arguments_are_keyed_by_their_bits(plans):
     for cval in (float("nan"), float("nan")):  # two NaN objects (never ==): one plan, not one per call
         st.correlate2d(image, w, mode="constant", cval=cval, out=out)
     assert (_count("recorded"), _count("hit")) == (3, 1)
+    st.correlate2d(image, w, mode="constant", cval=-float("nan"), out=out)  # another sign bit: another plan
+    assert (_count("recorded"), _count("hit")) == (4, 1)
+    assert np.signbit(out.copy_to_host()[0, 0])  # (the border's NaN is -NaN's, not the replayed +NaN's)
+    st.correlate2d(image, w, mode="constant", cval=float("nan"), out=out)
     np.testing.assert_array_equal(np.isnan(out.copy_to_host()), np.isnan(
         st.correlate2d(image.copy_to_host(), w.copy_to_host(), mode="constant", cval=np.nan)))
 
@@ -527,9 +531,10 @@ def test_split_k_replay_is_one_lookup_two_launches_no_allocation(plans, monkeypa
     assert np.all(np.abs(got - ref) <= bound)
 
 
-def test_clear_keeps_the_buffers_plans_held(plans):
+def test_clear_keeps_the_buffers_of_captured_plans_alone(plans, monkeypatch):
     """A CUDA graph captured from a plan's launches keeps using its workspace: forgetting the plans
-    (autotune storing a result, ``set_enabled(False)``) must not free it."""
+    (autotune storing a result, ``set_enabled(False)``) must not free it; a plan never captured lets go of its
+    buffers (all were kept: autotune's clear after each problem stored piled them up)."""
     import gc
     import weakref
 
@@ -537,15 +542,20 @@ def test_clear_keeps_the_buffers_plans_held(plans):
 
     n = _two_pass_length(red)
     x, out = cuda.to_device(np.arange(n, dtype=np.float32)), cuda.device_array((), np.float32)
-    st.reduce(x, out=out)
-    (plan,) = launch._PLANS.values()
-    held = plan.held[0]  # the partials (pass 1 writes them, pass 2 reads a view)
-    ref = weakref.ref(held)
-    del plan, held
-    red._WORKSPACES.clear()
-    launch.clear()
-    gc.collect()
-    assert ref() is not None
+    refs = {}
+    for captured in (True, False):
+        st.reduce(x, out=out)
+        (plan,) = launch._PLANS.values()
+        with monkeypatch.context() as m:
+            m.setattr(launch, "_capturing", lambda handle: captured)
+            st.reduce(x, out=out)  # a replay (captured: inside a graph capture)
+        refs[captured] = weakref.ref(plan.held[0])  # the partials (pass 1 writes them, pass 2 reads a view)
+        del plan
+        red._WORKSPACES.clear()
+        launch.clear()
+        gc.collect()
+    assert refs[True]() is not None and refs[False]() is None
+    launch._RETIRED.clear()
 
 
 @pytest.mark.sim  # a FakeCUDAArray holds host memory: a GPU replay would launch on host pointers

@@ -600,3 +600,62 @@ def test_linear_takes_torchs_leading_dimensions(relu, bias):
             (gx,) = torch.autograd.grad(got.sum(), x)
             (wx,) = torch.autograd.grad(want.sum(), x)
             assert torch.allclose(gx, wx), shape
+
+
+@needs_torch
+def test_fake_results_are_contiguous_as_the_real_ones():
+    """A transposed input: the real ops return C-contiguous results, and so do the fakes (empty_like kept the input's
+    strides: opcheck's stride mismatch, and a compiled ``.view`` that eager allows failed)."""
+    x = torch.randn(3, 4, dtype=torch.float64, device=DEVICE).t()
+    for op, args in ((stt.softmax, (x, 0)), (stt.bias_relu, (x, torch.zeros(3, dtype=x.dtype, device=DEVICE))),
+                     (stt.correlate2d, (x, torch.ones(2, 2, dtype=x.dtype, device=DEVICE), "reflect", 0.0))):
+        assert set(torch.library.opcheck(op, args, test_utils=("test_faketensor",)).values()) == {"SUCCESS"}, op
+    f = torch.compile(lambda t: stt.softmax(t.t(), 0).view(-1), fullgraph=True, backend="eager")
+    torch.testing.assert_close(f(x.t()), torch.softmax(x, 0).reshape(-1))
+
+
+@needs_torch
+def test_second_derivatives_of_softmax():
+    """softmax_backward has its own gradient (torch took it as zero: a silently wrong Hessian): gradgradcheck of
+    softmax and log_softmax along each axis, gradcheck of softmax_backward in y and dy."""
+    torch.manual_seed(3)
+    x = torch.randn(3, 4, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    for f in (stt.softmax, stt.log_softmax):
+        for axis in (0, -1):
+            assert torch.autograd.gradgradcheck(lambda t: f(t, axis), (x,)), (f, axis)
+    y = torch.softmax(torch.randn(2, 3, dtype=torch.float64, device=DEVICE), -1).requires_grad_()
+    dy = torch.randn(2, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    for log in (False, True):
+        assert torch.autograd.gradcheck(lambda a, b: stt.softmax_backward(a, b, -1, log), (y, dy))
+
+
+@needs_torch
+def test_square_filter_conv_backward_with_dynamic_shapes():
+    """conv2d_nchw's backward hands the op a padding of K − 1 − p: under dynamic shapes a SymInt (it was refused)."""
+    w = torch.randn(2, 1, 2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    x = torch.randn(1, 1, 3, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert set(torch.library.opcheck(stt.conv2d_nchw, (x, w, None, 0)).values()) == {"SUCCESS"}
+
+
+@needs_torch
+def test_empty_images_and_batches_in_the_layers():
+    """A 2-D filter's gradients on an empty image are zeros of the inputs' shapes (np.pad raised); ReLU and Linear
+    take a size-0 dimension as torch's; Linear names x with the layer's shape and dtype; Conv2d refuses a stride
+    set after construction (it was ignored); LogSoftmax shows its dim."""
+    a = torch.randn(0, 4, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(2, 2, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    for mode in ("reflect", "constant"):
+        da, dw = torch.autograd.grad(stt.correlate2d(a, w, mode, 0.0).sum(), (a, w))
+        assert da.shape == a.shape and dw.shape == w.shape and not dw.any()
+    assert stt.ReLU()(torch.randn(0, 3, dtype=torch.float64, device=DEVICE)).shape == (0, 3)
+    lin = stt.Linear(4, 2).to(torch.float64).to(DEVICE)
+    assert lin(torch.randn(0, 4, dtype=torch.float64, device=DEVICE)).shape == (0, 2)
+    with pytest.raises(ValueError, match=r"^x: expected a tensor of shape \(\*, 4\) and dtype torch.float64"):
+        lin(torch.randn(2, 3, dtype=torch.float64, device=DEVICE))
+    with pytest.raises(TypeError, match=r"^x: expected .* got shape \(2, 4\), dtype torch.float32"):
+        lin(torch.randn(2, 4, device=DEVICE))
+    conv = stt.Conv2d(1, 1, 3, padding=1).to(torch.float64).to(DEVICE)
+    conv.stride = (2, 2)
+    with pytest.raises(ValueError, match=r"^Conv2d: simt_tiles computes stride 1.* got stride=\(2, 2\)"):
+        conv(torch.randn(1, 1, 4, 4, dtype=torch.float64, device=DEVICE))
+    assert repr(stt.LogSoftmax(1)) == "LogSoftmax(dim=1)"

@@ -7,6 +7,8 @@ a model built from them loads a plain-torch model's weights as they are.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -30,7 +32,11 @@ class Linear(torch.nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]  # torch.nn.Linear's (*, in_features): the leading dimensions as rows
-        y = _st.matmul(x.reshape(-1, x.shape[-1]), ops.transposed(self.weight))
+        if x.dim() < 1 or x.shape[-1] != self.in_features or x.dtype != self.weight.dtype:
+            raise (TypeError if x.dim() >= 1 and x.shape[-1] == self.in_features else ValueError)(
+                f"x: expected a tensor of shape (*, {self.in_features}) and dtype {self.weight.dtype} (the layer's); "
+                f"got shape {tuple(x.shape)}, dtype {x.dtype}")
+        y = _st.matmul(x.reshape(math.prod(lead), x.shape[-1]), ops.transposed(self.weight))  # (an empty x too)
         if self.relu:
             bias = self.bias if self.bias is not None else y.new_zeros(y.shape[1])
             y = _st.bias_relu(y, bias)
@@ -55,6 +61,12 @@ class Conv2d(torch.nn.Conv2d):
                          device=device, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
+        # (the attributes torch's layer keeps may be changed after construction: what the kernel computes or not)
+        if (tuple(self.stride), tuple(self.dilation), self.groups, self.padding_mode) != ((1, 1), (1, 1), 1, "zeros") \
+                or isinstance(self.padding, str) or self.padding[0] != self.padding[1]:
+            raise ValueError(f"Conv2d: simt_tiles computes stride 1, dilation 1, groups 1 and one int zero padding; "
+                             f"got stride={self.stride}, dilation={self.dilation}, groups={self.groups}, "
+                             f"padding={self.padding!r}, padding_mode={self.padding_mode!r}")
         return _st.conv2d_nchw(x, self.weight, self.bias, self.padding[0])
 
 
@@ -62,7 +74,7 @@ class ReLU(torch.nn.Module):
     """``max(x, 0)`` of any tensor of rank ≥ 1: bias_relu over ``x`` as (rows, last axes) with a zero bias."""
 
     def forward(self, x: Tensor) -> Tensor:
-        flat = x.reshape(x.shape[0], -1) if x.dim() > 1 else x.reshape(1, -1)
+        flat = x.reshape(x.shape[0], math.prod(x.shape[1:])) if x.dim() > 1 else x.reshape(1, -1)  # (empty too)
         return _st.bias_relu(flat, flat.new_zeros(flat.shape[1])).reshape(x.shape)
 
 
@@ -75,3 +87,6 @@ class LogSoftmax(torch.nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return _st.log_softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

@@ -277,7 +277,7 @@ def _(y, dy, axis, log):
     _check("dy", dy, like=y, like_name="y")
     if dy.shape != y.shape:
         raise ValueError(f"dy: expected shape {tuple(y.shape)} (the shape of y); got {tuple(dy.shape)}")
-    return torch.empty_like(y)
+    return torch.empty_like(y, memory_format=torch.contiguous_format)
 
 
 @_custom_op
@@ -300,7 +300,7 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
 
 def _softmax_fake(x, axis=-1):
     _check_softmax(x, axis)
-    return torch.empty_like(x)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _softmax_setup(ctx, inputs, output):
@@ -326,10 +326,29 @@ def _log_softmax_backward(ctx, dy):
     return _backward16(y, dy, ctx.axis, True), None
 
 
+def _softmax_backward_setup(ctx, inputs, output):
+    y, dy, ctx.axis, ctx.log = inputs
+    ctx.save_for_backward(y, dy)
+
+
+def _softmax_backward_backward(ctx, g):
+    """The gradient of ``softmax_backward`` itself (softmax's second derivative), in torch ops: softmax's
+    dx = y·(dy − Σy·dy) gives dy's gradient y·(g − Σg·y) and y's g·(dy − Σy·dy) − (Σg·y)·dy; log_softmax's
+    dx = dy − e^y·Σdy gives g − Σg·e^y and −g·e^y·Σdy (without it, torch took the second derivative as 0)."""
+    y, dy = ctx.saved_tensors
+    a = ctx.axis
+    if ctx.log:
+        e = y.exp()
+        return -g * e * dy.sum(a, keepdim=True), g - (g * e).sum(a, keepdim=True), None, None
+    gy = (g * y).sum(a, keepdim=True)
+    return g * (dy - (y * dy).sum(a, keepdim=True)) - gy * dy, y * (g - gy), None, None
+
+
 _fake(softmax)(_softmax_fake)
 _fake(log_softmax)(_softmax_fake)
 _autograd(softmax, _softmax_backward, _softmax_setup)
 _autograd(log_softmax, _log_softmax_backward, _softmax_setup)
+_autograd(softmax_backward, _softmax_backward_backward, _softmax_backward_setup)
 
 
 # ---------------------------------------------------------------------------
@@ -358,7 +377,7 @@ def bias_relu(x: Tensor, bias: Tensor) -> Tensor:
 @_fake(bias_relu)
 def _(x, bias):
     _check_bias_relu(x, bias)
-    return torch.empty_like(x)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _bias_relu_setup(ctx, inputs, output):
@@ -395,7 +414,7 @@ def vector_add(a: Tensor, b: Tensor) -> Tensor:
 @_fake(vector_add)
 def _(a, b):
     _check_vector_add(a, b)
-    return torch.empty_like(a)
+    return torch.empty_like(a, memory_format=torch.contiguous_format)
 
 
 def _vector_add_backward(ctx, dc):
@@ -508,7 +527,7 @@ def convolve2d(image: Tensor, weights: Tensor, mode: str = "reflect", cval: floa
 
 def _filter_fake(image, weights, mode="reflect", cval=0.0):
     _check_filter(image, weights, mode)
-    return torch.empty_like(image)
+    return torch.empty_like(image, memory_format=torch.contiguous_format)
 
 
 _fake(correlate2d)(_filter_fake)
@@ -566,6 +585,9 @@ def _filter_grads(ctx, image, dy, weff: Tensor, ca: int, cb: int, need_filter: b
     # the index maps are NumPy constants: symbolic sizes (dynamic shapes) are specialised here
     h, w = (int(n) for n in image.shape)
     kh, kw = (int(n) for n in weff.shape)
+    if image.numel() == 0:  # (an empty image: nothing to extend; as _filter_grads_nd)
+        return (torch.zeros_like(image) if ctx.needs_input_grad[0] else None,
+                torch.zeros_like(weff) if need_filter else None)
     rows = _index_map(h, ca, kh - 1 - ca, ctx.mode)
     cols = _index_map(w, cb, kw - 1 - cb, ctx.mode)
     dimage = dweff = None
@@ -645,7 +667,7 @@ def convolve(image: Tensor, weights: Tensor, mode: str = "reflect", cval: float 
 
 def _filter_nd_fake(image, weights, mode="reflect", cval=0.0):
     _check_filter_nd(image, weights, mode)
-    return torch.empty_like(image)
+    return torch.empty_like(image, memory_format=torch.contiguous_format)
 
 
 _fake(correlate)(_filter_nd_fake)
@@ -761,7 +783,7 @@ def correlate1d(image: Tensor, weights: Tensor, axis: int = -1, mode: str = "ref
 @_fake(correlate1d)
 def _(image, weights, axis=-1, mode="reflect", cval=0.0):
     _check_filter1d(image, weights, axis, mode)
-    return torch.empty_like(image)
+    return torch.empty_like(image, memory_format=torch.contiguous_format)
 
 
 def _correlate1d_setup(ctx, inputs, output):
@@ -822,7 +844,7 @@ def correlate_separable(image: Tensor, wy: Tensor, wx: Tensor, mode: str = "refl
 @_fake(correlate_separable)
 def _(image, wy, wx, mode="reflect", cval=0.0):
     _check_separable(image, wy, wx, mode)
-    return torch.empty_like(image)
+    return torch.empty_like(image, memory_format=torch.contiguous_format)
 
 
 def _separable_setup(ctx, inputs, output):
@@ -855,8 +877,8 @@ _autograd(correlate_separable, _separable_backward, _separable_setup)
 def _conv_out_hw(x, w, padding):
     _check("x", x, 4)
     _check("w", w, 4, like=x, like_name="x")
-    if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
-        raise ValueError(f"padding: expected an int >= 0; got {padding!r}")
+    if isinstance(padding, bool) or not isinstance(padding, (int, torch.SymInt)) or padding < 0:
+        raise ValueError(f"padding: expected an int >= 0; got {padding!r}")  # (a SymInt: the backward's K − 1 − p)
     if w.shape[1] != x.shape[1]:
         raise ValueError(f"w: expected {x.shape[1]} input channels (w.shape[1] == x.shape[1] = C_in); "
                          f"got w of shape {tuple(w.shape)} for x of shape {tuple(x.shape)}")

@@ -606,6 +606,15 @@ def numpy_scalar(result, out):
     return result
 
 
+def byte_order(result, output):
+    """A NumPy result in the byte order ``output`` names when it names a dtype, as scipy's (``output=">f4"``:
+    big-endian); the kernels write native order."""
+    if isinstance(result, np.ndarray) and isinstance(output, (str, type, np.dtype)) \
+            and not np.dtype(output).isnative:
+        return result.astype(np.dtype(output))
+    return result
+
+
 def as_stream(stream, like=None):
     """A Numba stream (or 0 for the legacy default stream) from what the caller passed.
 

@@ -96,6 +96,13 @@ def _reduce_ref(arrays, kw):
     return getattr(np, op)(x, axis=kw.get("axis"), keepdims=kw.get("keepdims", False))
 
 
+def _softmax_backward_ref(arrays, kw):
+    y, dy = arrays["y"], arrays["dy"]
+    if y.shape != dy.shape or y.ndim < 1:
+        raise ValueError("y, dy: one shape, at least 1-D")
+    return y * (dy - np.sum(y * dy, axis=-1, keepdims=True))
+
+
 def _softmax_ref(sp, arrays, kw):
     x = arrays["x"]
     if x.size == 0 and x.ndim >= 1:
@@ -105,12 +112,15 @@ def _softmax_ref(sp, arrays, kw):
     return sp(x, axis=kw.get("axis", -1))
 
 
+ANY = frozenset(range(33))  #: every ndim from 0 (reduce: a 0-d array reduces to its value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     fn: Callable
     arrays: tuple  #: ((name, shape), ...) in call order; those in ``keywords`` are passed by name
     ref: Callable  #: ref(arrays: dict, kwargs: dict) -> the NumPy/SciPy answer (raises where it refuses)
-    ndims: dict  #: name -> the ndims the function defines (None: any from 1)
+    ndims: dict  #: name -> the ndims the function defines (None: any from 1; ANY: from 0, as NumPy's reductions)
     kwargs: tuple = ()  #: the valid call's other keywords
     keywords: frozenset = frozenset()
     ndimage: bool = False  #: scipy.ndimage's dtype rules (integer images, filters of another dtype, output dtype)
@@ -148,7 +158,9 @@ SPECS = {
                     {"x": None}),
     "log_softmax": Spec(simt_tiles.log_softmax, (("x", (3, 4)),),
                         lambda a, kw: _softmax_ref(scipy.special.log_softmax, a, kw), {"x": None}),
-    "reduce": Spec(simt_tiles.reduce, (("x", (3, 4)),), _reduce_ref, {"x": None}),
+    "reduce": Spec(simt_tiles.reduce, (("x", (3, 4)),), _reduce_ref, {"x": ANY}),
+    "softmax_backward": Spec(simt_tiles.softmax_backward, (("y", (3, 4)), ("dy", (3, 4))), _softmax_backward_ref,
+                             {"y": None, "dy": None}),
     "vector_add": Spec(simt_tiles.vector_add, (("a", (5,)), ("b", (5,))), _vector_add_ref, {"a": {1}, "b": {1}}),
     "bias_relu": Spec(simt_tiles.bias_relu, (("x", (3, 4)), ("bias", (4,))), _bias_relu_ref, {"x": {2}, "bias": {1}}),
     # the other code paths of the same functions: the tensor cores, argmax and keepdims, an N-D
@@ -158,9 +170,9 @@ SPECS = {
     "matmul_f16": Spec(simt_tiles.matmul, (("a", (3, 2)), ("b", (2, 4))), lambda a, kw: np.matmul(a["a"], a["b"]),
                        {"a": None, "b": None}, dtype=np.float16, also=("precision",)),
     "reduce_argmax": Spec(simt_tiles.reduce, (("x", (3, 4)),), lambda a, kw: np.argmax(a["x"], axis=kw.get("axis", -1)),
-                          {"x": None}, (("op", "argmax"), ("axis", -1))),
+                          {"x": ANY}, (("op", "argmax"), ("axis", -1))),
     "reduce_keepdims": Spec(simt_tiles.reduce, (("x", (3, 4)),), lambda a, kw: np.max(a["x"], axis=0, keepdims=True),
-                            {"x": None}, (("op", "max"), ("axis", 0), ("keepdims", True))),
+                            {"x": ANY}, (("op", "max"), ("axis", 0), ("keepdims", True))),
     "correlate1d_3d": Spec(simt_tiles.correlate1d, (("image", (2, 3, 4)), ("weights", (2,))),
                            lambda a, kw: _correlate1d_ref(a, {"axis": 1, **kw}), {"image": None, "weights": {1}},
                            (("axis", 1),), ndimage=True),
@@ -318,7 +330,8 @@ def array_cases(name):
         for kind, make in kinds.items():
             if arg == "bias" and kind == "None" and FUNCTION_OF[name] == "conv2d_nchw":
                 continue  # no bias
-            yield f"{arg}-{kind}", arg, (lambda a, arg=arg, make=make: make(a[arg])), (arg,)
+            scalar_ok = kind == "numpy-scalar" and spec.ndims[arg] == ANY  # (a NumPy scalar is a 0-d array)
+            yield f"{arg}-{kind}", arg, (lambda a, arg=arg, make=make: make(a[arg])), "reference" if scalar_ok else (arg,)
         if arg != others[0]:
             # one more element on the last axis than the others agree with: the reference decides
             grow = tuple(shape[:-1]) + (shape[-1] + 1,)

@@ -24,7 +24,7 @@ def ones(*shape, dtype=f32):
         (ones(4), ones(3, 2), ValueError, r"b: expected shape \(\.\.\., 4, N\) since a has shape \(4,\)"),
         (ones(2, 3), ones(4, 2, 1), ValueError, r"b: expected shape \(\.\.\., 3, N\).*got \(4, 2, 1\)"),
         (ones(2, 3), ones(4, 2), ValueError, r"b: expected shape \(\.\.\., 3, N\).*got \(4, 2\)"),
-        (ones(2, 3, dtype=np.int32), ones(3, 2), TypeError, r"a: expected dtype float32 or float64; got int32"),
+        (ones(2, 3, dtype=np.int32), ones(3, 2), TypeError, r"a: expected dtype float32, float64, bfloat16 or float16; got int32"),
         (ones(2, 3, dtype=np.float16), ones(3, 2), TypeError, r"b: expected dtype float16 \(the dtype of a\); got float32"),
         (ones(2, 3), ones(3, 2, dtype=np.float64), TypeError, r"b: expected dtype float32 \(the dtype of a\); got float64"),
         ([[1.0, 2.0]], ones(2, 2), TypeError, r"a: expected a NumPy array or a CUDA array.*got builtins.list"),

@@ -171,6 +171,7 @@ def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem
         correlate_nd_reference, correlate_separable_reference
     from ..kernels.conv_nchw.reference import conv2d_nchw_reference
     from ..kernels.matmul.reference import matmul_reference
+    from ..kernels.softmax.backward import backward_reference
     from ..kernels.softmax.reference import log_softmax_reference, softmax_reference
 
     big = 12 if small else 300
@@ -215,6 +216,15 @@ def problems(rng: random.Random, per_function: int, small: bool) -> list[Problem
                 return (x,), {}, *reference(x), None
 
             yield name, f"{sm}x{sn} {dt}", softmax
+        log_bw = rng.random() < 0.5
+
+        def softmax_backward(r):
+            x = arr(r, sm, sn) * 4
+            y = (log_softmax_reference if log_bw else softmax_reference)(x)[0].astype(dt)  # a forward's output
+            dy = arr(r, sm, sn)
+            return (y, dy), {"log": log_bw}, *backward_reference(y, dy, log=log_bw), None
+
+        yield "softmax_backward", f"{sm}x{sn} {'log ' if log_bw else ''}{dt}", softmax_backward
         op, axis, rm, rn = rng.choice(("sum", "mean", "max")), rng.choice((None, -1, 0)), dim(), dim()
 
         def reduce(r):

@@ -108,7 +108,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...device_copies import device_copy
-from ...interop import finish_result
+from ...interop import byte_order, finish_result
 from ...launch import planned
 from ...registry import Family
 from . import _args, _cases, _tuning, dispatch, reference
@@ -458,7 +458,7 @@ def _filter2d(image, weights, mode, cval, origin, output, out, variant, config, 
         plan.run(FilterCall(src, w_op, dst, cval, flipped, args.stream, all_taps=taps, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
-    return _args.byte_order(finish_result(args.out, args.stream), output)
+    return byte_order(finish_result(args.out, args.stream), output)
 
 
 @planned
@@ -487,7 +487,7 @@ def _filter_nd(image, weights, mode, cval, origin, output, out, variant, config,
         plan.run(VolumeCall(args.src, w_op, args.dst, cval, flipped, args.stream, origin=args.origin))
         if args.dst is not args.out.dev:  # the output dtype is not the compute dtype: scipy's conversion
             _args.convert(args.dst, args.out.dev, args.stream)
-    return _args.byte_order(finish_result(args.out, args.stream), output)
+    return byte_order(finish_result(args.out, args.stream), output)
 
 
 @planned
@@ -501,7 +501,7 @@ def _correlate_separable(image, wy, wx, *, mode, cval, origin, output, out, vari
         plan.run(SeparableCall(args.src, wy_op, wx_op, args.dst, cval, args.stream, origin=args.origin))
         if args.dst is not args.out.dev:
             _args.convert(args.dst, args.out.dev, args.stream)
-    return _args.byte_order(finish_result(args.out, args.stream), output)
+    return byte_order(finish_result(args.out, args.stream), output)
 
 
 # the planned call each public function runs (simt_tiles.launch; tests/test_faults.py checks every one has one)

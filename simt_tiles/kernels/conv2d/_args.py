@@ -406,15 +406,6 @@ def split_output(output, out):
     return output, None
 
 
-def byte_order(result, output):
-    """A NumPy result in the byte order ``output`` names, as scipy's (``output=">f4"``: big-endian); the
-    kernels write native order."""
-    if isinstance(result, np.ndarray) and isinstance(output, (str, type, np.dtype)) \
-            and not np.dtype(output).isnative:
-        return result.astype(np.dtype(output))
-    return result
-
-
 def compute_dtype(image_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
     """The float dtype the filter runs in: float64 if the image or the output is float64 or an
     integer wider than 16 bits (float32 would not hold it exactly), else float32."""

@@ -106,7 +106,13 @@ def mma_error_factor(k: int, precision: str, *, rounds_inputs: bool = True, roun
     dot product of length K accumulated in FP32 in any order: γ_K(MMA_ACC_U)·|a'|·|b'| with
     |a'|·|b'| ≤ (1 + u)²·|a|·|b| (Higham §3.1).  ``rounds_output``: C is then rounded once to the
     operands' 16-bit type (relative u of that type, on |C| ≤ (1 + f)·|A|·|B|).  The reference's
-    own error (float64 or long double) is the caller's to add, as in ``matmul_reference``."""
+    own error (float64 or long double) is the caller's to add, as in ``matmul_reference``.
+
+    A relative bound: it holds away from the formats' ends.  Where a rounding leaves the normal range it does not
+    — a product or result below the smallest normal of its type (a 16-bit result rounded to 0 or a subnormal: add
+    half its smallest subnormal, 2⁻²⁵ for float16, 2⁻¹³⁴ for bfloat16; a float32 subnormal operand, whose low bits
+    TF32 drops) or past the largest (an operand near FLT_MAX that TF32's rounding takes to inf; a result past the
+    16-bit range: ±inf).  The tests add those absolute terms (``tests/common.py``'s ``ETA16``)."""
     if precision not in MMA_INPUT_U:
         raise ValueError(f"precision: expected one of {tuple(MMA_INPUT_U)}; got {precision!r}")
     u = MMA_INPUT_U[precision] * (2 if truncates else 1) if rounds_inputs else 0.0

@@ -811,7 +811,8 @@ def out16(out, like: Operand, shape, stream) -> Operand:
             raise TypeError(f"out: expected dtype {dtype_name(src)} (the dtype of {like.name}); got {dtype_name(out)}")
         if isinstance(out, np.ndarray):
             if not (out.flags.c_contiguous and out.flags.writeable):
-                raise ValueError("out: expected a writeable C-contiguous NumPy array")
+                raise ValueError(f"out: expected a writeable C-contiguous NumPy array; got strides {out.strides}, "
+                                 f"writeable={out.flags.writeable}")
             return Operand("out", cuda.device_array(shape, np.uint16, stream=stream), "numpy", out)
         return operand16(out, "out", stream)
     if like.kind == "torch":  # new arrays: nothing to wait for (as _allocate's)

@@ -460,6 +460,12 @@ def test_rna_add_rounds_to_nearest():
     np.testing.assert_array_equal(mma.tf32_truncate(added), mma.tf32_round(x))
 
 
+def test_a_16_bit_out_of_another_layout_says_what_it_got():
+    a = np.ones((4, 5), np.float16)
+    with pytest.raises(ValueError, match=r"^out: expected a writeable C-contiguous NumPy array; got strides \(2, 8\)"):
+        matmul_mma(a, a.T.copy(), out=np.zeros((4, 4), np.float16).T)
+
+
 def test_fp16_output_dtype_and_empty():
     a = np.ones((3, 0), np.float16)
     out = matmul_mma(a, np.ones((0, 5), np.float16))

@@ -62,7 +62,9 @@ class Config(TileConfig):
     min_blocks: int = 1
     #: 1: operands rounded by cvt.rna (TF32 to nearest, ties away); 2: as the tensor cores read float32
     #: (truncated: u = 2⁻¹⁰); 3: rounded by one integer add of half a TF32 ulp to the bits, which the
-    #: tensor cores then truncate — rna for every finite value and inf (cvt.rna is 2 SASS instructions)
+    #: tensor cores then truncate — rna for every finite value and inf (cvt.rna is 2 SASS instructions), but a
+    #: NaN whose top 10 mantissa bits are all ones (CUDA's own 0x7FFFFFFF from 0/0 or inf − inf among them)
+    #: wraps to ±0: a knob for timing, in no preset; inputs that may hold NaN take 1
     rounding: int = 1
     #: the copies' guards (issue 30, session 36; benchmarks/notes/mma.md).  1: each copy's row and k
     #: tests in 64 bits, as generated first; 2: hoisted — per thread the rows of A it copies that lie

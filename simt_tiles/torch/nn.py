@@ -1,4 +1,5 @@
-"""Layers whose forward and backward run simt_tiles kernels, drop-in for the torch layers they subclass.
+"""Layers whose forward and backward run simt_tiles kernels: Linear and Conv2d subclass torch's (drop-in), ReLU
+and LogSoftmax are modules of their own with torch's call form.
 
 :class:`Linear` and :class:`Conv2d` *are* ``torch.nn.Linear`` / ``torch.nn.Conv2d`` (the same
 parameters, initialisation and ``state_dict``), with a forward through ``torch.ops.simt_tiles``:

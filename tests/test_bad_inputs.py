@@ -331,7 +331,8 @@ def array_cases(name):
             if arg == "bias" and kind == "None" and FUNCTION_OF[name] == "conv2d_nchw":
                 continue  # no bias
             scalar_ok = kind == "numpy-scalar" and spec.ndims[arg] == ANY  # (a NumPy scalar is a 0-d array)
-            yield f"{arg}-{kind}", arg, (lambda a, arg=arg, make=make: make(a[arg])), "reference" if scalar_ok else (arg,)
+            yield f"{arg}-{kind}", arg, (lambda a, arg=arg, make=make: make(a[arg])), \
+                "reference" if scalar_ok else (arg,)
         if arg != others[0]:
             # one more element on the last axis than the others agree with: the reference decides
             grow = tuple(shape[:-1]) + (shape[-1] + 1,)

@@ -40,9 +40,9 @@ What changed versus k04
     (:func:`make_vector_kernel`; k08's knob, k06's ``make_vector_rows``); arrays not 16-byte aligned run ``vec=1``
     (the plan's ``unaligned`` twin).
 
-    ``spill_bits`` (16-bit inputs; 16 in "held16", 32 elsewhere): the shared part keeps each value's 16-bit bits, half the bytes, so a
-    row of 50257 values (GPT-2's vocabulary) fits two blocks an SM, not one; softmax then takes exp of a shared
-    value twice (the sum, the write) instead of storing it back.
+    ``spill_bits`` (16-bit inputs; 16 in "held16", 32 elsewhere): the shared part keeps each value's 16-bit
+    bits, half the bytes, so a row of 50257 values (GPT-2's vocabulary) fits two blocks an SM, not one; softmax
+    then takes exp of a shared value twice (the sum, the write) instead of storing it back.
 
 Memory traffic: one read and one write of the row (as k04 and a copy).
 
@@ -106,7 +106,7 @@ class Config(WarpRowConfig):
         return 2 * (self.threads // 32) * held_itemsize(itemsize)
 
     def spill_itemsize(self, itemsize) -> int:
-        """Bytes of one shared value (16-bit values held as float32 unless ``held16``)."""
+        """Bytes of one shared value (16-bit values held as float32 unless ``spill_bits`` is 16)."""
         return 2 if self.spill_bits == 16 and itemsize == 2 else held_itemsize(itemsize)
 
     def dynamic_smem_bytes(self, itemsize):  # the row values' share
@@ -199,9 +199,9 @@ def make_thread_folds(VR: int, T: int, log: bool, DT, mx, up16=None):
     """A thread's part of the row's two reductions, over its ``VR`` register values and its first ``ns`` shared ones
     (column ``su + j·T`` of ``spill``): ``local_max(m, vals, spill, su, ns)`` — ``m`` folded with them;
     ``exp_sum(s, vals, spill, su, ns, sh)`` — ``s`` plus their ``exp(v − sh)``, each stored back in place (softmax;
-    log_softmax keeps the values).  ``up16`` (``spill_bits=16``: the shared values are 16-bit bits): each shared value read
-    through it and kept (its exp is taken again at the write).  Both kernels (scalar and ``vec``) take these;
-    inlined, so ``vals`` stays in registers."""
+    log_softmax keeps the values).  ``up16`` (``spill_bits=16``: the shared values are 16-bit bits): each shared
+    value read through it and kept (its exp is taken again at the write).  Both kernels (scalar and ``vec``) take
+    these; inlined, so ``vals`` stays in registers."""
     LOG = log
     KEEP = LOG or up16 is not None  # shared values stay as they are
     if up16 is None:

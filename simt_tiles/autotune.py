@@ -65,6 +65,7 @@ import warnings
 from pathlib import Path
 
 from . import _probe, codegen, devices, registry
+from ._options import env_flag
 from ._version import __version__
 from .machine import device_name, l2_bytes, slug_from_name
 
@@ -432,7 +433,7 @@ def check_argument(autotune) -> None:
 
 
 def _opted_in(autotune) -> bool:
-    return bool(autotune) if autotune is not None else os.environ.get(AUTOTUNE_ENV, "") not in ("", "0")
+    return bool(autotune) if autotune is not None else env_flag(AUTOTUNE_ENV)
 
 
 def choose(function: str, problem: tuple, variant=None, autotune=None):
@@ -592,7 +593,7 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     problem = tuple(problem)
     if len(problem) != len(t.fields):
         raise ValueError(f"problem: expected {len(t.fields)} values {t.fields}; got {problem!r}")
-    verbose = (os.environ.get(VERBOSE_ENV, "") not in ("", "0")) if verbose is None else bool(verbose)
+    verbose = env_flag(VERBOSE_ENV) if verbose is None else bool(verbose)
     cands = candidates(function, problem, variant) + [c for c in extra_candidates]
     pdict = dict(zip(t.fields, problem))
     case = t.case(pdict)

@@ -68,7 +68,7 @@ import warnings
 from pathlib import Path
 
 from . import _probe, codegen, devices, registry
-from ._options import env_flag
+from ._options import env_flag, positive_float
 from ._version import __version__
 from .machine import device_name, l2_bytes, slug_from_name
 
@@ -702,7 +702,7 @@ def add_arguments(p) -> None:
                    help="conv2d: a NumPy filter (host, the default) or a device array's")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--variant", default=None, help="tune this rung's configs only (default: the function's rungs)")
-    p.add_argument("--budget-s", type=float, default=30.0, help="seconds for one tune (default 30)")
+    p.add_argument("--budget-s", type=positive_float, default=30.0, help="seconds for one tune (default 30)")
     p.add_argument("--verbose", action="store_true", help="print every candidate (also SIMT_TILES_AUTOTUNE_VERBOSE=1)")
     p.add_argument("--show", action="store_true", help="list the cache and exit")
     p.add_argument("--clear", action="store_true", help="empty the cache and exit")
@@ -749,6 +749,10 @@ def run(args) -> int:
     if not args.function or not args.shape:
         print("simt-tiles tune: expected FUNCTION and --shape (or --show / --clear)", file=sys.stderr)
         return 2
+    known = {*registry.tunable_functions(), *_TUNABLES}  # (the name is checked before Numba loads)
+    if args.function not in known:
+        print(f"simt-tiles tune: function: expected one of {sorted(known)}; got {args.function!r}", file=sys.stderr)
+        return 2
     if _probe.select_backend():
         print("simt-tiles tune: needs a CUDA GPU (the simulator has no timings to compare)", file=sys.stderr)
         return 2
@@ -756,6 +760,9 @@ def run(args) -> int:
         t = tunable(args.function)
         problem = t.parse(args.shape, {"filter": args.filter, "padding": args.padding, "dtype": args.dtype,
                                        "mode": args.mode, "weights": args.weights})
+        rungs = _rungs(t.ladder)
+        if args.variant is not None and args.variant not in rungs:
+            raise ValueError(f"--variant: expected one of {sorted(rungs)}; got {args.variant!r}")
     except ValueError as exc:
         print(f"simt-tiles tune: {exc}", file=sys.stderr)
         return 2

@@ -429,6 +429,25 @@ def test_cli_tune_needs_a_gpu_and_a_shape(capsys):
         assert cli.main(["tune", "matmul", "--shape", "64"]) == 2 and "GPU" in capsys.readouterr().err
 
 
+def test_cli_tune_checks_its_arguments_first(capsys, monkeypatch):
+    """A bad function name before the GPU check; a bad --variant (as a shape) a usage error, exit 2 (it raised
+    from the tune: a traceback, exit 1); --budget-s <= 0 refused when parsed (every candidate was skipped, then
+    "no candidate passed")."""
+    monkeypatch.setattr(autotune._probe, "select_backend", lambda: True)  # no GPU: the function is still checked
+    assert cli.main(["tune", "fft", "--shape", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "function: expected one of" in err and "'fft'" in err and "GPU" not in err
+    monkeypatch.setattr(autotune._probe, "select_backend", lambda: False)  # as on a GPU
+    monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("tuned with a bad argument"))
+    assert cli.main(["tune", "matmul", "--shape", "64", "--variant", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "simt-tiles tune: --variant: expected one of" in err and "'nosuch'" in err
+    for budget in ("0", "-1"):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["tune", "matmul", "--shape", "64", "--budget-s", budget])
+        assert exit_.value.code == 2 and "--budget-s: expected a number > 0" in capsys.readouterr().err
+
+
 def test_shapes_parse_or_name_the_argument():
     assert autotune.tunable("matmul").parse("64", {}) == (64, 64, 64, "float32")
     assert autotune.tunable("matmul").parse("3x4x5", {"dtype": "float64"}) == (3, 4, 5, "float64")

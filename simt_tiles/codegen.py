@@ -178,8 +178,8 @@ def load_function(name: str, body: str, header: str = ""):
     return fn
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m simt_tiles.codegen",
+def main(argv=None, prog: str = "simt-tiles codegen") -> int:
+    p = argparse.ArgumentParser(prog=prog,
                                 description="Print the source a generated rung compiles.")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="print a rung's generated kernel source")
@@ -198,10 +198,14 @@ def main(argv=None) -> int:
     if not hasattr(rung, "source"):
         print(f"variant: {args.variant} is not generated (read its file instead)", file=sys.stderr)
         return 2
-    cfg = rung.resolve_config(args.config)
+    try:
+        cfg = rung.resolve_config(args.config)
+    except (ValueError, TypeError) as exc:  # a preset it does not have: named, as a bad variant is
+        print(f"{prog} dump: {exc}", file=sys.stderr)
+        return 2
     print(rung.source(cfg, args.dtype), end="")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m simt_tiles.codegen"))

@@ -480,6 +480,27 @@ def test_an_unwritable_autotune_cache_is_a_clear_error_and_a_tune_is_kept(cache_
     assert err.value.errno == errno.EROFS and str(err.value).startswith("autotune: ")  # no "[Errno 30] " before it
 
 
+def test_the_cache_layout_is_the_documented_one(cache_dir, monkeypatch):
+    """docs/failure_modes.md's table: with SIMT_TILES_CACHE_DIR set the generated sources sit in it directly,
+    beside autotune/ and tilecpp/ (the docs said <cache>/generated/ and advised deleting the whole directory)."""
+    from pathlib import Path
+
+    from simt_tiles import autotune, codegen
+    from simt_tiles.tilecpp import _build
+
+    assert codegen.cache_dir() == cache_dir and Path(_load_fresh("fault_layout").__generated_path__).parent == cache_dir
+    assert autotune.cache_path() == cache_dir / "autotune" / "autotune.json"
+    assert _build.cache_dir("13.3").parent == cache_dir / "tilecpp"
+    monkeypatch.delenv(codegen.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir.parent / "xdg"))
+    assert codegen.cache_dir() == cache_dir.parent / "xdg" / "simt_tiles" / "generated"
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "failure_modes.md").read_text()
+    assert "`<cache>/generated/*.py`" not in doc
+    assert "| `$SIMT_TILES_CACHE_DIR/` itself, beside `autotune/` and `tilecpp/` | `~/.cache/simt_tiles/generated/` |" \
+        in doc
+    assert "*not* the directory" in doc
+
+
 def test_a_generated_source_gets_the_umask_mode(cache_dir):
     """mkstemp's 0600 is not kept: 0666 less the umask, as any new file (a shared cache stays readable)."""
     old = os.umask(0o022)

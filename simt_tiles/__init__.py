@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 
 from . import registry
+from ._options import env_flag, numba_flag
 from ._version import __version__
 
 #: public name -> module that defines it (loaded on first access, PEP 562): each family's line of
@@ -46,10 +47,7 @@ def _racecheck_from_environment() -> None:
     (:func:`simt_tiles.analyze.enable_racecheck`); nothing otherwise (Numba is not imported)."""
     import os
 
-    def on(name):
-        return os.environ.get(name, "") not in ("", "0")
-
-    if on("SIMT_TILES_RACECHECK") and on("NUMBA_ENABLE_CUDASIM"):
+    if env_flag("SIMT_TILES_RACECHECK") and numba_flag(os.environ.get("NUMBA_ENABLE_CUDASIM")):
         from . import analyze  # deferred: only when asked for (`import simt_tiles` loads no NumPy)
 
         analyze.enable_racecheck()

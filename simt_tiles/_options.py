@@ -7,7 +7,37 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["output_file"]
+__all__ = ["output_file", "positive_int", "positive_float", "env_flag", "numba_flag"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The boolean environment variable ``name``: ``1``/``true``/``yes``/``on`` → True, ``0``/``false``/``no``/
+    ``off`` or empty → False (case and surrounding blanks ignored), unset → ``default``; anything else is a
+    ValueError naming the variable ("disable" must not switch a feature on)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"{name}: expected one of 1, true, yes, on (on) or 0, false, no, off, empty (off); "
+                     f"got {value!r}")
+
+
+def numba_flag(value: str | None) -> bool:
+    """A Numba integer switch (``NUMBA_ENABLE_CUDASIM``) read as ``numba.config`` reads it: ``int(value)``,
+    non-zero → True; unset or not an integer → False (Numba warns and uses its default, 0)."""
+    if value is None:
+        return False
+    try:
+        return int(value) != 0
+    except ValueError:
+        return False
 
 
 def output_file(text: str) -> str:
@@ -19,3 +49,25 @@ def output_file(text: str) -> str:
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"no folder {folder!r} to write {os.path.basename(text)!r} in")
     return text
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (``--jobs``): a bad value is an argparse error (exit 2), not a traceback after the parse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (``--budget-s``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}")
+    return value

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from ._options import numba_flag
+
 __all__ = ["gpu_present", "select_backend"]
 
 
@@ -52,4 +54,4 @@ def select_backend() -> bool:
     if chosen is None:
         chosen = "0" if gpu_present() else "1"
         os.environ["NUMBA_ENABLE_CUDASIM"] = chosen
-    return chosen not in ("", "0")
+    return numba_flag(chosen)  # as numba.config reads it ("false", "00": the GPU target)

@@ -9,16 +9,16 @@ naming both source lines.  On a GPU the option does nothing.  Registered by
 
 from __future__ import annotations
 
-import os
-
 from simt_tiles import analyze
+from simt_tiles._options import env_flag
 
 
 def racecheck_requested(config=None) -> bool:
-    """``--racecheck`` given, or ``SIMT_TILES_RACECHECK`` set to anything but "" or "0"."""
+    """``--racecheck`` given, or ``SIMT_TILES_RACECHECK`` on (1, true, yes, on; a value that is neither on
+    nor off is a ValueError naming the variable)."""
     if config is not None and config.getoption("racecheck", default=False):
         return True
-    return os.environ.get("SIMT_TILES_RACECHECK", "") not in ("", "0")
+    return env_flag("SIMT_TILES_RACECHECK")
 
 
 def pytest_addoption(parser):

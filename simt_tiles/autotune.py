@@ -33,7 +33,8 @@ The cache
     numba-cuda and simt_tiles versions, function, requested variant (``*`` for None), dtype
     and shape bucket, so another GPU's or another version's entry is never used.  Writes go
     to a temporary file renamed over the old one (atomic: a reader sees the old file or the new
-    one; of two processes storing at once, the later rename wins; a write that fails — a read-only
+    one; two processes storing at once take turns on an ``flock`` of ``autotune.json.lock``, each
+    reading the file again under it, so both entries are kept; a write that fails — a read-only
     directory, a full disk — leaves the old file and is an ``OSError`` naming the file, or, after a
     tune, a warning: the choice is then used in this process only).  A file that is not JSON or not
     of this format, and a record whose key does not match its own fields or whose config
@@ -51,6 +52,8 @@ candidate as it is timed and the table of all of them at the end.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import datetime
 import json
@@ -65,6 +68,7 @@ import warnings
 from pathlib import Path
 
 from . import _probe, codegen, devices, registry
+from ._options import env_flag, positive_float
 from ._version import __version__
 from .machine import device_name, l2_bytes, slug_from_name
 
@@ -233,24 +237,27 @@ def cache_path() -> Path:
     return codegen.cache_root() / "autotune" / "autotune.json"
 
 
+#: (path, format) → (the file's state when parsed, its object): the latest parse of each file only
 _FILES: dict = {}
 
 
 def _read_json(path: Path, fmt: str) -> dict:
     """The file's object when it is of format ``fmt``; {} (with a warning) when it is not one.
-    Parsed once per state of the file (path, size, modification time)."""
+    Parsed once per state of the file (size, modification time, inode); only the latest state is kept.
+    Shared: callers must not change it."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return {}
     except OSError:
         st = None
-    key = (str(path), fmt, st and (st.st_size, st.st_mtime_ns, st.st_ino))
-    if st is not None and key in _FILES:
-        return _FILES[key]
+    ident, stamp = (str(path), fmt), st and (st.st_size, st.st_mtime_ns, st.st_ino)
+    hit = _FILES.get(ident)
+    if st is not None and hit is not None and hit[0] == stamp:
+        return hit[1]
     data = _parse_json(path, fmt)
     if st is not None:
-        _FILES[key] = data
+        _FILES[ident] = (stamp, data)  # replaces the file's previous state
     return data
 
 
@@ -268,9 +275,36 @@ def _parse_json(path: Path, fmt: str) -> dict:
     return data
 
 
+def _entries() -> dict:
+    """The user cache's records, shared with the parsed-file cache: read only."""
+    return _read_json(cache_path(), FORMAT).get("entries", {})
+
+
 def entries() -> dict:
     """The user cache's records, by key (a bad file: {} with a warning).  A copy: change it freely."""
-    return dict(_read_json(cache_path(), FORMAT).get("entries", {}))
+    return copy.deepcopy(_entries())
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold an exclusive ``flock`` on ``<path>.lock`` (a sibling file, never removed): two processes storing at
+    once then read, add and replace one after the other.  Where there is no ``fcntl`` (Windows) or the lock
+    cannot be taken (a read-only directory, a file system without locks), nothing is held: the later rename
+    wins, as before."""
+    fd = None
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        pass
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # (closing releases the lock)
 
 
 def _write(entries_: dict) -> None:
@@ -284,6 +318,7 @@ def _write(entries_: dict) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        codegen.publish_mode(tmp)  # mkstemp's 0600 would hide a shared cache from its other users
         os.replace(tmp, path)  # readers see the old file or the new one, never half of one
     except BaseException as exc:
         with _suppress():
@@ -294,8 +329,8 @@ def _write(entries_: dict) -> None:
 
 
 def _unwritable(path: Path, exc: OSError) -> OSError:
-    return OSError(exc.errno, f"autotune: cannot write {path} ({exc.strerror or exc}); set {codegen.CACHE_ENV} "
-                              "to a writable directory with free space")
+    return codegen.os_error(exc.errno, f"autotune: cannot write {path} ({exc.strerror or exc}); set "
+                                       f"{codegen.CACHE_ENV} to a writable directory with free space")
 
 
 class _suppress:
@@ -308,14 +343,16 @@ class _suppress:
 
 def clear() -> int:
     """Empty the user cache; the number of records removed."""
-    n = len(entries())
-    try:
-        cache_path().unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # (a read-only directory: the file stays, and so would its entries)
-        raise OSError(exc.errno, f"autotune: cannot remove {cache_path()} ({exc.strerror or exc}); delete it "
-                                 f"by hand or set {codegen.CACHE_ENV} to another directory") from exc
+    path = cache_path()
+    with _locked(path):
+        n = len(_parse_json(path, FORMAT).get("entries", {}))
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # (a read-only directory: the file stays, and so would its entries)
+            raise codegen.os_error(exc.errno, f"autotune: cannot remove {path} ({exc.strerror or exc}); delete it "
+                                              f"by hand or set {codegen.CACHE_ENV} to another directory") from exc
     _forget()
     return n
 
@@ -331,7 +368,7 @@ def _forget() -> None:
 
 def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
     """Record ``choice = (variant, config)`` for ``problem`` in the user cache (read, add, atomic
-    write); returns the key."""
+    write, under a lock: another process's entry stored meanwhile is kept); returns the key."""
     t = tunable(function)
     dtype, bkt = _dtype_of(t, problem), bucket(problem)
     key = _key(machine(), function, variant, dtype, bkt)
@@ -339,9 +376,11 @@ def store(function: str, problem: tuple, variant, choice: tuple, **info) -> str:
            "dtype": dtype, "bucket": bkt, "problem": list(problem),
            "choice": {"variant": choice[0], "config": dataclasses.asdict(choice[1])},
            "tuned_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **info}
-    all_ = entries()
-    all_[key] = rec
-    _write(all_)
+    path = cache_path()
+    with _locked(path):
+        all_ = _parse_json(path, FORMAT).get("entries", {})  # read again under the lock, never a memoised state
+        all_[key] = rec
+        _write(all_)
     _forget()
     return key
 
@@ -395,7 +434,7 @@ def lookup(function: str, problem: tuple, variant=None, *, sources=("user", "shi
     dtype, bkt = _dtype_of(t, problem), bucket(problem)
     mach = machine()
     if "user" in sources:
-        recs, key = entries(), _key(mach, function, variant, dtype, bkt)
+        recs, key = _entries(), _key(mach, function, variant, dtype, bkt)
         if key in recs:
             rec = recs[key]
             if not isinstance(rec, dict) or rec.get("function") != function or rec.get("bucket") != bkt \
@@ -432,7 +471,7 @@ def check_argument(autotune) -> None:
 
 
 def _opted_in(autotune) -> bool:
-    return bool(autotune) if autotune is not None else os.environ.get(AUTOTUNE_ENV, "") not in ("", "0")
+    return bool(autotune) if autotune is not None else env_flag(AUTOTUNE_ENV)
 
 
 def choose(function: str, problem: tuple, variant=None, autotune=None):
@@ -592,7 +631,7 @@ def tune(function: str, problem: tuple, variant=None, *, budget_s: float = 30.0,
     problem = tuple(problem)
     if len(problem) != len(t.fields):
         raise ValueError(f"problem: expected {len(t.fields)} values {t.fields}; got {problem!r}")
-    verbose = (os.environ.get(VERBOSE_ENV, "") not in ("", "0")) if verbose is None else bool(verbose)
+    verbose = env_flag(VERBOSE_ENV) if verbose is None else bool(verbose)
     cands = candidates(function, problem, variant) + [c for c in extra_candidates]
     pdict = dict(zip(t.fields, problem))
     case = t.case(pdict)
@@ -663,7 +702,7 @@ def add_arguments(p) -> None:
                    help="conv2d: a NumPy filter (host, the default) or a device array's")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--variant", default=None, help="tune this rung's configs only (default: the function's rungs)")
-    p.add_argument("--budget-s", type=float, default=30.0, help="seconds for one tune (default 30)")
+    p.add_argument("--budget-s", type=positive_float, default=30.0, help="seconds for one tune (default 30)")
     p.add_argument("--verbose", action="store_true", help="print every candidate (also SIMT_TILES_AUTOTUNE_VERBOSE=1)")
     p.add_argument("--show", action="store_true", help="list the cache and exit")
     p.add_argument("--clear", action="store_true", help="empty the cache and exit")
@@ -710,6 +749,10 @@ def run(args) -> int:
     if not args.function or not args.shape:
         print("simt-tiles tune: expected FUNCTION and --shape (or --show / --clear)", file=sys.stderr)
         return 2
+    known = {*registry.tunable_functions(), *_TUNABLES}  # (the name is checked before Numba loads)
+    if args.function not in known:
+        print(f"simt-tiles tune: function: expected one of {sorted(known)}; got {args.function!r}", file=sys.stderr)
+        return 2
     if _probe.select_backend():
         print("simt-tiles tune: needs a CUDA GPU (the simulator has no timings to compare)", file=sys.stderr)
         return 2
@@ -717,6 +760,9 @@ def run(args) -> int:
         t = tunable(args.function)
         problem = t.parse(args.shape, {"filter": args.filter, "padding": args.padding, "dtype": args.dtype,
                                        "mode": args.mode, "weights": args.weights})
+        rungs = _rungs(t.ladder)
+        if args.variant is not None and args.variant not in rungs:
+            raise ValueError(f"--variant: expected one of {sorted(rungs)}; got {args.variant!r}")
     except ValueError as exc:
         print(f"simt-tiles tune: {exc}", file=sys.stderr)
         return 2

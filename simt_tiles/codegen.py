@@ -88,6 +88,35 @@ def cache_root() -> Path:
     return Path(base) / "simt_tiles"
 
 
+def os_error(errno_: int | None, message: str) -> OSError:
+    """An OSError carrying ``errno_`` whose text is ``message`` alone (``OSError(errno, text)`` prints
+    ``[Errno N] text``, and ``text`` already names the cause)."""
+    exc = OSError(message)
+    exc.errno = errno_
+    return exc
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (``os.umask`` sets it, and another
+    thread creating a file meanwhile would get the wrong mode)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publish_mode(tmp: str) -> None:
+    """Give a ``tempfile.mkstemp`` file (mode 0600) the mode a new file gets (0666 less the umask) before it
+    is renamed into place: a shared cache directory's files stay readable by the others who use it."""
+    os.chmod(tmp, 0o666 & ~_umask())
+
+
 def cache_dir() -> Path:
     """Where generated sources are written (created if missing): ``$SIMT_TILES_CACHE_DIR`` itself
     if set, else ``generated`` in :func:`cache_root`."""
@@ -95,8 +124,8 @@ def cache_dir() -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OSError(exc.errno, f"simt_tiles: cannot create the generated kernels' directory {path} "
-                      f"({exc.strerror or exc}); set {CACHE_ENV} to a writable directory") from exc
+        raise os_error(exc.errno, f"simt_tiles: cannot create the generated kernels' directory {path} "
+                       f"({exc.strerror or exc}); set {CACHE_ENV} to a writable directory") from exc
     return path
 
 
@@ -104,19 +133,25 @@ def _write_once(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` unless it is already there: an atomic rename, so a
     concurrent process sees the whole file or none, and an existing file keeps its
     timestamp (Numba's on-disk cache is keyed by the source file's stamp)."""
-    if path.exists() and path.read_text(errors="replace") == text:  # (a garbage file is rewritten)
-        return
+    try:
+        if path.exists() and path.read_text(errors="replace") == text:  # (a garbage file is rewritten)
+            return
+    except OSError as exc:  # a file this user may not read (another user's cache): say which and what to do
+        raise os_error(exc.errno, f"simt_tiles: cannot read the generated kernel {path} ({exc.strerror or exc}); "
+                                  f"make it readable, delete it, or set {CACHE_ENV} to a directory of your own") \
+            from exc
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        publish_mode(tmp)
         os.replace(tmp, path)
     except OSError as exc:  # a read-only directory, a full disk: say where and what to do
         with contextlib.suppress(OSError, TypeError):
             os.unlink(tmp)
-        raise OSError(exc.errno, f"simt_tiles: cannot write the generated kernel {path} ({exc.strerror or exc}); "
-                      f"set {CACHE_ENV} to a writable directory with free space") from exc
+        raise os_error(exc.errno, f"simt_tiles: cannot write the generated kernel {path} ({exc.strerror or exc}); "
+                                  f"set {CACHE_ENV} to a writable directory with free space") from exc
 
 
 def load_function(name: str, body: str, header: str = ""):
@@ -143,8 +178,8 @@ def load_function(name: str, body: str, header: str = ""):
     return fn
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m simt_tiles.codegen",
+def main(argv=None, prog: str = "simt-tiles codegen") -> int:
+    p = argparse.ArgumentParser(prog=prog,
                                 description="Print the source a generated rung compiles.")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="print a rung's generated kernel source")
@@ -163,10 +198,14 @@ def main(argv=None) -> int:
     if not hasattr(rung, "source"):
         print(f"variant: {args.variant} is not generated (read its file instead)", file=sys.stderr)
         return 2
-    cfg = rung.resolve_config(args.config)
+    try:
+        cfg = rung.resolve_config(args.config)
+    except (ValueError, TypeError) as exc:  # a preset it does not have: named, as a bad variant is
+        print(f"{prog} dump: {exc}", file=sys.stderr)
+        return 2
     print(rung.source(cfg, args.dtype), end="")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m simt_tiles.codegen"))

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ._numba_fixes import apply as apply_numba_fixes
+from ._options import positive_int
 from .registry import ladders as registry_ladders
 from .runtime import SIMULATOR, Rung, dtype_label, storage_dtype
 
@@ -655,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "memory that differs from the config's smem_bytes.")
     p.add_argument("--ladder", action="append", metavar="NAME", help="only this ladder (repeatable)")
     p.add_argument("--variant", action="append", metavar="RUNG", help="only this rung (repeatable)")
-    p.add_argument("-j", "--jobs", type=int, default=None,
+    p.add_argument("-j", "--jobs", type=positive_int, default=None,
                    help=f"worker processes (default: the usable cores, {default_jobs()} here)")
     p.add_argument("--keep-cubins", metavar="DIR", default=os.environ.get("SIMT_TILES_GATE_CUBINS"),
                    help="write every assembled cubin and its PTX to DIR (default: $SIMT_TILES_GATE_CUBINS; "
@@ -667,8 +668,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        raise SystemExit(f"--jobs: expected a positive int; got {args.jobs}")
     t0 = time.perf_counter()
     try:
         rows = run_gate(ladder=args.ladder, variant=args.variant, n_jobs=args.jobs, ptxas=args.ptxas,

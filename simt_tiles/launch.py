@@ -79,7 +79,6 @@ import functools
 import heapq
 import inspect
 import itertools
-import os
 import struct
 import threading
 
@@ -88,6 +87,7 @@ from numba import cuda
 from numba.cuda.cudadrv import driver as _driver
 
 from . import _per_stream, devices
+from ._options import env_flag
 from ._recording import no_plan, state as _tls
 from .interop import Layout, layout_of
 from .runtime import SIMULATOR, TileConfig
@@ -95,8 +95,7 @@ from .runtime import SIMULATOR, TileConfig
 __all__ = ["planned", "clear", "stats", "enabled", "set_enabled", "no_plan", "flatten", "ctype_args",
            "stream_handle", "array_signature", "OutOfMemoryError", "is_out_of_memory"]
 
-_env = os.environ.get("SIMT_TILES_FAST_LAUNCH")
-_ENABLED = (not SIMULATOR) if _env is None else _env not in ("", "0")
+_ENABLED = env_flag("SIMT_TILES_FAST_LAUNCH", default=not SIMULATOR)
 #: plans by signature, at most this many: past it the least recently used sixteenth is forgotten
 #: (a long-running process with changing shapes keeps planning)
 MAX_PLANS = 4096

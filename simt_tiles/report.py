@@ -5,7 +5,8 @@ of ``simt_tiles.bench.harness`` (``group``, ``problem``, ``x``, ``impl``, ``kind
 ``precision``, ``passed``, ``err_over_bound``, ``median_ms``, ``gbps``/``tflops``,
 ``pct_ceiling``, ``vs_peer``, …).  Files written before that schema (matmul rows with
 ``m, n, k, config, vs_cublas`` and no ``group``) are converted when read (:func:`load`,
-:func:`upgrade`).
+:func:`upgrade`); any other row (no ``group`` and no ``m, n, k`` or ``shape``, or not an object) is left
+out with a warning.
 
 * :func:`group_tables` — markdown, one table per group, the check result and precision
   beside every speed;
@@ -22,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import numbers
 import sys
+import warnings
 from pathlib import Path
 
+from ._options import output_file
 from ._table import markdown
 
 __all__ = ["best_table", "group_tables", "load", "main", "plot", "plot_groups", "plot_rates", "ratio_table",
@@ -41,16 +45,39 @@ def load(path) -> dict:
 
 
 def upgrade(data: dict) -> dict:
-    """``data`` with every row in the harness schema (old matmul and demo rows converted; idempotent)."""
-    return {**data, "results": [_upgrade_row(r) for r in data["results"]]}
+    """``data`` with every row in the harness schema (old matmul and demo rows converted; idempotent); a row
+    that is neither is left out with a warning (another tool's file, a hand-edited row)."""
+    rows = [_upgrade_row(r) for r in data["results"]]
+    kept = [r for r in rows if r is not None]
+    if len(kept) < len(rows):
+        warnings.warn(f"{len(rows) - len(kept)} of {len(rows)} rows are not benchmark rows (expected objects with "
+                      "'group', 'problem' and 'impl', or old matmul rows with 'm', 'n', 'k' or 'shape'); left out",
+                      stacklevel=2)
+    return {**data, "results": kept}
 
 
-def _upgrade_row(r: dict) -> dict:
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _has_mnk(r: dict) -> bool:
+    return all(_is_int(r.get(d)) for d in "mnk")
+
+
+def _upgrade_row(r):
+    if not isinstance(r, dict):
+        return None
     if "group" in r:
-        return r
+        return r if isinstance(r.get("problem"), str) and isinstance(r.get("impl"), str) else None
+    if not isinstance(r.get("impl"), str):
+        return None
     r = dict(r)
-    if "shape" in r and "m" not in r:  # an old demo row: shape = [m, n, k]
-        r["m"], r["n"], r["k"] = r.pop("shape")
+    shape = r.get("shape")
+    if "m" not in r and isinstance(shape, (list, tuple)) and len(shape) == 3:  # an old demo row: shape = [m, n, k]
+        del r["shape"]
+        r["m"], r["n"], r["k"] = shape
+    if not _has_mnk(r):  # not an old matmul row either (dispatch's host times, another tool's rows)
+        return None
     m, n, k = r["m"], r["n"], r["k"]
     old_kind = r.get("kind", "default")
     r["custom"] = old_kind == "custom"
@@ -71,8 +98,9 @@ def _size(r) -> tuple[int, int, int]:
 
 
 def ratio_table(data: dict) -> str:
-    """Markdown table of the matmul rows: rows = implementations (first-seen order), columns = sizes."""
-    rows = [r for r in upgrade(data)["results"] if r["group"] == "matmul"]
+    """Markdown table of the matmul rows that name their sizes (``m, n, k``): rows = implementations
+    (first-seen order), columns = sizes."""
+    rows = [r for r in upgrade(data)["results"] if r["group"] == "matmul" and _has_mnk(r)]
     sizes = list(dict.fromkeys(_size(r) for r in rows))
     labels = list(dict.fromkeys(r["impl"] for r in rows))
     head = ["implementation", *(f"{m}×{n}×{k}" for m, n, k in sizes)]
@@ -102,7 +130,7 @@ def plot_rates(data: dict, path, *, title: str | None = None, include_custom: bo
     import matplotlib.pyplot as plt
 
     rows = [r for r in upgrade(data)["results"]
-            if r["group"] == "matmul" and "tflops" in r and (include_custom or not r.get("custom"))]
+            if r["group"] == "matmul" and _has_mnk(r) and "tflops" in r and (include_custom or not r.get("custom"))]
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
     for label in dict.fromkeys(r["impl"] for r in rows):
         mine = sorted((r for r in rows if r["impl"] == label), key=lambda r: r["m"] * r["n"] * r["k"])
@@ -193,7 +221,7 @@ def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
         key, unit = _metric(mine)
         impls = list(dict.fromkeys(r["impl"] for r in mine))
         problems = list(dict.fromkeys(r["problem"] for r in mine))
-        xs = {r["x"] for r in mine}
+        xs = {r.get("x") for r in mine}
         if len(problems) > 2 and len(xs) == len(problems) and None not in xs:  # a size sweep: lines
             for impl in impls:
                 pts = sorted((r["x"], r[key]) for r in mine if r["impl"] == impl)
@@ -225,9 +253,9 @@ def plot_groups(data: dict, path, *, title: str | None = None) -> Path:
 
 
 def plot(data: dict, path) -> Path:
-    """:func:`plot_rates` when every row is a matmul row, else :func:`plot_groups`."""
+    """:func:`plot_rates` when every row is a matmul row with its sizes, else :func:`plot_groups`."""
     rows = upgrade(data)["results"]
-    if rows and all(r["group"] == "matmul" for r in rows):
+    if rows and all(r["group"] == "matmul" and _has_mnk(r) for r in rows):
         return plot_rates(data, path)
     return plot_groups(data, path)
 
@@ -235,23 +263,39 @@ def plot(data: dict, path) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m simt_tiles.report", description=__doc__.split("\n\n")[0])
     p.add_argument("json", help="a benchmark JSON (e.g. benchmarks/results/matmul_h200.json)")
-    p.add_argument("--md", help="write the tables here (default: print them)")
-    p.add_argument("--plot", help="write a PNG plot here")
+    p.add_argument("--md", type=output_file, help="write the tables here (default: print them)")
+    p.add_argument("--plot", type=output_file, help="write a PNG plot here")
     args = p.parse_args(argv)
     try:
-        data = load(args.json)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            data = load(args.json)
     except (OSError, ValueError) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
-    table = group_tables(data)
-    if any(r["group"] == "matmul" for r in data["results"]):
-        table += "\n\n### matmul: TFLOP/s (× baseline peer) by size\n\n" + ratio_table(data)
-    if args.md:
-        Path(args.md).write_text(table + "\n")
-    else:
-        print(table)
-    if args.plot:
-        plot(data, args.plot)
+    for w in caught:
+        print(f"report: {args.json}: {w.message}", file=sys.stderr)
+    if not data["results"]:
+        print(f"report: {args.json}: no benchmark rows to report", file=sys.stderr)
+        return 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the rows left out were named above)
+        table = group_tables(data)
+        if any(r["group"] == "matmul" and _has_mnk(r) for r in data["results"]):
+            table += "\n\n### matmul: TFLOP/s (× baseline peer) by size\n\n" + ratio_table(data)
+        try:
+            if args.md:
+                Path(args.md).write_text(table + "\n")
+            else:
+                print(table)
+            if args.plot:
+                plot(data, args.plot)
+        except OSError as exc:
+            print(f"report: cannot write {exc.filename or ''} ({exc.strerror or exc})", file=sys.stderr)
+            return 2
+        except ImportError as exc:
+            print(f"report: --plot needs matplotlib ({exc})", file=sys.stderr)
+            return 2
     return 0
 
 

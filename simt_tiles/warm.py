@@ -20,6 +20,9 @@ import os
 import sys
 import time
 
+from . import _probe
+from ._options import positive_int
+
 #: conv2d filters (kh, kw, mode) the default path compiles k10 for (bench conv's), both filter kinds
 CONV_FILTERS = [(k, k, mode) for k in (3, 5, 7) for mode in ("constant", "reflect")]
 #: functions whose kernels are disk-cached (warmed in worker processes) and the others
@@ -198,20 +201,18 @@ def add_arguments(p) -> None:
     p.add_argument("functions", nargs="*", default=None, metavar="FUNCTION",
                    help=f"functions to warm (default: the disk-cached ones, {', '.join(DISK_CACHED)}); "
                         f"also {', '.join(IN_PROCESS)} (compiled in this process only: reported, not kept)")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: one per core)")
+    p.add_argument("-j", "--jobs", type=positive_int, default=None, help="worker processes (default: one per core)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args) -> int:
-    from .runtime import SIMULATOR  # deferred: loads Numba (the CLI's --help stays light)
-
     functions = args.functions or list(DISK_CACHED)
     bad = [f for f in functions if f not in FUNCTIONS]
     if bad:
         print(f"simt-tiles warm: error: argument FUNCTION: invalid choice: {bad[0]!r} (choose from "
               f"{', '.join(map(repr, FUNCTIONS))})", file=sys.stderr)
         return 2
-    if SIMULATOR:
+    if _probe.select_backend():  # before Numba loads: no GPU and no NUMBA_ENABLE_CUDASIM means the simulator
         print("simt-tiles warm: no GPU (the simulator compiles nothing)", file=sys.stderr)
         return 2
     skipped = [f for f in functions if f not in DISK_CACHED]

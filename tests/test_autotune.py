@@ -157,7 +157,71 @@ def test_writes_are_atomic(monkeypatch):
     assert autotune.cache_path().read_text() == before  # the old file, whole
     assert calls and calls[0][1] == autotune.cache_path() and os.path.dirname(calls[0][0]) == str(
         autotune.cache_path().parent)
-    assert os.listdir(autotune.cache_path().parent) == ["autotune.json"]  # no temporary file left
+    assert sorted(os.listdir(autotune.cache_path().parent)) == ["autotune.json", "autotune.json.lock"]  # no .tmp
+
+
+_RACER = """
+import dataclasses, os, sys, time
+from simt_tiles import autotune
+
+@dataclasses.dataclass
+class C:
+    x: int = 1
+
+autotune.register(autotune.Tunable("fake", "matmul", ("n", "dtype"), None, None))
+real_write = autotune._write
+autotune._write = lambda entries: (time.sleep(0.01), real_write(entries))  # a wide window after the read
+me, n, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+open(os.path.join(folder, "ready" + me), "w").close()
+while len([f for f in os.listdir(folder) if f.startswith("ready")]) < 2:  # both start storing together
+    time.sleep(0.001)
+for i in range(n):
+    autotune.store("fake", (f"p{me}-{i}", "float32"), None, ("v", C(i)))  # (text: a bucket of its own)
+"""
+
+
+def test_two_processes_storing_at_once_keep_every_entry(tmp_path):
+    """Read, add, replace under a lock, the file read again inside it: without, each process's rename
+    dropped the entries the other stored since its read."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root, "NUMBA_ENABLE_CUDASIM": "1"}  # (SIMT_TILES_CACHE_DIR: the fixture's)
+    n = 10
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, me, str(n), str(tmp_path)], env=env, cwd=root,
+                              stderr=subprocess.PIPE, text=True) for me in "01"]
+    for p in procs:
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    got = json.loads(autotune.cache_path().read_text())["entries"]
+    assert sorted(rec["bucket"] for rec in got.values()) == sorted(f"p{me}-{i}xfloat32" for me in "01"
+                                                                   for i in range(n))
+
+
+def test_entries_is_a_deep_copy():
+    key = store()
+    mine = autotune.entries()
+    mine[key]["choice"]["config"]["wm"] = 3  # breaks k10's rules, were it the cache's own
+    mine[key]["machine"]["gpu"] = "other"
+    assert autotune.entries()[key]["choice"]["config"]["wm"] == SIM_K10.wm
+    assert autotune.lookup("matmul", PROBLEM) == ("k10_warptiled", SIM_K10, "user")
+
+
+def test_the_parsed_file_cache_keeps_one_state_per_file():
+    for i in range(50):
+        store(problem=(9, 9, 1 + i % 16, "float32"))
+        autotune.entries()
+    mine = [k for k in autotune._FILES if k[0] == str(autotune.cache_path())]
+    assert len(mine) == 1 and len(autotune.entries()) == 16
+
+
+def test_the_cache_file_gets_the_umask_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        store()
+    finally:
+        os.umask(old)
+    assert autotune.cache_path().stat().st_mode & 0o777 == 0o640  # mkstemp's own: 0600
 
 
 @pytest.mark.parametrize("text", ["{not json", "", "[1, 2]", '{"entries": {}}', '{"format": "other/1", "entries": {}}'])
@@ -363,6 +427,25 @@ def test_cli_tune_needs_a_gpu_and_a_shape(capsys):
     assert cli.main(["tune", "matmul"]) == 2 and "--shape" in capsys.readouterr().err
     if SIMULATOR:  # on a GPU the same command tunes (tests/test_autotune's GPU tests)
         assert cli.main(["tune", "matmul", "--shape", "64"]) == 2 and "GPU" in capsys.readouterr().err
+
+
+def test_cli_tune_checks_its_arguments_first(capsys, monkeypatch):
+    """A bad function name before the GPU check; a bad --variant (as a shape) a usage error, exit 2 (it raised
+    from the tune: a traceback, exit 1); --budget-s <= 0 refused when parsed (every candidate was skipped, then
+    "no candidate passed")."""
+    monkeypatch.setattr(autotune._probe, "select_backend", lambda: True)  # no GPU: the function is still checked
+    assert cli.main(["tune", "fft", "--shape", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "function: expected one of" in err and "'fft'" in err and "GPU" not in err
+    monkeypatch.setattr(autotune._probe, "select_backend", lambda: False)  # as on a GPU
+    monkeypatch.setattr(autotune, "tune", lambda *a, **k: pytest.fail("tuned with a bad argument"))
+    assert cli.main(["tune", "matmul", "--shape", "64", "--variant", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "simt-tiles tune: --variant: expected one of" in err and "'nosuch'" in err
+    for budget in ("0", "-1"):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["tune", "matmul", "--shape", "64", "--budget-s", budget])
+        assert exit_.value.code == 2 and "--budget-s: expected a number > 0" in capsys.readouterr().err
 
 
 def test_shapes_parse_or_name_the_argument():

@@ -53,6 +53,20 @@ def test_bad_arguments_name_the_argument(capsys):
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("config", ["nosuch", "bm=7"])
+def test_codegen_dump_names_a_bad_config(config, capsys):
+    """A preset the rung does not have: a message and exit 2, as a bad variant (a ValueError traceback, exit 1)."""
+    assert cli.main(["codegen", "dump", "k11_generated_split_k", "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simt-tiles codegen dump: config: ") and repr(config) in err and "Traceback" not in err
+
+
+def test_codegen_help_names_the_command_it_was_run_as(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["codegen", "--help"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("usage: simt-tiles codegen ")
+
+
 @pytest.mark.parametrize("argv", [["demo", "--ladder", "elementwise", "--json"], ["bench", "matmul", "--json"],
                                   ["bench", "conv", "--md"], ["bench", "patterns", "--plot"],
                                   ["analyze", "k06_transposed", "--shape", "2x2x2", "--plot"]],

@@ -534,3 +534,13 @@ def test_reduce_passes_fit_their_launch_bounds_without_spills(tmp_path, problem)
         assert int(blocks) == want, line
         assert int(loads) == (4 if problem == "long rows" else 8), line
         assert compiled[:2] == ["True", "None"] and int(compiled[2]) <= min(255, 65536 // (256 * want)), proc.stdout
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_a_bad_jobs_count_is_a_usage_error(jobs, capsys):
+    """``-j 0``: argparse's error and exit 2, as every other bad argument (it was SystemExit's exit 1)."""
+    from simt_tiles.compile_gate import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["-j", jobs])
+    assert exit_.value.code == 2 and "expected an integer >= 1" in capsys.readouterr().err

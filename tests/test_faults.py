@@ -474,9 +474,67 @@ def test_an_unwritable_autotune_cache_is_a_clear_error_and_a_tune_is_kept(cache_
         object.__setattr__(K10, "tuning_space", k10_warptiled.TUNING_SPACE)
     assert res.choice == ("k10_warptiled", SIM_K10) and res.key is None
     monkeypatch.setattr(pathlib.Path, "unlink", lambda self, missing_ok=False: refuse())
-    with pytest.raises(OSError, match="cannot remove .*delete it by hand"):
+    with pytest.raises(OSError, match="cannot remove .*delete it by hand") as err:
         autotune.clear()
     assert autotune.lookup("matmul", PROBLEM) is not None  # (still there, as the error says)
+    assert err.value.errno == errno.EROFS and str(err.value).startswith("autotune: ")  # no "[Errno 30] " before it
+
+
+def test_the_cache_layout_is_the_documented_one(cache_dir, monkeypatch):
+    """docs/failure_modes.md's table: with SIMT_TILES_CACHE_DIR set the generated sources sit in it directly,
+    beside autotune/ and tilecpp/ (the docs said <cache>/generated/ and advised deleting the whole directory)."""
+    from pathlib import Path
+
+    from simt_tiles import autotune, codegen
+    from simt_tiles.tilecpp import _build
+
+    assert codegen.cache_dir() == cache_dir and Path(_load_fresh("fault_layout").__generated_path__).parent == cache_dir
+    assert autotune.cache_path() == cache_dir / "autotune" / "autotune.json"
+    assert _build.cache_dir("13.3").parent == cache_dir / "tilecpp"
+    monkeypatch.delenv(codegen.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_dir.parent / "xdg"))
+    assert codegen.cache_dir() == cache_dir.parent / "xdg" / "simt_tiles" / "generated"
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "failure_modes.md").read_text()
+    assert "`<cache>/generated/*.py`" not in doc
+    assert "| `$SIMT_TILES_CACHE_DIR/` itself, beside `autotune/` and `tilecpp/` | `~/.cache/simt_tiles/generated/` |" \
+        in doc
+    assert "*not* the directory" in doc
+
+
+def test_a_generated_source_gets_the_umask_mode(cache_dir):
+    """mkstemp's 0600 is not kept: 0666 less the umask, as any new file (a shared cache stays readable)."""
+    old = os.umask(0o022)
+    try:
+        path = _load_fresh("fault_mode").__generated_path__
+    finally:
+        os.umask(old)
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_an_unreadable_generated_source_is_a_clear_error(cache_dir, monkeypatch):
+    """Another user's file this one may not read: the documented OSError naming the file and
+    SIMT_TILES_CACHE_DIR (a bare PermissionError from read_text before)."""
+    import errno
+    import pathlib
+
+    from simt_tiles import codegen
+
+    path = _load_fresh("fault_unreadable").__generated_path__
+    os.chmod(path, 0)
+    try:
+        if os.access(path, os.R_OK):  # root reads any file: chmod 000 hides nothing, so refuse the read here
+            real = pathlib.Path.read_text
+
+            def refuse(self, *a, **k):
+                if str(self) == path:
+                    raise PermissionError(errno.EACCES, "Permission denied", path)
+                return real(self, *a, **k)
+
+            monkeypatch.setattr(pathlib.Path, "read_text", refuse)
+        with pytest.raises(OSError, match=f"cannot read the generated kernel .*fault_unreadable.*{codegen.CACHE_ENV}"):
+            _load_fresh("fault_unreadable")
+    finally:
+        os.chmod(path, 0o644)
 
 
 # --- a process killed while it compiles ------------------------------------------------------

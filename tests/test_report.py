@@ -103,6 +103,35 @@ def test_report_cli(tmp_path, capsys):
     assert "expected a benchmark JSON" in capsys.readouterr().err
 
 
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def test_report_cli_on_files_that_are_not_old_matmul_runs(tmp_path, capsys):
+    """Rows without ``group`` are upgraded only when they have m, n, k (or shape): dispatch's host-time rows
+    raised KeyError 'm'; harness matmul rows without m, n, k (defaults_h200) raised it in the ratio table; a
+    row that is no object raised TypeError.  Rows left out are named; nothing left is exit 2."""
+    assert report.main([str(RESULTS / "dispatch_h200.json")]) == 2
+    err = capsys.readouterr().err
+    assert "report: " in err and "94 of 94 rows are not benchmark rows" in err and "no benchmark rows" in err
+    assert report.main([str(RESULTS / "defaults_h200.json"), "--md", str(tmp_path / "d.md")]) == 0
+    assert "| problem | implementation |" in (tmp_path / "d.md").read_text()
+    for rows, code in (([1], 2), ([None, "x", {"group": "g"}], 2), ([1, DATA["results"][0]], 0)):
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps({"results": rows}))
+        assert report.main([str(path)]) == code
+        err = capsys.readouterr().err
+        assert f"report: {path}: " in err and "not benchmark rows" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", ["--md", "--plot"])
+def test_report_cli_refuses_an_output_file_in_no_folder(option, tmp_path, capsys):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(DATA))
+    with pytest.raises(SystemExit) as exc:
+        report.main([str(path), option, str(tmp_path / "missing" / "out")])
+    assert exc.value.code == 2 and f"argument {option}: no folder" in capsys.readouterr().err
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("argv", [["matmul"], ["conv"], ["softmax", "--reps", "3"], ["all"], ["all", "--out", "x"]])
 def test_bench_refuses_without_a_gpu(argv, capsys):

@@ -48,6 +48,30 @@ def test_command_line_without_functions_takes_the_default_and_names_a_bad_one():
     assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr, bad.stderr
 
 
+def test_command_line_without_a_gpu_or_the_variable_says_no_gpu():
+    """No GPU and NUMBA_ENABLE_CUDASIM unset: the backend is chosen before Numba loads (the simulator), so the
+    same clean message and exit 2 as with the variable set (it started jobs: a wall of CudaSupportError)."""
+    from simt_tiles import _probe
+
+    if _probe.gpu_present():
+        pytest.skip("a GPU is present: warm would compile")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-m", "simt_tiles", "warm", "--no-progress"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 2 and "simt-tiles warm: no GPU" in out.stderr, out.stderr
+    assert "Error" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "x"])
+def test_a_bad_jobs_count_is_a_usage_error(jobs, capsys):
+    from simt_tiles import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["warm", "-j", jobs])
+    assert exit_.value.code == 2 and f"argument -j/--jobs: expected an integer >= 1; got {jobs!r}" in \
+        capsys.readouterr().err
+
+
 def test_a_cold_disk_cached_kernel_is_announced(caplog, tmp_path, monkeypatch):
     index = tmp_path / "k.nbi"
     monkeypatch.setattr(runtime, "_cache_index_path", lambda pyfunc: str(index))

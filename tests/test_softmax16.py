@@ -304,27 +304,6 @@ def test_16bit_thresholds_between_measured_points(rows, n):
         assert p16.rung.name == "k08_ticket_queue", _choice(p32)
 
 
-@pytest.mark.parametrize("n", [K05_TWO16, K05_TWO16 + 1, 50257, 65024, 70144, 70145, 94209])
-@pytest.mark.parametrize("rows", [1, 133, 4096])
-def test_16bit_rows_past_two_an_sm_take_their_bits_in_shared_memory(rows, n, monkeypatch):
-    """With ``SPILL16_ROWS`` (off until measured): a 16-bit row two float32-held blocks an SM do not hold, but two
-    holding 16-bit bits do (to 70144), takes k05 ``held16`` where the rules would run two an SM — one an SM stays
-    for few rows (``ONE_PER_SM_ROWS_PER_SM``) — and the rest is unchanged: shorter rows, longer rows, float32."""
-    monkeypatch.setattr(dispatch, "SPILL16_ROWS", True)
-    p32 = dispatch.plan((rows, n, 1), np.float32, config="default", sms=132)
-    p16 = dispatch.plan((rows, n, 1), HALF_STORAGE["bfloat16"], config="default", sms=132)
-    monkeypatch.setattr(dispatch, "SPILL16_ROWS", False)
-    before = dispatch.plan((rows, n, 1), HALF_STORAGE["bfloat16"], config="default", sms=132)
-    assert _choice(p32) == _choice(dispatch.plan((rows, n, 1), np.float32, config="default", sms=132))
-    spill16 = p16.rung.name == "k05_split_row" and p16.config.spill_bits == 16
-    few = rows <= dispatch.ONE_PER_SM_ROWS_PER_SM * 132  # (these rows are ≥ 128 KiB as float32)
-    assert spill16 == (K05_TWO16 < n <= 70144 and not few), (_choice(p16), _choice(before))
-    if spill16:
-        assert p16.config.min_blocks == 2 and p16.config.threads * p16.config.vpt >= n
-    else:
-        assert _choice(p16) == _choice(before)
-
-
 @pytest.mark.parametrize("inner, outer, want32, want16", [(32, 1, 8, 16), (32, 10000, 32, 32), (4, 3, 4, 4)])
 def test_inner_axis_sector_counts_stored_bytes(inner, outer, want32, want16):
     """k07's lines a warp halve down to a 32-byte sector of the loads: 8 float32 lines, 16 of 16-bit."""

@@ -63,13 +63,8 @@ RUNGS: dict[str, Rung] = {
                         k08_ticket_queue.RUNG, k09_register_pieces.RUNG)
 }
 #: the per-row rungs ``variant=None`` weighs (rules 2-3), each with a map from the preset named (config None
-#: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM, and (16-bit rows,
-#: :data:`SPILL16_ROWS`) k05 two blocks per SM with its shared values as 16-bit bits
-ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM),
-                ("k05_split_row", k05_split_row.SPILL16))
-#: 16-bit rows two blocks an SM do not hold as float32 take k05 with their shared values as 16-bit bits (the
-#: ``held16`` preset, two an SM to 70144 values) where one an SM would run: off until measured on a GPU
-SPILL16_ROWS = False
+#: or a name) to the one it runs: k04, k05 two blocks per SM, k05 again with one block per SM
+ROW_VARIANTS = (("k04_register_row", None), ("k05_split_row", None), ("k05_split_row", k05_split_row.ONE_PER_SM))
 #: rungs that take 16-bit inputs (float16, bfloat16): every rung ``variant=None`` can choose, and k09
 HALF_VARIANTS = ("k04_register_row", "k05_split_row", "k06_split_blocks", "k07_strided_axis", "k08_ticket_queue",
                  "k09_register_pieces")
@@ -204,8 +199,6 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
     rows = outer
     fits = {}  # the plan of each per-row preset that holds the row, in ROW_VARIANTS order
     for i, (name, twin) in enumerate(ROW_VARIANTS):
-        if i == 3 and not (SPILL16_ROWS and itemsize == 2 and 1 not in fits):  # (only where two an SM do not hold)
-            continue
         preset = _preset_for(RUNGS[name], config)
         if twin is not None:  # a preset's twin: only for a preset named (or None); a config object tries its rung once
             if preset is not None and not isinstance(preset, str):
@@ -225,7 +218,7 @@ def plan(shape3: tuple, dtype, *, log: bool = False, variant: str | None = None,
         nb = n * held_itemsize(itemsize)  # bytes of the row as held on chip (16-bit: as float32)
         if nb > SPLIT_FROM_BYTES and 4 * rows <= sms:
             return _build(split, _preset_for(split, config), shape3, itemsize, log, sms, split_ok=True)
-        two, one = fits.get(1, fits.get(3)), fits.get(2)  # k05 two blocks per SM (16-bit: its shared bits), one
+        two, one = fits.get(1), fits.get(2)  # k05 two blocks per SM, one per SM
         few = (nb >= ONE_PER_SM_FROM_BYTES and rows <= ONE_PER_SM_ROWS_PER_SM * sms
                or nb >= ONE_WAVE_FROM_BYTES and rows <= sms)
         return one if one is not None and (two is None or few) else two

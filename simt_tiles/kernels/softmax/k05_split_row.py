@@ -184,15 +184,12 @@ PRESETS = {
     # columns (82 values in registers + 192 in 96 KiB: its largest fit, what the gate builds; no spill, bfloat16 too,
     # as the chunks keep the loaded bits).  "sim_held16": the simulator's twin
     "held16": Config(threads=256, vpt=274, reg_vpt=82, spill_bits=16),
-    "sim_held16": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=6, smem_budget=4096, min_blocks=1, vpt_step=1,
-                         spill_bits=16),  # (1920 16-bit values: between "sim"'s 1280 and "sim_one_per_sm"'s 2560)
+    "sim_held16": Config(threads=64, vpt=4, reg_vpt=2, max_vpt=4, smem_budget=2048, min_blocks=1, vpt_step=1,
+                         spill_bits=16),
 }
 #: the preset :mod:`dispatch` tries for a row a preset does not fit: its one-block-per-SM twin
 ONE_PER_SM = {"default": "one_per_sm", "sim": "sim_one_per_sm", "half": "half_one_per_sm",
               "sim_half": "sim_half_one_per_sm"}
-#: the preset :mod:`dispatch` tries for a 16-bit row the float32-held two blocks an SM do not fit: the shared values
-#: as 16-bit bits (``spill_bits=16``)
-SPILL16 = {"default": "held16", "sim": "sim_held16"}
 
 
 def make_thread_folds(VR: int, T: int, log: bool, DT, mx, up16=None):

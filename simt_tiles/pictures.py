@@ -8,7 +8,7 @@ draws four panels from the first block that :mod:`simt_tiles.analyze` recorded:
   that read or write it — a conflict is a column taller than one row;
 * **global memory, one request**: the load with the most 32-byte sectors per request, each
   sector a box of 8 words and the lanes' words inside it;
-* **thread → element**: the output elements block 0 writes, coloured by warp, labelled by lane;
+* **thread → element**: the output elements block 0 writes, coloured and labelled by lane;
 * **what block 0 reads**: how many times block 0 loads each element of its first input — the
   halo of a convolution tile, the strips of A and B of a matmul tile.
 
@@ -153,7 +153,7 @@ def _panel_sectors(ax, reqs, sector, cmap):
 
 
 def _element_map(reqs, op, pick):  # (name, {element: [lanes]})
-    """{flat element: (warp-ish id, lane)} of block 0's global ``op`` of the array ``pick`` chooses."""
+    """``(array name, {flat element: [lanes]})`` of block 0's global ``op`` of the array ``pick`` chooses."""
     names = collections.Counter()
     for key, lists in reqs.items():
         if key[0] == GLOBAL and key[3] == op:

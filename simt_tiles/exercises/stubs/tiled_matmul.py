@@ -5,7 +5,7 @@ Statement
     every thread copies one element of the A tile and one of the B tile into shared memory,
     the block waits, each thread does T multiply-adds from shared memory, and the block waits
     again before the next step overwrites the tiles. Complete ``make_kernel``. The grader
-    builds it for T = 4, launches grid ``(ceil(N / T), ceil(M / T))`` of blocks ``(T, T)``
+    builds it for T = 4 and T = 8 (two warps a block), launches grid ``(ceil(N / T), ceil(M / T))`` of blocks ``(T, T)``
     on ragged shapes (1×1×1, 5×7×3, 9×6×13, 4×4×0, ...) in float32 and float64, compares
     with a long-double reference within γ_K·|A|·|B|, and checks for a missing barrier.
 

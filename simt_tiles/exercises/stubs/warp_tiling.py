@@ -17,7 +17,7 @@ Hints
     3. Why: a warp's lanes then read a compact WM × BK strip of A and BK × WN strip of B, which
        k10's transposed A tile and 128-bit reads turn into one wavefront per load. Here A is
        read down a column, and the score shows the price: 320 shared wavefronts against
-       regblock_2d's 192 (8 lane rows, BK = 4 words apart: 4-way conflicts) — why k10 keeps A
+       regblock_2d's 192 (lane rows 16 words apart, TM rows of BK = 4 words: 4-way conflicts) — why k10 keeps A
        transposed.
 
 Check: ``python -m simt_tiles.exercises check warp_tiling warp_tiling.py``

@@ -6,7 +6,7 @@ What it teaches
     global into shared memory (each thread one element of each, with a warp
     reading consecutive addresses: coalesced), wait at a barrier, then each
     thread does T multiply-adds from shared memory.  Every element fetched
-    from global memory is used T times instead of once.
+    from global memory is used T times instead of once (T/2 FMAs per element loaded).
 
 Ragged shapes
     Loads outside A or B store 0 into the tile (a "masked load"), so any M, N,

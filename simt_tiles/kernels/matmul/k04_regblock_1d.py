@@ -22,8 +22,8 @@ Registers, and what the compiler needs to keep them
 
 Memory traffic (teaching number)
     Global loads per block tile and K step: BM·BK + BK·BN elements for
-    BM·BN·BK FMAs — BM=BN=64 reuses each loaded element 32 times (k03 at
-    T=32: 16).  Shared loads per FMA: (TM + 1)/TM ≈ 1.1 (k03: 2).
+    BM·BN·BK FMAs — BM=BN=64: 32 FMAs per element loaded (k03 at T=32: 16;
+    each A element feeds BN FMAs, each B element BM).  Shared loads per FMA: (TM + 1)/TM ≈ 1.1 (k03: 2).
 
 Shared-memory banks
     ``a_s[tr·TM + i, kk]``: one address per warp (lanes share ``tr`` when BN ≥

@@ -11,8 +11,8 @@ What changed versus k04
     spills); index arithmetic is unsigned 32-bit, as in k04.
 
 Memory traffic (teaching number)
-    BM=BN=128: every element loaded from global memory is used 64 times per
-    block (k04 at 64×64: 32).  Registers per thread: TM·TN accumulators +
+    BM=BN=128: 64 FMAs per element loaded from global memory (k04 at 64×64:
+    32).  Registers per thread: TM·TN accumulators +
     TM + TN operands + addresses ≈ 104 of the 255 allowed, which leaves room
     for two blocks of 256 threads per SM.
 

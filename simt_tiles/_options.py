@@ -51,23 +51,22 @@ def output_file(text: str) -> str:
     return text
 
 
+def _positive(text: str, convert, expected: str):
+    """``convert(text)`` when it is a finite number > 0, else an argparse error naming ``expected``."""
+    try:
+        value = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (``--jobs``): a bad value is an argparse error (exit 2), not a traceback after the parse."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
-    return value
+    return _positive(text, int, "an integer >= 1")
 
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (``--budget-s``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}")
-    return value
+    return _positive(text, float, "a number > 0")

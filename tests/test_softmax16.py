@@ -105,15 +105,21 @@ def inputs(rng, shape, dt, scale=3.0, specials=(), minus_inf_row=None):
     return to16(x, dt)
 
 
-def check_random_rows(data, dt: str, rows: int, cols: int, **kw) -> None:
-    """A property test's call: random rows (scale, special values, a row of −inf drawn from ``data``), softmax or
-    log_softmax (drawn) into a NaN-poisoned ``out``, ``kw`` (variant, config) passed on, checked within the bound."""
+def random_rows(data, dt: str, rows: int, cols: int):
+    """``(x16, x32, log)``: random rows (scale, special values, a row of −inf drawn from ``data``) and softmax or
+    log_softmax (drawn)."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
     scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
     specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=2), "specials")
     row = int(rng.integers(rows)) if data.draw(st.booleans(), "a row of -inf") else None
     x16, x32 = inputs(rng, (rows, cols), dt, scale, specials, row)
-    log = data.draw(st.booleans(), "log_softmax")
+    return x16, x32, data.draw(st.booleans(), "log_softmax")
+
+
+def check_random_rows(data, dt: str, rows: int, cols: int, **kw) -> None:
+    """A property test's call: :func:`random_rows` into a NaN-poisoned ``out``, ``kw`` (variant, config) passed
+    on, checked within the bound."""
+    x16, x32, log = random_rows(data, dt, rows, cols)
     y = call16(x16, dt, log=log, out=poisoned16((rows, cols), dt), **kw)
     note(f"x32={x32!r}\ny={y!r}")
     assert_softmax16_ok(x32, y, dt, log)

@@ -14,17 +14,18 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simt_tiles import analyze
-from simt_tiles.kernels.softmax import RUNGS, dispatch
+from simt_tiles.kernels.softmax import RUNGS
 from simt_tiles.kernels.softmax.k05_split_row import Config as SplitConfig
-from simt_tiles.runtime import HALF_STORAGE, SIMULATOR, ConfigError
+from simt_tiles.runtime import SIMULATOR, ConfigError
 
 from .common import HALF, edge_sizes
 from .profiles import examples
-from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, inputs, poisoned16, to16
+from .test_softmax16 import SPECIAL16, assert_softmax16_ok, call16, inputs, poisoned16, random_rows, to16
+from .test_softmax16_k05_vec import fitted_k05
 
 K05 = RUNGS["k05_split_row"]
 
@@ -49,18 +50,8 @@ def test_spill16_is_bit_equal_to_float32_held_values(dt, data):
     T, R = config.threads, config.max_vpt
     rows = data.draw(st.sampled_from([1, 2, 3]), "rows")
     cols = data.draw(st.sampled_from(edge_sizes(T, T * R, 2 * T * R + 1, 3 * T * R)), "cols")
-    assume(cols > 0)
-    try:
-        fitted = dispatch.plan((rows, cols, 1), HALF_STORAGE[dt], variant="k05_split_row", config=config).config
-    except ConfigError:
-        assume(False)
-    note(f"fitted={fitted}")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), "seed"))
-    scale = data.draw(st.sampled_from([1.0, 30.0, 300.0]), "scale")
-    specials = data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=2), "specials")
-    row = int(rng.integers(rows)) if data.draw(st.booleans(), "a row of -inf") else None
-    x16, x32 = inputs(rng, (rows, cols), dt, scale, specials, row)
-    log = data.draw(st.booleans(), "log_softmax")
+    fitted = fitted_k05(dt, rows, cols, config)
+    x16, x32, log = random_rows(data, dt, rows, cols)
     y16 = call16(x16, dt, log=log, out=poisoned16((rows, cols), dt), variant="k05_split_row", config=fitted)
     as32 = dataclasses.replace(fitted, spill_bits=32, smem_budget=2 * fitted.smem_budget)  # (the same split)
     y32 = call16(x16, dt, log=log, out=poisoned16((rows, cols), dt), variant="k05_split_row", config=as32)

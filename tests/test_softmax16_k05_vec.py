@@ -45,6 +45,17 @@ def vec_configs(draw):
                        min_blocks=1, vpt_step=1, vec=vec)
 
 
+def fitted_k05(dt, rows: int, cols: int, config):
+    """``config`` fitted to the rows by the plan (hypothesis rejects a draw whose rows it does not hold)."""
+    assume(cols > 0)
+    try:
+        fitted = dispatch.plan((rows, cols, 1), HALF_STORAGE[dt], variant="k05_split_row", config=config).config
+    except ConfigError:
+        assume(False)
+    note(f"fitted={fitted}")
+    return fitted
+
+
 @pytest.fixture
 def launched(monkeypatch):
     """The ``vec`` of every k05 config launched."""
@@ -62,12 +73,7 @@ def test_vec_k05_matches_scipy(dt, data):
     reg_cols = T * config.max_vpt
     rows = data.draw(st.sampled_from([1, 2, 3, 5]), "rows")
     cols = data.draw(st.sampled_from(edge_sizes(V, T * V, reg_cols, 2 * reg_cols + V)), "cols")
-    assume(cols > 0)
-    try:
-        fitted = dispatch.plan((rows, cols, 1), HALF_STORAGE[dt], variant="k05_split_row", config=config).config
-    except ConfigError:
-        assume(False)
-    note(f"fitted={fitted}")
+    fitted_k05(dt, rows, cols, config)
     check_random_rows(data, dt, rows, cols, variant="k05_split_row", config=config)
 
 

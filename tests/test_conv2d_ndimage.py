@@ -361,6 +361,19 @@ def test_conversion_kernels_compile_for_the_gpu():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_origin_forms_as_scipy():
+    """A 0-d array origin is its value (scipy's); a 1-D image's origin of another length than 1 names its length."""
+    rng = np.random.default_rng(6)
+    x3, w3, x1, w1 = rng.random((3, 4, 5)), rng.random((3, 3, 3)), rng.random(7), rng.random(3)
+    np.testing.assert_allclose(st.correlate(x3, w3, origin=np.array(1)), ndi.correlate(x3, w3, origin=1), atol=1e-12)
+    np.testing.assert_allclose(st.correlate1d(x3, w1, origin=np.array(-1)), ndi.correlate1d(x3, w1, origin=-1),
+                               atol=1e-12)
+    np.testing.assert_allclose(st.correlate(x1, w1, origin=np.array([1])), ndi.correlate(x1, w1, origin=[1]),
+                               atol=1e-12)
+    with pytest.raises(ValueError, match=r"^origin: expected an int or a sequence of 1 int .*got \(0, 1\)"):
+        st.correlate(x1, w1, origin=(0, 1))
+
+
 def test_bool_and_float16_filters_as_scipy():
     """scipy takes a bool or float16 filter (any real dtype, as the docstrings say): converted, exactly."""
     rng = np.random.default_rng(4)
@@ -371,7 +384,9 @@ def test_bool_and_float16_filters_as_scipy():
         np.testing.assert_allclose(st.correlate(x3, w), ndi.correlate(x3, want), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(st.correlate2d(x2, w[0]), ndi.correlate(x2, want[0]), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(st.convolve(x2, w[1]), ndi.convolve(x2, want[1]), rtol=1e-5, atol=1e-6)
+    w64 = (w3 * 8).astype(np.uint64)  # (scipy takes any real dtype: uint64 as its float)
+    np.testing.assert_allclose(st.correlate(x3, w64), ndi.correlate(x3, w64.astype(np.float32)), rtol=1e-5, atol=1e-5)
     for w in (w3[0] > 0.5, w3[0].astype(np.float16)):  # a device one: refused, saying the NumPy one is converted
         with pytest.raises(TypeError, match=r"^weights: expected dtype .*; got a device (bool|float16) filter \(a "
-                                            r"NumPy bool or float16 filter is converted"):
+                                            r"NumPy bool, float16 or uint64 filter is converted"):
             st.correlate2d(x2, cuda.to_device(w))

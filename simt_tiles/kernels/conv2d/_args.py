@@ -157,8 +157,10 @@ def origin_1d(origin):
     :func:`parse_origin` names what is wrong)."""
     if isinstance(origin, (list, tuple)) and len(origin) == 1:
         return origin[0]
-    if isinstance(origin, np.ndarray) and origin.shape == (1,):
-        return origin[0].item()
+    if isinstance(origin, np.ndarray) and origin.shape in ((1,), ()):
+        return origin.reshape(()).item()
+    if isinstance(origin, (list, tuple, np.ndarray)):
+        raise ValueError(f"origin: expected an int or a sequence of 1 int (one per axis of the image); got {origin!r}")
     return origin
 
 
@@ -323,6 +325,8 @@ def check_2d(image) -> None:
 
 def parse_origin(origin, ndim: int) -> tuple[int, ...]:
     """``origin`` — an int, or a sequence of ``ndim`` ints (scipy's forms) — as ``ndim`` ints."""
+    if isinstance(origin, np.ndarray) and origin.ndim == 0:  # (a 0-d array is its value, as scipy takes it)
+        origin = origin.item()
     if isinstance(origin, numbers.Integral) and not isinstance(origin, bool):
         return (int(origin),) * ndim
     if ndim == 1 or isinstance(origin, (bool, str, bytes, numbers.Number)):
@@ -469,14 +473,15 @@ def weights_operand(weights, name, dtype, stream, *, axis=None, upload=True, ndi
         # a reused NumPy filter's cached device copy (device_copies; the plan keys on the copy): its
         # values, kept on the host as the NumPy filter's would be (kernel parameters)
         weights = known
-    if isinstance(weights, np.ndarray) and (weights.dtype.kind == "b" or weights.dtype.newbyteorder("=") == np.float16):
-        weights = weights.astype(dtype)  # a NumPy bool or float16 filter, as scipy takes: exact in float32/64
+    if isinstance(weights, np.ndarray) and (weights.dtype.kind == "b" or weights.dtype.newbyteorder("=") in (
+            np.float16, np.uint64)):  # a NumPy bool, float16 or uint64 filter, as scipy takes (uint64 as its float)
+        weights = weights.astype(dtype)
     wdt = array_dtype(weights)
     if wdt is not None and wdt.newbyteorder("=") != dtype and (isinstance(weights, np.ndarray)
                                                                or is_array(weights)):
-        if wdt.kind == "b" or wdt == np.float16:  # (a device one: the converter takes the scipy dtypes alone)
-            raise TypeError(f"{name}: expected dtype {_NAMES}; got a device {wdt} filter (a NumPy bool or float16 "
-                            f"filter is converted; convert a device one first)")
+        if wdt.kind == "b" or wdt in (np.float16, np.uint64):  # (a device one: the converter takes _NAMES alone)
+            raise TypeError(f"{name}: expected dtype {_NAMES}; got a device {wdt} filter (a NumPy bool, float16 or "
+                            f"uint64 filter is converted; convert a device one first)")
         wdt = check_dtype(name, wdt)
         if isinstance(weights, np.ndarray):
             weights = weights.astype(dtype)

@@ -34,7 +34,7 @@ import numpy as np
 
 import simt_tiles
 from ..machine import describe
-from .common import add_output_arguments, main_of, write_outputs
+from .common import add_output_arguments, device_slug, main_of, write_outputs
 
 #: the one line of ``simt-tiles bench --help`` for this group
 HELP = "host time per call of every public function (CuPy/PyTorch/Numba arrays) vs peers"
@@ -380,6 +380,12 @@ def run(args) -> int:
     # deferred: loads Numba (backend choice first)
     from .. import launch
 
+    try:  # the torch peers in FP32 as the rows beside them (cuDNN and cuBLAS take TF32 by default)
+        import torch
+
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    except ImportError:
+        pass
     rows, failed = [], 0
     for case in (*CASES, *matmul_cases()):
         for kind in case.kinds:
@@ -484,7 +490,8 @@ def matmul_entry(results, size: int = 256) -> dict:
     cfg = dc.asdict(dc.replace(rung.presets[preset], splits=splits))
     return {f"matmul|*|float32|{size}x{size}x{size}xfloat32": {
         "choice": {"variant": rung.name, "config": cfg}, "problems": [[size, size, size, "float32"]],
-        "measured": f"benchmarks/results/dispatch_h200.json: {r['host_us']} µs host, {r['gpu_us']} µs GPU per call "
+        "measured": f"benchmarks/results/dispatch_{device_slug()}.json: {r['host_us']} µs host, {r['gpu_us']} µs GPU "
+                    f"per call "
                     f"({label}; least max(host, GPU) of the {len(MATMUL_CONFIGS)} configs timed)"}}
 
 

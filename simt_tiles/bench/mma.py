@@ -8,9 +8,12 @@
   kernels take a minute each to build);
 * **verify** each kernel at ragged and large shapes against a float64 reference on the GPU,
   NaN-poisoned output, error over :func:`simt_tiles.bounds.mma_error_factor`·|A|·|B|;
-* **time** with ``triton.testing.do_bench`` (CUDA events, warm-up, L2 flushed before every
-  run, median): the kernel alone (launched on prepared arrays) and ``matmul_mma`` per call;
-  peers on the same inputs.  Writes ``mma.json`` and ``mma.md``.
+* **time** with :func:`simt_tiles.timing.time_cuda` (CUDA events around one call after a flush that
+  writes then reads 10× the L2, 3 warm-ups, the median of ``--reps``), configs that passed every check
+  only: the kernel alone (launched on prepared arrays: ragged shapes on operands padded outside its time,
+  so those rows carry no ratio) and ``matmul_mma`` per call (its ratios to the peers are what a caller
+  gets); peers on the same inputs, cuBLAS without reduced-precision 16-bit reductions.  Writes
+  ``mma.json`` and ``mma.md``.
 * **batches**: a size ``BxMxNxK`` is B products (attention's heads: 32x512x512x64 is
   32 × (512×64 @ 64×512)): each preset's batched call (one launch, grid z; checked first against a
   float64 reference, NaN-poisoned), the same total work as one product of (B·M)×N×K, and
@@ -131,7 +134,8 @@ def _time_batched(size, specs, compiled, peers, bench, rows, checks, dev, tdt) -
             matmul_mma(a, b, precision=prec, out=c, config=cfg)
             torch.cuda.synchronize()
             ref, absprod = a.double() @ b.double(), a.double().abs() @ b.double().abs()
-            f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec != "tf32") + 2 * k * 2.0**-53
+            f = mma_error_factor(k, prec, rounds_inputs=prec == "tf32", rounds_output=prec != "tf32",
+                                 truncates=getattr(cfg, "rounding", 1) == 2) + 2 * k * 2.0**-53
             ratio = float(((c.double() - ref).abs() / (f * absprod).clamp_min(1e-300)).max())
             ok = bool(torch.isfinite(c).all()) and ratio <= 1.0
             checks.append({"kernel": spec, "shape": list(size), "err_over_bound": ratio, "ok": ok})
@@ -156,7 +160,7 @@ def main(argv=None) -> int:
                    help="';'-separated specs, e.g. 'tf32:large;tf32:large,rounding=3'")
     p.add_argument("--sizes", default=",".join(DEFAULT_SIZES))
     p.add_argument("--peers", default="cublas,triton,cutile")
-    p.add_argument("--reps", type=int, default=100, help="do_bench rep (ms)")
+    p.add_argument("--reps", type=int, default=20, help="timed calls a row (the median is reported)")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     specs = [s for s in args.presets.split(";") if s]
@@ -173,7 +177,6 @@ def main(argv=None) -> int:
 
     import numpy as np
     import torch
-    import triton
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
@@ -184,10 +187,21 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     dev = torch.device("cuda")
     tdt = {"tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    # cuBLAS as ours: FP32 accumulation, no reduced-precision 16-bit reductions (torch allows them by default)
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     rows, checks = [], []
 
+    from simt_tiles.bench.common import flush_bytes
+    from simt_tiles.machine import l2_bytes
+    from simt_tiles.timing import time_cuda
+
+    # the house's timing (benchmarks/notes/method.md): CUDA events around one call after a flush that writes then
+    # reads 10x the L2 (triton's do_bench only writes: the dirty lines' write-backs were billed to the next call)
+    flush = torch.empty(flush_bytes(l2_bytes()) // 4, device=dev)
+
     def bench(fn):
-        return triton.testing.do_bench(fn, warmup=25, rep=args.reps, return_mode="median")
+        return float(np.median(time_cuda(fn, warmup=3, reps=args.reps, before=lambda: flush.fill_(1.0).sum())))
 
     def kernel_launcher(prec, rung, cfg, a, b, c):
         params = {} if prec == "tf32" else {"precision": prec}
@@ -226,7 +240,8 @@ def main(argv=None) -> int:
             print(f"verify {spec:16s} {m}x{n}x{k}: err/bound {ratio:.3g} rel {rel:.2e} {'ok' if ok else 'FAIL'}",
                   flush=True)
 
-    # --- time ---
+    # --- time --- (a config that failed a check is not timed: its rows would publish a wrong kernel's speed)
+    failed = {c["kernel"] for c in checks if not c.get("ok", False)}
     tri = _triton_matmul() if "triton" in peers else None
     try:
         from simt_tiles import tile as cutile  # deferred: cuda.tile is optional
@@ -250,7 +265,7 @@ def main(argv=None) -> int:
 
             for spec in specs:
                 p2, rung, cfg = _rung_cfg(spec)
-                if p2 != prec or compiled[spec][1]:
+                if p2 != prec or compiled[spec][1] or spec in failed:
                     continue
                 vec = 16 // a.element_size()
                 ap = torch.nn.functional.pad(a, (0, -k % vec)).contiguous()  # what the launcher copies to
@@ -268,7 +283,7 @@ def main(argv=None) -> int:
                 record(f"{rung.name}:{spec.split(':')[1]} (call)", bench(call),
                        {"wall_ms_per_call": wall, "config": dataclasses.asdict(cfg), "kind": "call"})
                 print(f"   wall per call (20 back to back): {wall:.4f} ms", flush=True)
-            if "cublas" in peers:
+            if "cublas" in peers:  # FP32 accumulation as ours: no TF32 beyond tf32's, no 16-bit reductions
                 torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
                 record(f"cuBLAS {prec.upper()}", bench(lambda: torch.matmul(a, b, out=c)))
                 torch.backends.cuda.matmul.allow_tf32 = False
@@ -289,7 +304,8 @@ def main(argv=None) -> int:
         for peer in ("cuBLAS", "Triton", "cuTile"):
             p_ms = [q["median_ms"] for q in rows if q["impl"] == f"{peer} {r['operands'].upper()}"
                     and q["shape"] == r["shape"]]
-            if p_ms and r["impl"].startswith("k1"):
+            # (a kernel row on operands padded outside its time is not what a caller gets: no ratio; its call is)
+            if p_ms and r["impl"].startswith("k1") and not r.get("padded", False):
                 r[f"vs_{peer.lower()}"] = p_ms[0] / r["median_ms"]
         if "vs_cublas" in r:
             r["peer"], r["vs_peer"] = f"cuBLAS {r['operands'].upper()}", r["vs_cublas"]

@@ -203,9 +203,9 @@ def measure(h, cp, tile, args) -> None:
             return BoundCheck(got, ref2, u32 * cp.abs(ref2) + g * absum2 * (1 + 1e-6), xp=cp)
 
         def rows_simt():
-            out.fill(cp.nan)
             return simt_tiles.reduce(x2, axis=-1, out=out)
 
+        out.fill(cp.nan)  # poisoned once, before the checked first call (a fill inside the timed call billed a kernel)
         h.entry("reduce", "sum 16384x16384 axis=-1", "simt_tiles.reduce", rows_simt,
                 check=lambda: rows_check(out), nbytes=x.nbytes, x=16384)
         for kw in ({"row_threads": 512}, {"row_threads": 1024}, {"loads": 4}):  # one block per row: its size
@@ -213,9 +213,9 @@ def measure(h, cp, tile, args) -> None:
             label = " ".join(f"{k}={v}" for k, v in kw.items())
 
             def rows_cfg(cfg=cfg):
-                out.fill(cp.nan)
                 return simt_tiles.reduce(x2, axis=-1, out=out, config=cfg)
 
+            out.fill(cp.nan)
             h.entry("reduce", "sum 16384x16384 axis=-1", f"simt_tiles.reduce {label}", rows_cfg,
                     check=lambda: rows_check(out), nbytes=x.nbytes, x=16384)
         h.entry("reduce", "sum 16384x16384 axis=-1", "cupy.sum", lambda: cp.sum(x2, axis=1),

@@ -199,6 +199,21 @@ def test_harness_checks_before_timing():
     assert not err["passed"] and err["error"] == "RuntimeError: no kernel image"
 
 
+def test_harness_ceilings_by_group_and_rows_without_a_rate():
+    """A zoo group's own copy row is its ceiling (the first group's copy was every group's); a passing row with no
+    rate (no bytes given) and a median of 0 no longer crash finish() or the entry."""
+    h = harness(ms=1.0)
+    for group, gbs in (("zoo a", 4e9), ("zoo b", 2e9)):
+        h.entry(group, "n", "device copy", lambda: None, check=lambda: True, kind="ceiling", nbytes=gbs)
+        h.entry(group, "x", "k", lambda: None, check=lambda: True, nbytes=1e9)
+    h.entry("zoo b", "y", "no bytes", lambda: None, check=lambda: True)
+    rows = h.finish(ceilings={"zoo a": "device copy", "zoo b": "device copy"}, peers={})
+    assert rows[1]["pct_ceiling"] == pytest.approx(25.0) and rows[3]["pct_ceiling"] == pytest.approx(50.0)
+    assert "gbps" not in rows[4] and "pct_ceiling" not in rows[4]
+    zero = harness(ms=0.0).entry("g", "p", "fast", lambda: None, check=lambda: True, nbytes=1e9)
+    assert zero["passed"] and zero["median_ms"] == 0 and "gbps" not in zero
+
+
 def test_harness_ratios_and_flush():
     flush = []
     h = harness(ms=1.0, before=lambda: flush.append(1))

@@ -142,10 +142,10 @@ class Harness:
                 host.append(time.perf_counter() - t0)
                 self.sync()
             row["host_us"] = 1e6 * sorted(host)[2]
-            sec = st["median_ms"] * 1e-3
-            if nbytes is not None:
+            sec = st["median_ms"] * 1e-3  # (0: below the events' resolution, no rate rather than a crash)
+            if nbytes is not None and sec > 0:
                 row["bytes"], row["gbps"] = nbytes, nbytes / sec / 1e9
-            if flops is not None:
+            if flops is not None and sec > 0:
                 row["flops"], row["tflops"] = flops, flops / sec / 1e12
         self.rows.append(row)
         self.progress.done(self.line(row))
@@ -168,9 +168,9 @@ class Harness:
         bandwidth groups any problem: the copy is measured once); ``peers``:
         group → impl name of the peer each row is divided by (same problem)."""
         for r in self.rows:
-            if not r["passed"]:
-                continue
             metric = "tflops" if "tflops" in r else "gbps"
+            if not r["passed"] or metric not in r:  # (a failed or untimed row, or one with no rate)
+                continue
             ceil = self._find(ceilings.get(r["group"]), r, metric, same_problem=metric == "tflops")
             if ceil and ceil is not r:
                 r["pct_ceiling"], r["ceiling"] = 100 * r[metric] / ceil[metric], ceil["impl"]
@@ -180,10 +180,11 @@ class Harness:
         return self.rows
 
     def _find(self, impl, row, metric, *, same_problem):
+        """The passing row of ``impl`` with ``metric``: of ``row``'s problem (``same_problem``), else of its group
+        first (a zoo group's own copy), then of any group (the patterns groups share one copy row)."""
         if impl is None:
             return None
-        for r in self.rows:
-            if r["impl"] == impl and r["passed"] and metric in r and (
-                    not same_problem or (r["group"], r["problem"]) == (row["group"], row["problem"])):
-                return r
-        return None
+        rows = [r for r in self.rows if r["impl"] == impl and r["passed"] and metric in r]
+        if same_problem:
+            return next((r for r in rows if (r["group"], r["problem"]) == (row["group"], row["problem"])), None)
+        return next((r for r in rows if r["group"] == row["group"]), rows[0] if rows else None)

@@ -63,3 +63,26 @@ def test_readme_speaks_only_of_the_project():
     text = open(README).read()
     for word in ("../shared", "prepare-carry", "gpu-carry", "carry:", "lent H200", "git show", ".ci/"):
         assert word not in text, word
+
+
+def test_the_zoo_table_shows_a_failed_row_and_no_torch(tmp_path):
+    """A failed default (no time) and a run without torch: dashes and the row named, the mean over the rest (the
+    table raised a KeyError, and without torch every row was empty)."""
+    import copy
+    import json
+
+    mod = _render_readme()
+    src = os.path.join(os.path.dirname(README), "benchmarks", "results", "matmul_zoo_h200.json")
+    with open(src) as fh:
+        data = json.load(fh)
+    bad = copy.deepcopy(data)
+    first = next(r for r in bad["results"] if r["impl"] == "default")
+    first["passed"] = False
+    first.pop("median_ms", None)
+    bad["results"] = [r for r in bad["results"] if r["impl"] != "torch.matmul"]
+    path = tmp_path / "zoo.json"
+    path.write_text(json.dumps(bad))
+    text = mod.zoo_block(str(path))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows and all(line.count("|") == 8 for line in rows)
+    assert sum("(check failed)" in line for line in rows) == 1 and "1 left out: a failed check" in text

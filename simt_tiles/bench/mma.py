@@ -180,9 +180,12 @@ def main(argv=None) -> int:
     from numba import cuda
 
     # deferred: loads Numba (backend choice first)
+    from simt_tiles.bench.common import flush_bytes
     from simt_tiles.bounds import mma_error_factor
     from simt_tiles.kernels.matmul.mma import matmul_mma
+    from simt_tiles.machine import l2_bytes
     from simt_tiles.runtime import allow_dynamic_smem
+    from simt_tiles.timing import time_cuda
 
     torch.manual_seed(0)
     dev = torch.device("cuda")
@@ -191,10 +194,6 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     rows, checks = [], []
-
-    from simt_tiles.bench.common import flush_bytes
-    from simt_tiles.machine import l2_bytes
-    from simt_tiles.timing import time_cuda
 
     # the house's timing (benchmarks/notes/method.md): CUDA events around one call after a flush that writes then
     # reads 10x the L2 (triton's do_bench only writes: the dirty lines' write-backs were billed to the next call)

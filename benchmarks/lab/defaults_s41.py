@@ -1,7 +1,7 @@
 """Session 41's new defaults at the points its runs did not time: k11's skewed rows at 15 × 15 and 21 × 21 (float32
 8192²), k12's rx3y2 at 7³ (float32 256³).  Each: ``config=None`` against the config it replaced, outputs compared
-first (the two must agree to the float32 bound's order: max |diff| / max |out| printed), then the kernel time (CUDA
-events around one call after an L2 flush, median of ``--reps``, two warm-up calls).
+first (the two must agree to the float32 bound's order: max |diff| / max |out| printed), then the kernel time
+(``simt_tiles.timing.time_cuda``: CUDA events around one call after an L2 flush, median of ``--reps``, two warm-ups).
 
     PYTHONPATH=$PWD python3 benchmarks/lab/defaults_s41.py [--reps 10] [--json PATH]
 """
@@ -25,22 +25,12 @@ def main() -> int:
     import cupy as cp
 
     import simt_tiles as st
+    from simt_tiles.timing import time_cuda
 
-    flush = cp.empty(256 * 2**20, cp.uint8)
+    flush = cp.empty(64 * 2**20, cp.float32)  # 256 MiB, written then read (the L2 left clean: method.md)
 
     def time_ms(f):
-        for _ in range(2):
-            f()
-        out = []
-        for _ in range(args.reps):
-            flush.fill(1)
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record()
-            f()
-            b.record()
-            b.synchronize()
-            out.append(cp.cuda.get_elapsed_time(a, b))
-        return statistics.median(out)
+        return statistics.median(time_cuda(f, warmup=2, reps=args.reps, before=lambda: (flush.fill(1), flush.sum())))
 
     rows = []
 
